@@ -1,0 +1,74 @@
+// Speed and memory of whole-step simulations. SimGrid allows one simulation per process, so each
+// iteration runs `stepsim run` in a child process and measures its wall time and peak RSS
+// (wait4's rusage). Targets (docs/performance.md): GPT-3 175B on 1024 A100s (TP8 PP8 DP16)
+// in <= 5 s wall and <= 1 GB; 4096 GPUs (DP64) reported.
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+struct ChildRun {
+  double wall_s = 0;
+  double max_rss_mb = 0;
+  int status = -1;
+};
+
+ChildRun run_child(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  ChildRun r;
+  struct rusage ru {};
+  wait4(pid, &r.status, 0, &ru);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.max_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  return r;
+}
+
+void gpt3_step(benchmark::State& state, int nodes, bool trace) {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  std::vector<std::string> args = {STEPSIM_BINARY, "run", "--cluster", src + "/topologies/dgx-a100-superpod.yaml",
+                                   "--workload", src + "/workloads/gpt3-175b.yaml",
+                                   "--set", "cluster.nodes=" + std::to_string(nodes), "--quiet"};
+  if (trace) {
+    args.push_back("--out");
+    args.push_back("/tmp/stepsim-bench-out");
+  }
+  double rss = 0;
+  for (auto _ : state) {
+    const ChildRun r = run_child(args);
+    if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
+      state.SkipWithError("stepsim run failed");
+      return;
+    }
+    state.SetIterationTime(r.wall_s);
+    rss = std::max(rss, r.max_rss_mb);
+  }
+  state.counters["peak_rss_MB"] = rss;
+  state.counters["gpus"] = nodes * 8;
+}
+
+} // namespace
+
+BENCHMARK_CAPTURE(gpt3_step, gpus1024_no_trace, 128, false)->UseManualTime()->Iterations(5)->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(gpt3_step, gpus1024_with_trace, 128, true)->UseManualTime()->Iterations(3)->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(gpt3_step, gpus4096_no_trace, 512, false)->UseManualTime()->Iterations(3)->Unit(benchmark::kSecond);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,61 @@
+#pragma once
+// Collective algorithms -> ordered point-to-point flows, and their analytical cost twin.
+// Pure arithmetic: no SimGrid here; the engine runs the flows on the platform.
+
+#include "core/units.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace stepsim::collectives {
+
+enum class Op { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND };
+
+/// FINE: one flow per ring step per rank (2(n-1) steps for all-reduce), each rank's sends
+/// ordered and each forwarded chunk waiting for its arrival, as NCCL's ring does.
+/// COARSE: one flow per ring edge carrying the rank's whole volume, the remaining per-step
+/// latencies added analytically; n flows instead of 2n(n-1).
+enum class Form { FINE, COARSE };
+
+struct Flow {
+  int32_t src = 0;   ///< GPU index
+  int32_t dst = 0;   ///< GPU index
+  double bytes = 0;  ///< payload
+};
+
+/// Flows with intra-program dependencies (compressed: flow f waits for
+/// deps[dep_begin[f] .. dep_begin[f+1])), then a delay once all flows are done.
+struct FlowProgram {
+  std::vector<Flow> flows;
+  std::vector<uint32_t> dep_begin; ///< size flows.size() + 1
+  std::vector<uint32_t> deps;
+  Seconds tail_delay;              ///< analytic latency added after the last flow
+
+  [[nodiscard]] std::span<const uint32_t> deps_of(size_t f) const {
+    return {deps.data() + dep_begin[f], dep_begin[f + 1] - dep_begin[f]};
+  }
+};
+
+/// One-way latency between two GPUs (from the platform).
+using LatencyFn = std::function<Seconds(int32_t, int32_t)>;
+
+/// Ring steps of `op` over n ranks: 2(n-1) for all-reduce, n-1 for all-gather and
+/// reduce-scatter, 1 for a send.
+int ring_steps(Op op, int n);
+
+/// Bytes each rank sends for `op` of payload `size` over n ranks (ring): 2(n-1)/n*S for
+/// all-reduce, (n-1)/n*S for all-gather/reduce-scatter, S for a send.
+Bytes ring_bytes_per_rank(Op op, Bytes size, int n);
+
+/// Expands `op` of payload `size` (nccl-tests "size": the full buffer) over `gpus`, in ring
+/// order (gpus[i] sends to gpus[i+1 mod n]). A SEND takes exactly two GPUs (src, dst).
+/// Empty when n == 1 or size == 0. Throws SimulationError on a malformed request.
+FlowProgram expand_ring(Op op, std::span<const int32_t> gpus, Bytes size, Form form, const LatencyFn& latency);
+
+/// Closed form of a ring on one link class: steps*alpha + ring_bytes_per_rank/beta
+/// (all-reduce: 2(n-1)*alpha + 2(n-1)/n*S/beta).
+Seconds ring_time(Op op, Bytes size, int n, Seconds alpha, BytesPerSec beta);
+
+} // namespace stepsim::collectives

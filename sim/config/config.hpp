@@ -1,0 +1,49 @@
+#pragma once
+// YAML -> validated specs. The only module that includes yaml-cpp.
+//
+// Every key is consumed or rejected as unknown (with a "did you mean"); every error is a
+// ConfigError whose message names file:line:col, the dotted key and what was expected.
+// Layouts that parse but cannot work are ModelErrors naming the reason.
+
+#include "config/spec.hpp"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace stepsim::config {
+
+/// One `--set path=value` from the command line. A path starting with "cluster." addresses the
+/// cluster file (prefix stripped); any other path addresses the workload file.
+struct Override {
+  std::string path;  ///< dotted key, e.g. "parallel.pp" or "cluster.nodes"
+  std::string value; ///< YAML scalar text, e.g. "4", "2us", "true"
+};
+
+/// Parses "path=value". Throws ConfigError when there is no '=' or the path is empty.
+Override parse_override(const std::string& text);
+
+/// Reads and validates a cluster file, applying the overrides whose path starts with "cluster.".
+/// Throws ConfigError.
+ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Override>& overrides = {});
+
+/// Reads and validates a workload file, applying the overrides without the "cluster." prefix.
+/// `parallel.dp` may be omitted; it is then 0 here and derived by `check_layout`.
+/// Throws ConfigError.
+WorkloadSpec load_workload(const std::filesystem::path& file, const std::vector<Override>& overrides = {});
+
+/// Checks that the workload can run on the cluster and derives parallel.dp when it was omitted.
+/// Throws ModelError naming the reason (tp*pp*dp != GPUs, heads % tp, layers % pp, ...).
+void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload);
+
+// Unit parsing (exposed for tests and other modules' data files). Each throws ConfigError with
+// `where` (e.g. "file.yaml:3:7: key 'gpu.hbm_capacity'") prefixed to the message.
+Bytes parse_bytes(const std::string& text, const std::string& where);            ///< "80GiB", "40MB", "1024B"
+BytesPerSec parse_bandwidth(const std::string& text, const std::string& where);  ///< "600GBps", "200Gbps"
+Seconds parse_time(const std::string& text, const std::string& where);           ///< "2us", "1.5ms", "0s"
+FlopsPerSec parse_flops_rate(const std::string& text, const std::string& where); ///< "312TFLOPS"
+
+/// Closest candidate to `key` by edit distance, or "" when nothing is close.
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates);
+
+} // namespace stepsim::config

@@ -1,0 +1,121 @@
+#pragma once
+// Plain, validated descriptions of a cluster and a training job. Produced by config/ (the only
+// user of yaml-cpp); consumed read-only by everything downstream. All quantities carry units.
+
+#include "core/units.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace stepsim {
+
+enum class Precision { BF16, FP16 };
+enum class MlpKind { GELU, SWIGLU };
+enum class NormKind { LAYERNORM, RMSNORM };
+enum class PositionEmbedding { LEARNED, ROTARY };
+enum class Schedule { GPIPE, ONE_F_ONE_B };
+enum class Recompute { NONE, SELECTIVE, FULL };
+enum class FabricKind { FAT_TREE };
+
+/// One GPU model. Peak figures are dense (no sparsity).
+struct GpuSpec {
+  std::string kind;               ///< e.g. "A100-SXM4-80GB"
+  FlopsPerSec peak_bf16;          ///< dense bf16 tensor-core peak
+  FlopsPerSec peak_fp16;          ///< dense fp16 tensor-core peak
+  Bytes hbm_capacity;             ///< device memory
+  BytesPerSec hbm_bandwidth;      ///< peak HBM bandwidth
+  double compute_efficiency = 0;  ///< achieved fraction of peak on large GEMMs, (0, 1]
+  double memory_efficiency = 0;   ///< achieved fraction of HBM bandwidth, (0, 1]
+};
+
+/// A class of link: bandwidth per direction, one-way latency, achieved fraction of bandwidth.
+struct LinkSpec {
+  BytesPerSec bandwidth;   ///< per direction
+  Seconds latency;         ///< one-way, end to end through this link class
+  double efficiency = 1.0; ///< achieved fraction of `bandwidth`, (0, 1]
+};
+
+/// The inter-node network. A fat tree: nodes hang under leaves (`nodes_per_leaf` each); the
+/// leaf-to-spine uplinks carry (downlink bandwidth / oversubscription). A non-blocking fat tree
+/// has oversubscription 1 and is modelled as a crossbar above the NICs.
+struct FabricSpec {
+  FabricKind kind = FabricKind::FAT_TREE;
+  int nodes_per_leaf = 1;        ///< nodes under one leaf switch
+  double oversubscription = 1.0; ///< leaf downlink:uplink bandwidth ratio, >= 1
+  Seconds switch_latency;        ///< added per switch traversed between nodes
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::string source;  ///< file the spec was read from (for messages)
+  int nodes = 0;
+  int gpus_per_node = 0;
+  GpuSpec gpu;
+  LinkSpec nvswitch;   ///< per GPU, per direction, GPU <-> NVSwitch
+  int nics_per_node = 0;
+  LinkSpec nic;        ///< per NIC, per direction
+  FabricSpec fabric;
+
+  [[nodiscard]] int num_gpus() const { return nodes * gpus_per_node; }
+};
+
+struct ModelSpec {
+  std::string name;
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t ffn_hidden = 0;
+  int64_t vocab = 0;
+  int64_t seq_len = 0;
+  MlpKind mlp = MlpKind::GELU;
+  NormKind norm = NormKind::LAYERNORM;         ///< default: layernorm for gelu, rmsnorm for swiglu
+  PositionEmbedding position = PositionEmbedding::LEARNED; ///< default: learned for gelu, rotary for swiglu
+  bool bias = true;                            ///< linear-layer biases; default: true for gelu
+  bool tied_embeddings = true;                 ///< output layer shares the input embedding; default: true for gelu
+
+  [[nodiscard]] int64_t head_dim() const { return hidden / heads; }
+};
+
+struct BatchSpec {
+  int64_t global_batch = 0; ///< sequences per optimizer step, all DP replicas together
+  int64_t micro_batch = 0;  ///< sequences per micro-batch per replica
+};
+
+struct ParallelSpec {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  Schedule schedule = Schedule::ONE_F_ONE_B;
+  bool sp = false;          ///< Megatron sequence parallelism (needs tp > 1 to matter)
+  int zero_stage = 0;       ///< 0, 1, 2 or 3 (3 = FSDP full shard)
+};
+
+struct TrainingSpec {
+  Bytes dp_bucket = Bytes(25.0 * 1024 * 1024); ///< DP gradient bucket size
+  double optimizer_bytes_per_param = 12;        ///< fp32 master + Adam m + v
+  Recompute recompute = Recompute::NONE;
+};
+
+struct WorkloadSpec {
+  std::string name;
+  std::string source;  ///< file the spec was read from
+  ModelSpec model;
+  BatchSpec batch;
+  ParallelSpec parallel;
+  Precision precision = Precision::BF16;
+  TrainingSpec training;
+
+  /// Micro-batches each pipeline processes per step: global_batch / (micro_batch * dp).
+  [[nodiscard]] int64_t micro_batches() const {
+    return batch.global_batch / (batch.micro_batch * parallel.dp);
+  }
+  [[nodiscard]] int num_gpus() const { return parallel.tp * parallel.pp * parallel.dp; }
+};
+
+/// Peak dense FLOP/s of `gpu` at `p`.
+inline FlopsPerSec peak_flops(const GpuSpec& gpu, Precision p) {
+  return p == Precision::BF16 ? gpu.peak_bf16 : gpu.peak_fp16;
+}
+
+} // namespace stepsim

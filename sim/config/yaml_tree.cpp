@@ -1,0 +1,323 @@
+#include "config/yaml_tree.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+namespace stepsim::config::detail {
+
+namespace {
+
+std::string format_mark(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null() || mark.line < 0 || mark.column < 0) {
+    return file;
+  }
+  return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+/// True when `path` is `prefix` or lies below it.
+bool covers(const std::string& prefix, const std::string& path) {
+  return path == prefix ||
+         (path.size() > prefix.size() && path.starts_with(prefix) && path[prefix.size()] == '.');
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::string::size_type start = 0;
+  while (true) {
+    const auto dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) {
+      break;
+    }
+    start = dot + 1;
+  }
+  return parts;
+}
+
+std::string key_list(const std::vector<std::string_view>& keys) {
+  std::string out;
+  for (const auto& key : keys) {
+    out += (out.empty() ? "" : ", ") + std::string(key);
+  }
+  return out;
+}
+
+} // namespace
+
+std::string join_key(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
+}
+
+std::string describe(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) {
+    return "nothing";
+  }
+  if (node.IsMap()) {
+    return "a mapping";
+  }
+  if (node.IsSequence()) {
+    return "a list";
+  }
+  return "'" + node.Scalar() + "'";
+}
+
+// ---- Document ------------------------------------------------------------------------------
+
+Document::Document(const std::filesystem::path& file) : file_(file.string()) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) {
+    throw ConfigError(file_ + ": cannot read the file: it does not exist");
+  }
+  if (std::filesystem::is_directory(file, ec)) {
+    throw ConfigError(file_ + ": cannot read the file: it is a directory");
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in.is_open()) {
+    throw ConfigError(file_ + ": cannot read the file: it cannot be opened");
+  }
+  std::stringstream text;
+  text << in.rdbuf(); // sets failbit on `text` for an empty file, which is fine
+  try {
+    root_ = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(format_mark(file_, e.mark) + ": YAML syntax error: " + e.msg);
+  }
+}
+
+void Document::apply(const std::string& path, const std::string& value, const std::string& shown) {
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(shown + ": the value is not valid YAML: " + e.msg);
+  }
+  const auto parts = split_path(path);
+  for (const auto& part : parts) {
+    if (part.empty()) {
+      throw ConfigError(shown + ": empty key in path '" + path + "'");
+    }
+  }
+
+  // Walk down, creating mappings that the file omitted. `node` is a handle that shares the
+  // tree's storage, so assignments through it edit the document.
+  if (!root_.IsMap() && !root_.IsNull()) {
+    throw ConfigError(shown + ": cannot apply the override: the top level of " + file_ + " is not a mapping");
+  }
+  YAML::Node node = root_;
+  std::string walked;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    const std::string here = join_key(walked, parts[i]);
+    YAML::Node child = node[parts[i]];
+    if (!child.IsDefined() || child.IsNull()) {
+      child = YAML::Node(YAML::NodeType::Map);
+      std::erase_if(origins_, [&](const auto& o) { return covers(here, o.first); });
+      origins_.emplace_back(here, shown);
+    } else if (!child.IsMap()) {
+      throw ConfigError(shown + ": key '" + here + "' is " + describe(child) + " at " +
+                        location(here, child) + ", not a mapping, so it has no key '" + parts[i + 1] + "'");
+    }
+    node.reset(child);
+    walked = here;
+  }
+  node[parts.back()] = parsed;
+  std::erase_if(origins_, [&](const auto& o) { return covers(path, o.first); });
+  origins_.emplace_back(path, shown);
+}
+
+std::string Document::location(const std::string& path, const YAML::Node& node) const {
+  const std::pair<std::string, std::string>* best = nullptr;
+  for (const auto& origin : origins_) {
+    if (covers(origin.first, path) && (best == nullptr || origin.first.size() >= best->first.size())) {
+      best = &origin;
+    }
+  }
+  if (best != nullptr) {
+    return best->second;
+  }
+  if (!node.IsDefined()) {
+    return file_;
+  }
+  return format_mark(file_, node.Mark());
+}
+
+void Document::fail(const std::string& path, const YAML::Node& node, const std::string& message) const {
+  throw ConfigError(location(path, node) + ": " + message);
+}
+
+// ---- Field ---------------------------------------------------------------------------------
+
+Field::Field(const Document& doc, std::string path, const YAML::Node& key, const YAML::Node& value)
+    : doc_(&doc), path_(std::move(path)), key_(key), value_(value) {}
+
+const YAML::Node& Field::anchor() const {
+  return value_.IsDefined() && !value_.IsNull() ? value_ : key_;
+}
+
+std::string Field::where() const {
+  return doc_->location(path_, anchor()) + ": key '" + path_ + "'";
+}
+
+void Field::fail(const std::string& what) const {
+  throw ConfigError(where() + ": " + what);
+}
+
+std::string Field::scalar(std::string_view expected) const {
+  if (!value_.IsScalar()) {
+    fail("expected " + std::string(expected) + ", found " + describe(value_));
+  }
+  return value_.Scalar();
+}
+
+std::string Field::string() const {
+  std::string text = scalar("a non-empty string");
+  if (text.empty()) {
+    fail("expected a non-empty string, found ''");
+  }
+  return text;
+}
+
+int64_t Field::integer(int64_t lo, int64_t hi, std::string_view expected) const {
+  const std::string text = scalar(expected);
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec == std::errc::invalid_argument || ptr != end) {
+    fail("expected " + std::string(expected) + ", found '" + text + "' (not an integer)");
+  }
+  if (ec == std::errc::result_out_of_range || v < lo || v > hi) {
+    fail("expected " + std::string(expected) + ", found " + text);
+  }
+  return v;
+}
+
+double Field::number(std::string_view expected, const std::function<bool(double)>& ok) const {
+  const std::string text = scalar(expected);
+  const std::size_t first = (!text.empty() && text[0] == '-') ? 1 : 0;
+  const bool starts_ok = text.size() > first &&
+                         (std::isdigit(static_cast<unsigned char>(text[first])) != 0 || text[first] == '.');
+  double v = 0;
+  const char* end = text.data() + text.size();
+  if (starts_ok) {
+    const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+    if (ec == std::errc() && ptr == end && std::isfinite(v)) {
+      if (!ok(v)) {
+        fail("expected " + std::string(expected) + ", found " + text);
+      }
+      return v;
+    }
+  }
+  fail("expected " + std::string(expected) + ", found '" + text + "' (not a number)");
+}
+
+bool Field::boolean() const {
+  const std::string text = scalar("true or false");
+  if (text == "true" || text == "True" || text == "TRUE") {
+    return true;
+  }
+  if (text == "false" || text == "False" || text == "FALSE") {
+    return false;
+  }
+  fail("expected true or false, found '" + text + "'");
+}
+
+void Field::fail_choice(const std::string& found, const std::vector<std::string>& names) const {
+  std::string expected;
+  for (const auto& name : names) {
+    expected += (expected.empty() ? "" : ", ") + name;
+  }
+  std::string message = "expected one of " + expected + ", found '" + found + "'";
+  const std::string suggestion = did_you_mean(found, names);
+  if (!suggestion.empty()) {
+    message += "; did you mean '" + suggestion + "'?";
+  }
+  fail(message);
+}
+
+MapReader Field::map(std::vector<std::string_view> keys) const {
+  return MapReader(*doc_, path_, key_, value_, std::move(keys));
+}
+
+// ---- MapReader -----------------------------------------------------------------------------
+
+MapReader::MapReader(const Document& doc, std::string path, const YAML::Node& anchor, const YAML::Node& map,
+                     std::vector<std::string_view> keys)
+    : doc_(&doc), path_(std::move(path)), anchor_(anchor), keys_(std::move(keys)) {
+  if (!map.IsMap()) {
+    const YAML::Node& at = map.IsDefined() && !map.IsNull() ? map : anchor_;
+    if (path_.empty()) {
+      doc.fail(path_, at,
+               "expected a mapping with keys " + key_list(keys_) + " at the top level, found " +
+                   describe(map));
+    }
+    doc.fail(path_, at,
+             "key '" + path_ + "': expected a mapping with keys " + key_list(keys_) + ", found " +
+                 describe(map));
+  }
+  const std::vector<std::string> known(keys_.begin(), keys_.end());
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const YAML::Node key = it->first;
+    if (!key.IsScalar()) {
+      doc.fail(path_, key,
+               (path_.empty() ? "" : "key '" + path_ + "': ") + "expected a key name, found " +
+                   describe(key));
+    }
+    const std::string& name = key.Scalar();
+    const std::string full = join_key(path_, name);
+    for (const auto& entry : entries_) {
+      if (entry.name == name) {
+        doc.fail(full, key,
+                 "key '" + full + "' is given twice (first at " + doc.location(full, entry.key) + ")");
+      }
+    }
+    if (std::find(keys_.begin(), keys_.end(), name) == keys_.end()) {
+      const std::string suggestion = did_you_mean(name, known);
+      doc.fail(full, key,
+               "unknown key '" + full + "'" +
+                   (suggestion.empty() ? "; expected one of " + key_list(keys_)
+                                       : "; did you mean '" + join_key(path_, suggestion) + "'?"));
+    }
+    entries_.push_back(Entry{name, key, it->second});
+  }
+}
+
+MapReader MapReader::root(const Document& doc, std::vector<std::string_view> keys) {
+  if (doc.root().IsNull() && !doc.root().IsMap()) {
+    throw ConfigError(doc.file() + ":1:1: the document is empty; expected a mapping with keys " +
+                      key_list(keys));
+  }
+  return MapReader(doc, "", doc.root(), doc.root(), std::move(keys));
+}
+
+bool MapReader::has(std::string_view key) const {
+  return find(key).has_value();
+}
+
+std::optional<Field> MapReader::find(std::string_view key) const {
+  for (const auto& entry : entries_) {
+    if (entry.name == key) {
+      return Field(*doc_, join_key(path_, key), entry.key, entry.value);
+    }
+  }
+  return std::nullopt;
+}
+
+Field MapReader::require(std::string_view key) const {
+  auto field = find(key);
+  if (!field) {
+    fail("missing required key '" + join_key(path_, key) + "'");
+  }
+  return *field;
+}
+
+void MapReader::fail(const std::string& what) const {
+  doc_->fail(path_, anchor_, (path_.empty() ? "" : "key '" + path_ + "': ") + what);
+}
+
+} // namespace stepsim::config::detail

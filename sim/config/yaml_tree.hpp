@@ -1,0 +1,150 @@
+#pragma once
+// Private to config/: a YAML document that remembers where every value came from (a position in
+// the file or a --set override), and checked readers over its mappings. Not part of the public
+// API; nothing outside sim/config/ includes this header.
+
+#include "config/config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace stepsim::config::detail {
+
+/// "a.b" joined with "c" -> "a.b.c"; an empty parent gives just "c".
+std::string join_key(const std::string& parent, std::string_view key);
+
+/// How a YAML node is described in "found ..." messages: 'text', a mapping, a list, nothing.
+std::string describe(const YAML::Node& node);
+
+/// A parsed YAML file plus the overrides applied on top of it.
+class Document {
+public:
+  /// Reads and parses `file`. Throws ConfigError when it cannot be read or is not valid YAML.
+  explicit Document(const std::filesystem::path& file);
+
+  /// Sets dotted `path` (relative to the document root) to the YAML text `value`, creating
+  /// missing mappings on the way. `shown` is how errors name the override
+  /// ("--set cluster.nodes=2"). Throws ConfigError (bad YAML value, path through a non-mapping).
+  void apply(const std::string& path, const std::string& value, const std::string& shown);
+
+  [[nodiscard]] const std::string& file() const { return file_; }
+  [[nodiscard]] const YAML::Node& root() const { return root_; }
+
+  /// Where the node at dotted `path` came from: "--set PATH=VALUE" when an override supplied it,
+  /// else "FILE:LINE:COL" (1-based) from the node's mark, else "FILE".
+  [[nodiscard]] std::string location(const std::string& path, const YAML::Node& node) const;
+
+  /// Throws ConfigError "LOCATION: MESSAGE".
+  [[noreturn]] void fail(const std::string& path, const YAML::Node& node, const std::string& message) const;
+
+private:
+  std::string file_;
+  YAML::Node root_;
+  std::vector<std::pair<std::string, std::string>> origins_; ///< (path, shown) of overridden subtrees
+};
+
+class MapReader;
+
+/// One key's value inside a mapping, with readers that check its type and range. Every reader
+/// throws ConfigError "LOCATION: key 'PATH': expected ..., found ...".
+class Field {
+public:
+  Field(const Document& doc, std::string path, const YAML::Node& key, const YAML::Node& value);
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] const YAML::Node& value() const { return value_; }
+  /// "LOCATION: key 'PATH'", the prefix of every message about this field.
+  [[nodiscard]] std::string where() const;
+  /// Throws ConfigError "LOCATION: key 'PATH': WHAT".
+  [[noreturn]] void fail(const std::string& what) const;
+
+  /// The scalar text; fails with "expected EXPECTED, found a mapping" etc. otherwise.
+  [[nodiscard]] std::string scalar(std::string_view expected) const;
+  /// A non-empty string.
+  [[nodiscard]] std::string string() const;
+  /// A decimal integer (no fraction, no exponent) in [lo, hi]; `expected` names the range.
+  [[nodiscard]] int64_t integer(int64_t lo, int64_t hi, std::string_view expected) const;
+  /// A finite decimal number accepted by `ok`; `expected` names the range.
+  [[nodiscard]] double number(std::string_view expected, const std::function<bool(double)>& ok) const;
+  /// true or false (also True/TRUE/False/FALSE).
+  [[nodiscard]] bool boolean() const;
+  /// One of the named values; fails listing them all (and a "did you mean").
+  template <class E>
+  [[nodiscard]] E choice(std::initializer_list<std::pair<std::string_view, E>> options) const;
+  /// A mapping whose keys are all in `keys`.
+  [[nodiscard]] MapReader map(std::vector<std::string_view> keys) const;
+
+private:
+  /// Node whose mark locates the value: the value, or the key when the value is empty.
+  [[nodiscard]] const YAML::Node& anchor() const;
+  [[noreturn]] void fail_choice(const std::string& found, const std::vector<std::string>& names) const;
+
+  const Document* doc_;
+  std::string path_;
+  YAML::Node key_;
+  YAML::Node value_;
+};
+
+/// A mapping checked on construction: every key is a scalar, none repeats and each is one of
+/// the allowed keys (else "unknown key ... did you mean ...").
+class MapReader {
+public:
+  /// `anchor` locates the mapping itself in messages (its key, or the root node).
+  MapReader(const Document& doc, std::string path, const YAML::Node& anchor, const YAML::Node& map,
+            std::vector<std::string_view> keys);
+
+  /// The root mapping of `doc`.
+  static MapReader root(const Document& doc, std::vector<std::string_view> keys);
+
+  [[nodiscard]] bool has(std::string_view key) const;
+  /// The field, or nullopt when the key is absent.
+  [[nodiscard]] std::optional<Field> find(std::string_view key) const;
+  /// The field; throws ConfigError at the mapping's location when the key is absent.
+  [[nodiscard]] Field require(std::string_view key) const;
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+  /// Throws ConfigError at the mapping's location: "LOCATION: key 'PATH': WHAT".
+  [[noreturn]] void fail(const std::string& what) const;
+
+private:
+  struct Entry {
+    std::string name;
+    YAML::Node key;
+    YAML::Node value;
+  };
+
+  const Document* doc_;
+  std::string path_;
+  YAML::Node anchor_;
+  std::vector<Entry> entries_;
+  std::vector<std::string_view> keys_;
+};
+
+template <class E> E Field::choice(std::initializer_list<std::pair<std::string_view, E>> options) const {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : options) {
+    names.emplace_back(name);
+  }
+  std::string expected = "one of";
+  for (const auto& name : names) {
+    expected += (name == names.front() ? " " : ", ") + name;
+  }
+  const std::string text = scalar(expected);
+  for (const auto& [name, value] : options) {
+    if (text == name) {
+      return value;
+    }
+  }
+  fail_choice(text, names);
+}
+
+} // namespace stepsim::config::detail

@@ -1,0 +1,316 @@
+#include "engine/replay.hpp"
+
+#include "core/error.hpp"
+#include "topology/platform.hpp"
+
+#include <simgrid/s4u/Activity.hpp>
+#include <simgrid/s4u/Comm.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Exec.hpp>
+#include <simgrid/s4u/Host.hpp>
+#include <xbt/log.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+namespace sg4 = simgrid::s4u;
+
+namespace stepsim::engine {
+
+collectives::Op to_collective_op(graph::CollectiveOp op) {
+  switch (op) {
+  case graph::CollectiveOp::ALL_REDUCE: return collectives::Op::ALL_REDUCE;
+  case graph::CollectiveOp::ALL_GATHER: return collectives::Op::ALL_GATHER;
+  case graph::CollectiveOp::REDUCE_SCATTER: return collectives::Op::REDUCE_SCATTER;
+  case graph::CollectiveOp::SEND: return collectives::Op::SEND;
+  }
+  return collectives::Op::SEND;
+}
+
+namespace {
+
+using graph::TaskId;
+
+/// What a SimGrid activity stands for, packed into its data pointer:
+/// kind in the low 2 bits, an index above.
+enum class Tag : uintptr_t { TASK_EXEC = 0, FLOW = 1, TAIL_DELAY = 2 };
+
+void* pack(Tag tag, uint64_t index) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>((index << 2) | static_cast<uintptr_t>(tag)));
+}
+
+/// The running state of one collective: its flows and how many inputs each still waits for.
+struct RunningCollective {
+  TaskId task = 0;
+  collectives::FlowProgram program;
+  std::vector<uint32_t> waiting;      ///< per flow: unfinished dependencies
+  std::vector<std::vector<uint32_t>> successors; ///< per flow (fine form only)
+  uint32_t unfinished = 0;
+};
+
+class Runner {
+public:
+  Runner(const graph::StepProgram& program, const ClusterSpec& cluster, const ReplayOptions& options,
+         const std::vector<std::function<void(const TaskEvent&)>>& listeners)
+      : prog_(program), g_(program.graph), cluster_(cluster), options_(options), listeners_(listeners) {}
+
+  ReplayResult run() {
+    xbt_log_control_set("root.thres:critical");
+    int argc = 1;
+    char arg0[] = "stepsim";
+    char* argv[] = {arg0, nullptr};
+    sg4::Engine engine(&argc, argv);
+    engine.set_config("network/model:CM02");
+    engine.set_config("network/crosstraffic:0");
+    engine.set_config("network/TCP-gamma:0");
+    platform_ = topology::build_platform(engine, cluster_);
+
+    const size_t n = g_.size();
+    check_ranks();
+    waiting_.resize(n);
+    result_.start.assign(n, Seconds(-1.0));
+    result_.end.assign(n, Seconds(-1.0));
+    for (TaskId id = 0; id < n; ++id)
+      waiting_[id] = static_cast<uint32_t>(g_.predecessors(id).size());
+
+    sg4::Activity::on_completion_cb([this](sg4::Activity const& a) { on_activity_done(a); });
+    sg4::Engine::on_time_advance_cb([this](double) { release_finished(); });
+
+    for (TaskId id = 0; id < n; ++id)
+      if (waiting_[id] == 0)
+        ready_.push_back(id);
+    drain_ready();
+    engine.run();
+    release_finished();
+
+    if (finished_ != n) {
+      std::string which;
+      int shown = 0;
+      for (TaskId id = 0; id < n && shown < 5; ++id) {
+        if (result_.end[id].value() < 0) {
+          const graph::Task& t = g_.task(id);
+          const std::string_view what =
+              t.kind == graph::TaskKind::COMPUTE ? std::string_view("compute") : graph::to_string(t.group);
+          which += " #" + std::to_string(id) + "(" + std::string(what) +
+                   ", rank " + std::to_string(t.rank) + ")";
+          ++shown;
+        }
+      }
+      throw SimulationError("engine: " + std::to_string(n - finished_) + " of " + std::to_string(n) +
+                            " tasks never ran:" + which);
+    }
+    return std::move(result_);
+  }
+
+private:
+  /// Every GPU a task touches (folded DP replicas included) must exist on the platform.
+  void check_ranks() const {
+    const auto beyond = [&](graph::Rank r) { return r < 0 || static_cast<size_t>(r) >= platform_.gpus.size(); };
+    auto fail = [&](graph::TaskId id, graph::Rank r) {
+      throw SimulationError("engine: task #" + std::to_string(id) + " uses GPU " + std::to_string(r) +
+                            " but the cluster has " + std::to_string(platform_.gpus.size()) + " GPUs");
+    };
+    for (graph::Rank r : prog_.simulated_ranks)
+      if (beyond(r))
+        fail(0, r);
+    for (TaskId id = 0; id < g_.size(); ++id) {
+      const graph::Task& t = g_.task(id);
+      if (t.kind == graph::TaskKind::COMPUTE) {
+        if (beyond(t.rank))
+          fail(id, t.rank);
+      } else {
+        for (graph::Rank r : g_.participants(t))
+          if (beyond(r))
+            fail(id, r);
+      }
+    }
+  }
+
+  // --- task lifecycle ----------------------------------------------------------------------
+  void drain_ready() {
+    while (!ready_.empty()) {
+      const TaskId id = ready_.back();
+      ready_.pop_back();
+      start_task(id);
+    }
+  }
+
+  void start_task(TaskId id) {
+    const double now = sg4::Engine::get_clock();
+    result_.start[id] = Seconds(now);
+    const graph::Task& t = g_.task(id);
+    if (t.kind == graph::TaskKind::COMPUTE) {
+      if (t.duration.value() <= 0) {
+        finish_task(id);
+        return;
+      }
+      sg4::Host* host = platform_.gpus[static_cast<size_t>(t.rank)];
+      sg4::ExecPtr exec = sg4::Exec::init();
+      exec->set_host(host);
+      exec->set_flops_amount(t.duration.value() * platform_.gpu_speed);
+      exec->set_data(pack(Tag::TASK_EXEC, id));
+      keep(exec);
+      exec->start();
+      return;
+    }
+    start_collective(id, t);
+  }
+
+  void finish_task(TaskId id) {
+    result_.end[id] = Seconds(sg4::Engine::get_clock());
+    ++finished_;
+    const TaskEvent ev{id, result_.start[id], result_.end[id]};
+    for (const auto& l : listeners_)
+      l(ev);
+    for (TaskId s : g_.successors(id))
+      if (--waiting_[s] == 0)
+        ready_.push_back(s);
+  }
+
+  // --- collectives ---------------------------------------------------------------------------
+  void start_collective(TaskId id, const graph::Task& t) {
+    const auto ranks = g_.participants(t);
+    const collectives::Op op = to_collective_op(t.op);
+    collectives::Form form = collectives::Form::COARSE;
+    if (options_.collective_form == CollectiveForm::FINE ||
+        (options_.collective_form == CollectiveForm::AUTO && ranks.size() <= 2))
+      form = collectives::Form::FINE;
+    auto latency = [this](int32_t a, int32_t b) { return topology::route_latency(platform_, a, b); };
+
+    size_t slot;
+    if (!free_collectives_.empty()) {
+      slot = free_collectives_.back();
+      free_collectives_.pop_back();
+    } else {
+      slot = collectives_.size();
+      collectives_.emplace_back();
+    }
+    RunningCollective& rc = collectives_[slot];
+    rc.task = id;
+    rc.program = collectives::expand_ring(op, ranks, t.bytes, form, latency);
+    const size_t nf = rc.program.flows.size();
+    rc.unfinished = static_cast<uint32_t>(nf);
+    rc.waiting.assign(nf, 0);
+    rc.successors.assign(nf, {});
+    for (size_t f = 0; f < nf; ++f) {
+      const auto deps = rc.program.deps_of(f);
+      rc.waiting[f] = static_cast<uint32_t>(deps.size());
+      for (uint32_t d : deps)
+        rc.successors[d].push_back(static_cast<uint32_t>(f));
+    }
+    if (nf == 0) {
+      finish_collective(slot);
+      return;
+    }
+    for (size_t f = 0; f < nf; ++f)
+      if (rc.waiting[f] == 0)
+        start_flow(slot, static_cast<uint32_t>(f));
+  }
+
+  void start_flow(size_t slot, uint32_t f) {
+    const collectives::Flow& fl = collectives_[slot].program.flows[f];
+    sg4::CommPtr comm = sg4::Comm::sendto_init(platform_.gpus[static_cast<size_t>(fl.src)],
+                                               platform_.gpus[static_cast<size_t>(fl.dst)]);
+    comm->set_payload_size(static_cast<uint64_t>(std::llround(fl.bytes)));
+    const uint64_t index = (static_cast<uint64_t>(slot) << 24) | f;
+    if (f >= (1u << 24))
+      throw SimulationError("engine: a collective with more than 16M flows");
+    comm->set_data(pack(Tag::FLOW, index));
+    keep(comm);
+    ++result_.flows;
+    comm->start();
+  }
+
+  void flow_done(uint64_t index) {
+    const size_t slot = static_cast<size_t>(index >> 24);
+    const uint32_t f = static_cast<uint32_t>(index & ((1u << 24) - 1));
+    RunningCollective& rc = collectives_[slot];
+    for (uint32_t s : rc.successors[f])
+      if (--rc.waiting[s] == 0)
+        start_flow(slot, s);
+    if (--rc.unfinished == 0) {
+      const Seconds tail = rc.program.tail_delay;
+      if (tail.value() > 0) {
+        sg4::ExecPtr delay = sg4::Exec::init();
+        delay->set_host(platform_.timer);
+        delay->set_flops_amount(tail.value() * platform_.gpu_speed);
+        delay->set_data(pack(Tag::TAIL_DELAY, slot));
+        keep(delay);
+        delay->start();
+      } else {
+        finish_collective(slot);
+      }
+    }
+  }
+
+  void finish_collective(size_t slot) {
+    const TaskId id = collectives_[slot].task;
+    collectives_[slot].program = {};
+    collectives_[slot].successors.clear();
+    free_collectives_.push_back(slot);
+    finish_task(id);
+  }
+
+  // --- SimGrid plumbing --------------------------------------------------------------------
+  void on_activity_done(sg4::Activity const& a) {
+    const auto packed = reinterpret_cast<uintptr_t>(a.get_data<void>());
+    const auto tag = static_cast<Tag>(packed & 3u);
+    const uint64_t index = packed >> 2;
+    done_.push_back(&a);
+    switch (tag) {
+    case Tag::TASK_EXEC: finish_task(static_cast<TaskId>(index)); break;
+    case Tag::FLOW: flow_done(index); break;
+    case Tag::TAIL_DELAY: finish_collective(static_cast<size_t>(index)); break;
+    }
+    drain_ready();
+  }
+
+  /// Holds a reference until the activity has completed (SIMGRID_NOTES trap 2).
+  void keep(const sg4::ActivityPtr& a) {
+    ++result_.activities;
+    live_.emplace(a.get(), a);
+  }
+
+  /// Drops references of completed activities, outside their own completion callbacks.
+  void release_finished() {
+    for (const sg4::Activity* a : done_)
+      live_.erase(a);
+    done_.clear();
+  }
+
+  const graph::StepProgram& prog_;
+  const graph::StepGraph& g_;
+  const ClusterSpec& cluster_;
+  const ReplayOptions& options_;
+  const std::vector<std::function<void(const TaskEvent&)>>& listeners_;
+  topology::Platform platform_;
+  std::vector<uint32_t> waiting_;
+  std::vector<TaskId> ready_;
+  std::vector<RunningCollective> collectives_;
+  std::vector<size_t> free_collectives_;
+  std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> live_;
+  std::vector<const sg4::Activity*> done_;
+  ReplayResult result_;
+  size_t finished_ = 0;
+};
+
+} // namespace
+
+Replay::Replay(const graph::StepProgram& program, const ClusterSpec& cluster, ReplayOptions options)
+    : program_(program), cluster_(cluster), options_(options) {}
+
+void Replay::subscribe(std::function<void(const TaskEvent&)> listener) { listeners_.push_back(std::move(listener)); }
+
+ReplayResult Replay::run() {
+  if (!program_.graph.finalized())
+    throw SimulationError("engine: the step graph is not finalized");
+  Runner runner(program_, cluster_, options_, listeners_);
+  ReplayResult r = runner.run();
+  for (const Seconds& e : r.end)
+    r.step_time = std::max(r.step_time, e);
+  return r;
+}
+
+} // namespace stepsim::engine

@@ -1,0 +1,61 @@
+#pragma once
+// Replays a StepProgram on a SimGrid platform built from the cluster. Each SimGrid activity is
+// created just in time, when all its inputs are done (never a pre-built SimGrid DAG). Compute
+// tasks are Execs on the GPU's host; collectives expand into ordered flows between GPU hosts.
+// Publishes a typed event per finished task; report/ and trace/ subscribe.
+//
+// One simulation per process (SimGrid keeps global state): construct one Replay, run it once.
+
+#include "collectives/flows.hpp"
+#include "config/spec.hpp"
+#include "graph/step_builder.hpp"
+
+#include <functional>
+#include <vector>
+
+namespace stepsim::engine {
+
+enum class CollectiveForm { AUTO, FINE, COARSE };
+
+struct ReplayOptions {
+  /// AUTO: coarse (one flow per ring edge) for every ring of more than two ranks, fine otherwise.
+  CollectiveForm collective_form = CollectiveForm::AUTO;
+};
+
+/// A task that finished: its id in the graph and its simulated interval.
+struct TaskEvent {
+  graph::TaskId id = 0;
+  Seconds start;
+  Seconds end;
+};
+
+struct ReplayResult {
+  std::vector<Seconds> start; ///< per task id
+  std::vector<Seconds> end;   ///< per task id
+  Seconds step_time;          ///< latest end
+  uint64_t flows = 0;         ///< point-to-point flows simulated
+  uint64_t activities = 0;    ///< SimGrid activities created
+};
+
+class Replay {
+public:
+  Replay(const graph::StepProgram& program, const ClusterSpec& cluster, ReplayOptions options = {});
+
+  /// Called once per finished task, in completion order.
+  void subscribe(std::function<void(const TaskEvent&)> listener);
+
+  /// Runs the simulation. Throws SimulationError if any task never ran or the platform cannot
+  /// hold the program (a rank beyond the cluster's GPUs).
+  ReplayResult run();
+
+private:
+  const graph::StepProgram& program_;
+  const ClusterSpec& cluster_;
+  ReplayOptions options_;
+  std::vector<std::function<void(const TaskEvent&)>> listeners_;
+};
+
+/// Maps a graph collective op to the collectives module's op.
+collectives::Op to_collective_op(graph::CollectiveOp op);
+
+} // namespace stepsim::engine

@@ -1,0 +1,58 @@
+#pragma once
+// Compiles a workload into the DAG of one training step: per rank, per layer, per micro-batch
+// forward and backward compute (attention and MLP blocks), TP collectives between them, PP
+// activation/gradient sends between neighbouring stages, DP gradient buckets that start as soon
+// as backward has produced their gradients, and the optimizer step.
+
+#include "config/spec.hpp"
+#include "graph/step_graph.hpp"
+
+#include <functional>
+#include <vector>
+
+namespace stepsim::graph {
+
+/// Megatron rank order: tp fastest-varying, then dp, then pp.
+struct RankGrid {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  [[nodiscard]] Rank rank(int d, int p, int t) const { return t + tp * (d + dp * p); }
+  [[nodiscard]] int tp_of(Rank r) const { return r % tp; }
+  [[nodiscard]] int dp_of(Rank r) const { return (r / tp) % dp; }
+  [[nodiscard]] int pp_of(Rank r) const { return r / (tp * dp); }
+  [[nodiscard]] int size() const { return tp * pp * dp; }
+};
+
+/// What a compute task does, for the compute-time model.
+struct ComputeQuery {
+  Block block = Block::NONE;
+  Phase phase = Phase::FORWARD;
+  int stage = 0;
+  Flops flops;
+  Bytes bytes; ///< HBM traffic estimate
+};
+
+/// Maps a compute task to its duration (roofline now, kernel profiles later).
+using ComputeTimeFn = std::function<Seconds(const ComputeQuery&)>;
+
+struct BuildOptions {
+  /// Simulate one DP replica (dp index 0) and launch the other replicas' DP flows in lockstep
+  /// with it. Exact when replicas see a symmetric network; see docs/engine.md.
+  bool fold_dp = true;
+  ComputeTimeFn compute_time; ///< required
+};
+
+/// The DAG plus what downstream needs to interpret it.
+struct StepProgram {
+  StepGraph graph;
+  RankGrid grid;
+  std::vector<Rank> simulated_ranks; ///< ranks whose streams are simulated, ascending
+  int micro_batches = 0;             ///< per pipeline per step
+};
+
+/// Builds the finalized step DAG. Precondition: config::check_layout() passed.
+/// Throws ModelError if options are incomplete.
+StepProgram build_step(const WorkloadSpec& w, const BuildOptions& options);
+
+} // namespace stepsim::graph

@@ -1,0 +1,87 @@
+#pragma once
+// The training step as a DAG of tasks, kept in our own arrays (never pre-built inside SimGrid).
+// Stream order (CUDA-stream semantics: a stream runs its tasks one at a time, in issue order) is
+// expressed as ordinary edges, so the engine only has to honour edges.
+
+#include "core/units.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace stepsim::graph {
+
+using TaskId = uint32_t;
+using Rank = int32_t;
+
+enum class TaskKind { COMPUTE, COLLECTIVE };
+enum class CollectiveOp { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND };
+/// Communication group of a collective (NONE for compute).
+enum class CommGroup { NONE, TP, PP, DP };
+enum class Phase { FORWARD, BACKWARD, RECOMPUTE, OPTIMIZER };
+/// What a compute task computes.
+enum class Block { NONE, ATTENTION, MLP, LOGITS, OPTIMIZER };
+/// The stream a task occupies on each participating GPU.
+enum class Stream { COMPUTE, TP_COMM, PP_COMM, DP_COMM };
+inline constexpr int STREAM_COUNT = 4;
+
+std::string_view to_string(CollectiveOp op);
+std::string_view to_string(CommGroup g);
+std::string_view to_string(Phase p);
+std::string_view to_string(Block b);
+std::string_view to_string(Stream s);
+
+struct Task {
+  TaskKind kind = TaskKind::COMPUTE;
+  Phase phase = Phase::FORWARD;
+  Block block = Block::NONE;
+  CommGroup group = CommGroup::NONE;
+  CollectiveOp op = CollectiveOp::ALL_REDUCE;
+  Stream stream = Stream::COMPUTE;
+  Rank rank = -1;          ///< compute: the GPU; collective: the first simulated participant
+  int32_t stage = -1;      ///< pipeline stage (PP send: the sending stage)
+  int32_t layer = -1;      ///< global layer index, -1 when not a layer task
+  int32_t micro_batch = -1;
+  Seconds duration;        ///< compute only
+  Flops flops;             ///< compute only
+  Bytes bytes;             ///< collective payload S (per rank; nccl-tests "size"); p2p message size
+  uint32_t ranks_begin = 0; ///< participants, in ring order: StepGraph::participants()
+  uint32_t ranks_count = 0;
+};
+
+/// A DAG of tasks with compressed adjacency. Build with add_task/add_edge, then finalize().
+class StepGraph {
+public:
+  TaskId add_task(const Task& t);
+  /// Adds a collective over `ranks` (ring order); sets ranks_begin/ranks_count.
+  TaskId add_collective(Task t, std::span<const Rank> ranks);
+  /// `before` must finish before `after` starts. Duplicate edges are harmless.
+  void add_edge(TaskId before, TaskId after);
+  /// Compresses adjacency; no add_* afterwards. Throws SimulationError on a cycle.
+  void finalize();
+
+  [[nodiscard]] size_t size() const { return tasks_.size(); }
+  [[nodiscard]] const Task& task(TaskId id) const { return tasks_[id]; }
+  [[nodiscard]] const std::vector<Task>& tasks() const { return tasks_; }
+  [[nodiscard]] std::span<const Rank> participants(const Task& t) const {
+    return {rank_pool_.data() + t.ranks_begin, t.ranks_count};
+  }
+  [[nodiscard]] std::span<const TaskId> successors(TaskId id) const {
+    return {succ_.data() + succ_begin_[id], succ_begin_[id + 1] - succ_begin_[id]};
+  }
+  [[nodiscard]] std::span<const TaskId> predecessors(TaskId id) const {
+    return {pred_.data() + pred_begin_[id], pred_begin_[id + 1] - pred_begin_[id]};
+  }
+  [[nodiscard]] bool finalized() const { return finalized_; }
+
+private:
+  std::vector<Task> tasks_;
+  std::vector<Rank> rank_pool_;
+  std::vector<std::pair<TaskId, TaskId>> edges_;
+  std::vector<uint32_t> succ_begin_, pred_begin_;
+  std::vector<TaskId> succ_, pred_;
+  bool finalized_ = false;
+};
+
+} // namespace stepsim::graph

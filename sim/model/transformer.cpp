@@ -1,0 +1,160 @@
+#include "model/transformer.hpp"
+
+#include <algorithm>
+
+namespace stepsim::model {
+
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+double kv_dim(const ModelSpec& m) { return d(m.kv_heads) * d(m.head_dim()); }
+
+double mlp_matrices(const ModelSpec& m) { return m.mlp == MlpKind::SWIGLU ? 3.0 : 2.0; }
+
+/// Weights of a norm: LayerNorm has a scale and a bias, RMSNorm a scale.
+double norm_params(const ModelSpec& m) { return (m.norm == NormKind::LAYERNORM ? 2.0 : 1.0) * d(m.hidden); }
+
+} // namespace
+
+double element_bytes(Precision) { return 2.0; }
+
+double layer_params(const ModelSpec& m, int tp) {
+  const double h = d(m.hidden), f = d(m.ffn_hidden), t = tp;
+  const double attn_w = 2.0 * h * h + 2.0 * h * kv_dim(m);
+  const double mlp_w = mlp_matrices(m) * h * f;
+  double p = (attn_w + mlp_w) / t + 2.0 * norm_params(m);
+  if (m.bias) {
+    const double col_biases = h + 2.0 * kv_dim(m) + (mlp_matrices(m) - 1.0) * f; // split
+    const double row_biases = 2.0 * h;                                             // replicated
+    p += col_biases / t + row_biases;
+  }
+  return p;
+}
+
+double embedding_params(const ModelSpec& m, int tp) {
+  double p = d(m.vocab) * d(m.hidden) / tp;
+  if (m.position == PositionEmbedding::LEARNED)
+    p += d(m.seq_len) * d(m.hidden);
+  return p;
+}
+
+double output_params(const ModelSpec& m, int tp, int pp) {
+  double p = norm_params(m);
+  if (!m.tied_embeddings || pp > 1)
+    p += d(m.vocab) * d(m.hidden) / tp;
+  return p;
+}
+
+double total_params(const ModelSpec& m) {
+  return d(m.layers) * layer_params(m, 1) + embedding_params(m, 1) + output_params(m, 1, 1);
+}
+
+StageLayout stage_layout(const WorkloadSpec& w, int stage) {
+  const int pp = w.parallel.pp;
+  StageLayout s;
+  s.num_layers = w.model.layers / pp;
+  s.first_layer = s.num_layers * stage;
+  s.has_embedding = stage == 0;
+  s.has_output = stage == pp - 1;
+  return s;
+}
+
+double params_on_rank(const WorkloadSpec& w, int stage) {
+  const StageLayout s = stage_layout(w, stage);
+  double p = d(s.num_layers) * layer_params(w.model, w.parallel.tp);
+  if (s.has_embedding)
+    p += embedding_params(w.model, w.parallel.tp);
+  if (s.has_output)
+    p += output_params(w.model, w.parallel.tp, w.parallel.pp);
+  return p;
+}
+
+Flops layer_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  return attention_block_forward_flops(m, micro_batch, tp) + mlp_block_forward_flops(m, micro_batch, tp);
+}
+
+Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  const double tokens = d(micro_batch) * d(m.seq_len);
+  const double h = d(m.hidden);
+  const double projections = 2.0 * tokens * (2.0 * h * h + 2.0 * h * kv_dim(m));
+  return Flops(projections / tp) + attention_core_flops(m, micro_batch, tp);
+}
+
+Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  const double tokens = d(micro_batch) * d(m.seq_len);
+  return Flops(2.0 * tokens * mlp_matrices(m) * d(m.hidden) * d(m.ffn_hidden) / tp);
+}
+
+Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  return Flops(4.0 * d(micro_batch) * d(m.seq_len) * d(m.seq_len) * d(m.hidden) / tp);
+}
+
+Flops logits_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  return Flops(2.0 * d(micro_batch) * d(m.seq_len) * d(m.hidden) * d(m.vocab) / tp);
+}
+
+Bytes layer_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Precision p) {
+  const double sbh = d(micro_batch) * d(m.seq_len) * d(m.hidden);
+  const double weights = layer_params(m, tp) * element_bytes(p);
+  const double activations = sbh * (10.0 + 24.0 / tp); // Korthikanti, TP without the s^2 term
+  return Bytes(weights + activations);
+}
+
+Bytes logits_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Precision p) {
+  const double tokens = d(micro_batch) * d(m.seq_len);
+  const double weights = d(m.vocab) * d(m.hidden) / tp;
+  const double io = tokens * (d(m.hidden) + d(m.vocab) / tp);
+  return Bytes((weights + io) * element_bytes(p));
+}
+
+Flops model_flops_per_step(const WorkloadSpec& w) {
+  const ModelSpec& m = w.model;
+  const Flops per_sequence = layer_forward_flops(m, 1, 1) * d(m.layers) + logits_forward_flops(m, 1, 1);
+  return per_sequence * (3.0 * d(w.batch.global_batch));
+}
+
+Flops hardware_flops_per_step(const WorkloadSpec& w) {
+  const ModelSpec& m = w.model;
+  Flops extra_per_sequence(0.0);
+  switch (w.training.recompute) {
+  case Recompute::NONE:
+    break;
+  case Recompute::SELECTIVE:
+    extra_per_sequence = attention_core_flops(m, 1, 1) * d(m.layers);
+    break;
+  case Recompute::FULL:
+    extra_per_sequence = layer_forward_flops(m, 1, 1) * d(m.layers);
+    break;
+  }
+  return model_flops_per_step(w) + extra_per_sequence * d(w.batch.global_batch);
+}
+
+Seconds roofline_time(Flops flops, Bytes bytes, const GpuSpec& gpu, Precision p) {
+  const Seconds compute = flops / (peak_flops(gpu, p) * gpu.compute_efficiency);
+  const Seconds memory = bytes / (gpu.hbm_bandwidth * gpu.memory_efficiency);
+  return std::max(compute, memory);
+}
+
+Bytes tp_collective_bytes(const WorkloadSpec& w) {
+  return Bytes(d(w.batch.micro_batch) * d(w.model.seq_len) * d(w.model.hidden) * element_bytes(w.precision));
+}
+
+Bytes pp_message_bytes(const WorkloadSpec& w) {
+  const Bytes full = tp_collective_bytes(w);
+  return w.parallel.sp ? full / w.parallel.tp : full;
+}
+
+Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage) {
+  return Bytes(params_on_rank(w, stage) * element_bytes(w.precision));
+}
+
+Seconds optimizer_time(const WorkloadSpec& w, const GpuSpec& gpu, int stage) {
+  double params = params_on_rank(w, stage);
+  if (w.parallel.zero_stage >= 1)
+    params /= w.parallel.dp;
+  const Bytes moved(params * 2.0 * (w.training.optimizer_bytes_per_param + 2.0));
+  return moved / (gpu.hbm_bandwidth * gpu.memory_efficiency);
+}
+
+} // namespace stepsim::model

@@ -1,0 +1,99 @@
+#pragma once
+// Transformer arithmetic: parameters, FLOPs and bytes of the tasks of one training step, per
+// tensor-parallel rank. Formulas: docs/model.md (after MODEL.md §1, §2, §4). No SimGrid here.
+
+#include "config/spec.hpp"
+#include "core/units.hpp"
+
+#include <cstdint>
+
+namespace stepsim::model {
+
+/// Bytes per element of the training precision (bf16 and fp16: 2).
+double element_bytes(Precision p);
+
+/// Parameters of one transformer layer held by one rank of a TP group of size `tp`.
+/// Megatron sharding: QKV and fc1 (and their biases) column-split, attention-out and fc2
+/// row-split (their biases replicated), norms replicated. With tp = 1 a GPT layer is
+/// 12h^2 + 13h.
+double layer_params(const ModelSpec& m, int tp);
+
+/// Input embedding held by one TP rank: V*h/tp (vocabulary-split) plus learned positions s*h.
+double embedding_params(const ModelSpec& m, int tp);
+
+/// Output side held by one TP rank of the last stage: final norm plus the output projection
+/// V*h/tp (a tied output layer is a copy of the embedding when pp > 1, absent when pp == 1).
+double output_params(const ModelSpec& m, int tp, int pp);
+
+/// Whole model, no parallelism, tied weights counted once.
+double total_params(const ModelSpec& m);
+
+/// Layers [first, first + count) on pipeline stage `stage`, and what else it holds.
+struct StageLayout {
+  int64_t first_layer = 0;
+  int64_t num_layers = 0;
+  bool has_embedding = false; ///< stage 0
+  bool has_output = false;    ///< stage pp-1 (final norm, logits, loss)
+};
+
+/// Uniform split of layers over `w.parallel.pp` stages (validated: layers % pp == 0).
+StageLayout stage_layout(const WorkloadSpec& w, int stage);
+
+/// Parameters held by one GPU of `stage` before any ZeRO sharding (Psi in MODEL.md §3).
+double params_on_rank(const WorkloadSpec& w, int stage);
+
+/// Forward FLOPs of one layer for one micro-batch on one TP rank:
+/// 2*b*s*(2h^2 + 2h*kv_dim + n_mlp*h*f)/tp + 4*b*s^2*h/tp (no causal saving), n_mlp = 2 for
+/// GELU, 3 for SwiGLU. For GPT this is (24*b*s*h^2 + 4*b*s^2*h)/tp.
+Flops layer_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+
+/// Forward FLOPs of the attention block (QKV and output projections plus the attention core)
+/// of one layer, one micro-batch, one TP rank.
+Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+
+/// Forward FLOPs of the MLP block of one layer, one micro-batch, one TP rank:
+/// 2*b*s*n_mlp*h*f/tp.
+Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+
+/// FLOPs of the attention core (QK^T and attention*V) of one layer, one micro-batch, one TP
+/// rank: 4*b*s^2*h/tp. Selective recomputation repeats these.
+Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+
+/// Forward FLOPs of the logits for one micro-batch on one TP rank: 2*b*s*h*V/tp.
+Flops logits_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+
+/// HBM traffic of one layer's forward on one TP rank (roofline input): weights read once plus
+/// the activations written (Korthikanti's stored bytes without the s^2 term).
+Bytes layer_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Precision p);
+
+/// HBM traffic of the logits forward on one TP rank: output weights plus logits written.
+Bytes logits_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Precision p);
+
+/// Model FLOPs of one optimizer step (Korthikanti et al. 2022): 3 x forward FLOPs of all layers
+/// and the logits over global_batch sequences. For GPT it equals
+/// 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)).
+Flops model_flops_per_step(const WorkloadSpec& w);
+
+/// Hardware FLOPs of one step: model FLOPs plus what recomputation repeats (HFU numerator).
+Flops hardware_flops_per_step(const WorkloadSpec& w);
+
+/// Roofline time of a kernel: max(flops / (peak * compute_efficiency),
+/// bytes / (hbm_bandwidth * memory_efficiency)).
+Seconds roofline_time(Flops flops, Bytes bytes, const GpuSpec& gpu, Precision p);
+
+/// Payload of one TP all-reduce (or of each all-gather/reduce-scatter with SP): b*s*h*bytes.
+Bytes tp_collective_bytes(const WorkloadSpec& w);
+
+/// Payload of one pipeline activation (or gradient) message per micro-batch per stage boundary
+/// per TP rank: b*s*h*bytes, divided by tp with sequence parallelism.
+Bytes pp_message_bytes(const WorkloadSpec& w);
+
+/// Gradient bytes one rank of `stage` all-reduces over DP per step: params_on_rank * bytes.
+Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage);
+
+/// Time of the Adam update on one rank of `stage`: memory-bound; per parameter it updates (1/dp
+/// of them with ZeRO >= 1) it reads the gradient and the optimizer state and writes the state
+/// and the 16-bit weight: 2*(optimizer_bytes_per_param + 2) bytes.
+Seconds optimizer_time(const WorkloadSpec& w, const GpuSpec& gpu, int stage);
+
+} // namespace stepsim::model

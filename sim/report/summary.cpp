@@ -1,0 +1,277 @@
+#include "report/summary.hpp"
+
+#include "model/transformer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace stepsim::report {
+
+namespace {
+
+using graph::TaskId;
+
+constexpr double EPS = 1e-12;
+
+Seconds& slot(GroupTimes& g, graph::CommGroup group) {
+  switch (group) {
+  case graph::CommGroup::TP: return g.tp;
+  case graph::CommGroup::PP: return g.pp;
+  default: return g.dp;
+  }
+}
+
+Bytes& slot(GroupBytes& g, graph::CommGroup group) {
+  switch (group) {
+  case graph::CommGroup::TP: return g.tp;
+  case graph::CommGroup::PP: return g.pp;
+  default: return g.dp;
+  }
+}
+
+/// Per-GPU idle accounting.
+struct Ledger {
+  Seconds compute, bubble, other;
+  GroupTimes exposed;
+};
+
+class Attributor {
+public:
+  Attributor(const graph::StepGraph& g, const std::vector<Seconds>& start, const std::vector<Seconds>& end)
+      : g_(g), start_(start), end_(end) {}
+
+  /// Explains the idle interval [a, b) that ended when task x started.
+  void explain(double a, double b, TaskId x, Ledger& ledger) const {
+    const graph::Rank waiter = g_.task(x).rank;
+    while (b - a > EPS) {
+      const auto preds = g_.predecessors(x);
+      bool found = false;
+      TaskId y = 0;
+      for (TaskId p : preds) {
+        if (!found || end_[p].value() > end_[y].value() + EPS ||
+            (std::abs(end_[p].value() - end_[y].value()) <= EPS && prefer(p, y))) {
+          y = p;
+          found = true;
+        }
+      }
+      const graph::Task& ty = found ? g_.task(y) : g_.task(x);
+      if (!found || ty.kind == graph::TaskKind::COMPUTE) {
+        // Waiting for compute elsewhere (an upstream stage) or for nothing: the pipeline.
+        if (found && ty.rank == waiter) {
+          ledger.other += Seconds(b - a);
+        } else {
+          ledger.bubble += Seconds(b - a);
+        }
+        return;
+      }
+      const double active_from = std::max(a, start_[y].value());
+      if (b > active_from)
+        slot(ledger.exposed, ty.group) += Seconds(b - active_from);
+      b = std::min(b, start_[y].value());
+      x = y;
+    }
+  }
+
+private:
+  /// Among predecessors finishing together, prefer communication, then the lower id.
+  bool prefer(TaskId p, TaskId y) const {
+    const bool pc = g_.task(p).kind == graph::TaskKind::COLLECTIVE;
+    const bool yc = g_.task(y).kind == graph::TaskKind::COLLECTIVE;
+    if (pc != yc)
+      return pc;
+    return p < y;
+  }
+
+  const graph::StepGraph& g_;
+  const std::vector<Seconds>& start_;
+  const std::vector<Seconds>& end_;
+};
+
+std::string fmt_double(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+/// Seconds with a unit that keeps three or four significant digits: "19.03 s", "412.5 ms", "8.3 us".
+std::string human_time(double s) {
+  const double a = std::abs(s);
+  if (a >= 1.0 || a == 0.0)
+    return fmt_double("%.4g s", s);
+  if (a >= 1e-3)
+    return fmt_double("%.4g ms", s * 1e3);
+  return fmt_double("%.4g us", s * 1e6);
+}
+
+} // namespace
+
+Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>& start,
+                  const std::vector<Seconds>& end, const ClusterSpec& cluster, const WorkloadSpec& w) {
+  const graph::StepGraph& g = program.graph;
+  Summary s;
+  s.cluster = cluster.name;
+  s.workload = w.name;
+  s.num_gpus = w.num_gpus();
+  s.simulated_gpus = static_cast<int>(program.simulated_ranks.size());
+  s.micro_batches = program.micro_batches;
+  s.tasks = g.size();
+  for (const Seconds& e : end)
+    s.step_time = std::max(s.step_time, e);
+  const double T = s.step_time.value();
+
+  const double tokens = static_cast<double>(w.batch.global_batch) * static_cast<double>(w.model.seq_len);
+  const double model_flops = model::model_flops_per_step(w).value();
+  const double hw_flops = model::hardware_flops_per_step(w).value();
+  const double peak = peak_flops(cluster.gpu, w.precision).value();
+  if (T > 0) {
+    s.tokens_per_s = tokens / T;
+    s.tflops_per_gpu = model_flops / (T * s.num_gpus) / 1e12;
+    s.mfu = model_flops / (T * s.num_gpus * peak);
+    s.hfu = hw_flops / (T * s.num_gpus * peak);
+  }
+  s.flops_formula =
+      "korthikanti2022: model FLOPs = 3 x forward FLOPs of all layers and logits per sequence x global_batch "
+      "(= 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for a GPT layer); HFU adds recomputed FLOPs";
+
+  // Index: rank -> position among simulated ranks.
+  const auto& ranks = program.simulated_ranks;
+  auto index_of = [&](graph::Rank r) -> int {
+    auto it = std::lower_bound(ranks.begin(), ranks.end(), r);
+    return (it != ranks.end() && *it == r) ? static_cast<int>(it - ranks.begin()) : -1;
+  };
+  std::vector<Ledger> ledgers(ranks.size());
+  std::vector<double> last_end(ranks.size(), 0.0);
+  std::vector<GroupBytes> bytes(ranks.size());
+  const Attributor attributor(g, start, end);
+
+  // Compute tasks of a rank appear in stream order (ascending id).
+  for (TaskId id = 0; id < g.size(); ++id) {
+    const graph::Task& t = g.task(id);
+    if (t.kind == graph::TaskKind::COLLECTIVE) {
+      for (graph::Rank r : g.participants(t))
+        if (const int i = index_of(r); i >= 0)
+          slot(bytes[static_cast<size_t>(i)], t.group) += t.bytes;
+      continue;
+    }
+    const int i = index_of(t.rank);
+    if (i < 0)
+      continue;
+    Ledger& l = ledgers[static_cast<size_t>(i)];
+    const double a = last_end[static_cast<size_t>(i)], b = start[id].value();
+    if (b - a > EPS)
+      attributor.explain(a, b, id, l);
+    l.compute += end[id] - start[id];
+    last_end[static_cast<size_t>(i)] = std::max(a, end[id].value());
+  }
+  for (size_t i = 0; i < ledgers.size(); ++i)
+    if (T - last_end[i] > EPS)
+      ledgers[i].bubble += Seconds(T - last_end[i]);
+
+  // Means over GPUs, overall and per stage.
+  const double n = static_cast<double>(ranks.size());
+  s.stages.resize(static_cast<size_t>(program.grid.pp));
+  std::vector<int> per_stage(static_cast<size_t>(program.grid.pp), 0);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const Ledger& l = ledgers[i];
+    s.compute += l.compute / n;
+    s.other_idle += l.other / n;
+    s.exposed.tp += l.exposed.tp / n;
+    s.exposed.pp += l.exposed.pp / n;
+    s.exposed.dp += l.exposed.dp / n;
+    s.comm_bytes_per_gpu.tp += bytes[i].tp / n;
+    s.comm_bytes_per_gpu.pp += bytes[i].pp / n;
+    s.comm_bytes_per_gpu.dp += bytes[i].dp / n;
+    if (T > 0)
+      s.bubble_fraction += l.bubble.value() / T / n;
+    const size_t st = static_cast<size_t>(program.grid.pp_of(ranks[i]));
+    ++per_stage[st];
+    StageMetrics& sm = s.stages[st];
+    sm.stage = static_cast<int>(st);
+    sm.compute += l.compute;
+    sm.exposed.tp += l.exposed.tp;
+    sm.exposed.pp += l.exposed.pp;
+    sm.exposed.dp += l.exposed.dp;
+    if (T > 0)
+      sm.bubble_fraction += l.bubble.value() / T;
+  }
+  for (size_t st = 0; st < s.stages.size(); ++st) {
+    const double k = std::max(1, per_stage[st]);
+    StageMetrics& sm = s.stages[st];
+    sm.compute = sm.compute / k;
+    sm.exposed.tp = sm.exposed.tp / k;
+    sm.exposed.pp = sm.exposed.pp / k;
+    sm.exposed.dp = sm.exposed.dp / k;
+    sm.bubble_fraction /= k;
+  }
+  return s;
+}
+
+void write_summary_json(std::ostream& out, const Summary& s) {
+  using nlohmann::ordered_json;
+  auto groups = [](const GroupTimes& g) {
+    return ordered_json{{"tp", g.tp.value()}, {"pp", g.pp.value()}, {"dp", g.dp.value()}};
+  };
+  ordered_json j;
+  j["cluster"] = s.cluster;
+  j["workload"] = s.workload;
+  j["num_gpus"] = s.num_gpus;
+  j["simulated_gpus"] = s.simulated_gpus;
+  j["micro_batches"] = s.micro_batches;
+  j["step_time_s"] = s.step_time.value();
+  j["tokens_per_s"] = s.tokens_per_s;
+  j["tflops_per_gpu"] = s.tflops_per_gpu;
+  j["mfu"] = s.mfu;
+  j["hfu"] = s.hfu;
+  j["flops_formula"] = s.flops_formula;
+  j["bubble_fraction"] = s.bubble_fraction;
+  j["compute_s"] = s.compute.value();
+  j["exposed_comm_s"] = groups(s.exposed);
+  j["other_idle_s"] = s.other_idle.value();
+  j["comm_bytes_per_gpu"] = ordered_json{{"tp", s.comm_bytes_per_gpu.tp.value()},
+                                         {"pp", s.comm_bytes_per_gpu.pp.value()},
+                                         {"dp", s.comm_bytes_per_gpu.dp.value()}};
+  ordered_json stages = ordered_json::array();
+  for (const StageMetrics& st : s.stages)
+    stages.push_back(ordered_json{{"stage", st.stage},
+                                  {"bubble_fraction", st.bubble_fraction},
+                                  {"compute_s", st.compute.value()},
+                                  {"exposed_comm_s", groups(st.exposed)}});
+  j["stages"] = stages;
+  j["tasks"] = s.tasks;
+  out << j.dump(2) << '\n';
+}
+
+void print_summary_table(std::ostream& out, const Summary& s) {
+  auto row = [&](const std::string& k, const std::string& v) {
+    out << "  " << k << std::string(k.size() < 28 ? 28 - k.size() : 1, ' ') << v << '\n';
+  };
+  const double T = s.step_time.value();
+  auto pct = [&](double x) { return fmt_double("%.1f %%", 100.0 * x); };
+  auto secs = [&](Seconds x) {
+    return human_time(x.value()) + (T > 0 ? fmt_double("  (%.1f %% of step)", 100.0 * x.value() / T) : "");
+  };
+  out << "stepsim: " << s.workload << " on " << s.cluster << " (" << s.num_gpus << " GPUs, "
+      << s.micro_batches << " micro-batches per pipeline)\n";
+  row("step time", human_time(T));
+  row("tokens/s", fmt_double("%.0f", s.tokens_per_s));
+  row("model TFLOP/s per GPU", fmt_double("%.1f", s.tflops_per_gpu));
+  row("MFU", pct(s.mfu));
+  row("HFU", pct(s.hfu));
+  row("pipeline bubble", pct(s.bubble_fraction));
+  row("compute per GPU", secs(s.compute));
+  row("exposed comm TP", secs(s.exposed.tp));
+  row("exposed comm PP", secs(s.exposed.pp));
+  row("exposed comm DP", secs(s.exposed.dp));
+  if (s.other_idle.value() > 0)
+    row("other idle", secs(s.other_idle));
+  out << "  per stage:  stage  bubble  compute     exposed tp / pp / dp\n";
+  for (const StageMetrics& st : s.stages)
+    out << fmt_double("              %5.0f", st.stage) << fmt_double("  %5.1f%%", 100.0 * st.bubble_fraction)
+        << "  " << human_time(st.compute.value()) << "   " << human_time(st.exposed.tp.value()) << " / "
+        << human_time(st.exposed.pp.value()) << " / " << human_time(st.exposed.dp.value()) << '\n';
+}
+
+} // namespace stepsim::report

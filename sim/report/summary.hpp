@@ -1,0 +1,70 @@
+#pragma once
+// Metrics of one simulated step, computed from the task timeline (start/end per task, as
+// published by the engine) and the specs: step time, throughput, MFU/HFU, pipeline bubble,
+// exposed communication per group. Writes summary.json and the stdout table.
+
+#include "config/spec.hpp"
+#include "graph/step_builder.hpp"
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace stepsim::report {
+
+/// A time per communication group.
+struct GroupTimes {
+  Seconds tp, pp, dp;
+};
+
+/// Payload bytes per step per GPU and group (sum of collective sizes S a GPU takes part in).
+struct GroupBytes {
+  Bytes tp, pp, dp;
+};
+
+struct StageMetrics {
+  int stage = 0;
+  double bubble_fraction = 0; ///< mean over the stage's GPUs
+  Seconds compute;            ///< mean busy compute time per GPU
+  GroupTimes exposed;         ///< mean per GPU
+};
+
+struct Summary {
+  std::string cluster;
+  std::string workload;
+  int num_gpus = 0;
+  int simulated_gpus = 0;
+  int micro_batches = 0;
+  Seconds step_time;
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;   ///< model FLOPs / (step time * GPUs), in TFLOP/s
+  double mfu = 0;              ///< model FLOPs / (step time * GPUs * peak)
+  double hfu = 0;              ///< hardware FLOPs (with recomputation) / (step time * GPUs * peak)
+  std::string flops_formula;
+  double bubble_fraction = 0;  ///< share of the step a compute stream idles for pipeline reasons, mean over GPUs
+  Seconds compute;             ///< busy compute time per GPU, mean
+  GroupTimes exposed;          ///< time the compute stream waits on each group's communication, mean per GPU
+  Seconds other_idle;          ///< idle time attributed to nothing above, mean per GPU
+  GroupBytes comm_bytes_per_gpu;
+  std::vector<StageMetrics> stages;
+  size_t tasks = 0;
+};
+
+/// Computes the summary. `start`/`end` are per task id, in seconds from the step's start.
+///
+/// Attribution of compute-stream idle time: for each gap before a compute task, the predecessor
+/// that finished last is followed back. While it is a collective, the part of the gap during
+/// which that collective ran is exposed communication of its group and the part before it is
+/// explained by what the collective waited for. When it is compute on another GPU (an upstream
+/// stage) or nothing, the rest is pipeline bubble. Idle time after a GPU's last task until the
+/// step ends is bubble (waiting for the pipeline to drain).
+Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>& start,
+                  const std::vector<Seconds>& end, const ClusterSpec& cluster, const WorkloadSpec& workload);
+
+/// summary.json: deterministic key order, full double precision.
+void write_summary_json(std::ostream& out, const Summary& s);
+
+/// The human-readable table for stdout.
+void print_summary_table(std::ostream& out, const Summary& s);
+
+} // namespace stepsim::report

@@ -1,0 +1,520 @@
+#include "trace/chrome_trace.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace stepsim::trace {
+namespace {
+
+using graph::Block;
+using graph::CollectiveOp;
+using graph::CommGroup;
+using graph::Phase;
+using graph::Rank;
+using graph::Stream;
+using graph::Task;
+using graph::TaskId;
+using graph::TaskKind;
+
+/// Output is accumulated here and handed to the stream in large writes.
+constexpr size_t FLUSH_BYTES = size_t{1} << 20;
+
+/// Append-only text buffer with locale-free number formatting.
+class Sink {
+public:
+  explicit Sink(std::ostream& out) : out_(out) { buf_.reserve(FLUSH_BYTES + 4096); }
+
+  void put(char c) { buf_.push_back(c); }
+  void put(std::string_view s) { buf_.append(s); }
+
+  void put_int(int64_t v) {
+    char tmp[24];
+    const auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    buf_.append(tmp, r.ptr);
+  }
+
+  /// Shortest form that reads back to the same double; non-finite values become 0.
+  void put_double(double v) {
+    if (!std::isfinite(v))
+      v = 0;
+    char tmp[32];
+    const auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    buf_.append(tmp, r.ptr);
+  }
+
+  /// Nanoseconds printed as microseconds with three decimals ("12.345").
+  void put_us(int64_t ns) {
+    if (ns < 0) {
+      put('-');
+      ns = -ns;
+    }
+    put_int(ns / 1000);
+    const auto frac = static_cast<int>(ns % 1000);
+    const char digits[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                            static_cast<char>('0' + frac % 10)};
+    buf_.append(digits, sizeof digits);
+  }
+
+  /// A JSON string literal, quotes included.
+  void put_json_string(std::string_view s) {
+    put('"');
+    for (const char c : s) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        put('\\');
+        put(c);
+      } else if (u < 0x20) {
+        static constexpr char HEX[] = "0123456789abcdef";
+        const char esc[6] = {'\\', 'u', '0', '0', HEX[u >> 4], HEX[u & 0xf]};
+        buf_.append(esc, sizeof esc);
+      } else {
+        put(c);
+      }
+    }
+    put('"');
+  }
+
+  void maybe_flush() {
+    if (buf_.size() >= FLUSH_BYTES)
+      flush();
+  }
+
+  /// Writes out what is buffered. Throws Error if the stream fails.
+  void flush() {
+    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+    if (!out_)
+      throw Error("trace: writing the output failed");
+  }
+
+private:
+  std::ostream& out_;
+  std::string buf_;
+};
+
+void check_input(const TraceInput& in) {
+  const size_t n = in.program.graph.size();
+  if (in.start.size() != n || in.end.size() != n)
+    throw Error("trace: expected start/end times for " + std::to_string(n) + " tasks, got " +
+                std::to_string(in.start.size()) + "/" + std::to_string(in.end.size()));
+}
+
+/// Seconds to whole nanoseconds (non-finite becomes 0).
+int64_t to_ns(Seconds t) {
+  const double ns = t.value() * 1e9;
+  if (!std::isfinite(ns))
+    return 0;
+  constexpr double LIMIT = 9.0e18;
+  return std::llround(std::clamp(ns, -LIMIT, LIMIT));
+}
+
+std::string_view short_phase(Phase p) {
+  switch (p) {
+  case Phase::FORWARD: return "fwd";
+  case Phase::BACKWARD: return "bwd";
+  case Phase::RECOMPUTE: return "recomp";
+  case Phase::OPTIMIZER: return "opt";
+  }
+  return "?";
+}
+
+std::string_view short_block(Block b) {
+  switch (b) {
+  case Block::NONE: return "none";
+  case Block::ATTENTION: return "attn";
+  case Block::MLP: return "mlp";
+  case Block::LOGITS: return "logits";
+  case Block::OPTIMIZER: return "optimizer";
+  }
+  return "?";
+}
+
+std::string_view category(const Task& t) {
+  if (t.kind == TaskKind::COMPUTE)
+    return "compute";
+  return graph::to_string(t.group);
+}
+
+/// Thread ids: one per graph::Stream (tid = stream index), then two for the receiving side of
+/// pipeline sends. A GPU receives from two neighbours whose sends are not ordered with each other
+/// nor with its own sends, so drawing them on its pp-comm thread would overlap slices there.
+constexpr int PP_RECV_FWD_TID = graph::STREAM_COUNT;    ///< activations from the previous stage
+constexpr int PP_RECV_BWD_TID = graph::STREAM_COUNT + 1; ///< gradients from the next stage
+constexpr int THREAD_COUNT = graph::STREAM_COUNT + 2;
+
+std::string_view thread_name(int tid) {
+  if (tid == PP_RECV_FWD_TID)
+    return "pp recv fwd";
+  if (tid == PP_RECV_BWD_TID)
+    return "pp recv bwd";
+  return graph::to_string(static_cast<Stream>(tid));
+}
+
+/// The thread on which participant `index` (ring order) of task `t` is drawn.
+int thread_of(const Task& t, size_t index) {
+  if (t.kind == TaskKind::COLLECTIVE && t.op == CollectiveOp::SEND && index == 1)
+    return t.phase == Phase::BACKWARD ? PP_RECV_BWD_TID : PP_RECV_FWD_TID;
+  return static_cast<int>(t.stream);
+}
+
+/// Small reusable text builder for per-task strings (no allocation once warm).
+class Text {
+public:
+  void clear() { s_.clear(); }
+  Text& operator<<(std::string_view v) {
+    s_.append(v);
+    return *this;
+  }
+  Text& operator<<(char c) {
+    s_.push_back(c);
+    return *this;
+  }
+  Text& num(int64_t v) {
+    char tmp[24];
+    const auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    s_.append(tmp, r.ptr);
+    return *this;
+  }
+  Text& num(double v) {
+    if (!std::isfinite(v))
+      v = 0;
+    char tmp[32];
+    const auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    s_.append(tmp, r.ptr);
+    return *this;
+  }
+  [[nodiscard]] std::string_view view() const { return s_; }
+
+private:
+  std::string s_;
+};
+
+/// Slice name, e.g. "fwd attn L12 mb3", "logits fwd mb2", "optimizer", "tp all_reduce L3 mb1",
+/// "pp send fwd mb4", "dp all_reduce bucket 2". Names contain no characters that need escaping.
+void task_name(const Task& t, Text& name) {
+  name.clear();
+  bool with_layer = t.layer >= 0;
+  if (t.kind == TaskKind::COMPUTE) {
+    if (t.block == Block::OPTIMIZER) {
+      name << "optimizer";
+    } else if (t.block == Block::LOGITS) {
+      name << "logits " << short_phase(t.phase);
+      with_layer = false;
+    } else {
+      name << short_phase(t.phase) << ' ' << short_block(t.block);
+    }
+  } else if (t.op == CollectiveOp::SEND) {
+    name << graph::to_string(t.group) << " send " << short_phase(t.phase);
+  } else if (t.group == CommGroup::DP) {
+    // A DP task's layer field holds its gradient-bucket index.
+    name << graph::to_string(t.group) << ' ' << graph::to_string(t.op);
+    if (with_layer)
+      (name << " bucket ").num(int64_t{t.layer});
+    with_layer = false;
+  } else {
+    name << graph::to_string(t.group) << ' ' << graph::to_string(t.op);
+  }
+  if (with_layer)
+    (name << " L").num(int64_t{t.layer});
+  if (t.micro_batch >= 0)
+    (name << " mb").num(int64_t{t.micro_batch});
+}
+
+/// The args object of a task's slices (braces included); fields that do not apply are omitted.
+void task_args(const graph::StepGraph& g, const Task& t, Text& args) {
+  args.clear();
+  args << "{\"phase\":\"" << graph::to_string(t.phase) << '"';
+  if (t.stage >= 0)
+    (args << ",\"stage\":").num(int64_t{t.stage});
+  if (t.kind == TaskKind::COMPUTE) {
+    args << ",\"block\":\"" << graph::to_string(t.block) << '"';
+    if (t.layer >= 0)
+      (args << ",\"layer\":").num(int64_t{t.layer});
+    if (t.micro_batch >= 0)
+      (args << ",\"micro_batch\":").num(int64_t{t.micro_batch});
+    if (t.flops.value() > 0)
+      (args << ",\"flops\":").num(t.flops.value());
+    if (t.bytes.value() > 0)
+      (args << ",\"hbm_bytes\":").num(t.bytes.value());
+  } else {
+    args << ",\"op\":\"" << graph::to_string(t.op) << '"';
+    if (t.layer >= 0)
+      (args << (t.group == CommGroup::DP ? ",\"bucket\":" : ",\"layer\":")).num(int64_t{t.layer});
+    if (t.micro_batch >= 0)
+      (args << ",\"micro_batch\":").num(int64_t{t.micro_batch});
+    if (t.bytes.value() > 0)
+      (args << ",\"bytes\":").num(t.bytes.value());
+    const auto ranks = g.participants(t);
+    (args << ",\"ranks\":").num(static_cast<int64_t>(ranks.size()));
+    if (t.op == CollectiveOp::SEND && ranks.size() == 2) {
+      (args << ",\"src\":").num(int64_t{ranks[0]});
+      (args << ",\"dst\":").num(int64_t{ranks[1]});
+    }
+  }
+  args << '}';
+}
+
+/// Which ranks are simulated, and which (rank, stream) threads carry events.
+struct RankTable {
+  std::vector<uint8_t> simulated; ///< by rank
+  std::vector<uint8_t> threads;   ///< by rank: bit tid set when thread tid carries an event
+
+  [[nodiscard]] bool has(Rank r) const {
+    return r >= 0 && static_cast<size_t>(r) < simulated.size() && simulated[static_cast<size_t>(r)] != 0;
+  }
+};
+
+RankTable rank_table(const graph::StepProgram& p) {
+  Rank top = std::max<Rank>(p.grid.size(), 0);
+  for (const Rank r : p.simulated_ranks)
+    top = std::max(top, r + 1);
+  RankTable t;
+  t.simulated.assign(static_cast<size_t>(top), 0);
+  t.threads.assign(static_cast<size_t>(top), 0);
+  for (const Rank r : p.simulated_ranks)
+    if (r >= 0)
+      t.simulated[static_cast<size_t>(r)] = 1;
+  const graph::StepGraph& g = p.graph;
+  auto mark = [&t](Rank r, int tid) {
+    if (t.has(r))
+      t.threads[static_cast<size_t>(r)] |= static_cast<uint8_t>(1u << static_cast<unsigned>(tid));
+  };
+  for (const Task& task : g.tasks()) {
+    if (task.kind == TaskKind::COMPUTE) {
+      mark(task.rank, thread_of(task, 0));
+    } else {
+      const auto parts = g.participants(task);
+      for (size_t i = 0; i < parts.size(); ++i)
+        mark(parts[i], thread_of(task, i));
+    }
+  }
+  return t;
+}
+
+/// The compute task on `dst` that consumes a send (its successor there), if any.
+std::optional<TaskId> send_consumer(const graph::StepGraph& g, TaskId send, Rank dst) {
+  std::optional<TaskId> best;
+  for (const TaskId s : g.successors(send)) {
+    const Task& t = g.task(s);
+    if (t.kind == TaskKind::COMPUTE && t.rank == dst && (!best || s < *best))
+      best = s;
+  }
+  return best;
+}
+
+/// A time strictly inside [start, start + dur] when the slice is long enough, so that flow
+/// events bind to that slice and not to a neighbour that ends or starts at the same instant.
+int64_t inside(int64_t start_ns, int64_t dur_ns) { return dur_ns >= 2 ? start_ns + 1 : start_ns; }
+
+void put_metadata_event(Sink& out, std::string_view kind, Rank pid, int tid, bool thread) {
+  out.put("{\"ph\":\"M\",\"name\":\"");
+  out.put(kind);
+  out.put("\",\"pid\":");
+  out.put_int(pid);
+  if (thread) {
+    out.put(",\"tid\":");
+    out.put_int(tid);
+  }
+  out.put(",\"args\":{");
+}
+
+} // namespace
+
+void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
+  check_input(in);
+  const graph::StepProgram& program = in.program;
+  const graph::StepGraph& g = program.graph;
+  const graph::RankGrid& grid = program.grid;
+  const RankTable ranks = rank_table(program);
+  Sink out(stream);
+
+  int64_t step_ns = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    step_ns = std::max(step_ns, to_ns(in.end[i]));
+
+  out.put("{\"traceEvents\":[\n");
+  bool first = true;
+  auto sep = [&] {
+    if (!first)
+      out.put(",\n");
+    first = false;
+  };
+
+  // Process and thread names, in rank order.
+  const int per_node = std::max(in.cluster.gpus_per_node, 1);
+  for (const Rank r : program.simulated_ranks) {
+    if (!ranks.has(r))
+      continue;
+    sep();
+    put_metadata_event(out, "process_name", r, 0, false);
+    out.put("\"name\":\"node ");
+    out.put_int(r / per_node);
+    out.put(" / GPU ");
+    out.put_int(r % per_node);
+    out.put(" (dp ");
+    out.put_int(grid.dp_of(r));
+    out.put(", pp ");
+    out.put_int(grid.pp_of(r));
+    out.put(", tp ");
+    out.put_int(grid.tp_of(r));
+    out.put(")\"}}");
+    sep();
+    put_metadata_event(out, "process_sort_index", r, 0, false);
+    out.put("\"sort_index\":");
+    out.put_int(r);
+    out.put("}}");
+    for (int s = 0; s < THREAD_COUNT; ++s) {
+      if ((ranks.threads[static_cast<size_t>(r)] & (1u << static_cast<unsigned>(s))) == 0)
+        continue;
+      sep();
+      put_metadata_event(out, "thread_name", r, s, true);
+      out.put("\"name\":");
+      out.put_json_string(thread_name(s));
+      out.put("}}");
+      sep();
+      put_metadata_event(out, "thread_sort_index", r, s, true);
+      out.put("\"sort_index\":");
+      out.put_int(s);
+      out.put("}}");
+    }
+    out.maybe_flush();
+  }
+
+  // One slice per task and participant, in task-id order.
+  Text name;
+  Text args;
+  auto slice = [&](Rank pid, int tid, int64_t ts, int64_t dur, std::string_view cat) {
+    sep();
+    out.put("{\"ph\":\"X\",\"pid\":");
+    out.put_int(pid);
+    out.put(",\"tid\":");
+    out.put_int(tid);
+    out.put(",\"ts\":");
+    out.put_us(ts);
+    out.put(",\"dur\":");
+    out.put_us(dur);
+    out.put(",\"name\":\"");
+    out.put(name.view());
+    out.put("\",\"cat\":\"");
+    out.put(cat);
+    out.put("\",\"args\":");
+    out.put(args.view());
+    out.put('}');
+  };
+  auto flow = [&](char ph, Rank pid, int tid, int64_t ts, TaskId id) {
+    sep();
+    out.put("{\"ph\":\"");
+    out.put(ph);
+    out.put("\",\"pid\":");
+    out.put_int(pid);
+    out.put(",\"tid\":");
+    out.put_int(tid);
+    out.put(",\"ts\":");
+    out.put_us(ts);
+    out.put(",\"id\":");
+    out.put_int(id);
+    out.put(",\"name\":\"pp send\",\"cat\":\"pp\"");
+    if (ph == 'f')
+      out.put(",\"bp\":\"e\"");
+    out.put('}');
+  };
+
+  for (TaskId id = 0; id < g.size(); ++id) {
+    const Task& t = g.task(id);
+    const int64_t ts = std::max<int64_t>(to_ns(in.start[id]), 0);
+    const int64_t dur = std::max<int64_t>(to_ns(in.end[id]) - ts, 0);
+    task_name(t, name);
+    task_args(g, t, args);
+    const std::string_view cat = category(t);
+    if (t.kind == TaskKind::COMPUTE) {
+      if (ranks.has(t.rank))
+        slice(t.rank, thread_of(t, 0), ts, dur, cat);
+    } else {
+      const auto parts = g.participants(t);
+      for (size_t i = 0; i < parts.size(); ++i)
+        if (ranks.has(parts[i]))
+          slice(parts[i], thread_of(t, i), ts, dur, cat);
+      if (t.op == CollectiveOp::SEND && parts.size() == 2 && ranks.has(parts[0]) && ranks.has(parts[1])) {
+        // Arrow from the send on the sender's pp-comm thread to the compute task it feeds on
+        // the receiver (or, lacking one, to the send's own slice on the receiver).
+        flow('s', parts[0], thread_of(t, 0), inside(ts, dur), id);
+        if (const auto consumer = send_consumer(g, id, parts[1])) {
+          const int64_t cts = std::max<int64_t>(to_ns(in.start[*consumer]), 0);
+          const int64_t cdur = std::max<int64_t>(to_ns(in.end[*consumer]) - cts, 0);
+          flow('f', parts[1], static_cast<int>(Stream::COMPUTE), inside(cts, cdur), id);
+        } else {
+          flow('f', parts[1], thread_of(t, 1), inside(ts, dur), id);
+        }
+      }
+    }
+    out.maybe_flush();
+  }
+
+  out.put("\n],\"displayTimeUnit\":\"ms\",\"metadata\":{\"generator\":\"stepsim\",\"workload\":");
+  out.put_json_string(in.workload.name);
+  out.put(",\"cluster\":");
+  out.put_json_string(in.cluster.name);
+  out.put(",\"gpus\":");
+  out.put_int(in.workload.num_gpus());
+  out.put(",\"cluster_gpus\":");
+  out.put_int(in.cluster.num_gpus());
+  out.put(",\"simulated_gpus\":");
+  out.put_int(static_cast<int64_t>(program.simulated_ranks.size()));
+  out.put(",\"tasks\":");
+  out.put_int(static_cast<int64_t>(g.size()));
+  out.put(",\"step_time_s\":");
+  out.put_double(static_cast<double>(step_ns) * 1e-9);
+  out.put("}}\n");
+  out.flush();
+}
+
+void write_task_csv(std::ostream& stream, const TraceInput& in) {
+  check_input(in);
+  const graph::StepGraph& g = in.program.graph;
+  Sink out(stream);
+  out.put("task,kind,rank,stream,phase,block,group,op,stage,layer,micro_batch,start_s,end_s,bytes,flops\n");
+  for (TaskId id = 0; id < g.size(); ++id) {
+    const Task& t = g.task(id);
+    const bool compute = t.kind == TaskKind::COMPUTE;
+    out.put_int(id);
+    out.put(compute ? ",compute," : ",collective,");
+    out.put_int(t.rank);
+    out.put(',');
+    out.put(graph::to_string(t.stream));
+    out.put(',');
+    out.put(graph::to_string(t.phase));
+    out.put(',');
+    out.put(graph::to_string(t.block));
+    out.put(',');
+    out.put(graph::to_string(t.group));
+    out.put(',');
+    if (!compute)
+      out.put(graph::to_string(t.op));
+    out.put(',');
+    out.put_int(t.stage);
+    out.put(',');
+    out.put_int(t.layer);
+    out.put(',');
+    out.put_int(t.micro_batch);
+    out.put(',');
+    out.put_double(in.start[id].value());
+    out.put(',');
+    out.put_double(in.end[id].value());
+    out.put(',');
+    out.put_double(t.bytes.value());
+    out.put(',');
+    out.put_double(t.flops.value());
+    out.put('\n');
+    out.maybe_flush();
+  }
+  out.flush();
+}
+
+} // namespace stepsim::trace

@@ -1,0 +1,163 @@
+// End-to-end tests of the `stepsim` binary: every bundled topology x workload runs, outputs are
+// byte-identical across runs, summary.json carries the documented keys, bad input exits 2 with
+// a message naming the file and key.
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out; ///< stdout and stderr together
+};
+
+Result run_stepsim(const std::string& args) {
+  const std::string cmd = std::string(STEPSIM_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p)
+    return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string src(const std::string& rel) { return std::string(STEPSIM_SOURCE_DIR) + "/" + rel; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("stepsim-e2e-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+std::string tiny_args(const fs::path& out) {
+  return "run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
+         " --set cluster.nodes=1 --out " + out.string();
+}
+
+} // namespace
+
+// Every bundled topology x workload pair simulates (tiny-gpt on one node, the others at their
+// bundled node counts) and reports a positive step time.
+TEST(EndToEnd, EveryBundledPairRuns) {
+  const std::vector<std::string> topologies = {"dgx-a100-superpod", "dgx-h100"};
+  const std::vector<std::pair<std::string, std::string>> workloads = {
+      {"gpt3-175b", ""}, {"llama2-70b", ""}, {"tiny-gpt", " --set cluster.nodes=1"}};
+  for (const auto& t : topologies) {
+    for (const auto& [w, extra] : workloads) {
+      const fs::path out = temp_dir(t + "-" + w);
+      const Result r = run_stepsim("run --quiet --no-trace --cluster " + src("topologies/" + t + ".yaml") +
+                                   " --workload " + src("workloads/" + w + ".yaml") + extra + " --out " + out.string());
+      ASSERT_EQ(r.code, 0) << t << " x " << w << ":\n" << r.out;
+      const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
+      EXPECT_GT(j["step_time_s"].get<double>(), 0.0) << t << " x " << w;
+      EXPECT_GT(j["mfu"].get<double>(), 0.0);
+      EXPECT_LT(j["mfu"].get<double>(), 1.0);
+      fs::remove_all(out);
+    }
+  }
+}
+
+// The same input twice gives byte-identical summary.json and trace.json.
+TEST(EndToEnd, OutputsAreByteIdentical) {
+  const fs::path a = temp_dir("det-a"), b = temp_dir("det-b");
+  ASSERT_EQ(run_stepsim(tiny_args(a)).code, 0);
+  ASSERT_EQ(run_stepsim(tiny_args(b)).code, 0);
+  EXPECT_EQ(slurp(a / "summary.json"), slurp(b / "summary.json"));
+  EXPECT_EQ(slurp(a / "trace.json"), slurp(b / "trace.json"));
+  EXPECT_FALSE(slurp(a / "trace.json").empty());
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+// summary.json has the documented keys; compute + bubble + exposed communication account for the
+// whole step (the attribution leaves nothing out).
+TEST(EndToEnd, SummaryKeysAndAccounting) {
+  const fs::path out = temp_dir("keys");
+  ASSERT_EQ(run_stepsim(tiny_args(out)).code, 0);
+  const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
+  for (const char* k : {"num_gpus", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "bubble_fraction",
+                        "exposed_comm_s", "compute_s", "flops_formula"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* g : {"tp", "pp", "dp"})
+    EXPECT_TRUE(j["exposed_comm_s"].contains(g)) << g;
+  EXPECT_EQ(j["num_gpus"].get<int>(), 8);
+  const double T = j["step_time_s"].get<double>();
+  const double sum = j["compute_s"].get<double>() + j["bubble_fraction"].get<double>() * T +
+                     j["exposed_comm_s"]["tp"].get<double>() + j["exposed_comm_s"]["pp"].get<double>() +
+                     j["exposed_comm_s"]["dp"].get<double>() + j["other_idle_s"].get<double>();
+  EXPECT_NEAR(sum, T, 1e-9 * T + 1e-12);
+  // tokens/s = global batch * seq_len / step time (tiny-gpt: 16 x 256).
+  EXPECT_NEAR(j["tokens_per_s"].get<double>(), 16.0 * 256.0 / T, 1e-6 * 16.0 * 256.0 / T);
+  fs::remove_all(out);
+}
+
+// Bad input: exit code 2 and a message naming the file, line:col and key.
+TEST(EndToEnd, BadInputExitsTwoWithLocation) {
+  const fs::path dir = temp_dir("bad");
+  fs::create_directories(dir);
+  const fs::path bad = dir / "bad.yaml";
+  std::ofstream(bad) << slurp(src("workloads/tiny-gpt.yaml")) << "\nbatchh: {}\n";
+  const Result r = run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " + bad.string() +
+                               " --set cluster.nodes=1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(bad.string() + ":"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batchh"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("did you mean"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(EndToEnd, BadOverrideExitsTwo) {
+  const Result r = run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                               src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --set parallel.tp=abc");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("parallel.tp"), std::string::npos) << r.out;
+}
+
+TEST(EndToEnd, ImpossibleLayoutIsRefusedWithReason) {
+  const Result r = run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                               src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --set parallel.dp=3");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("8 GPUs"), std::string::npos) << r.out;
+}
+
+TEST(EndToEnd, UnknownOptionAndMissingFile) {
+  EXPECT_EQ(run_stepsim("run --cluster x.yaml --workload y.yaml --bogus").code, 2);
+  const Result r = run_stepsim("run --cluster /nonexistent.yaml --workload " + src("workloads/tiny-gpt.yaml"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("/nonexistent.yaml"), std::string::npos) << r.out;
+  EXPECT_EQ(run_stepsim("frobnicate").code, 2);
+}
+
+// A failed run leaves no partial output behind (outputs are written whole or not at all).
+TEST(EndToEnd, FailedRunWritesNothing) {
+  const fs::path out = temp_dir("fail");
+  run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
+              " --set parallel.dp=3 --out " + out.string());
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
+  EXPECT_FALSE(fs::exists(out / "trace.json"));
+}

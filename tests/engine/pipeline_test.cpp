@@ -1,0 +1,227 @@
+// Whole-step replays: pipeline bubbles against MODEL.md §5, folding of DP replicas, the ordering
+// invariants of the replay, and input errors.
+
+#include "common/specs.hpp"
+#include "common/subprocess.hpp"
+#include "core/error.hpp"
+#include "engine/helpers.hpp"
+#include "model/transformer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+using namespace stepsim;
+using namespace stepsim::graph;
+using stepsim::test::run_in_child;
+
+namespace {
+
+struct BubbleCase {
+  Schedule schedule;
+  int p;
+  int m;
+};
+
+void PrintTo(const BubbleCase& c, std::ostream* os) { *os << "p=" << c.p << " m=" << c.m; }
+
+std::string bubble_name(const testing::TestParamInfo<BubbleCase>& info) {
+  const BubbleCase& c = info.param;
+  return std::string(c.schedule == Schedule::GPIPE ? "gpipe" : "1f1b") + "_p" + std::to_string(c.p) + "_m" +
+         std::to_string(c.m);
+}
+
+class Bubble : public testing::TestWithParam<BubbleCase> {};
+
+constexpr double T_BLOCK_F = 1e-3; // attention or MLP forward
+constexpr double T_BLOCK_B = 2e-3; // attention or MLP backward
+constexpr int LAYERS_PER_STAGE = 2;
+
+} // namespace
+
+// MODEL.md §5: uniform stages, free communication (enormous bandwidths, zero latencies, tp = dp =
+// 1), constant block times (logits and optimizer 0): step = (m + p - 1)(t_f + t_b) and the idle
+// fraction 1 - busy/step, averaged over ranks, is (p - 1)/(m + p - 1), for GPipe and 1F1B.
+// Here t_f = 2 layers x 2 blocks x 1 ms, t_b = 2 x 2 x 2 ms.
+TEST_P(Bubble, StepTimeAndIdleFraction) {
+  const BubbleCase c = GetParam();
+  const WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(LAYERS_PER_STAGE * c.p, 256, 128), 1, c.p, 1,
+                                                 c.m, 1, c.schedule);
+  BuildOptions o;
+  o.compute_time = [](const ComputeQuery& q) {
+    if (q.block == Block::LOGITS || q.block == Block::OPTIMIZER)
+      return Seconds(0.0);
+    return Seconds(q.phase == Phase::BACKWARD ? T_BLOCK_B : T_BLOCK_F);
+  };
+  const StepProgram prog = build_step(w, o);
+  const ClusterSpec cluster = stepsim::test::free_comm_cluster(1, 8);
+  engine::Replay replay(prog, cluster);
+  const engine::ReplayResult r = replay.run();
+
+  const double t_f = LAYERS_PER_STAGE * 2 * T_BLOCK_F, t_b = LAYERS_PER_STAGE * 2 * T_BLOCK_B;
+  const double expected_step = (c.m + c.p - 1) * (t_f + t_b);
+  EXPECT_NEAR(r.step_time.value(), expected_step, 0.005 * expected_step);
+
+  std::map<Rank, double> busy;
+  for (TaskId id = 0; id < prog.graph.size(); ++id) {
+    const Task& t = prog.graph.task(id);
+    if (t.kind == TaskKind::COMPUTE)
+      busy[t.rank] += r.end[id].value() - r.start[id].value();
+  }
+  ASSERT_EQ(busy.size(), static_cast<size_t>(c.p));
+  double idle = 0;
+  for (const auto& [rank, b] : busy) {
+    EXPECT_NEAR(b, c.m * (t_f + t_b), 1e-7 * b) << "rank " << rank; // every rank does the same work
+    idle += 1.0 - b / r.step_time.value();
+  }
+  idle /= c.p;
+  const double expected_idle = (c.p - 1.0) / (c.m + c.p - 1.0);
+  EXPECT_NEAR(idle, expected_idle, 0.005 * expected_idle);
+}
+
+INSTANTIATE_TEST_SUITE_P(Pipeline, Bubble,
+                         testing::Values(BubbleCase{Schedule::GPIPE, 2, 4}, BubbleCase{Schedule::ONE_F_ONE_B, 2, 4},
+                                         BubbleCase{Schedule::GPIPE, 4, 8}, BubbleCase{Schedule::ONE_F_ONE_B, 4, 8},
+                                         BubbleCase{Schedule::GPIPE, 4, 16}, BubbleCase{Schedule::ONE_F_ONE_B, 4, 16},
+                                         BubbleCase{Schedule::GPIPE, 8, 8}, BubbleCase{Schedule::ONE_F_ONE_B, 8, 8}),
+                         bubble_name);
+
+namespace {
+
+/// tp=2, pp=2, dp=4 on 2 nodes of 8 GPUs (one NIC per GPU): stage 0 on node 0, stage 1 on node 1,
+/// every replica on its own NVLink ports and NICs: a symmetric cluster.
+WorkloadSpec fold_workload() {
+  WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4), 2, 2, 4, 4, 1);
+  w.training.dp_bucket = Bytes(4.0 * 1024 * 1024);
+  return w;
+}
+
+double fold_step(bool fold) {
+  const auto r = run_in_child([fold] {
+    const WorkloadSpec w = fold_workload();
+    const ClusterSpec cluster = stepsim::test::dgx_cluster(2, 8, 8);
+    BuildOptions o;
+    o.fold_dp = fold;
+    o.compute_time = [&cluster](const ComputeQuery& q) {
+      return model::roofline_time(q.flops, q.bytes, cluster.gpu, Precision::BF16);
+    };
+    const StepProgram prog = build_step(w, o);
+    return std::vector<double>{stepsim::test::step_time(prog, cluster, engine::CollectiveForm::AUTO),
+                               static_cast<double>(prog.graph.size())};
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  return r.ok ? r.values[0] : NAN;
+}
+
+} // namespace
+
+// docs/engine.md: folding DP replicas is exact on a symmetric cluster; folded and unfolded runs
+// give the same step time (within 1e-9 relative).
+TEST(FoldDp, SameStepTimeOnSymmetricCluster) {
+  const double folded = fold_step(true);
+  const double full = fold_step(false);
+  EXPECT_GT(folded, 0.0);
+  EXPECT_NEAR(folded, full, 1e-9 * full);
+}
+
+// Replay invariants on a full step (tp=2, pp=2, dp=2 unfolded, both schedules' worth of
+// structure, TP/PP/DP collectives): every task runs once with 0 <= start <= end; a successor
+// never starts before its predecessor ends; compute tasks last exactly their duration (a GPU's
+// compute stream is a chain, so nothing shares the host); listeners see every task once with the
+// same interval; step_time is the latest end.
+TEST(Replay, OrderingInvariants) {
+  const WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4), 2, 2, 2, 4, 1);
+  BuildOptions o;
+  o.fold_dp = false;
+  const ClusterSpec cluster = stepsim::test::dgx_cluster(1, 8, 8);
+  o.compute_time = [&cluster](const ComputeQuery& q) {
+    return model::roofline_time(q.flops, q.bytes, cluster.gpu, Precision::BF16);
+  };
+  const StepProgram prog = build_step(w, o);
+  engine::Replay replay(prog, cluster);
+  std::vector<int> seen(prog.graph.size(), 0);
+  std::vector<engine::TaskEvent> events(prog.graph.size());
+  replay.subscribe([&](const engine::TaskEvent& e) {
+    ASSERT_LT(e.id, seen.size());
+    ++seen[e.id];
+    events[e.id] = e;
+  });
+  const engine::ReplayResult r = replay.run();
+  ASSERT_EQ(r.start.size(), prog.graph.size());
+  ASSERT_EQ(r.end.size(), prog.graph.size());
+  double latest = 0;
+  for (TaskId id = 0; id < prog.graph.size(); ++id) {
+    const double s = r.start[id].value(), e = r.end[id].value();
+    EXPECT_GE(s, 0.0) << id;
+    EXPECT_LE(s, e) << id;
+    EXPECT_EQ(seen[id], 1) << id;
+    EXPECT_EQ(events[id].start.value(), s);
+    EXPECT_EQ(events[id].end.value(), e);
+    latest = std::max(latest, e);
+    for (TaskId p : prog.graph.predecessors(id))
+      EXPECT_GE(s, r.end[p].value()) << "task " << id << " starts before predecessor " << p << " ends";
+    const Task& t = prog.graph.task(id);
+    if (t.kind == TaskKind::COMPUTE) {
+      EXPECT_NEAR(e - s, t.duration.value(), 1e-12 + 1e-9 * t.duration.value()) << id;
+    }
+  }
+  EXPECT_EQ(r.step_time.value(), latest);
+  EXPECT_GT(r.flows, 0u);
+  EXPECT_GE(r.activities, r.flows);
+}
+
+// A program whose simulated ranks exceed the cluster is a SimulationError, not a crash.
+TEST(ReplayErrors, SimulatedRankBeyondCluster) {
+  const auto prog = stepsim::test::collectives_program({{0, 9}}, Bytes(1e6));
+  const ClusterSpec cluster = stepsim::test::dgx_cluster(1, 8, 8);
+  engine::Replay replay(prog, cluster);
+  EXPECT_THROW(replay.run(), SimulationError);
+}
+
+// With fold_dp the DP all-reduces still run over every DP rank. When the cluster is too small
+// for the program's grid (tp*pp*dp = 8 GPUs on a 4-GPU node; replica 0's ranks fit), replay must
+// report a SimulationError ("a rank beyond the cluster's GPUs", engine/replay.hpp), not read past
+// the platform's GPU table. Run in a child so that a crash is reported as a failure.
+TEST(ReplayErrors, FoldedDpRankBeyondCluster) {
+  const auto r = run_in_child([] {
+    const WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(2), 2, 1, 4, 2, 1);
+    BuildOptions o;
+    o.compute_time = [](const ComputeQuery&) { return Seconds(1e-4); };
+    const StepProgram prog = build_step(w, o);
+    const ClusterSpec cluster = stepsim::test::dgx_cluster(1, 4, 4);
+    try {
+      engine::Replay replay(prog, cluster, engine::ReplayOptions{engine::CollectiveForm::FINE});
+      replay.run();
+    } catch (const SimulationError&) {
+      return std::vector<double>{1.0};
+    }
+    return std::vector<double>{0.0};
+  });
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.values.at(0), 1.0) << "replay ran a DP collective over ranks the cluster does not have";
+}
+
+// An unfinalized graph is rejected before SimGrid starts.
+TEST(ReplayErrors, GraphNotFinalized) {
+  StepProgram prog;
+  Task t;
+  t.rank = 0;
+  t.duration = Seconds(1.0);
+  prog.graph.add_task(t);
+  prog.simulated_ranks = {0};
+  const ClusterSpec cluster = stepsim::test::dgx_cluster(1, 8, 8);
+  engine::Replay replay(prog, cluster);
+  EXPECT_THROW(replay.run(), SimulationError);
+}
+
+// The engine's op mapping is one to one.
+TEST(Replay, CollectiveOpMapping) {
+  EXPECT_EQ(engine::to_collective_op(CollectiveOp::ALL_REDUCE), collectives::Op::ALL_REDUCE);
+  EXPECT_EQ(engine::to_collective_op(CollectiveOp::ALL_GATHER), collectives::Op::ALL_GATHER);
+  EXPECT_EQ(engine::to_collective_op(CollectiveOp::REDUCE_SCATTER), collectives::Op::REDUCE_SCATTER);
+  EXPECT_EQ(engine::to_collective_op(CollectiveOp::SEND), collectives::Op::SEND);
+}

@@ -1,0 +1,399 @@
+// build_step: the DAG of one training step against the closed forms of MODEL.md §4 (bytes per
+// step per group) and the structure the engine relies on (stream chains, schedule order,
+// producer -> send -> consumer edges, DP buckets after their gradients, fold_dp).
+
+#include "common/specs.hpp"
+#include "core/error.hpp"
+#include "graph/schedule.hpp"
+#include "graph/step_builder.hpp"
+#include "model/transformer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+using namespace stepsim;
+using namespace stepsim::graph;
+
+namespace {
+
+/// Compute time: 1 ms forward blocks, 2 ms backward, 0.1 ms logits, 0.5 ms optimizer.
+Seconds fixed_time(const ComputeQuery& q) {
+  switch (q.block) {
+  case Block::LOGITS: return Seconds(1e-4);
+  case Block::OPTIMIZER: return Seconds(5e-4);
+  default: return Seconds(q.phase == Phase::BACKWARD ? 2e-3 : 1e-3);
+  }
+}
+
+StepProgram build(const WorkloadSpec& w, bool fold = true) {
+  BuildOptions o;
+  o.fold_dp = fold;
+  o.compute_time = fixed_time;
+  return build_step(w, o);
+}
+
+/// tp=2, pp=4, dp=2, 8 layers (2 per stage), m=8 micro-batches of 2 sequences.
+WorkloadSpec standard(Schedule s = Schedule::ONE_F_ONE_B) {
+  WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(8), 2, 4, 2, 8, 2, s);
+  w.training.dp_bucket = Bytes(8.0 * 1024 * 1024); // several buckets per stage
+  return w;
+}
+
+std::vector<Rank> ranks_of(const StepGraph& g, const Task& t) {
+  const auto p = g.participants(t);
+  return {p.begin(), p.end()};
+}
+
+/// Whether `to` is reachable from `from` along successor edges.
+bool reaches(const StepGraph& g, TaskId from, TaskId to) {
+  std::vector<char> seen(g.size(), 0);
+  std::vector<TaskId> stack{from};
+  while (!stack.empty()) {
+    const TaskId t = stack.back();
+    stack.pop_back();
+    if (t == to)
+      return true;
+    for (TaskId s : g.successors(t))
+      if (!seen[s]) {
+        seen[s] = 1;
+        stack.push_back(s);
+      }
+  }
+  return false;
+}
+
+bool has_edge(const StepGraph& g, TaskId a, TaskId b) {
+  for (TaskId s : g.successors(a))
+    if (s == b)
+      return true;
+  return false;
+}
+
+/// Compute tasks per rank, in id (= issue) order.
+std::map<Rank, std::vector<TaskId>> compute_by_rank(const StepGraph& g) {
+  std::map<Rank, std::vector<TaskId>> out;
+  for (TaskId id = 0; id < g.size(); ++id)
+    if (g.task(id).kind == TaskKind::COMPUTE)
+      out[g.task(id).rank].push_back(id);
+  return out;
+}
+
+} // namespace
+
+// RankGrid is Megatron order: tp fastest, then dp, then pp; the inverse maps agree.
+TEST(RankGrid, MegatronOrder) {
+  const RankGrid g{4, 3, 2};
+  EXPECT_EQ(g.size(), 24);
+  EXPECT_EQ(g.rank(0, 0, 1), 1);
+  EXPECT_EQ(g.rank(1, 0, 0), 4);
+  EXPECT_EQ(g.rank(0, 1, 0), 8);
+  for (Rank r = 0; r < g.size(); ++r)
+    EXPECT_EQ(g.rank(g.dp_of(r), g.pp_of(r), g.tp_of(r)), r);
+}
+
+TEST(BuildStep, RequiresComputeTime) {
+  BuildOptions o;
+  EXPECT_THROW(build_step(standard(), o), ModelError);
+}
+
+// Per simulated rank: (l/pp) layers x m micro-batches x 4 blocks (attention and MLP, forward
+// and backward), plus 2m logits tasks on the last stage, plus one optimizer step. With fold_dp
+// only replica 0 is simulated.
+TEST(BuildStep, TaskCountsPerRank) {
+  for (Schedule s : {Schedule::GPIPE, Schedule::ONE_F_ONE_B}) {
+    const WorkloadSpec w = standard(s);
+    const StepProgram prog = build(w);
+    EXPECT_EQ(prog.micro_batches, 8);
+    std::vector<Rank> expected_ranks;
+    for (int p = 0; p < 4; ++p)
+      for (int t = 0; t < 2; ++t)
+        expected_ranks.push_back(prog.grid.rank(0, p, t));
+    std::sort(expected_ranks.begin(), expected_ranks.end());
+    EXPECT_EQ(prog.simulated_ranks, expected_ranks);
+    const auto by_rank = compute_by_rank(prog.graph);
+    EXPECT_EQ(by_rank.size(), expected_ranks.size());
+    for (const auto& [r, ids] : by_rank) {
+      const int stage = prog.grid.pp_of(r);
+      EXPECT_EQ(prog.grid.dp_of(r), 0);
+      const size_t expected = 2 * 8 * 4 + (stage == 3 ? 2 * 8 : 0) + 1;
+      EXPECT_EQ(ids.size(), expected) << "rank " << r;
+      int logits = 0, opt = 0;
+      for (TaskId id : ids) {
+        const Task& t = prog.graph.task(id);
+        logits += t.block == Block::LOGITS;
+        opt += t.block == Block::OPTIMIZER;
+        EXPECT_EQ(t.stage, stage);
+      }
+      EXPECT_EQ(logits, stage == 3 ? 16 : 0);
+      EXPECT_EQ(opt, 1);
+    }
+  }
+}
+
+// Compute task durations and FLOPs come from the cost model: attention/MLP forward FLOPs are the
+// per-TP-rank block FLOPs, backward twice that.
+TEST(BuildStep, ComputeCostsFromModel) {
+  const WorkloadSpec w = standard();
+  const StepProgram prog = build(w);
+  for (const Task& t : prog.graph.tasks()) {
+    if (t.kind != TaskKind::COMPUTE)
+      continue;
+    const double k = t.phase == Phase::BACKWARD ? 2.0 : 1.0;
+    switch (t.block) {
+    case Block::ATTENTION:
+      EXPECT_DOUBLE_EQ(t.flops.value(), k * model::attention_block_forward_flops(w.model, 2, 2).value());
+      EXPECT_DOUBLE_EQ(t.duration.value(), k * 1e-3);
+      break;
+    case Block::MLP:
+      EXPECT_DOUBLE_EQ(t.flops.value(), k * model::mlp_block_forward_flops(w.model, 2, 2).value());
+      EXPECT_DOUBLE_EQ(t.duration.value(), k * 1e-3);
+      break;
+    case Block::LOGITS:
+      EXPECT_DOUBLE_EQ(t.flops.value(), k * model::logits_forward_flops(w.model, 2, 2).value());
+      break;
+    case Block::OPTIMIZER:
+      EXPECT_EQ(t.phase, Phase::OPTIMIZER);
+      EXPECT_DOUBLE_EQ(t.duration.value(), 5e-4);
+      break;
+    default: ADD_FAILURE() << "compute task without a block";
+    }
+  }
+}
+
+// Stream order: each rank's compute tasks form a chain (edge from each to the next in issue
+// order), the chain follows the stage's schedule (first-layer attention forward / last-layer
+// MLP backward of each pass in stage_order), and the optimizer comes last.
+TEST(BuildStep, ComputeChainFollowsSchedule) {
+  for (Schedule s : {Schedule::GPIPE, Schedule::ONE_F_ONE_B}) {
+    const WorkloadSpec w = standard(s);
+    const StepProgram prog = build(w);
+    for (const auto& [r, ids] : compute_by_rank(prog.graph)) {
+      for (size_t i = 1; i < ids.size(); ++i)
+        EXPECT_TRUE(has_edge(prog.graph, ids[i - 1], ids[i])) << "rank " << r << " task " << ids[i];
+      EXPECT_EQ(prog.graph.task(ids.back()).block, Block::OPTIMIZER);
+      const int stage = prog.grid.pp_of(r);
+      const int first_layer = 2 * stage;
+      std::vector<PassRef> seen;
+      for (TaskId id : ids) {
+        const Task& t = prog.graph.task(id);
+        if (t.layer == first_layer && t.block == Block::ATTENTION && t.phase == Phase::FORWARD)
+          seen.push_back({Phase::FORWARD, t.micro_batch});
+        if (t.layer == first_layer + 1 && t.block == Block::MLP && t.phase == Phase::BACKWARD)
+          seen.push_back({Phase::BACKWARD, t.micro_batch});
+      }
+      const auto want = stage_order(s, stage, 4, 8);
+      ASSERT_EQ(seen.size(), want.size());
+      for (size_t k = 0; k < want.size(); ++k)
+        EXPECT_TRUE(seen[k].phase == want[k].phase && seen[k].micro_batch == want[k].micro_batch)
+            << "rank " << r << " pass " << k;
+    }
+  }
+}
+
+// MODEL.md §4, TP: 2 all-reduces of b s h 2 bytes per layer per micro-batch forward and 2
+// backward: per TP group per step 4 (l/pp) m b s h 2 bytes; each waits for the producing
+// compute on every TP rank and the next compute on every TP rank waits for it.
+TEST(BuildStep, TpBytesPerGroup) {
+  const WorkloadSpec w = standard();
+  const StepProgram prog = build(w);
+  const StepGraph& g = prog.graph;
+  std::map<std::vector<Rank>, double> bytes;
+  std::map<std::vector<Rank>, int> count;
+  for (TaskId id = 0; id < g.size(); ++id) {
+    const Task& t = g.task(id);
+    if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::TP)
+      continue;
+    EXPECT_EQ(t.op, CollectiveOp::ALL_REDUCE);
+    EXPECT_EQ(t.stream, Stream::TP_COMM);
+    const auto ranks = ranks_of(g, t);
+    bytes[ranks] += t.bytes.value();
+    ++count[ranks];
+    // Producers on every TP rank; consumers on every TP rank (or end of pass / step).
+    std::set<Rank> producers;
+    for (TaskId p : g.predecessors(id))
+      if (g.task(p).kind == TaskKind::COMPUTE) {
+        producers.insert(g.task(p).rank);
+        EXPECT_EQ(g.task(p).layer, t.layer);
+        EXPECT_EQ(g.task(p).micro_batch, t.micro_batch);
+        EXPECT_EQ(g.task(p).phase, t.phase);
+      }
+    EXPECT_EQ(producers, std::set<Rank>(ranks.begin(), ranks.end()));
+    std::set<Rank> consumers;
+    for (TaskId s : g.successors(id))
+      if (g.task(s).kind == TaskKind::COMPUTE)
+        consumers.insert(g.task(s).rank);
+    EXPECT_EQ(consumers, std::set<Rank>(ranks.begin(), ranks.end())) << "all-reduce " << id;
+  }
+  const double b = 2, s = 512, h = 1024, l = 8, pp = 4, m = 8;
+  EXPECT_EQ(bytes.size(), 4u); // one TP group per stage (replica 0 only)
+  for (const auto& [ranks, total] : bytes) {
+    ASSERT_EQ(ranks.size(), 2u);
+    EXPECT_EQ(ranks[1], ranks[0] + 1);
+    EXPECT_EQ(total, 4 * (l / pp) * m * b * s * h * 2);
+    EXPECT_EQ(count[ranks], 4 * 2 * 8);
+  }
+}
+
+// MODEL.md §4, PP: per stage boundary per TP rank, b s h 2 bytes forward and the same backward
+// per micro-batch: 2 m b s h 2 bytes per step. Each send goes from its producer's output to the
+// first compute of the same micro-batch and phase on the neighbour stage.
+TEST(BuildStep, PpBytesPerBoundary) {
+  for (Schedule sched : {Schedule::GPIPE, Schedule::ONE_F_ONE_B}) {
+    const WorkloadSpec w = standard(sched);
+    const StepProgram prog = build(w);
+    const StepGraph& g = prog.graph;
+    std::map<std::pair<int, int>, double> bytes; // (lower stage, tp rank) -> bytes
+    for (TaskId id = 0; id < g.size(); ++id) {
+      const Task& t = g.task(id);
+      if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::PP)
+        continue;
+      EXPECT_EQ(t.op, CollectiveOp::SEND);
+      EXPECT_EQ(t.stream, Stream::PP_COMM);
+      const auto ranks = ranks_of(g, t);
+      ASSERT_EQ(ranks.size(), 2u);
+      const int src_stage = prog.grid.pp_of(ranks[0]), dst_stage = prog.grid.pp_of(ranks[1]);
+      EXPECT_EQ(src_stage, t.stage);
+      EXPECT_EQ(prog.grid.tp_of(ranks[0]), prog.grid.tp_of(ranks[1]));
+      EXPECT_EQ(dst_stage, t.phase == Phase::FORWARD ? src_stage + 1 : src_stage - 1);
+      bytes[{std::min(src_stage, dst_stage), prog.grid.tp_of(ranks[0])}] += t.bytes.value();
+      // The consumer: first compute of the same micro-batch and phase on the destination.
+      bool consumer = false;
+      for (TaskId s : g.successors(id)) {
+        const Task& c = g.task(s);
+        if (c.kind == TaskKind::COMPUTE && c.rank == ranks[1] && c.micro_batch == t.micro_batch && c.phase == t.phase)
+          consumer = true;
+      }
+      EXPECT_TRUE(consumer) << "send " << id;
+      // The producer: a compute of the same micro-batch and phase on the source.
+      bool producer = false;
+      for (TaskId p : g.predecessors(id)) {
+        const Task& c = g.task(p);
+        if (c.kind == TaskKind::COMPUTE && c.rank == ranks[0] && c.micro_batch == t.micro_batch && c.phase == t.phase)
+          producer = true;
+      }
+      EXPECT_TRUE(producer) << "send " << id;
+    }
+    const double b = 2, s = 512, h = 1024, m = 8;
+    EXPECT_EQ(bytes.size(), 3u * 2u);
+    for (const auto& [key, total] : bytes)
+      EXPECT_EQ(total, 2 * m * b * s * h * 2) << "boundary " << key.first << " tp " << key.second;
+  }
+}
+
+// A stage's output crosses the boundary only after its trailing TP all-reduce: each forward send
+// (tp > 1) is reachable from the all-reduce of the last local layer's MLP of that micro-batch.
+TEST(BuildStep, SendWaitsForTrailingTpAllReduce) {
+  const WorkloadSpec w = standard();
+  const StepProgram prog = build(w);
+  const StepGraph& g = prog.graph;
+  std::map<std::tuple<int, int, int>, TaskId> last_ar; // (stage, mb, phase) -> TP all-reduce
+  for (TaskId id = 0; id < g.size(); ++id) {
+    const Task& t = g.task(id);
+    if (t.group == CommGroup::TP && ((t.phase == Phase::FORWARD && t.layer == 2 * t.stage + 1) ||
+                                     (t.phase == Phase::BACKWARD && t.layer == 2 * t.stage)))
+      last_ar[{t.stage, t.micro_batch, static_cast<int>(t.phase)}] = id; // the later one wins
+  }
+  for (TaskId id = 0; id < g.size(); ++id) {
+    const Task& t = g.task(id);
+    if (t.group != CommGroup::PP)
+      continue;
+    const auto it = last_ar.find({t.stage, t.micro_batch, static_cast<int>(t.phase)});
+    ASSERT_NE(it, last_ar.end());
+    EXPECT_TRUE(reaches(g, it->second, id)) << "send " << id;
+  }
+}
+
+// MODEL.md §4, DP: per (stage, tp rank), the gradient buckets all-reduce 2 bytes per parameter
+// held: sum of bucket bytes = 2 params_on_rank(stage); every bucket but the last reaches the
+// bucket size; buckets span the whole DP group in rank order; each bucket starts after the last
+// backward pass has produced its gradients, and the optimizer waits for every bucket.
+TEST(BuildStep, DpBucketsCoverGradients) {
+  for (bool fold : {true, false}) {
+    const WorkloadSpec w = standard();
+    const StepProgram prog = build(w, fold);
+    const StepGraph& g = prog.graph;
+    std::map<std::pair<int, int>, std::vector<TaskId>> buckets;
+    for (TaskId id = 0; id < g.size(); ++id) {
+      const Task& t = g.task(id);
+      if (t.group != CommGroup::DP)
+        continue;
+      EXPECT_EQ(t.op, CollectiveOp::ALL_REDUCE);
+      EXPECT_EQ(t.stream, Stream::DP_COMM);
+      const auto ranks = ranks_of(g, t);
+      ASSERT_EQ(ranks.size(), 2u);
+      const int tpr = prog.grid.tp_of(ranks[0]);
+      for (int d = 0; d < 2; ++d)
+        EXPECT_EQ(ranks[static_cast<size_t>(d)], prog.grid.rank(d, t.stage, tpr));
+      buckets[{t.stage, tpr}].push_back(id);
+    }
+    EXPECT_EQ(buckets.size(), 8u);
+    for (const auto& [key, ids] : buckets) {
+      double total = 0;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        total += g.task(ids[i]).bytes.value();
+        if (i + 1 < ids.size()) {
+          EXPECT_GE(g.task(ids[i]).bytes.value(), w.training.dp_bucket.value());
+        }
+      }
+      EXPECT_GT(ids.size(), 1u);
+      EXPECT_NEAR(total, 2 * model::params_on_rank(w, key.first), 1e-12 * total) << "stage " << key.first;
+      // Every simulated replica: the bucket follows the backward of the micro-batch processed
+      // last, and the optimizer of that rank follows every bucket.
+      for (int d = 0; d < (fold ? 1 : 2); ++d) {
+        const Rank r = prog.grid.rank(d, key.first, key.second);
+        TaskId last_bwd = 0, opt = 0;
+        for (TaskId id = 0; id < g.size(); ++id) {
+          const Task& t = g.task(id);
+          if (t.kind == TaskKind::COMPUTE && t.rank == r && t.phase == Phase::BACKWARD)
+            last_bwd = id;
+          if (t.kind == TaskKind::COMPUTE && t.rank == r && t.block == Block::OPTIMIZER)
+            opt = id;
+        }
+        EXPECT_TRUE(reaches(g, last_bwd, ids.back()));
+        for (TaskId b : ids)
+          EXPECT_TRUE(reaches(g, b, opt)) << "bucket " << b << " -> optimizer of rank " << r;
+      }
+    }
+  }
+}
+
+// fold_dp = false: every replica's compute exists (every rank simulated, same task counts as
+// replica 0), TP and PP traffic per replica as in the folded graph, DP buckets unchanged.
+TEST(BuildStep, NoFoldSimulatesEveryReplica) {
+  const WorkloadSpec w = standard();
+  const StepProgram folded = build(w, true);
+  const StepProgram full = build(w, false);
+  std::vector<Rank> all(16);
+  for (Rank r = 0; r < 16; ++r)
+    all[static_cast<size_t>(r)] = r;
+  EXPECT_EQ(full.simulated_ranks, all);
+  const auto by_rank = compute_by_rank(full.graph);
+  EXPECT_EQ(by_rank.size(), 16u);
+  for (const auto& [r, ids] : by_rank)
+    EXPECT_EQ(ids.size(), compute_by_rank(folded.graph).at(full.grid.rank(0, full.grid.pp_of(r), full.grid.tp_of(r))).size());
+  auto count = [](const StepGraph& g, CommGroup grp) {
+    size_t n = 0;
+    for (const Task& t : g.tasks())
+      n += t.group == grp;
+    return n;
+  };
+  EXPECT_EQ(count(full.graph, CommGroup::TP), 2 * count(folded.graph, CommGroup::TP));
+  EXPECT_EQ(count(full.graph, CommGroup::PP), 2 * count(folded.graph, CommGroup::PP));
+  EXPECT_EQ(count(full.graph, CommGroup::DP), count(folded.graph, CommGroup::DP));
+  EXPECT_EQ(full.graph.size(), 2 * folded.graph.size() - count(folded.graph, CommGroup::DP));
+}
+
+// Degenerate parallelism: tp = 1 has no TP collectives, pp = 1 no sends, dp = 1 no DP buckets.
+TEST(BuildStep, NoCollectivesForUnitGroups) {
+  const WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4), 1, 1, 1, 4);
+  const StepProgram prog = build(w);
+  for (const Task& t : prog.graph.tasks())
+    EXPECT_EQ(t.kind, TaskKind::COMPUTE);
+  EXPECT_EQ(prog.graph.size(), 4u * 4 * 4 + 2 * 4 + 1);
+  EXPECT_EQ(prog.simulated_ranks, std::vector<Rank>{0});
+}
