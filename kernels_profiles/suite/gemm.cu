@@ -23,9 +23,9 @@ cublasLtHandle_t lt_handle() {
   return h;
 }
 
-void* workspace() {
-  static void* w = [] {
-    void* p = nullptr;
+void *workspace() {
+  static void *w = [] {
+    void *p = nullptr;
     CHECK_CUDA(cudaMalloc(&p, kWorkspaceBytes));
     return p;
   }();
@@ -34,16 +34,24 @@ void* workspace() {
 
 cudaDataType_t input_type(Dtype d) {
   switch (d) {
-  case Dtype::BF16: return CUDA_R_16BF;
-  case Dtype::FP16: return CUDA_R_16F;
-  case Dtype::FP8_E4M3: return CUDA_R_8F_E4M3;
-  case Dtype::FP32: break;
+  case Dtype::BF16:
+    return CUDA_R_16BF;
+  case Dtype::FP16:
+    return CUDA_R_16F;
+  case Dtype::FP8_E4M3:
+    return CUDA_R_8F_E4M3;
+  case Dtype::FP32:
+    break;
   }
   return CUDA_R_32F;
 }
 
-cudaDataType_t output_type(Dtype d) { return d == Dtype::FP8_E4M3 ? CUDA_R_16BF : input_type(d); }
-size_t output_size(Dtype) { return 2; }
+cudaDataType_t output_type(Dtype d) {
+  return d == Dtype::FP8_E4M3 ? CUDA_R_16BF : input_type(d);
+}
+size_t output_size(Dtype) {
+  return 2;
+}
 
 /// One planned cuBLASLt matmul (descriptors and the heuristic's first algorithm).
 class LtGemm {
@@ -60,14 +68,16 @@ public:
     cublasLtMatmulPreference_t pref = nullptr;
     CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = kWorkspaceBytes;
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CHECK_CUBLAS(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     int returned = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), op_, a_, b_, c_, c_, pref, 1, &heuristic_, &returned);
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt_handle(), op_, a_, b_, c_, c_, pref, 1, &heuristic_, &returned);
     CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
     ok_ = st == CUBLAS_STATUS_SUCCESS && returned > 0;
   }
-  LtGemm(const LtGemm&) = delete;
-  LtGemm& operator=(const LtGemm&) = delete;
+  LtGemm(const LtGemm &) = delete;
+  LtGemm &operator=(const LtGemm &) = delete;
   ~LtGemm() {
     cublasLtMatrixLayoutDestroy(c_);
     cublasLtMatrixLayoutDestroy(b_);
@@ -75,7 +85,7 @@ public:
     cublasLtMatmulDescDestroy(op_);
   }
   [[nodiscard]] bool ok() const { return ok_; }
-  void run(const void* w, const void* x, void* y) const {
+  void run(const void *w, const void *x, void *y) const {
     const float alpha = 1.0f;
     const float beta = 0.0f;
     CHECK_CUBLAS(cublasLtMatmul(lt_handle(), op_, &alpha, w, a_, x, b_, &beta, y, c_, y, c_, &heuristic_.algo,
@@ -93,19 +103,22 @@ private:
 
 /// Reference: one thread per output, fp32 accumulation.
 template <class T>
-__global__ void reference_gemm(const T* w, const T* x, float* y, int64_t m, int64_t n, int64_t k) {
+__global__ void reference_gemm(const T *w, const T *x, float *y, int64_t m, int64_t n, int64_t k) {
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t i = blockIdx.y;
-  if (j >= n || i >= m) return;
+  if (j >= n || i >= m)
+    return;
   float acc = 0;
-  for (int64_t p = 0; p < k; ++p) acc += to_float(x[i * k + p]) * to_float(w[j * k + p]);
+  for (int64_t p = 0; p < k; ++p)
+    acc += to_float(x[i * k + p]) * to_float(w[j * k + p]);
   y[i * n + j] = acc;
 }
 
-template <class T> void check_one(std::vector<CheckResult>& out, Dtype dtype, int64_t m, int64_t n, int64_t k) {
+template <class T>
+void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n, int64_t k) {
   CheckResult r;
-  r.name = std::string("gemm ") + kernels::to_string(dtype) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-           std::to_string(k) + " (cuBLASLt) vs reference kernel";
+  r.name = std::string("gemm ") + kernels::to_string(dtype) + " " + std::to_string(m) + "x" +
+           std::to_string(n) + "x" + std::to_string(k) + " (cuBLASLt) vs reference kernel";
   r.tolerance = 1e-2;
   const size_t wb = static_cast<size_t>(n * k) * sizeof(T);
   const size_t xb = static_cast<size_t>(m * k) * sizeof(T);
@@ -115,10 +128,10 @@ template <class T> void check_one(std::vector<CheckResult>& out, Dtype dtype, in
     std::fprintf(stderr, "%s:%d: no memory for the gemm check\n", __FILE__, __LINE__);
     std::exit(1);
   }
-  T* w = static_cast<T*>(arena().carve(wb));
-  T* x = static_cast<T*>(arena().carve(xb));
-  bf16* y16 = static_cast<bf16*>(arena().carve(yb)); // bf16 or fp16 storage, 2 bytes each
-  float* ref = arena().carve_n<float>(static_cast<size_t>(m * n));
+  T *w = static_cast<T *>(arena().carve(wb));
+  T *x = static_cast<T *>(arena().carve(xb));
+  bf16 *y16 = static_cast<bf16 *>(arena().carve(yb)); // bf16 or fp16 storage, 2 bytes each
+  float *ref = arena().carve_n<float>(static_cast<size_t>(m * n));
   fill_uniform(w, static_cast<size_t>(n * k), 11, -1.0f, 1.0f);
   fill_uniform(x, static_cast<size_t>(m * k), 12, -1.0f, 1.0f);
   const LtGemm g(dtype, m, n, k);
@@ -128,11 +141,13 @@ template <class T> void check_one(std::vector<CheckResult>& out, Dtype dtype, in
     return;
   }
   g.run(w, x, y16);
-  reference_gemm<T><<<dim3(static_cast<unsigned>((n + 127) / 128), static_cast<unsigned>(m)), 128>>>(w, x, ref, m, n, k);
+  reference_gemm<T>
+      <<<dim3(static_cast<unsigned>((n + 127) / 128), static_cast<unsigned>(m)), 128>>>(w, x, ref, m, n, k);
   CHECK_LAUNCH();
   CHECK_CUDA(cudaDeviceSynchronize());
-  const std::vector<float> got = dtype == Dtype::FP16 ? download(reinterpret_cast<fp16*>(y16), static_cast<size_t>(m * n))
-                                                      : download(y16, static_cast<size_t>(m * n));
+  const std::vector<float> got = dtype == Dtype::FP16
+                                     ? download(reinterpret_cast<fp16 *>(y16), static_cast<size_t>(m * n))
+                                     : download(y16, static_cast<size_t>(m * n));
   const std::vector<float> want_f = download(ref, static_cast<size_t>(m * n));
   const std::vector<double> want(want_f.begin(), want_f.end());
   r.max_error = relative_max_error(got, want);
@@ -140,7 +155,7 @@ template <class T> void check_one(std::vector<CheckResult>& out, Dtype dtype, in
   out.push_back(r);
 }
 
-template <class T> Measurement time_gemm(const kernels::KernelShape& s, const TimingOptions& o) {
+template <class T> Measurement time_gemm(const kernels::KernelShape &s, const TimingOptions &o) {
   Measurement meas;
   meas.impl = "cublaslt";
   const LtGemm g(s.dtype, s.m, s.n, s.k);
@@ -157,15 +172,15 @@ template <class T> Measurement time_gemm(const kernels::KernelShape& s, const Ti
     meas.why = "does not fit in device memory";
     return meas;
   }
-  std::vector<T*> w(static_cast<size_t>(rot));
-  std::vector<T*> x(static_cast<size_t>(rot));
+  std::vector<T *> w(static_cast<size_t>(rot));
+  std::vector<T *> x(static_cast<size_t>(rot));
   for (int r = 0; r < rot; ++r) {
     w[r] = arena().carve_n<T>(wn);
     x[r] = arena().carve_n<T>(xn);
     fill_uniform(w[r], wn, 100 + static_cast<uint64_t>(r), -1.0f, 1.0f);
     fill_uniform(x[r], xn, 200 + static_cast<uint64_t>(r), -1.0f, 1.0f);
   }
-  void* y = arena().carve(yb);
+  void *y = arena().carve(yb);
   CHECK_CUDA(cudaDeviceSynchronize());
   meas.time_s = time_median([&](int r) { g.run(w[r], x[r], y); }, rot, o, meas.reps);
   meas.ok = true;
@@ -174,26 +189,31 @@ template <class T> Measurement time_gemm(const kernels::KernelShape& s, const Ti
 
 } // namespace
 
-void check_gemm(std::vector<CheckResult>& out, bool fp8_supported) {
+void check_gemm(std::vector<CheckResult> &out, bool fp8_supported) {
   check_one<bf16>(out, Dtype::BF16, 256, 384, 512);
   check_one<bf16>(out, Dtype::BF16, 200, 328, 136);
   check_one<fp16>(out, Dtype::FP16, 256, 384, 512);
-  if (fp8_supported) check_one<fp8>(out, Dtype::FP8_E4M3, 272, 384, 512);
+  if (fp8_supported)
+    check_one<fp8>(out, Dtype::FP8_E4M3, 272, 384, 512);
 }
 
-Measurement measure_gemm(const kernels::KernelShape& s, const TimingOptions& o) {
+Measurement measure_gemm(const kernels::KernelShape &s, const TimingOptions &o) {
   switch (s.dtype) {
-  case Dtype::BF16: return time_gemm<bf16>(s, o);
-  case Dtype::FP16: return time_gemm<fp16>(s, o);
+  case Dtype::BF16:
+    return time_gemm<bf16>(s, o);
+  case Dtype::FP16:
+    return time_gemm<fp16>(s, o);
   case Dtype::FP8_E4M3: {
     int major = 0;
     int minor = 0;
     CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
     CHECK_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
-    if (major * 10 + minor < 89) return {false, 0, 0, "cublaslt", "fp8 needs compute capability >= 8.9"};
+    if (major * 10 + minor < 89)
+      return {false, 0, 0, "cublaslt", "fp8 needs compute capability >= 8.9"};
     return time_gemm<fp8>(s, o);
   }
-  case Dtype::FP32: break;
+  case Dtype::FP32:
+    break;
   }
   return {false, 0, 0, "cublaslt", "gemm dtype not supported"};
 }

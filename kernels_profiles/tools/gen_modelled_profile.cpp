@@ -28,7 +28,7 @@ struct GpuFacts {
   double copy_fraction = 0.9;  ///< achievable fraction of spec HBM bandwidth
 };
 
-ProfileHeader common_header(const std::string& kind) {
+ProfileHeader common_header(const std::string &kind) {
   ProfileHeader h;
   h.gpu_kind = kind;
   h.obtained = Provenance::MODELLED;
@@ -40,15 +40,19 @@ ProfileHeader common_header(const std::string& kind) {
   h.sources = {
       "gemm ceiling: measured_runs.yaml gemm_measurements (stas00/ml-engineering mamf-finder table, "
       "https://github.com/stas00/ml-engineering/tree/master/compute/accelerator)",
-      "memory: spec HBM bandwidth x 0.9 (typical achieved device-to-device copy), reference/MODEL.md section 7",
-      "launch_overhead_s: assumed 4 us back-to-back kernel time floor (replace by the suite's empty-kernel measurement)",
-      "overlap_slowdown: assumed 1.10 (NCCL kernels hold 8-32 of the SMs and share HBM; 1.05-1.15 reported, see docs/kernels.md)",
-      "attention and memory-bound kernels: relative ceilings of docs/kernels.md (no published measurement used)",
+      "memory: spec HBM bandwidth x 0.9 (typical achieved device-to-device copy), reference/MODEL.md section "
+      "7",
+      "launch_overhead_s: assumed 4 us back-to-back kernel time floor (replace by the suite's empty-kernel "
+      "measurement)",
+      "overlap_slowdown: assumed 1.10 (NCCL kernels hold 8-32 of the SMs and share HBM; 1.05-1.15 reported, "
+      "see docs/kernels.md)",
+      "attention and memory-bound kernels: relative ceilings of docs/kernels.md (no published measurement "
+      "used)",
   };
   return h;
 }
 
-bool facts_for(const std::string& kind, GpuFacts& f) {
+bool facts_for(const std::string &kind, GpuFacts &f) {
   if (kind == "A100-SXM4-80GB") {
     f.gpu.kind = kind;
     f.gpu.peak_bf16 = FlopsPerSec(312e12);
@@ -62,7 +66,8 @@ bool facts_for(const std::string& kind, GpuFacts& f) {
     f.header.sm_clock_mhz = 1410;
     f.header.mem_clock_mhz = 1593;
     f.header.l2_bytes = 40 * 1024 * 1024;
-    f.header.sources.push_back("A100 peaks 312 TFLOP/s bf16 dense, 2039 GB/s HBM2e, 108 SMs: NVIDIA A100 datasheet");
+    f.header.sources.push_back(
+        "A100 peaks 312 TFLOP/s bf16 dense, 2039 GB/s HBM2e, 108 SMs: NVIDIA A100 datasheet");
     f.best_gemm_tflops = 267.9;
     f.best_gemm = gemm(Dtype::BF16, 6912, 16384, 2048);
     return true;
@@ -80,8 +85,10 @@ bool facts_for(const std::string& kind, GpuFacts& f) {
     f.header.sm_clock_mhz = 1980;
     f.header.mem_clock_mhz = 2619;
     f.header.l2_bytes = 50 * 1024 * 1024;
-    f.header.sources.push_back("H100 SXM peaks 989 TFLOP/s bf16 dense (1979 fp8), 3350 GB/s HBM3, 132 SMs: NVIDIA H100 datasheet");
-    f.header.notes.push_back("fp8 rows: 2x the bf16 peak at 0.8x the bf16 ceiling (no published fp8 best case used)");
+    f.header.sources.push_back(
+        "H100 SXM peaks 989 TFLOP/s bf16 dense (1979 fp8), 3350 GB/s HBM3, 132 SMs: NVIDIA H100 datasheet");
+    f.header.notes.push_back(
+        "fp8 rows: 2x the bf16 peak at 0.8x the bf16 ceiling (no published fp8 best case used)");
     f.best_gemm_tflops = 792.1;
     f.best_gemm = gemm(Dtype::BF16, 6144, 17920, 2816);
     return true;
@@ -89,7 +96,7 @@ bool facts_for(const std::string& kind, GpuFacts& f) {
   return false;
 }
 
-KernelProfile generate(const GpuFacts& f, const std::string& date) {
+KernelProfile generate(const GpuFacts &f, const std::string &date) {
   // Anchor rows: the published best GEMM and a large copy at the achievable bandwidth. The
   // table calibrates its ceilings to them; every other row is the model's answer.
   KernelProfile anchors;
@@ -105,32 +112,40 @@ KernelProfile generate(const GpuFacts& f, const std::string& date) {
   KernelProfile out;
   out.header = anchors.header;
   out.rows = anchors.rows;
-  for (const KernelShape& s : reference_profile_shapes()) {
-    if (s == f.best_gemm || s == copy) continue;
-    if (is_compute_bound(s.kind) && table.peak(s.dtype).value() <= 0) continue;
+  for (const KernelShape &s : reference_profile_shapes()) {
+    if (s == f.best_gemm || s == copy)
+      continue;
+    if (is_compute_bound(s.kind) && table.peak(s.dtype).value() <= 0)
+      continue;
     out.rows.push_back({s, table.model_time(s), "model"});
   }
   return out;
 }
 
 int usage() {
-  std::cerr << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|H100-SXM5-80GB --date YYYY-MM-DD --out FILE\n";
+  std::cerr
+      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|H100-SXM5-80GB --date YYYY-MM-DD --out FILE\n";
   return 2;
 }
 
 } // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   std::string gpu;
   std::string date;
   std::string out;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--gpu")) gpu = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--date")) date = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--out")) out = argv[i + 1];
-    else return usage();
+    if (!std::strcmp(argv[i], "--gpu"))
+      gpu = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--date"))
+      date = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--out"))
+      out = argv[i + 1];
+    else
+      return usage();
   }
-  if (argc % 2 != 1 || gpu.empty() || date.empty() || out.empty()) return usage();
+  if (argc % 2 != 1 || gpu.empty() || date.empty() || out.empty())
+    return usage();
   GpuFacts facts;
   if (!facts_for(gpu, facts)) {
     std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, H100-SXM5-80GB)\n";
@@ -138,9 +153,9 @@ int main(int argc, char** argv) {
   }
   try {
     const KernelProfile p = generate(facts, date);
-    write_file_atomically(out, [&](std::ostream& os) { write_profile(os, p); });
+    write_file_atomically(out, [&](std::ostream &os) { write_profile(os, p); });
     std::cout << out << ": " << p.rows.size() << " rows\n";
-  } catch (const Error& e) {
+  } catch (const Error &e) {
     std::cerr << "stepsim_gen_profile: " << e.what() << "\n";
     return 1;
   }

@@ -42,6 +42,10 @@ double fraction(const Field& f) {
   return f.number("a number in (0, 1]", [](double v) { return v > 0.0 && v <= 1.0; });
 }
 
+Bytes nonnegative_bytes(const Field& f) {
+  return parse_bytes(f.scalar("a byte size with a unit, e.g. 1GiB"), f.where());
+}
+
 Bytes positive_bytes(const Field& f) {
   const std::string text = f.scalar("a byte size with a unit, e.g. 80GiB");
   const Bytes b = parse_bytes(text, f.where());
@@ -99,7 +103,8 @@ ClusterSpec read_cluster(const Document& doc) {
   }
 
   const auto gpu = top.require("gpu").map(
-      {"kind", "peak_flops", "hbm_capacity", "hbm_bandwidth", "compute_efficiency", "memory_efficiency"});
+      {"kind", "peak_flops", "hbm_capacity", "hbm_bandwidth", "compute_efficiency", "memory_efficiency",
+       "runtime_overhead", "allocator_fragmentation"});
   c.gpu.kind = gpu.require("kind").string();
   const auto peak = gpu.require("peak_flops").map({"bf16", "fp16"});
   if (!peak.has("bf16") && !peak.has("fp16")) {
@@ -115,6 +120,14 @@ ClusterSpec read_cluster(const Document& doc) {
   c.gpu.hbm_bandwidth = positive_bandwidth(gpu.require("hbm_bandwidth"));
   c.gpu.compute_efficiency = fraction(gpu.require("compute_efficiency"));
   c.gpu.memory_efficiency = fraction(gpu.require("memory_efficiency"));
+  c.gpu.runtime_overhead = Bytes(1024.0 * 1024 * 1024);
+  if (auto f = gpu.find("runtime_overhead")) {
+    c.gpu.runtime_overhead = nonnegative_bytes(*f);
+  }
+  c.gpu.allocator_fragmentation = 1.10;
+  if (auto f = gpu.find("allocator_fragmentation")) {
+    c.gpu.allocator_fragmentation = f->number("a number >= 1", [](double v) { return v >= 1.0; });
+  }
 
   c.nvswitch = read_link(top.require("nvswitch").map({"bandwidth", "latency", "efficiency"}));
 
@@ -232,6 +245,12 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
     t.recompute = f->choice<Recompute>(
         {{"none", Recompute::NONE}, {"selective", Recompute::SELECTIVE}, {"full", Recompute::FULL}});
   }
+  if (auto f = m->find("flash_attention")) {
+    t.flash_attention = f->boolean();
+  }
+  if (auto f = m->find("zero3_prefetch")) {
+    t.zero3_prefetch = static_cast<int>(f->integer(0, 64, "an integer in 0..64"));
+  }
   return t;
 }
 
@@ -252,7 +271,7 @@ WorkloadSpec read_workload(const Document& doc) {
       top.require("precision").choice<Precision>({{"bf16", Precision::BF16}, {"fp16", Precision::FP16}});
   std::optional<MapReader> training;
   if (auto f = top.find("training")) {
-    training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute"});
+    training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "flash_attention", "zero3_prefetch"});
   }
   w.training = read_training(training);
   return w;

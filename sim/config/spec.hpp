@@ -26,6 +26,8 @@ struct GpuSpec {
   BytesPerSec hbm_bandwidth;      ///< peak HBM bandwidth
   double compute_efficiency = 0;  ///< achieved fraction of peak on large GEMMs, (0, 1]
   double memory_efficiency = 0;   ///< achieved fraction of HBM bandwidth, (0, 1]
+  Bytes runtime_overhead;         ///< CUDA context, cuBLAS/NCCL workspaces: not usable by the job
+  double allocator_fragmentation = 1.0; ///< caching-allocator overhead on dynamic memory, >= 1
 };
 
 /// A class of link: bandwidth per direction, one-way latency, achieved fraction of bandwidth.
@@ -95,6 +97,8 @@ struct TrainingSpec {
   Bytes dp_bucket = Bytes(25.0 * 1024 * 1024); ///< DP gradient bucket size
   double optimizer_bytes_per_param = 12;        ///< fp32 master + Adam m + v
   Recompute recompute = Recompute::NONE;
+  bool flash_attention = false;  ///< fused attention: the s^2 attention scores are not stored
+  int zero3_prefetch = 1;        ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
 };
 
 struct WorkloadSpec {

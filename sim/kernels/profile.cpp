@@ -16,17 +16,18 @@ namespace stepsim::kernels {
 
 namespace {
 
-constexpr const char* kShapeColumns = "kernel,dtype,shape";
-constexpr const char* kProfileColumns = "kernel,dtype,shape,time_s,flop_per_s,byte_per_s,impl";
+constexpr const char *kShapeColumns = "kernel,dtype,shape";
+constexpr const char *kProfileColumns = "kernel,dtype,shape,time_s,flop_per_s,byte_per_s,impl";
 
-std::string trim(const std::string& s) {
+std::string trim(const std::string &s) {
   const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
+  if (b == std::string::npos)
+    return "";
   const auto e = s.find_last_not_of(" \t\r");
   return s.substr(b, e - b + 1);
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
+std::vector<std::string> split(const std::string &s, char sep) {
   std::vector<std::string> out;
   std::string cur;
   for (char c : s) {
@@ -41,17 +42,18 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-bool parse_int(const std::string& text, int64_t& out) {
-  const char* b = text.data();
-  const char* e = text.data() + text.size();
+bool parse_int(const std::string &text, int64_t &out) {
+  const char *b = text.data();
+  const char *e = text.data() + text.size();
   auto [p, ec] = std::from_chars(b, e, out);
   return ec == std::errc() && p == e && !text.empty();
 }
 
-bool parse_double(const std::string& text, double& out) {
-  if (text.empty()) return false;
+bool parse_double(const std::string &text, double &out) {
+  if (text.empty())
+    return false;
   errno = 0;
-  char* end = nullptr;
+  char *end = nullptr;
   out = std::strtod(text.c_str(), &end);
   return errno == 0 && end == text.c_str() + text.size() && std::isfinite(out);
 }
@@ -62,28 +64,31 @@ std::string fmt(double v, int digits) {
   return buf;
 }
 
-[[noreturn]] void fail(const std::string& origin, int line, const std::string& what) {
+[[noreturn]] void fail(const std::string &origin, int line, const std::string &what) {
   throw ConfigError(origin + ":" + std::to_string(line) + ": " + what);
 }
 
 /// Parses "kernel,dtype,shape" (the first three columns). Returns "" or the reason.
-std::string parse_shape_columns(const std::vector<std::string>& cols, KernelShape& out) {
+std::string parse_shape_columns(const std::vector<std::string> &cols, KernelShape &out) {
   KernelKind kind{};
   Dtype dtype{};
-  if (!parse_kind(cols[0], kind)) return "unknown kernel '" + cols[0] + "'";
-  if (!parse_dtype(cols[1], dtype)) return "unknown dtype '" + cols[1] + "'";
+  if (!parse_kind(cols[0], kind))
+    return "unknown kernel '" + cols[0] + "'";
+  if (!parse_dtype(cols[1], dtype))
+    return "unknown dtype '" + cols[1] + "'";
   return parse_shape_fields(kind, dtype, cols[2], out);
 }
 
 /// Yields the non-blank, non-comment lines with their numbers; comment lines go to `on_comment`.
 template <class OnComment, class OnLine>
-void scan_lines(std::istream& in, OnComment on_comment, OnLine on_line) {
+void scan_lines(std::istream &in, OnComment on_comment, OnLine on_line) {
   std::string raw;
   int line = 0;
   while (std::getline(in, raw)) {
     ++line;
     const std::string text = trim(raw);
-    if (text.empty()) continue;
+    if (text.empty())
+      continue;
     if (text[0] == '#') {
       on_comment(line, trim(text.substr(1)));
     } else {
@@ -94,93 +99,117 @@ void scan_lines(std::istream& in, OnComment on_comment, OnLine on_line) {
 
 } // namespace
 
-const char* to_string(Provenance p) { return p == Provenance::MEASURED ? "measured" : "modelled"; }
+const char *to_string(Provenance p) {
+  return p == Provenance::MEASURED ? "measured" : "modelled";
+}
 
-std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string& text,
-                               KernelShape& out) {
+std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &text, KernelShape &out) {
   KernelShape s;
   s.kind = kind;
   s.dtype = dtype;
-  std::map<std::string, int64_t*> slots;
+  std::map<std::string, int64_t *> slots;
   int64_t causal = -1;
   switch (family(kind)) {
-  case KernelFamily::GEMM: slots = {{"m", &s.m}, {"n", &s.n}, {"k", &s.k}}; break;
+  case KernelFamily::GEMM:
+    slots = {{"m", &s.m}, {"n", &s.n}, {"k", &s.k}};
+    break;
   case KernelFamily::ATTENTION:
     slots = {{"batch", &s.batch}, {"heads", &s.heads},       {"kv_heads", &s.kv_heads},
              {"seq", &s.seq},     {"head_dim", &s.head_dim}, {"causal", &causal}};
     break;
-  case KernelFamily::ROWWISE: slots = {{"rows", &s.rows}, {"cols", &s.cols}}; break;
-  case KernelFamily::ELEMENTWISE: slots = {{"elements", &s.elements}}; break;
+  case KernelFamily::ROWWISE:
+    slots = {{"rows", &s.rows}, {"cols", &s.cols}};
+    break;
+  case KernelFamily::ELEMENTWISE:
+    slots = {{"elements", &s.elements}};
+    break;
   }
   std::set<std::string> seen;
-  for (const std::string& item : split(text, ';')) {
+  for (const std::string &item : split(text, ';')) {
     const auto eq = item.find('=');
-    if (eq == std::string::npos) return "shape item '" + item + "' is not key=value";
+    if (eq == std::string::npos)
+      return "shape item '" + item + "' is not key=value";
     const std::string key = trim(item.substr(0, eq));
     const std::string value = trim(item.substr(eq + 1));
     auto it = slots.find(key);
     if (it == slots.end()) {
       std::string keys;
-      for (const auto& [k, p] : slots) keys += (keys.empty() ? "" : ", ") + k;
+      for (const auto &[k, p] : slots)
+        keys += (keys.empty() ? "" : ", ") + k;
       return "unknown shape key '" + key + "' for " + to_string(kind) + " (expected " + keys + ")";
     }
-    if (!seen.insert(key).second) return "shape key '" + key + "' given twice";
-    if (!parse_int(value, *it->second)) return "shape key '" + key + "': '" + value + "' is not an integer";
+    if (!seen.insert(key).second)
+      return "shape key '" + key + "' given twice";
+    if (!parse_int(value, *it->second))
+      return "shape key '" + key + "': '" + value + "' is not an integer";
   }
-  for (const auto& [k, p] : slots) {
-    if (!seen.count(k)) return "shape lacks '" + k + "'";
+  for (const auto &[k, p] : slots) {
+    if (!seen.count(k))
+      return "shape lacks '" + k + "'";
   }
   if (family(kind) == KernelFamily::ATTENTION) {
-    if (causal != 0 && causal != 1) return "shape key 'causal' must be 0 or 1";
+    if (causal != 0 && causal != 1)
+      return "shape key 'causal' must be 0 or 1";
     s.causal = causal == 1;
   }
   std::string why = validate(s);
-  if (!why.empty()) return why;
+  if (!why.empty())
+    return why;
   out = s;
   return "";
 }
 
-KernelProfile parse_profile(std::istream& in, const std::string& origin) {
+KernelProfile parse_profile(std::istream &in, const std::string &origin) {
   KernelProfile p;
   p.origin = origin;
-  ProfileHeader& h = p.header;
+  ProfileHeader &h = p.header;
   std::set<std::string> seen_keys;
   std::set<KernelShape> seen_shapes;
   bool have_columns = false;
   bool have_format = false;
 
-  auto on_comment = [&](int line, const std::string& text) {
+  auto on_comment = [&](int line, const std::string &text) {
     const auto colon = text.find(':');
-    if (colon == std::string::npos) return; // free comment
+    if (colon == std::string::npos)
+      return; // free comment
     const std::string key = text.substr(0, colon);
     if (key.empty() || key.find_first_not_of("abcdefghijklmnopqrstuvwxyz_0-9") != std::string::npos)
       return; // free comment that happens to contain ':'
-    if (have_columns) fail(origin, line, "header key '" + key + "' after the first row");
+    if (have_columns)
+      fail(origin, line, "header key '" + key + "' after the first row");
     const std::string value = trim(text.substr(colon + 1));
     const bool repeatable = key == "source" || key == "note";
-    if (!repeatable && !seen_keys.insert(key).second) fail(origin, line, "header key '" + key + "' given twice");
-    auto number = [&](double& out) {
-      if (!parse_double(value, out)) fail(origin, line, "header key '" + key + "': '" + value + "' is not a number");
+    if (!repeatable && !seen_keys.insert(key).second)
+      fail(origin, line, "header key '" + key + "' given twice");
+    auto number = [&](double &out) {
+      if (!parse_double(value, out))
+        fail(origin, line, "header key '" + key + "': '" + value + "' is not a number");
     };
-    auto integer = [&](int64_t& out) {
-      if (!parse_int(value, out)) fail(origin, line, "header key '" + key + "': '" + value + "' is not an integer");
+    auto integer = [&](int64_t &out) {
+      if (!parse_int(value, out))
+        fail(origin, line, "header key '" + key + "': '" + value + "' is not an integer");
     };
     double x = 0;
     int64_t i = 0;
     if (key == "format") {
-      if (value != kProfileFormat) fail(origin, line, "format '" + value + "' is not " + kProfileFormat);
+      if (value != kProfileFormat)
+        fail(origin, line, "format '" + value + "' is not " + kProfileFormat);
       have_format = true;
     } else if (key == "gpu") {
       h.gpu = value;
     } else if (key == "gpu_kind") {
       h.gpu_kind = value;
     } else if (key == "obtained") {
-      if (value == "measured") h.obtained = Provenance::MEASURED;
-      else if (value == "modelled") h.obtained = Provenance::MODELLED;
-      else fail(origin, line, "obtained: '" + value + "' is neither 'measured' nor 'modelled'");
+      if (value == "measured")
+        h.obtained = Provenance::MEASURED;
+      else if (value == "modelled")
+        h.obtained = Provenance::MODELLED;
+      else
+        fail(origin, line, "obtained: '" + value + "' is neither 'measured' nor 'modelled'");
     } else if (key == "sm_count") {
       integer(i);
-      if (i <= 0) fail(origin, line, "sm_count must be > 0");
+      if (i <= 0)
+        fail(origin, line, "sm_count must be > 0");
       h.sm_count = static_cast<int>(i);
     } else if (key == "compute_capability") {
       h.compute_capability = value;
@@ -200,11 +229,13 @@ KernelProfile parse_profile(std::istream& in, const std::string& origin) {
       h.tool = value;
     } else if (key == "launch_overhead_s") {
       number(x);
-      if (x <= 0 || x > 1e-3) fail(origin, line, "launch_overhead_s must be in (0, 1e-3] seconds");
+      if (x <= 0 || x > 1e-3)
+        fail(origin, line, "launch_overhead_s must be in (0, 1e-3] seconds");
       h.launch_overhead = Seconds(x);
     } else if (key == "overlap_slowdown") {
       number(x);
-      if (x < 1.0 || x > 3.0) fail(origin, line, "overlap_slowdown must be in [1, 3]");
+      if (x < 1.0 || x > 3.0)
+        fail(origin, line, "overlap_slowdown must be in [1, 3]");
       h.overlap_slowdown = x;
     } else if (key == "source") {
       h.sources.push_back(value);
@@ -219,60 +250,82 @@ KernelProfile parse_profile(std::istream& in, const std::string& origin) {
     }
   };
 
-  auto on_line = [&](int line, const std::string& text) {
+  auto on_line = [&](int line, const std::string &text) {
     if (!have_columns) {
-      if (text != kProfileColumns) fail(origin, line, std::string("expected the column line '") + kProfileColumns + "'");
+      if (text != kProfileColumns)
+        fail(origin, line, std::string("expected the column line '") + kProfileColumns + "'");
       have_columns = true;
-      if (!have_format) fail(origin, line, std::string("missing header key 'format: ") + kProfileFormat + "'");
-      for (const char* key : {"gpu_kind", "obtained", "sm_count", "launch_overhead_s", "overlap_slowdown"}) {
-        if (!seen_keys.count(key)) fail(origin, line, std::string("missing header key '") + key + "'");
+      if (!have_format)
+        fail(origin, line, std::string("missing header key 'format: ") + kProfileFormat + "'");
+      for (const char *key : {"gpu_kind", "obtained", "sm_count", "launch_overhead_s", "overlap_slowdown"}) {
+        if (!seen_keys.count(key))
+          fail(origin, line, std::string("missing header key '") + key + "'");
       }
       return;
     }
     const std::vector<std::string> cols = split(text, ',');
-    if (cols.size() != 7) fail(origin, line, "expected 7 columns (" + std::string(kProfileColumns) + "), got " + std::to_string(cols.size()));
+    if (cols.size() != 7)
+      fail(origin, line,
+           "expected 7 columns (" + std::string(kProfileColumns) + "), got " + std::to_string(cols.size()));
     ProfileRow row;
     std::string why = parse_shape_columns(cols, row.shape);
-    if (!why.empty()) fail(origin, line, why);
+    if (!why.empty())
+      fail(origin, line, why);
     double t = 0;
     double flop_s = 0;
     double byte_s = 0;
-    if (!parse_double(cols[3], t) || t <= 0) fail(origin, line, "time_s '" + cols[3] + "' is not a positive number");
-    if (!parse_double(cols[4], flop_s) || flop_s < 0) fail(origin, line, "flop_per_s '" + cols[4] + "' is not a number >= 0");
-    if (!parse_double(cols[5], byte_s) || byte_s < 0) fail(origin, line, "byte_per_s '" + cols[5] + "' is not a number >= 0");
+    if (!parse_double(cols[3], t) || t <= 0)
+      fail(origin, line, "time_s '" + cols[3] + "' is not a positive number");
+    if (!parse_double(cols[4], flop_s) || flop_s < 0)
+      fail(origin, line, "flop_per_s '" + cols[4] + "' is not a number >= 0");
+    if (!parse_double(cols[5], byte_s) || byte_s < 0)
+      fail(origin, line, "byte_per_s '" + cols[5] + "' is not a number >= 0");
     row.time = Seconds(t);
     // The rates are derived columns for readers; they must agree with the shape and time.
     const double want_flop_s = kernel_flops(row.shape).value() / t;
     const double want_byte_s = kernel_bytes(row.shape).value() / t;
-    auto close = [](double a, double b) { return std::fabs(a - b) <= 0.01 * std::max(std::fabs(a), std::fabs(b)) + 1e-30; };
-    if (!close(flop_s, want_flop_s)) fail(origin, line, "flop_per_s " + cols[4] + " disagrees with the shape and time_s (expected " + fmt(want_flop_s, 4) + ")");
-    if (!close(byte_s, want_byte_s)) fail(origin, line, "byte_per_s " + cols[5] + " disagrees with the shape and time_s (expected " + fmt(want_byte_s, 4) + ")");
+    auto close = [](double a, double b) {
+      return std::fabs(a - b) <= 0.01 * std::max(std::fabs(a), std::fabs(b)) + 1e-30;
+    };
+    if (!close(flop_s, want_flop_s))
+      fail(origin, line,
+           "flop_per_s " + cols[4] + " disagrees with the shape and time_s (expected " + fmt(want_flop_s, 4) +
+               ")");
+    if (!close(byte_s, want_byte_s))
+      fail(origin, line,
+           "byte_per_s " + cols[5] + " disagrees with the shape and time_s (expected " + fmt(want_byte_s, 4) +
+               ")");
     row.impl = cols[6];
-    if (row.impl.empty()) fail(origin, line, "impl is empty");
-    if (!seen_shapes.insert(row.shape).second) fail(origin, line, "duplicate row for " + describe(row.shape));
+    if (row.impl.empty())
+      fail(origin, line, "impl is empty");
+    if (!seen_shapes.insert(row.shape).second)
+      fail(origin, line, "duplicate row for " + describe(row.shape));
     p.rows.push_back(std::move(row));
   };
 
   scan_lines(in, on_comment, on_line);
-  if (!have_columns) fail(origin, 0, std::string("no column line '") + kProfileColumns + "' (empty profile?)");
+  if (!have_columns)
+    fail(origin, 0, std::string("no column line '") + kProfileColumns + "' (empty profile?)");
   return p;
 }
 
-KernelProfile read_profile(const std::filesystem::path& file) {
+KernelProfile read_profile(const std::filesystem::path &file) {
   std::ifstream in(file);
-  if (!in) throw ConfigError(file.string() + ": cannot open kernel profile");
+  if (!in)
+    throw ConfigError(file.string() + ": cannot open kernel profile");
   return parse_profile(in, file.string());
 }
 
-void write_profile(std::ostream& out, const KernelProfile& p) {
-  const ProfileHeader& h = p.header;
+void write_profile(std::ostream &out, const KernelProfile &p) {
+  const ProfileHeader &h = p.header;
   out << "# stepsim kernel profile (see docs/kernels.md)\n";
   out << "# format: " << kProfileFormat << "\n";
   out << "# gpu: " << h.gpu << "\n";
   out << "# gpu_kind: " << h.gpu_kind << "\n";
   out << "# obtained: " << to_string(h.obtained) << "\n";
   out << "# sm_count: " << h.sm_count << "\n";
-  if (!h.compute_capability.empty()) out << "# compute_capability: " << h.compute_capability << "\n";
+  if (!h.compute_capability.empty())
+    out << "# compute_capability: " << h.compute_capability << "\n";
   out << "# sm_clock_mhz: " << h.sm_clock_mhz << "\n";
   out << "# mem_clock_mhz: " << h.mem_clock_mhz << "\n";
   out << "# l2_bytes: " << h.l2_bytes << "\n";
@@ -282,56 +335,63 @@ void write_profile(std::ostream& out, const KernelProfile& p) {
   out << "# tool: " << h.tool << "\n";
   out << "# launch_overhead_s: " << fmt(h.launch_overhead.value(), 3) << "\n";
   out << "# overlap_slowdown: " << h.overlap_slowdown << "\n";
-  for (const auto& s : h.sources) out << "# source: " << s << "\n";
-  for (const auto& n : h.notes) out << "# note: " << n << "\n";
+  for (const auto &s : h.sources)
+    out << "# source: " << s << "\n";
+  for (const auto &n : h.notes)
+    out << "# note: " << n << "\n";
   out << kProfileColumns << "\n";
-  for (const ProfileRow& r : p.rows) {
+  for (const ProfileRow &r : p.rows) {
     const double t = r.time.value();
-    out << to_string(r.shape.kind) << ',' << to_string(r.shape.dtype) << ','
-        << shape_fields(r.shape) << ',' << fmt(t, 6) << ','
-        << fmt(kernel_flops(r.shape).value() / t, 4) << ','
+    out << to_string(r.shape.kind) << ',' << to_string(r.shape.dtype) << ',' << shape_fields(r.shape) << ','
+        << fmt(t, 6) << ',' << fmt(kernel_flops(r.shape).value() / t, 4) << ','
         << fmt(kernel_bytes(r.shape).value() / t, 4) << ',' << r.impl << "\n";
   }
 }
 
-std::vector<KernelShape> parse_shape_list(std::istream& in, const std::string& origin) {
+std::vector<KernelShape> parse_shape_list(std::istream &in, const std::string &origin) {
   std::vector<KernelShape> shapes;
   bool have_columns = false;
-  auto on_comment = [&](int line, const std::string& text) {
+  auto on_comment = [&](int line, const std::string &text) {
     if (text.rfind("format:", 0) == 0) {
       const std::string value = trim(text.substr(7));
-      if (value != kShapeListFormat) fail(origin, line, "format '" + value + "' is not " + kShapeListFormat);
+      if (value != kShapeListFormat)
+        fail(origin, line, "format '" + value + "' is not " + kShapeListFormat);
     }
   };
-  auto on_line = [&](int line, const std::string& text) {
+  auto on_line = [&](int line, const std::string &text) {
     if (!have_columns) {
-      if (text != kShapeColumns) fail(origin, line, std::string("expected the column line '") + kShapeColumns + "'");
+      if (text != kShapeColumns)
+        fail(origin, line, std::string("expected the column line '") + kShapeColumns + "'");
       have_columns = true;
       return;
     }
     const std::vector<std::string> cols = split(text, ',');
-    if (cols.size() != 3) fail(origin, line, "expected 3 columns (kernel,dtype,shape), got " + std::to_string(cols.size()));
+    if (cols.size() != 3)
+      fail(origin, line, "expected 3 columns (kernel,dtype,shape), got " + std::to_string(cols.size()));
     KernelShape s;
     std::string why = parse_shape_columns(cols, s);
-    if (!why.empty()) fail(origin, line, why);
+    if (!why.empty())
+      fail(origin, line, why);
     shapes.push_back(s);
   };
   scan_lines(in, on_comment, on_line);
   return shapes;
 }
 
-std::vector<KernelShape> read_shape_list(const std::filesystem::path& file) {
+std::vector<KernelShape> read_shape_list(const std::filesystem::path &file) {
   std::ifstream in(file);
-  if (!in) throw ConfigError(file.string() + ": cannot open shape list");
+  if (!in)
+    throw ConfigError(file.string() + ": cannot open shape list");
   return parse_shape_list(in, file.string());
 }
 
-void write_shape_list(std::ostream& out, const std::vector<KernelShape>& shapes,
-                      const std::vector<std::string>& comments) {
+void write_shape_list(std::ostream &out, const std::vector<KernelShape> &shapes,
+                      const std::vector<std::string> &comments) {
   out << "# format: " << kShapeListFormat << "\n";
-  for (const auto& c : comments) out << "# " << c << "\n";
+  for (const auto &c : comments)
+    out << "# " << c << "\n";
   out << kShapeColumns << "\n";
-  for (const KernelShape& s : shapes) {
+  for (const KernelShape &s : shapes) {
     out << to_string(s.kind) << ',' << to_string(s.dtype) << ',' << shape_fields(s) << "\n";
   }
 }

@@ -19,28 +19,28 @@ namespace stepsim::kernels {
 /// How a profile's numbers were obtained.
 enum class Provenance { MEASURED, MODELLED };
 
-const char* to_string(Provenance p); ///< "measured", "modelled"
+const char *to_string(Provenance p); ///< "measured", "modelled"
 
-inline constexpr const char* kProfileFormat = "stepsim-kernel-profile/1";
-inline constexpr const char* kShapeListFormat = "stepsim-kernel-shapes/1";
+inline constexpr const char *kProfileFormat = "stepsim-kernel-profile/1";
+inline constexpr const char *kShapeListFormat = "stepsim-kernel-shapes/1";
 
 struct ProfileHeader {
-  std::string gpu;                    ///< device name as the driver reports it
-  std::string gpu_kind;               ///< cluster `gpu.kind`, e.g. "A100-SXM4-80GB" (file stem)
+  std::string gpu;      ///< device name as the driver reports it
+  std::string gpu_kind; ///< cluster `gpu.kind`, e.g. "A100-SXM4-80GB" (file stem)
   Provenance obtained = Provenance::MEASURED;
-  int sm_count = 0;                   ///< streaming multiprocessors
-  std::string compute_capability;     ///< "major.minor", e.g. "8.0"; fp8 needs >= 8.9
-  double sm_clock_mhz = 0;            ///< peak SM clock, MHz (0 = unknown)
-  double mem_clock_mhz = 0;           ///< peak memory clock, MHz (0 = unknown)
-  int64_t l2_bytes = 0;               ///< L2 cache size, bytes (0 = unknown)
-  std::string driver;                 ///< driver version ("n/a" for modelled)
-  std::string cuda;                   ///< CUDA runtime version ("n/a" for modelled)
-  std::string date;                   ///< ISO date the numbers were produced
-  std::string tool;                   ///< program (and version) that wrote the file
-  Seconds launch_overhead;            ///< smallest time of any kernel (empty-kernel time), > 0
-  double overlap_slowdown = 1.0;      ///< factor >= 1 on compute overlapping NCCL kernels
-  std::vector<std::string> sources;   ///< where calibration numbers come from
-  std::vector<std::string> notes;     ///< free text
+  int sm_count = 0;                 ///< streaming multiprocessors
+  std::string compute_capability;   ///< "major.minor", e.g. "8.0"; fp8 needs >= 8.9
+  double sm_clock_mhz = 0;          ///< peak SM clock, MHz (0 = unknown)
+  double mem_clock_mhz = 0;         ///< peak memory clock, MHz (0 = unknown)
+  int64_t l2_bytes = 0;             ///< L2 cache size, bytes (0 = unknown)
+  std::string driver;               ///< driver version ("n/a" for modelled)
+  std::string cuda;                 ///< CUDA runtime version ("n/a" for modelled)
+  std::string date;                 ///< ISO date the numbers were produced
+  std::string tool;                 ///< program (and version) that wrote the file
+  Seconds launch_overhead;          ///< smallest time of any kernel (empty-kernel time), > 0
+  double overlap_slowdown = 1.0;    ///< factor >= 1 on compute overlapping NCCL kernels
+  std::vector<std::string> sources; ///< where calibration numbers come from
+  std::vector<std::string> notes;   ///< free text
 };
 
 struct ProfileRow {
@@ -58,23 +58,22 @@ struct KernelProfile {
 /// Parses a profile. `origin` names the input in messages. Throws ConfigError whose message
 /// starts with "origin:line: " on any malformed line, unknown or missing header key, bad shape
 /// or duplicate row.
-KernelProfile parse_profile(std::istream& in, const std::string& origin);
+KernelProfile parse_profile(std::istream &in, const std::string &origin);
 /// Reads a profile file. Throws ConfigError (also when the file cannot be opened).
-KernelProfile read_profile(const std::filesystem::path& file);
+KernelProfile read_profile(const std::filesystem::path &file);
 /// Writes `profile` in the format parse_profile reads (rows in the given order).
-void write_profile(std::ostream& out, const KernelProfile& profile);
+void write_profile(std::ostream &out, const KernelProfile &profile);
 
 /// Parses a shape list ("kernel,dtype,shape" rows). Throws ConfigError "origin:line: ...".
-std::vector<KernelShape> parse_shape_list(std::istream& in, const std::string& origin);
+std::vector<KernelShape> parse_shape_list(std::istream &in, const std::string &origin);
 /// Reads a shape-list file. Throws ConfigError.
-std::vector<KernelShape> read_shape_list(const std::filesystem::path& file);
+std::vector<KernelShape> read_shape_list(const std::filesystem::path &file);
 /// Writes `shapes` as a shape list; each of `comments` becomes a leading "# " line.
-void write_shape_list(std::ostream& out, const std::vector<KernelShape>& shapes,
-                      const std::vector<std::string>& comments = {});
+void write_shape_list(std::ostream &out, const std::vector<KernelShape> &shapes,
+                      const std::vector<std::string> &comments = {});
 
 /// Parses one "key=value;..." shape column for `kind`/`dtype`. Returns "" and fills `out`, or
 /// returns the reason it is malformed.
-std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string& text,
-                               KernelShape& out);
+std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &text, KernelShape &out);
 
 } // namespace stepsim::kernels

@@ -11,9 +11,9 @@ namespace stepsim::kernels {
 /// One output tile shape a GEMM library may pick, with its relative per-SM throughput
 /// (smaller tiles re-read operands more often and reach a lower fraction of peak).
 struct GemmTile {
-  int rows = 0;       ///< tile extent along m
-  int cols = 0;       ///< tile extent along n
-  double rate = 1.0;  ///< relative throughput of a full tile, (0, 1]
+  int rows = 0;      ///< tile extent along m
+  int cols = 0;      ///< tile extent along n
+  double rate = 1.0; ///< relative throughput of a full tile, (0, 1]
 };
 
 /// GEMM: max over the candidate tiles of rate · wave efficiency · edge efficiency, times the
@@ -26,7 +26,7 @@ struct GemmTile {
 /// Memory-bound kinds: bytes / (bytes + sm_count · 32 KiB), i.e. half the bandwidth is reached
 /// once every SM has 32 KiB in flight.
 /// Precondition: validate(shape) is "" and sm_count > 0.
-double shape_factor(const KernelShape& shape, int sm_count);
+double shape_factor(const KernelShape &shape, int sm_count);
 
 /// The wave efficiency alone: tiles / (ceil(tiles / slots) · slots).
 double wave_efficiency(double tiles, double slots);

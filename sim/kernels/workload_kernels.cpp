@@ -13,11 +13,13 @@ namespace {
 /// Appends shapes not yet present, keeping first-occurrence order.
 class ShapeSet {
 public:
-  void add(const KernelShape& s) {
-    if (seen_.insert(s).second) order_.push_back(s);
+  void add(const KernelShape &s) {
+    if (seen_.insert(s).second)
+      order_.push_back(s);
   }
-  void add_all(const std::vector<KernelShape>& v) {
-    for (const auto& s : v) add(s);
+  void add_all(const std::vector<KernelShape> &v) {
+    for (const auto &s : v)
+      add(s);
   }
   std::vector<KernelShape> take() { return std::move(order_); }
 
@@ -26,14 +28,15 @@ private:
   std::vector<KernelShape> order_;
 };
 
-void linear(ShapeSet& out, Dtype dt, int64_t tokens, int64_t n, int64_t k) {
+void linear(ShapeSet &out, Dtype dt, int64_t tokens, int64_t n, int64_t k) {
   out.add(gemm(dt, tokens, n, k)); // forward:  Y[T,n] = X[T,k] · W[n,k]ᵀ
   out.add(gemm(dt, tokens, k, n)); // dgrad:   dX[T,k] = dY[T,n] · W[n,k]
   out.add(gemm(dt, n, k, tokens)); // wgrad:   dW[n,k] = dY[T,n]ᵀ · X[T,k]
 }
 
-int64_t divide(int64_t value, int64_t by, const char* what) {
-  if (value <= 0) throw ModelError(std::string("kernel shapes: ") + what + " must be > 0");
+int64_t divide(int64_t value, int64_t by, const char *what) {
+  if (value <= 0)
+    throw ModelError(std::string("kernel shapes: ") + what + " must be > 0");
   if (value % by != 0)
     throw ModelError(std::string("kernel shapes: ") + what + " (" + std::to_string(value) +
                      ") is not divisible by tp (" + std::to_string(by) + ")");
@@ -42,29 +45,35 @@ int64_t divide(int64_t value, int64_t by, const char* what) {
 
 } // namespace
 
-int64_t model_parameters(const ModelSpec& m) {
+int64_t model_parameters(const ModelSpec &m) {
   const int64_t h = m.hidden;
   const int64_t d = m.head_dim();
   const int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
   const int64_t qkv_out = h + 2 * kv * d;
   const bool swiglu = m.mlp == MlpKind::SWIGLU;
-  int64_t layer = qkv_out * h + h * h;                  // QKV and attention-out
-  layer += (swiglu ? 3 : 2) * h * m.ffn_hidden;          // MLP
-  if (m.bias) layer += qkv_out + h + (swiglu ? 2 : 1) * m.ffn_hidden + h;
+  int64_t layer = qkv_out * h + h * h;          // QKV and attention-out
+  layer += (swiglu ? 3 : 2) * h * m.ffn_hidden; // MLP
+  if (m.bias)
+    layer += qkv_out + h + (swiglu ? 2 : 1) * m.ffn_hidden + h;
   const int64_t norm = m.norm == NormKind::LAYERNORM ? 2 * h : h;
   layer += 2 * norm;
   int64_t total = m.layers * layer + m.vocab * h + norm; // + embedding and final norm
-  if (m.position == PositionEmbedding::LEARNED) total += m.seq_len * h;
-  if (!m.tied_embeddings) total += m.vocab * h;
+  if (m.position == PositionEmbedding::LEARNED)
+    total += m.seq_len * h;
+  if (!m.tied_embeddings)
+    total += m.vocab * h;
   return total;
 }
 
-std::vector<KernelShape> workload_kernels(const WorkloadSpec& w) {
-  const ModelSpec& m = w.model;
+std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
+  const ModelSpec &m = w.model;
   const int64_t t = w.parallel.tp;
-  if (t <= 0 || w.parallel.pp <= 0) throw ModelError("kernel shapes: tp and pp must be > 0");
-  if (w.batch.micro_batch <= 0 || m.seq_len <= 0) throw ModelError("kernel shapes: micro_batch and seq_len must be > 0");
-  if (m.heads <= 0 || m.hidden % m.heads != 0) throw ModelError("kernel shapes: heads must divide hidden");
+  if (t <= 0 || w.parallel.pp <= 0)
+    throw ModelError("kernel shapes: tp and pp must be > 0");
+  if (w.batch.micro_batch <= 0 || m.seq_len <= 0)
+    throw ModelError("kernel shapes: micro_batch and seq_len must be > 0");
+  if (m.heads <= 0 || m.hidden % m.heads != 0)
+    throw ModelError("kernel shapes: heads must divide hidden");
   const Dtype dt = w.precision == Precision::FP16 ? Dtype::FP16 : Dtype::BF16;
   const int64_t tokens = w.batch.micro_batch * m.seq_len;
   const int64_t h = m.hidden;
@@ -80,18 +89,23 @@ std::vector<KernelShape> workload_kernels(const WorkloadSpec& w) {
   ShapeSet out;
   out.add(rowwise(norm, dt, tokens, h));
   linear(out, dt, tokens, (heads_rank + 2 * kv_rank) * d, h); // QKV (column parallel)
-  const AttentionDims attn{.batch = w.batch.micro_batch, .heads = heads_rank, .kv_heads = kv_rank,
-                           .seq = m.seq_len, .head_dim = d, .causal = true};
+  const AttentionDims attn{.batch = w.batch.micro_batch,
+                           .heads = heads_rank,
+                           .kv_heads = kv_rank,
+                           .seq = m.seq_len,
+                           .head_dim = d,
+                           .causal = true};
   out.add(attention(KernelKind::ATTENTION_FWD, dt, attn));
   out.add(attention(KernelKind::ATTENTION_BWD, dt, attn));
-  linear(out, dt, tokens, h, heads_rank * d); // attention-out (row parallel)
+  linear(out, dt, tokens, h, heads_rank * d);              // attention-out (row parallel)
   linear(out, dt, tokens, (swiglu ? 2 : 1) * ffn_rank, h); // MLP up (gate+up fused for swiglu)
   out.add(elementwise(swiglu ? KernelKind::SWIGLU : KernelKind::GELU, dt, tokens * ffn_rank));
-  linear(out, dt, tokens, h, ffn_rank); // MLP down (row parallel)
+  linear(out, dt, tokens, h, ffn_rank);   // MLP down (row parallel)
   linear(out, dt, tokens, vocab_rank, h); // logits (vocab parallel)
   out.add(rowwise(KernelKind::SOFTMAX_XENT, dt, tokens, vocab_rank));
   int64_t params = model_parameters(m) / (t * w.parallel.pp);
-  if (w.parallel.zero_stage >= 1 && w.parallel.dp > 1) params /= w.parallel.dp;
+  if (w.parallel.zero_stage >= 1 && w.parallel.dp > 1)
+    params /= w.parallel.dp;
   out.add(elementwise(KernelKind::ADAM, Dtype::FP32, std::max<int64_t>(params, 1)));
   return out.take();
 }
@@ -138,20 +152,23 @@ std::vector<KernelShape> reference_profile_shapes() {
   out.add(gemm(Dtype::BF16, 6912, 16384, 2048));
   out.add(gemm(Dtype::BF16, 6144, 17920, 2816));
   std::vector<KernelShape> bf16_gemms;
-  for (const ModelSpec& m : {gpt3_175b(), llama2_70b()}) {
+  for (const ModelSpec &m : {gpt3_175b(), llama2_70b()}) {
     for (int tp : {1, 2, 4, 8}) {
       for (int64_t tokens : {2048, 4096, 8192}) {
-        if (tokens % m.seq_len != 0) continue;
+        if (tokens % m.seq_len != 0)
+          continue;
         WorkloadSpec w;
         w.name = m.name;
         w.model = m;
         w.batch.micro_batch = tokens / m.seq_len;
         w.batch.global_batch = w.batch.micro_batch;
         w.parallel.tp = tp;
-        for (const KernelShape& s : workload_kernels(w)) {
-          if (s.kind == KernelKind::ADAM) continue; // whole-model sizes: covered by the sweep below
+        for (const KernelShape &s : workload_kernels(w)) {
+          if (s.kind == KernelKind::ADAM)
+            continue; // whole-model sizes: covered by the sweep below
           out.add(s);
-          if (s.kind == KernelKind::GEMM) bf16_gemms.push_back(s);
+          if (s.kind == KernelKind::GEMM)
+            bf16_gemms.push_back(s);
         }
       }
     }

@@ -21,11 +21,11 @@ namespace stepsim::kernels {
 /// (T rows, h cols); the activation has T·f/t outputs; softmax+cross-entropy is (T, V/t); Adam
 /// updates parameters/(t·p) fp32 values (further /dp with ZeRO stage >= 1).
 /// Throws ModelError when a dimension does not divide by tp or is not positive.
-std::vector<KernelShape> workload_kernels(const WorkloadSpec& w);
+std::vector<KernelShape> workload_kernels(const WorkloadSpec &w);
 
 /// Parameters of the whole model (embeddings included; the output layer counted only when
 /// untied). A dense GPT layer with biases gives 12h² + 13h (docs/kernels.md).
-int64_t model_parameters(const ModelSpec& m);
+int64_t model_parameters(const ModelSpec &m);
 
 /// The shapes the bundled profiles cover: workload_kernels of GPT-3 175B (h 12288) and a
 /// Llama-2-70B-style model (h 8192, GQA, SwiGLU) at tp 1, 2, 4, 8 and 2048..8192 tokens per

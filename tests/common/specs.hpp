@@ -8,7 +8,7 @@ namespace stepsim::test {
 
 /// A100-like GPU: 312 TFLOP/s bf16, 2 TB/s HBM.
 inline GpuSpec a100() {
-  return GpuSpec{"A100", FlopsPerSec(312e12), FlopsPerSec(312e12), Bytes(80.0 * (1 << 30)), BytesPerSec(2039e9), 0.7, 0.85};
+  return GpuSpec{"A100", FlopsPerSec(312e12), FlopsPerSec(312e12), Bytes(80.0 * (1 << 30)), BytesPerSec(2039e9), 0.7, 0.85, Bytes(1024.0 * 1024 * 1024), 1.10};
 }
 
 /// DGX-like cluster: NVSwitch 300 GB/s per direction at 80 %, 3 us; NICs 25 GB/s at 96 %, 4 us;

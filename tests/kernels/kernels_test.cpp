@@ -50,12 +50,12 @@ ProfileHeader test_header() {
 }
 
 /// A row achieving `tflops` TFLOP/s on `shape` (compute kinds) or `gbps` GB/s (memory kinds).
-ProfileRow row_at_rate(const KernelShape& s, double rate_per_s, std::string impl = "cublaslt") {
+ProfileRow row_at_rate(const KernelShape &s, double rate_per_s, std::string impl = "cublaslt") {
   const double work = is_compute_bound(s.kind) ? kernel_flops(s).value() : kernel_bytes(s).value();
   return ProfileRow{s, Seconds(work / rate_per_s), std::move(impl)};
 }
 
-double gemm_efficiency(const KernelTable& t, const KernelShape& s) {
+double gemm_efficiency(const KernelTable &t, const KernelShape &s) {
   return kernel_flops(s).value() / (t.lookup(s).time.value() * t.peak(s.dtype).value());
 }
 
@@ -77,7 +77,7 @@ KernelProfile measured_profile() {
 TEST(KernelTable, ExactRowsAreReturnedAsMeasured) {
   const KernelProfile p = measured_profile();
   const KernelTable t(p, a100());
-  for (const ProfileRow& r : p.rows) {
+  for (const ProfileRow &r : p.rows) {
     const KernelTime kt = t.lookup(r.shape);
     EXPECT_EQ(kt.source, Source::MEASURED) << describe(r.shape);
     EXPECT_DOUBLE_EQ(kt.time.value(), r.time.value()) << describe(r.shape);
@@ -156,8 +156,9 @@ TEST(KernelTable, WaveQuantisationShowsInTheModel) {
 
 TEST(KernelTable, NaiveRowsAreIgnoredUnlessAsked) {
   KernelProfile p = measured_profile();
-  const KernelShape attn = attention(KernelKind::ATTENTION_FWD, Dtype::BF16,
-                                     {.batch = 1, .heads = 12, .kv_heads = 12, .seq = 2048, .head_dim = 128, .causal = true});
+  const KernelShape attn =
+      attention(KernelKind::ATTENTION_FWD, Dtype::BF16,
+                {.batch = 1, .heads = 12, .kv_heads = 12, .seq = 2048, .head_dim = 128, .causal = true});
   p.rows.push_back(row_at_rate(attn, 5e12, "naive_warp"));
   const KernelTable ignore(p, a100());
   EXPECT_EQ(ignore.lookup(attn).source, Source::MODELLED);
@@ -176,7 +177,7 @@ TEST(KernelTable, RejectsMismatchedGpuAndMissingFp8) {
 // --- bundled profiles -------------------------------------------------------------------------
 
 struct Bundled {
-  const char* file;
+  const char *file;
   GpuSpec gpu;
   double best_tflops; // measured_runs.yaml gemm_measurements
   KernelShape best_shape;
@@ -185,7 +186,8 @@ struct Bundled {
 class BundledProfile : public ::testing::TestWithParam<int> {
 protected:
   static Bundled bundled(int i) {
-    if (i == 0) return {"A100-SXM4-80GB.csv", a100(), 267.9, gemm(Dtype::BF16, 6912, 16384, 2048)};
+    if (i == 0)
+      return {"A100-SXM4-80GB.csv", a100(), 267.9, gemm(Dtype::BF16, 6912, 16384, 2048)};
     return {"H100-SXM5-80GB.csv", h100(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)};
   }
 };
@@ -200,25 +202,27 @@ TEST_P(BundledProfile, LoadsAndMatchesThePublishedBestCase) {
   EXPECT_NEAR(gemm_efficiency(t, b.best_shape), best, 1e-6);
   // Large transformer GEMMs (GPT-3 MLP and QKV at tp 1 and 8192 tokens) sit within a few % of
   // the best case, and never above it.
-  for (const KernelShape& s : {gemm(Dtype::BF16, 8192, 49152, 12288), gemm(Dtype::BF16, 8192, 36864, 12288),
+  for (const KernelShape &s : {gemm(Dtype::BF16, 8192, 49152, 12288), gemm(Dtype::BF16, 8192, 36864, 12288),
                                gemm(Dtype::BF16, 8192, 8192, 8192)}) {
     const double eff = gemm_efficiency(t, s);
     EXPECT_LE(eff, best * (1 + 1e-6)) << describe(s);
     EXPECT_GT(eff, best * 0.95) << describe(s);
   }
-  for (const ProfileRow& r : t.profile().rows) {
+  for (const ProfileRow &r : t.profile().rows) {
     if (r.shape.kind == KernelKind::GEMM) {
       EXPECT_LE(gemm_efficiency(t, r.shape), best + 1e-6) << describe(r.shape);
     }
   }
   // Every reference shape the profile covers looks up to its own row.
-  for (const KernelShape& s : reference_profile_shapes()) {
-    if (t.peak(s.dtype).value() <= 0 && is_compute_bound(s.kind)) continue;
+  for (const KernelShape &s : reference_profile_shapes()) {
+    if (t.peak(s.dtype).value() <= 0 && is_compute_bound(s.kind))
+      continue;
     EXPECT_EQ(t.lookup(s).source, Source::MODELLED);
   }
   // Copy bandwidth of a large buffer is about 90% of the spec.
   const KernelShape copy = elementwise(KernelKind::MEMCPY, Dtype::BF16, int64_t{1} << 31);
-  EXPECT_NEAR(kernel_bytes(copy).value() / t.lookup(copy).time.value() / b.gpu.hbm_bandwidth.value(), 0.9, 0.01);
+  EXPECT_NEAR(kernel_bytes(copy).value() / t.lookup(copy).time.value() / b.gpu.hbm_bandwidth.value(), 0.9,
+              0.01);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1));
@@ -229,7 +233,8 @@ TEST(BundledProfile, H100HasFp8AndA100DoesNot) {
   const KernelShape s = gemm(Dtype::FP8_E4M3, 8192, 4608, 12288);
   EXPECT_LT(h.lookup(s).time.value(), h.lookup(gemm(Dtype::BF16, 8192, 4608, 12288)).time.value());
   const KernelTable a = KernelTable::load(kSourceDir + "/kernels_profiles/data/A100-SXM4-80GB.csv", a100());
-  for (const ProfileRow& r : a.profile().rows) EXPECT_NE(r.shape.dtype, Dtype::FP8_E4M3);
+  for (const ProfileRow &r : a.profile().rows)
+    EXPECT_NE(r.shape.dtype, Dtype::FP8_E4M3);
 }
 
 // --- workload decomposition -------------------------------------------------------------------
@@ -244,9 +249,10 @@ WorkloadSpec gpt3_workload(int tp, int64_t micro_batch) {
   return w;
 }
 
-std::vector<KernelShape> only(const std::vector<KernelShape>& v, KernelKind kind) {
+std::vector<KernelShape> only(const std::vector<KernelShape> &v, KernelKind kind) {
   std::vector<KernelShape> out;
-  std::copy_if(v.begin(), v.end(), std::back_inserter(out), [&](const KernelShape& s) { return s.kind == kind; });
+  std::copy_if(v.begin(), v.end(), std::back_inserter(out),
+               [&](const KernelShape &s) { return s.kind == kind; });
   return out;
 }
 
@@ -257,12 +263,12 @@ TEST(WorkloadKernels, GptLayoutGivesTheMegatronGemms) {
   // k = h; fc2 n = h, k = 4h/t; logits n = V/t = 6400, k = h.
   const auto shapes = workload_kernels(gpt3_workload(8, 1));
   const std::vector<KernelShape> expected = {
-      gemm(Dtype::BF16, 2048, 4608, 12288),  gemm(Dtype::BF16, 2048, 12288, 4608),
-      gemm(Dtype::BF16, 4608, 12288, 2048),  gemm(Dtype::BF16, 2048, 12288, 1536),
-      gemm(Dtype::BF16, 2048, 1536, 12288),  gemm(Dtype::BF16, 12288, 1536, 2048),
-      gemm(Dtype::BF16, 2048, 6144, 12288),  gemm(Dtype::BF16, 2048, 12288, 6144),
-      gemm(Dtype::BF16, 6144, 12288, 2048),  gemm(Dtype::BF16, 12288, 6144, 2048),
-      gemm(Dtype::BF16, 2048, 6400, 12288),  gemm(Dtype::BF16, 2048, 12288, 6400),
+      gemm(Dtype::BF16, 2048, 4608, 12288), gemm(Dtype::BF16, 2048, 12288, 4608),
+      gemm(Dtype::BF16, 4608, 12288, 2048), gemm(Dtype::BF16, 2048, 12288, 1536),
+      gemm(Dtype::BF16, 2048, 1536, 12288), gemm(Dtype::BF16, 12288, 1536, 2048),
+      gemm(Dtype::BF16, 2048, 6144, 12288), gemm(Dtype::BF16, 2048, 12288, 6144),
+      gemm(Dtype::BF16, 6144, 12288, 2048), gemm(Dtype::BF16, 12288, 6144, 2048),
+      gemm(Dtype::BF16, 2048, 6400, 12288), gemm(Dtype::BF16, 2048, 12288, 6400),
       gemm(Dtype::BF16, 6400, 12288, 2048),
   };
   // fc2's forward equals fc1's dgrad and vice versa, so 15 GEMMs deduplicate to 13.
@@ -276,9 +282,12 @@ TEST(WorkloadKernels, GptLayoutGivesTheMegatronGemms) {
   EXPECT_EQ(attn[0].head_dim, 128);
   EXPECT_TRUE(attn[0].causal);
   EXPECT_EQ(only(shapes, KernelKind::ATTENTION_BWD).size(), 1u);
-  EXPECT_EQ(only(shapes, KernelKind::LAYERNORM), std::vector<KernelShape>{rowwise(KernelKind::LAYERNORM, Dtype::BF16, 2048, 12288)});
-  EXPECT_EQ(only(shapes, KernelKind::GELU), std::vector<KernelShape>{elementwise(KernelKind::GELU, Dtype::BF16, 2048 * 6144)});
-  EXPECT_EQ(only(shapes, KernelKind::SOFTMAX_XENT), std::vector<KernelShape>{rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, 2048, 6400)});
+  EXPECT_EQ(only(shapes, KernelKind::LAYERNORM),
+            std::vector<KernelShape>{rowwise(KernelKind::LAYERNORM, Dtype::BF16, 2048, 12288)});
+  EXPECT_EQ(only(shapes, KernelKind::GELU),
+            std::vector<KernelShape>{elementwise(KernelKind::GELU, Dtype::BF16, 2048 * 6144)});
+  EXPECT_EQ(only(shapes, KernelKind::SOFTMAX_XENT),
+            std::vector<KernelShape>{rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, 2048, 6400)});
   const auto adam = only(shapes, KernelKind::ADAM);
   ASSERT_EQ(adam.size(), 1u);
   EXPECT_EQ(adam[0].dtype, Dtype::FP32);
@@ -303,7 +312,8 @@ TEST(WorkloadKernels, LlamaUsesGqaAndFusedSwiglu) {
   EXPECT_EQ(attn[0].heads, 8);
   EXPECT_EQ(attn[0].kv_heads, 1);
   EXPECT_EQ(only(shapes, KernelKind::RMSNORM).size(), 1u);
-  EXPECT_EQ(only(shapes, KernelKind::SWIGLU), std::vector<KernelShape>{elementwise(KernelKind::SWIGLU, Dtype::BF16, 4096 * 3584)});
+  EXPECT_EQ(only(shapes, KernelKind::SWIGLU),
+            std::vector<KernelShape>{elementwise(KernelKind::SWIGLU, Dtype::BF16, 4096 * 3584)});
 }
 
 TEST(WorkloadKernels, ParameterCountsMatchThePublishedModels) {
@@ -325,9 +335,10 @@ TEST(Formats, ProfileRoundTrips) {
   KernelProfile p = measured_profile();
   p.header.sources = {"a source"};
   p.header.notes = {"a note: with a colon"};
-  p.rows.push_back(row_at_rate(attention(KernelKind::ATTENTION_BWD, Dtype::FP16,
-                                         {.batch = 2, .heads = 8, .kv_heads = 1, .seq = 4096, .head_dim = 128, .causal = true}),
-                               100e12, "cudnn"));
+  p.rows.push_back(row_at_rate(
+      attention(KernelKind::ATTENTION_BWD, Dtype::FP16,
+                {.batch = 2, .heads = 8, .kv_heads = 1, .seq = 4096, .head_dim = 128, .causal = true}),
+      100e12, "cudnn"));
   std::stringstream ss;
   write_profile(ss, p);
   const KernelProfile q = parse_profile(ss, "mem");
@@ -351,12 +362,14 @@ TEST(Formats, ShapeListRoundTrips) {
   EXPECT_EQ(parse_shape_list(ss, "mem"), shapes);
 }
 
-std::string error_of(const std::string& text, bool profile) {
+std::string error_of(const std::string &text, bool profile) {
   std::istringstream in(text);
   try {
-    if (profile) (void)parse_profile(in, "p.csv");
-    else (void)parse_shape_list(in, "s.csv");
-  } catch (const ConfigError& e) {
+    if (profile)
+      (void)parse_profile(in, "p.csv");
+    else
+      (void)parse_shape_list(in, "s.csv");
+  } catch (const ConfigError &e) {
     return e.what();
   }
   return "no error";
@@ -370,27 +383,49 @@ const std::string kHeader =
 TEST(Formats, ProfileErrorsNameFileAndLine) {
   const std::string good = "gemm,bf16,m=1024;n=1024;k=1024,1.0e-05,2.1475e+14,6.2915e+11,cublaslt\n";
   EXPECT_EQ(error_of(kHeader + good, true), "no error");
-  EXPECT_EQ(error_of(kHeader + good + "gemm,bf16,m=1024;n=1024,1e-5,0,0,x\n", true).rfind("p.csv:9: shape lacks 'k'", 0), 0u);
-  EXPECT_EQ(error_of(kHeader + "gemm,bf16,m=1024;n=1024;k=1024;q=2,1e-5,0,0,x\n", true).rfind("p.csv:8: unknown shape key 'q'", 0), 0u);
-  EXPECT_EQ(error_of(kHeader + "gemv,bf16,m=1;n=1;k=1,1e-5,0,0,x\n", true).rfind("p.csv:8: unknown kernel 'gemv'", 0), 0u);
-  EXPECT_EQ(error_of(kHeader + "gemm,bf16,m=1024;n=1024;k=1024,-1,0,0,x\n", true).rfind("p.csv:8: time_s", 0), 0u);
-  EXPECT_EQ(error_of(kHeader + "gemm,bf16,m=1024;n=1024;k=1024,1.0e-05,1e9,6.2915e+11,x\n", true).rfind("p.csv:8: flop_per_s", 0), 0u);
+  EXPECT_EQ(error_of(kHeader + good + "gemm,bf16,m=1024;n=1024,1e-5,0,0,x\n", true)
+                .rfind("p.csv:9: shape lacks 'k'", 0),
+            0u);
+  EXPECT_EQ(error_of(kHeader + "gemm,bf16,m=1024;n=1024;k=1024;q=2,1e-5,0,0,x\n", true)
+                .rfind("p.csv:8: unknown shape key 'q'", 0),
+            0u);
+  EXPECT_EQ(error_of(kHeader + "gemv,bf16,m=1;n=1;k=1,1e-5,0,0,x\n", true)
+                .rfind("p.csv:8: unknown kernel 'gemv'", 0),
+            0u);
+  EXPECT_EQ(error_of(kHeader + "gemm,bf16,m=1024;n=1024;k=1024,-1,0,0,x\n", true).rfind("p.csv:8: time_s", 0),
+            0u);
+  EXPECT_EQ(error_of(kHeader + "gemm,bf16,m=1024;n=1024;k=1024,1.0e-05,1e9,6.2915e+11,x\n", true)
+                .rfind("p.csv:8: flop_per_s", 0),
+            0u);
   EXPECT_EQ(error_of(kHeader + good + good, true).rfind("p.csv:9: duplicate row", 0), 0u);
-  EXPECT_EQ(error_of("# format: stepsim-kernel-profile/1\n# colour: red\n", true).rfind("p.csv:2: unknown header key 'colour'", 0), 0u);
-  EXPECT_EQ(error_of("# format: stepsim-kernel-profile/1\n# sm_count: many\n", true).rfind("p.csv:2: header key 'sm_count'", 0), 0u);
-  EXPECT_EQ(error_of("# format: stepsim-kernel-profile/1\n# gpu_kind: x\nkernel,dtype,shape,time_s,flop_per_s,byte_per_s,impl\n", true)
+  EXPECT_EQ(error_of("# format: stepsim-kernel-profile/1\n# colour: red\n", true)
+                .rfind("p.csv:2: unknown header key 'colour'", 0),
+            0u);
+  EXPECT_EQ(error_of("# format: stepsim-kernel-profile/1\n# sm_count: many\n", true)
+                .rfind("p.csv:2: header key 'sm_count'", 0),
+            0u);
+  EXPECT_EQ(error_of("# format: stepsim-kernel-profile/1\n# gpu_kind: "
+                     "x\nkernel,dtype,shape,time_s,flop_per_s,byte_per_s,impl\n",
+                     true)
                 .rfind("p.csv:3: missing header key 'obtained'", 0),
             0u);
   EXPECT_EQ(error_of("# obtained: guessed\n", true).rfind("p.csv:1: obtained", 0), 0u);
 }
 
 TEST(Formats, ShapeListErrorsNameFileAndLine) {
-  EXPECT_EQ(error_of("kernel,dtype,shape\nlayernorm,bf16,rows=2;cols=0\n", false).rfind("s.csv:2: cols must be > 0", 0), 0u);
-  EXPECT_EQ(error_of("# hi\nkernel,dtype\n", false).rfind("s.csv:2: expected the column line", 0), 0u);
-  EXPECT_EQ(error_of("kernel,dtype,shape\nadam,bf17,elements=3\n", false).rfind("s.csv:2: unknown dtype 'bf17'", 0), 0u);
-  EXPECT_EQ(error_of("kernel,dtype,shape\nattention_fwd,bf16,batch=1;heads=6;kv_heads=4;seq=8;head_dim=64;causal=1\n", false)
-                .rfind("s.csv:2: kv_heads must divide heads", 0),
+  EXPECT_EQ(error_of("kernel,dtype,shape\nlayernorm,bf16,rows=2;cols=0\n", false)
+                .rfind("s.csv:2: cols must be > 0", 0),
             0u);
+  EXPECT_EQ(error_of("# hi\nkernel,dtype\n", false).rfind("s.csv:2: expected the column line", 0), 0u);
+  EXPECT_EQ(
+      error_of("kernel,dtype,shape\nadam,bf17,elements=3\n", false).rfind("s.csv:2: unknown dtype 'bf17'", 0),
+      0u);
+  EXPECT_EQ(
+      error_of(
+          "kernel,dtype,shape\nattention_fwd,bf16,batch=1;heads=6;kv_heads=4;seq=8;head_dim=64;causal=1\n",
+          false)
+          .rfind("s.csv:2: kv_heads must divide heads", 0),
+      0u);
 }
 
 } // namespace

@@ -26,7 +26,7 @@ ClusterSpec small_cluster() {
   c.nodes = 1;
   c.gpus_per_node = 8;
   c.gpu = GpuSpec{"A100", FlopsPerSec(312e12), FlopsPerSec(312e12), Bytes(80.0 * (1 << 30)), BytesPerSec(2039e9),
-                  0.7, 0.85};
+                  0.7, 0.85, Bytes(1024.0 * 1024 * 1024), 1.10};
   c.nvswitch = LinkSpec{BytesPerSec(300e9), Seconds(3e-6), 0.8};
   c.nics_per_node = 8;
   c.nic = LinkSpec{BytesPerSec(25e9), Seconds(3e-6), 0.96};

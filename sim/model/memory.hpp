@@ -1,0 +1,67 @@
+#pragma once
+// The per-GPU memory ledger (MODEL.md §3): persistent state (weights, gradients, optimizer
+// states, communication buffers, runtime overhead) and the activations each task stores for
+// backward. The same per-task figures drive both the static ledger (`stepsim memory`) and the
+// timeline the engine's events produce, so the two agree by construction.
+
+#include "config/spec.hpp"
+#include "core/units.hpp"
+
+namespace stepsim::model {
+
+/// Activations one layer stores for backward, per micro-batch, on one TP rank, split by the
+/// block that allocates them (Korthikanti et al. 2022, generalised to GQA and SwiGLU: for a GPT
+/// layer the total is s*b*h*(34 + 5*a*s/h) without parallelism, s*b*h*(10 + 24/t + 5*a*s/(h*t))
+/// with TP, s*b*h*(34 + 5*a*s/h)/t with TP+SP; selective recomputation drops the 5*a*s^2*b term;
+/// full recomputation keeps only the layer input 2*s*b*h (/t with SP); flash attention never
+/// stores the s^2 term).
+struct LayerActivations {
+  Bytes attention; ///< allocated by the attention block's forward, freed by its backward
+  Bytes mlp;       ///< allocated by the MLP block's forward, freed by its backward
+  [[nodiscard]] Bytes total() const { return attention + mlp; }
+};
+
+/// What one layer keeps per micro-batch between its forward and its backward.
+LayerActivations stored_layer_activations(const WorkloadSpec& w);
+
+/// What one layer holds while it is recomputed before its backward (full recomputation only:
+/// the whole layer's activations as without recomputation; zero otherwise).
+LayerActivations recompute_working_set(const WorkloadSpec& w);
+
+/// Extra activations of the last stage per micro-batch: the output projection's input 2*s*b*h and
+/// the fp32 logits for the loss 4*s*b*V/t.
+Bytes logits_activations(const WorkloadSpec& w);
+
+/// Micro-batches whose activations stage `stage` holds at once: 1F1B min(pp - stage, m),
+/// GPipe m.
+int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage);
+
+/// ZeRO-3 / FSDP: bytes of one gathered layer (its full parameters on this TP rank, 16-bit).
+Bytes gathered_layer_bytes(const WorkloadSpec& w);
+
+/// Memory of one GPU of a stage. `activations` and `zero3_gathered` are at the peak; `other`
+/// is communication buffers plus runtime overhead plus allocator fragmentation.
+struct MemoryLedger {
+  Bytes weights;        ///< 2*Psi (ZeRO-3: /dp)
+  Bytes gradients;      ///< 2*Psi (ZeRO-2/3: /dp)
+  Bytes optimizer;      ///< K*Psi (ZeRO-1/2/3: /dp)
+  Bytes activations;    ///< stored activations of the in-flight micro-batches (+ recompute working set)
+  Bytes zero3_gathered; ///< ZeRO-3 gathered parameters: (prefetch + 1) layers
+  Bytes comm_buffers;   ///< DP bucket, PP send/receive and TP buffers
+  Bytes runtime;        ///< CUDA context and library workspaces
+  Bytes fragmentation;  ///< (allocator_fragmentation - 1) x dynamic memory
+  [[nodiscard]] Bytes other() const { return zero3_gathered + comm_buffers + runtime + fragmentation; }
+  [[nodiscard]] Bytes peak() const { return weights + gradients + optimizer + activations + other(); }
+};
+
+/// Persistent part of the ledger (weights, gradients, optimizer, buffers, runtime) for `stage`.
+MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage);
+
+/// The static ledger of one GPU of `stage`: persistent memory plus the peak of dynamic memory
+/// (in-flight activations, recompute working set, gathered ZeRO-3 layers) and fragmentation.
+MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage);
+
+/// Fragmentation added to a dynamic peak: (allocator_fragmentation - 1) x dynamic.
+Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic);
+
+} // namespace stepsim::model
