@@ -7,6 +7,7 @@ packages=(
   libsimgrid-dev libboost-graph-dev libyaml-cpp-dev libspdlog-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev
   python3
+  libopenmpi-dev openmpi-bin python3-matplotlib  # `stepsim sweep` under mpirun; tools/plot_sweep.py
 )
 
 missing=()

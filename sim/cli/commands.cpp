@@ -19,6 +19,10 @@ struct Command {
 // One line per subcommand.
 constexpr Command COMMANDS[] = {
     {"run", "simulate one training step: --cluster C.yaml --workload W.yaml [--out DIR]", run_command},
+    {"memory", "static per-GPU memory ledger per stage (no simulation)", memory_command},
+    {"kernels", "kernel shapes a workload runs, for the microbenchmark suite: --workload W.yaml", kernels_command},
+    {"collective", "nccl-tests-like sweep: --cluster C.yaml --op all_reduce --gpus N [--sizes 1MiB:8GiB]", collective_command},
+    {"sweep", "simulate many configurations: SWEEP.yaml --out DIR [-j N] [--shard I/K] | --merge DIR", sweep_command},
 };
 
 void usage(std::ostream& out) {

@@ -15,4 +15,17 @@ int dispatch(int argc, char** argv, std::ostream& out, std::ostream& err);
 /// `stepsim run`: simulate one step. Exit 0, or 3 when --fail-on-oom and a GPU runs out of memory.
 int run_command(Args& args, std::ostream& out, std::ostream& err);
 
+/// `stepsim memory`: the static memory ledger per pipeline stage. Exit 0, or 3 with --fail-on-oom.
+int memory_command(Args& args, std::ostream& out, std::ostream& err);
+
+/// `stepsim collective`: an nccl-tests-like sweep of one collective (docs/collectives.md).
+int collective_command(Args& args, std::ostream& out, std::ostream& err);
+
+/// `stepsim sweep`: many configurations, each in its own process (docs/sweeps.md). Exit 0, or 1
+/// when a configuration failed.
+int sweep_command(Args& args, std::ostream& out, std::ostream& err);
+
+/// `stepsim kernels`: the kernel shapes a workload runs, as a shape list (docs/kernels.md).
+int kernels_command(Args& args, std::ostream& out, std::ostream& err);
+
 } // namespace stepsim::cli

@@ -30,6 +30,8 @@ options:
   --no-fold              simulate every DP replica instead of one (slower, same answer on
                          symmetric fabrics)
   --quiet                no table on stdout
+  --fail-on-oom          exit with code 3 when a GPU's peak memory exceeds its capacity
+                         (by default that is reported, fits_in_memory: false, and exit 0)
 )";
 
 engine::CollectiveForm parse_form(const std::string& v) {
@@ -58,6 +60,7 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
   const bool write_trace = !args.flag("--no-trace");
   const bool write_csv = args.flag("--csv");
   const bool quiet = args.flag("--quiet");
+  const bool fail_on_oom = args.flag("--fail-on-oom");
   runner::SimulateOptions options{.collective_form = parse_form(args.value("--collectives", "auto")),
                                   .fold_dp = !args.flag("--no-fold")};
   args.finish();
@@ -76,11 +79,20 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
     namespace fs = std::filesystem;
     const fs::path dir(out_dir);
     write_file_atomically(dir / "summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
-    const trace::TraceInput in{sim.program, sim.result.start, sim.result.end, cluster, workload};
-    if (write_trace)
+    trace::TraceInput in{sim.program, sim.result.start, sim.result.end, cluster, workload};
+    if (write_trace) {
+      const report::MemoryReport memory =
+          report::memory_timeline(sim.program, sim.result.start, sim.result.end, cluster, workload, true);
+      in.memory = &memory.tracks;
       write_file_atomically(dir / "trace.json", [&](std::ostream& o) { trace::write_chrome_trace(o, in); });
+    }
     if (write_csv)
       write_file_atomically(dir / "tasks.csv", [&](std::ostream& o) { trace::write_task_csv(o, in); });
+  }
+  if (!sim.summary.memory.fits_in_memory) {
+    err << "stepsim: warning: does not fit in memory: " << sim.summary.memory.reason << '\n';
+    if (fail_on_oom)
+      return 3;
   }
   return 0;
 }

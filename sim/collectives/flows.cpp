@@ -13,12 +13,15 @@ int ring_steps(Op op, int n) {
   case Op::ALL_GATHER:
   case Op::REDUCE_SCATTER: return n - 1;
   case Op::SEND: return 1;
+  case Op::BROADCAST:
+  case Op::REDUCE: return n - 1;
+  case Op::ALL_TO_ALL: return n - 1;
   }
   return 0;
 }
 
 Bytes ring_bytes_per_rank(Op op, Bytes size, int n) {
-  if (op == Op::SEND)
+  if (op == Op::SEND || op == Op::BROADCAST || op == Op::REDUCE)
     return size;
   return size * (static_cast<double>(ring_steps(op, n)) / n);
 }
@@ -27,6 +30,8 @@ FlowProgram expand_ring(Op op, std::span<const int32_t> gpus, Bytes size, Form f
   FlowProgram prog;
   prog.dep_begin.push_back(0);
   const int n = static_cast<int>(gpus.size());
+  if (op == Op::BROADCAST || op == Op::REDUCE || op == Op::ALL_TO_ALL)
+    throw SimulationError("collectives: expand_ring handles all-reduce, all-gather, reduce-scatter and send; use expand()");
   if (op == Op::SEND && n != 2)
     throw SimulationError("collectives: a send needs exactly 2 GPUs, got " + std::to_string(n));
   if (n < 2 || size.value() <= 0)

@@ -11,7 +11,8 @@
 
 namespace stepsim::collectives {
 
-enum class Op { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND };
+/// BROADCAST and REDUCE are rooted at gpus[0]; ALL_TO_ALL sends size/n to every peer.
+enum class Op { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, BROADCAST, REDUCE, ALL_TO_ALL };
 
 /// FINE: one flow per ring step per rank (2(n-1) steps for all-reduce), each rank's sends
 /// ordered and each forwarded chunk waiting for its arrival, as NCCL's ring does.
@@ -20,8 +21,8 @@ enum class Op { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND };
 enum class Form { FINE, COARSE };
 
 struct Flow {
-  int32_t src = 0;   ///< GPU index
-  int32_t dst = 0;   ///< GPU index
+  int32_t src = 0;   ///< GPU index, or switch_endpoint(node) for an NVSwitch (NVLS)
+  int32_t dst = 0;   ///< GPU index, or switch_endpoint(node)
   double bytes = 0;  ///< payload
 };
 
@@ -37,6 +38,11 @@ struct FlowProgram {
     return {deps.data() + dep_begin[f], dep_begin[f + 1] - dep_begin[f]};
   }
 };
+
+/// The NVSwitch of `node` as a flow endpoint (negative, so never a GPU index).
+constexpr int32_t switch_endpoint(int node) { return -1 - node; }
+/// Inverse of switch_endpoint.
+constexpr int node_of_switch_endpoint(int32_t endpoint) { return -1 - endpoint; }
 
 /// One-way latency between two GPUs (from the platform).
 using LatencyFn = std::function<Seconds(int32_t, int32_t)>;

@@ -89,7 +89,7 @@ LinkSpec read_link(const MapReader& m) {
 
 ClusterSpec read_cluster(const Document& doc) {
   const auto top =
-      MapReader::root(doc, {"name", "nodes", "gpus_per_node", "gpu", "nvswitch", "nics", "fabric"});
+      MapReader::root(doc, {"name", "nodes", "gpus_per_node", "gpu", "nvswitch", "pcie", "nics", "fabric"});
   ClusterSpec c;
   c.source = doc.file();
   c.name = top.require("name").string();
@@ -104,7 +104,7 @@ ClusterSpec read_cluster(const Document& doc) {
 
   const auto gpu = top.require("gpu").map(
       {"kind", "peak_flops", "hbm_capacity", "hbm_bandwidth", "compute_efficiency", "memory_efficiency",
-       "runtime_overhead", "allocator_fragmentation"});
+       "runtime_overhead", "allocator_fragmentation", "profile", "overlap_slowdown"});
   c.gpu.kind = gpu.require("kind").string();
   const auto peak = gpu.require("peak_flops").map({"bf16", "fp16"});
   if (!peak.has("bf16") && !peak.has("fp16")) {
@@ -128,8 +128,42 @@ ClusterSpec read_cluster(const Document& doc) {
   if (auto f = gpu.find("allocator_fragmentation")) {
     c.gpu.allocator_fragmentation = f->number("a number >= 1", [](double v) { return v >= 1.0; });
   }
+  // Kernel profile: relative to the cluster file (to the working directory when given with --set);
+  // `none` or absent = the roofline (docs/schema.md).
+  if (auto f = gpu.find("profile")) {
+    const std::string text = f->string();
+    if (text != "none") {
+      std::filesystem::path p(text);
+      if (p.is_relative() && f->where().rfind("--set ", 0) != 0)
+        p = std::filesystem::path(doc.file()).parent_path() / p;
+      if (!std::filesystem::is_regular_file(p))
+        f->fail("no such kernel profile '" + p.lexically_normal().string() + "' (or `none` for the roofline)");
+      c.gpu.profile = p.lexically_normal().string();
+    }
+  }
+  if (auto f = gpu.find("overlap_slowdown")) {
+    c.gpu.overlap_slowdown = f->number("a number >= 1", [](double v) { return v >= 1.0; });
+  }
 
-  c.nvswitch = read_link(top.require("nvswitch").map({"bandwidth", "latency", "efficiency"}));
+  // Inside a node: an NVSwitch (optionally with NVLink SHARP) or PCIe; exactly one of the two.
+  if (top.has("pcie")) {
+    if (top.has("nvswitch"))
+      top.require("pcie").fail("expected either nvswitch or pcie, found both");
+    const auto pcie = top.require("pcie").map({"bandwidth", "latency", "efficiency", "host_bandwidth"});
+    c.nvswitch = read_link(pcie);
+    c.intra = IntraNodeKind::PCIE;
+    if (auto f = pcie.find("host_bandwidth"))
+      c.pcie_host_bandwidth = positive_bandwidth(*f);
+  } else {
+    const auto nvs = top.require("nvswitch").map({"bandwidth", "latency", "efficiency", "nvls"});
+    c.nvswitch = read_link(nvs);
+    if (auto f = nvs.find("nvls")) {
+      const auto nvls = f->map({"efficiency", "latency"});
+      c.nvls.enabled = true;
+      c.nvls.efficiency = fraction(nvls.require("efficiency"));
+      c.nvls.latency = latency(nvls.require("latency"));
+    }
+  }
 
   const auto nics = top.require("nics").map({"count", "bandwidth", "latency", "efficiency"});
   c.nics_per_node = positive_int(nics.require("count"));
@@ -137,7 +171,8 @@ ClusterSpec read_cluster(const Document& doc) {
 
   const auto fabric =
       top.require("fabric").map({"kind", "nodes_per_leaf", "oversubscription", "switch_latency"});
-  c.fabric.kind = fabric.require("kind").choice<FabricKind>({{"fat_tree", FabricKind::FAT_TREE}});
+  c.fabric.kind = fabric.require("kind").choice<FabricKind>(
+      {{"fat_tree", FabricKind::FAT_TREE}, {"rail_optimized", FabricKind::RAIL_OPTIMIZED}});
   c.fabric.nodes_per_leaf = 1;
   if (auto f = fabric.find("nodes_per_leaf")) {
     c.fabric.nodes_per_leaf = positive_int(*f);
@@ -255,7 +290,7 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
 }
 
 WorkloadSpec read_workload(const Document& doc) {
-  const auto top = MapReader::root(doc, {"name", "model", "batch", "parallel", "precision", "training"});
+  const auto top = MapReader::root(doc, {"name", "model", "batch", "parallel", "precision", "training", "collectives"});
   WorkloadSpec w;
   w.source = doc.file();
   w.name = top.require("name").string();
@@ -274,6 +309,23 @@ WorkloadSpec read_workload(const Document& doc) {
     training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "flash_attention", "zero3_prefetch"});
   }
   w.training = read_training(training);
+  if (auto f = top.find("collectives")) {
+    const auto coll = f->map({"tp", "pp", "dp"});
+    const auto algorithm = [](const Field& a) {
+      return a.choice<CollectiveAlgorithm>({{"auto", CollectiveAlgorithm::AUTO},
+                                            {"ring", CollectiveAlgorithm::RING},
+                                            {"tree", CollectiveAlgorithm::TREE},
+                                            {"hierarchical", CollectiveAlgorithm::HIERARCHICAL},
+                                            {"nvls", CollectiveAlgorithm::NVLS},
+                                            {"pairwise", CollectiveAlgorithm::PAIRWISE}});
+    };
+    if (auto a = coll.find("tp"))
+      w.collectives.tp = algorithm(*a);
+    if (auto a = coll.find("pp"))
+      w.collectives.pp = algorithm(*a);
+    if (auto a = coll.find("dp"))
+      w.collectives.dp = algorithm(*a);
+  }
   return w;
 }
 

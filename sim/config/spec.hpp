@@ -15,7 +15,11 @@ enum class NormKind { LAYERNORM, RMSNORM };
 enum class PositionEmbedding { LEARNED, ROTARY };
 enum class Schedule { GPIPE, ONE_F_ONE_B };
 enum class Recompute { NONE, SELECTIVE, FULL };
-enum class FabricKind { FAT_TREE };
+enum class FabricKind { FAT_TREE, RAIL_OPTIMIZED };
+/// How the GPUs of a node reach each other: an NVSwitch crossbar, or PCIe through a switch/host bridge.
+enum class IntraNodeKind { NVSWITCH, PCIE };
+/// Collective algorithm (docs/collectives.md); AUTO lets the cost model pick, as NCCL's tuner does.
+enum class CollectiveAlgorithm { AUTO, RING, TREE, HIERARCHICAL, NVLS, PAIRWISE };
 
 /// One GPU model. Peak figures are dense (no sparsity).
 struct GpuSpec {
@@ -28,6 +32,12 @@ struct GpuSpec {
   double memory_efficiency = 0;   ///< achieved fraction of HBM bandwidth, (0, 1]
   Bytes runtime_overhead;         ///< CUDA context, cuBLAS/NCCL workspaces: not usable by the job
   double allocator_fragmentation = 1.0; ///< caching-allocator overhead on dynamic memory, >= 1
+  /// Kernel profile (docs/kernels.md) that compute times come from, as a path resolved against
+  /// the cluster file's directory; empty = none (compute times are the roofline above).
+  std::string profile;
+  /// Factor >= 1 on compute progress while the GPU also runs communication; 0 = take the
+  /// profile's `overlap_slowdown` (1 without a profile).
+  double overlap_slowdown = 0;
 };
 
 /// A class of link: bandwidth per direction, one-way latency, achieved fraction of bandwidth.
@@ -45,6 +55,16 @@ struct FabricSpec {
   int nodes_per_leaf = 1;        ///< nodes under one leaf switch
   double oversubscription = 1.0; ///< leaf downlink:uplink bandwidth ratio, >= 1
   Seconds switch_latency;        ///< added per switch traversed between nodes
+  int tiers = 2;                       ///< 2: leaf + spine; 3: leaf + spine (per pod) + core
+  int leaves_per_pod = 1;              ///< three tiers only: leaves under one pod's spine
+  double spine_oversubscription = 1.0; ///< three tiers only: pod spine down:up ratio, >= 1
+};
+
+/// NVLink SHARP (in-switch reduction) of the node's NVSwitch; disabled when absent.
+struct NvlsSpec {
+  bool enabled = false;
+  double efficiency = 1.0; ///< achieved fraction of nvswitch.bandwidth for an NVLS all-reduce, (0, 1]
+  Seconds latency;         ///< fixed cost of one NVLS collective (launch + multimem sync)
 };
 
 struct ClusterSpec {
@@ -53,7 +73,10 @@ struct ClusterSpec {
   int nodes = 0;
   int gpus_per_node = 0;
   GpuSpec gpu;
-  LinkSpec nvswitch;   ///< per GPU, per direction, GPU <-> NVSwitch
+  LinkSpec nvswitch;   ///< per GPU, per direction, GPU <-> NVSwitch (or PCIe switch when intra = PCIE)
+  IntraNodeKind intra = IntraNodeKind::NVSWITCH;
+  BytesPerSec pcie_host_bandwidth; ///< PCIE only: shared bandwidth of the switch/host bridge per direction (0 = unlimited)
+  NvlsSpec nvls;
   int nics_per_node = 0;
   LinkSpec nic;        ///< per NIC, per direction
   FabricSpec fabric;
@@ -101,6 +124,13 @@ struct TrainingSpec {
   int zero3_prefetch = 1;        ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
 };
 
+/// Algorithm forced per communication group (AUTO: chosen by the cost model).
+struct CollectivesSpec {
+  CollectiveAlgorithm tp = CollectiveAlgorithm::AUTO;
+  CollectiveAlgorithm pp = CollectiveAlgorithm::AUTO;
+  CollectiveAlgorithm dp = CollectiveAlgorithm::AUTO;
+};
+
 struct WorkloadSpec {
   std::string name;
   std::string source;  ///< file the spec was read from
@@ -109,6 +139,7 @@ struct WorkloadSpec {
   ParallelSpec parallel;
   Precision precision = Precision::BF16;
   TrainingSpec training;
+  CollectivesSpec collectives;
 
   /// Micro-batches each pipeline processes per step: global_batch / (micro_batch * dp).
   [[nodiscard]] int64_t micro_batches() const {

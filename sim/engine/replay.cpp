@@ -25,6 +25,9 @@ collectives::Op to_collective_op(graph::CollectiveOp op) {
   case graph::CollectiveOp::ALL_GATHER: return collectives::Op::ALL_GATHER;
   case graph::CollectiveOp::REDUCE_SCATTER: return collectives::Op::REDUCE_SCATTER;
   case graph::CollectiveOp::SEND: return collectives::Op::SEND;
+  case graph::CollectiveOp::BROADCAST: return collectives::Op::BROADCAST;
+  case graph::CollectiveOp::REDUCE: return collectives::Op::REDUCE;
+  case graph::CollectiveOp::ALL_TO_ALL: return collectives::Op::ALL_TO_ALL;
   }
   return collectives::Op::SEND;
 }
@@ -65,13 +68,25 @@ public:
     engine.set_config("network/model:CM02");
     engine.set_config("network/crosstraffic:0");
     engine.set_config("network/TCP-gamma:0");
-    platform_ = topology::build_platform(engine, cluster_);
+    ClusterSpec platform_spec = cluster_;
+    platform_spec.gpu.overlap_slowdown = options_.overlap_slowdown; // GPU pstate 1 (setup_overlap)
+    platform_ = topology::build_platform(engine, platform_spec);
+    view_.gpus_per_node = cluster_.gpus_per_node;
+    view_.nics_per_node = cluster_.nics_per_node;
+    view_.nvls = cluster_.nvls.enabled && cluster_.intra == IntraNodeKind::NVSWITCH;
+    view_.nvls_payload_scale = cluster_.nvls.enabled ? cluster_.nvswitch.efficiency / cluster_.nvls.efficiency : 1.0;
+    view_.nvls_latency = cluster_.nvls.latency;
+    view_.rail_optimized = cluster_.fabric.kind == FabricKind::RAIL_OPTIMIZED;
+    view_.latency = [this](int32_t a, int32_t b) { return topology::route_latency(platform_, a, b); };
+    view_.bandwidth = [this](int32_t a, int32_t b) { return topology::route_bandwidth(platform_, a, b); };
+    setup_overlap();
 
     const size_t n = g_.size();
     check_ranks();
     waiting_.resize(n);
     result_.start.assign(n, Seconds(-1.0));
     result_.end.assign(n, Seconds(-1.0));
+    result_.algorithm.assign(n, collectives::Algorithm::AUTO);
     for (TaskId id = 0; id < n; ++id)
       waiting_[id] = static_cast<uint32_t>(g_.predecessors(id).size());
 
@@ -128,6 +143,41 @@ private:
     }
   }
 
+  // --- overlap slowdown ----------------------------------------------------------------------
+  /// The platform gave every GPU a pstate 1 at speed / overlap_slowdown. A running Exec keeps
+  /// its remaining work across pstate switches, so compute progresses at the reduced speed
+  /// exactly while flows of its GPU are in flight.
+  void setup_overlap() {
+    const double factor = options_.overlap_slowdown;
+    if (!(factor >= 1.0))
+      throw SimulationError("engine: overlap_slowdown must be >= 1, got " + std::to_string(factor));
+    overlap_ = factor > 1.0;
+    if (!overlap_)
+      return;
+    flows_in_flight_.assign(platform_.gpus.size(), 0);
+    computes_.assign(platform_.gpus.size(), 0);
+    for (TaskId id = 0; id < g_.size(); ++id) {
+      const graph::Task& t = g_.task(id);
+      if (t.kind == graph::TaskKind::COMPUTE && t.rank >= 0 && static_cast<size_t>(t.rank) < computes_.size())
+        computes_[static_cast<size_t>(t.rank)] = 1;
+    }
+  }
+
+  /// Counts a flow starting (or ending) at both of its GPU endpoints.
+  void overlap_flow(const collectives::Flow& fl, bool starts) {
+    if (!overlap_)
+      return;
+    for (const int32_t end : {fl.src, fl.dst}) {
+      if (end < 0 || !computes_[static_cast<size_t>(end)])
+        continue; // a switch endpoint, or a GPU without compute (folded replica)
+      uint32_t& n = flows_in_flight_[static_cast<size_t>(end)];
+      if (starts && n++ == 0)
+        platform_.gpus[static_cast<size_t>(end)]->set_pstate(1);
+      else if (!starts && --n == 0)
+        platform_.gpus[static_cast<size_t>(end)]->set_pstate(0);
+    }
+  }
+
   // --- task lifecycle ----------------------------------------------------------------------
   void drain_ready() {
     while (!ready_.empty()) {
@@ -177,7 +227,13 @@ private:
     if (options_.collective_form == CollectiveForm::FINE ||
         (options_.collective_form == CollectiveForm::AUTO && ranks.size() <= 2))
       form = collectives::Form::FINE;
-    auto latency = [this](int32_t a, int32_t b) { return topology::route_latency(platform_, a, b); };
+    collectives::Algorithm algorithm = collectives::Algorithm::AUTO;
+    switch (t.group) {
+    case graph::CommGroup::TP: algorithm = options_.algorithms.tp; break;
+    case graph::CommGroup::PP: algorithm = options_.algorithms.pp; break;
+    case graph::CommGroup::DP: algorithm = options_.algorithms.dp; break;
+    case graph::CommGroup::NONE: break;
+    }
 
     size_t slot;
     if (!free_collectives_.empty()) {
@@ -189,7 +245,10 @@ private:
     }
     RunningCollective& rc = collectives_[slot];
     rc.task = id;
-    rc.program = collectives::expand_ring(op, ranks, t.bytes, form, latency);
+    if (algorithm == collectives::Algorithm::AUTO && op != collectives::Op::SEND)
+      algorithm = collectives::choose(op, ranks, t.bytes, view_);
+    result_.algorithm[id] = algorithm;
+    rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_);
     const size_t nf = rc.program.flows.size();
     rc.unfinished = static_cast<uint32_t>(nf);
     rc.waiting.assign(nf, 0);
@@ -211,8 +270,8 @@ private:
 
   void start_flow(size_t slot, uint32_t f) {
     const collectives::Flow& fl = collectives_[slot].program.flows[f];
-    sg4::CommPtr comm = sg4::Comm::sendto_init(platform_.gpus[static_cast<size_t>(fl.src)],
-                                               platform_.gpus[static_cast<size_t>(fl.dst)]);
+    sg4::CommPtr comm = sg4::Comm::sendto_init(topology::endpoint_host(platform_, fl.src),
+                                               topology::endpoint_host(platform_, fl.dst));
     comm->set_payload_size(static_cast<uint64_t>(std::llround(fl.bytes)));
     const uint64_t index = (static_cast<uint64_t>(slot) << 24) | f;
     if (f >= (1u << 24))
@@ -221,12 +280,14 @@ private:
     keep(comm);
     ++result_.flows;
     comm->start();
+    overlap_flow(fl, true);
   }
 
   void flow_done(uint64_t index) {
     const size_t slot = static_cast<size_t>(index >> 24);
     const uint32_t f = static_cast<uint32_t>(index & ((1u << 24) - 1));
     RunningCollective& rc = collectives_[slot];
+    overlap_flow(rc.program.flows[f], false);
     for (uint32_t s : rc.successors[f])
       if (--rc.waiting[s] == 0)
         start_flow(slot, s);
@@ -286,6 +347,12 @@ private:
   const ReplayOptions& options_;
   const std::vector<std::function<void(const TaskEvent&)>>& listeners_;
   topology::Platform platform_;
+  collectives::TopologyView view_;
+  // Overlap slowdown (ReplayOptions::overlap_slowdown): flows in flight per GPU; a GPU's host
+  // runs at pstate 1 (speed / factor) while its count is non-zero. Only GPUs that compute.
+  std::vector<uint32_t> flows_in_flight_;
+  std::vector<char> computes_;
+  bool overlap_ = false;
   std::vector<uint32_t> waiting_;
   std::vector<TaskId> ready_;
   std::vector<RunningCollective> collectives_;

@@ -6,7 +6,7 @@
 //
 // One simulation per process (SimGrid keeps global state): construct one Replay, run it once.
 
-#include "collectives/flows.hpp"
+#include "collectives/collective.hpp"
 #include "config/spec.hpp"
 #include "graph/step_builder.hpp"
 
@@ -20,6 +20,11 @@ enum class CollectiveForm { AUTO, FINE, COARSE };
 struct ReplayOptions {
   /// AUTO: coarse (one flow per ring edge) for every ring of more than two ranks, fine otherwise.
   CollectiveForm collective_form = CollectiveForm::AUTO;
+  /// Algorithm per communication group (AUTO: the collectives cost model chooses per call).
+  CollectivesSpec algorithms{};
+  /// Factor >= 1: while any flow from or to a GPU is in flight, compute on that GPU progresses
+  /// at 1/overlap_slowdown of its speed (NCCL kernels hold SMs and HBM bandwidth). 1 = off.
+  double overlap_slowdown = 1.0;
 };
 
 /// A task that finished: its id in the graph and its simulated interval.
@@ -33,6 +38,7 @@ struct ReplayResult {
   std::vector<Seconds> start; ///< per task id
   std::vector<Seconds> end;   ///< per task id
   Seconds step_time;          ///< latest end
+  std::vector<collectives::Algorithm> algorithm; ///< per task: the algorithm a collective ran (AUTO resolved)
   uint64_t flows = 0;         ///< point-to-point flows simulated
   uint64_t activities = 0;    ///< SimGrid activities created
 };

@@ -33,8 +33,19 @@ struct ComputeQuery {
   Bytes bytes; ///< HBM traffic estimate
 };
 
-/// Maps a compute task to its duration (roofline now, kernel profiles later).
-using ComputeTimeFn = std::function<Seconds(const ComputeQuery&)>;
+/// A compute task's duration and where it came from. Converts implicitly from a bare Seconds
+/// (then all of it counts as `roofline`), so a function returning Seconds is a ComputeTimeFn.
+struct ComputeCost {
+  ComputeCost() = default;
+  ComputeCost(Seconds t) : time(t), sources{.roofline = 1.0} {} // NOLINT(google-explicit-constructor)
+  ComputeCost(Seconds t, TimeSources s) : time(t), sources(s) {}
+  Seconds time;
+  TimeSources sources; ///< shares of `time`, summing to 1
+};
+
+/// Maps a compute task to its duration (runner::compute_time_model: kernel profiles, or the
+/// roofline without one).
+using ComputeTimeFn = std::function<ComputeCost(const ComputeQuery&)>;
 
 struct BuildOptions {
   /// Simulate one DP replica (dp index 0) and launch the other replicas' DP flows in lockstep

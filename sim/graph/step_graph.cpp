@@ -13,6 +13,9 @@ std::string_view to_string(CollectiveOp op) {
   case CollectiveOp::ALL_GATHER: return "all_gather";
   case CollectiveOp::REDUCE_SCATTER: return "reduce_scatter";
   case CollectiveOp::SEND: return "send";
+  case CollectiveOp::BROADCAST: return "broadcast";
+  case CollectiveOp::REDUCE: return "reduce";
+  case CollectiveOp::ALL_TO_ALL: return "all_to_all";
   }
   return "?";
 }

@@ -16,12 +16,22 @@ using TaskId = uint32_t;
 using Rank = int32_t;
 
 enum class TaskKind { COMPUTE, COLLECTIVE };
-enum class CollectiveOp { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND };
+enum class CollectiveOp { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, BROADCAST, REDUCE, ALL_TO_ALL };
 /// Communication group of a collective (NONE for compute).
 enum class CommGroup { NONE, TP, PP, DP };
 enum class Phase { FORWARD, BACKWARD, RECOMPUTE, OPTIMIZER };
 /// What a compute task computes.
 enum class Block { NONE, ATTENTION, MLP, LOGITS, OPTIMIZER };
+/// Where a compute task's duration came from, as shares of it that sum to 1 (kernel-profile
+/// lookups: measured rows, interpolation between rows, the calibrated model; or the plain
+/// roofline when the cluster has no profile). See docs/kernels.md.
+struct TimeSources {
+  double measured = 0;
+  double interpolated = 0;
+  double modelled = 0;
+  double roofline = 0;
+};
+
 /// The stream a task occupies on each participating GPU.
 enum class Stream { COMPUTE, TP_COMM, PP_COMM, DP_COMM };
 inline constexpr int STREAM_COUNT = 4;
@@ -43,11 +53,20 @@ struct Task {
   int32_t stage = -1;      ///< pipeline stage (PP send: the sending stage)
   int32_t layer = -1;      ///< global layer index, -1 when not a layer task
   int32_t micro_batch = -1;
+  int32_t bucket = -1;     ///< DP gradient/parameter bucket index, -1 when not a bucket
   Seconds duration;        ///< compute only
   Flops flops;             ///< compute only
+  TimeSources sources;     ///< compute only: where `duration` came from
   Bytes bytes;             ///< collective payload S (per rank; nccl-tests "size"); p2p message size
   uint32_t ranks_begin = 0; ///< participants, in ring order: StepGraph::participants()
   uint32_t ranks_count = 0;
+  /// Memory ledger: bytes this task allocates when it starts and frees when it ends, on its
+  /// rank (compute) or on every participant (collective): stored activations, and parameters
+  /// gathered by ZeRO-3.
+  Bytes act_alloc;
+  Bytes act_free;
+  Bytes param_alloc;
+  Bytes param_free;
 };
 
 /// A DAG of tasks with compressed adjacency. Build with add_task/add_edge, then finalize().

@@ -96,10 +96,13 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
 MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage) {
   MemoryLedger l = persistent_memory(w, gpu, stage);
   const StageLayout layout = stage_layout(w, stage);
-  Bytes per_micro_batch = stored_layer_activations(w).total() * d(layout.num_layers);
-  if (layout.has_output)
-    per_micro_batch += logits_activations(w);
-  l.activations = per_micro_batch * d(in_flight_micro_batches(w, stage)) + recompute_working_set(w).total();
+  // In flight: each micro-batch's stored layers (and, on the last stage, its logits). The
+  // backward of the oldest frees its logits before it recomputes a layer, so the logits of one
+  // micro-batch and the recompute working set are never held together.
+  const double in_flight = d(in_flight_micro_batches(w, stage));
+  const Bytes layers = stored_layer_activations(w).total() * d(layout.num_layers);
+  const Bytes logits = layout.has_output ? logits_activations(w) : Bytes(0.0);
+  l.activations = layers * in_flight + logits * (in_flight - 1.0) + std::max(logits, recompute_working_set(w).total());
   if (w.parallel.zero_stage >= 3)
     l.zero3_gathered = gathered_layer_bytes(w) * static_cast<double>(w.training.zero3_prefetch + 1);
   l.fragmentation = fragmentation_of(gpu, l.activations + l.zero3_gathered + l.comm_buffers);

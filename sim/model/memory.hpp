@@ -59,6 +59,8 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
 
 /// The static ledger of one GPU of `stage`: persistent memory plus the peak of dynamic memory
 /// (in-flight activations, recompute working set, gathered ZeRO-3 layers) and fragmentation.
+/// Activations = n*(layers' stored) + (n-1)*logits + max(logits, recompute working set) with n
+/// micro-batches in flight (logits only on the last stage).
 MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage);
 
 /// Fragmentation added to a dynamic peak: (allocator_fragmentation - 1) x dynamic.

@@ -44,8 +44,9 @@ public:
       : g_(g), start_(start), end_(end) {}
 
   /// Explains the idle interval [a, b) that ended when task x started.
-  void explain(double a, double b, TaskId x, Ledger& ledger) const {
-    const graph::Rank waiter = g_.task(x).rank;
+  void explain(double a, double b, TaskId x, Ledger& ledger, graph::Rank waiter = -1) const {
+    if (waiter < 0)
+      waiter = g_.task(x).rank;
     while (b - a > EPS) {
       const auto preds = g_.predecessors(x);
       bool found = false;
@@ -73,6 +74,17 @@ public:
       b = std::min(b, start_[y].value());
       x = y;
     }
+  }
+
+  /// Explains [a, b) during which the GPU waits for collective c (which ends at b): the part
+  /// while c runs is exposed communication of its group, the part before is what c waited for.
+  void explain_collective(double a, double b, TaskId c, graph::Rank waiter, Ledger& ledger) const {
+    const graph::Task& t = g_.task(c);
+    const double active_from = std::max(a, start_[c].value());
+    if (b > active_from)
+      slot(ledger.exposed, t.group) += Seconds(b - active_from);
+    if (start_[c].value() - a > EPS)
+      explain(a, start_[c].value(), c, ledger, waiter);
   }
 
 private:
@@ -118,6 +130,7 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
   s.simulated_gpus = static_cast<int>(program.simulated_ranks.size());
   s.micro_batches = program.micro_batches;
   s.tasks = g.size();
+  s.memory = memory_timeline(program, start, end, cluster, w, false);
   for (const Seconds& e : end)
     s.step_time = std::max(s.step_time, e);
   const double T = s.step_time.value();
@@ -144,16 +157,32 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
   };
   std::vector<Ledger> ledgers(ranks.size());
   std::vector<double> last_end(ranks.size(), 0.0);
-  std::vector<GroupBytes> bytes(ranks.size());
+  std::vector<GroupBytes> bytes(ranks.size()), volume(ranks.size());
+  std::vector<double> last_comm_end(ranks.size(), -1.0);
+  std::vector<TaskId> last_comm(ranks.size(), 0);
   const Attributor attributor(g, start, end);
+  graph::TimeSources source_time; // seconds per source, over all simulated compute tasks
 
   // Compute tasks of a rank appear in stream order (ascending id).
   for (TaskId id = 0; id < g.size(); ++id) {
     const graph::Task& t = g.task(id);
     if (t.kind == graph::TaskKind::COLLECTIVE) {
-      for (graph::Rank r : g.participants(t))
-        if (const int i = index_of(r); i >= 0)
+      const auto parts = g.participants(t);
+      const double n = static_cast<double>(parts.size());
+      double sent = t.bytes.value();
+      if (t.op == graph::CollectiveOp::ALL_REDUCE)
+        sent *= 2.0 * (n - 1.0) / n;
+      else if (t.op != graph::CollectiveOp::SEND)
+        sent *= (n - 1.0) / n;
+      for (graph::Rank r : parts)
+        if (const int i = index_of(r); i >= 0) {
           slot(bytes[static_cast<size_t>(i)], t.group) += t.bytes;
+          slot(volume[static_cast<size_t>(i)], t.group) += Bytes(sent);
+          if (end[id].value() > last_comm_end[static_cast<size_t>(i)]) {
+            last_comm_end[static_cast<size_t>(i)] = end[id].value();
+            last_comm[static_cast<size_t>(i)] = id;
+          }
+        }
       continue;
     }
     const int i = index_of(t.rank);
@@ -164,11 +193,33 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
     if (b - a > EPS)
       attributor.explain(a, b, id, l);
     l.compute += end[id] - start[id];
+    const double busy = (end[id] - start[id]).value();
+    source_time.measured += busy * t.sources.measured;
+    source_time.interpolated += busy * t.sources.interpolated;
+    source_time.modelled += busy * t.sources.modelled;
+    source_time.roofline += busy * t.sources.roofline;
     last_end[static_cast<size_t>(i)] = std::max(a, end[id].value());
   }
-  for (size_t i = 0; i < ledgers.size(); ++i)
-    if (T - last_end[i] > EPS)
-      ledgers[i].bubble += Seconds(T - last_end[i]);
+  // After a GPU's last compute task: communication it still takes part in (e.g. the ZeRO
+  // parameter all-gather after the optimizer) is exposed; the rest waits for the others.
+  for (size_t i = 0; i < ledgers.size(); ++i) {
+    double a = last_end[i];
+    if (last_comm_end[i] > a + EPS) {
+      const TaskId c = last_comm[i];
+      attributor.explain_collective(a, last_comm_end[i], c, ranks[i], ledgers[i]);
+      a = last_comm_end[i];
+    }
+    if (T - a > EPS)
+      ledgers[i].bubble += Seconds(T - a);
+  }
+
+  const double source_total =
+      source_time.measured + source_time.interpolated + source_time.modelled + source_time.roofline;
+  if (source_total > 0)
+    s.compute_source = graph::TimeSources{.measured = source_time.measured / source_total,
+                                          .interpolated = source_time.interpolated / source_total,
+                                          .modelled = source_time.modelled / source_total,
+                                          .roofline = source_time.roofline / source_total};
 
   // Means over GPUs, overall and per stage.
   const double n = static_cast<double>(ranks.size());
@@ -184,6 +235,9 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
     s.comm_bytes_per_gpu.tp += bytes[i].tp / n;
     s.comm_bytes_per_gpu.pp += bytes[i].pp / n;
     s.comm_bytes_per_gpu.dp += bytes[i].dp / n;
+    s.comm_volume_per_gpu.tp += volume[i].tp / n;
+    s.comm_volume_per_gpu.pp += volume[i].pp / n;
+    s.comm_volume_per_gpu.dp += volume[i].dp / n;
     if (T > 0)
       s.bubble_fraction += l.bubble.value() / T / n;
     const size_t st = static_cast<size_t>(program.grid.pp_of(ranks[i]));
@@ -228,6 +282,10 @@ void write_summary_json(std::ostream& out, const Summary& s) {
   j["flops_formula"] = s.flops_formula;
   j["bubble_fraction"] = s.bubble_fraction;
   j["compute_s"] = s.compute.value();
+  j["compute_source"] = ordered_json{{"measured", s.compute_source.measured},
+                                     {"interpolated", s.compute_source.interpolated},
+                                     {"modelled", s.compute_source.modelled},
+                                     {"roofline", s.compute_source.roofline}};
   j["exposed_comm_s"] = groups(s.exposed);
   j["other_idle_s"] = s.other_idle.value();
   j["comm_bytes_per_gpu"] = ordered_json{{"tp", s.comm_bytes_per_gpu.tp.value()},
@@ -240,6 +298,34 @@ void write_summary_json(std::ostream& out, const Summary& s) {
                                   {"compute_s", st.compute.value()},
                                   {"exposed_comm_s", groups(st.exposed)}});
   j["stages"] = stages;
+  j["comm_volume_per_gpu"] = ordered_json{{"tp", s.comm_volume_per_gpu.tp.value()},
+                                          {"pp", s.comm_volume_per_gpu.pp.value()},
+                                          {"dp", s.comm_volume_per_gpu.dp.value()}};
+  const MemoryReport& mem = s.memory;
+  j["fits_in_memory"] = mem.fits_in_memory;
+  ordered_json m;
+  m["gpu"] = mem.worst_rank;
+  m["stage"] = mem.worst_stage;
+  m["weights_bytes"] = mem.worst.weights.value();
+  m["gradients_bytes"] = mem.worst.gradients.value();
+  m["optimizer_bytes"] = mem.worst.optimizer.value();
+  m["activations_bytes"] = mem.worst.activations.value();
+  m["other_bytes"] = mem.worst.other().value();
+  m["other"] = ordered_json{{"zero3_gathered_bytes", mem.worst.zero3_gathered.value()},
+                            {"comm_buffers_bytes", mem.worst.comm_buffers.value()},
+                            {"runtime_bytes", mem.worst.runtime.value()},
+                            {"fragmentation_bytes", mem.worst.fragmentation.value()}};
+  m["peak_bytes"] = mem.worst.peak().value();
+  m["capacity_bytes"] = mem.capacity.value();
+  ordered_json peaks = ordered_json::array();
+  for (const Bytes& b : mem.stage_peaks)
+    peaks.push_back(b.value());
+  m["stage_peak_bytes"] = peaks;
+  if (!mem.fits_in_memory)
+    m["oom"] = ordered_json{{"gpu", mem.worst_rank},
+                            {"over_by_bytes", (mem.worst.peak() - mem.capacity).value()},
+                            {"reason", mem.reason}};
+  j["memory"] = m;
   j["tasks"] = s.tasks;
   out << j.dump(2) << '\n';
 }
@@ -262,16 +348,35 @@ void print_summary_table(std::ostream& out, const Summary& s) {
   row("HFU", pct(s.hfu));
   row("pipeline bubble", pct(s.bubble_fraction));
   row("compute per GPU", secs(s.compute));
+  {
+    std::string sources;
+    const std::pair<const char*, double> shares[] = {{"measured", s.compute_source.measured},
+                                                     {"interpolated", s.compute_source.interpolated},
+                                                     {"modelled", s.compute_source.modelled},
+                                                     {"roofline", s.compute_source.roofline}};
+    for (const auto& [name, share] : shares)
+      if (share > 0)
+        sources += (sources.empty() ? "" : ", ") + fmt_double("%.1f %% ", 100.0 * share) + name;
+    row("compute time from", sources.empty() ? "-" : sources);
+  }
   row("exposed comm TP", secs(s.exposed.tp));
   row("exposed comm PP", secs(s.exposed.pp));
   row("exposed comm DP", secs(s.exposed.dp));
   if (s.other_idle.value() > 0)
     row("other idle", secs(s.other_idle));
-  out << "  per stage:  stage  bubble  compute     exposed tp / pp / dp\n";
-  for (const StageMetrics& st : s.stages)
+  row("peak memory (worst GPU)", gib(s.memory.worst.peak()) + " of " + gib(s.memory.capacity) + " (GPU " +
+                                      std::to_string(s.memory.worst_rank) + ", stage " +
+                                      std::to_string(s.memory.worst_stage) + ")");
+  out << "  per stage:  stage  bubble  peak memory  compute     exposed tp / pp / dp\n";
+  for (const StageMetrics& st : s.stages) {
+    const size_t k = static_cast<size_t>(st.stage);
+    const Bytes peak = k < s.memory.stage_peaks.size() ? s.memory.stage_peaks[k] : Bytes(0.0);
     out << fmt_double("              %5.0f", st.stage) << fmt_double("  %5.1f%%", 100.0 * st.bubble_fraction)
-        << "  " << human_time(st.compute.value()) << "   " << human_time(st.exposed.tp.value()) << " / "
-        << human_time(st.exposed.pp.value()) << " / " << human_time(st.exposed.dp.value()) << '\n';
+        << "  " << gib(peak) << "  " << human_time(st.compute.value()) << "   " << human_time(st.exposed.tp.value())
+        << " / " << human_time(st.exposed.pp.value()) << " / " << human_time(st.exposed.dp.value()) << '\n';
+  }
+  if (!s.memory.fits_in_memory)
+    out << "\n  *** DOES NOT FIT IN MEMORY *** " << s.memory.reason << '\n';
 }
 
 } // namespace stepsim::report

@@ -5,6 +5,7 @@
 
 #include "config/spec.hpp"
 #include "graph/step_builder.hpp"
+#include "report/memory_timeline.hpp"
 
 #include <ostream>
 #include <string>
@@ -43,9 +44,15 @@ struct Summary {
   std::string flops_formula;
   double bubble_fraction = 0;  ///< share of the step a compute stream idles for pipeline reasons, mean over GPUs
   Seconds compute;             ///< busy compute time per GPU, mean
+  /// Where the compute time came from (kernel profile rows measured or interpolated, the
+  /// profile's model, or the plain roofline): shares of all simulated compute time, summing to
+  /// 1 (all 0 when there is none). Weighted by each task's simulated busy time.
+  graph::TimeSources compute_source;
   GroupTimes exposed;          ///< time the compute stream waits on each group's communication, mean per GPU
   Seconds other_idle;          ///< idle time attributed to nothing above, mean per GPU
-  GroupBytes comm_bytes_per_gpu;
+  GroupBytes comm_bytes_per_gpu;   ///< collective payloads S a GPU takes part in
+  GroupBytes comm_volume_per_gpu;  ///< bytes a GPU sends: 2(n-1)/n*S all-reduce, (n-1)/n*S gather/scatter, S send
+  MemoryReport memory;             ///< peaks from the memory timeline (no tracks)
   std::vector<StageMetrics> stages;
   size_t tasks = 0;
 };

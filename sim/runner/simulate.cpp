@@ -1,23 +1,145 @@
 #include "runner/simulate.hpp"
 
+#include "core/error.hpp"
+#include "kernels/step_kernels.hpp"
 #include "model/transformer.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
 
 namespace stepsim::runner {
 
-graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+namespace {
+
+kernels::StepBlock step_block(graph::Block b) {
+  switch (b) {
+  case graph::Block::ATTENTION: return kernels::StepBlock::ATTENTION;
+  case graph::Block::MLP: return kernels::StepBlock::MLP;
+  case graph::Block::LOGITS: return kernels::StepBlock::LOGITS;
+  default: break;
+  }
+  throw ModelError("compute model: no kernels for block " + std::string(graph::to_string(b)));
+}
+
+kernels::StepPass step_pass(graph::Phase p) {
+  switch (p) {
+  case graph::Phase::FORWARD: return kernels::StepPass::FORWARD;
+  case graph::Phase::BACKWARD: return kernels::StepPass::BACKWARD;
+  case graph::Phase::RECOMPUTE: return kernels::StepPass::RECOMPUTE;
+  case graph::Phase::OPTIMIZER: break;
+  }
+  throw ModelError("compute model: the optimizer phase has no block kernels");
+}
+
+/// Parameters the optimizer of `stage` updates on one rank (1/dp of them with ZeRO >= 1).
+int64_t optimizer_params(const WorkloadSpec& w, int stage) {
+  double params = model::params_on_rank(w, stage);
+  if (w.parallel.zero_stage >= 1 && w.parallel.dp > 1)
+    params /= w.parallel.dp;
+  return std::max<int64_t>(1, std::llround(params));
+}
+
+/// Compute times from a kernel table, cached per (block, phase) (and stage for the optimizer).
+class ProfiledTimes {
+public:
+  ProfiledTimes(std::shared_ptr<const kernels::KernelTable> table, const WorkloadSpec& w)
+      : table_(std::move(table)), w_(w) {}
+
+  graph::ComputeCost operator()(const graph::ComputeQuery& q) {
+    const bool optimizer = q.block == graph::Block::OPTIMIZER || q.phase == graph::Phase::OPTIMIZER;
+    const auto key = std::make_tuple(static_cast<int>(q.block), static_cast<int>(q.phase), optimizer ? q.stage : -1);
+    if (auto it = cache_.find(key); it != cache_.end())
+      return it->second;
+    const graph::ComputeCost cost = optimizer ? sum({kernels::optimizer_kernel(optimizer_params(w_, q.stage))})
+                                              : sum(kernels::block_kernels(w_, step_block(q.block), step_pass(q.phase)));
+    cache_.emplace(key, cost);
+    return cost;
+  }
+
+private:
+  /// Sum of table time × factor plus one launch overhead per kernel; shares by source.
+  graph::ComputeCost sum(const std::vector<kernels::KernelCall>& calls) const {
+    double total = 0;
+    graph::TimeSources s;
+    for (const kernels::KernelCall& c : calls) {
+      const kernels::KernelTime k = table_->lookup(c.shape);
+      const double t = k.time.value() * c.time_factor + table_->launch_overhead().value();
+      total += t;
+      switch (k.source) {
+      case kernels::Source::MEASURED: s.measured += t; break;
+      case kernels::Source::INTERPOLATED: s.interpolated += t; break;
+      case kernels::Source::MODELLED: s.modelled += t; break;
+      }
+    }
+    if (total <= 0)
+      return graph::ComputeCost(Seconds(0.0), graph::TimeSources{.modelled = 1.0});
+    s.measured /= total;
+    s.interpolated /= total;
+    s.modelled /= total;
+    return graph::ComputeCost(Seconds(total), s);
+  }
+
+  std::shared_ptr<const kernels::KernelTable> table_;
+  WorkloadSpec w_;
+  std::map<std::tuple<int, int, int>, graph::ComputeCost> cache_;
+};
+
+} // namespace
+
+std::shared_ptr<const kernels::KernelTable> load_kernel_table(const ClusterSpec& cluster) {
+  if (cluster.gpu.profile.empty())
+    return nullptr;
+  return std::make_shared<const kernels::KernelTable>(kernels::KernelTable::load(cluster.gpu.profile, cluster.gpu));
+}
+
+graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const WorkloadSpec& workload,
+                                        std::shared_ptr<const kernels::KernelTable> table) {
+  if (table) {
+    auto times = std::make_shared<ProfiledTimes>(std::move(table), workload);
+    return [times](const graph::ComputeQuery& q) { return (*times)(q); };
+  }
   const GpuSpec gpu = cluster.gpu;
   const Precision precision = workload.precision;
-  return [gpu, precision](const graph::ComputeQuery& q) { return model::roofline_time(q.flops, q.bytes, gpu, precision); };
+  return [gpu, precision](const graph::ComputeQuery& q) {
+    return graph::ComputeCost(model::roofline_time(q.flops, q.bytes, gpu, precision));
+  };
+}
+
+graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+  return compute_time_model(cluster, workload, load_kernel_table(cluster));
+}
+
+double overlap_slowdown(const ClusterSpec& cluster, const kernels::KernelTable* table) {
+  if (cluster.gpu.overlap_slowdown >= 1.0)
+    return cluster.gpu.overlap_slowdown;
+  return table ? table->overlap_slowdown() : 1.0;
+}
+
+std::vector<kernels::KernelShape> compute_kernel_shapes(const WorkloadSpec& workload) {
+  std::vector<kernels::KernelShape> out = kernels::block_kernel_shapes(workload);
+  std::set<kernels::KernelShape> seen(out.begin(), out.end());
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    const kernels::KernelShape adam = kernels::optimizer_kernel(optimizer_params(workload, stage)).shape;
+    if (seen.insert(adam).second)
+      out.push_back(adam);
+  }
+  return out;
 }
 
 Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, const SimulateOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   Simulation sim;
-  graph::BuildOptions build{.fold_dp = options.fold_dp, .compute_time = compute_time_model(cluster, workload)};
+  const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
+  graph::BuildOptions build{.fold_dp = options.fold_dp, .compute_time = compute_time_model(cluster, workload, table)};
   sim.program = graph::build_step(workload, build);
-  engine::Replay replay(sim.program, cluster, engine::ReplayOptions{.collective_form = options.collective_form});
+  engine::Replay replay(sim.program, cluster, engine::ReplayOptions{.collective_form = options.collective_form, .algorithms = workload.collectives,
+                                                                    .overlap_slowdown = overlap_slowdown(cluster, table.get())});
   sim.result = replay.run();
   sim.summary = report::summarize(sim.program, sim.result.start, sim.result.end, cluster, workload);
   sim.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

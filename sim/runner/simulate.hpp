@@ -6,7 +6,12 @@
 #include "config/spec.hpp"
 #include "engine/replay.hpp"
 #include "graph/step_builder.hpp"
+#include "kernels/kernel_shape.hpp"
+#include "kernels/kernel_table.hpp"
 #include "report/summary.hpp"
+
+#include <memory>
+#include <vector>
 
 namespace stepsim::runner {
 
@@ -22,8 +27,30 @@ struct Simulation {
   double wall_s = 0; ///< host time spent building and replaying (not part of any output file)
 };
 
-/// The compute-time model used for compute tasks (roofline over the cluster's GPU).
+/// The cluster's kernel-time table: `gpu.profile` read for `gpu`, or null when the cluster has
+/// no profile. Throws ConfigError (unreadable or malformed profile, gpu.kind mismatch).
+std::shared_ptr<const kernels::KernelTable> load_kernel_table(const ClusterSpec& cluster);
+
+/// The compute-time model (docs/kernels.md, "From kernels to compute tasks"). With a table:
+/// each compute task is decomposed into its kernels (kernels::block_kernels; the optimizer is
+/// one Adam over the rank's parameters, 1/dp of them with ZeRO >= 1), each kernel's table time
+/// plus the profile's launch overhead is summed, and the answer says which share of it was
+/// measured, interpolated or modelled; cached per (block, phase), and per stage for the
+/// optimizer. Without a table (null): the roofline over `cluster.gpu`, all of it `roofline`.
+/// Precondition: config::check_layout() passed. Lookups throw ModelError.
+graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const WorkloadSpec& workload,
+                                        std::shared_ptr<const kernels::KernelTable> table);
+/// As above with load_kernel_table(cluster).
 graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const WorkloadSpec& workload);
+
+/// Factor >= 1 on compute progress while its GPU communicates: `gpu.overlap_slowdown` when set,
+/// else the table's profile's, else 1.
+double overlap_slowdown(const ClusterSpec& cluster, const kernels::KernelTable* table);
+
+/// Every distinct kernel shape compute_time_model looks up for `workload` (all blocks and
+/// passes, and the Adam of every pipeline stage), first-occurrence order.
+/// Precondition: config::check_layout() passed.
+std::vector<kernels::KernelShape> compute_kernel_shapes(const WorkloadSpec& workload);
 
 /// Builds, replays and summarizes one step. Precondition: config::check_layout() passed.
 /// At most once per process (SimGrid). Throws SimulationError / ModelError.

@@ -41,6 +41,8 @@ Platform build_platform(sg4::Engine& engine, const ClusterSpec& c) {
     throw SimulationError("platform: cluster needs nodes, gpus_per_node and nics >= 1");
   Platform out;
   out.gpu_speed = GPU_SPEED;
+  // GPU pstate 1: compute slowed by communication on the same GPU (engine: overlap_slowdown).
+  const std::vector<double> gpu_pstates{GPU_SPEED, GPU_SPEED / std::max(1.0, c.gpu.overlap_slowdown)};
 
   const int per_leaf = std::max(1, std::min(c.fabric.nodes_per_leaf, c.nodes));
   const int leaves = (c.nodes + per_leaf - 1) / per_leaf;
@@ -88,8 +90,16 @@ Platform build_platform(sg4::Engine& engine, const ClusterSpec& c) {
       simgrid::kernel::routing::NetPoint* gw = nz->create_router(node + "-gw");
       std::vector<sg4::Host*> hosts;
       std::vector<sg4::Link*> nvl_up, nvl_down, nic_up, nic_down;
+      // The node's switch as an endpoint: NVLS flows go GPU -> switch -> GPU over the port links.
+      sg4::Host* sw_host = nz->create_host(node + "-switch", GPU_SPEED);
+      sw_host->seal();
+      out.switches.push_back(sw_host);
+      // PCIe nodes: GPU-to-GPU traffic also crosses the switch / host bridge, shared by all.
+      sg4::Link* bridge = nullptr;
+      if (c.intra == IntraNodeKind::PCIE && c.pcie_host_bandwidth.value() > 0)
+        bridge = make_link(nz, node + "-pcie-bridge", c.pcie_host_bandwidth.value() * c.nvswitch.efficiency, 0.0);
       for (int g = 0; g < c.gpus_per_node; ++g) {
-        sg4::Host* h = nz->create_host(node + "-gpu" + std::to_string(g), GPU_SPEED);
+        sg4::Host* h = nz->create_host(node + "-gpu" + std::to_string(g), gpu_pstates);
         h->seal();
         hosts.push_back(h);
         out.gpus.push_back(h);
@@ -104,9 +114,14 @@ Platform build_platform(sg4::Engine& engine, const ClusterSpec& c) {
         for (int b = 0; b < c.gpus_per_node; ++b) {
           if (a == b)
             continue;
-          nz->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr,
-                        {sg4::LinkInRoute(nvl_up[a]), sg4::LinkInRoute(nvl_down[b])}, false);
+          std::vector<sg4::LinkInRoute> route{sg4::LinkInRoute(nvl_up[a])};
+          if (bridge != nullptr)
+            route.emplace_back(bridge);
+          route.emplace_back(nvl_down[b]);
+          nz->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr, route, false);
         }
+        nz->add_route(hosts[a]->get_netpoint(), sw_host->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl_up[a])}, false);
+        nz->add_route(sw_host->get_netpoint(), hosts[a]->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl_down[a])}, false);
         const int k = nic_of(c, a);
         nz->add_route(hosts[a]->get_netpoint(), gw, nullptr, nullptr, {sg4::LinkInRoute(nic_up[k])}, false);
         nz->add_route(gw, hosts[a]->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nic_down[k])}, false);
@@ -125,6 +140,12 @@ Platform build_platform(sg4::Engine& engine, const ClusterSpec& c) {
   root->seal();
   (void)engine;
   return out;
+}
+
+sg4::Host* endpoint_host(const Platform& platform, int32_t endpoint) {
+  if (endpoint >= 0)
+    return platform.gpus.at(static_cast<size_t>(endpoint));
+  return platform.switches.at(static_cast<size_t>(-1 - endpoint));
 }
 
 Seconds route_latency(const Platform& platform, int a, int b) {

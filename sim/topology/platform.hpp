@@ -7,6 +7,7 @@
 #include "config/spec.hpp"
 #include "core/units.hpp"
 
+#include <cstdint>
 #include <vector>
 
 namespace simgrid::s4u {
@@ -17,7 +18,10 @@ class Host;
 namespace stepsim::topology {
 
 struct Platform {
-  std::vector<simgrid::s4u::Host*> gpus; ///< index = GPU number = global rank
+  /// index = GPU number = global rank. pstate 0 runs at gpu_speed, pstate 1 at
+  /// gpu_speed / cluster.gpu.overlap_slowdown (the engine switches while the GPU communicates).
+  std::vector<simgrid::s4u::Host*> gpus;
+  std::vector<simgrid::s4u::Host*> switches; ///< per node: its NVSwitch as an endpoint (NVLS flows)
   simgrid::s4u::Host* timer = nullptr;  ///< many-core host that runs pure delays
   double gpu_speed = 0;                 ///< host speed: SimGrid flops per simulated second
 };
@@ -32,6 +36,9 @@ Seconds route_latency(const Platform& platform, int a, int b);
 
 /// Lowest bandwidth along the route between GPUs a and b.
 BytesPerSec route_bandwidth(const Platform& platform, int a, int b);
+
+/// The host standing for `endpoint`: a GPU (>= 0) or a node's switch (collectives::switch_endpoint).
+simgrid::s4u::Host* endpoint_host(const Platform& platform, int32_t endpoint);
 
 /// Index of the NIC that GPU `local_gpu` of a node uses (GPUs spread evenly over NICs).
 int nic_of(const ClusterSpec& cluster, int local_gpu);

@@ -212,12 +212,9 @@ void task_name(const Task& t, Text& name) {
     }
   } else if (t.op == CollectiveOp::SEND) {
     name << graph::to_string(t.group) << " send " << short_phase(t.phase);
-  } else if (t.group == CommGroup::DP) {
-    // A DP task's layer field holds its gradient-bucket index.
+  } else if (t.group == CommGroup::DP && t.bucket >= 0) {
     name << graph::to_string(t.group) << ' ' << graph::to_string(t.op);
-    if (with_layer)
-      (name << " bucket ").num(int64_t{t.layer});
-    with_layer = false;
+    (name << " bucket ").num(int64_t{t.bucket});
   } else {
     name << graph::to_string(t.group) << ' ' << graph::to_string(t.op);
   }
@@ -246,7 +243,9 @@ void task_args(const graph::StepGraph& g, const Task& t, Text& args) {
   } else {
     args << ",\"op\":\"" << graph::to_string(t.op) << '"';
     if (t.layer >= 0)
-      (args << (t.group == CommGroup::DP ? ",\"bucket\":" : ",\"layer\":")).num(int64_t{t.layer});
+      (args << ",\"layer\":").num(int64_t{t.layer});
+    if (t.bucket >= 0)
+      (args << ",\"bucket\":").num(int64_t{t.bucket});
     if (t.micro_batch >= 0)
       (args << ",\"micro_batch\":").num(int64_t{t.micro_batch});
     if (t.bytes.value() > 0)
@@ -455,6 +454,25 @@ void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
       }
     }
     out.maybe_flush();
+  }
+
+  // Memory counter tracks (GiB), one per simulated GPU.
+  if (in.memory) {
+    for (const CounterSeries& series : *in.memory) {
+      if (!ranks.has(series.gpu))
+        continue;
+      for (const auto& [time, bytes] : series.samples) {
+        sep();
+        out.put("{\"ph\":\"C\",\"pid\":");
+        out.put_int(series.gpu);
+        out.put(",\"ts\":");
+        out.put_us(std::max<int64_t>(to_ns(Seconds(time)), 0));
+        out.put(",\"name\":\"memory\",\"args\":{\"GiB\":");
+        out.put_double(std::round(bytes / (1024.0 * 1024.0 * 1024.0) * 1e6) / 1e6);
+        out.put("}}");
+      }
+      out.maybe_flush();
+    }
   }
 
   out.put("\n],\"displayTimeUnit\":\"ms\",\"metadata\":{\"generator\":\"stepsim\",\"workload\":");

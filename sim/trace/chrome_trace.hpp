@@ -10,6 +10,7 @@
 // thread never overlap. Times are printed in microseconds with nanosecond resolution.
 
 #include "config/spec.hpp"
+#include "core/counter_series.hpp"
 #include "core/units.hpp"
 #include "graph/step_builder.hpp"
 
@@ -25,6 +26,7 @@ struct TraceInput {
   const std::vector<Seconds>& end;   ///< per task id: simulated end
   const ClusterSpec& cluster;        ///< names the run; gpus_per_node places ranks on nodes
   const WorkloadSpec& workload;      ///< names the run
+  const std::vector<CounterSeries>* memory = nullptr; ///< bytes in use per GPU: a "memory" counter track
 };
 
 /// Writes `in` as a Chrome trace-event JSON object

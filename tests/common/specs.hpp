@@ -8,7 +8,17 @@ namespace stepsim::test {
 
 /// A100-like GPU: 312 TFLOP/s bf16, 2 TB/s HBM.
 inline GpuSpec a100() {
-  return GpuSpec{"A100", FlopsPerSec(312e12), FlopsPerSec(312e12), Bytes(80.0 * (1 << 30)), BytesPerSec(2039e9), 0.7, 0.85, Bytes(1024.0 * 1024 * 1024), 1.10};
+  GpuSpec g;
+  g.kind = "A100";
+  g.peak_bf16 = FlopsPerSec(312e12);
+  g.peak_fp16 = FlopsPerSec(312e12);
+  g.hbm_capacity = Bytes(80.0 * (1 << 30));
+  g.hbm_bandwidth = BytesPerSec(2039e9);
+  g.compute_efficiency = 0.7;
+  g.memory_efficiency = 0.85;
+  g.runtime_overhead = Bytes(1024.0 * 1024 * 1024);
+  g.allocator_fragmentation = 1.10;
+  return g;
 }
 
 /// DGX-like cluster: NVSwitch 300 GB/s per direction at 80 %, 3 us; NICs 25 GB/s at 96 %, 4 us;

@@ -397,7 +397,7 @@ TEST_F(ConfigTest, RejectsUnknownKeyListingTheKnownOnes) {
   const std::string yaml = CLUSTER + "colour: blue\n";
   const std::string msg = cluster_error(yaml);
   expect_contains(msg, {in_cluster(yaml, "^colour"), "unknown key 'colour'",
-                        "expected one of name, nodes, gpus_per_node, gpu, nvswitch, nics, fabric"});
+                        "expected one of name, nodes, gpus_per_node, gpu, nvswitch, pcie, nics, fabric"});
   EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
 }
 
@@ -498,7 +498,7 @@ TEST_F(ConfigTest, RejectsOversubscriptionBelowOne) {
 TEST_F(ConfigTest, RejectsUnknownFabricKindListingAllowedValues) {
   const std::string yaml = replace(CLUSTER, "kind: fat_tree", "kind: dragonfly");
   expect_contains(cluster_error(yaml), {in_cluster(yaml, "kind: ^dragonfly"), "key 'fabric.kind'",
-                                        "expected one of fat_tree, found 'dragonfly'"});
+                                        "expected one of fat_tree, rail_optimized, found 'dragonfly'"});
   const std::string close = replace(CLUSTER, "kind: fat_tree", "kind: fattree");
   expect_contains(cluster_error(close), {"did you mean 'fat_tree'?"});
 }

@@ -161,3 +161,46 @@ TEST(EndToEnd, FailedRunWritesNothing) {
   EXPECT_FALSE(fs::exists(out / "summary.json"));
   EXPECT_FALSE(fs::exists(out / "trace.json"));
 }
+
+// Not fitting in memory is an answer, not an error: exit 0 with fits_in_memory false and the
+// reason in summary.json; --fail-on-oom turns it into exit code 3. (GPT-3 175B, TP8 PP8,
+// micro-batch 1 without recomputation needs ~100 GiB on stage 0: MODEL.md §3.)
+TEST(EndToEnd, OutOfMemoryIsReportedAndFailOnOomExitsThree) {
+  const fs::path out = temp_dir("oom");
+  const std::string args = "run --no-trace --cluster " + src("topologies/dgx-a100-superpod.yaml") + " --workload " +
+                           src("workloads/gpt3-175b.yaml") +
+                           " --set training.recompute=none --set cluster.nodes=64 --set batch.global_batch=64";
+  const Result r = run_stepsim(args + " --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
+  EXPECT_FALSE(j["fits_in_memory"].get<bool>());
+  EXPECT_GT(j["memory"]["peak_bytes"].get<double>(), j["memory"]["capacity_bytes"].get<double>());
+  EXPECT_TRUE(j["memory"].contains("oom"));
+  EXPECT_GT(j["memory"]["oom"]["over_by_bytes"].get<double>(), 0.0);
+  for (const char* k : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes",
+                        "peak_bytes", "capacity_bytes", "stage_peak_bytes"})
+    EXPECT_TRUE(j["memory"].contains(k)) << k;
+  EXPECT_EQ(run_stepsim(args + " --quiet --fail-on-oom").code, 3);
+  fs::remove_all(out);
+}
+
+// `stepsim memory` prints the static ledger per stage without simulating, and agrees with the
+// simulated peak of summary.json for the worst GPU.
+TEST(EndToEnd, MemoryCommandMatchesSimulatedPeak) {
+  const std::string common = "--cluster " + src("topologies/dgx-a100-superpod.yaml") + " --workload " +
+                             src("workloads/gpt3-175b.yaml");
+  const Result m = run_stepsim("memory " + common);
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("stage 7"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("fits in memory"), std::string::npos) << m.out;
+  const fs::path out = temp_dir("mem");
+  ASSERT_EQ(run_stepsim("run --quiet --no-trace " + common + " --out " + out.string()).code, 0);
+  const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
+  const double peak_gib = j["memory"]["peak_bytes"].get<double>() / (1024.0 * 1024 * 1024);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", peak_gib);
+  EXPECT_NE(m.out.find(text), std::string::npos) << "simulated peak " << text << " GiB not in:\n" << m.out;
+  EXPECT_EQ(run_stepsim("memory " + common + " --set training.recompute=none --fail-on-oom").code, 3);
+  fs::remove_all(out);
+}

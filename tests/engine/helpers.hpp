@@ -44,6 +44,8 @@ inline std::vector<graph::Rank> iota_ranks(int first, int n) {
 inline double step_time(const graph::StepProgram& prog, const ClusterSpec& cluster, engine::CollectiveForm form) {
   engine::ReplayOptions o;
   o.collective_form = form;
+  // These tests check the ring's closed forms: force it (AUTO may pick tree, NVLS, ...).
+  o.algorithms = {CollectiveAlgorithm::RING, CollectiveAlgorithm::RING, CollectiveAlgorithm::RING};
   engine::Replay replay(prog, cluster, o);
   return replay.run().step_time.value();
 }

@@ -25,8 +25,15 @@ ClusterSpec small_cluster() {
   c.name = "test-cluster \"1x8\"";
   c.nodes = 1;
   c.gpus_per_node = 8;
-  c.gpu = GpuSpec{"A100", FlopsPerSec(312e12), FlopsPerSec(312e12), Bytes(80.0 * (1 << 30)), BytesPerSec(2039e9),
-                  0.7, 0.85, Bytes(1024.0 * 1024 * 1024), 1.10};
+  c.gpu.kind = "A100";
+  c.gpu.peak_bf16 = FlopsPerSec(312e12);
+  c.gpu.peak_fp16 = FlopsPerSec(312e12);
+  c.gpu.hbm_capacity = Bytes(80.0 * (1 << 30));
+  c.gpu.hbm_bandwidth = BytesPerSec(2039e9);
+  c.gpu.compute_efficiency = 0.7;
+  c.gpu.memory_efficiency = 0.85;
+  c.gpu.runtime_overhead = Bytes(1024.0 * 1024 * 1024);
+  c.gpu.allocator_fragmentation = 1.10;
   c.nvswitch = LinkSpec{BytesPerSec(300e9), Seconds(3e-6), 0.8};
   c.nics_per_node = 8;
   c.nic = LinkSpec{BytesPerSec(25e9), Seconds(3e-6), 0.96};

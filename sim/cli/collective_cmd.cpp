@@ -1,0 +1,185 @@
+// `stepsim collective`: an nccl-tests-like sweep of one collective over the first N GPUs of a
+// cluster. All sizes run in ONE simulation (SimGrid allows one per process), as a chain of
+// collective tasks: each starts when the previous one ends, so each is measured alone.
+
+#include "cli/commands.hpp"
+#include "collectives/collective.hpp"
+#include "config/config.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "engine/replay.hpp"
+#include "graph/step_builder.hpp"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace stepsim::cli {
+
+namespace {
+
+constexpr const char* COLLECTIVE_USAGE = R"(usage: stepsim collective --cluster FILE --op OP --gpus N [options]
+
+Simulates OP over GPUs 0..N-1 at each size, one after the other, and prints an nccl-tests-style
+table (bus bandwidth as nccl-tests defines it).
+
+options:
+  --cluster FILE         cluster description (topologies/*.yaml)
+  --op OP                all_reduce | all_gather | reduce_scatter | broadcast | reduce | all_to_all | p2p
+  --gpus N               ranks (p2p: GPU 0 sends to GPU N-1)
+  --sizes A:B | A        sizes from A to B doubling (default 1MiB:8GiB), or one size
+  --algorithm A          auto | ring | tree | hierarchical | nvls | pairwise (default auto)
+  --collectives FORM     auto | fine | coarse (default auto)
+  --csv FILE             also write op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps
+  --set PATH=VALUE       override a cluster key: --set cluster.nodes=2
+)";
+
+graph::CollectiveOp graph_op(collectives::Op op) {
+  switch (op) {
+  case collectives::Op::ALL_REDUCE: return graph::CollectiveOp::ALL_REDUCE;
+  case collectives::Op::ALL_GATHER: return graph::CollectiveOp::ALL_GATHER;
+  case collectives::Op::REDUCE_SCATTER: return graph::CollectiveOp::REDUCE_SCATTER;
+  case collectives::Op::SEND: return graph::CollectiveOp::SEND;
+  case collectives::Op::BROADCAST: return graph::CollectiveOp::BROADCAST;
+  case collectives::Op::REDUCE: return graph::CollectiveOp::REDUCE;
+  case collectives::Op::ALL_TO_ALL: return graph::CollectiveOp::ALL_TO_ALL;
+  }
+  return graph::CollectiveOp::ALL_REDUCE;
+}
+
+std::vector<Bytes> parse_sizes(const std::string& text) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos)
+    return {config::parse_bytes(text, "--sizes")};
+  const Bytes lo = config::parse_bytes(text.substr(0, colon), "--sizes");
+  const Bytes hi = config::parse_bytes(text.substr(colon + 1), "--sizes");
+  if (lo.value() <= 0 || hi < lo)
+    throw ConfigError("--sizes: expected A:B with 0 < A <= B, found '" + text + "'");
+  std::vector<Bytes> out;
+  for (Bytes s = lo; s <= hi; s = s * 2.0)
+    out.push_back(s);
+  return out;
+}
+
+engine::CollectiveForm parse_form(const std::string& v) {
+  if (v == "auto")
+    return engine::CollectiveForm::AUTO;
+  if (v == "fine")
+    return engine::CollectiveForm::FINE;
+  if (v == "coarse")
+    return engine::CollectiveForm::COARSE;
+  throw ConfigError("--collectives: expected auto, fine or coarse, got '" + v + "'");
+}
+
+} // namespace
+
+int collective_command(Args& args, std::ostream& out, std::ostream& err) {
+  (void)err;
+  if (args.flag("--help")) {
+    out << COLLECTIVE_USAGE;
+    return 0;
+  }
+  const std::string cluster_file = args.required("--cluster");
+  const std::string op_text = args.required("--op");
+  const std::string gpus_text = args.required("--gpus");
+  const std::string sizes_text = args.value("--sizes", "1MiB:8GiB");
+  const std::string algorithm_text = args.value("--algorithm", "auto");
+  const std::string csv_file = args.value("--csv", "");
+  const engine::CollectiveForm form = parse_form(args.value("--collectives", "auto"));
+  std::vector<config::Override> overrides;
+  for (const std::string& s : args.values("--set"))
+    overrides.push_back(config::parse_override(s));
+  args.finish();
+
+  collectives::Op op;
+  collectives::Algorithm algorithm;
+  try {
+    op = collectives::parse_op(op_text);
+    algorithm = collectives::parse_algorithm(algorithm_text);
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string("--op/--algorithm: ") + e.what());
+  }
+  int n = 0;
+  try {
+    n = std::stoi(gpus_text);
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  const std::vector<Bytes> sizes = parse_sizes(sizes_text);
+  const ClusterSpec cluster = config::load_cluster(cluster_file, overrides);
+  if (n < 2 || n > cluster.num_gpus())
+    throw ConfigError("--gpus: expected an integer in 2.." + std::to_string(cluster.num_gpus()) + " (the cluster's GPUs), found '" +
+                      gpus_text + "'");
+
+  std::vector<graph::Rank> ranks;
+  if (op == collectives::Op::SEND)
+    ranks = {0, n - 1};
+  else
+    for (int i = 0; i < n; ++i)
+      ranks.push_back(i);
+
+  graph::StepProgram prog;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    graph::Task t;
+    t.group = graph::CommGroup::DP;
+    t.op = graph_op(op);
+    t.stream = graph::Stream::DP_COMM;
+    t.rank = 0;
+    t.bytes = sizes[i];
+    const graph::TaskId id = prog.graph.add_collective(t, ranks);
+    if (i > 0)
+      prog.graph.add_edge(id - 1, id);
+  }
+  prog.graph.finalize();
+  prog.simulated_ranks = ranks;
+  prog.grid = graph::RankGrid{n, 1, 1};
+  prog.micro_batches = 1;
+
+  engine::ReplayOptions options;
+  options.collective_form = form;
+  options.algorithms.dp = algorithm;
+  engine::Replay replay(prog, cluster, options);
+  const engine::ReplayResult r = replay.run();
+
+  struct Row {
+    double size, time, algbw, busbw;
+    std::string algorithm;
+  };
+  std::vector<Row> rows;
+  // The algorithm AUTO resolves to, reported per size (the engine resolves it the same way).
+  const int nr = static_cast<int>(ranks.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const double t = r.end[i].value() - r.start[i].value();
+    const double algbw = t > 0 ? sizes[i].value() / t / 1e9 : 0.0;
+    std::string name = op == collectives::Op::SEND ? "direct" : std::string(collectives::to_string(algorithm));
+    if (op != collectives::Op::SEND)
+      name = std::string(collectives::to_string(r.algorithm[i]));
+    rows.push_back({sizes[i].value(), t, algbw, algbw * collectives::bus_factor(op, nr), name});
+  }
+
+  char line[256];
+  std::snprintf(line, sizeof line, "# %s over %d GPUs of %s\n", std::string(collectives::to_string(op)).c_str(), n,
+                cluster.name.c_str());
+  out << line;
+  std::snprintf(line, sizeof line, "#%15s %12s %12s %12s  %s\n", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+                "algorithm");
+  out << line;
+  for (const Row& row : rows) {
+    std::snprintf(line, sizeof line, "%16.0f %12.2f %12.2f %12.2f  %s\n", row.size, row.time * 1e6, row.algbw, row.busbw,
+                  row.algorithm.c_str());
+    out << line;
+  }
+  if (!csv_file.empty()) {
+    write_file_atomically(csv_file, [&](std::ostream& o) {
+      o << "op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps\n";
+      for (const Row& row : rows) {
+        std::snprintf(line, sizeof line, "%s,%.0f,%d,%s,%.9g,%.6g,%.6g\n", std::string(collectives::to_string(op)).c_str(),
+                      row.size, n, row.algorithm.c_str(), row.time, row.algbw, row.busbw);
+        o << line;
+      }
+    });
+  }
+  return 0;
+}
+
+} // namespace stepsim::cli

@@ -1,0 +1,73 @@
+// `stepsim memory`: the static per-GPU memory ledger of a layout, per pipeline stage, without
+// simulating (fast enough to call inside a search loop).
+
+#include "cli/commands.hpp"
+#include "config/config.hpp"
+#include "model/memory.hpp"
+#include "report/memory_timeline.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace stepsim::cli {
+
+namespace {
+
+constexpr const char* MEMORY_USAGE = R"(usage: stepsim memory --cluster FILE --workload FILE [--set PATH=VALUE]... [--fail-on-oom]
+
+Prints the per-GPU memory ledger of each pipeline stage (no simulation): weights, gradients,
+optimizer states, activations of the micro-batches in flight, other (ZeRO-3 gathered layers,
+communication buffers, runtime overhead, allocator fragmentation), the peak and whether it fits.
+Exit 0, or 3 with --fail-on-oom when a stage does not fit.
+)";
+
+std::string cell(Bytes b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%9.2f", b.value() / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+} // namespace
+
+int memory_command(Args& args, std::ostream& out, std::ostream& err) {
+  if (args.flag("--help")) {
+    out << MEMORY_USAGE;
+    return 0;
+  }
+  const std::string cluster_file = args.required("--cluster");
+  const std::string workload_file = args.required("--workload");
+  std::vector<config::Override> overrides;
+  for (const std::string& s : args.values("--set"))
+    overrides.push_back(config::parse_override(s));
+  const bool fail_on_oom = args.flag("--fail-on-oom");
+  args.finish();
+
+  const ClusterSpec cluster = config::load_cluster(cluster_file, overrides);
+  WorkloadSpec w = config::load_workload(workload_file, overrides);
+  config::check_layout(cluster, w);
+
+  out << "stepsim memory: " << w.name << " on " << cluster.name << " (tp " << w.parallel.tp << ", pp "
+      << w.parallel.pp << ", dp " << w.parallel.dp << ", zero " << w.parallel.zero_stage << ", micro-batch "
+      << w.batch.micro_batch << ", " << w.micro_batches() << " micro-batches)\n"
+      << "  GiB per GPU   weights  gradients  optimizer  activations     other      peak  capacity  in-flight\n";
+  bool fits = true;
+  for (int p = 0; p < w.parallel.pp; ++p) {
+    const model::MemoryLedger l = model::static_memory(w, cluster.gpu, p);
+    const bool ok = l.peak() <= cluster.gpu.hbm_capacity;
+    fits = fits && ok;
+    char stage[32];
+    std::snprintf(stage, sizeof stage, "  stage %-5d", p);
+    out << stage << cell(l.weights) << "  " << cell(l.gradients) << "  " << cell(l.optimizer) << "    "
+        << cell(l.activations) << " " << cell(l.other()) << " " << cell(l.peak()) << " "
+        << cell(cluster.gpu.hbm_capacity) << "  " << model::in_flight_micro_batches(w, p) << (ok ? "" : "  DOES NOT FIT")
+        << '\n';
+  }
+  out << (fits ? "  fits in memory\n" : "  *** DOES NOT FIT IN MEMORY ***\n");
+  if (!fits && fail_on_oom) {
+    err << "stepsim: a pipeline stage does not fit in " << report::gib(cluster.gpu.hbm_capacity) << '\n';
+    return 3;
+  }
+  return 0;
+}
+
+} // namespace stepsim::cli

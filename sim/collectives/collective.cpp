@@ -1,0 +1,754 @@
+#include "collectives/collective.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace stepsim::collectives {
+
+namespace {
+
+/// Bytes per pipeline chunk of the chunked algorithms (tree, chain, NVLS) in their fine form.
+constexpr double CHUNK_BYTES = 1024.0 * 1024.0;
+constexpr int MAX_CHUNKS = 64;
+
+int chunks_for(double bytes) {
+  return static_cast<int>(std::clamp(std::ceil(bytes / CHUNK_BYTES), 1.0, static_cast<double>(MAX_CHUNKS)));
+}
+
+/// The group's GPUs by node, nodes in order of first appearance, GPUs in the given order.
+std::vector<std::vector<int32_t>> by_node(std::span<const int32_t> gpus, const TopologyView& v) {
+  std::vector<std::vector<int32_t>> out;
+  std::vector<int> node_ids;
+  for (int32_t g : gpus) {
+    const int node = v.node_of(g);
+    const auto it = std::find(node_ids.begin(), node_ids.end(), node);
+    if (it == node_ids.end()) {
+      node_ids.push_back(node);
+      out.push_back({g});
+    } else {
+      out[static_cast<size_t>(it - node_ids.begin())].push_back(g);
+    }
+  }
+  return out;
+}
+
+/// Appends flows; dependencies given as flow indices.
+class Builder {
+public:
+  explicit Builder(FlowProgram& p) : p_(p) {
+    if (p_.dep_begin.empty())
+      p_.dep_begin.push_back(0);
+  }
+  uint32_t add(int32_t src, int32_t dst, double bytes, std::initializer_list<int64_t> deps = {}) {
+    p_.flows.push_back({src, dst, bytes});
+    for (int64_t d : deps)
+      if (d >= 0)
+        p_.deps.push_back(static_cast<uint32_t>(d));
+    p_.dep_begin.push_back(static_cast<uint32_t>(p_.deps.size()));
+    return static_cast<uint32_t>(p_.flows.size() - 1);
+  }
+  uint32_t add(int32_t src, int32_t dst, double bytes, const std::vector<int64_t>& deps) {
+    p_.flows.push_back({src, dst, bytes});
+    for (int64_t d : deps)
+      if (d >= 0)
+        p_.deps.push_back(static_cast<uint32_t>(d));
+    p_.dep_begin.push_back(static_cast<uint32_t>(p_.deps.size()));
+    return static_cast<uint32_t>(p_.flows.size() - 1);
+  }
+  [[nodiscard]] uint32_t size() const { return static_cast<uint32_t>(p_.flows.size()); }
+
+private:
+  FlowProgram& p_;
+};
+
+struct PairFigures {
+  Seconds alpha;
+  BytesPerSec beta = BytesPerSec(std::numeric_limits<double>::infinity());
+  bool present = false;
+};
+
+/// Latency and bandwidth of a representative intra-node and inter-node pair of the group.
+struct GroupShape {
+  int n = 0;
+  int nodes = 0;
+  int per_node = 0; ///< GPUs of the group on its fullest node
+  bool uniform = true;
+  PairFigures intra, inter;
+};
+
+GroupShape shape_of(std::span<const int32_t> gpus, const TopologyView& v) {
+  GroupShape s;
+  s.n = static_cast<int>(gpus.size());
+  const auto groups = by_node(gpus, v);
+  s.nodes = static_cast<int>(groups.size());
+  for (const auto& g : groups) {
+    s.per_node = std::max(s.per_node, static_cast<int>(g.size()));
+    if (g.size() != groups.front().size())
+      s.uniform = false;
+    if (!s.intra.present && g.size() >= 2 && v.latency && v.bandwidth) {
+      s.intra = {v.latency(g[0], g[1]), v.bandwidth(g[0], g[1]), true};
+    }
+  }
+  if (groups.size() >= 2 && v.latency && v.bandwidth)
+    s.inter = {v.latency(groups[0][0], groups[1][0]), v.bandwidth(groups[0][0], groups[1][0]), true};
+  return s;
+}
+
+// ---- ring with channels -------------------------------------------------------------------------
+
+/// Channel c's ring: every node's GPUs rotated so that the ring enters the node at a GPU on NIC c
+/// (and leaves it from a GPU on another NIC), nodes in order.
+std::vector<int32_t> channel_ring(const std::vector<std::vector<int32_t>>& groups, int c, int nch) {
+  std::vector<int32_t> order;
+  for (const auto& g : groups) {
+    const size_t m = g.size();
+    const size_t shift = (static_cast<size_t>(c) * m / static_cast<size_t>(nch)) % m;
+    for (size_t i = 0; i < m; ++i)
+      order.push_back(g[(i + shift) % m]);
+  }
+  return order;
+}
+
+std::vector<std::vector<int32_t>> channel_rings(std::span<const int32_t> gpus, const TopologyView& v) {
+  const int nch = channels(gpus, v);
+  if (nch == 1)
+    return {std::vector<int32_t>(gpus.begin(), gpus.end())};
+  const auto groups = by_node(gpus, v);
+  std::vector<std::vector<int32_t>> out;
+  for (int c = 0; c < nch; ++c)
+    out.push_back(channel_ring(groups, c, nch));
+  return out;
+}
+
+void append_ring(FlowProgram& p, Op op, const std::vector<std::vector<int32_t>>& rings, Bytes size, Form form,
+                 const TopologyView& v) {
+  Builder b(p);
+  const int nch = static_cast<int>(rings.size());
+  const int n = static_cast<int>(rings.front().size());
+  const int steps = ring_steps(op, n);
+  const double chunk = size.value() / n / nch;
+  Seconds alpha(0.0);
+  for (const auto& ring : rings) {
+    const uint32_t base = b.size();
+    if (form == Form::COARSE) {
+      for (int i = 0; i < n; ++i) {
+        const int32_t src = ring[static_cast<size_t>(i)], dst = ring[static_cast<size_t>((i + 1) % n)];
+        b.add(src, dst, chunk * steps);
+        if (v.latency)
+          alpha = std::max(alpha, v.latency(src, dst));
+      }
+      continue;
+    }
+    for (int k = 0; k < steps; ++k)
+      for (int i = 0; i < n; ++i) {
+        const int64_t prev = k > 0 ? static_cast<int64_t>(base) + (k - 1) * n : -1;
+        b.add(ring[static_cast<size_t>(i)], ring[static_cast<size_t>((i + 1) % n)], chunk,
+              {prev < 0 ? -1 : prev + i, prev < 0 ? -1 : prev + (i + n - 1) % n});
+      }
+  }
+  if (form == Form::COARSE)
+    p.tail_delay += alpha * static_cast<double>(steps - 1);
+}
+
+// ---- chains (broadcast, reduce) -----------------------------------------------------------------
+
+/// Pipelined chain seq[0] -> seq[1] -> ... carrying `bytes`, C chunks.
+void append_chain(FlowProgram& p, const std::vector<int32_t>& seq, double bytes, Form form, const TopologyView& v) {
+  Builder b(p);
+  const int n = static_cast<int>(seq.size());
+  const int C = chunks_for(bytes);
+  const double chunk = bytes / C;
+  if (form == Form::COARSE) {
+    Seconds alpha(0.0);
+    double beta = std::numeric_limits<double>::infinity();
+    for (int i = 0; i + 1 < n; ++i) {
+      b.add(seq[static_cast<size_t>(i)], seq[static_cast<size_t>(i + 1)], bytes);
+      if (v.latency)
+        alpha = std::max(alpha, v.latency(seq[static_cast<size_t>(i)], seq[static_cast<size_t>(i + 1)]));
+      if (v.bandwidth)
+        beta = std::min(beta, v.bandwidth(seq[static_cast<size_t>(i)], seq[static_cast<size_t>(i + 1)]).value());
+    }
+    p.tail_delay += alpha * static_cast<double>(n + C - 3) + Seconds(std::isfinite(beta) ? (n - 2) * chunk / beta : 0.0);
+    return;
+  }
+  const uint32_t base = b.size();
+  const int edges = n - 1;
+  for (int k = 0; k < C; ++k)
+    for (int i = 0; i < edges; ++i) {
+      const int64_t same_sender = k > 0 ? base + static_cast<int64_t>((k - 1) * edges + i) : -1;
+      const int64_t arrived = i > 0 ? base + static_cast<int64_t>(k * edges + i - 1) : -1;
+      b.add(seq[static_cast<size_t>(i)], seq[static_cast<size_t>(i + 1)], chunk, {same_sender, arrived});
+    }
+}
+
+// ---- double binary tree ---------------------------------------------------------------------------
+
+struct Tree {
+  std::vector<int32_t> gpu;    ///< vertex -> GPU
+  std::vector<int> parent;     ///< vertex -> parent vertex, -1 for the root
+  std::vector<std::vector<int>> children;
+  int root = 0;
+  int depth = 0;
+};
+
+/// Trees over nodes (heap layout over the node order, reversed for the mirror tree) with a chain
+/// inside each node (rotated per channel, reversed in the mirror tree).
+Tree build_tree(const std::vector<std::vector<int32_t>>& groups, bool mirror, int c, int nch) {
+  Tree t;
+  const int N = static_cast<int>(groups.size());
+  std::vector<int> head(static_cast<size_t>(N));
+  std::vector<int> node_at(static_cast<size_t>(N));
+  for (int j = 0; j < N; ++j)
+    node_at[static_cast<size_t>(j)] = mirror ? N - 1 - j : j;
+  for (int j = 0; j < N; ++j) {
+    const auto& g = groups[static_cast<size_t>(node_at[static_cast<size_t>(j)])];
+    const size_t m = g.size();
+    const size_t shift = (static_cast<size_t>(c) * m / static_cast<size_t>(nch)) % m;
+    std::vector<int32_t> chain;
+    for (size_t i = 0; i < m; ++i)
+      chain.push_back(g[(i + shift) % m]);
+    if (mirror)
+      std::reverse(chain.begin(), chain.end());
+    head[static_cast<size_t>(j)] = static_cast<int>(t.gpu.size());
+    for (size_t i = 0; i < m; ++i) {
+      t.gpu.push_back(chain[i]);
+      t.parent.push_back(i == 0 ? -1 : static_cast<int>(t.gpu.size()) - 2);
+    }
+  }
+  for (int j = 1; j < N; ++j)
+    t.parent[static_cast<size_t>(head[static_cast<size_t>(j)])] = head[static_cast<size_t>((j - 1) / 2)];
+  t.root = 0;
+  t.children.assign(t.gpu.size(), {});
+  for (size_t x = 0; x < t.gpu.size(); ++x)
+    if (t.parent[x] >= 0)
+      t.children[static_cast<size_t>(t.parent[x])].push_back(static_cast<int>(x));
+  for (size_t x = 0; x < t.gpu.size(); ++x) {
+    int d = 0;
+    for (int y = static_cast<int>(x); t.parent[static_cast<size_t>(y)] >= 0; y = t.parent[static_cast<size_t>(y)])
+      ++d;
+    t.depth = std::max(t.depth, d);
+  }
+  return t;
+}
+
+void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form,
+                            const TopologyView& v) {
+  Builder b(p);
+  const auto groups = by_node(gpus, v);
+  const int nch = groups.size() > 1 ? channels(gpus, v) : 1;
+  const double per_tree = size.value() / (2.0 * nch);
+  const int C = chunks_for(per_tree);
+  const double chunk = per_tree / C;
+  Seconds alpha(0.0);
+  double beta = std::numeric_limits<double>::infinity();
+  int depth = 0;
+  for (int c = 0; c < nch; ++c)
+    for (bool mirror : {false, true}) {
+      const Tree t = build_tree(groups, mirror, c, nch);
+      depth = std::max(depth, t.depth);
+      const int V = static_cast<int>(t.gpu.size());
+      if (form == Form::COARSE) {
+        for (int x = 0; x < V; ++x) {
+          if (t.parent[static_cast<size_t>(x)] < 0)
+            continue;
+          const int32_t a = t.gpu[static_cast<size_t>(x)], pa = t.gpu[static_cast<size_t>(t.parent[static_cast<size_t>(x)])];
+          b.add(a, pa, per_tree);
+          b.add(pa, a, per_tree);
+          if (v.latency)
+            alpha = std::max({alpha, v.latency(a, pa), v.latency(pa, a)});
+          if (v.bandwidth)
+            beta = std::min({beta, v.bandwidth(a, pa).value(), v.bandwidth(pa, a).value()});
+        }
+        continue;
+      }
+      // Vertices are numbered parents before children, so up flows are created deepest first and
+      // down flows root first; idx_up / idx_down remember each flow's index.
+      std::vector<int64_t> idx_up(static_cast<size_t>(C * V), -1), idx_down(static_cast<size_t>(C * V), -1);
+      auto at = [V](int k, int x) { return static_cast<size_t>(k * V + x); };
+      for (int k = 0; k < C; ++k) {
+        for (int x = V - 1; x >= 0; --x) {
+          const int par = t.parent[static_cast<size_t>(x)];
+          if (par < 0)
+            continue;
+          std::vector<int64_t> deps;
+          for (int ch : t.children[static_cast<size_t>(x)])
+            deps.push_back(idx_up[at(k, ch)]);
+          if (k > 0)
+            deps.push_back(idx_up[at(k - 1, x)]);
+          idx_up[at(k, x)] = b.add(t.gpu[static_cast<size_t>(x)], t.gpu[static_cast<size_t>(par)], chunk, deps);
+        }
+        for (int x = 0; x < V; ++x) {
+          const int par = t.parent[static_cast<size_t>(x)];
+          if (par < 0)
+            continue;
+          std::vector<int64_t> deps;
+          if (t.parent[static_cast<size_t>(par)] < 0) {
+            for (int ch : t.children[static_cast<size_t>(par)])
+              deps.push_back(idx_up[at(k, ch)]);
+          } else {
+            deps.push_back(idx_down[at(k, par)]);
+          }
+          if (k > 0)
+            deps.push_back(idx_down[at(k - 1, x)]);
+          idx_down[at(k, x)] = b.add(t.gpu[static_cast<size_t>(par)], t.gpu[static_cast<size_t>(x)], chunk, deps);
+        }
+      }
+    }
+  if (form == Form::COARSE) {
+    const double s = std::isfinite(beta) ? chunk / beta : 0.0;
+    p.tail_delay += alpha * static_cast<double>(2 * depth + C - 2) + Seconds((2 * depth - 1) * s);
+  }
+}
+
+// ---- hierarchical -------------------------------------------------------------------------------
+
+/// Appends `phase` after what is already in `p`: each rank's first flows wait for the last
+/// flows it sent and received before (a per-rank barrier between phases).
+void append_phase(FlowProgram& p, const FlowProgram& phase, std::vector<std::pair<int32_t, std::vector<int64_t>>>& frontier) {
+  Builder b(p);
+  const uint32_t base = b.size();
+  auto find_frontier = [&](int32_t g) -> std::vector<int64_t>* {
+    for (auto& [gpu, f] : frontier)
+      if (gpu == g)
+        return &f;
+    frontier.push_back({g, {}});
+    return &frontier.back().second;
+  };
+  for (size_t f = 0; f < phase.flows.size(); ++f) {
+    const Flow& fl = phase.flows[f];
+    std::vector<int64_t> deps;
+    const auto own = phase.deps_of(f);
+    for (uint32_t d : own)
+      deps.push_back(base + d);
+    if (own.empty()) {
+      const auto* fr = find_frontier(fl.src);
+      deps.insert(deps.end(), fr->begin(), fr->end());
+    }
+    b.add(fl.src, fl.dst, fl.bytes, deps);
+  }
+  // New frontier: each rank's last send and last receive in this phase.
+  std::vector<std::pair<int32_t, std::vector<int64_t>>> next = frontier;
+  std::vector<int32_t> touched;
+  for (size_t f = phase.flows.size(); f-- > 0;) {
+    for (int32_t g : {phase.flows[f].src, phase.flows[f].dst}) {
+      if (std::find(touched.begin(), touched.end(), g) != touched.end())
+        continue;
+      touched.push_back(g);
+    }
+  }
+  for (int32_t g : touched) {
+    int64_t last_send = -1, last_recv = -1;
+    for (size_t f = 0; f < phase.flows.size(); ++f) {
+      if (phase.flows[f].src == g)
+        last_send = base + static_cast<int64_t>(f);
+      if (phase.flows[f].dst == g)
+        last_recv = base + static_cast<int64_t>(f);
+    }
+    bool found = false;
+    for (auto& [gpu, fr] : next)
+      if (gpu == g) {
+        fr = {last_send, last_recv};
+        found = true;
+      }
+    if (!found)
+      next.push_back({g, {last_send, last_recv}});
+  }
+  frontier = std::move(next);
+  p.tail_delay += phase.tail_delay;
+}
+
+void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form, const TopologyView& v) {
+  const auto groups = by_node(gpus, v);
+  const size_t m = groups.front().size();
+  std::vector<std::pair<int32_t, std::vector<int64_t>>> frontier;
+  // 1. reduce-scatter inside each node (concurrently).
+  FlowProgram rs;
+  rs.dep_begin.push_back(0);
+  if (m > 1)
+    for (const auto& g : groups) {
+      FlowProgram one = expand_ring(Op::REDUCE_SCATTER, g, size, form, v.latency);
+      FlowProgram merged = rs;
+      std::vector<std::pair<int32_t, std::vector<int64_t>>> none;
+      // concatenate without barriers: groups are disjoint
+      Builder bm(merged);
+      const uint32_t base = bm.size();
+      for (size_t f = 0; f < one.flows.size(); ++f) {
+        std::vector<int64_t> deps;
+        for (uint32_t d : one.deps_of(f))
+          deps.push_back(base + d);
+        bm.add(one.flows[f].src, one.flows[f].dst, one.flows[f].bytes, deps);
+      }
+      merged.tail_delay = std::max(rs.tail_delay, one.tail_delay);
+      rs = std::move(merged);
+    }
+  append_phase(p, rs, frontier);
+  // 2. all-reduce of size/m over each rail (GPU j of every node), concurrently.
+  FlowProgram ar;
+  ar.dep_begin.push_back(0);
+  for (size_t j = 0; j < m; ++j) {
+    std::vector<int32_t> rail;
+    for (const auto& g : groups)
+      rail.push_back(g[j]);
+    FlowProgram one = expand_ring(Op::ALL_REDUCE, rail, size / static_cast<double>(m), form, v.latency);
+    Builder bm(ar);
+    const uint32_t base = bm.size();
+    for (size_t f = 0; f < one.flows.size(); ++f) {
+      std::vector<int64_t> deps;
+      for (uint32_t d : one.deps_of(f))
+        deps.push_back(base + d);
+      bm.add(one.flows[f].src, one.flows[f].dst, one.flows[f].bytes, deps);
+    }
+    ar.tail_delay = std::max(ar.tail_delay, one.tail_delay);
+  }
+  append_phase(p, ar, frontier);
+  // 3. all-gather inside each node.
+  FlowProgram ag;
+  ag.dep_begin.push_back(0);
+  if (m > 1)
+    for (const auto& g : groups) {
+      FlowProgram one = expand_ring(Op::ALL_GATHER, g, size, form, v.latency);
+      Builder bm(ag);
+      const uint32_t base = bm.size();
+      for (size_t f = 0; f < one.flows.size(); ++f) {
+        std::vector<int64_t> deps;
+        for (uint32_t d : one.deps_of(f))
+          deps.push_back(base + d);
+        bm.add(one.flows[f].src, one.flows[f].dst, one.flows[f].bytes, deps);
+      }
+      ag.tail_delay = std::max(ag.tail_delay, one.tail_delay);
+    }
+  append_phase(p, ag, frontier);
+}
+
+// ---- NVLS -----------------------------------------------------------------------------------------
+
+void append_nvls(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form, const TopologyView& v) {
+  Builder b(p);
+  const int32_t sw = switch_endpoint(v.node_of(gpus.front()));
+  const double bytes = size.value() * v.nvls_payload_scale;
+  const int C = chunks_for(bytes);
+  const double chunk = bytes / C;
+  const int n = static_cast<int>(gpus.size());
+  if (form == Form::COARSE) {
+    double beta = std::numeric_limits<double>::infinity();
+    Seconds alpha(0.0);
+    for (int32_t g : gpus) {
+      b.add(g, sw, bytes);
+      b.add(sw, g, bytes);
+      if (v.bandwidth && gpus.size() >= 2)
+        beta = std::min(beta, v.bandwidth(gpus[0], gpus[1]).value());
+      if (v.latency && gpus.size() >= 2)
+        alpha = v.latency(gpus[0], gpus[1]) / 2.0;
+    }
+    p.tail_delay += v.nvls_latency + alpha + Seconds(std::isfinite(beta) ? chunk / beta : 0.0);
+    return;
+  }
+  // up(k, i) = 2 (k n + i), down(k, i) = up + 1: a chunk comes down once every rank sent it up.
+  const uint32_t base = b.size();
+  auto up = [&](int k, int i) { return static_cast<int64_t>(base) + 2 * (static_cast<int64_t>(k) * n + i); };
+  for (int k = 0; k < C; ++k)
+    for (int i = 0; i < n; ++i) {
+      b.add(gpus[static_cast<size_t>(i)], sw, chunk, {k > 0 ? up(k - 1, i) : -1});
+      std::vector<int64_t> deps;
+      for (int j = 0; j < n; ++j)
+        deps.push_back(up(k, j));
+      if (k > 0)
+        deps.push_back(up(k - 1, i) + 1);
+      b.add(sw, gpus[static_cast<size_t>(i)], chunk, deps);
+    }
+  p.tail_delay += v.nvls_latency;
+}
+
+// ---- all-to-all -----------------------------------------------------------------------------------
+
+void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form, const TopologyView& v) {
+  Builder b(p);
+  const int n = static_cast<int>(gpus.size());
+  const double piece = size.value() / n;
+  Seconds alpha(0.0);
+  if (form == Form::COARSE) {
+    // One flow per (rank, peer node): intra-node peers directly; a remote node's share goes to
+    // the peer on the sender's rail (or the node's first peer) and is spread there over NVLink
+    // (PXN-like aggregation, rails kept). Latency of the n-1 steps added analytically.
+    const auto groups = by_node(gpus, v);
+    for (int32_t s : gpus) {
+      for (const auto& g : groups) {
+        if (v.node_of(g.front()) == v.node_of(s)) {
+          for (int32_t d : g)
+            if (d != s) {
+              b.add(s, d, piece);
+              if (v.latency)
+                alpha = std::max(alpha, v.latency(s, d));
+            }
+          continue;
+        }
+        int32_t rep = g.front();
+        for (int32_t d : g)
+          if (v.local_of(d) == v.local_of(s))
+            rep = d;
+        b.add(s, rep, piece * static_cast<double>(g.size()));
+        if (v.latency)
+          alpha = std::max(alpha, v.latency(s, rep));
+      }
+    }
+    p.tail_delay += alpha * static_cast<double>(std::max(0, n - 2));
+    return;
+  }
+  // Pairwise: step k, rank i sends to i+k; each rank's steps in order. On a rail-optimised
+  // fabric a cross-node, cross-rail piece first hops over NVLink to the sender node's GPU on the
+  // receiver's rail (PXN), then travels on that rail.
+  std::vector<int64_t> last(static_cast<size_t>(n), -1);
+  for (int k = 1; k < n; ++k)
+    for (int i = 0; i < n; ++i) {
+      const int32_t s = gpus[static_cast<size_t>(i)], d = gpus[static_cast<size_t>((i + k) % n)];
+      const bool pxn = v.rail_optimized && v.node_of(s) != v.node_of(d) && v.local_of(s) != v.local_of(d);
+      if (pxn) {
+        const int32_t proxy = v.node_of(s) * v.gpus_per_node + v.local_of(d);
+        const uint32_t hop = b.add(s, proxy, piece, {last[static_cast<size_t>(i)]});
+        last[static_cast<size_t>(i)] = b.add(proxy, d, piece, {static_cast<int64_t>(hop)});
+      } else {
+        last[static_cast<size_t>(i)] = b.add(s, d, piece, {last[static_cast<size_t>(i)]});
+      }
+    }
+}
+
+} // namespace
+
+// ---- names ----------------------------------------------------------------------------------------
+
+Algorithm parse_algorithm(std::string_view text) {
+  if (text == "auto") return Algorithm::AUTO;
+  if (text == "ring") return Algorithm::RING;
+  if (text == "tree") return Algorithm::TREE;
+  if (text == "hierarchical") return Algorithm::HIERARCHICAL;
+  if (text == "nvls") return Algorithm::NVLS;
+  if (text == "pairwise") return Algorithm::PAIRWISE;
+  throw ConfigError("expected one of auto, ring, tree, hierarchical, nvls, pairwise, found '" + std::string(text) + "'");
+}
+
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+  case Algorithm::AUTO: return "auto";
+  case Algorithm::RING: return "ring";
+  case Algorithm::TREE: return "tree";
+  case Algorithm::HIERARCHICAL: return "hierarchical";
+  case Algorithm::NVLS: return "nvls";
+  case Algorithm::PAIRWISE: return "pairwise";
+  }
+  return "?";
+}
+
+std::string_view to_string(Op op) {
+  switch (op) {
+  case Op::ALL_REDUCE: return "all_reduce";
+  case Op::ALL_GATHER: return "all_gather";
+  case Op::REDUCE_SCATTER: return "reduce_scatter";
+  case Op::SEND: return "p2p";
+  case Op::BROADCAST: return "broadcast";
+  case Op::REDUCE: return "reduce";
+  case Op::ALL_TO_ALL: return "all_to_all";
+  }
+  return "?";
+}
+
+Op parse_op(std::string_view text) {
+  for (Op op : {Op::ALL_REDUCE, Op::ALL_GATHER, Op::REDUCE_SCATTER, Op::SEND, Op::BROADCAST, Op::REDUCE, Op::ALL_TO_ALL})
+    if (text == to_string(op))
+      return op;
+  throw ConfigError("expected one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, p2p, found '" +
+                    std::string(text) + "'");
+}
+
+double bus_factor(Op op, int n) {
+  if (n < 2)
+    return 1.0;
+  switch (op) {
+  case Op::ALL_REDUCE: return 2.0 * (n - 1) / n;
+  case Op::ALL_GATHER:
+  case Op::REDUCE_SCATTER:
+  case Op::ALL_TO_ALL: return static_cast<double>(n - 1) / n;
+  case Op::SEND:
+  case Op::BROADCAST:
+  case Op::REDUCE: return 1.0;
+  }
+  return 1.0;
+}
+
+// ---- selection ------------------------------------------------------------------------------------
+
+int channels(std::span<const int32_t> gpus, const TopologyView& v) {
+  const auto groups = by_node(gpus, v);
+  if (groups.size() < 2)
+    return 1;
+  int nch = std::numeric_limits<int>::max();
+  for (const auto& g : groups) {
+    std::vector<int> nics;
+    for (int32_t x : g)
+      if (std::find(nics.begin(), nics.end(), v.nic_of(x)) == nics.end())
+        nics.push_back(v.nic_of(x));
+    nch = std::min(nch, static_cast<int>(nics.size()));
+  }
+  return std::max(1, nch);
+}
+
+bool applicable(Op op, Algorithm a, std::span<const int32_t> gpus, const TopologyView& v) {
+  if (a == Algorithm::AUTO)
+    return true;
+  switch (op) {
+  case Op::SEND: return a == Algorithm::RING;
+  case Op::ALL_TO_ALL: return a == Algorithm::PAIRWISE;
+  case Op::ALL_GATHER:
+  case Op::REDUCE_SCATTER:
+  case Op::BROADCAST:
+  case Op::REDUCE: return a == Algorithm::RING;
+  case Op::ALL_REDUCE: break;
+  }
+  const auto groups = by_node(gpus, v);
+  switch (a) {
+  case Algorithm::RING:
+  case Algorithm::TREE: return true;
+  case Algorithm::HIERARCHICAL: {
+    if (groups.size() < 2 || groups.front().size() < 2)
+      return false;
+    for (const auto& g : groups)
+      if (g.size() != groups.front().size())
+        return false;
+    return true;
+  }
+  case Algorithm::NVLS: return v.nvls && groups.size() == 1 && gpus.size() >= 2;
+  case Algorithm::PAIRWISE:
+  case Algorithm::AUTO: return false;
+  }
+  return false;
+}
+
+Seconds estimate(Op op, Algorithm a, std::span<const int32_t> gpus, Bytes size, const TopologyView& v) {
+  const GroupShape s = shape_of(gpus, v);
+  const int n = s.n;
+  if (n < 2 || size.value() <= 0)
+    return Seconds(0.0);
+  const double S = size.value();
+  const double inf = std::numeric_limits<double>::infinity();
+  const double ai = s.intra.present ? s.intra.alpha.value() : 0.0;
+  const double bi = s.intra.present ? s.intra.beta.value() : inf;
+  const double ax = s.inter.present ? s.inter.alpha.value() : ai;
+  const double bx = s.inter.present ? s.inter.beta.value() : bi;
+  const int nch = channels(gpus, v);
+  const int m = s.per_node;
+  // Ring edges: the slowest edge class bounds each step; channels multiply the NIC bandwidth,
+  // NVLink carries (m-1)/m of the traffic on each GPU.
+  const double ring_alpha = s.nodes > 1 ? ax : ai;
+  const double ring_beta = s.nodes > 1 ? std::min(bx * nch, m > 1 ? bi * m / (m - 1.0) : inf) : bi;
+  switch (a) {
+  case Algorithm::AUTO: return estimate(op, choose(op, gpus, size, v), gpus, size, v);
+  case Algorithm::RING: {
+    if (op == Op::SEND)
+      return Seconds(ring_alpha + S / (s.nodes > 1 ? bx : bi));
+    if (op == Op::BROADCAST || op == Op::REDUCE) {
+      const int C = chunks_for(S / nch);
+      return Seconds((n + C - 2) * (ring_alpha + S / nch / C / std::min(bx, bi)));
+    }
+    return Seconds(ring_steps(op, n) * ring_alpha + ring_bytes_per_rank(op, size, n).value() / ring_beta);
+  }
+  case Algorithm::TREE: {
+    int depth_nodes = 0;
+    for (int k = s.nodes; k > 1; k /= 2)
+      ++depth_nodes;
+    const double lat = 2.0 * (depth_nodes * ax + (m - 1) * ai);
+    const double tree_beta = s.nodes > 1 ? std::min(bx * nch, bi) : bi;
+    return Seconds(lat + 2.0 * S / tree_beta);
+  }
+  case Algorithm::HIERARCHICAL: {
+    const int k = s.nodes;
+    const double rail_beta = bx * std::min(1.0, static_cast<double>(v.nics_per_node) / m);
+    const double intra = (m - 1) * ai + (m - 1.0) / m * S / bi;
+    const double inter = 2.0 * (k - 1) * ax + 2.0 * (k - 1) / k * (S / m) / rail_beta;
+    return Seconds(2 * intra + inter);
+  }
+  case Algorithm::NVLS: {
+    const double bytes = S * v.nvls_payload_scale;
+    return Seconds(v.nvls_latency.value() + ai + bytes / bi * (1.0 + 1.0 / chunks_for(bytes)));
+  }
+  case Algorithm::PAIRWISE: {
+    const double nic_beta = bx * v.nics_per_node / v.gpus_per_node;
+    const double remote = static_cast<double>(n - m) / n * S / nic_beta;
+    const double local = static_cast<double>(m - 1) / n * S / bi;
+    return Seconds((n - 1) * std::max(ai, ax) + std::max(remote, local));
+  }
+  }
+  return Seconds(inf);
+}
+
+Algorithm choose(Op op, std::span<const int32_t> gpus, Bytes size, const TopologyView& v) {
+  if (op == Op::ALL_TO_ALL)
+    return Algorithm::PAIRWISE;
+  Algorithm best = Algorithm::RING;
+  Seconds best_t(std::numeric_limits<double>::infinity());
+  for (Algorithm a : {Algorithm::RING, Algorithm::TREE, Algorithm::HIERARCHICAL, Algorithm::NVLS}) {
+    if (!applicable(op, a, gpus, v))
+      continue;
+    const Seconds t = estimate(op, a, gpus, size, v);
+    if (t < best_t) {
+      best_t = t;
+      best = a;
+    }
+  }
+  return best;
+}
+
+// ---- expansion ------------------------------------------------------------------------------------
+
+FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, Form form,
+                   const TopologyView& view) {
+  const int n = static_cast<int>(gpus.size());
+  if (op == Op::SEND)
+    return expand_ring(op, gpus, size, form, view.latency);
+  FlowProgram prog;
+  prog.dep_begin.push_back(0);
+  if (n < 2 || size.value() <= 0)
+    return prog;
+  if (algorithm == Algorithm::AUTO)
+    algorithm = choose(op, gpus, size, view);
+  if (!applicable(op, algorithm, gpus, view))
+    throw SimulationError("collectives: algorithm " + std::string(to_string(algorithm)) + " cannot run " +
+                          std::string(to_string(op)) + " over these " + std::to_string(n) + " GPUs");
+  switch (algorithm) {
+  case Algorithm::RING:
+    if (op == Op::BROADCAST || op == Op::REDUCE) {
+      const auto rings = channel_rings(gpus, view);
+      for (auto ring : rings) {
+        const auto root = std::find(ring.begin(), ring.end(), gpus.front());
+        std::rotate(ring.begin(), root, ring.end());
+        if (op == Op::REDUCE)
+          std::reverse(ring.begin(), ring.end());
+        FlowProgram one;
+        append_chain(one, ring, size.value() / static_cast<double>(rings.size()), form, view);
+        // Channels run concurrently: merge without barriers.
+        Builder b(prog);
+        const uint32_t base = b.size();
+        for (size_t f = 0; f < one.flows.size(); ++f) {
+          std::vector<int64_t> deps;
+          for (uint32_t d : one.deps_of(f))
+            deps.push_back(base + d);
+          b.add(one.flows[f].src, one.flows[f].dst, one.flows[f].bytes, deps);
+        }
+        prog.tail_delay = std::max(prog.tail_delay, one.tail_delay);
+      }
+    } else {
+      append_ring(prog, op, channel_rings(gpus, view), size, form, view);
+    }
+    break;
+  case Algorithm::TREE: append_tree_all_reduce(prog, gpus, size, form, view); break;
+  case Algorithm::HIERARCHICAL: append_hierarchical(prog, gpus, size, form, view); break;
+  case Algorithm::NVLS: append_nvls(prog, gpus, size, form, view); break;
+  case Algorithm::PAIRWISE: append_all_to_all(prog, gpus, size, form, view); break;
+  case Algorithm::AUTO: break;
+  }
+  return prog;
+}
+
+} // namespace stepsim::collectives

@@ -1,0 +1,82 @@
+#pragma once
+// The single entry point from a collective to ordered point-to-point flows: expand(op, gpus,
+// size, algorithm, form, view). Algorithms: ring (NCCL-like channels over distinct NICs), double
+// binary tree (trees over nodes, chains inside nodes), hierarchical (intra-node reduce-scatter,
+// inter-node all-reduce per rail, intra-node all-gather), NVLink SHARP (in-switch reduction),
+// pairwise all-to-all (PXN on rail-optimised fabrics), direct p2p. AUTO picks the cheapest by an
+// alpha-beta cost model, as NCCL's tuner does. No SimGrid here: the platform is seen through a
+// TopologyView. docs/collectives.md describes each algorithm and its forms.
+
+#include "collectives/flows.hpp"
+#include "config/spec.hpp"
+#include "core/units.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace stepsim::collectives {
+
+using Algorithm = CollectiveAlgorithm;
+
+/// Bottleneck bandwidth of the route between two GPUs (from the platform).
+using BandwidthFn = std::function<BytesPerSec(int32_t, int32_t)>;
+
+/// What the collectives need to know of the platform. GPUs are numbered node by node:
+/// node = gpu / gpus_per_node, local index = gpu % gpus_per_node.
+struct TopologyView {
+  int gpus_per_node = 1;
+  int nics_per_node = 1;
+  bool nvls = false;             ///< nodes have NVLink SHARP (flows may use switch_endpoint(node))
+  double nvls_payload_scale = 1; ///< NVLS flows carry size x this (link efficiency / NVLS efficiency)
+  Seconds nvls_latency;          ///< fixed cost of one NVLS collective
+  bool rail_optimized = false;   ///< GPU k of every node sits on rail k: all-to-all uses PXN
+  LatencyFn latency;             ///< one-way route latency between two GPUs
+  BandwidthFn bandwidth;         ///< bottleneck bandwidth of the route between two GPUs
+
+  [[nodiscard]] int node_of(int32_t gpu) const { return gpu / gpus_per_node; }
+  [[nodiscard]] int local_of(int32_t gpu) const { return gpu % gpus_per_node; }
+  [[nodiscard]] int nic_of(int32_t gpu) const { return local_of(gpu) * nics_per_node / gpus_per_node; }
+};
+
+/// Above these, Form AUTO chooses the coarse form (one flow per edge, latency analytic).
+struct FormThresholds {
+  int fine_max_ranks = 2; ///< fine only for groups of at most this many ranks
+};
+
+/// Parses "ring", "tree", "hierarchical", "nvls", "pairwise", "auto". Throws ConfigError.
+Algorithm parse_algorithm(std::string_view text);
+std::string_view to_string(Algorithm a);
+std::string_view to_string(Op op);
+/// Parses "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
+/// "p2p" (SEND). Throws ConfigError.
+Op parse_op(std::string_view text);
+
+/// True when `algorithm` can run `op` over `gpus` on `view` (e.g. NVLS: all-reduce inside one
+/// node that has NVLS; hierarchical: all-reduce, same number of GPUs on each node, >1 node).
+bool applicable(Op op, Algorithm algorithm, std::span<const int32_t> gpus, const TopologyView& view);
+
+/// Analytic alpha-beta estimate of `op` with `algorithm` (no contention). Used to choose.
+Seconds estimate(Op op, Algorithm algorithm, std::span<const int32_t> gpus, Bytes size, const TopologyView& view);
+
+/// The algorithm AUTO resolves to: the applicable one with the lowest estimate (ties: ring,
+/// tree, hierarchical, nvls, pairwise order). A send is always direct (returns RING).
+Algorithm choose(Op op, std::span<const int32_t> gpus, Bytes size, const TopologyView& view);
+
+/// Number of channels (parallel rings) NCCL would build for `gpus`: the distinct NICs the group
+/// can use on every node it spans (1 inside a single node or with one GPU per node).
+int channels(std::span<const int32_t> gpus, const TopologyView& view);
+
+/// Expands one collective into flows. `size` is nccl-tests' size (the full buffer; all-to-all:
+/// the bytes each rank holds, size/n to each peer). `algorithm` AUTO resolves with choose();
+/// an algorithm that is not applicable throws SimulationError. Empty for n == 1 or size == 0.
+FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, Form form,
+                   const TopologyView& view);
+
+/// nccl-tests bus bandwidth factor: algbw x factor = busbw. 2(n-1)/n all-reduce, (n-1)/n
+/// all-gather / reduce-scatter / all-to-all, 1 broadcast / reduce / p2p.
+double bus_factor(Op op, int n);
+
+} // namespace stepsim::collectives

@@ -1,0 +1,187 @@
+#include "config/sweep_config.hpp"
+
+#include "config/yaml_tree.hpp"
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string_view>
+
+namespace stepsim::config {
+
+namespace {
+
+using detail::Document;
+using detail::Field;
+using detail::MapReader;
+using detail::describe;
+
+/// The YAML text `--set` takes for `node`: a scalar as written, anything else in flow style.
+std::string value_text(const YAML::Node& node) {
+  if (node.IsScalar()) {
+    return node.Scalar();
+  }
+  YAML::Emitter out;
+  out.SetMapFormat(YAML::Flow);
+  out.SetSeqFormat(YAML::Flow);
+  out << node;
+  return out.c_str();
+}
+
+bool is_dotted_key(const std::string& key) {
+  if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos) {
+    return false;
+  }
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-' || c == '.';
+  });
+}
+
+/// Reads the key of a sweep mapping entry (`set:`, `grid:` or a point) and checks it is a dotted
+/// path. `parent` names the mapping in messages.
+std::string read_key(const Document& doc, const std::string& parent, const YAML::Node& key) {
+  if (!key.IsScalar()) {
+    doc.fail(parent, key, "key '" + parent + "': expected a dotted key such as parallel.tp, found " + describe(key));
+  }
+  const std::string text = key.Scalar();
+  if (!is_dotted_key(text)) {
+    doc.fail(parent, key,
+             "key '" + parent + "': expected a dotted key such as parallel.tp or cluster.nodes, found '" + text +
+                 "'");
+  }
+  return text;
+}
+
+/// A mapping of dotted keys to scalar values (`set:` or one point), duplicates rejected.
+std::vector<Override> read_overrides(const Document& doc, const std::string& path, const YAML::Node& anchor,
+                                     const YAML::Node& map) {
+  if (!map.IsMap() || map.size() == 0) {
+    doc.fail(path, map.IsDefined() && !map.IsNull() ? map : anchor,
+             "key '" + path + "': expected a mapping of dotted keys to values, e.g. {parallel.tp: 8}, found " +
+                 (map.IsMap() ? std::string("an empty mapping") : describe(map)));
+  }
+  std::vector<Override> out;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = read_key(doc, path, it->first);
+    for (const auto& o : out) {
+      if (o.path == key) {
+        doc.fail(path, it->first, "key '" + path + "': '" + key + "' is given twice");
+      }
+    }
+    if (!it->second.IsDefined() || it->second.IsNull()) {
+      doc.fail(path, it->first, "key '" + path + "." + key + "': expected a value, found nothing");
+    }
+    out.push_back(Override{key, value_text(it->second)});
+  }
+  return out;
+}
+
+std::string mark_of(const Document& doc, const std::string& path, const YAML::Node& node) {
+  return doc.location(path, node);
+}
+
+} // namespace
+
+SweepFile load_sweep(const std::filesystem::path& file) {
+  const Document doc(file);
+  const auto top = MapReader::root(doc, {"name", "description", "cluster", "workload", "set", "grid", "points"});
+  SweepFile s;
+  s.source = doc.file();
+  s.name = file.stem().string();
+  if (auto f = top.find("name")) {
+    s.name = f->string();
+  }
+  if (auto f = top.find("description")) {
+    s.description = f->string();
+  }
+  const std::filesystem::path base = file.parent_path();
+  s.cluster_text = top.require("cluster").string();
+  s.workload_text = top.require("workload").string();
+  s.cluster = base / s.cluster_text;
+  s.workload = base / s.workload_text;
+
+  if (auto f = top.find("set")) {
+    s.fixed = read_overrides(doc, "set", f->value(), f->value());
+  }
+
+  if (auto f = top.find("grid")) {
+    const YAML::Node& grid = f->value();
+    if (!grid.IsMap() || grid.size() == 0) {
+      f->fail("expected a mapping of dotted keys to lists of values, e.g. {parallel.tp: [4, 8]}, found " +
+              (grid.IsMap() ? std::string("an empty mapping") : describe(grid)));
+    }
+    for (auto it = grid.begin(); it != grid.end(); ++it) {
+      const YAML::Node key_node = it->first;
+      const YAML::Node values = it->second;
+      SweepAxis axis;
+      axis.key = read_key(doc, "grid", key_node);
+      const std::string path = "grid." + axis.key;
+      for (const auto& other : s.grid) {
+        if (other.key == axis.key) {
+          doc.fail(path, key_node, "key '" + path + "' is given twice");
+        }
+      }
+      if (!values.IsSequence() || values.size() == 0) {
+        const YAML::Node at = values.IsDefined() && !values.IsNull() ? values : key_node;
+        doc.fail(path, at,
+                 "key '" + path + "': expected a non-empty list of values, e.g. [1, 2, 4], found " +
+                     (values.IsSequence() ? std::string("an empty list") : describe(values)));
+      }
+      for (const auto& v : values) {
+        if (!v.IsDefined() || v.IsNull()) {
+          doc.fail(path, values, "key '" + path + "': expected a value, found nothing in the list");
+        }
+        const std::string text = value_text(v);
+        if (std::find(axis.values.begin(), axis.values.end(), text) != axis.values.end()) {
+          doc.fail(path, v, "key '" + path + "': value '" + text + "' is listed twice");
+        }
+        axis.values.push_back(text);
+        axis.where.push_back(mark_of(doc, path, v));
+      }
+      s.grid.push_back(std::move(axis));
+    }
+  }
+
+  if (auto f = top.find("points")) {
+    const YAML::Node& points = f->value();
+    s.where_points = mark_of(doc, "points", f->value());
+    if (!points.IsSequence() || points.size() == 0) {
+      f->fail("expected a non-empty list of mappings, e.g. [{parallel.tp: 8, parallel.pp: 4}], found " +
+              (points.IsSequence() ? std::string("an empty list") : describe(points)));
+    }
+    std::size_t i = 0;
+    for (const auto& p : points) {
+      const std::string path = "points[" + std::to_string(i++) + "]";
+      s.points.push_back(SweepPointSpec{read_overrides(doc, path, p, p), mark_of(doc, path, p)});
+    }
+  }
+
+  // A key is fixed, a grid axis or set by points: never two of these.
+  auto fixed_has = [&](const std::string& key) {
+    return std::any_of(s.fixed.begin(), s.fixed.end(), [&](const Override& o) { return o.path == key; });
+  };
+  for (const auto& axis : s.grid) {
+    if (fixed_has(axis.key)) {
+      throw ConfigError(axis.where.front() + ": key 'grid." + axis.key + "': '" + axis.key +
+                        "' is also under `set`; a key is either fixed or swept");
+    }
+  }
+  for (const auto& point : s.points) {
+    for (const auto& o : point.overrides) {
+      if (fixed_has(o.path)) {
+        throw ConfigError(point.where + ": point sets '" + o.path +
+                          "', which is also under `set`; a key is either fixed or swept");
+      }
+      for (const auto& axis : s.grid) {
+        if (axis.key == o.path) {
+          throw ConfigError(point.where + ": point sets '" + o.path +
+                            "', which is also a grid axis; a key is either in the grid or in points");
+        }
+      }
+    }
+  }
+  return s;
+}
+
+} // namespace stepsim::config

@@ -1,0 +1,186 @@
+#include "kernels/step_kernels.hpp"
+
+#include "core/error.hpp"
+
+#include <set>
+#include <string>
+
+namespace stepsim::kernels {
+
+namespace {
+
+/// `value / tp`, checked: positive and divisible.
+int64_t per_rank(int64_t value, int64_t tp, const char *what) {
+  if (value <= 0)
+    throw ModelError(std::string("block kernels: ") + what + " must be > 0");
+  if (value % tp != 0)
+    throw ModelError(std::string("block kernels: ") + what + " (" + std::to_string(value) +
+                     ") is not divisible by tp (" + std::to_string(tp) + ")");
+  return value / tp;
+}
+
+/// The dimensions of one TP rank's share of a layer.
+struct RankDims {
+  Dtype dtype = Dtype::BF16;
+  int64_t tokens = 0;    ///< T = micro_batch · seq_len
+  int64_t row_tokens = 0; ///< tokens a norm or residual add sees (T/tp with sequence parallelism)
+  int64_t hidden = 0;
+  int64_t qkv_out = 0;   ///< (a/t + 2·kv/t)·d
+  int64_t attn_in = 0;   ///< a/t · d (input of the out-projection)
+  int64_t up_out = 0;    ///< f/t, or 2f/t for SwiGLU (gate and up fused)
+  int64_t ffn = 0;       ///< f/t
+  int64_t vocab = 0;     ///< V/t
+  AttentionDims attn;
+  KernelKind norm = KernelKind::LAYERNORM;
+  KernelKind activation = KernelKind::GELU;
+};
+
+RankDims rank_dims(const WorkloadSpec &w) {
+  const ModelSpec &m = w.model;
+  const int64_t t = w.parallel.tp;
+  if (t <= 0)
+    throw ModelError("block kernels: tp must be > 0");
+  if (w.batch.micro_batch <= 0 || m.seq_len <= 0 || m.hidden <= 0)
+    throw ModelError("block kernels: micro_batch, seq_len and hidden must be > 0");
+  if (m.heads <= 0 || m.hidden % m.heads != 0)
+    throw ModelError("block kernels: heads must divide hidden");
+  RankDims r;
+  r.dtype = w.precision == Precision::FP16 ? Dtype::FP16 : Dtype::BF16;
+  r.tokens = w.batch.micro_batch * m.seq_len;
+  r.row_tokens = (w.parallel.sp && t > 1 && r.tokens % t == 0) ? r.tokens / t : r.tokens;
+  r.hidden = m.hidden;
+  const int64_t d = m.head_dim();
+  const int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  const int64_t heads = per_rank(m.heads, t, "heads");
+  const int64_t kv_rank = kv >= t ? per_rank(kv, t, "kv_heads") : 1; // fewer KV heads than ranks: replicated
+  r.qkv_out = (heads + 2 * kv_rank) * d;
+  r.attn_in = heads * d;
+  r.ffn = per_rank(m.ffn_hidden, t, "ffn_hidden");
+  const bool swiglu = m.mlp == MlpKind::SWIGLU;
+  r.up_out = (swiglu ? 2 : 1) * r.ffn;
+  r.vocab = per_rank(m.vocab, t, "vocab");
+  r.attn = AttentionDims{.batch = w.batch.micro_batch,
+                         .heads = heads,
+                         .kv_heads = kv_rank,
+                         .seq = m.seq_len,
+                         .head_dim = d,
+                         .causal = true};
+  r.norm = m.norm == NormKind::RMSNORM ? KernelKind::RMSNORM : KernelKind::LAYERNORM;
+  r.activation = swiglu ? KernelKind::SWIGLU : KernelKind::GELU;
+  return r;
+}
+
+class Calls {
+public:
+  explicit Calls(const RankDims &r) : r_(r) {}
+
+  void norm(double factor, const char *role) {
+    add(rowwise(r_.norm, r_.dtype, r_.row_tokens, r_.hidden), factor, role);
+  }
+  /// Bias-dropout-residual add: reads 2·T·h values and writes T·h (3·T·h·e bytes, which a copy of
+  /// 1.5·T·h elements moves, rounded up).
+  void residual(const char *role) {
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * r_.row_tokens * r_.hidden + 1) / 2), 1.0, role);
+  }
+  /// Forward GEMM of a linear layer Y[T,n] = X[T,k]·Wᵀ.
+  void linear_fwd(int64_t n, int64_t k, const char *role) { add(gemm(r_.dtype, r_.tokens, n, k), 1.0, role); }
+  /// Its backward: data gradient dX[T,k] = dY·W, then weight gradient dW[n,k] = dYᵀ·X.
+  void linear_bwd(int64_t n, int64_t k, const char *dgrad_role, const char *wgrad_role) {
+    add(gemm(r_.dtype, r_.tokens, k, n), 1.0, dgrad_role);
+    add(gemm(r_.dtype, n, k, r_.tokens), 1.0, wgrad_role);
+  }
+  void add(const KernelShape &s, double factor, const char *role) {
+    calls_.push_back(KernelCall{.shape = s, .time_factor = factor, .role = role});
+  }
+  std::vector<KernelCall> take() { return std::move(calls_); }
+
+private:
+  const RankDims &r_;
+  std::vector<KernelCall> calls_;
+};
+
+void forward(Calls &c, const RankDims &r, StepBlock block) {
+  switch (block) {
+  case StepBlock::ATTENTION:
+    c.norm(1.0, "input norm fwd");
+    c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd");
+    c.add(attention(KernelKind::ATTENTION_FWD, r.dtype, r.attn), 1.0, "attention fwd");
+    c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd");
+    c.residual("bias-dropout-add fwd");
+    return;
+  case StepBlock::MLP:
+    c.norm(1.0, "post-attention norm fwd");
+    c.linear_fwd(r.up_out, r.hidden, "fc1 fwd");
+    c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 1.0, "activation fwd");
+    c.linear_fwd(r.hidden, r.ffn, "fc2 fwd");
+    c.residual("bias-dropout-add fwd");
+    return;
+  case StepBlock::LOGITS:
+    c.norm(1.0, "final norm fwd");
+    c.linear_fwd(r.vocab, r.hidden, "logits fwd");
+    c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.tokens, r.vocab), 1.0, "softmax-xent");
+    return;
+  }
+}
+
+void backward(Calls &c, const RankDims &r, StepBlock block) {
+  switch (block) {
+  case StepBlock::ATTENTION:
+    c.residual("bias-dropout-add bwd");
+    c.linear_bwd(r.hidden, r.attn_in, "out-proj dgrad", "out-proj wgrad");
+    c.add(attention(KernelKind::ATTENTION_BWD, r.dtype, r.attn), 1.0, "attention bwd");
+    c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad");
+    c.norm(2.0, "input norm bwd");
+    return;
+  case StepBlock::MLP:
+    c.residual("bias-dropout-add bwd");
+    c.linear_bwd(r.hidden, r.ffn, "fc2 dgrad", "fc2 wgrad");
+    c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 2.0, "activation bwd");
+    c.linear_bwd(r.up_out, r.hidden, "fc1 dgrad", "fc1 wgrad");
+    c.norm(2.0, "post-attention norm bwd");
+    return;
+  case StepBlock::LOGITS:
+    c.linear_bwd(r.vocab, r.hidden, "logits dgrad", "logits wgrad");
+    c.norm(2.0, "final norm bwd");
+    return;
+  }
+}
+
+} // namespace
+
+std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass) {
+  const RankDims r = rank_dims(w);
+  Calls c(r);
+  switch (pass) {
+  case StepPass::FORWARD:
+    forward(c, r, block);
+    break;
+  case StepPass::BACKWARD:
+    // Selective recomputation repeats the attention core just before the attention backward.
+    if (block == StepBlock::ATTENTION && w.training.recompute == Recompute::SELECTIVE)
+      c.add(attention(KernelKind::ATTENTION_FWD, r.dtype, r.attn), 1.0, "attention fwd (recompute)");
+    backward(c, r, block);
+    break;
+  case StepPass::RECOMPUTE:
+    forward(c, r, block);
+    break;
+  }
+  return c.take();
+}
+
+KernelCall optimizer_kernel(int64_t params) {
+  return KernelCall{.shape = elementwise(KernelKind::ADAM, Dtype::FP32, params), .time_factor = 1.0, .role = "adam"};
+}
+
+std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w) {
+  std::set<KernelShape> seen;
+  std::vector<KernelShape> out;
+  for (StepBlock b : {StepBlock::ATTENTION, StepBlock::MLP, StepBlock::LOGITS})
+    for (StepPass p : {StepPass::FORWARD, StepPass::BACKWARD, StepPass::RECOMPUTE})
+      for (const KernelCall &call : block_kernels(w, b, p))
+        if (seen.insert(call.shape).second)
+          out.push_back(call.shape);
+  return out;
+}
+
+} // namespace stepsim::kernels

@@ -1,0 +1,59 @@
+#pragma once
+// The kernels one compute task of a training step runs: a transformer block (attention or MLP),
+// the logits, in forward, backward or recomputation, decomposed into kernel invocations on one
+// tensor-parallel rank. The runner sums their table times into the task's duration
+// (docs/kernels.md, "From kernels to compute tasks").
+
+#include "config/spec.hpp"
+#include "kernels/kernel_shape.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace stepsim::kernels {
+
+/// The part of the model a compute task covers (mirrors graph::Block without depending on it).
+enum class StepBlock { ATTENTION, MLP, LOGITS };
+
+/// Which pass of the block.
+enum class StepPass { FORWARD, BACKWARD, RECOMPUTE };
+
+/// One kernel invocation of a block: its shape, a factor on the shape's table time (2 for the
+/// backward of a norm or activation, which is not a kind of its own: about twice the forward's
+/// traffic) and what it computes ("qkv fwd", "attention bwd", ...). Each call is one launch.
+struct KernelCall {
+  KernelShape shape;
+  double time_factor = 1.0;
+  const char *role = "";
+};
+
+/// The kernels of `block` in `pass` for one micro-batch on one TP rank of `w`, in issue order.
+/// With T = micro_batch·seq_len tokens (T/tp for norms and residual adds under sequence
+/// parallelism), h hidden, d head_dim, t = tp:
+///  - ATTENTION forward: norm (T, h); QKV GEMM (T, (a + 2·a_kv)·d/t, h); attention forward
+///    (a/t heads, max(1, a_kv/t) kv heads, causal); out-projection GEMM (T, h, a·d/t); the
+///    bias-dropout-residual add, read 2·T·h and write T·h values (a MEMCPY of 1.5·T·h elements).
+///  - MLP forward: norm; fc1 (gate+up fused for SwiGLU) GEMM (T, n_up·f/t, h); GELU or SwiGLU
+///    (T·f/t outputs); fc2 GEMM (T, h, f/t); the residual add.
+///  - LOGITS forward: final norm; logits GEMM (T, V/t, h); fused softmax + cross-entropy
+///    (T, V/t), which also writes the logit gradient.
+///  - BACKWARD: in reverse order, per linear layer the data-gradient GEMM (T, k, n) and the
+///    weight-gradient GEMM (n, k, T); attention backward; norm and activation backward at
+///    2× their forward; the residual add's gradient (same shape). The logits backward has no
+///    loss kernel (its gradient came with the forward).
+///    With selective recomputation the attention backward starts with the recomputed
+///    attention forward (the graph builder folds it into that task).
+///  - RECOMPUTE (full recomputation): the forward's kernels.
+/// Throws ModelError when a dimension is not positive or does not divide by tp (as
+/// workload_kernels).
+std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass);
+
+/// The optimizer step of a rank that updates `params` fp32 parameters: one fused Adam kernel.
+/// Precondition: params > 0.
+KernelCall optimizer_kernel(int64_t params);
+
+/// Every distinct shape block_kernels yields for `w` (all blocks and passes), first-occurrence
+/// order; the Adam kernel is not included (its size depends on the stage).
+std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w);
+
+} // namespace stepsim::kernels

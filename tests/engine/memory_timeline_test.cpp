@@ -1,0 +1,113 @@
+// The memory ledger over simulated time (driven by the replay's task timeline) against the static
+// ledger of MODEL.md §3: 1F1B holds min(p - i, m) micro-batches on stage i, GPipe all m, and the
+// timeline's peak equals the static formula; the track never goes negative and ends where it
+// started (persistent state only). One simulation per TEST (SimGrid).
+
+#include "engine/replay.hpp"
+#include "model/memory.hpp"
+#include "model/transformer.hpp"
+#include "report/memory_timeline.hpp"
+
+#include "common/specs.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace stepsim;
+
+namespace {
+
+struct Simulated {
+  graph::StepProgram program;
+  engine::ReplayResult result;
+};
+
+Simulated simulate(const WorkloadSpec& w, const ClusterSpec& c) {
+  graph::BuildOptions o;
+  o.fold_dp = false;
+  o.compute_time = [](const graph::ComputeQuery& q) {
+    return q.block == graph::Block::OPTIMIZER ? Seconds(2e-4) : Seconds(1e-3);
+  };
+  Simulated r{graph::build_step(w, o), {}};
+  engine::Replay replay(r.program, c);
+  r.result = replay.run();
+  return r;
+}
+
+void expect_timeline_matches_static(const WorkloadSpec& w) {
+  const ClusterSpec c = test::dgx_cluster(1, 8, 8);
+  const Simulated run = simulate(w, c);
+  const report::MemoryReport rep =
+      report::memory_timeline(run.program, run.result.start, run.result.end, c, w, true);
+  for (int p = 0; p < w.parallel.pp; ++p) {
+    const model::MemoryLedger expected = model::static_memory(w, c.gpu, p);
+    EXPECT_NEAR(rep.stage_peaks[static_cast<size_t>(p)].value(), expected.peak().value(), 1.0)
+        << "stage " << p << ": static " << report::gib(expected.peak());
+  }
+  for (const CounterSeries& track : rep.tracks) {
+    ASSERT_GE(track.samples.size(), 2u);
+    const double first = track.samples.front().second;
+    for (const auto& [t, bytes] : track.samples)
+      EXPECT_GE(bytes, first - 1.0) << "GPU " << track.gpu << " dips below its persistent state at t=" << t;
+    EXPECT_NEAR(track.samples.back().second, first, 1.0) << "GPU " << track.gpu << " does not end where it started";
+  }
+}
+
+WorkloadSpec small(int tp, int pp, int dp, int64_t m, Schedule s) {
+  WorkloadSpec w = test::workload(test::small_gpt(8), tp, pp, dp, m, 1, s);
+  return w;
+}
+
+} // namespace
+
+TEST(MemoryTimeline, OneFOneBHoldsPMinusIMicroBatches) {
+  expect_timeline_matches_static(small(1, 4, 2, 8, Schedule::ONE_F_ONE_B));
+}
+
+TEST(MemoryTimeline, GpipeHoldsAllMicroBatches) {
+  expect_timeline_matches_static(small(1, 4, 2, 6, Schedule::GPIPE));
+}
+
+TEST(MemoryTimeline, FullRecomputeWithTensorAndSequenceParallel) {
+  WorkloadSpec w = small(2, 2, 2, 5, Schedule::ONE_F_ONE_B);
+  w.training.recompute = Recompute::FULL;
+  w.parallel.sp = true;
+  expect_timeline_matches_static(w);
+}
+
+TEST(MemoryTimeline, SelectiveRecomputeGpipe) {
+  WorkloadSpec w = small(2, 2, 2, 3, Schedule::GPIPE);
+  w.training.recompute = Recompute::SELECTIVE;
+  expect_timeline_matches_static(w);
+}
+
+// ZeRO-3: at most prefetch + 1 gathered layers are resident; the ledger balances.
+TEST(MemoryTimeline, Zero3GatheredLayersBounded) {
+  WorkloadSpec w = small(1, 2, 4, 2, Schedule::ONE_F_ONE_B);
+  w.parallel.zero_stage = 3;
+  w.training.zero3_prefetch = 1;
+  const ClusterSpec c = test::dgx_cluster(1, 8, 8);
+  const Simulated run = simulate(w, c);
+  const report::MemoryReport rep = report::memory_timeline(run.program, run.result.start, run.result.end, c, w, true);
+  const double layer = model::gathered_layer_bytes(w).value();
+  EXPECT_GT(rep.worst.zero3_gathered.value(), 0.0);
+  // Stage 0 also gathers the embedding with its first layer.
+  const double embedding = model::embedding_params(w.model, 1) * 2.0;
+  EXPECT_LE(rep.worst.zero3_gathered.value(), 2.0 * layer + embedding + 1.0);
+  for (const CounterSeries& track : rep.tracks)
+    EXPECT_NEAR(track.samples.back().second, track.samples.front().second, 1.0);
+}
+
+// A layout that does not fit is an answer: fits_in_memory false, naming the GPU, the excess and
+// the ledger.
+TEST(MemoryTimeline, DoesNotFitIsReportedWithReason) {
+  WorkloadSpec w = test::workload(test::small_gpt(8, 4096, 4096), 1, 2, 1, 4);
+  ClusterSpec c = test::dgx_cluster(1, 2, 2);
+  c.gpu.hbm_capacity = Bytes(8.0 * 1024 * 1024 * 1024);
+  const Simulated run = simulate(w, c);
+  const report::MemoryReport rep = report::memory_timeline(run.program, run.result.start, run.result.end, c, w, false);
+  EXPECT_FALSE(rep.fits_in_memory);
+  EXPECT_GT(rep.worst.peak(), c.gpu.hbm_capacity);
+  EXPECT_NE(rep.reason.find("GPU " + std::to_string(rep.worst_rank)), std::string::npos) << rep.reason;
+  EXPECT_NE(rep.reason.find("over by"), std::string::npos) << rep.reason;
+  EXPECT_NE(rep.reason.find("activations"), std::string::npos) << rep.reason;
+}

@@ -1,0 +1,169 @@
+// ZeRO stages, sequence parallelism and activation recomputation in the step DAG, against the
+// communication volumes of MODEL.md §4 and the memory annotations of MODEL.md §3.
+
+#include "graph/step_builder.hpp"
+#include "model/memory.hpp"
+#include "model/transformer.hpp"
+
+#include "common/specs.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace stepsim;
+using graph::CollectiveOp;
+using graph::CommGroup;
+
+namespace {
+
+graph::StepProgram build(const WorkloadSpec& w, bool fold = true) {
+  graph::BuildOptions o;
+  o.fold_dp = fold;
+  o.compute_time = [](const graph::ComputeQuery&) { return Seconds(1e-3); };
+  return graph::build_step(w, o);
+}
+
+/// Bytes rank r sends per step in `group`'s collectives, at ring bus volume:
+/// all-reduce 2(n-1)/n*S, all-gather and reduce-scatter (n-1)/n*S, send S.
+double volume(const graph::StepProgram& prog, graph::Rank r, CommGroup group) {
+  double v = 0;
+  for (const graph::Task& t : prog.graph.tasks()) {
+    if (t.kind != graph::TaskKind::COLLECTIVE || t.group != group)
+      continue;
+    const auto parts = prog.graph.participants(t);
+    if (std::find(parts.begin(), parts.end(), r) == parts.end())
+      continue;
+    const double n = static_cast<double>(parts.size());
+    const double s = t.bytes.value();
+    v += t.op == CollectiveOp::ALL_REDUCE ? 2.0 * (n - 1.0) / n * s : t.op == CollectiveOp::SEND ? s : (n - 1.0) / n * s;
+  }
+  return v;
+}
+
+size_t count(const graph::StepProgram& prog, graph::Rank r, graph::Phase phase) {
+  size_t k = 0;
+  for (const graph::Task& t : prog.graph.tasks())
+    if (t.kind == graph::TaskKind::COMPUTE && t.rank == r && t.phase == phase)
+      ++k;
+  return k;
+}
+
+WorkloadSpec small(int tp, int pp, int dp, int64_t m) { return test::workload(test::small_gpt(4), tp, pp, dp, m); }
+
+} // namespace
+
+// ZeRO-3 moves 1.5x the DP volume of plain data parallelism (one micro-batch): parameters
+// all-gathered in forward and again in backward, gradients reduce-scattered, each (n-1)/n*2Psi,
+// against one all-reduce of 2(n-1)/n*2Psi.
+TEST(Zero, Stage3IsOneAndAHalfTimesDpVolume) {
+  for (const int dp : {2, 4, 8}) {
+    WorkloadSpec w = small(1, 2, dp, 1);
+    const double base = volume(build(w), 0, CommGroup::DP);
+    const double psi = model::params_on_rank(w, 0);
+    EXPECT_NEAR(base, 2.0 * (dp - 1.0) / dp * 2.0 * psi, 1e-6 * base);
+    w.parallel.zero_stage = 3;
+    EXPECT_NEAR(volume(build(w), 0, CommGroup::DP), 1.5 * base, 1e-6 * base) << "dp " << dp;
+  }
+}
+
+// ZeRO-1 reduce-scatters gradients once and all-gathers the updated parameters: the same volume
+// as one all-reduce. ZeRO-2 reduce-scatters every micro-batch (sharded gradients cannot
+// accumulate locally): (m + 1)/2 times the all-reduce volume.
+TEST(Zero, Stages1And2Volumes) {
+  const int dp = 4;
+  const int64_t m = 6;
+  WorkloadSpec w = small(2, 2, dp, m);
+  const double base = volume(build(w), 0, CommGroup::DP);
+  w.parallel.zero_stage = 1;
+  EXPECT_NEAR(volume(build(w), 0, CommGroup::DP), base, 1e-6 * base);
+  w.parallel.zero_stage = 2;
+  EXPECT_NEAR(volume(build(w), 0, CommGroup::DP), (m + 1) / 2.0 * base, 1e-6 * base);
+}
+
+// ZeRO-3 gathers are annotated with the bytes they bring in, and the compute task that last uses
+// the layer frees them: per rank, gathered bytes allocated == freed.
+TEST(Zero, Stage3GatheredParametersBalance) {
+  WorkloadSpec w = small(1, 2, 4, 3);
+  w.parallel.zero_stage = 3;
+  const auto prog = build(w, false);
+  for (graph::Rank r : prog.simulated_ranks) {
+    double alloc = 0, freed = 0;
+    for (const graph::Task& t : prog.graph.tasks()) {
+      if (t.kind == graph::TaskKind::COMPUTE) {
+        if (t.rank == r)
+          freed += t.param_free.value();
+      } else {
+        const auto parts = prog.graph.participants(t);
+        if (std::find(parts.begin(), parts.end(), r) != parts.end())
+          alloc += t.param_alloc.value();
+      }
+    }
+    EXPECT_GT(alloc, 0.0);
+    EXPECT_NEAR(alloc, freed, 1e-6 * alloc) << "rank " << r;
+  }
+}
+
+// Sequence parallelism turns each TP all-reduce into a reduce-scatter plus an all-gather of the
+// same payload: twice the collectives, the same bytes sent (2(n-1)/n*S either way); PP messages
+// shrink by t.
+TEST(SequenceParallel, TpVolumeSameCollectivesDoubled) {
+  WorkloadSpec w = small(4, 2, 1, 4);
+  const auto plain = build(w);
+  w.parallel.sp = true;
+  const auto sp = build(w);
+  auto tp_tasks = [](const graph::StepProgram& p) {
+    size_t k = 0;
+    for (const graph::Task& t : p.graph.tasks())
+      k += t.group == CommGroup::TP ? 1 : 0;
+    return k;
+  };
+  EXPECT_EQ(tp_tasks(sp), 2 * tp_tasks(plain));
+  EXPECT_NEAR(volume(sp, 0, CommGroup::TP), volume(plain, 0, CommGroup::TP), 1e-6 * volume(plain, 0, CommGroup::TP));
+  EXPECT_NEAR(volume(sp, 0, CommGroup::PP), volume(plain, 0, CommGroup::PP) / 4.0, 1e-6 * volume(plain, 0, CommGroup::PP));
+}
+
+// Full recomputation adds one forward of every layer before its backward (2 tasks per layer per
+// micro-batch) and its 2 TP all-reduces; selective adds no task (the attention core's FLOPs go
+// into the attention backward).
+TEST(Recompute, FullAddsAForwardPerLayer) {
+  const int64_t m = 5;
+  WorkloadSpec w = small(2, 2, 1, m);
+  const auto none = build(w);
+  w.training.recompute = Recompute::FULL;
+  const auto full = build(w);
+  const int64_t layers_per_stage = w.model.layers / 2;
+  EXPECT_EQ(count(none, 0, graph::Phase::RECOMPUTE), 0u);
+  EXPECT_EQ(count(full, 0, graph::Phase::RECOMPUTE), static_cast<size_t>(2 * layers_per_stage * m));
+  const double tp_none = volume(none, 0, CommGroup::TP), tp_full = volume(full, 0, CommGroup::TP);
+  EXPECT_NEAR(tp_full, tp_none * 6.0 / 4.0, 1e-6 * tp_none); // 4 all-reduces per layer become 6
+  w.training.recompute = Recompute::SELECTIVE;
+  const auto sel = build(w);
+  EXPECT_EQ(count(sel, 0, graph::Phase::RECOMPUTE), 0u);
+  double bwd_attn_none = 0, bwd_attn_sel = 0;
+  for (const graph::Task& t : none.graph.tasks())
+    if (t.rank == 0 && t.phase == graph::Phase::BACKWARD && t.block == graph::Block::ATTENTION)
+      bwd_attn_none += t.flops.value();
+  for (const graph::Task& t : sel.graph.tasks())
+    if (t.rank == 0 && t.phase == graph::Phase::BACKWARD && t.block == graph::Block::ATTENTION)
+      bwd_attn_sel += t.flops.value();
+  const double core = model::attention_core_flops(w.model, 1, 2).value() * layers_per_stage * m;
+  EXPECT_NEAR(bwd_attn_sel - bwd_attn_none, core, 1e-6 * core);
+}
+
+// Every rank's activation allocations are freed by the end of the step.
+TEST(MemoryAnnotations, ActivationsBalancePerRank) {
+  for (const Recompute rc : {Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL}) {
+    WorkloadSpec w = small(2, 2, 2, 4);
+    w.training.recompute = rc;
+    const auto prog = build(w);
+    for (graph::Rank r : prog.simulated_ranks) {
+      double alloc = 0, freed = 0;
+      for (const graph::Task& t : prog.graph.tasks())
+        if (t.kind == graph::TaskKind::COMPUTE && t.rank == r) {
+          alloc += t.act_alloc.value();
+          freed += t.act_free.value();
+        }
+      EXPECT_GT(alloc, 0.0);
+      EXPECT_NEAR(alloc, freed, 1e-6 * alloc);
+    }
+  }
+}

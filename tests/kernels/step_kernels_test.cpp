@@ -1,0 +1,140 @@
+// block_kernels: the kernels of one compute task (docs/kernels.md, "From kernels to compute
+// tasks"). Checks the GEMM FLOPs against the transformer formulas of docs/model.md and the shapes
+// against workload_kernels (what the suite measures).
+
+#include "kernels/step_kernels.hpp"
+
+#include "core/error.hpp"
+#include "kernels/workload_kernels.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace stepsim::kernels {
+namespace {
+
+WorkloadSpec gpt3(int tp, int64_t micro_batch) {
+  WorkloadSpec w;
+  w.name = "gpt3";
+  w.model = gpt3_175b();
+  w.parallel.tp = tp;
+  w.parallel.pp = 8;
+  w.batch.micro_batch = micro_batch;
+  w.batch.global_batch = micro_batch;
+  return w;
+}
+
+double flops_of(const std::vector<KernelCall> &calls, KernelKind kind) {
+  double f = 0;
+  for (const KernelCall &c : calls)
+    if (c.shape.kind == kind)
+      f += kernel_flops(c.shape).value();
+  return f;
+}
+
+size_t count_of(const std::vector<KernelCall> &calls, KernelKind kind) {
+  return static_cast<size_t>(
+      std::count_if(calls.begin(), calls.end(), [&](const KernelCall &c) { return c.shape.kind == kind; }));
+}
+
+// Forward GEMM FLOPs of a GPT layer on one TP rank: attention 2·T·4h²/t, MLP 2·T·8h²/t (h = 12288,
+// T = 2048, t = 8); backward GEMMs (dgrad + wgrad) are exactly twice the forward's.
+TEST(BlockKernels, GemmFlopsFollowTheLayerFormulas) {
+  const WorkloadSpec w = gpt3(8, 1);
+  const double T = 2048, h = 12288, t = 8;
+  const auto attn_f = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  const auto mlp_f = block_kernels(w, StepBlock::MLP, StepPass::FORWARD);
+  EXPECT_DOUBLE_EQ(flops_of(attn_f, KernelKind::GEMM), 2 * T * 4 * h * h / t);
+  EXPECT_DOUBLE_EQ(flops_of(mlp_f, KernelKind::GEMM), 2 * T * 8 * h * h / t);
+  EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD), KernelKind::GEMM),
+                   2 * flops_of(attn_f, KernelKind::GEMM));
+  EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, StepBlock::MLP, StepPass::BACKWARD), KernelKind::GEMM),
+                   2 * flops_of(mlp_f, KernelKind::GEMM));
+  const auto logits_f = block_kernels(w, StepBlock::LOGITS, StepPass::FORWARD);
+  EXPECT_DOUBLE_EQ(flops_of(logits_f, KernelKind::GEMM), 2 * T * h * 51200 / t);
+  EXPECT_EQ(count_of(logits_f, KernelKind::SOFTMAX_XENT), 1u);
+  EXPECT_EQ(count_of(block_kernels(w, StepBlock::LOGITS, StepPass::BACKWARD), KernelKind::SOFTMAX_XENT), 0u);
+}
+
+// Issue order and launch count of the attention block: norm, QKV, attention, out-projection,
+// residual add; the backward runs the norm at 2x its forward time.
+TEST(BlockKernels, AttentionBlockOrderAndFactors) {
+  const WorkloadSpec w = gpt3(8, 1);
+  const auto fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  ASSERT_EQ(fwd.size(), 5u);
+  EXPECT_EQ(fwd[0].shape, rowwise(KernelKind::LAYERNORM, Dtype::BF16, 2048, 12288));
+  EXPECT_EQ(fwd[1].shape, gemm(Dtype::BF16, 2048, 4608, 12288));
+  EXPECT_EQ(fwd[2].shape.kind, KernelKind::ATTENTION_FWD);
+  EXPECT_EQ(fwd[3].shape, gemm(Dtype::BF16, 2048, 12288, 1536));
+  EXPECT_EQ(fwd[4].shape, elementwise(KernelKind::MEMCPY, Dtype::BF16, 3 * 2048 * 12288 / 2));
+  const auto bwd = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  ASSERT_EQ(bwd.size(), 7u); // residual, 2 out-proj GEMMs, attention bwd, 2 QKV GEMMs, norm
+  EXPECT_EQ(bwd.back().shape, fwd.front().shape);
+  EXPECT_DOUBLE_EQ(bwd.back().time_factor, 2.0);
+  EXPECT_EQ(count_of(bwd, KernelKind::ATTENTION_BWD), 1u);
+}
+
+// Recomputation: full recomputation repeats the forward; selective puts the attention forward in
+// front of the attention backward (the graph builder folds it into that task).
+TEST(BlockKernels, Recomputation) {
+  WorkloadSpec w = gpt3(8, 1);
+  const auto fwd = block_kernels(w, StepBlock::MLP, StepPass::FORWARD);
+  const auto re = block_kernels(w, StepBlock::MLP, StepPass::RECOMPUTE);
+  ASSERT_EQ(re.size(), fwd.size());
+  for (size_t i = 0; i < re.size(); ++i)
+    EXPECT_EQ(re[i].shape, fwd[i].shape);
+  const size_t plain = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD).size();
+  w.training.recompute = Recompute::SELECTIVE;
+  const auto sel = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  ASSERT_EQ(sel.size(), plain + 1);
+  EXPECT_EQ(sel.front().shape.kind, KernelKind::ATTENTION_FWD);
+  EXPECT_EQ(block_kernels(w, StepBlock::MLP, StepPass::BACKWARD).size(),
+            block_kernels(gpt3(8, 1), StepBlock::MLP, StepPass::BACKWARD).size());
+}
+
+// Every GEMM, attention, norm, activation and loss shape a task runs is one the suite measures
+// (workload_kernels); only the residual adds (memcpy) are extra. Llama: GQA and fused SwiGLU.
+TEST(BlockKernels, ShapesAreTheSuitesShapes) {
+  WorkloadSpec llama;
+  llama.name = "llama";
+  llama.model = llama2_70b();
+  llama.parallel.tp = 8;
+  llama.parallel.pp = 4;
+  llama.batch.micro_batch = 1;
+  llama.batch.global_batch = 1;
+  for (const WorkloadSpec &w : {gpt3(8, 1), gpt3(4, 2), llama}) {
+    const auto suite = workload_kernels(w);
+    for (const KernelShape &s : block_kernel_shapes(w)) {
+      if (s.kind == KernelKind::MEMCPY)
+        continue;
+      EXPECT_NE(std::find(suite.begin(), suite.end(), s), suite.end()) << w.name << ": " << describe(s);
+    }
+  }
+  const auto mlp = block_kernels(llama, StepBlock::MLP, StepPass::FORWARD);
+  EXPECT_EQ(mlp[1].shape, gemm(Dtype::BF16, 4096, 2 * 28672 / 8, 8192));
+  EXPECT_EQ(mlp[2].shape, elementwise(KernelKind::SWIGLU, Dtype::BF16, 4096 * 28672 / 8));
+  const auto attn = block_kernels(llama, StepBlock::ATTENTION, StepPass::FORWARD);
+  EXPECT_EQ(attn[2].shape.kv_heads, 1);
+  EXPECT_EQ(attn[1].shape, gemm(Dtype::BF16, 4096, (8 + 2) * 128, 8192));
+}
+
+// Sequence parallelism: norms and residual adds see T/tp tokens; GEMMs do not change.
+TEST(BlockKernels, SequenceParallelSplitsRowWiseKernels) {
+  WorkloadSpec w = gpt3(8, 1);
+  w.parallel.sp = true;
+  const auto fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  EXPECT_EQ(fwd[0].shape, rowwise(KernelKind::LAYERNORM, Dtype::BF16, 2048 / 8, 12288));
+  EXPECT_EQ(fwd[1].shape, gemm(Dtype::BF16, 2048, 4608, 12288));
+}
+
+TEST(BlockKernels, RejectsTpThatDoesNotDivide) {
+  WorkloadSpec w = gpt3(8, 1);
+  w.parallel.tp = 7;
+  EXPECT_THROW(block_kernels(w, StepBlock::MLP, StepPass::FORWARD), ModelError);
+  EXPECT_EQ(optimizer_kernel(1000).shape, elementwise(KernelKind::ADAM, Dtype::FP32, 1000));
+}
+
+} // namespace
+} // namespace stepsim::kernels

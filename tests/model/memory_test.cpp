@@ -1,0 +1,153 @@
+// The memory ledger against the closed forms of MODEL.md §3 (ZeRO: Rajbhandari et al. 2020;
+// activations: Korthikanti et al. 2022) and the seed document's 7B example.
+
+#include "model/memory.hpp"
+#include "model/transformer.hpp"
+
+#include "common/specs.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace stepsim;
+
+namespace {
+
+constexpr double GB = 1e9;
+
+/// A 7B dense model (Llama-2-7B's shape: l=32, h=4096, a=32, f=11008, V=32000).
+ModelSpec seven_b() {
+  ModelSpec m = test::llama2_70b();
+  m.layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 32;
+  m.ffn_hidden = 11008;
+  return m;
+}
+
+double sbh(const WorkloadSpec& w) {
+  return static_cast<double>(w.model.seq_len) * static_cast<double>(w.batch.micro_batch) *
+         static_cast<double>(w.model.hidden);
+}
+
+} // namespace
+
+// The seed: a 7B model trained with mixed-precision Adam on one GPU needs weights 2 bytes/param
+// (~14 GB), gradients 2 (~14 GB), Adam m+v 8 (~56 GB) or with the fp32 master copy 12 (~84 GB),
+// and does not fit an 80 GB GPU either way. The seed's figures are 7e9 x bytes/param rounded; a
+// real "7B" (Llama-2-7B's shape) has 6.74e9 parameters, so its rounded figures agree within 5 %.
+TEST(MemoryLedger, SeedSevenBillionExample) {
+  WorkloadSpec w = test::workload(seven_b(), 1, 1, 1, 1);
+  const double psi = model::params_on_rank(w, 0);
+  ASSERT_NEAR(psi, 6.74e9, 0.01e9); // ~7B
+  const GpuSpec gpu = test::a100();
+  for (const double k : {8.0, 12.0}) {
+    w.training.optimizer_bytes_per_param = k;
+    const model::MemoryLedger l = model::static_memory(w, gpu, 0);
+    EXPECT_DOUBLE_EQ(l.weights.value(), 2.0 * psi);
+    EXPECT_DOUBLE_EQ(l.gradients.value(), 2.0 * psi);
+    EXPECT_DOUBLE_EQ(l.optimizer.value(), k * psi);
+    EXPECT_NEAR(l.weights.value() / GB, 14.0, 0.05 * 14.0);
+    EXPECT_NEAR(l.gradients.value() / GB, 14.0, 0.05 * 14.0);
+    EXPECT_NEAR(l.optimizer.value() / GB, 7.0 * k, 0.05 * 7.0 * k);
+    EXPECT_GT(l.peak().value(), 80.0 * GB) << "K=" << k;
+    EXPECT_GT(l.peak(), gpu.hbm_capacity);
+  }
+}
+
+// ZeRO over dp ranks (Psi = params per GPU, K = optimizer bytes per param):
+//   stage 1: 2Psi + 2Psi + K*Psi/dp;  stage 2: 2Psi + (2+K)*Psi/dp;  stage 3: (2+2+K)*Psi/dp.
+TEST(MemoryLedger, ZeroStagesMatchPaperFormulas) {
+  const GpuSpec gpu = test::a100();
+  for (const int dp : {2, 8, 64}) {
+    for (const int zero : {0, 1, 2, 3}) {
+      WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, dp, 16);
+      w.parallel.zero_stage = zero;
+      const double psi = model::params_on_rank(w, 3);
+      const double k = w.training.optimizer_bytes_per_param;
+      const model::MemoryLedger l = model::persistent_memory(w, gpu, 3);
+      const double states = (l.weights + l.gradients + l.optimizer).value();
+      double expected = 0;
+      switch (zero) {
+      case 0: expected = (4.0 + k) * psi; break;
+      case 1: expected = 2.0 * psi + 2.0 * psi + k * psi / dp; break;
+      case 2: expected = 2.0 * psi + (2.0 + k) * psi / dp; break;
+      case 3: expected = (4.0 + k) * psi / dp; break;
+      }
+      EXPECT_NEAR(states, expected, 1e-9 * expected) << "zero " << zero << " dp " << dp;
+    }
+  }
+}
+
+// Korthikanti et al. 2022, activations of one GPT layer per micro-batch (bytes):
+//   no parallelism s*b*h*(34 + 5*a*s/h); TP s*b*h*(10 + 24/t + 5*a*s/(h*t));
+//   TP+SP s*b*h*(34/t + 5*a*s/(h*t)); selective + SP 34*s*b*h/t; selective without SP
+//   s*b*h*(10 + 24/t); full recompute 2*s*b*h (/t with SP).
+TEST(MemoryLedger, KorthikantiActivationFormulas) {
+  const ModelSpec m = test::gpt3_175b();
+  const double a = static_cast<double>(m.heads), s = static_cast<double>(m.seq_len), h = static_cast<double>(m.hidden);
+  for (const int64_t b : {1, 2}) {
+    WorkloadSpec w = test::workload(m, 1, 8, 1, 8, b);
+    const double x = sbh(w);
+    EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (34.0 + 5.0 * a * s / h), 1e-6 * x);
+    for (const int t : {2, 4, 8}) {
+      w.parallel.tp = t;
+      w.parallel.sp = false;
+      w.training.recompute = Recompute::NONE;
+      EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)),
+                  1e-6 * x);
+      w.parallel.sp = true;
+      EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (34.0 / t + 5.0 * a * s / (h * t)), 1e-6 * x);
+      w.training.recompute = Recompute::SELECTIVE;
+      EXPECT_NEAR(model::stored_layer_activations(w).total().value(), 34.0 * x / t, 1e-6 * x);
+      w.parallel.sp = false;
+      EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (10.0 + 24.0 / t), 1e-6 * x);
+      w.training.recompute = Recompute::FULL;
+      EXPECT_NEAR(model::stored_layer_activations(w).total().value(), 2.0 * x, 1e-6 * x);
+      w.parallel.sp = true;
+      EXPECT_NEAR(model::stored_layer_activations(w).total().value(), 2.0 * x / t, 1e-6 * x);
+      // Full recomputation re-materialises one whole layer (as without recomputation) at a time.
+      w.parallel.sp = false;
+      EXPECT_NEAR(model::recompute_working_set(w).total().value(), x * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)),
+                  1e-6 * x);
+    }
+  }
+}
+
+// Flash attention never stores the s^2 scores: the 5*a*s^2*b term disappears.
+TEST(MemoryLedger, FlashAttentionDropsScores) {
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 1, 8);
+  const double x = sbh(w);
+  w.training.flash_attention = true;
+  EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (10.0 + 24.0 / 8), 1e-6 * x);
+}
+
+// 1F1B holds min(p - i, m) micro-batches on stage i; GPipe holds all m.
+TEST(MemoryLedger, InFlightMicroBatches) {
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 1, 12);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(model::in_flight_micro_batches(w, i), 8 - i);
+  w.batch.global_batch = 4; // m = 4 < p
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(model::in_flight_micro_batches(w, i), std::min(8 - i, 4));
+  w.parallel.schedule = Schedule::GPIPE;
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(model::in_flight_micro_batches(w, i), 4);
+}
+
+// GPT-3 175B, TP8 PP8, micro-batch 1 (Megatron's layout): without recomputation stage 0 holds
+// 8 micro-batches x 12 layers x s*b*h*(10 + 24/8 + 5*a*s/(h*8)) ~ 52 GiB of activations and does
+// not fit 80 GB; full recomputation keeps 2*s*b*h per layer and fits with room to spare.
+TEST(MemoryLedger, Gpt3FullRecomputeUsesFarLessActivationMemory) {
+  const GpuSpec gpu = test::a100();
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 16, 96);
+  const model::MemoryLedger none = model::static_memory(w, gpu, 0);
+  w.training.recompute = Recompute::FULL;
+  const model::MemoryLedger full = model::static_memory(w, gpu, 0);
+  const double x = sbh(w);
+  const double per_layer = x * (10.0 + 24.0 / 8 + 5.0 * 96 * 2048 / (12288.0 * 8));
+  EXPECT_NEAR(none.activations.value(), 8 * 12 * per_layer, 1e-6 * none.activations.value());
+  EXPECT_LT(full.activations.value(), 0.15 * none.activations.value());
+  EXPECT_GT(none.peak(), gpu.hbm_capacity);
+  EXPECT_LT(full.peak(), gpu.hbm_capacity);
+}

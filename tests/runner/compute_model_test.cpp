@@ -1,0 +1,276 @@
+// Compute times from kernel profiles (runner::compute_time_model), where they came from
+// (summary compute_source), the overlap slowdown in the engine, and `stepsim kernels`.
+// SimGrid allows one simulation per process: each simulation runs in a forked child.
+
+#include "runner/simulate.hpp"
+
+#include "common/specs.hpp"
+#include "common/subprocess.hpp"
+#include "config/config.hpp"
+#include "kernels/profile.hpp"
+#include "kernels/step_kernels.hpp"
+#include "kernels/workload_kernels.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+namespace stepsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kSourceDir = STEPSIM_SOURCE_DIR;
+const fs::path kA100Profile = kSourceDir / "kernels_profiles/data/A100-SXM4-80GB.csv";
+
+/// A cluster of A100s whose compute times come from `profile` ("" = roofline).
+ClusterSpec a100_cluster(int nodes, int gpus_per_node, const std::string& profile) {
+  ClusterSpec c = test::dgx_cluster(nodes, gpus_per_node, gpus_per_node);
+  c.gpu.kind = "A100-SXM4-80GB";
+  c.gpu.profile = profile;
+  return c;
+}
+
+/// One GPU, compute-bound: a 4-layer GPT with h = 4096, s = 2048, two micro-batches.
+WorkloadSpec compute_bound_workload() {
+  return test::workload(test::small_gpt(4, 4096, 2048), 1, 1, 1, 2);
+}
+
+fs::path temp_file(const std::string& name) {
+  return fs::temp_directory_path() / ("stepsim-runner-" + name + "-" + std::to_string(getpid()) + ".csv");
+}
+
+/// The bundled A100 profile with every GEMM row's time multiplied by `factor`.
+fs::path scaled_gemm_profile(double factor) {
+  kernels::KernelProfile p = kernels::read_profile(kA100Profile);
+  for (kernels::ProfileRow& r : p.rows)
+    if (r.shape.kind == kernels::KernelKind::GEMM)
+      r.time = r.time * factor;
+  const fs::path out = temp_file("gemm-x" + std::to_string(factor));
+  std::ofstream f(out);
+  kernels::write_profile(f, p);
+  return out;
+}
+
+/// A "measured" profile with a row for every shape `w` looks up, at the bundled model's times;
+/// `drop` (if given) is left out.
+fs::path measured_profile(const WorkloadSpec& w, const ClusterSpec& c, kernels::KernelKind drop, bool drop_any) {
+  const kernels::KernelTable bundled = kernels::KernelTable::load(kA100Profile, c.gpu);
+  kernels::KernelProfile p;
+  p.header = bundled.profile().header;
+  p.header.obtained = kernels::Provenance::MEASURED;
+  p.header.sources.clear();
+  p.header.notes.clear();
+  for (const kernels::KernelShape& s : runner::compute_kernel_shapes(w))
+    if (!drop_any || s.kind != drop)
+      p.rows.push_back(kernels::ProfileRow{s, bundled.lookup(s).time, "cublaslt"});
+  const fs::path out = temp_file(std::string("measured-") + (drop_any ? kernels::to_string(drop) : "all"));
+  std::ofstream f(out);
+  kernels::write_profile(f, p);
+  return out;
+}
+
+/// Simulates in a child; returns {step_time, compute_s, measured, interpolated, modelled, roofline}.
+std::vector<double> simulate_in_child(const ClusterSpec& c, const WorkloadSpec& w) {
+  const test::ChildResult r = test::run_in_child([&] {
+    const runner::Simulation sim = runner::simulate(c, w);
+    const report::Summary& s = sim.summary;
+    return std::vector<double>{s.step_time.value(),           s.compute.value(),
+                               s.compute_source.measured,     s.compute_source.interpolated,
+                               s.compute_source.modelled,     s.compute_source.roofline};
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  return r.ok ? r.values : std::vector<double>(6, 0.0);
+}
+
+double source_sum(const std::vector<double>& v) { return v[2] + v[3] + v[4] + v[5]; }
+
+// --- the compute-time model (no simulation) ------------------------------------------------
+
+// With a profile, a task's time is the sum over its kernels of table time × factor + one launch
+// overhead each; the roofline (no profile) is the old formula, all of it `roofline`.
+TEST(ComputeModel, SumsKernelTimesPlusLaunchOverhead) {
+  const ClusterSpec c = a100_cluster(1, 1, kA100Profile.string());
+  const WorkloadSpec w = compute_bound_workload();
+  const auto table = runner::load_kernel_table(c);
+  ASSERT_TRUE(table);
+  const graph::ComputeTimeFn fn = runner::compute_time_model(c, w, table);
+  for (graph::Phase phase : {graph::Phase::FORWARD, graph::Phase::BACKWARD}) {
+    double expected = 0;
+    for (const kernels::KernelCall& k : kernels::block_kernels(w, kernels::StepBlock::MLP,
+                                                                phase == graph::Phase::FORWARD
+                                                                    ? kernels::StepPass::FORWARD
+                                                                    : kernels::StepPass::BACKWARD))
+      expected += table->lookup(k.shape).time.value() * k.time_factor + table->launch_overhead().value();
+    const graph::ComputeCost cost = fn(graph::ComputeQuery{.block = graph::Block::MLP, .phase = phase});
+    EXPECT_NEAR(cost.time.value(), expected, 1e-12 * expected);
+    EXPECT_DOUBLE_EQ(cost.sources.modelled, 1.0); // the bundled profile is modelled
+  }
+  const graph::ComputeCost opt = fn(graph::ComputeQuery{.block = graph::Block::OPTIMIZER, .phase = graph::Phase::OPTIMIZER});
+  EXPECT_GT(opt.time.value(), 0.0);
+
+  const graph::ComputeTimeFn roof = runner::compute_time_model(a100_cluster(1, 1, ""), w);
+  const graph::ComputeQuery q{.block = graph::Block::MLP, .flops = Flops(1e12), .bytes = Bytes(1e9)};
+  const graph::ComputeCost rc = roof(q);
+  EXPECT_DOUBLE_EQ(rc.time.value(), model::roofline_time(q.flops, q.bytes, c.gpu, w.precision).value());
+  EXPECT_DOUBLE_EQ(rc.sources.roofline, 1.0);
+}
+
+// Doubling every GEMM row of a (modelled) profile halves the calibrated GEMM ceiling: each GEMM of
+// a task takes exactly twice as long, the other kernels do not change.
+TEST(ComputeModel, DoublingGemmRowsDoublesGemmTime) {
+  const ClusterSpec c1 = a100_cluster(1, 1, kA100Profile.string());
+  const fs::path doubled = scaled_gemm_profile(2.0);
+  const ClusterSpec c2 = a100_cluster(1, 1, doubled.string());
+  const WorkloadSpec w = compute_bound_workload();
+  const auto t1 = runner::load_kernel_table(c1);
+  const graph::ComputeCost a = runner::compute_time_model(c1, w, t1)(graph::ComputeQuery{.block = graph::Block::MLP});
+  const graph::ComputeCost b = runner::compute_time_model(c2, w)(graph::ComputeQuery{.block = graph::Block::MLP});
+  double gemm = 0;
+  for (const kernels::KernelCall& k : kernels::block_kernels(w, kernels::StepBlock::MLP, kernels::StepPass::FORWARD))
+    if (k.shape.kind == kernels::KernelKind::GEMM)
+      gemm += t1->lookup(k.shape).time.value();
+  EXPECT_NEAR(b.time.value() - a.time.value(), gemm, 1e-9 * gemm);
+  fs::remove(doubled);
+}
+
+// --- whole steps ---------------------------------------------------------------------------
+
+// A compute-bound step (one GPU, no communication) with all GEMM times doubled: compute_s grows
+// by the GEMM share of compute, close to 2x, and equals the sum of the task durations.
+TEST(ProfiledStep, DoubledGemmsMakeAComputeBoundStepAboutTwiceAsSlow) {
+  const WorkloadSpec w = compute_bound_workload();
+  const fs::path doubled = scaled_gemm_profile(2.0);
+  const auto base = simulate_in_child(a100_cluster(1, 1, kA100Profile.string()), w);
+  const auto slow = simulate_in_child(a100_cluster(1, 1, doubled.string()), w);
+  fs::remove(doubled);
+  ASSERT_GT(base[1], 0.0);
+  const double ratio = slow[1] / base[1];
+  EXPECT_GT(ratio, 1.8);
+  EXPECT_LT(ratio, 2.0);
+  EXPECT_NEAR(slow[0] / base[0], ratio, 0.01); // compute-bound: the step follows
+}
+
+// compute_source sums to 1: 100 % modelled with the bundled profile, 100 % roofline without one,
+// 100 % measured when the profile has a row for every shape (and then the same times as the model
+// it was made from), and a mix when one kind is missing.
+TEST(ProfiledStep, ComputeSourceSharesSumToOne) {
+  const WorkloadSpec w = compute_bound_workload();
+  const ClusterSpec bundled = a100_cluster(1, 1, kA100Profile.string());
+  const auto modelled = simulate_in_child(bundled, w);
+  EXPECT_NEAR(source_sum(modelled), 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(modelled[4], 1.0);
+
+  const auto roofline = simulate_in_child(a100_cluster(1, 1, ""), w);
+  EXPECT_DOUBLE_EQ(roofline[5], 1.0);
+
+  const fs::path all = measured_profile(w, bundled, kernels::KernelKind::GEMM, false);
+  const auto measured = simulate_in_child(a100_cluster(1, 1, all.string()), w);
+  EXPECT_DOUBLE_EQ(measured[2], 1.0);
+  EXPECT_NEAR(measured[1], modelled[1], 1e-9 * modelled[1]);
+
+  const fs::path some = measured_profile(w, bundled, kernels::KernelKind::ATTENTION_BWD, true);
+  const auto mixed = simulate_in_child(a100_cluster(1, 1, some.string()), w);
+  EXPECT_NEAR(source_sum(mixed), 1.0, 1e-12);
+  EXPECT_GT(mixed[2], 0.5);
+  EXPECT_GT(mixed[3] + mixed[4], 0.0); // attention backward: not measured
+  fs::remove(all);
+  fs::remove(some);
+}
+
+// --- overlap slowdown ------------------------------------------------------------------------
+
+// Exact semantics: a 1 ms compute task on GPU 0 and a send from GPU 0 that takes x < 1 ms start
+// together. While the send runs, compute progresses at 1/f: it ends at x + (1 ms - x/f).
+TEST(OverlapSlowdown, ComputeSlowsExactlyWhileItsGpuCommunicates) {
+  const double f = 1.5, work = 1e-3;
+  const test::ChildResult r = test::run_in_child([&] {
+    graph::StepProgram prog;
+    graph::Task compute;
+    compute.kind = graph::TaskKind::COMPUTE;
+    compute.rank = 0;
+    compute.duration = Seconds(work);
+    const graph::TaskId c = prog.graph.add_task(compute);
+    graph::Task send;
+    send.kind = graph::TaskKind::COLLECTIVE;
+    send.group = graph::CommGroup::PP;
+    send.op = graph::CollectiveOp::SEND;
+    send.stream = graph::Stream::PP_COMM;
+    send.rank = 0;
+    send.bytes = Bytes(96e6); // ~0.4 ms at 240 GB/s
+    const graph::Rank pair[2] = {0, 1};
+    const graph::TaskId s = prog.graph.add_collective(send, pair);
+    prog.graph.finalize();
+    prog.simulated_ranks = {0, 1};
+    prog.grid = graph::RankGrid{2, 1, 1};
+    prog.micro_batches = 1;
+    engine::Replay replay(prog, test::dgx_cluster(1, 2, 2), engine::ReplayOptions{.overlap_slowdown = f});
+    const engine::ReplayResult res = replay.run();
+    return std::vector<double>{res.end[c].value(), res.end[s].value()};
+  });
+  ASSERT_TRUE(r.ok) << r.error;
+  const double x = r.values[1];
+  ASSERT_GT(x, 0.0);
+  ASSERT_LT(x, work);
+  EXPECT_NEAR(r.values[0], x + (work - x / f), 1e-9);
+}
+
+// A data-parallel step whose gradient all-reduces overlap the backward: factor 1 (given or
+// defaulted) changes nothing; factor 1.5 makes it slower, by at most 1.5x.
+TEST(OverlapSlowdown, DataParallelStepSlowsByAtMostTheFactor) {
+  const WorkloadSpec w = test::workload(test::small_gpt(8, 2048, 1024), 1, 1, 2, 2);
+  ClusterSpec c = a100_cluster(1, 2, "");
+  const auto unset = simulate_in_child(c, w);
+  c.gpu.overlap_slowdown = 1.0;
+  const auto one = simulate_in_child(c, w);
+  c.gpu.overlap_slowdown = 1.5;
+  const auto slowed = simulate_in_child(c, w);
+  EXPECT_EQ(unset[0], one[0]); // bit for bit
+  EXPECT_EQ(unset[1], one[1]);
+  EXPECT_GT(slowed[0], one[0]);
+  EXPECT_LE(slowed[0], 1.5 * one[0]);
+  EXPECT_GT(slowed[1], one[1]);
+  EXPECT_LE(slowed[1], 1.5 * one[1]);
+}
+
+// The factor comes from gpu.overlap_slowdown, else from the profile's header, else 1.
+TEST(OverlapSlowdown, FactorFromClusterThenProfile) {
+  ClusterSpec c = a100_cluster(1, 1, kA100Profile.string());
+  const auto table = runner::load_kernel_table(c);
+  EXPECT_DOUBLE_EQ(runner::overlap_slowdown(c, table.get()), table->overlap_slowdown());
+  EXPECT_DOUBLE_EQ(runner::overlap_slowdown(c, nullptr), 1.0);
+  c.gpu.overlap_slowdown = 1.3;
+  EXPECT_DOUBLE_EQ(runner::overlap_slowdown(c, table.get()), 1.3);
+}
+
+// --- stepsim kernels -------------------------------------------------------------------------
+
+// The output parses back as a shape list and holds the suite's shapes plus every shape the
+// compute model looks up.
+TEST(KernelsCommand, OutputParsesBackAsAShapeList) {
+  const fs::path out = temp_file("kernels-out");
+  const std::string cmd = std::string(STEPSIM_BINARY) + " kernels --workload " +
+                          (kSourceDir / "workloads/gpt3-175b.yaml").string() + " --cluster " +
+                          (kSourceDir / "topologies/dgx-a100-superpod.yaml").string() + " > " + out.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(out);
+  const std::vector<kernels::KernelShape> shapes = kernels::parse_shape_list(in, out.string());
+  fs::remove(out);
+
+  const ClusterSpec c = config::load_cluster(kSourceDir / "topologies/dgx-a100-superpod.yaml");
+  WorkloadSpec w = config::load_workload(kSourceDir / "workloads/gpt3-175b.yaml");
+  config::check_layout(c, w);
+  const auto suite = kernels::workload_kernels(w);
+  ASSERT_GE(shapes.size(), suite.size());
+  EXPECT_EQ(std::vector<kernels::KernelShape>(shapes.begin(), shapes.begin() + static_cast<long>(suite.size())), suite);
+  for (const kernels::KernelShape& s : runner::compute_kernel_shapes(w))
+    EXPECT_NE(std::find(shapes.begin(), shapes.end(), s), shapes.end()) << kernels::describe(s);
+}
+
+} // namespace
+} // namespace stepsim

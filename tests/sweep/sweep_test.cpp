@@ -1,0 +1,412 @@
+// `stepsim sweep`: grid and list expansion, stable ids, bad sweep files (exit 2 with file:line),
+// skipped rows with reasons, resume after SIGKILL with nothing lost or duplicated, a torn last
+// line repaired, shards merged into the unsharded result, mpirun with two ranks.
+
+#include "config/sweep_config.hpp"
+#include "core/error.hpp"
+#include "sweep/plan.hpp"
+#include "sweep/results.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out; ///< stdout and stderr together
+};
+
+Result run_shell(const std::string& cmd) {
+  Result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr)
+    return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+Result run_stepsim(const std::string& args) { return run_shell(std::string(STEPSIM_BINARY) + " " + args); }
+
+std::string src(const std::string& rel) { return std::string(STEPSIM_SOURCE_DIR) + "/" + rel; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void spit(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    out.push_back(l);
+  return out;
+}
+
+class SweepTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("stepsim-sweep-" + std::string(info->name()) + "-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure())
+      fs::remove_all(dir_);
+  }
+
+  /// A sweep of tiny-gpt on one DGX H100 node; `body` holds grid/points/set (with `set:`
+  /// cluster.nodes=1 added unless the body has its own `set:`).
+  fs::path write_sweep(const std::string& name, const std::string& body) {
+    std::string text = "name: " + name + "\ncluster: " + src("topologies/dgx-h100.yaml") +
+                       "\nworkload: " + src("workloads/tiny-gpt.yaml") + "\n";
+    if (body.find("set:") == std::string::npos)
+      text += "set:\n  cluster.nodes: 1\n";
+    text += body;
+    const fs::path p = dir_ / (name + ".yaml");
+    spit(p, text);
+    return p;
+  }
+
+  /// 96 configurations, some of them invalid on 8 GPUs.
+  fs::path big_sweep() {
+    return write_sweep("big", "grid:\n"
+                              "  parallel.tp: [1, 2, 4, 8]\n"
+                              "  parallel.pp: [1, 2, 4]\n"
+                              "  parallel.schedule: [gpipe, 1f1b]\n"
+                              "  batch.micro_batch: [1, 2]\n"
+                              "  batch.global_batch: [16, 32]\n");
+  }
+
+  fs::path dir_;
+};
+
+std::vector<nlohmann::json> jsonl_rows(const fs::path& file) {
+  std::vector<nlohmann::json> rows;
+  for (const auto& l : lines(slurp(file)))
+    rows.push_back(nlohmann::json::parse(l));
+  return rows;
+}
+
+} // namespace
+
+// ---- expansion (library) -------------------------------------------------------------------
+
+// A grid is the cartesian product of its axes, the first axis varying slowest; ids are unique.
+TEST_F(SweepTest, GridExpandsToTheCartesianProduct) {
+  const fs::path f = write_sweep("grid", "grid:\n  parallel.tp: [1, 2, 4]\n  parallel.pp: [1, 2]\n"
+                                         "  parallel.schedule: [gpipe, 1f1b]\n");
+  const auto plan = stepsim::sweep::expand(stepsim::config::load_sweep(f));
+  ASSERT_EQ(plan.configs.size(), 12u);
+  EXPECT_EQ(plan.columns, (std::vector<std::string>{"parallel.tp", "parallel.pp", "parallel.schedule"}));
+  std::set<std::string> ids;
+  for (const auto& c : plan.configs)
+    ids.insert(c.id);
+  EXPECT_EQ(ids.size(), 12u);
+  EXPECT_EQ(plan.configs[0].swept[0].second, "1");
+  EXPECT_EQ(plan.configs[0].swept[2].second, "gpipe");
+  EXPECT_EQ(plan.configs[1].swept[2].second, "1f1b");
+  EXPECT_EQ(plan.configs[11].swept[0].second, "4");
+  EXPECT_EQ(plan.configs[5].index, 5u);
+  // Every configuration carries the fixed override too.
+  EXPECT_EQ(plan.configs[3].overrides.front().path, "cluster.nodes");
+
+  const Result r = run_stepsim("sweep " + f.string() + " --dry-run");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(lines(r.out).size(), 13u) << r.out;
+}
+
+// A list of points gives one configuration each; points combine with a grid as a product.
+TEST_F(SweepTest, PointsAreAListAndCombineWithAGrid) {
+  const std::string points = "points:\n  - {parallel.tp: 2, parallel.pp: 2}\n  - {parallel.tp: 4, parallel.pp: 2}\n"
+                             "  - {parallel.tp: 8, parallel.sp: true}\n";
+  const auto list = stepsim::sweep::expand(stepsim::config::load_sweep(write_sweep("list", points)));
+  ASSERT_EQ(list.configs.size(), 3u);
+  EXPECT_EQ(list.columns, (std::vector<std::string>{"parallel.tp", "parallel.pp", "parallel.sp"}));
+  EXPECT_EQ(list.configs[2].swept.size(), 2u); // tp and sp; pp is left to the workload
+
+  const auto both = stepsim::sweep::expand(
+      stepsim::config::load_sweep(write_sweep("both", points + "grid:\n  batch.micro_batch: [1, 2]\n")));
+  ASSERT_EQ(both.configs.size(), 6u);
+  EXPECT_EQ(both.columns.back(), "batch.micro_batch");
+  EXPECT_EQ(both.configs[1].swept.front().second, "2"); // point 0, second grid value
+  EXPECT_EQ(both.configs[1].swept.back().second, "2");
+}
+
+// The id depends on what the configuration is, not on the order the keys are written in.
+TEST(SweepIds, StableAndOrderIndependent) {
+  using stepsim::config::Override;
+  const std::string a = stepsim::sweep::config_id("c.yaml", "w.yaml", {Override{"parallel.tp", "2"}, Override{"parallel.pp", "4"}});
+  const std::string b = stepsim::sweep::config_id("c.yaml", "w.yaml", {Override{"parallel.pp", "4"}, Override{"parallel.tp", "2"}});
+  const std::string c = stepsim::sweep::config_id("c.yaml", "w.yaml", {Override{"parallel.pp", "4"}, Override{"parallel.tp", "4"}});
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(a.size(), 16u);
+  // FNV-1a 64 of "cluster=c.yaml\nworkload=w.yaml\nparallel.pp=4\nparallel.tp=2\n": fixed forever,
+  // since result files of earlier runs are matched by it.
+  EXPECT_EQ(a, stepsim::sweep::config_id("c.yaml", "w.yaml", {Override{"parallel.tp", "2"}, Override{"parallel.pp", "4"}}));
+}
+
+// CSV lines are derived from the JSON record and survive a round trip unchanged.
+TEST(SweepResults, JsonRoundTripGivesTheSameLines) {
+  stepsim::sweep::Row row;
+  row.id = "0123456789abcdef";
+  row.index = 7;
+  row.config = {{"parallel.tp", "2"}, {"parallel.schedule", "1f1b"}};
+  row.status = stepsim::sweep::RowStatus::OK;
+  row.hbm_capacity_bytes = 85899345920.0;
+  row.summary_json = R"({"step_time_s":1.25,"mfu":0.5,"exposed_comm_s":{"tp":0.1,"pp":0.0,"dp":0.2},)"
+                     R"("memory":{"peak_bytes":123,"fits":true}})";
+  const std::string line = stepsim::sweep::json_line(row);
+  ASSERT_EQ(line.back(), '\n');
+  const auto back = stepsim::sweep::parse_json_line(std::string_view(line).substr(0, line.size() - 1));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(stepsim::sweep::json_line(*back), line);
+  const std::vector<std::string> columns = {"parallel.tp", "parallel.pp", "parallel.schedule"};
+  const std::string csv = stepsim::sweep::csv_line(*back, columns);
+  EXPECT_EQ(csv, stepsim::sweep::csv_line(row, columns));
+  EXPECT_NE(csv.find("0123456789abcdef,7,2,,1f1b,ok,,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",1.25,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",123,true,85899345920\n"), std::string::npos) << csv;
+  EXPECT_FALSE(stepsim::sweep::parse_json_line(R"({"id":"x","index":1,"conf)").has_value());
+}
+
+// ---- bad sweep files -----------------------------------------------------------------------
+
+// A malformed sweep file exits 2 naming file:line:col.
+TEST_F(SweepTest, MalformedSweepFileExits2WithFileLine) {
+  struct Case {
+    std::string body;
+    std::string expect; ///< in the message after "FILE:"
+  };
+  const std::vector<Case> cases = {
+      {"grid:\n  parallel.tp: 4\n", ".yaml:7:16: key 'grid.parallel.tp': expected a non-empty list"},
+      {"grid:\n  parallel.tp: []\n", ".yaml:7:16: key 'grid.parallel.tp': expected a non-empty list"},
+      {"gird:\n  parallel.tp: [1]\n", ".yaml:6:1: unknown key 'gird'; did you mean 'grid'?"},
+      {"grid:\n  parallel..tp: [1]\n", ".yaml:7:3: key 'grid': expected a dotted key"},
+      {"grid:\n  parallel.tp: [1, 1]\n", ".yaml:7:20: key 'grid.parallel.tp': value '1' is listed twice"},
+      {"points:\n  - {parallel.tp: 2}\n  - {parallel.tp: 2}\n", ".yaml:8:5: configuration 1 repeats"},
+      {"grid:\n  cluster.nodes: [1, 2]\n", "also under `set`"},
+      {"grid: [\n", ".yaml:"},
+  };
+  for (const Case& c : cases) {
+    const fs::path f = write_sweep("bad", c.body);
+    const Result r = run_stepsim("sweep " + f.string() + " --out " + (dir_ / "out").string());
+    EXPECT_EQ(r.code, 2) << c.body << r.out;
+    EXPECT_NE(r.out.find(f.string()), std::string::npos) << c.body << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.body << r.out;
+  }
+  const Result missing = run_stepsim("sweep " + (dir_ / "nope.yaml").string() + " --out " + (dir_ / "out").string());
+  EXPECT_EQ(missing.code, 2) << missing.out;
+  const Result bad_shard = run_stepsim("sweep " + big_sweep().string() + " --out x --shard 2/2");
+  EXPECT_EQ(bad_shard.code, 2) << bad_shard.out;
+  EXPECT_NE(bad_shard.out.find("--shard"), std::string::npos) << bad_shard.out;
+}
+
+// ---- running -------------------------------------------------------------------------------
+
+// Invalid combinations are rows with status skipped and the reason, not errors.
+TEST_F(SweepTest, SkippedConfigurationsCarryAReason) {
+  const fs::path f = write_sweep("skip", "points:\n  - {parallel.tp: 2}\n  - {parallel.tp: 16}\n"
+                                         "  - {parallel.tpp: 2}\n  - {parallel.schedule: zigzag}\n");
+  const fs::path out = dir_ / "out";
+  const Result r = run_stepsim("sweep " + f.string() + " --out " + out.string() + " -j 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = jsonl_rows(out / "results.jsonl");
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0]["status"], "ok");
+  EXPECT_EQ(rows[0]["reason"], "");
+  EXPECT_GT(rows[0]["summary"]["step_time_s"].get<double>(), 0.0);
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(rows[i]["status"], "skipped") << rows[i];
+    EXPECT_FALSE(rows[i]["reason"].get<std::string>().empty()) << rows[i];
+    EXPECT_TRUE(rows[i]["summary"].is_null());
+  }
+  EXPECT_NE(rows[1]["reason"].get<std::string>().find("16"), std::string::npos) << rows[1];
+  EXPECT_NE(rows[2]["reason"].get<std::string>().find("did you mean 'parallel.tp'"), std::string::npos) << rows[2];
+  EXPECT_NE(rows[3]["reason"].get<std::string>().find("zigzag"), std::string::npos) << rows[3];
+  const auto csv = lines(slurp(out / "results.csv"));
+  ASSERT_EQ(csv.size(), 5u);
+  EXPECT_EQ(csv[0].rfind("id,index,parallel.tp,parallel.tpp,parallel.schedule,status,reason,", 0), 0u) << csv[0];
+  EXPECT_NE(csv[2].find(",skipped,"), std::string::npos) << csv[2];
+}
+
+// Killing the sweep with SIGKILL mid-run and running it again loses nothing, duplicates
+// nothing and leaves no torn line; the result is the same as an uninterrupted run.
+TEST_F(SweepTest, ResumeAfterSigkillLosesAndDuplicatesNothing) {
+  const fs::path f = big_sweep();
+  const fs::path full = dir_ / "full";
+  const Result ref = run_stepsim("sweep " + f.string() + " --out " + full.string() + " -j 2");
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  const size_t total = lines(slurp(full / "results.jsonl")).size();
+  ASSERT_EQ(total, 96u);
+
+  const fs::path out = dir_ / "killed";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(STEPSIM_BINARY, STEPSIM_BINARY, "sweep", f.c_str(), "--out", out.c_str(), "-j", "2", nullptr);
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  size_t seen = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    seen = lines(slurp(out / "results.jsonl")).size();
+    if (seen >= 10)
+      break;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the sweep finished before it could be killed";
+  const size_t before = lines(slurp(out / "results.jsonl")).size();
+  EXPECT_GE(before, 10u);
+  EXPECT_LT(before, total);
+
+  const Result again = run_stepsim("sweep " + f.string() + " --out " + out.string() + " -j 2");
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("resuming"), std::string::npos) << again.out;
+  const auto rows = jsonl_rows(out / "results.jsonl");
+  std::set<std::string> ids;
+  for (const auto& r : rows)
+    ids.insert(r["id"].get<std::string>());
+  EXPECT_EQ(rows.size(), total);
+  EXPECT_EQ(ids.size(), total);
+  const std::string text = slurp(out / "results.jsonl");
+  EXPECT_EQ(text.back(), '\n');
+  // Same bytes as the uninterrupted run (rows are sorted by index once all are done).
+  EXPECT_EQ(text, slurp(full / "results.jsonl"));
+  EXPECT_EQ(slurp(out / "results.csv"), slurp(full / "results.csv"));
+
+  // A third run finds everything done and runs nothing.
+  const Result third = run_stepsim("sweep " + f.string() + " --out " + out.string());
+  ASSERT_EQ(third.code, 0) << third.out;
+  EXPECT_NE(third.out.find("96 already done"), std::string::npos) << third.out;
+  EXPECT_EQ(slurp(out / "results.jsonl"), slurp(full / "results.jsonl"));
+}
+
+// A partial last line (a write cut short) is dropped on resume and its configuration runs again;
+// a CSV behind the JSON record is rebuilt from it.
+TEST_F(SweepTest, TornLastLineIsRepairedOnResume) {
+  const fs::path f = write_sweep("torn", "grid:\n  parallel.tp: [1, 2, 4]\n  parallel.schedule: [gpipe, 1f1b]\n");
+  const fs::path out = dir_ / "out";
+  ASSERT_EQ(run_stepsim("sweep " + f.string() + " --out " + out.string()).code, 0);
+  const std::string jsonl = slurp(out / "results.jsonl");
+  const std::string csv = slurp(out / "results.csv");
+  const auto rows = lines(jsonl);
+  ASSERT_EQ(rows.size(), 6u);
+  // Keep four rows, then half of the fifth; the CSV keeps only three rows.
+  std::string cut;
+  for (size_t i = 0; i < 4; ++i)
+    cut += rows[i] + "\n";
+  cut += rows[4].substr(0, rows[4].size() / 2);
+  spit(out / "results.jsonl", cut);
+  const auto csv_lines = lines(csv);
+  spit(out / "results.csv", csv_lines[0] + "\n" + csv_lines[1] + "\n" + csv_lines[2] + "\n" + csv_lines[3] + "\n");
+
+  const Result r = run_stepsim("sweep " + f.string() + " --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("partial last line"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 already done"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(out / "results.jsonl"), jsonl);
+  EXPECT_EQ(slurp(out / "results.csv"), csv);
+}
+
+// Shards (--shard I/K) merged with --merge give exactly the unsharded result files.
+TEST_F(SweepTest, ShardsMergeIntoTheUnshardedResult) {
+  const fs::path f = write_sweep("shards", "grid:\n  parallel.tp: [1, 2, 4, 8]\n  parallel.pp: [1, 2]\n"
+                                           "  parallel.schedule: [gpipe, 1f1b]\n");
+  const fs::path full = dir_ / "full";
+  ASSERT_EQ(run_stepsim("sweep " + f.string() + " --out " + full.string()).code, 0);
+  const fs::path out = dir_ / "sharded";
+  size_t rows = 0;
+  for (int i = 0; i < 3; ++i) {
+    const Result r = run_stepsim("sweep " + f.string() + " --out " + out.string() + " --shard " + std::to_string(i) + "/3 -j 1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto shard_rows = jsonl_rows(out / ("results.shard-" + std::to_string(i) + ".jsonl"));
+    for (const auto& row : shard_rows)
+      EXPECT_EQ(row["index"].get<int>() % 3, i);
+    rows += shard_rows.size();
+  }
+  EXPECT_EQ(rows, 16u);
+  EXPECT_FALSE(fs::exists(out / "results.jsonl"));
+  const Result m = run_stepsim("sweep --merge " + out.string());
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("merged 16 row(s) from 3 shard file(s)"), std::string::npos) << m.out;
+  EXPECT_EQ(slurp(out / "results.jsonl"), slurp(full / "results.jsonl"));
+  EXPECT_EQ(slurp(out / "results.csv"), slurp(full / "results.csv"));
+  // Merging again changes nothing.
+  ASSERT_EQ(run_stepsim("sweep --merge " + out.string()).code, 0);
+  EXPECT_EQ(slurp(out / "results.csv"), slurp(full / "results.csv"));
+}
+
+// `mpirun -np 2 stepsim sweep`: rank r runs shard r/2 and rank 0 merges.
+TEST_F(SweepTest, MpirunTwoRanksGiveTheUnshardedResult) {
+  const std::string mpiexec = STEPSIM_MPIEXEC;
+  if (mpiexec.empty())
+    GTEST_SKIP() << "stepsim was built without MPI";
+  if (access(mpiexec.c_str(), X_OK) != 0)
+    GTEST_SKIP() << mpiexec << " is not executable";
+  const fs::path f = write_sweep("mpi", "grid:\n  parallel.tp: [1, 2, 4]\n  parallel.schedule: [gpipe, 1f1b]\n");
+  const fs::path full = dir_ / "full";
+  ASSERT_EQ(run_stepsim("sweep " + f.string() + " --out " + full.string()).code, 0);
+  const fs::path out = dir_ / "mpi";
+  const Result r = run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader " +
+                             mpiexec + " --allow-run-as-root --oversubscribe -np 2 " + STEPSIM_BINARY + " sweep " +
+                             f.string() + " --out " + out.string() + " -j 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(out / "results.shard-0.jsonl")) << r.out;
+  EXPECT_TRUE(fs::exists(out / "results.shard-1.jsonl")) << r.out;
+  EXPECT_EQ(slurp(out / "results.jsonl"), slurp(full / "results.jsonl")) << r.out;
+  EXPECT_EQ(slurp(out / "results.csv"), slurp(full / "results.csv")) << r.out;
+}
+
+// A configuration that runs past --timeout is a failed row, and the sweep exits 1.
+TEST_F(SweepTest, TimeoutGivesAFailedRow) {
+  const std::string text = "name: slow\ncluster: " + src("topologies/dgx-a100-superpod.yaml") +
+                           "\nworkload: " + src("workloads/gpt3-175b.yaml") + "\npoints:\n  - {batch.micro_batch: 1}\n";
+  spit(dir_ / "slow.yaml", text);
+  const fs::path out = dir_ / "out";
+  const Result r = run_stepsim("sweep " + (dir_ / "slow.yaml").string() + " --out " + out.string() + " --timeout 0.05");
+  EXPECT_EQ(r.code, 1) << r.out;
+  const auto rows = jsonl_rows(out / "results.jsonl");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["status"], "failed");
+  EXPECT_NE(rows[0]["reason"].get<std::string>().find("timed out"), std::string::npos) << rows[0];
+}
