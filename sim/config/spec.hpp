@@ -84,6 +84,30 @@ struct ClusterSpec {
   [[nodiscard]] int num_gpus() const { return nodes * gpus_per_node; }
 };
 
+/// How tokens are spread over the routed experts (docs/moe.md): UNIFORM gives every expert the
+/// same share; ZIPF gives the expert of popularity rank r (1-based) a share proportional to
+/// r^-zipf_exponent, the popularity order of each layer being a permutation drawn from `seed`.
+enum class RoutingDistribution { UNIFORM, ZIPF };
+
+struct RoutingSpec {
+  RoutingDistribution distribution = RoutingDistribution::UNIFORM;
+  double zipf_exponent = 1.0; ///< ZIPF only, >= 0
+  uint64_t seed = 0;          ///< picks which experts are popular in each layer
+};
+
+/// Mixture-of-experts MLP (docs/moe.md). `experts == 0`: a dense model.
+struct MoeSpec {
+  int64_t experts = 0;           ///< routed experts E per MoE layer
+  int64_t top_k = 1;             ///< experts each token is routed to
+  int64_t expert_ffn_hidden = 0; ///< inner size of one expert's MLP
+  int64_t shared_experts = 0;    ///< always-active experts of the same size
+  double capacity_factor = 0;    ///< tokens an expert takes: factor x fair share; 0 = unlimited
+  int64_t layer_freq = 1;        ///< layer l is MoE when l >= first_dense_layers and l % layer_freq == 0
+  int64_t first_dense_layers = 0; ///< leading layers that keep the dense MLP (DeepSeek-V3: 3)
+  RoutingSpec routing;
+  [[nodiscard]] bool enabled() const { return experts > 0; }
+};
+
 struct ModelSpec {
   std::string name;
   int64_t layers = 0;
@@ -98,6 +122,7 @@ struct ModelSpec {
   PositionEmbedding position = PositionEmbedding::LEARNED; ///< default: learned for gelu, rotary for swiglu
   bool bias = true;                            ///< linear-layer biases; default: true for gelu
   bool tied_embeddings = true;                 ///< output layer shares the input embedding; default: true for gelu
+  MoeSpec moe;                                 ///< mixture of experts; disabled by default
 
   [[nodiscard]] int64_t head_dim() const { return hidden / heads; }
 };
@@ -114,6 +139,8 @@ struct ParallelSpec {
   Schedule schedule = Schedule::ONE_F_ONE_B;
   bool sp = false;          ///< Megatron sequence parallelism (needs tp > 1 to matter)
   int zero_stage = 0;       ///< 0, 1, 2 or 3 (3 = FSDP full shard)
+  int cp = 1;               ///< context parallelism (ring attention): the sequence split over cp GPUs
+  int ep = 1;               ///< expert parallelism: divides dp; experts / ep experts per GPU
 };
 
 struct TrainingSpec {
@@ -145,7 +172,7 @@ struct WorkloadSpec {
   [[nodiscard]] int64_t micro_batches() const {
     return batch.global_batch / (batch.micro_batch * parallel.dp);
   }
-  [[nodiscard]] int num_gpus() const { return parallel.tp * parallel.pp * parallel.dp; }
+  [[nodiscard]] int num_gpus() const { return parallel.tp * parallel.cp * parallel.pp * parallel.dp; }
 };
 
 /// Peak dense FLOP/s of `gpu` at `p`.

@@ -77,8 +77,9 @@ public:
     view_.nvls_payload_scale = cluster_.nvls.enabled ? cluster_.nvswitch.efficiency / cluster_.nvls.efficiency : 1.0;
     view_.nvls_latency = cluster_.nvls.latency;
     view_.rail_optimized = cluster_.fabric.kind == FabricKind::RAIL_OPTIMIZED;
-    view_.latency = [this](int32_t a, int32_t b) { return topology::route_latency(platform_, a, b); };
-    view_.bandwidth = [this](int32_t a, int32_t b) { return topology::route_bandwidth(platform_, a, b); };
+    // Route figures are asked for on every collective: look each GPU pair up once.
+    view_.latency = [this](int32_t a, int32_t b) { return route(a, b).first; };
+    view_.bandwidth = [this](int32_t a, int32_t b) { return route(a, b).second; };
     setup_overlap();
 
     const size_t n = g_.size();
@@ -348,6 +349,18 @@ private:
   const std::vector<std::function<void(const TaskEvent&)>>& listeners_;
   topology::Platform platform_;
   collectives::TopologyView view_;
+  std::unordered_map<uint64_t, std::pair<Seconds, BytesPerSec>> routes_;
+
+  /// Latency and bottleneck bandwidth of the route between two endpoints, cached.
+  const std::pair<Seconds, BytesPerSec>& route(int32_t a, int32_t b) {
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+    auto it = routes_.find(key);
+    if (it == routes_.end())
+      it = routes_.emplace(key, std::make_pair(topology::route_latency(platform_, a, b),
+                                               topology::route_bandwidth(platform_, a, b)))
+               .first;
+    return it->second;
+  }
   // Overlap slowdown (ReplayOptions::overlap_slowdown): flows in flight per GPU; a GPU's host
   // runs at pstate 1 (speed / factor) while its count is non-zero. Only GPUs that compute.
   std::vector<uint32_t> flows_in_flight_;

@@ -1,0 +1,73 @@
+#pragma once
+// A measured-runs file (the schema of shared/reference/measured_runs.yaml, docs/validation.md):
+// published training runs with their model, hardware, layout and measured throughput. Parsed
+// here because config/ is the only user of yaml-cpp; the result is plain structs with every
+// optional figure as std::optional (YAML `null` = absent). Mapping a run onto a cluster and a
+// workload lives in validate/.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stepsim::config {
+
+struct MeasuredModel {
+  std::string name;
+  std::optional<int64_t> layers, hidden, ffn_hidden, heads, kv_heads, vocab, seq_len;
+  std::optional<int64_t> moe_experts, moe_topk, moe_shared_experts;
+  std::string notes;
+};
+
+struct MeasuredHardware {
+  std::string gpu;                   ///< as written, e.g. "A100-SXM4-80GB", "a100_80gb"
+  std::optional<int64_t> num_gpus, gpus_per_node;
+  std::optional<double> peak_tflops; ///< peak_tflops_assumed, TFLOP/s
+  std::string system;
+};
+
+struct MeasuredParallelism {
+  std::optional<int64_t> tp, pp, dp, cp, ep, sp, virtual_pp;
+  std::string zero_stage;            ///< as written ("3", "1 (BF16_Optimizer ...)", "FSDP FULL_SHARD"), "" = null
+  std::optional<bool> fsdp;
+  std::string schedule;              ///< free text, "" = null
+};
+
+struct MeasuredBatch {
+  std::optional<int64_t> micro_batch, global_batch_seqs, global_batch_tokens, grad_accum;
+};
+
+/// The published figures. At least one is present in a usable run.
+struct MeasuredFigures {
+  std::optional<double> tflops_per_gpu, mfu_pct, hfu_pct, iteration_time_s;
+  std::optional<double> tokens_per_s_per_gpu, tokens_per_s_total;
+  std::string tflops_basis; ///< the source's FLOP convention, free text
+};
+
+struct MeasuredRun {
+  std::string id;
+  std::string group;
+  std::string where; ///< "FILE:LINE:COL" of the run's entry
+  MeasuredModel model;
+  MeasuredHardware hardware;
+  MeasuredParallelism parallelism;
+  MeasuredBatch batch;
+  std::string recompute;  ///< free text, "" = null
+  std::string precision;  ///< free text, "" = null
+  std::string framework;
+  MeasuredFigures measured;
+};
+
+struct RunsFile {
+  std::string source;
+  std::vector<MeasuredRun> runs; ///< file order
+};
+
+/// Reads a measured-runs file: a mapping with a `runs:` list (and optionally `meta`,
+/// `collective_measurements`, `gemm_measurements`, which are not read). Every run mapping and
+/// its sub-mappings accept exactly the schema's keys; numbers must be numbers (or null), ids
+/// unique and non-empty. Throws ConfigError naming FILE:LINE:COL and the key.
+RunsFile load_runs(const std::filesystem::path& file);
+
+} // namespace stepsim::config
