@@ -45,7 +45,14 @@ ClusterSpec small_cluster() {
 WorkloadSpec small_workload() {
   WorkloadSpec w;
   w.name = "tiny-gpt";
-  w.model = ModelSpec{"tiny", 4, 256, 8, 8, 1024, 1024, 256};
+  w.model.name = "tiny";
+  w.model.layers = 4;
+  w.model.hidden = 256;
+  w.model.heads = 8;
+  w.model.kv_heads = 8;
+  w.model.ffn_hidden = 1024;
+  w.model.vocab = 1024;
+  w.model.seq_len = 256;
   w.batch = BatchSpec{16, 2};
   w.parallel.tp = 2;
   w.parallel.pp = 2;
