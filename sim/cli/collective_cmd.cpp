@@ -3,6 +3,7 @@
 // collective tasks: each starts when the previous one ends, so each is measured alone.
 
 #include "cli/commands.hpp"
+#include "cli/job.hpp"
 #include "collectives/collective.hpp"
 #include "config/config.hpp"
 #include "core/atomic_file.hpp"
@@ -61,16 +62,6 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
   return out;
 }
 
-engine::CollectiveForm parse_form(const std::string& v) {
-  if (v == "auto")
-    return engine::CollectiveForm::AUTO;
-  if (v == "fine")
-    return engine::CollectiveForm::FINE;
-  if (v == "coarse")
-    return engine::CollectiveForm::COARSE;
-  throw ConfigError("--collectives: expected auto, fine or coarse, got '" + v + "'");
-}
-
 } // namespace
 
 int collective_command(Args& args, std::ostream& out, std::ostream& err) {
@@ -85,10 +76,8 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::string sizes_text = args.value("--sizes", "1MiB:8GiB");
   const std::string algorithm_text = args.value("--algorithm", "auto");
   const std::string csv_file = args.value("--csv", "");
-  const engine::CollectiveForm form = parse_form(args.value("--collectives", "auto"));
-  std::vector<config::Override> overrides;
-  for (const std::string& s : args.values("--set"))
-    overrides.push_back(config::parse_override(s));
+  const engine::CollectiveForm form = parse_collective_form(args.value("--collectives", "auto"));
+  const std::vector<config::Override> overrides = overrides_from(args);
   args.finish();
 
   collectives::Op op;
@@ -117,6 +106,16 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   else
     for (int i = 0; i < n; ++i)
       ranks.push_back(i);
+  {
+    // A forced algorithm that cannot run this op on these GPUs is a usage error (exit 2).
+    collectives::TopologyView shape;
+    shape.gpus_per_node = cluster.gpus_per_node;
+    shape.nics_per_node = cluster.nics_per_node;
+    shape.nvls = cluster.nvls.enabled && cluster.intra == IntraNodeKind::NVSWITCH;
+    if (op != collectives::Op::SEND && !collectives::applicable(op, algorithm, ranks, shape))
+      throw ConfigError("--algorithm: " + std::string(collectives::to_string(algorithm)) + " cannot run " +
+                        std::string(collectives::to_string(op)) + " over " + std::to_string(n) + " GPUs of this cluster");
+  }
 
   graph::StepProgram prog;
   for (size_t i = 0; i < sizes.size(); ++i) {

@@ -28,4 +28,17 @@ int sweep_command(Args& args, std::ostream& out, std::ostream& err);
 /// `stepsim kernels`: the kernel shapes a workload runs, as a shape list (docs/kernels.md).
 int kernels_command(Args& args, std::ostream& out, std::ostream& err);
 
+/// `stepsim plan`: enumerate, filter by memory, estimate and simulate layouts (docs/planner.md).
+int plan_command(Args& args, std::ostream& out, std::ostream& err);
+
+/// `stepsim validate`: simulate published measured runs and compare (docs/validation.md). Exit 0
+/// when it ran, whatever the errors.
+int validate_command(Args& args, std::ostream& out, std::ostream& err);
+
+/// `stepsim calibrate`: fit the per-GPU-kind knobs on a subset of measured runs (docs/calibration.md).
+int calibrate_command(Args& args, std::ostream& out, std::ostream& err);
+
+/// `stepsim compare`: a measured PyTorch profiler (Kineto) trace beside a simulated trace.json.
+int compare_command(Args& args, std::ostream& out, std::ostream& err);
+
 } // namespace stepsim::cli

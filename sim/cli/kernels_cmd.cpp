@@ -2,6 +2,7 @@
 // microbenchmark suite (docs/kernels.md, "Shape-list format").
 
 #include "cli/commands.hpp"
+#include "cli/job.hpp"
 #include "config/config.hpp"
 #include "core/atomic_file.hpp"
 #include "kernels/profile.hpp"
@@ -41,9 +42,7 @@ int kernels_command(Args& args, std::ostream& out, std::ostream& /*err*/) {
   const std::string workload_file = args.required("--workload");
   const std::string cluster_file = args.value("--cluster", "");
   const std::string out_file = args.value("--out", "");
-  std::vector<config::Override> overrides;
-  for (const std::string& s : args.values("--set"))
-    overrides.push_back(config::parse_override(s));
+  const std::vector<config::Override> overrides = overrides_from(args);
   args.finish();
 
   WorkloadSpec workload = config::load_workload(workload_file, overrides);

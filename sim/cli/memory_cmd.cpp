@@ -2,6 +2,7 @@
 // simulating (fast enough to call inside a search loop).
 
 #include "cli/commands.hpp"
+#include "cli/job.hpp"
 #include "config/config.hpp"
 #include "model/memory.hpp"
 #include "report/memory_timeline.hpp"
@@ -36,15 +37,13 @@ int memory_command(Args& args, std::ostream& out, std::ostream& err) {
   }
   const std::string cluster_file = args.required("--cluster");
   const std::string workload_file = args.required("--workload");
-  std::vector<config::Override> overrides;
-  for (const std::string& s : args.values("--set"))
-    overrides.push_back(config::parse_override(s));
+  const std::vector<config::Override> overrides = overrides_from(args);
   const bool fail_on_oom = args.flag("--fail-on-oom");
   args.finish();
 
-  const ClusterSpec cluster = config::load_cluster(cluster_file, overrides);
-  WorkloadSpec w = config::load_workload(workload_file, overrides);
-  config::check_layout(cluster, w);
+  const Job job = load_job(cluster_file, workload_file, overrides);
+  const ClusterSpec& cluster = job.cluster;
+  const WorkloadSpec& w = job.workload;
 
   out << "stepsim memory: " << w.name << " on " << cluster.name << " (tp " << w.parallel.tp << ", pp "
       << w.parallel.pp << ", dp " << w.parallel.dp << ", zero " << w.parallel.zero_stage << ", micro-batch "

@@ -1,6 +1,7 @@
 // `stepsim run`: simulate one training step, print the summary, write summary.json and trace.json.
 
 #include "cli/commands.hpp"
+#include "cli/job.hpp"
 #include "config/config.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -34,16 +35,6 @@ options:
                          (by default that is reported, fits_in_memory: false, and exit 0)
 )";
 
-engine::CollectiveForm parse_form(const std::string& v) {
-  if (v == "auto")
-    return engine::CollectiveForm::AUTO;
-  if (v == "fine")
-    return engine::CollectiveForm::FINE;
-  if (v == "coarse")
-    return engine::CollectiveForm::COARSE;
-  throw ConfigError("--collectives: expected auto, fine or coarse, got '" + v + "'");
-}
-
 } // namespace
 
 int run_command(Args& args, std::ostream& out, std::ostream& err) {
@@ -54,20 +45,18 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::string cluster_file = args.required("--cluster");
   const std::string workload_file = args.required("--workload");
   const std::string out_dir = args.value("--out", "");
-  std::vector<config::Override> overrides;
-  for (const std::string& s : args.values("--set"))
-    overrides.push_back(config::parse_override(s));
+  const std::vector<config::Override> overrides = overrides_from(args);
   const bool write_trace = !args.flag("--no-trace");
   const bool write_csv = args.flag("--csv");
   const bool quiet = args.flag("--quiet");
   const bool fail_on_oom = args.flag("--fail-on-oom");
-  runner::SimulateOptions options{.collective_form = parse_form(args.value("--collectives", "auto")),
+  runner::SimulateOptions options{.collective_form = parse_collective_form(args.value("--collectives", "auto")),
                                   .fold_dp = !args.flag("--no-fold")};
   args.finish();
 
-  const ClusterSpec cluster = config::load_cluster(cluster_file, overrides);
-  WorkloadSpec workload = config::load_workload(workload_file, overrides);
-  config::check_layout(cluster, workload);
+  const Job job = load_job(cluster_file, workload_file, overrides);
+  const ClusterSpec& cluster = job.cluster;
+  const WorkloadSpec& workload = job.workload;
 
   const runner::Simulation sim = runner::simulate(cluster, workload, options);
   if (!quiet) {

@@ -3,6 +3,7 @@
 // across machines (--shard, or mpirun) and merge the shards (--merge). See docs/sweeps.md.
 
 #include "cli/commands.hpp"
+#include "cli/job.hpp"
 #include "config/sweep_config.hpp"
 #include "core/error.hpp"
 #include "sweep/executor.hpp"
@@ -50,16 +51,6 @@ options:
 Under mpirun (when built with MPI), rank R of K runs shard R/K and rank 0 merges at the end.
 Exit codes: 0 every configuration ok or skipped, 1 some failed, 2 usage or sweep-file error.
 )";
-
-engine::CollectiveForm parse_form(const std::string& v) {
-  if (v == "auto")
-    return engine::CollectiveForm::AUTO;
-  if (v == "fine")
-    return engine::CollectiveForm::FINE;
-  if (v == "coarse")
-    return engine::CollectiveForm::COARSE;
-  throw ConfigError("--collectives: expected auto, fine or coarse, got '" + v + "'");
-}
 
 int parse_jobs(const std::string& text) {
   int v = 0;
@@ -109,7 +100,7 @@ int sweep_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::string timeout_text = args.value("--timeout", "");
   const bool retry_failed = args.flag("--retry-failed");
   const bool list_only = args.flag("--dry-run");
-  const runner::SimulateOptions simulate{.collective_form = parse_form(args.value("--collectives", "auto")),
+  const runner::SimulateOptions simulate{.collective_form = parse_collective_form(args.value("--collectives", "auto")),
                                          .fold_dp = !args.flag("--no-fold")};
   // Positionals: the sweep file, and `-j N` / `-jN` (the option parser knows only --long options).
   std::vector<std::string> files;

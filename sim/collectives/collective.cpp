@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -244,24 +245,60 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
   const int C = chunks_for(per_tree);
   const double chunk = per_tree / C;
   Seconds alpha(0.0);
-  double beta = std::numeric_limits<double>::infinity();
-  int depth = 0;
   for (int c = 0; c < nch; ++c)
     for (bool mirror : {false, true}) {
       const Tree t = build_tree(groups, mirror, c, nch);
-      depth = std::max(depth, t.depth);
       const int V = static_cast<int>(t.gpu.size());
       if (form == Form::COARSE) {
-        for (int x = 0; x < V; ++x) {
-          if (t.parent[static_cast<size_t>(x)] < 0)
+        // Per edge and direction three flows: a head (the first chunk) and a last chunk, each
+        // forwarded after its arrival as in the fine form, and between them a body (the other
+        // C-2 chunks) streaming behind the head: pipeline fill and drain are simulated,
+        // contention included; only the fine form's per-chunk latencies are added analytically.
+        const double body = per_tree - 2 * chunk;
+        std::vector<int64_t> head_up(static_cast<size_t>(V), -1), last_up(static_cast<size_t>(V), -1);
+        std::vector<int64_t> head_down(static_cast<size_t>(V), -1), last_down(static_cast<size_t>(V), -1);
+        // One edge direction: head after the upstream heads; body after the head; last chunk
+        // after the body (or head) and the upstream last chunks.
+        const auto edge = [&](int32_t src, int32_t dst, const std::vector<int64_t>& heads,
+                              const std::vector<int64_t>& lasts, int64_t& head, int64_t& last) {
+          head = b.add(src, dst, C > 1 ? chunk : per_tree, heads);
+          last = head;
+          if (C == 1)
+            return;
+          std::vector<int64_t> deps = lasts;
+          deps.push_back(body > 0 ? static_cast<int64_t>(b.add(src, dst, body, {head})) : head);
+          last = b.add(src, dst, chunk, deps);
+        };
+        for (int x = V - 1; x >= 0; --x) {
+          const int par = t.parent[static_cast<size_t>(x)];
+          if (par < 0)
             continue;
-          const int32_t a = t.gpu[static_cast<size_t>(x)], pa = t.gpu[static_cast<size_t>(t.parent[static_cast<size_t>(x)])];
-          b.add(a, pa, per_tree);
-          b.add(pa, a, per_tree);
+          const int32_t a = t.gpu[static_cast<size_t>(x)], pa = t.gpu[static_cast<size_t>(par)];
+          std::vector<int64_t> heads, lasts;
+          for (int ch : t.children[static_cast<size_t>(x)]) {
+            heads.push_back(head_up[static_cast<size_t>(ch)]);
+            lasts.push_back(last_up[static_cast<size_t>(ch)]);
+          }
+          edge(a, pa, heads, lasts, head_up[static_cast<size_t>(x)], last_up[static_cast<size_t>(x)]);
           if (v.latency)
             alpha = std::max({alpha, v.latency(a, pa), v.latency(pa, a)});
-          if (v.bandwidth)
-            beta = std::min({beta, v.bandwidth(a, pa).value(), v.bandwidth(pa, a).value()});
+        }
+        for (int x = 0; x < V; ++x) {
+          const int par = t.parent[static_cast<size_t>(x)];
+          if (par < 0)
+            continue;
+          std::vector<int64_t> heads, lasts;
+          if (t.parent[static_cast<size_t>(par)] < 0) {
+            for (int ch : t.children[static_cast<size_t>(par)]) {
+              heads.push_back(head_up[static_cast<size_t>(ch)]);
+              lasts.push_back(last_up[static_cast<size_t>(ch)]);
+            }
+          } else {
+            heads.push_back(head_down[static_cast<size_t>(par)]);
+            lasts.push_back(last_down[static_cast<size_t>(par)]);
+          }
+          edge(t.gpu[static_cast<size_t>(par)], t.gpu[static_cast<size_t>(x)], heads, lasts,
+               head_down[static_cast<size_t>(x)], last_down[static_cast<size_t>(x)]);
         }
         continue;
       }
@@ -298,10 +335,8 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
         }
       }
     }
-  if (form == Form::COARSE) {
-    const double s = std::isfinite(beta) ? chunk / beta : 0.0;
-    p.tail_delay += alpha * static_cast<double>(2 * depth + C - 2) + Seconds((2 * depth - 1) * s);
-  }
+  if (form == Form::COARSE)
+    p.tail_delay += alpha * static_cast<double>(std::max(0, C - 3));
 }
 
 // ---- hierarchical -------------------------------------------------------------------------------
@@ -434,17 +469,22 @@ void append_nvls(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form
   const double chunk = bytes / C;
   const int n = static_cast<int>(gpus.size());
   if (form == Form::COARSE) {
+    // The fine form is a two-stage pipeline (GPU -> switch, switch -> GPU) of C chunks, each
+    // chunk paying the port latency (the switch reduces chunk k only once every GPU delivered
+    // it): nvls_latency + (C+1) (alpha + chunk/beta). The flows give alpha + C chunk/beta; the
+    // rest is added here.
     double beta = std::numeric_limits<double>::infinity();
     Seconds alpha(0.0);
     for (int32_t g : gpus) {
       b.add(g, sw, bytes);
       b.add(sw, g, bytes);
-      if (v.bandwidth && gpus.size() >= 2)
-        beta = std::min(beta, v.bandwidth(gpus[0], gpus[1]).value());
-      if (v.latency && gpus.size() >= 2)
-        alpha = v.latency(gpus[0], gpus[1]) / 2.0;
     }
-    p.tail_delay += v.nvls_latency + alpha + Seconds(std::isfinite(beta) ? chunk / beta : 0.0);
+    // Port figures from a GPU pair (GPU -> switch -> GPU: two port links).
+    if (v.bandwidth)
+      beta = v.bandwidth(gpus[0], gpus[1]).value();
+    if (v.latency)
+      alpha = v.latency(gpus[0], gpus[1]) / 2.0;
+    p.tail_delay += v.nvls_latency + alpha * static_cast<double>(C) + Seconds(std::isfinite(beta) ? chunk / beta : 0.0);
     return;
   }
   // up(k, i) = 2 (k n + i), down(k, i) = up + 1: a chunk comes down once every rank sent it up.
@@ -465,25 +505,91 @@ void append_nvls(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form
 
 // ---- all-to-all -----------------------------------------------------------------------------------
 
+/// One round of the all-to-all schedule: rank (node a, local l) sends to (a + dn, l + dl) and
+/// receives from (a - dn, l - dl), both mod the group's shape; a permutation of the ranks.
+struct A2aRound {
+  int dn = 0, dl = 0;
+};
+
+/// NCCL's node-aware p2p schedule (>= 2.19): rounds grouped by node distance, so that every round
+/// of a remote distance sends exactly one piece out of (and into) every GPU's NIC; inside a
+/// distance, local distances 0, 1, ... (0 first: the same-rail piece needs no PXN hop).
+/// Groups with unequal GPUs per node use the flat pairwise order (one "node" of n ranks).
+std::vector<A2aRound> a2a_rounds(int nodes, int per_node) {
+  std::vector<A2aRound> out;
+  for (int dn = 0; dn < nodes; ++dn)
+    for (int dl = 0; dl < per_node; ++dl)
+      if (dn != 0 || dl != 0)
+        out.push_back({dn, dl});
+  return out;
+}
+
+/// Lanes of the fine form: NCCL drives the network transport, the NVLink (P2P) transport and
+/// the PXN hops on different channels, concurrently; inside a lane a rank's sends are ordered,
+/// and so are its receives (a send progresses only once the receiver reached the matching recv).
+enum A2aLane { NET = 0, NVL = 1, LANES = 2 };
+
+/// Latency and bandwidth of one lane's representative pair (group start to a peer).
+struct LaneFigures {
+  double alpha = 0.0;
+  double beta = std::numeric_limits<double>::infinity();
+  int rounds = 0;
+};
+
 void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form, const TopologyView& v) {
   Builder b(p);
   const int n = static_cast<int>(gpus.size());
   const double piece = size.value() / n;
-  Seconds alpha(0.0);
+  const auto groups = by_node(gpus, v);
+  bool uniform = true;
+  for (const auto& g : groups)
+    uniform = uniform && g.size() == groups.front().size();
+  // Rank r = a * m + l: node index a in the group, local index l.
+  const int N = uniform ? static_cast<int>(groups.size()) : 1;
+  const int m = n / N;
+  std::vector<int32_t> rank_gpu;
+  if (uniform)
+    for (const auto& g : groups)
+      rank_gpu.insert(rank_gpu.end(), g.begin(), g.end());
+  else
+    rank_gpu.assign(gpus.begin(), gpus.end());
+  const auto peer = [&](int r, A2aRound d, int sign) {
+    const int a = r / m, l = r % m;
+    return ((a + sign * d.dn + N) % N) * m + (l + sign * d.dl + m) % m;
+  };
+  const std::vector<A2aRound> rounds = a2a_rounds(N, m);
+  // The GPU a piece from s to t leaves the node from: on a rail-optimised fabric a cross-node,
+  // cross-rail piece first hops over NVLink to the sender node's GPU on t's rail (PXN).
+  const auto pxn_proxy = [&](int32_t s, int32_t t) {
+    if (v.rail_optimized && v.node_of(s) != v.node_of(t) && v.local_of(s) != v.local_of(t))
+      return static_cast<int32_t>(v.node_of(s) * v.gpus_per_node + v.local_of(t));
+    return s;
+  };
+
+  // Per lane: its rounds (the same for every rank) and the figures of rank 0's pairs in it.
+  std::array<LaneFigures, LANES> lane;
+  for (const A2aRound& d : rounds) {
+    const int32_t s = rank_gpu[0], t = rank_gpu[static_cast<size_t>(peer(0, d, 1))];
+    LaneFigures& f = lane[v.node_of(s) != v.node_of(t) ? NET : NVL];
+    ++f.rounds;
+    if (v.latency)
+      f.alpha = std::max(f.alpha, v.latency(pxn_proxy(s, t), t).value());
+    if (v.bandwidth)
+      f.beta = std::min(f.beta, v.bandwidth(pxn_proxy(s, t), t).value());
+  }
+
   if (form == Form::COARSE) {
     // One flow per (rank, peer node): intra-node peers directly; a remote node's share goes to
     // the peer on the sender's rail (or the node's first peer) and is spread there over NVLink
-    // (PXN-like aggregation, rails kept). Latency of the n-1 steps added analytically.
-    const auto groups = by_node(gpus, v);
+    // (PXN-like aggregation, rails kept). The fine form's remaining per-round latencies are added
+    // analytically: its slowest lane takes rounds x (alpha + piece/beta), a coarse flow
+    // alpha + rounds x piece/beta.
     for (int32_t s : gpus) {
       for (const auto& g : groups) {
         if (v.node_of(g.front()) == v.node_of(s)) {
           for (int32_t d : g)
-            if (d != s) {
+            if (d != s)
               b.add(s, d, piece);
-              if (v.latency)
-                alpha = std::max(alpha, v.latency(s, d));
-            }
           continue;
         }
         int32_t rep = g.front();
@@ -491,28 +597,46 @@ void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size
           if (v.local_of(d) == v.local_of(s))
             rep = d;
         b.add(s, rep, piece * static_cast<double>(g.size()));
-        if (v.latency)
-          alpha = std::max(alpha, v.latency(s, rep));
       }
     }
-    p.tail_delay += alpha * static_cast<double>(std::max(0, n - 2));
+    double fine = 0.0, coarse = 0.0;
+    for (const LaneFigures& f : lane) {
+      if (f.rounds == 0)
+        continue;
+      const double transfer = std::isfinite(f.beta) ? f.rounds * piece / f.beta : 0.0;
+      fine = std::max(fine, f.rounds * f.alpha + transfer);
+      coarse = std::max(coarse, f.alpha + transfer);
+    }
+    p.tail_delay += Seconds(std::max(0.0, fine - coarse));
     return;
   }
-  // Pairwise: step k, rank i sends to i+k; each rank's steps in order. On a rail-optimised
-  // fabric a cross-node, cross-rail piece first hops over NVLink to the sender node's GPU on the
-  // receiver's rail (PXN), then travels on that rail.
-  std::vector<int64_t> last(static_cast<size_t>(n), -1);
-  for (int k = 1; k < n; ++k)
-    for (int i = 0; i < n; ++i) {
-      const int32_t s = gpus[static_cast<size_t>(i)], d = gpus[static_cast<size_t>((i + k) % n)];
-      const bool pxn = v.rail_optimized && v.node_of(s) != v.node_of(d) && v.local_of(s) != v.local_of(d);
-      if (pxn) {
-        const int32_t proxy = v.node_of(s) * v.gpus_per_node + v.local_of(d);
-        const uint32_t hop = b.add(s, proxy, piece, {last[static_cast<size_t>(i)]});
-        last[static_cast<size_t>(i)] = b.add(proxy, d, piece, {static_cast<int64_t>(hop)});
-      } else {
-        last[static_cast<size_t>(i)] = b.add(s, d, piece, {last[static_cast<size_t>(i)]});
+  // FINE: round by round in schedule order; flow (round, rank) waits for the rank's previous
+  // send and the receiver's previous receive in the same lane. On a rail-optimised fabric a
+  // cross-node, cross-rail piece first hops over NVLink to the sender node's GPU on the
+  // receiver's rail (PXN; hops ordered per sender on their own lane), then travels on that rail.
+  std::array<std::vector<int64_t>, LANES> last_send, last_recv;
+  for (int l = 0; l < LANES; ++l) {
+    last_send[static_cast<size_t>(l)].assign(static_cast<size_t>(n), -1);
+    last_recv[static_cast<size_t>(l)].assign(static_cast<size_t>(n), -1);
+  }
+  std::vector<int64_t> last_hop(static_cast<size_t>(n), -1);
+  for (const A2aRound& d : rounds)
+    for (int r = 0; r < n; ++r) {
+      const int q = peer(r, d, 1);
+      const int32_t s = rank_gpu[static_cast<size_t>(r)], t = rank_gpu[static_cast<size_t>(q)];
+      const bool remote = v.node_of(s) != v.node_of(t);
+      const size_t ln = remote ? NET : NVL;
+      int64_t& sent = last_send[ln][static_cast<size_t>(r)];
+      int64_t& received = last_recv[ln][static_cast<size_t>(q)];
+      const int32_t from = pxn_proxy(s, t);
+      int64_t hop = -1;
+      if (from != s) {
+        hop = b.add(s, from, piece, {last_hop[static_cast<size_t>(r)]});
+        last_hop[static_cast<size_t>(r)] = hop;
       }
+      const int64_t f = b.add(from, t, piece, {sent, received, hop});
+      sent = f;
+      received = f;
     }
 }
 
@@ -677,7 +801,8 @@ Seconds estimate(Op op, Algorithm a, std::span<const int32_t> gpus, Bytes size, 
     const double nic_beta = bx * v.nics_per_node / v.gpus_per_node;
     const double remote = static_cast<double>(n - m) / n * S / nic_beta;
     const double local = static_cast<double>(m - 1) / n * S / bi;
-    return Seconds((n - 1) * std::max(ai, ax) + std::max(remote, local));
+    // Network and NVLink lanes run concurrently, one piece per round each (node-aware schedule).
+    return Seconds(std::max(s.nodes > 1 ? (n - m) * ax + remote : 0.0, (m - 1) * ai + local));
   }
   }
   return Seconds(inf);

@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include "config/hf_config.hpp"
 #include "config/yaml_tree.hpp"
 #include "core/error.hpp"
 
@@ -87,6 +88,140 @@ LinkSpec read_link(const MapReader& m) {
 
 // ---- cluster -------------------------------------------------------------------------------
 
+/// A YAML list under `f`, else fails "expected WHAT, found ...".
+const YAML::Node& list_of(const Field& f, const std::string& what) {
+  if (!f.value().IsSequence() || f.value().size() == 0)
+    f.fail("expected " + what + ", found " +
+           (f.value().IsSequence() ? std::string("an empty list") : detail::describe(f.value())));
+  return f.value();
+}
+
+/// Fabric keys beyond the two-tier fat tree (docs/schema.md): `tiers`, `leaves_per_pod`,
+/// `spine_oversubscription` (fat_tree), and `switches`, `links`, `attach` (graph).
+void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpec& c) {
+  const bool graph = c.fabric.kind == FabricKind::GRAPH;
+  for (std::string_view key : {"switches", "links", "attach"}) {
+    if (!graph && fabric.has(key))
+      fabric.require(key).fail("only for kind: graph");
+    if (graph && !fabric.has(key))
+      fabric.fail("missing required key 'fabric." + std::string(key) + "' (kind: graph)");
+  }
+  for (std::string_view key : {"tiers", "leaves_per_pod", "spine_oversubscription"})
+    if (c.fabric.kind != FabricKind::FAT_TREE && fabric.has(key))
+      fabric.require(key).fail("only for kind: fat_tree");
+  if (auto f = fabric.find("tiers"))
+    c.fabric.tiers = static_cast<int>(f->integer(2, 3, "2 or 3"));
+  for (std::string_view key : {"leaves_per_pod", "spine_oversubscription"})
+    if (c.fabric.tiers != 3 && fabric.has(key))
+      fabric.require(key).fail("only with tiers: 3");
+  if (c.fabric.tiers == 3) {
+    c.fabric.leaves_per_pod = positive_int(fabric.require("leaves_per_pod"));
+    if (auto f = fabric.find("spine_oversubscription"))
+      c.fabric.spine_oversubscription = f->number("a number >= 1", [](double v) { return v >= 1.0; });
+  }
+  if (!graph)
+    return;
+
+  // Switches: unique names.
+  const Field switches = fabric.require("switches");
+  std::size_t i = 0;
+  for (const YAML::Node& node : list_of(switches, "a list of switch names")) {
+    const Field name(doc, "fabric.switches[" + std::to_string(i++) + "]", node, node);
+    const std::string text = name.string();
+    if (std::find(c.fabric.switches.begin(), c.fabric.switches.end(), text) != c.fabric.switches.end())
+      name.fail("switch '" + text + "' is listed twice");
+    c.fabric.switches.push_back(text);
+  }
+  const auto switch_index = [&](const Field& f) {
+    const std::string text = f.string();
+    const auto it = std::find(c.fabric.switches.begin(), c.fabric.switches.end(), text);
+    if (it == c.fabric.switches.end())
+      f.fail("expected one of fabric.switches, found '" + text + "'");
+    return static_cast<int>(it - c.fabric.switches.begin());
+  };
+  // Links: full duplex between two distinct switches.
+  i = 0;
+  for (const YAML::Node& node : list_of(fabric.require("links"), "a list of links")) {
+    const std::string path = "fabric.links[" + std::to_string(i++) + "]";
+    const MapReader link(doc, path, node, node, {"between", "bandwidth", "latency"});
+    const Field between = link.require("between");
+    if (!between.value().IsSequence() || between.value().size() != 2)
+      between.fail("expected two switch names, found " + detail::describe(between.value()));
+    FabricSpec::GraphLink l;
+    l.a = switch_index(Field(doc, path + ".between[0]", between.value()[0], between.value()[0]));
+    l.b = switch_index(Field(doc, path + ".between[1]", between.value()[1], between.value()[1]));
+    if (l.a == l.b)
+      between.fail("expected two different switches, found '" + c.fabric.switches[static_cast<std::size_t>(l.a)] +
+                   "' twice");
+    l.bandwidth = positive_bandwidth(link.require("bandwidth"));
+    l.latency = Seconds(0.0);
+    if (auto f = link.find("latency"))
+      l.latency = latency(*f);
+    c.fabric.links.push_back(l);
+  }
+  // Attachments: each entry puts the NICs of nodes [first, last] on one switch (`switch`) or
+  // NIC k on rails[k] (`rails`, one switch per NIC). Every node exactly once.
+  c.fabric.nic_switch.assign(static_cast<std::size_t>(c.nodes), {});
+  i = 0;
+  for (const YAML::Node& node : list_of(fabric.require("attach"), "a list of {nodes, switch or rails}")) {
+    const std::string path = "fabric.attach[" + std::to_string(i++) + "]";
+    const MapReader at(doc, path, node, node, {"nodes", "switch", "rails"});
+    const Field nodes = at.require("nodes");
+    if (!nodes.value().IsSequence() || nodes.value().size() != 2)
+      nodes.fail("expected [first, last] node numbers, found " + detail::describe(nodes.value()));
+    const int64_t first = Field(doc, path + ".nodes[0]", nodes.value()[0], nodes.value()[0])
+                              .integer(0, c.nodes - 1, "a node number in [0, nodes)");
+    const int64_t last = Field(doc, path + ".nodes[1]", nodes.value()[1], nodes.value()[1])
+                             .integer(first, c.nodes - 1, "a node number in [first, nodes)");
+    if (at.has("switch") == at.has("rails"))
+      at.fail("expected exactly one of 'switch', 'rails'");
+    std::vector<int> nic_sw;
+    if (auto f = at.find("switch")) {
+      nic_sw.assign(static_cast<std::size_t>(c.nics_per_node), switch_index(*f));
+    } else {
+      const Field rails = at.require("rails");
+      if (!rails.value().IsSequence() || rails.value().size() != static_cast<std::size_t>(c.nics_per_node))
+        rails.fail("expected one switch per NIC (" + std::to_string(c.nics_per_node) + "), found " +
+                   detail::describe(rails.value()));
+      for (std::size_t k = 0; k < rails.value().size(); ++k)
+        nic_sw.push_back(switch_index(
+            Field(doc, path + ".rails[" + std::to_string(k) + "]", rails.value()[k], rails.value()[k])));
+    }
+    for (int64_t n = first; n <= last; ++n) {
+      if (!c.fabric.nic_switch[static_cast<std::size_t>(n)].empty())
+        nodes.fail("node " + std::to_string(n) + " is attached twice");
+      c.fabric.nic_switch[static_cast<std::size_t>(n)] = nic_sw;
+    }
+  }
+  for (int n = 0; n < c.nodes; ++n)
+    if (c.fabric.nic_switch[static_cast<std::size_t>(n)].empty())
+      fabric.require("attach").fail("node " + std::to_string(n) + " is not attached to any switch");
+  // Connectivity: every switch that holds a NIC reaches every other one.
+  std::vector<std::vector<int>> adj(c.fabric.switches.size());
+  for (const auto& l : c.fabric.links) {
+    adj[static_cast<std::size_t>(l.a)].push_back(l.b);
+    adj[static_cast<std::size_t>(l.b)].push_back(l.a);
+  }
+  std::vector<char> seen(c.fabric.switches.size(), 0);
+  std::vector<int> todo{c.fabric.nic_switch[0][0]};
+  seen[static_cast<std::size_t>(todo[0])] = 1;
+  while (!todo.empty()) {
+    const int s = todo.back();
+    todo.pop_back();
+    for (int t : adj[static_cast<std::size_t>(s)])
+      if (!seen[static_cast<std::size_t>(t)]) {
+        seen[static_cast<std::size_t>(t)] = 1;
+        todo.push_back(t);
+      }
+  }
+  for (const auto& per_node : c.fabric.nic_switch)
+    for (int s : per_node)
+      if (!seen[static_cast<std::size_t>(s)])
+        fabric.require("links").fail("switch '" + c.fabric.switches[static_cast<std::size_t>(s)] +
+                                     "' holds NICs but is not connected to switch '" +
+                                     c.fabric.switches[static_cast<std::size_t>(c.fabric.nic_switch[0][0])] + "'");
+}
+
 ClusterSpec read_cluster(const Document& doc) {
   const auto top =
       MapReader::root(doc, {"name", "nodes", "gpus_per_node", "gpu", "nvswitch", "pcie", "nics", "fabric"});
@@ -104,7 +239,8 @@ ClusterSpec read_cluster(const Document& doc) {
 
   const auto gpu = top.require("gpu").map(
       {"kind", "peak_flops", "hbm_capacity", "hbm_bandwidth", "compute_efficiency", "memory_efficiency",
-       "runtime_overhead", "allocator_fragmentation", "profile", "overlap_slowdown"});
+       "runtime_overhead", "allocator_fragmentation", "profile", "overlap_slowdown",
+       "gemm_efficiency", "launch_overhead"});
   c.gpu.kind = gpu.require("kind").string();
   const auto peak = gpu.require("peak_flops").map({"bf16", "fp16"});
   if (!peak.has("bf16") && !peak.has("fp16")) {
@@ -144,6 +280,12 @@ ClusterSpec read_cluster(const Document& doc) {
   if (auto f = gpu.find("overlap_slowdown")) {
     c.gpu.overlap_slowdown = f->number("a number >= 1", [](double v) { return v >= 1.0; });
   }
+  if (auto f = gpu.find("gemm_efficiency")) {
+    c.gpu.gemm_efficiency = fraction(*f);
+  }
+  if (auto f = gpu.find("launch_overhead")) {
+    c.gpu.launch_overhead = latency(*f);
+  }
 
   // Inside a node: an NVSwitch (optionally with NVLink SHARP) or PCIe; exactly one of the two.
   if (top.has("pcie")) {
@@ -169,10 +311,13 @@ ClusterSpec read_cluster(const Document& doc) {
   c.nics_per_node = positive_int(nics.require("count"));
   c.nic = read_link(nics);
 
-  const auto fabric =
-      top.require("fabric").map({"kind", "nodes_per_leaf", "oversubscription", "switch_latency"});
-  c.fabric.kind = fabric.require("kind").choice<FabricKind>(
-      {{"fat_tree", FabricKind::FAT_TREE}, {"rail_optimized", FabricKind::RAIL_OPTIMIZED}});
+  const auto fabric = top.require("fabric").map({"kind", "nodes_per_leaf", "oversubscription", "switch_latency",
+                                                  "tiers", "leaves_per_pod", "spine_oversubscription",
+                                                  "switches", "links", "attach"});
+  c.fabric.kind = fabric.require("kind").choice<FabricKind>({{"fat_tree", FabricKind::FAT_TREE},
+                                                             {"rail_optimized", FabricKind::RAIL_OPTIMIZED},
+                                                             {"graph", FabricKind::GRAPH}});
+  read_fabric_extras(doc, fabric, c);
   c.fabric.nodes_per_leaf = 1;
   if (auto f = fabric.find("nodes_per_leaf")) {
     c.fabric.nodes_per_leaf = positive_int(*f);
@@ -190,41 +335,109 @@ ClusterSpec read_cluster(const Document& doc) {
 
 // ---- workload ------------------------------------------------------------------------------
 
-ModelSpec read_model(const MapReader& m, const std::string& workload_name) {
+/// `model.moe` over `moe` (defaults, or what a Hugging Face config gave). docs/moe.md.
+void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
+  const auto m = field.map({"experts", "top_k", "expert_ffn_hidden", "shared_experts", "capacity_factor",
+                            "moe_layer_freq", "first_dense_layers", "routing"});
+  if (auto f = m.find("experts"))
+    moe.experts = positive_int64(*f);
+  else if (!moe.enabled())
+    (void)m.require("experts");
+  if (auto f = m.find("top_k")) {
+    moe.top_k = positive_int64(*f);
+    if (moe.top_k > moe.experts)
+      f->fail("expected at most model.moe.experts = " + std::to_string(moe.experts) + ", found " +
+              std::to_string(moe.top_k));
+  }
+  if (moe.top_k > moe.experts)
+    m.fail("top_k = " + std::to_string(moe.top_k) + " exceeds experts = " + std::to_string(moe.experts));
+  if (auto f = m.find("expert_ffn_hidden"))
+    moe.expert_ffn_hidden = positive_int64(*f);
+  if (moe.expert_ffn_hidden == 0)
+    moe.expert_ffn_hidden = model.ffn_hidden;
+  if (auto f = m.find("shared_experts"))
+    moe.shared_experts = f->integer(0, INT64_MAX_VALUE, "a non-negative integer");
+  if (auto f = m.find("capacity_factor"))
+    moe.capacity_factor = f->number("a number >= 1, or 0 for no capacity limit",
+                                    [](double v) { return v == 0.0 || v >= 1.0; });
+  if (auto f = m.find("moe_layer_freq"))
+    moe.layer_freq = positive_int64(*f);
+  if (auto f = m.find("first_dense_layers"))
+    moe.first_dense_layers = f->integer(0, INT64_MAX_VALUE, "a non-negative integer");
+  if (moe.first_dense_layers >= model.layers)
+    m.fail("first_dense_layers = " + std::to_string(moe.first_dense_layers) + " leaves no MoE layer among model.layers = " +
+           std::to_string(model.layers));
+  if (auto f = m.find("routing")) {
+    const auto r = f->map({"distribution", "zipf_exponent", "seed"});
+    if (auto d = r.find("distribution"))
+      moe.routing.distribution = d->choice<RoutingDistribution>(
+          {{"uniform", RoutingDistribution::UNIFORM}, {"zipf", RoutingDistribution::ZIPF}});
+    if (auto z = r.find("zipf_exponent"))
+      moe.routing.zipf_exponent = z->number("a number >= 0", [](double v) { return v >= 0.0; });
+    if (auto sd = r.find("seed"))
+      moe.routing.seed = static_cast<uint64_t>(sd->integer(0, INT64_MAX_VALUE, "a non-negative integer"));
+  }
+}
+
+ModelSpec read_model(const MapReader& m, const std::string& workload_name, const std::string& workload_file) {
   ModelSpec model;
+  // model.from_hf: a Hugging Face config.json (relative to the workload file) gives the defaults;
+  // keys given here override it, and the otherwise required keys become optional.
+  const bool from_hf = m.has("from_hf");
+  if (auto f = m.find("from_hf")) {
+    std::filesystem::path p(f->string());
+    if (p.is_relative() && f->where().rfind("--set ", 0) != 0)
+      p = std::filesystem::path(workload_file).parent_path() / p;
+    if (!std::filesystem::is_regular_file(p))
+      f->fail("no such Hugging Face config '" + p.lexically_normal().string() + "'");
+    model = read_hf_config(p.lexically_normal());
+  }
   model.name = workload_name;
   if (auto f = m.find("name")) {
     model.name = f->string();
   }
-  model.layers = positive_int64(m.require("layers"));
-  model.hidden = positive_int64(m.require("hidden"));
-  const Field heads = m.require("heads");
-  model.heads = positive_int64(heads);
+  const auto size = [&](std::string_view key, int64_t& out) {
+    if (auto f = m.find(key))
+      out = positive_int64(*f);
+    else if (!from_hf)
+      out = positive_int64(m.require(key));
+  };
+  size("layers", model.layers);
+  size("hidden", model.hidden);
+  size("heads", model.heads);
   if (model.hidden % model.heads != 0) {
-    heads.fail("expected a divisor of model.hidden = " + std::to_string(model.hidden) + ", found " +
-               std::to_string(model.heads) +
-               " (hidden % heads = " + std::to_string(model.hidden % model.heads) + ")");
+    const std::string why = "expected a divisor of model.hidden = " + std::to_string(model.hidden) + ", found " +
+                            std::to_string(model.heads) +
+                            " (hidden % heads = " + std::to_string(model.hidden % model.heads) + ")";
+    if (auto f = m.find("heads"))
+      f->fail(why);
+    m.fail("heads: " + why);
   }
-  model.kv_heads = model.heads;
+  if (!from_hf)
+    model.kv_heads = model.heads;
   if (auto f = m.find("kv_heads")) {
     model.kv_heads = positive_int64(*f);
-    if (model.heads % model.kv_heads != 0) {
-      f->fail("expected a divisor of model.heads = " + std::to_string(model.heads) + ", found " +
-              std::to_string(model.kv_heads) +
-              " (heads % kv_heads = " + std::to_string(model.heads % model.kv_heads) + ")");
-    }
   }
-  model.ffn_hidden = positive_int64(m.require("ffn_hidden"));
-  model.vocab = positive_int64(m.require("vocab"));
-  model.seq_len = positive_int64(m.require("seq_len"));
-  model.mlp = m.require("mlp").choice<MlpKind>({{"gelu", MlpKind::GELU}, {"swiglu", MlpKind::SWIGLU}});
-
-  // GPT-style (gelu) and Llama-style (swiglu) families differ in these defaults.
-  const bool gpt = model.mlp == MlpKind::GELU;
-  model.norm = gpt ? NormKind::LAYERNORM : NormKind::RMSNORM;
-  model.position = gpt ? PositionEmbedding::LEARNED : PositionEmbedding::ROTARY;
-  model.bias = gpt;
-  model.tied_embeddings = gpt;
+  if (model.heads % model.kv_heads != 0) {
+    const std::string why = "expected a divisor of model.heads = " + std::to_string(model.heads) + ", found " +
+                            std::to_string(model.kv_heads) +
+                            " (heads % kv_heads = " + std::to_string(model.heads % model.kv_heads) + ")";
+    if (auto f = m.find("kv_heads"))
+      f->fail(why);
+    m.fail("kv_heads: " + why);
+  }
+  size("ffn_hidden", model.ffn_hidden);
+  size("vocab", model.vocab);
+  size("seq_len", model.seq_len);
+  if (auto f = from_hf ? m.find("mlp") : std::optional<Field>(m.require("mlp"))) {
+    model.mlp = f->choice<MlpKind>({{"gelu", MlpKind::GELU}, {"swiglu", MlpKind::SWIGLU}});
+    // GPT-style (gelu) and Llama-style (swiglu) families differ in these defaults.
+    const bool gpt = model.mlp == MlpKind::GELU;
+    model.norm = gpt ? NormKind::LAYERNORM : NormKind::RMSNORM;
+    model.position = gpt ? PositionEmbedding::LEARNED : PositionEmbedding::ROTARY;
+    model.bias = gpt;
+    model.tied_embeddings = gpt;
+  }
   if (auto f = m.find("norm")) {
     model.norm = f->choice<NormKind>({{"layernorm", NormKind::LAYERNORM}, {"rmsnorm", NormKind::RMSNORM}});
   }
@@ -238,6 +451,8 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name) {
   if (auto f = m.find("tied_embeddings")) {
     model.tied_embeddings = f->boolean();
   }
+  if (auto f = m.find("moe"))
+    read_moe(*f, model, model.moe);
   return model;
 }
 
@@ -250,7 +465,15 @@ ParallelSpec read_parallel(const MapReader& m) {
     p.dp = positive_int(*f);
   }
   p.schedule =
-      m.require("schedule").choice<Schedule>({{"gpipe", Schedule::GPIPE}, {"1f1b", Schedule::ONE_F_ONE_B}});
+      m.require("schedule").choice<Schedule>({{"gpipe", Schedule::GPIPE},
+                                              {"1f1b", Schedule::ONE_F_ONE_B},
+                                              {"interleaved", Schedule::INTERLEAVED},
+                                              {"zb-h1", Schedule::ZB_H1},
+                                              {"zb-h2", Schedule::ZB_H2}});
+  p.vp = 1;
+  if (auto f = m.find("vp")) {
+    p.vp = positive_int(*f);
+  }
   p.sp = false;
   if (auto f = m.find("sp")) {
     p.sp = f->boolean();
@@ -259,6 +482,10 @@ ParallelSpec read_parallel(const MapReader& m) {
   if (auto f = m.find("zero_stage")) {
     p.zero_stage = static_cast<int>(f->integer(0, 3, "an integer in 0..3"));
   }
+  if (auto f = m.find("cp"))
+    p.cp = positive_int(*f);
+  if (auto f = m.find("ep"))
+    p.ep = positive_int(*f);
   return p;
 }
 
@@ -295,13 +522,13 @@ WorkloadSpec read_workload(const Document& doc) {
   w.source = doc.file();
   w.name = top.require("name").string();
   w.model = read_model(
-      top.require("model").map({"name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
-                                "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings"}),
-      w.name);
+      top.require("model").map({"name", "from_hf", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
+                                "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings", "moe"}),
+      w.name, doc.file());
   const auto batch = top.require("batch").map({"global_batch", "micro_batch"});
   w.batch.global_batch = positive_int64(batch.require("global_batch"));
   w.batch.micro_batch = positive_int64(batch.require("micro_batch"));
-  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "sp", "zero_stage"}));
+  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "zero_stage", "cp", "ep"}));
   w.precision =
       top.require("precision").choice<Precision>({{"bf16", Precision::BF16}, {"fp16", Precision::FP16}});
   std::optional<MapReader> training;
@@ -310,7 +537,7 @@ WorkloadSpec read_workload(const Document& doc) {
   }
   w.training = read_training(training);
   if (auto f = top.find("collectives")) {
-    const auto coll = f->map({"tp", "pp", "dp"});
+    const auto coll = f->map({"tp", "pp", "dp", "ep", "cp"});
     const auto algorithm = [](const Field& a) {
       return a.choice<CollectiveAlgorithm>({{"auto", CollectiveAlgorithm::AUTO},
                                             {"ring", CollectiveAlgorithm::RING},
@@ -325,6 +552,10 @@ WorkloadSpec read_workload(const Document& doc) {
       w.collectives.pp = algorithm(*a);
     if (auto a = coll.find("dp"))
       w.collectives.dp = algorithm(*a);
+    if (auto a = coll.find("ep"))
+      w.collectives.ep = algorithm(*a);
+    if (auto a = coll.find("cp"))
+      w.collectives.cp = algorithm(*a);
   }
   return w;
 }
@@ -424,6 +655,75 @@ WorkloadSpec load_workload(const std::filesystem::path& file, const std::vector<
   return read_workload(doc);
 }
 
+namespace {
+
+/// Schedule rules (docs/schedules.md): interleaving needs vp >= 2, pp >= 2, layers % (pp*vp) == 0
+/// and, as in Megatron-LM, micro-batches % pp == 0; vp > 1 only with the interleaved schedule; the
+/// zero-bubble schedules defer weight gradients, which full recomputation cannot do cheaply.
+template <class Fail>
+void check_schedule(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
+  const ParallelSpec& p = w.parallel;
+  if (p.vp < 1)
+    fail("parallel.vp = " + str(p.vp) + " must be >= 1");
+  if (p.schedule != Schedule::INTERLEAVED) {
+    if (p.vp != 1)
+      fail("parallel.vp = " + str(p.vp) + " needs parallel.schedule = interleaved (virtual stages are its model chunks)");
+  } else {
+    if (p.vp < 2)
+      fail("parallel.schedule = interleaved needs parallel.vp >= 2 model chunks per GPU, found vp = " + str(p.vp));
+    if (p.pp < 2)
+      fail("parallel.schedule = interleaved needs parallel.pp >= 2, found pp = " + str(p.pp));
+    const int64_t chunks = static_cast<int64_t>(p.pp) * p.vp;
+    if (w.model.layers % chunks != 0)
+      fail("parallel.pp*vp = " + str(p.pp) + "*" + str(p.vp) + " = " + str(chunks) + " does not divide model.layers = " +
+           str(w.model.layers) + " (every model chunk holds the same number of layers)");
+    const int64_t per_step = w.batch.micro_batch * dp;
+    const int64_t m = per_step > 0 ? w.batch.global_batch / per_step : 0;
+    if (m % p.pp != 0)
+      fail("parallel.schedule = interleaved needs the micro-batches per pipeline (" + str(m) +
+           " = global_batch / (micro_batch*dp)) to be a multiple of parallel.pp = " + str(p.pp) +
+           " (Megatron-LM's interleaved schedule)");
+  }
+  if ((p.schedule == Schedule::ZB_H1 || p.schedule == Schedule::ZB_H2) && w.training.recompute == Recompute::FULL)
+    fail(std::string("parallel.schedule = ") + (p.schedule == Schedule::ZB_H1 ? "zb-h1" : "zb-h2") +
+         " cannot be combined with training.recompute = full: deferred weight-gradient passes need the recomputed "
+         "activations kept until they run (use none or selective)");
+}
+
+/// Expert and context parallelism (docs/moe.md): ep needs experts, divides dp and the experts;
+/// TP splits every expert's MLP; cp divides the sequence (tp*cp with sequence parallelism).
+template <class Fail>
+void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
+  const ParallelSpec& p = w.parallel;
+  const ModelSpec& m = w.model;
+  const MoeSpec& moe = m.moe;
+  if (p.ep > 1 && !moe.enabled())
+    fail("parallel.ep = " + str(p.ep) + " needs a mixture-of-experts model (model.moe.experts)");
+  if (moe.enabled()) {
+    if (dp % p.ep != 0)
+      fail("parallel.ep = " + str(p.ep) + " does not divide parallel.dp = " + str(dp) +
+           " (expert parallelism subdivides the data-parallel group; expert-data-parallel size = dp / ep)");
+    if (moe.experts % p.ep != 0)
+      fail("parallel.ep = " + str(p.ep) + " does not divide model.moe.experts = " + str(moe.experts) +
+           " (every EP rank holds the same number of experts)");
+    if (moe.expert_ffn_hidden % p.tp != 0)
+      fail("parallel.tp = " + str(p.tp) + " does not divide model.moe.expert_ffn_hidden = " +
+           str(moe.expert_ffn_hidden) + " (every expert's MLP is split across TP ranks)");
+    if (moe.top_k > moe.experts)
+      fail("model.moe.top_k = " + str(moe.top_k) + " exceeds model.moe.experts = " + str(moe.experts));
+    if (p.zero_stage >= 3)
+      fail("parallel.zero_stage = 3 is not supported with mixture-of-experts models yet (use 0, 1 or 2)");
+  }
+  if (p.cp > 1) {
+    const int64_t split = p.sp ? static_cast<int64_t>(p.cp) * p.tp : p.cp;
+    if (m.seq_len % split != 0)
+      fail("parallel.cp = " + str(p.cp) + " needs model.seq_len = " + str(m.seq_len) + " divisible by " +
+           (p.sp ? "tp*cp = " : "cp = ") + str(split) + " (the sequence is split across CP ranks)");
+  }
+}
+
+} // namespace
+
 void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
   const std::string prefix = (workload.source.empty() ? std::string("workload") : workload.source) + ": ";
   const std::string cluster_name = cluster.source.empty() ? cluster.name : cluster.source;
@@ -453,18 +753,24 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
   const int64_t gpus = static_cast<int64_t>(cluster.nodes) * cluster.gpus_per_node;
   const std::string gpus_text = str(gpus) + " GPUs (" + cluster_name + ": " + str(cluster.nodes) +
                                 " nodes * " + str(cluster.gpus_per_node) + " GPUs)";
-  const int64_t tp_pp = tp * pp; // both fit in int, so the product fits in int64
+  // Context parallelism multiplies the GPUs of one model replica: GPUs = tp*cp*pp*dp.
+  const int64_t cp = p.cp;
+  if (p.cp < 1 || p.ep < 1)
+    fail("parallel: cp and ep must be >= 1, found cp = " + str(p.cp) + ", ep = " + str(p.ep));
+  const auto tp_pp = checked_mul(tp * pp, cp).value_or(0);
+  const std::string tp_pp_name = cp > 1 ? "tp*cp*pp" : "tp*pp";
+  const std::string tp_pp_factors = cp > 1 ? str(tp) + "*" + str(cp) + "*" + str(pp) : str(tp) + "*" + str(pp);
   int64_t dp = p.dp;
   if (dp == 0) {
-    if (gpus % tp_pp != 0) {
-      fail("parallel: dp is omitted, but the cluster's " + gpus_text +
-           " are not divisible by tp*pp = " + str(tp) + "*" + str(pp) + " = " + str(tp_pp));
+    if (tp_pp == 0 || gpus % tp_pp != 0) {
+      fail("parallel: dp is omitted, but the cluster's " + gpus_text + " are not divisible by " + tp_pp_name +
+           " = " + tp_pp_factors + " = " + str(tp_pp));
     }
     dp = gpus / tp_pp;
   } else {
     const auto total = checked_mul(tp_pp, dp);
     if (!total || *total != gpus) {
-      fail("parallel: tp*pp*dp = " + str(tp) + "*" + str(pp) + "*" + str(dp) + " = " +
+      fail("parallel: " + tp_pp_name + "*dp = " + tp_pp_factors + "*" + str(dp) + " = " +
            (total ? str(*total) : std::string("(overflow)")) + " but the cluster has " + gpus_text);
     }
   }
@@ -490,6 +796,8 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
          str(dp) + (p.dp == 0 ? " (dp derived)" : "") + " = " +
          (per_step ? str(*per_step) : std::string("(overflow)")));
   }
+  check_schedule(workload, dp, fail);
+  check_moe_and_cp(workload, dp, fail);
   if (p.sp && tp == 1) {
     fail("parallel.sp = true needs parallel.tp > 1, found tp = 1 (sequence parallelism splits along TP)");
   }

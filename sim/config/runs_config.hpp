@@ -5,6 +5,8 @@
 // optional figure as std::optional (YAML `null` = absent). Mapping a run onto a cluster and a
 // workload lives in validate/.
 
+#include "config/config.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -63,6 +65,22 @@ struct RunsFile {
   std::string source;
   std::vector<MeasuredRun> runs; ///< file order
 };
+
+/// A calibration data file (topologies/calibration/<gpu kind>.yaml, docs/calibration.md): the
+/// fitted knobs of one GPU kind and its bundled fabric, as cluster keys, and a record of the fit.
+struct CalibrationFile {
+  std::string source;
+  std::string gpu_kind;                  ///< must equal the cluster's gpu.kind
+  std::vector<Override> knobs;           ///< paths prefixed "cluster.", file order
+  std::vector<std::string> fit_runs;     ///< ids of the runs the knobs were fitted on
+  std::string objective;                 ///< e.g. "median_abs_error_pct"
+  std::optional<double> fit_error_pct;   ///< the objective on the fit set
+};
+
+/// Reads a calibration file: `gpu_kind` (required), `knobs` (a mapping of dotted cluster keys to
+/// scalar values, required), `fit` (optional: runs, objective, median_abs_error_pct, and free
+/// `note`/`search` text). Throws ConfigError naming FILE:LINE:COL.
+CalibrationFile load_calibration(const std::filesystem::path& file);
 
 /// Reads a measured-runs file: a mapping with a `runs:` list (and optionally `meta`,
 /// `collective_measurements`, `gemm_measurements`, which are not read). Every run mapping and

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace stepsim {
 
@@ -13,9 +14,11 @@ enum class Precision { BF16, FP16 };
 enum class MlpKind { GELU, SWIGLU };
 enum class NormKind { LAYERNORM, RMSNORM };
 enum class PositionEmbedding { LEARNED, ROTARY };
-enum class Schedule { GPIPE, ONE_F_ONE_B };
+/// Pipeline schedule (docs/schedules.md). INTERLEAVED needs parallel.vp >= 2; the zero-bubble
+/// schedules split backward into input-gradient (B) and weight-gradient (W) passes.
+enum class Schedule { GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZB_H2 };
 enum class Recompute { NONE, SELECTIVE, FULL };
-enum class FabricKind { FAT_TREE, RAIL_OPTIMIZED };
+enum class FabricKind { FAT_TREE, RAIL_OPTIMIZED, GRAPH };
 /// How the GPUs of a node reach each other: an NVSwitch crossbar, or PCIe through a switch/host bridge.
 enum class IntraNodeKind { NVSWITCH, PCIE };
 /// Collective algorithm (docs/collectives.md); AUTO lets the cost model pick, as NCCL's tuner does.
@@ -38,6 +41,13 @@ struct GpuSpec {
   /// Factor >= 1 on compute progress while the GPU also runs communication; 0 = take the
   /// profile's `overlap_slowdown` (1 without a profile).
   double overlap_slowdown = 0;
+  /// Calibration (docs/calibration.md): achieved fraction of the profile's GEMM and attention
+  /// rates in a training step (framework epilogues, layouts, sustained clocks); with a profile,
+  /// those kernel times are divided by it. (0, 1], default 1.
+  double gemm_efficiency = 1.0;
+  /// Calibration: fixed cost per kernel in a step (launch + framework gap); negative = the
+  /// profile's `launch_overhead_s`.
+  Seconds launch_overhead = Seconds(-1.0);
 };
 
 /// A class of link: bandwidth per direction, one-way latency, achieved fraction of bandwidth.
@@ -58,6 +68,16 @@ struct FabricSpec {
   int tiers = 2;                       ///< 2: leaf + spine; 3: leaf + spine (per pod) + core
   int leaves_per_pod = 1;              ///< three tiers only: leaves under one pod's spine
   double spine_oversubscription = 1.0; ///< three tiers only: pod spine down:up ratio, >= 1
+  /// GRAPH only (docs/schema.md): named switches, full-duplex links between them, and the
+  /// switch each NIC hangs off. Routes take the fewest hops.
+  struct GraphLink {
+    int a = 0, b = 0;        ///< switch indices
+    BytesPerSec bandwidth;   ///< per direction
+    Seconds latency;         ///< of the cable, the traversed switch's latency comes on top
+  };
+  std::vector<std::string> switches;
+  std::vector<GraphLink> links;
+  std::vector<std::vector<int>> nic_switch; ///< [node][nic] -> switch index
 };
 
 /// NVLink SHARP (in-switch reduction) of the node's NVSwitch; disabled when absent.
@@ -137,6 +157,7 @@ struct ParallelSpec {
   int pp = 1;
   int dp = 1;
   Schedule schedule = Schedule::ONE_F_ONE_B;
+  int vp = 1;               ///< virtual stages (model chunks) per GPU; > 1 only with INTERLEAVED
   bool sp = false;          ///< Megatron sequence parallelism (needs tp > 1 to matter)
   int zero_stage = 0;       ///< 0, 1, 2 or 3 (3 = FSDP full shard)
   int cp = 1;               ///< context parallelism (ring attention): the sequence split over cp GPUs
@@ -156,6 +177,8 @@ struct CollectivesSpec {
   CollectiveAlgorithm tp = CollectiveAlgorithm::AUTO;
   CollectiveAlgorithm pp = CollectiveAlgorithm::AUTO;
   CollectiveAlgorithm dp = CollectiveAlgorithm::AUTO;
+  CollectiveAlgorithm ep = CollectiveAlgorithm::AUTO; ///< expert all-to-all (pairwise)
+  CollectiveAlgorithm cp = CollectiveAlgorithm::AUTO; ///< context-parallel ring sends
 };
 
 struct WorkloadSpec {

@@ -233,6 +233,8 @@ private:
     case graph::CommGroup::TP: algorithm = options_.algorithms.tp; break;
     case graph::CommGroup::PP: algorithm = options_.algorithms.pp; break;
     case graph::CommGroup::DP: algorithm = options_.algorithms.dp; break;
+    case graph::CommGroup::EP: algorithm = options_.algorithms.ep; break;
+    case graph::CommGroup::CP: algorithm = options_.algorithms.cp; break;
     case graph::CommGroup::NONE: break;
     }
 

@@ -1,12 +1,15 @@
 #include "graph/step_builder.hpp"
 
 #include "core/error.hpp"
+#include "graph/moe_builder.hpp"
 #include "graph/schedule.hpp"
 #include "model/memory.hpp"
+#include "model/moe.hpp"
 #include "model/transformer.hpp"
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <tuple>
 
 namespace stepsim::graph {
@@ -33,13 +36,21 @@ struct GradItem {
 class Builder {
 public:
   Builder(const WorkloadSpec& w, const BuildOptions& o) : w_(w), o_(o) {
-    grid_ = RankGrid{w.parallel.tp, w.parallel.pp, w.parallel.dp};
+    grid_ = RankGrid{w.parallel.tp, w.parallel.pp, w.parallel.dp * w.parallel.cp, w.parallel.cp, w.parallel.ep};
     m_ = static_cast<int>(w.micro_batches());
-    replicas_ = o.fold_dp ? 1 : grid_.dp;
+    replicas_ = o.fold_dp ? grid_.cp * grid_.ep : grid_.dp; // folded: all CP ranks of one EP group (docs/moe.md)
     zero_ = w.parallel.zero_stage;
     sp_ = w.parallel.sp && grid_.tp > 1;
+    vp_ = std::max(1, w.parallel.vp);
+    split_ = splits_backward(w.parallel.schedule);
     stored_ = model::stored_layer_activations(w);
     working_ = model::recompute_working_set(w);
+    moe_cp_ = std::make_unique<detail::MoeCpEmitter>(
+        w, grid_, m_, split_, g_,
+        detail::MoeCpEmitter::Host{[this](Rank r) -> TaskId& { return rs(r).last_compute; },
+                                   [this](Rank r) -> TaskId& { return rs(r).pending_wait; },
+                                   [this](Rank r) -> TaskId& { return rs(r).dp_chain; },
+                                   [this](Block b, Phase ph, int s) { return cost(b, ph, s); }});
   }
 
   StepProgram build() {
@@ -48,6 +59,7 @@ public:
       for (int d = 0; d < replicas_; ++d)
         build_tp_group(d, p);
     build_pp_sends();
+    moe_cp_->finish();
     for (int p = 0; p < grid_.pp; ++p)
       for (int t = 0; t < grid_.tp; ++t)
         build_optimizer(p, t);
@@ -75,7 +87,8 @@ private:
     const auto key = std::make_tuple(static_cast<int>(block), static_cast<int>(phase), stage);
     if (auto it = cost_cache_.find(key); it != cost_cache_.end())
       return it->second;
-    const ModelSpec& m = w_.model;
+    ModelSpec m = w_.model; // as one GPU sees it: context parallelism leaves it seq_len / cp tokens
+    m.seq_len /= w_.parallel.cp;
     const int64_t b = w_.batch.micro_batch;
     const int tp = grid_.tp;
     Flops f;
@@ -107,8 +120,35 @@ private:
     }
     ComputeQuery q{.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes};
     auto result = std::make_pair(o_.compute_time(q), q);
+    if (w_.parallel.cp > 1 && result.first.sources.roofline < 1.0) // kernel profiles see the whole sequence
+      result.first.time = result.first.time / w_.parallel.cp;
     cost_cache_.emplace(key, result);
     return result;
+  }
+
+  /// Zero-bubble split of a block's backward (docs/schedules.md): W is the weight-gradient GEMMs,
+  /// as many FLOPs as the forward's GEMMs; B is the rest (input-gradient GEMMs, the attention
+  /// core's backward, a selectively recomputed core). Time, FLOPs and bytes split in that ratio.
+  std::pair<ComputeCost, ComputeQuery> split_cost(Block block, Phase phase, int stage) {
+    auto [c, q] = cost(block, Phase::BACKWARD, stage);
+    const ModelSpec& m = w_.model;
+    const int64_t b = w_.batch.micro_batch;
+    Flops gemm;
+    switch (block) {
+    case Block::ATTENTION:
+      gemm = model::attention_block_forward_flops(m, b, grid_.tp) - model::attention_core_flops(m, b, grid_.tp);
+      break;
+    case Block::MLP: gemm = model::mlp_block_forward_flops(m, b, grid_.tp); break;
+    case Block::LOGITS: gemm = model::logits_forward_flops(m, b, grid_.tp); break;
+    default: throw ModelError("internal: no backward split for block " + std::string(to_string(block)));
+    }
+    const double w_share = q.flops.value() > 0 ? std::clamp(gemm / q.flops, 0.0, 1.0) : 0.5;
+    const double share = phase == Phase::WEIGHT_GRAD ? w_share : 1.0 - w_share;
+    c.time = c.time * share;
+    q.flops = q.flops * share;
+    q.bytes = q.bytes * share;
+    q.phase = phase;
+    return {c, q};
   }
 
   /// One compute task on every rank of the TP group, each after its rank's previous compute
@@ -116,7 +156,11 @@ private:
   std::vector<TaskId> compute(const std::vector<Rank>& group, Block block, Phase phase, int stage, int layer, int mb,
                               Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep = {},
                               Bytes param_free = Bytes(0.0)) {
-    const auto [dur, q] = cost(block, phase, stage);
+    if (moe_cp_->handles(block, layer)) // MoE MLP blocks, CP ring attention (graph/moe_builder.hpp)
+      return moe_cp_->emit(group, block, phase, stage, layer, mb, alloc, free, extra_dep, param_free);
+    const auto [dur, q] = split_ && (phase == Phase::BACKWARD || phase == Phase::WEIGHT_GRAD)
+                              ? split_cost(block, phase, stage)
+                              : cost(block, phase, stage);
     std::vector<TaskId> ids;
     ids.reserve(group.size());
     for (size_t i = 0; i < group.size(); ++i) {
@@ -236,10 +280,23 @@ private:
     return id;
   }
 
-  /// Gradient items of a stage in backward order: output layer, layers last to first, embedding.
+  /// Layers of local model chunk `chunk` of stage `p`: global chunk chunk*pp + p of pp*vp equal ones;
+  /// the embedding sits in global chunk 0, the output in the last one. vp = 1: the stage's layout.
+  model::StageLayout chunk_layout(int p, int chunk) const {
+    model::StageLayout s = model::stage_layout(w_, p);
+    if (vp_ == 1)
+      return s;
+    const int global = chunk * grid_.pp + p;
+    s.num_layers /= vp_;
+    s.first_layer = s.num_layers * global;
+    s.has_embedding = global == 0;
+    s.has_output = global == grid_.pp * vp_ - 1;
+    return s;
+  }
+
+  /// Gradient items of a stage (or chunk) in backward order: output layer, layers last to first, embedding.
   /// Index i of the result: 0..; `layer_of[i]` is the local layer (-1 output, -2 embedding).
-  void gradient_items(int p, std::vector<double>& params, std::vector<int>& layer_of) const {
-    const model::StageLayout layout = model::stage_layout(w_, p);
+  void gradient_items(const model::StageLayout& layout, std::vector<double>& params, std::vector<int>& layer_of) const {
     params.clear();
     layer_of.clear();
     if (layout.has_output) {
@@ -247,7 +304,7 @@ private:
       layer_of.push_back(-1);
     }
     for (int64_t l = layout.num_layers - 1; l >= 0; --l) {
-      params.push_back(model::layer_params(w_.model, grid_.tp));
+      params.push_back(model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep).dense);
       layer_of.push_back(static_cast<int>(l));
     }
     if (layout.has_embedding) {
@@ -280,57 +337,66 @@ private:
       group.push_back(grid_.rank(d, p, t));
     for (Rank r : group) {
       RankState& st = rs(r);
-      st.fwd_first.assign(static_cast<size_t>(m_), NO_TASK);
+      st.fwd_first.assign(static_cast<size_t>(m_) * static_cast<size_t>(vp_), NO_TASK);
       st.fwd_last = st.bwd_first = st.bwd_last = st.fwd_out_wait = st.bwd_out_wait = st.fwd_first;
     }
-    const model::StageLayout layout = model::stage_layout(w_, p);
-    const int n_layers = static_cast<int>(layout.num_layers);
     const double e = model::element_bytes(w_.precision);
     const Bytes logits_act = model::logits_activations(w_);
-    std::vector<double> item_params;
-    std::vector<int> item_layer;
-    gradient_items(p, item_params, item_layer);
-    const auto item_buckets = buckets(item_params);
-
-    // ZeRO-3: parameters of local layer l gathered as one collective; the first and last layers
-    // also carry the embedding / output parameters of their stage.
-    auto zero3_params = [&](int l) {
-      double extra = 0;
-      if (l == 0 && layout.has_embedding)
-        extra += model::embedding_params(w_.model, grid_.tp);
-      if (l == n_layers - 1 && layout.has_output)
-        extra += model::output_params(w_.model, grid_.tp, grid_.pp);
-      return model::layer_params(w_.model, grid_.tp) + extra;
-    };
 
     TaskId tp_chain = NO_TASK;
-    int pass_index = 0, backward_passes = 0;
-    for (const PassRef& pass : stage_order(w_.parallel.schedule, p, grid_.pp, m_)) {
+    int pass_index = 0;
+    // Per chunk: passes that finalize gradients so far (BACKWARD, or W when backward is split).
+    std::vector<int> grad_passes(static_cast<size_t>(vp_), 0);
+    for (const PassRef& pass : stage_order(w_.parallel.schedule, p, grid_.pp, m_, vp_)) {
+      const model::StageLayout layout = chunk_layout(p, pass.chunk);
+      const int n_layers = static_cast<int>(layout.num_layers);
+      std::vector<double> item_params;
+      std::vector<int> item_layer;
+      gradient_items(layout, item_params, item_layer);
+      const auto item_buckets = buckets(item_params);
+      // ZeRO-3: parameters of local layer l gathered as one collective; the first and last layers
+      // also carry the embedding / output parameters of their chunk.
+      auto zero3_params = [&](int l) {
+        double extra = 0;
+        if (l == 0 && layout.has_embedding)
+          extra += model::embedding_params(w_.model, grid_.tp);
+        if (l == n_layers - 1 && layout.has_output)
+          extra += model::output_params(w_.model, grid_.tp, grid_.pp);
+        return model::layer_params(w_.model, grid_.tp) + extra;
+      };
+
       const int mb = pass.micro_batch;
+      const size_t slot = static_cast<size_t>(pass.chunk) * static_cast<size_t>(m_) + static_cast<size_t>(mb);
       const bool fwd = pass.phase == Phase::FORWARD;
-      if (!fwd)
-        ++backward_passes;
-      const bool last_backward = !fwd && backward_passes == m_;
+      const bool weight = pass.phase == Phase::WEIGHT_GRAD;
+      // Gradients become final in this pass (BACKWARD, or W when split) ...
+      const bool grads_here = split_ ? weight : pass.phase == Phase::BACKWARD;
+      if (grads_here)
+        ++grad_passes[static_cast<size_t>(pass.chunk)];
+      // ... for good in the chunk's last such pass.
+      const bool last_backward = grads_here && grad_passes[static_cast<size_t>(pass.chunk)] == m_;
       auto mark_first = [&](std::vector<TaskId> RankState::*field, const std::vector<TaskId>& ids) {
         for (size_t i = 0; i < group.size(); ++i) {
-          TaskId& slot = (rs(group[i]).*field)[static_cast<size_t>(mb)];
-          if (slot == NO_TASK)
-            slot = ids[i];
+          TaskId& slot_id = (rs(group[i]).*field)[slot];
+          if (slot_id == NO_TASK)
+            slot_id = ids[i];
         }
       };
       auto mark_last = [&](std::vector<TaskId> RankState::*field, const std::vector<TaskId>& ids) {
         for (size_t i = 0; i < group.size(); ++i)
-          (rs(group[i]).*field)[static_cast<size_t>(mb)] = ids[i];
+          (rs(group[i]).*field)[slot] = ids[i];
       };
 
       // ZeRO-3 gathers: position j of the pass (layers in pass order) is gathered ahead, at most
       // prefetch + 1 layers resident; gather j waits for the task that freed position j-prefetch-1.
+      // W passes need no parameters (weight gradients are input x output-gradient products).
       const int prefetch = w_.training.zero3_prefetch;
       std::vector<std::vector<TaskId>> gather(static_cast<size_t>(n_layers)); // per position, per TP rank
       std::vector<std::vector<TaskId>> freer(static_cast<size_t>(n_layers));  // task freeing position
       int issued = 0;
+      const bool gathers = zero_ >= 3 && grid_.dp > 1 && !weight;
       auto issue_gathers_up_to = [&](int upto) {
-        if (zero_ < 3 || grid_.dp == 1)
+        if (!gathers)
           return;
         for (; issued <= std::min(upto, n_layers - 1); ++issued) {
           const int j = issued;
@@ -346,10 +412,38 @@ private:
           }
         }
       };
-      auto gather_of = [&](int j) {
-        return zero_ >= 3 && grid_.dp > 1 ? gather[static_cast<size_t>(j)] : std::vector<TaskId>{};
+      auto gather_of = [&](int j) { return gathers ? gather[static_cast<size_t>(j)] : std::vector<TaskId>{}; };
+      auto gathered_bytes = [&](int l) { return gathers ? Bytes(zero3_params(l) * e) : Bytes(0.0); };
+
+      // Gradients become final per item; ZeRO-0/1 reduce them once (last pass), ZeRO-2/3 every
+      // pass (their gradients are sharded, so they cannot accumulate locally).
+      const bool reduce_now = zero_ >= 2 ? true : last_backward;
+      std::vector<std::vector<TaskId>> item_producer(item_params.size());
+      size_t item = 0;
+      size_t bucket = 0;
+      auto item_done = [&](const std::vector<TaskId>& producers) {
+        item_producer[item] = producers;
+        if (zero_ < 3 && reduce_now && grid_.dp > 1 && bucket < item_buckets.size() &&
+            item_buckets[bucket].first == item) {
+          const CollectiveOp op = zero_ == 0 ? CollectiveOp::ALL_REDUCE : CollectiveOp::REDUCE_SCATTER;
+          // ZeRO-0/1 reduce the accumulated gradients once per step; ZeRO-2 per micro-batch.
+          for (size_t i = 0; i < group.size(); ++i)
+            dp_collective(group[i], p, static_cast<int>(i), {pass_index, 1, static_cast<int>(bucket)}, op,
+                          Bytes(item_buckets[bucket].second * e), Phase::BACKWARD, -1, zero_ >= 2 ? mb : -1,
+                          producers[i], Bytes(0.0), static_cast<int>(bucket));
+          ++bucket;
+        }
+        ++item;
       };
-      auto gathered_bytes = [&](int l) { return zero_ >= 3 && grid_.dp > 1 ? Bytes(zero3_params(l) * e) : Bytes(0.0); };
+      // ZeRO-3: a layer's gradients are reduce-scattered as soon as they exist.
+      auto zero3_reduce = [&](int j, int l, int layer, const std::vector<TaskId>& producers) {
+        if (zero_ < 3 || grid_.dp == 1)
+          return;
+        const double params = zero3_params(l);
+        for (size_t i = 0; i < group.size(); ++i)
+          dp_collective(group[i], p, static_cast<int>(i), {pass_index, 2, j}, CollectiveOp::REDUCE_SCATTER,
+                        Bytes(params * e), Phase::BACKWARD, layer, mb, producers[i]);
+      };
 
       if (fwd) {
         for (int j = 0; j < n_layers; ++j) {
@@ -371,32 +465,30 @@ private:
           mark_first(&RankState::fwd_first, logits);
           mark_last(&RankState::fwd_last, logits);
         }
+      } else if (weight) {
+        // Zero-bubble W pass: weight-gradient GEMMs only (no TP collective); frees the activations
+        // (docs/schedules.md: they are kept until W, which needs the GEMM inputs).
+        if (layout.has_output)
+          item_done(compute(group, Block::LOGITS, Phase::WEIGHT_GRAD, p, -1, mb, Bytes(0.0), logits_act));
+        for (int j = 0; j < n_layers; ++j) {
+          const int l = n_layers - 1 - j;
+          const int layer = static_cast<int>(layout.first_layer + l);
+          compute(group, Block::MLP, Phase::WEIGHT_GRAD, p, layer, mb, Bytes(0.0), stored_.mlp + working_.mlp);
+          auto attn = compute(group, Block::ATTENTION, Phase::WEIGHT_GRAD, p, layer, mb, Bytes(0.0),
+                              stored_.attention + working_.attention);
+          zero3_reduce(j, l, layer, attn);
+          item_done(attn);
+        }
+        if (layout.has_embedding)
+          item_done(item_producer[item - 1]);
       } else {
-        // Gradients become final per item; ZeRO-0/1 reduce them once (last pass), ZeRO-2/3 every
-        // pass (their gradients are sharded, so they cannot accumulate locally).
-        const bool reduce_now = zero_ >= 2 ? true : last_backward;
-        std::vector<std::vector<TaskId>> item_producer(item_params.size());
-        size_t item = 0;
-        size_t bucket = 0;
-        auto item_done = [&](const std::vector<TaskId>& producers) {
-          item_producer[item] = producers;
-          if (zero_ < 3 && reduce_now && grid_.dp > 1 && bucket < item_buckets.size() &&
-              item_buckets[bucket].first == item) {
-            const CollectiveOp op = zero_ == 0 ? CollectiveOp::ALL_REDUCE : CollectiveOp::REDUCE_SCATTER;
-            // ZeRO-0/1 reduce the accumulated gradients once per step; ZeRO-2 per micro-batch.
-            for (size_t i = 0; i < group.size(); ++i)
-              dp_collective(group[i], p, static_cast<int>(i), {pass_index, 1, static_cast<int>(bucket)}, op,
-                            Bytes(item_buckets[bucket].second * e), Phase::BACKWARD, -1, zero_ >= 2 ? mb : -1,
-                            producers[i], Bytes(0.0), static_cast<int>(bucket));
-            ++bucket;
-          }
-          ++item;
-        };
-
+        // Split backward (B): frees nothing, finalizes no gradient; otherwise the whole backward.
+        const Bytes logits_free = split_ ? Bytes(0.0) : logits_act;
         if (layout.has_output) {
-          auto logits = compute(group, Block::LOGITS, Phase::BACKWARD, p, -1, mb, Bytes(0.0), logits_act);
+          auto logits = compute(group, Block::LOGITS, Phase::BACKWARD, p, -1, mb, Bytes(0.0), logits_free);
           mark_first(&RankState::bwd_first, logits);
-          item_done(logits);
+          if (!split_)
+            item_done(logits);
         }
         for (int j = 0; j < n_layers; ++j) {
           issue_gathers_up_to(j + prefetch);
@@ -412,32 +504,28 @@ private:
             tp_comm(group, rm, Phase::RECOMPUTE, p, layer, mb, tp_chain);
             first_dep.clear();
           }
-          auto mlp = compute(group, Block::MLP, Phase::BACKWARD, p, layer, mb, Bytes(0.0), stored_.mlp + working_.mlp,
-                             first_dep);
+          auto mlp = compute(group, Block::MLP, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
+                             split_ ? Bytes(0.0) : stored_.mlp + working_.mlp, first_dep);
           mark_first(&RankState::bwd_first, mlp);
           tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain);
           auto attn = compute(group, Block::ATTENTION, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
-                              stored_.attention + working_.attention, {}, gathered_bytes(l));
+                              split_ ? Bytes(0.0) : stored_.attention + working_.attention, {}, gathered_bytes(l));
           tp_comm(group, attn, Phase::BACKWARD, p, layer, mb, tp_chain);
           mark_last(&RankState::bwd_last, attn);
           freer[static_cast<size_t>(j)] = attn;
-          if (zero_ >= 3 && grid_.dp > 1) {
-            // ZeRO-3: the layer's gradients are reduce-scattered as soon as they exist.
-            const double params = zero3_params(l);
-            for (size_t i = 0; i < group.size(); ++i)
-              dp_collective(group[i], p, static_cast<int>(i), {pass_index, 2, j}, CollectiveOp::REDUCE_SCATTER,
-                            Bytes(params * e), Phase::BACKWARD, layer, mb, attn[i]);
+          if (!split_) {
+            zero3_reduce(j, l, layer, attn);
+            item_done(attn);
           }
-          item_done(attn);
         }
-        if (layout.has_embedding)
+        if (layout.has_embedding && !split_)
           item_done(item_producer[item - 1]);
       }
       // The pass's output is ready only once its trailing TP collective is done.
       for (Rank r : group) {
         RankState& st = rs(r);
-        if (st.pending_wait != NO_TASK)
-          (fwd ? st.fwd_out_wait : st.bwd_out_wait)[static_cast<size_t>(mb)] = st.pending_wait;
+        if (st.pending_wait != NO_TASK && !weight)
+          (fwd ? st.fwd_out_wait : st.bwd_out_wait)[slot] = st.pending_wait;
       }
       ++pass_index;
     }
@@ -454,13 +542,22 @@ private:
         for (int t = 0; t < grid_.tp; ++t) {
           const Rank src = grid_.rank(d, p, t);
           TaskId chain = NO_TASK;
-          for (const PassRef& pass : stage_order(w_.parallel.schedule, p, grid_.pp, m_)) {
+          for (const PassRef& pass : stage_order(w_.parallel.schedule, p, grid_.pp, m_, vp_)) {
+            if (pass.phase == Phase::WEIGHT_GRAD)
+              continue; // W passes send nothing
             const bool fwd = pass.phase == Phase::FORWARD;
-            const int dst_stage = fwd ? p + 1 : p - 1;
-            if (dst_stage < 0 || dst_stage >= grid_.pp)
+            // Global chunk c = chunk*pp + p sends to c + 1 (forward) or c - 1 (backward), on stage
+            // (c +- 1) mod pp: with interleaving the last stage wraps to stage 0's next chunk.
+            const int global = pass.chunk * grid_.pp + p;
+            const int dst_global = fwd ? global + 1 : global - 1;
+            if (dst_global < 0 || dst_global >= grid_.pp * vp_)
               continue;
+            const int dst_stage = dst_global % grid_.pp;
             const Rank dst = grid_.rank(d, dst_stage, t);
-            const size_t mb = static_cast<size_t>(pass.micro_batch);
+            const size_t mb = static_cast<size_t>(pass.chunk) * static_cast<size_t>(m_) +
+                              static_cast<size_t>(pass.micro_batch);
+            const size_t dst_mb = static_cast<size_t>(dst_global / grid_.pp) * static_cast<size_t>(m_) +
+                                  static_cast<size_t>(pass.micro_batch);
             Task task;
             task.phase = pass.phase;
             task.group = CommGroup::PP;
@@ -481,7 +578,8 @@ private:
               g_.add_edge(chain, send);
             chain = send;
             const RankState& r = rs(dst);
-            g_.add_edge(send, fwd ? r.fwd_first[mb] : r.bwd_first[mb]);
+            for (TaskId entry : moe_cp_->entry_of(fwd ? r.fwd_first[dst_mb] : r.bwd_first[dst_mb]))
+              g_.add_edge(send, entry);
           }
         }
       }
@@ -493,15 +591,13 @@ private:
   void build_optimizer(int p, int t) {
     std::vector<double> item_params;
     std::vector<int> item_layer;
-    gradient_items(p, item_params, item_layer);
+    gradient_items(model::stage_layout(w_, p), item_params, item_layer);
     const auto item_buckets = buckets(item_params);
     const double e = model::element_bytes(w_.precision);
     for (int d = 0; d < replicas_; ++d) {
       const Rank r = grid_.rank(d, p, t);
       RankState& st = rs(r);
-      double params = model::params_on_rank(w_, p);
-      if (zero_ >= 1)
-        params /= grid_.dp;
+      const double params = model::optimizer_params_on_rank(w_, p); // ZeRO: dense / (dp*cp), experts / (dp*cp/ep)
       const Bytes moved(params * 2.0 * (w_.training.optimizer_bytes_per_param + 2.0));
       ComputeQuery q{.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = p,
                      .flops = Flops(params * 12.0), .bytes = moved};
@@ -543,12 +639,15 @@ private:
   int m_ = 0;
   int replicas_ = 1;
   int zero_ = 0;
+  int vp_ = 1;        ///< model chunks per stage
+  bool split_ = false; ///< backward split into B and W passes (zero-bubble schedules)
   bool sp_ = false;
   model::LayerActivations stored_, working_;
   StepGraph g_;
   std::vector<RankState> ranks_;
   std::map<std::tuple<int, int, int, int, int>, TaskId> dp_tasks_;
   std::map<std::tuple<int, int, int>, std::pair<ComputeCost, ComputeQuery>> cost_cache_;
+  std::unique_ptr<detail::MoeCpEmitter> moe_cp_;
 };
 
 } // namespace

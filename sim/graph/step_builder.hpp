@@ -12,14 +12,22 @@
 
 namespace stepsim::graph {
 
-/// Megatron rank order: tp fastest-varying, then dp, then pp.
+/// Megatron rank order: tp fastest-varying, then cp, then dp, then pp (docs/moe.md). `dp` counts
+/// the GPUs that hold the same weights: data-parallel x context-parallel ranks (workload dp * cp,
+/// the group dense gradients are reduced over); `d` in rank(d, p, t) is cp_index + cp * dp_index.
+/// Expert parallelism subdivides the data-parallel index: ep_index = dp_index % ep.
 struct RankGrid {
   int tp = 1;
   int pp = 1;
-  int dp = 1;
+  int dp = 1; ///< dp * cp of the workload
+  int cp = 1;
+  int ep = 1;
   [[nodiscard]] Rank rank(int d, int p, int t) const { return t + tp * (d + dp * p); }
   [[nodiscard]] int tp_of(Rank r) const { return r % tp; }
-  [[nodiscard]] int dp_of(Rank r) const { return (r / tp) % dp; }
+  /// The workload's data-parallel index (without the CP index).
+  [[nodiscard]] int dp_of(Rank r) const { return (r / tp) % dp / cp; }
+  [[nodiscard]] int cp_of(Rank r) const { return (r / tp) % cp; }
+  [[nodiscard]] int ep_of(Rank r) const { return dp_of(r) % ep; }
   [[nodiscard]] int pp_of(Rank r) const { return r / (tp * dp); }
   [[nodiscard]] int size() const { return tp * pp * dp; }
 };

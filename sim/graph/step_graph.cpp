@@ -26,6 +26,8 @@ std::string_view to_string(CommGroup g) {
   case CommGroup::TP: return "tp";
   case CommGroup::PP: return "pp";
   case CommGroup::DP: return "dp";
+  case CommGroup::EP: return "ep";
+  case CommGroup::CP: return "cp";
   }
   return "?";
 }
@@ -36,6 +38,7 @@ std::string_view to_string(Phase p) {
   case Phase::BACKWARD: return "backward";
   case Phase::RECOMPUTE: return "recompute";
   case Phase::OPTIMIZER: return "optimizer";
+  case Phase::WEIGHT_GRAD: return "weight_grad";
   }
   return "?";
 }
@@ -47,6 +50,8 @@ std::string_view to_string(Block b) {
   case Block::MLP: return "mlp";
   case Block::LOGITS: return "logits";
   case Block::OPTIMIZER: return "optimizer";
+  case Block::ROUTER: return "router";
+  case Block::EXPERTS: return "experts";
   }
   return "?";
 }
@@ -57,6 +62,8 @@ std::string_view to_string(Stream s) {
   case Stream::TP_COMM: return "tp comm";
   case Stream::PP_COMM: return "pp comm";
   case Stream::DP_COMM: return "dp comm";
+  case Stream::EP_COMM: return "ep comm";
+  case Stream::CP_COMM: return "cp comm";
   }
   return "?";
 }

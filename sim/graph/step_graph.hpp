@@ -18,10 +18,15 @@ using Rank = int32_t;
 enum class TaskKind { COMPUTE, COLLECTIVE };
 enum class CollectiveOp { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, BROADCAST, REDUCE, ALL_TO_ALL };
 /// Communication group of a collective (NONE for compute).
-enum class CommGroup { NONE, TP, PP, DP };
-enum class Phase { FORWARD, BACKWARD, RECOMPUTE, OPTIMIZER };
+/// EP: expert-parallel all-to-all; CP: context-parallel ring-attention sends (docs/moe.md).
+enum class CommGroup { NONE, TP, PP, DP, EP, CP };
+/// BACKWARD is the whole backward pass, or with the zero-bubble schedules only its input-gradient
+/// part (B); WEIGHT_GRAD is their deferred weight-gradient part (W). docs/schedules.md.
+enum class Phase { FORWARD, BACKWARD, RECOMPUTE, OPTIMIZER, WEIGHT_GRAD };
 /// What a compute task computes.
-enum class Block { NONE, ATTENTION, MLP, LOGITS, OPTIMIZER };
+/// MoE layers (docs/moe.md) replace MLP with ROUTER (router and shared experts) and EXPERTS (the
+/// routed experts' grouped GEMM).
+enum class Block { NONE, ATTENTION, MLP, LOGITS, OPTIMIZER, ROUTER, EXPERTS };
 /// Where a compute task's duration came from, as shares of it that sum to 1 (kernel-profile
 /// lookups: measured rows, interpolation between rows, the calibrated model; or the plain
 /// roofline when the cluster has no profile). See docs/kernels.md.
@@ -33,8 +38,8 @@ struct TimeSources {
 };
 
 /// The stream a task occupies on each participating GPU.
-enum class Stream { COMPUTE, TP_COMM, PP_COMM, DP_COMM };
-inline constexpr int STREAM_COUNT = 4;
+enum class Stream { COMPUTE, TP_COMM, PP_COMM, DP_COMM, EP_COMM, CP_COMM };
+inline constexpr int STREAM_COUNT = 6;
 
 std::string_view to_string(CollectiveOp op);
 std::string_view to_string(CommGroup g);

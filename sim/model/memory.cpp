@@ -1,5 +1,6 @@
 #include "model/memory.hpp"
 
+#include "model/moe.hpp"
 #include "model/transformer.hpp"
 
 #include <algorithm>
@@ -14,8 +15,13 @@ double d(int64_t v) { return static_cast<double>(v); }
 
 LayerActivations stored_layer_activations(const WorkloadSpec& w) {
   const ModelSpec& m = w.model;
-  const double s = d(m.seq_len), b = d(w.batch.micro_batch), h = d(m.hidden), a = d(m.heads);
-  const double kv = d(m.kv_heads) * d(m.head_dim()), f = d(m.ffn_hidden);
+  // Context parallelism: a GPU holds s/cp tokens; its attention scores are (s/cp) x s.
+  const double s_full = d(m.seq_len);
+  const double s = s_full / std::max(1, w.parallel.cp), b = d(w.batch.micro_batch), h = d(m.hidden), a = d(m.heads);
+  // MoE layers (docs/moe.md): the inner activations of top_k routed plus the shared experts per token.
+  const double f = m.moe.enabled() ? d(m.moe.top_k + m.moe.shared_experts) * d(m.moe.expert_ffn_hidden)
+                                   : d(m.ffn_hidden);
+  const double kv = d(m.kv_heads) * d(m.head_dim());
   const double t = w.parallel.tp;
   const double sb = s * b;
   const bool sp = w.parallel.sp && w.parallel.tp > 1;
@@ -29,13 +35,15 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
   // Korthikanti's terms (bytes, 16-bit values, 1-byte dropout masks).
   // Replicated across TP ranks without SP: norm inputs, the inputs of QKV and fc1, dropout masks.
   const double attn_replicated = 2.0 * sb * h /*norm*/ + 2.0 * sb * h /*QKV in*/ + sb * h /*mask*/;
-  const double mlp_replicated = 2.0 * sb * h /*norm*/ + 2.0 * sb * h /*fc1 in*/ + sb * h /*mask*/;
+  double mlp_replicated = 2.0 * sb * h /*norm*/ + 2.0 * sb * h /*fc1 in*/ + sb * h /*mask*/;
+  if (m.moe.enabled()) // the dispatched tokens and the experts' outputs, top_k copies of each token
+    mlp_replicated += 4.0 * d(m.moe.top_k) * sb * h;
   // Split by TP: Q, K, V, the projection input, the MLP's inner activations.
   const double attn_split = 2.0 * sb * h /*Q*/ + 2.0 * sb * kv /*K*/ + 2.0 * sb * kv /*V*/ + 2.0 * sb * h /*proj in*/;
   const double mlp_inner = m.mlp == MlpKind::SWIGLU ? 6.0 * sb * f /*gate, up, product*/
                                                     : 4.0 * sb * f /*GeLU in, fc2 in*/;
   // The attention scores: softmax output 2, dropout mask 1, dropout output 2 (bytes per score).
-  double scores = 5.0 * a * s * s * b;
+  double scores = 5.0 * a * s * s_full * b;
   if (w.training.flash_attention || w.training.recompute == Recompute::SELECTIVE)
     scores = 0.0;
 
@@ -53,15 +61,31 @@ LayerActivations recompute_working_set(const WorkloadSpec& w) {
 
 Bytes logits_activations(const WorkloadSpec& w) {
   const ModelSpec& m = w.model;
-  const double sb = d(m.seq_len) * d(w.batch.micro_batch);
+  const double sb = d(m.seq_len) / std::max(1, w.parallel.cp) * d(w.batch.micro_batch);
   return Bytes(2.0 * sb * d(m.hidden) + 4.0 * sb * d(m.vocab) / w.parallel.tp);
 }
 
-int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage) {
+InFlight in_flight_passes(const WorkloadSpec& w, int stage) {
   const int64_t m = w.micro_batches();
-  if (w.parallel.schedule == Schedule::GPIPE)
-    return m;
-  return std::min<int64_t>(w.parallel.pp - stage, m);
+  const int64_t p = w.parallel.pp;
+  const int64_t v = std::max(1, w.parallel.vp);
+  int64_t n = 0;
+  switch (w.parallel.schedule) {
+  case Schedule::GPIPE: n = m; break;
+  case Schedule::ONE_F_ONE_B: n = std::min<int64_t>(p - stage, m); break;
+  case Schedule::ZB_H1: n = std::min<int64_t>(p, m); break;
+  case Schedule::ZB_H2: n = std::min<int64_t>(2 * p - 1, m); break;
+  case Schedule::INTERLEAVED:
+    if (m == p)
+      return {m * v, m};
+    return {std::min<int64_t>(2 * (p - stage - 1) + (v - 1) * p + 1, m * v), 1};
+  }
+  return {n, n};
+}
+
+int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage) {
+  const int64_t v = std::max(1, w.parallel.vp);
+  return (in_flight_passes(w, stage).passes + v - 1) / v;
 }
 
 Bytes gathered_layer_bytes(const WorkloadSpec& w) {
@@ -73,14 +97,22 @@ Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic) {
 }
 
 MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage) {
+  // Dense parameters are sharded by ZeRO over the dp*cp GPUs holding them, expert parameters
+  // over their expert-data-parallel group of dp*cp/ep GPUs (docs/moe.md).
   const double psi = params_on_rank(w, stage);
-  const double dp = w.parallel.dp;
+  const double psi_expert = expert_params_on_rank(w, stage);
+  const double psi_dense = psi - psi_expert;
+  const double dp = static_cast<double>(w.parallel.dp) * std::max(1, w.parallel.cp);
+  const double edp = dp / std::max(1, w.parallel.ep);
   const int zero = w.parallel.zero_stage;
   const double e = element_bytes(w.precision);
+  const auto sharded = [&](int from_stage) {
+    return zero >= from_stage ? psi_dense / dp + psi_expert / edp : psi;
+  };
   MemoryLedger l;
-  l.weights = Bytes(e * psi / (zero >= 3 ? dp : 1.0));
-  l.gradients = Bytes(e * psi / (zero >= 2 ? dp : 1.0));
-  l.optimizer = Bytes(w.training.optimizer_bytes_per_param * psi / (zero >= 1 ? dp : 1.0));
+  l.weights = Bytes(e * sharded(3));
+  l.gradients = Bytes(e * sharded(2));
+  l.optimizer = Bytes(w.training.optimizer_bytes_per_param * sharded(1));
   Bytes buffers(0.0);
   if (w.parallel.dp > 1)
     buffers += w.training.dp_bucket;
@@ -88,6 +120,10 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
     buffers += pp_message_bytes(w) * 2.0;
   if (w.parallel.tp > 1)
     buffers += tp_collective_bytes(w) * 2.0;
+  if (w.model.moe.enabled() && w.parallel.ep > 1)
+    buffers += ep_all_to_all_bytes(w) * 2.0; // dispatch and combine
+  if (w.parallel.cp > 1)
+    buffers += cp_kv_block_bytes(w) * 2.0;   // the K,V block in flight and the one in use
   l.comm_buffers = buffers;
   l.runtime = gpu.runtime_overhead;
   return l;
@@ -99,10 +135,13 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   // In flight: each micro-batch's stored layers (and, on the last stage, its logits). The
   // backward of the oldest frees its logits before it recomputes a layer, so the logits of one
   // micro-batch and the recompute working set are never held together.
-  const double in_flight = d(in_flight_micro_batches(w, stage));
-  const Bytes layers = stored_layer_activations(w).total() * d(layout.num_layers);
+  // With interleaving a pass covers one model chunk (num_layers / vp layers) and only the last
+  // chunk's passes carry logits.
+  const InFlight in_flight = in_flight_passes(w, stage);
+  const Bytes layers = stored_layer_activations(w).total() * (d(layout.num_layers) / std::max(1, w.parallel.vp));
   const Bytes logits = layout.has_output ? logits_activations(w) : Bytes(0.0);
-  l.activations = layers * in_flight + logits * (in_flight - 1.0) + std::max(logits, recompute_working_set(w).total());
+  l.activations = layers * d(in_flight.passes) + logits * (d(in_flight.output_passes) - 1.0) +
+                  std::max(logits, recompute_working_set(w).total());
   if (w.parallel.zero_stage >= 3)
     l.zero3_gathered = gathered_layer_bytes(w) * static_cast<double>(w.training.zero3_prefetch + 1);
   l.fragmentation = fragmentation_of(gpu, l.activations + l.zero3_gathered + l.comm_buffers);

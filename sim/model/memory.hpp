@@ -32,8 +32,19 @@ LayerActivations recompute_working_set(const WorkloadSpec& w);
 /// the fp32 logits for the loss 4*s*b*V/t.
 Bytes logits_activations(const WorkloadSpec& w);
 
-/// Micro-batches whose activations stage `stage` holds at once: 1F1B min(pp - stage, m),
-/// GPipe m.
+/// Passes of one model chunk (a stage's layers / vp) whose activations stage `stage` holds at its
+/// peak, and how many of them carry the logits (last stage). Closed forms of the schedules
+/// (docs/schedules.md; graph/schedule tests walk the orders to check them): GPipe m; 1F1B
+/// min(pp - stage, m); interleaved min(2*(pp - stage - 1) + (vp - 1)*pp + 1, m*vp) chunk passes,
+/// one with logits (all m*vp and m when m == pp); ZB-H1 min(pp, m); ZB-H2 min(2*pp - 1, m) (until W).
+struct InFlight {
+  int64_t passes = 0;
+  int64_t output_passes = 0;
+};
+InFlight in_flight_passes(const WorkloadSpec& w, int stage);
+
+/// Micro-batches' worth of activations stage `stage` holds at once: in_flight_passes / vp,
+/// rounded up (1F1B min(pp - stage, m), GPipe m).
 int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage);
 
 /// ZeRO-3 / FSDP: bytes of one gathered layer (its full parameters on this TP rank, 16-bit).

@@ -1,5 +1,7 @@
 #include "model/transformer.hpp"
 
+#include "model/moe.hpp"
+
 #include <algorithm>
 
 namespace stepsim::model {
@@ -47,7 +49,7 @@ double output_params(const ModelSpec& m, int tp, int pp) {
 }
 
 double total_params(const ModelSpec& m) {
-  return d(m.layers) * layer_params(m, 1) + embedding_params(m, 1) + output_params(m, 1, 1);
+  return stack_params(m, 0, m.layers, 1, 1).total() + embedding_params(m, 1) + output_params(m, 1, 1);
 }
 
 StageLayout stage_layout(const WorkloadSpec& w, int stage) {
@@ -62,7 +64,7 @@ StageLayout stage_layout(const WorkloadSpec& w, int stage) {
 
 double params_on_rank(const WorkloadSpec& w, int stage) {
   const StageLayout s = stage_layout(w, stage);
-  double p = d(s.num_layers) * layer_params(w.model, w.parallel.tp);
+  double p = stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep).total();
   if (s.has_embedding)
     p += embedding_params(w.model, w.parallel.tp);
   if (s.has_output)
@@ -110,7 +112,9 @@ Bytes logits_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Prec
 
 Flops model_flops_per_step(const WorkloadSpec& w) {
   const ModelSpec& m = w.model;
-  const Flops per_sequence = layer_forward_flops(m, 1, 1) * d(m.layers) + logits_forward_flops(m, 1, 1);
+  Flops per_sequence = logits_forward_flops(m, 1, 1);
+  for (int64_t l = 0; l < m.layers; ++l)
+    per_sequence += layer_forward_flops_at(m, l);
   return per_sequence * (3.0 * d(w.batch.global_batch));
 }
 
@@ -124,7 +128,8 @@ Flops hardware_flops_per_step(const WorkloadSpec& w) {
     extra_per_sequence = attention_core_flops(m, 1, 1) * d(m.layers);
     break;
   case Recompute::FULL:
-    extra_per_sequence = layer_forward_flops(m, 1, 1) * d(m.layers);
+    for (int64_t l = 0; l < m.layers; ++l)
+      extra_per_sequence += layer_forward_flops_at(m, l);
     break;
   }
   return model_flops_per_step(w) + extra_per_sequence * d(w.batch.global_batch);
@@ -137,7 +142,9 @@ Seconds roofline_time(Flops flops, Bytes bytes, const GpuSpec& gpu, Precision p)
 }
 
 Bytes tp_collective_bytes(const WorkloadSpec& w) {
-  return Bytes(d(w.batch.micro_batch) * d(w.model.seq_len) * d(w.model.hidden) * element_bytes(w.precision));
+  // Context parallelism: each GPU holds seq_len / cp tokens.
+  return Bytes(d(w.batch.micro_batch) * d(w.model.seq_len) / std::max(1, w.parallel.cp) * d(w.model.hidden) *
+               element_bytes(w.precision));
 }
 
 Bytes pp_message_bytes(const WorkloadSpec& w) {
@@ -150,9 +157,7 @@ Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage) {
 }
 
 Seconds optimizer_time(const WorkloadSpec& w, const GpuSpec& gpu, int stage) {
-  double params = params_on_rank(w, stage);
-  if (w.parallel.zero_stage >= 1)
-    params /= w.parallel.dp;
+  const double params = optimizer_params_on_rank(w, stage);
   const Bytes moved(params * 2.0 * (w.training.optimizer_bytes_per_param + 2.0));
   return moved / (gpu.hbm_bandwidth * gpu.memory_efficiency);
 }

@@ -20,6 +20,8 @@ Seconds& slot(GroupTimes& g, graph::CommGroup group) {
   switch (group) {
   case graph::CommGroup::TP: return g.tp;
   case graph::CommGroup::PP: return g.pp;
+  case graph::CommGroup::EP: return g.ep;
+  case graph::CommGroup::CP: return g.cp;
   default: return g.dp;
   }
 }
@@ -28,6 +30,8 @@ Bytes& slot(GroupBytes& g, graph::CommGroup group) {
   switch (group) {
   case graph::CommGroup::TP: return g.tp;
   case graph::CommGroup::PP: return g.pp;
+  case graph::CommGroup::EP: return g.ep;
+  case graph::CommGroup::CP: return g.cp;
   default: return g.dp;
   }
 }
@@ -232,6 +236,12 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
     s.exposed.tp += l.exposed.tp / n;
     s.exposed.pp += l.exposed.pp / n;
     s.exposed.dp += l.exposed.dp / n;
+    s.exposed.ep += l.exposed.ep / n;
+    s.exposed.cp += l.exposed.cp / n;
+    s.comm_bytes_per_gpu.ep += bytes[i].ep / n;
+    s.comm_bytes_per_gpu.cp += bytes[i].cp / n;
+    s.comm_volume_per_gpu.ep += volume[i].ep / n;
+    s.comm_volume_per_gpu.cp += volume[i].cp / n;
     s.comm_bytes_per_gpu.tp += bytes[i].tp / n;
     s.comm_bytes_per_gpu.pp += bytes[i].pp / n;
     s.comm_bytes_per_gpu.dp += bytes[i].dp / n;
@@ -248,6 +258,8 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
     sm.exposed.tp += l.exposed.tp;
     sm.exposed.pp += l.exposed.pp;
     sm.exposed.dp += l.exposed.dp;
+    sm.exposed.ep += l.exposed.ep;
+    sm.exposed.cp += l.exposed.cp;
     if (T > 0)
       sm.bubble_fraction += l.bubble.value() / T;
   }
@@ -258,6 +270,8 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
     sm.exposed.tp = sm.exposed.tp / k;
     sm.exposed.pp = sm.exposed.pp / k;
     sm.exposed.dp = sm.exposed.dp / k;
+    sm.exposed.ep = sm.exposed.ep / k;
+    sm.exposed.cp = sm.exposed.cp / k;
     sm.bubble_fraction /= k;
   }
   return s;
@@ -266,7 +280,8 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
 void write_summary_json(std::ostream& out, const Summary& s) {
   using nlohmann::ordered_json;
   auto groups = [](const GroupTimes& g) {
-    return ordered_json{{"tp", g.tp.value()}, {"pp", g.pp.value()}, {"dp", g.dp.value()}};
+    return ordered_json{
+        {"tp", g.tp.value()}, {"pp", g.pp.value()}, {"dp", g.dp.value()}, {"ep", g.ep.value()}, {"cp", g.cp.value()}};
   };
   ordered_json j;
   j["cluster"] = s.cluster;
@@ -290,7 +305,9 @@ void write_summary_json(std::ostream& out, const Summary& s) {
   j["other_idle_s"] = s.other_idle.value();
   j["comm_bytes_per_gpu"] = ordered_json{{"tp", s.comm_bytes_per_gpu.tp.value()},
                                          {"pp", s.comm_bytes_per_gpu.pp.value()},
-                                         {"dp", s.comm_bytes_per_gpu.dp.value()}};
+                                         {"dp", s.comm_bytes_per_gpu.dp.value()},
+                                         {"ep", s.comm_bytes_per_gpu.ep.value()},
+                                         {"cp", s.comm_bytes_per_gpu.cp.value()}};
   ordered_json stages = ordered_json::array();
   for (const StageMetrics& st : s.stages)
     stages.push_back(ordered_json{{"stage", st.stage},
@@ -300,7 +317,9 @@ void write_summary_json(std::ostream& out, const Summary& s) {
   j["stages"] = stages;
   j["comm_volume_per_gpu"] = ordered_json{{"tp", s.comm_volume_per_gpu.tp.value()},
                                           {"pp", s.comm_volume_per_gpu.pp.value()},
-                                          {"dp", s.comm_volume_per_gpu.dp.value()}};
+                                          {"dp", s.comm_volume_per_gpu.dp.value()},
+                                          {"ep", s.comm_volume_per_gpu.ep.value()},
+                                          {"cp", s.comm_volume_per_gpu.cp.value()}};
   const MemoryReport& mem = s.memory;
   j["fits_in_memory"] = mem.fits_in_memory;
   ordered_json m;
@@ -362,6 +381,10 @@ void print_summary_table(std::ostream& out, const Summary& s) {
   row("exposed comm TP", secs(s.exposed.tp));
   row("exposed comm PP", secs(s.exposed.pp));
   row("exposed comm DP", secs(s.exposed.dp));
+  if (s.comm_bytes_per_gpu.ep.value() > 0)
+    row("exposed comm EP", secs(s.exposed.ep));
+  if (s.comm_bytes_per_gpu.cp.value() > 0)
+    row("exposed comm CP", secs(s.exposed.cp));
   if (s.other_idle.value() > 0)
     row("other idle", secs(s.other_idle));
   row("peak memory (worst GPU)", gib(s.memory.worst.peak()) + " of " + gib(s.memory.capacity) + " (GPU " +

@@ -15,12 +15,12 @@ namespace stepsim::report {
 
 /// A time per communication group.
 struct GroupTimes {
-  Seconds tp, pp, dp;
+  Seconds tp, pp, dp, ep, cp; ///< ep: expert all-to-all; cp: ring-attention sends
 };
 
 /// Payload bytes per step per GPU and group (sum of collective sizes S a GPU takes part in).
 struct GroupBytes {
-  Bytes tp, pp, dp;
+  Bytes tp, pp, dp, ep, cp;
 };
 
 struct StageMetrics {

@@ -33,6 +33,7 @@ kernels::StepPass step_pass(graph::Phase p) {
   case graph::Phase::BACKWARD: return kernels::StepPass::BACKWARD;
   case graph::Phase::RECOMPUTE: return kernels::StepPass::RECOMPUTE;
   case graph::Phase::OPTIMIZER: break;
+  case graph::Phase::WEIGHT_GRAD: break; // the builder splits a BACKWARD query into B and W
   }
   throw ModelError("compute model: the optimizer phase has no block kernels");
 }
@@ -48,8 +49,9 @@ int64_t optimizer_params(const WorkloadSpec& w, int stage) {
 /// Compute times from a kernel table, cached per (block, phase) (and stage for the optimizer).
 class ProfiledTimes {
 public:
-  ProfiledTimes(std::shared_ptr<const kernels::KernelTable> table, const WorkloadSpec& w)
-      : table_(std::move(table)), w_(w) {}
+  ProfiledTimes(std::shared_ptr<const kernels::KernelTable> table, const WorkloadSpec& w, const GpuSpec& gpu)
+      : table_(std::move(table)), w_(w), gemm_efficiency_(gpu.gemm_efficiency > 0 ? gpu.gemm_efficiency : 1.0),
+        launch_overhead_(gpu.launch_overhead.value() >= 0 ? gpu.launch_overhead : table_->launch_overhead()) {}
 
   graph::ComputeCost operator()(const graph::ComputeQuery& q) {
     const bool optimizer = q.block == graph::Block::OPTIMIZER || q.phase == graph::Phase::OPTIMIZER;
@@ -69,7 +71,10 @@ private:
     graph::TimeSources s;
     for (const kernels::KernelCall& c : calls) {
       const kernels::KernelTime k = table_->lookup(c.shape);
-      const double t = k.time.value() * c.time_factor + table_->launch_overhead().value();
+      // Calibration (docs/calibration.md): GEMM/attention rates and the per-kernel fixed cost.
+      const bool tensor_core = c.shape.kind == kernels::KernelKind::GEMM || c.shape.kind == kernels::KernelKind::ATTENTION_FWD ||
+                               c.shape.kind == kernels::KernelKind::ATTENTION_BWD;
+      const double t = k.time.value() * c.time_factor / (tensor_core ? gemm_efficiency_ : 1.0) + launch_overhead_.value();
       total += t;
       switch (k.source) {
       case kernels::Source::MEASURED: s.measured += t; break;
@@ -87,6 +92,8 @@ private:
 
   std::shared_ptr<const kernels::KernelTable> table_;
   WorkloadSpec w_;
+  double gemm_efficiency_ = 1.0;
+  Seconds launch_overhead_;
   std::map<std::tuple<int, int, int>, graph::ComputeCost> cache_;
 };
 
@@ -101,7 +108,7 @@ std::shared_ptr<const kernels::KernelTable> load_kernel_table(const ClusterSpec&
 graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const WorkloadSpec& workload,
                                         std::shared_ptr<const kernels::KernelTable> table) {
   if (table) {
-    auto times = std::make_shared<ProfiledTimes>(std::move(table), workload);
+    auto times = std::make_shared<ProfiledTimes>(std::move(table), workload, cluster.gpu);
     return [times](const graph::ComputeQuery& q) { return (*times)(q); };
   }
   const GpuSpec gpu = cluster.gpu;

@@ -121,6 +121,7 @@ std::string_view short_phase(Phase p) {
   case Phase::BACKWARD: return "bwd";
   case Phase::RECOMPUTE: return "recomp";
   case Phase::OPTIMIZER: return "opt";
+  case Phase::WEIGHT_GRAD: return "wgrad";
   }
   return "?";
 }
@@ -132,6 +133,8 @@ std::string_view short_block(Block b) {
   case Block::MLP: return "mlp";
   case Block::LOGITS: return "logits";
   case Block::OPTIMIZER: return "optimizer";
+  case Block::ROUTER: return "router";
+  case Block::EXPERTS: return "experts";
   }
   return "?";
 }
@@ -142,26 +145,38 @@ std::string_view category(const Task& t) {
   return graph::to_string(t.group);
 }
 
-/// Thread ids: one per graph::Stream (tid = stream index), then two for the receiving side of
-/// pipeline sends. A GPU receives from two neighbours whose sends are not ordered with each other
-/// nor with its own sends, so drawing them on its pp-comm thread would overlap slices there.
-constexpr int PP_RECV_FWD_TID = graph::STREAM_COUNT;    ///< activations from the previous stage
-constexpr int PP_RECV_BWD_TID = graph::STREAM_COUNT + 1; ///< gradients from the next stage
-constexpr int THREAD_COUNT = graph::STREAM_COUNT + 2;
+/// Thread ids: the compute, tp, pp and dp streams (0-3), two for the receiving side of pipeline
+/// sends (4, 5), the ep and cp streams (6, 7) and the receiving side of CP ring sends (8). A GPU
+/// receives from neighbours whose sends are not ordered with each other nor with its own sends,
+/// so drawing them on its own comm thread would overlap slices there.
+constexpr int PP_RECV_FWD_TID = 4; ///< activations from the previous stage
+constexpr int PP_RECV_BWD_TID = 5; ///< gradients from the next stage
+constexpr int CP_RECV_TID = graph::STREAM_COUNT + 2; ///< K,V blocks from the previous CP rank
+constexpr int THREAD_COUNT = graph::STREAM_COUNT + 3;
+
+int stream_tid(Stream s) {
+  const int i = static_cast<int>(s);
+  return i < PP_RECV_FWD_TID ? i : i + 2;
+}
 
 std::string_view thread_name(int tid) {
   if (tid == PP_RECV_FWD_TID)
     return "pp recv fwd";
   if (tid == PP_RECV_BWD_TID)
     return "pp recv bwd";
-  return graph::to_string(static_cast<Stream>(tid));
+  if (tid == CP_RECV_TID)
+    return "cp recv";
+  return graph::to_string(static_cast<Stream>(tid < PP_RECV_FWD_TID ? tid : tid - 2));
 }
 
 /// The thread on which participant `index` (ring order) of task `t` is drawn.
 int thread_of(const Task& t, size_t index) {
-  if (t.kind == TaskKind::COLLECTIVE && t.op == CollectiveOp::SEND && index == 1)
+  if (t.kind == TaskKind::COLLECTIVE && t.op == CollectiveOp::SEND && index == 1) {
+    if (t.group == CommGroup::CP)
+      return CP_RECV_TID;
     return t.phase == Phase::BACKWARD ? PP_RECV_BWD_TID : PP_RECV_FWD_TID;
-  return static_cast<int>(t.stream);
+  }
+  return stream_tid(t.stream);
 }
 
 /// Small reusable text builder for per-task strings (no allocation once warm).
@@ -263,7 +278,7 @@ void task_args(const graph::StepGraph& g, const Task& t, Text& args) {
 /// Which ranks are simulated, and which (rank, stream) threads carry events.
 struct RankTable {
   std::vector<uint8_t> simulated; ///< by rank
-  std::vector<uint8_t> threads;   ///< by rank: bit tid set when thread tid carries an event
+  std::vector<uint16_t> threads;  ///< by rank: bit tid set when thread tid carries an event
 
   [[nodiscard]] bool has(Rank r) const {
     return r >= 0 && static_cast<size_t>(r) < simulated.size() && simulated[static_cast<size_t>(r)] != 0;
@@ -283,7 +298,7 @@ RankTable rank_table(const graph::StepProgram& p) {
   const graph::StepGraph& g = p.graph;
   auto mark = [&t](Rank r, int tid) {
     if (t.has(r))
-      t.threads[static_cast<size_t>(r)] |= static_cast<uint8_t>(1u << static_cast<unsigned>(tid));
+      t.threads[static_cast<size_t>(r)] |= static_cast<uint16_t>(1u << static_cast<unsigned>(tid));
   };
   for (const Task& task : g.tasks()) {
     if (task.kind == TaskKind::COMPUTE) {
@@ -363,6 +378,14 @@ void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
     out.put_int(grid.pp_of(r));
     out.put(", tp ");
     out.put_int(grid.tp_of(r));
+    if (grid.cp > 1) {
+      out.put(", cp ");
+      out.put_int(grid.cp_of(r));
+    }
+    if (grid.ep > 1) {
+      out.put(", ep ");
+      out.put_int(grid.ep_of(r));
+    }
     out.put(")\"}}");
     sep();
     put_metadata_event(out, "process_sort_index", r, 0, false);

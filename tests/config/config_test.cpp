@@ -498,7 +498,7 @@ TEST_F(ConfigTest, RejectsOversubscriptionBelowOne) {
 TEST_F(ConfigTest, RejectsUnknownFabricKindListingAllowedValues) {
   const std::string yaml = replace(CLUSTER, "kind: fat_tree", "kind: dragonfly");
   expect_contains(cluster_error(yaml), {in_cluster(yaml, "kind: ^dragonfly"), "key 'fabric.kind'",
-                                        "expected one of fat_tree, rail_optimized, found 'dragonfly'"});
+                                        "expected one of fat_tree, rail_optimized, graph, found 'dragonfly'"});
   const std::string close = replace(CLUSTER, "kind: fat_tree", "kind: fattree");
   expect_contains(cluster_error(close), {"did you mean 'fat_tree'?"});
 }
@@ -703,8 +703,8 @@ TEST_P(WorkloadEnumTest, RejectsBadValueListingAllowedOnes) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllEnums, WorkloadEnumTest,
-    ::testing::Values(EnumCase{"schedule: 1f1b", "schedule: interleaved", "schedule: ^interleaved",
-                               "parallel.schedule", "gpipe, 1f1b, found 'interleaved'"},
+    ::testing::Values(EnumCase{"schedule: 1f1b", "schedule: dualpipe", "schedule: ^dualpipe",
+                               "parallel.schedule", "gpipe, 1f1b, interleaved, zb-h1, zb-h2, found 'dualpipe'"},
                       EnumCase{"precision: bf16", "precision: fp8", "precision: ^fp8", "precision",
                                "bf16, fp16, found 'fp8'"},
                       EnumCase{"precision: bf16\n", "precision: bf16\ntraining:\n  recompute: some\n",

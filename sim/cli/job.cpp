@@ -1,0 +1,31 @@
+#include "cli/job.hpp"
+
+#include "core/error.hpp"
+
+namespace stepsim::cli {
+
+std::vector<config::Override> overrides_from(Args& args) {
+  std::vector<config::Override> overrides;
+  for (const std::string& s : args.values("--set"))
+    overrides.push_back(config::parse_override(s));
+  return overrides;
+}
+
+Job load_job(const std::string& cluster_file, const std::string& workload_file,
+             const std::vector<config::Override>& overrides) {
+  Job job{config::load_cluster(cluster_file, overrides), config::load_workload(workload_file, overrides)};
+  config::check_layout(job.cluster, job.workload);
+  return job;
+}
+
+engine::CollectiveForm parse_collective_form(const std::string& text) {
+  if (text == "auto")
+    return engine::CollectiveForm::AUTO;
+  if (text == "fine")
+    return engine::CollectiveForm::FINE;
+  if (text == "coarse")
+    return engine::CollectiveForm::COARSE;
+  throw ConfigError("--collectives: expected auto, fine or coarse, got '" + text + "'");
+}
+
+} // namespace stepsim::cli

@@ -1,0 +1,31 @@
+#pragma once
+// What several subcommands share: reading --set overrides, loading and checking a cluster and
+// workload pair, and the --collectives option.
+
+#include "cli/options.hpp"
+#include "config/config.hpp"
+#include "config/spec.hpp"
+#include "engine/replay.hpp"
+
+#include <string>
+#include <vector>
+
+namespace stepsim::cli {
+
+/// Every `--set PATH=VALUE` of the command line, parsed. Throws ConfigError.
+std::vector<config::Override> overrides_from(Args& args);
+
+/// A validated cluster and workload (dp derived when omitted).
+struct Job {
+  ClusterSpec cluster;
+  WorkloadSpec workload;
+};
+
+/// Loads both files with the overrides and checks the layout. Throws ConfigError / ModelError.
+Job load_job(const std::string& cluster_file, const std::string& workload_file,
+             const std::vector<config::Override>& overrides);
+
+/// "auto" | "fine" | "coarse" for --collectives. Throws ConfigError naming the option.
+engine::CollectiveForm parse_collective_form(const std::string& text);
+
+} // namespace stepsim::cli

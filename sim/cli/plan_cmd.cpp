@@ -1,0 +1,192 @@
+// `stepsim plan`: search the parallel layouts of a workload on a cluster (docs/planner.md).
+
+#include "cli/commands.hpp"
+#include "cli/job.hpp"
+#include "config/config.hpp"
+#include "core/error.hpp"
+#include "planner/planner.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace stepsim::cli {
+
+namespace {
+
+constexpr const char* PLAN_USAGE = R"(usage: stepsim plan --cluster FILE --workload FILE [options]
+
+Enumerates every valid layout (tp, pp, dp, vp, micro-batch, ZeRO stage, recomputation, sequence
+parallelism, schedule) for the cluster's GPUs, drops those the static memory ledger says do not
+fit, ranks the rest with an analytical step-time estimate, simulates the best K (each in its own
+process) and prints them ranked by simulated step time, with why the best wins (docs/planner.md).
+
+options:
+  --cluster FILE      cluster description (topologies/*.yaml)
+  --workload FILE     training job: model, global batch and training keys; its own layout is
+                      simulated too as a reference when it is valid and fits
+  --gpus N            plan for N GPUs (a multiple of the cluster's gpus_per_node; default: all)
+  --top K             simulate the K best estimates (default 3; 0: estimates only)
+  --jobs N            simulations at once (default 1)
+  --micro-batches L   comma-separated micro-batch sizes to try (default 1,2,4,8)
+  --max-vp N          largest interleaving degree to try (default 8)
+  --max-tp N          largest TP degree (default 2 x gpus_per_node)
+  --estimates N       also list the N best estimates (default 10)
+  --set PATH=VALUE    override a key (repeatable), as for `stepsim run`
+)";
+
+int positive(const std::string& option, const std::string& text, int min) {
+  try {
+    size_t used = 0;
+    const int v = std::stoi(text, &used);
+    if (used == text.size() && v >= min)
+      return v;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError(option + ": expected an integer >= " + std::to_string(min) + ", got '" + text + "'");
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string gib(double bytes) { return fmt("%.1f", bytes / (1024.0 * 1024.0 * 1024.0)); }
+
+std::string pad(std::string s, size_t n) {
+  if (s.size() < n)
+    s.append(n - s.size(), ' ');
+  return s;
+}
+
+} // namespace
+
+int plan_command(Args& args, std::ostream& out, std::ostream& err) {
+  if (args.flag("--help")) {
+    out << PLAN_USAGE;
+    return 0;
+  }
+  const std::string cluster_file = args.required("--cluster");
+  const std::string workload_file = args.required("--workload");
+  const std::vector<config::Override> overrides = overrides_from(args);
+  const std::string gpus_text = args.value("--gpus", "");
+  planner::PlanOptions options;
+  options.top = positive("--top", args.value("--top", "3"), 0);
+  options.jobs = positive("--jobs", args.value("--jobs", "1"), 1);
+  options.space.max_vp = positive("--max-vp", args.value("--max-vp", "8"), 1);
+  options.space.max_tp = positive("--max-tp", args.value("--max-tp", "0"), 0);
+  const int show = positive("--estimates", args.value("--estimates", "10"), 0);
+  const std::string mbs = args.value("--micro-batches", "");
+  args.finish();
+  if (!mbs.empty()) {
+    options.space.micro_batches.clear();
+    size_t start = 0;
+    while (start <= mbs.size()) {
+      const size_t comma = std::min(mbs.find(',', start), mbs.size());
+      options.space.micro_batches.push_back(positive("--micro-batches", mbs.substr(start, comma - start), 1));
+      start = comma + 1;
+    }
+  }
+
+  ClusterSpec cluster = config::load_cluster(cluster_file, overrides);
+  if (!gpus_text.empty()) {
+    const int gpus = positive("--gpus", gpus_text, 1);
+    if (gpus % cluster.gpus_per_node != 0 || gpus > cluster.num_gpus())
+      throw ConfigError("--gpus " + gpus_text + ": must be a multiple of gpus_per_node = " +
+                        std::to_string(cluster.gpus_per_node) + " and at most the cluster's " +
+                        std::to_string(cluster.num_gpus()) + " GPUs");
+    cluster.nodes = gpus / cluster.gpus_per_node;
+  }
+  WorkloadSpec given = config::load_workload(workload_file, overrides);
+  bool given_valid = true;
+  try {
+    WorkloadSpec checked = given;
+    checked.parallel.dp = 0;
+    config::check_layout(cluster, checked);
+    given = checked;
+  } catch (const ModelError& e) {
+    given_valid = false;
+    err << "stepsim plan: the workload's own layout is not valid here (" << e.what() << "); planning without it\n";
+  }
+  options.include_given = given_valid;
+
+  const planner::PlanResult r = planner::plan(cluster, given, options);
+  out << "stepsim plan: " << given.name << " on " << cluster.name << " (" << cluster.num_gpus() << " GPUs)\n"
+      << "  " << r.enumerated << " valid layouts, " << r.fit << " fit in " << gib(cluster.gpu.hbm_capacity.value())
+      << " GiB; enumerate " << fmt("%.2f", r.enumerate_s) << " s, estimate " << fmt("%.2f", r.estimate_s)
+      << " s, simulate " << fmt("%.1f", r.simulate_s) << " s\n";
+  if (r.ranked.empty()) {
+    out << "  no layout fits in memory\n";
+    return 0;
+  }
+  const size_t n_show = std::min(r.ranked.size(), static_cast<size_t>(show));
+  if (n_show > 0) {
+    out << "\n  best estimates (s: step = compute + tp + bubble + pp + dp + optimizer)\n";
+    for (size_t i = 0; i < n_show; ++i) {
+      const planner::Candidate& c = r.ranked[i];
+      const planner::Estimate& e = c.estimate;
+      out << "  " << pad(std::to_string(i + 1), 4) << pad(planner::describe(c.workload), 44) << fmt("%7.3f", e.step.value())
+          << " = " << fmt("%.3f", e.compute.value()) << " + " << fmt("%.3f", e.tp_comm.value()) << " + "
+          << fmt("%.3f", e.bubble.value()) << " + " << fmt("%.3f", e.pp_comm.value()) << " + "
+          << fmt("%.3f", e.dp_exposed.value()) << " + " << fmt("%.3f", e.optimizer.value()) << "   mem "
+          << gib(c.peak_memory.value()) << " GiB" << (c.given ? "  (workload's layout)" : "") << '\n';
+    }
+  }
+  if (r.outcomes.empty())
+    return 0;
+
+  // Simulated, ranked by simulated step time.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < r.outcomes.size(); ++i)
+    order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto &x = r.outcomes[a], &y = r.outcomes[b];
+    if (x.ok != y.ok)
+      return x.ok;
+    return x.step_s < y.step_s;
+  });
+  out << "\n  simulated (ranked)                                   step s  est s  bubble  exp tp  exp pp  exp dp   MFU"
+         "  peak GiB  headroom\n";
+  const double cap = cluster.gpu.hbm_capacity.value();
+  for (size_t k = 0; k < order.size(); ++k) {
+    const planner::Candidate& c = r.simulated[order[k]];
+    const planner::Simulated& s = r.outcomes[order[k]];
+    out << "  " << pad(std::to_string(k + 1), 4) << pad(planner::describe(c.workload) + (c.given ? " *" : ""), 48);
+    if (!s.ok) {
+      out << "failed: " << s.error << '\n';
+      continue;
+    }
+    out << fmt("%7.3f", s.step_s) << fmt("%7.3f", c.estimate.step.value()) << fmt("%7.1f%%", 100 * s.bubble_fraction)
+        << fmt("%8.3f", s.exposed_tp_s) << fmt("%8.3f", s.exposed_pp_s) << fmt("%8.3f", s.exposed_dp_s)
+        << fmt("%6.1f%%", 100 * s.mfu) << fmt("%10.1f", s.peak_bytes / (1024.0 * 1024 * 1024))
+        << fmt("%9.1f", (cap - s.peak_bytes) / (1024.0 * 1024 * 1024)) << (s.fits ? "" : "  DOES NOT FIT") << '\n';
+  }
+  out << "  (* = the workload file's own layout)\n";
+
+  // Why the best wins, against the runner-up and the workload's layout.
+  const size_t best = order.front();
+  const planner::Simulated& b = r.outcomes[best];
+  if (!b.ok)
+    return 1;
+  auto why = [&](size_t other, const char* label) {
+    const planner::Simulated& o = r.outcomes[other];
+    if (!o.ok || other == best)
+      return;
+    out << "  vs " << label << " (" << planner::describe(r.simulated[other].workload) << "): "
+        << fmt("%.3f", o.step_s - b.step_s) << " s faster; bubble " << fmt("%.1f", 100 * b.bubble_fraction) << "% vs "
+        << fmt("%.1f", 100 * o.bubble_fraction) << "% (" << fmt("%+.3f", b.bubble_fraction * b.step_s - o.bubble_fraction * o.step_s)
+        << " s); exposed comm " << fmt("%.3f", b.exposed_tp_s + b.exposed_pp_s + b.exposed_dp_s) << " vs "
+        << fmt("%.3f", o.exposed_tp_s + o.exposed_pp_s + o.exposed_dp_s) << " s; memory headroom "
+        << gib(cap - b.peak_bytes) << " vs " << gib(cap - o.peak_bytes) << " GiB\n";
+  };
+  out << "\n  best: " << planner::describe(r.simulated[best].workload) << ", " << fmt("%.3f", b.step_s) << " s per step, MFU "
+      << fmt("%.1f", 100 * b.mfu) << "%\n";
+  if (order.size() > 1)
+    why(order[1], "runner-up");
+  for (size_t i = 0; i < r.simulated.size(); ++i)
+    if (r.simulated[i].given && i != order[1 % order.size()])
+      why(i, "the workload's layout");
+  return 0;
+}
+
+} // namespace stepsim::cli

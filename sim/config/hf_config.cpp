@@ -1,0 +1,163 @@
+#include "config/hf_config.hpp"
+
+#include "core/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+
+namespace stepsim::config {
+
+namespace {
+
+using nlohmann::json;
+
+/// "line:col" (1-based) of byte offset `pos` in `text`.
+std::string line_col(const std::string& text, std::size_t pos) {
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i < std::min(pos, text.size()); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(col);
+}
+
+/// Checked reads of one config.json object; every error names the file and the key.
+class JsonReader {
+public:
+  JsonReader(std::string file, const json& root) : file_(std::move(file)), root_(root) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw ConfigError(file_ + ": key '" + key + "': " + what);
+  }
+
+  /// A positive integer; nullopt when absent (or null).
+  [[nodiscard]] std::optional<int64_t> find_int(const std::string& key, int64_t lo = 1) const {
+    const auto it = root_.find(key);
+    if (it == root_.end() || it->is_null())
+      return std::nullopt;
+    if (!it->is_number_integer())
+      fail(key, "expected an integer, found " + it->dump());
+    const int64_t v = it->get<int64_t>();
+    if (v < lo)
+      fail(key, "expected an integer >= " + std::to_string(lo) + ", found " + std::to_string(v));
+    return v;
+  }
+
+  [[nodiscard]] int64_t require_int(const std::string& key, const std::string& needed_for,
+                                    int64_t lo = 1) const {
+    if (auto v = find_int(key, lo))
+      return *v;
+    fail(key, "missing (needed for " + needed_for + ")");
+  }
+
+  [[nodiscard]] std::optional<bool> find_bool(const std::string& key) const {
+    const auto it = root_.find(key);
+    if (it == root_.end() || it->is_null())
+      return std::nullopt;
+    if (!it->is_boolean())
+      fail(key, "expected true or false, found " + it->dump());
+    return it->get<bool>();
+  }
+
+  [[nodiscard]] std::string require_string(const std::string& key) const {
+    const auto it = root_.find(key);
+    if (it == root_.end() || it->is_null())
+      fail(key, "missing");
+    if (!it->is_string())
+      fail(key, "expected a string, found " + it->dump());
+    return it->get<std::string>();
+  }
+
+private:
+  std::string file_;
+  const json& root_;
+};
+
+} // namespace
+
+const std::vector<std::string>& supported_hf_model_types() {
+  static const std::vector<std::string> types = {"llama", "mistral", "mixtral", "qwen2", "deepseek_v3"};
+  return types;
+}
+
+ModelSpec read_hf_config(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw ConfigError(name + ": cannot read the file: " +
+                      (std::filesystem::exists(file) ? std::string("permission denied or not a file")
+                                                     : std::string("it does not exist")));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ConfigError(name + ":" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) +
+                      ": JSON syntax error: " + e.what());
+  }
+  if (!root.is_object())
+    throw ConfigError(name + ":1:1: expected a JSON object (a Hugging Face config.json), found " +
+                      std::string(root.type_name()));
+  const JsonReader r(name, root);
+
+  const std::string type = r.require_string("model_type");
+  const auto& types = supported_hf_model_types();
+  if (std::find(types.begin(), types.end(), type) == types.end()) {
+    std::string list;
+    for (const auto& t : types)
+      list += (list.empty() ? "" : ", ") + t;
+    r.fail("model_type", "unsupported model type '" + type + "'; supported: " + list);
+  }
+
+  ModelSpec m;
+  m.name = type;
+  m.hidden = r.require_int("hidden_size", "model.hidden");
+  m.layers = r.require_int("num_hidden_layers", "model.layers");
+  m.heads = r.require_int("num_attention_heads", "model.heads");
+  m.kv_heads = r.find_int("num_key_value_heads").value_or(m.heads);
+  m.ffn_hidden = r.require_int("intermediate_size", "model.ffn_hidden");
+  m.vocab = r.require_int("vocab_size", "model.vocab");
+  m.seq_len = r.require_int("max_position_embeddings", "model.seq_len");
+  if (m.hidden % m.heads != 0)
+    r.fail("num_attention_heads", "expected a divisor of hidden_size = " + std::to_string(m.hidden) +
+                                      ", found " + std::to_string(m.heads));
+  if (m.heads % m.kv_heads != 0)
+    r.fail("num_key_value_heads", "expected a divisor of num_attention_heads = " + std::to_string(m.heads) +
+                                      ", found " + std::to_string(m.kv_heads));
+  // Every supported family is Llama-like (Qwen2's q/k/v biases are not modelled).
+  m.mlp = MlpKind::SWIGLU;
+  m.norm = NormKind::RMSNORM;
+  m.position = PositionEmbedding::ROTARY;
+  m.bias = false;
+  m.tied_embeddings = r.find_bool("tie_word_embeddings").value_or(false);
+
+  if (type == "mixtral") {
+    m.moe.experts = r.require_int("num_local_experts", "model.moe.experts");
+    m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
+    m.moe.expert_ffn_hidden = m.ffn_hidden;
+  } else if (type == "deepseek_v3") {
+    m.moe.experts = r.require_int("n_routed_experts", "model.moe.experts");
+    m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
+    m.moe.expert_ffn_hidden = r.require_int("moe_intermediate_size", "model.moe.expert_ffn_hidden");
+    m.moe.shared_experts = r.find_int("n_shared_experts", 0).value_or(0);
+    m.moe.first_dense_layers = r.find_int("first_k_dense_replace", 0).value_or(0);
+    m.moe.layer_freq = r.find_int("moe_layer_freq").value_or(1);
+  }
+  if (m.moe.enabled() && m.moe.top_k > m.moe.experts)
+    r.fail("num_experts_per_tok", "expected at most the number of routed experts (" +
+                                      std::to_string(m.moe.experts) + "), found " +
+                                      std::to_string(m.moe.top_k));
+  return m;
+}
+
+} // namespace stepsim::config

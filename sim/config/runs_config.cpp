@@ -1,0 +1,176 @@
+#include "config/runs_config.hpp"
+
+#include "config/yaml_tree.hpp"
+#include "core/error.hpp"
+
+#include <limits>
+#include <set>
+#include <string_view>
+
+namespace stepsim::config {
+
+namespace {
+
+using detail::Document;
+using detail::Field;
+using detail::MapReader;
+
+bool is_null(const Field& f) {
+  return !f.value().IsDefined() || f.value().IsNull();
+}
+
+std::optional<int64_t> opt_int(const MapReader& m, std::string_view key) {
+  const auto f = m.find(key);
+  if (!f || is_null(*f))
+    return std::nullopt;
+  return f->integer(0, std::numeric_limits<int64_t>::max(), "a non-negative integer or null");
+}
+
+std::optional<double> opt_number(const MapReader& m, std::string_view key) {
+  const auto f = m.find(key);
+  if (!f || is_null(*f))
+    return std::nullopt;
+  return f->number("a non-negative number or null", [](double v) { return v >= 0.0; });
+}
+
+std::string opt_text(const MapReader& m, std::string_view key) {
+  const auto f = m.find(key);
+  if (!f || is_null(*f))
+    return "";
+  return f->scalar("a text or null");
+}
+
+/// The sub-mapping `key`, or nullopt when absent or null.
+std::optional<MapReader> opt_map(const MapReader& m, std::string_view key, std::vector<std::string_view> keys) {
+  const auto f = m.find(key);
+  if (!f || is_null(*f))
+    return std::nullopt;
+  return f->map(std::move(keys));
+}
+
+MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::Node& node) {
+  const Field entry(doc, path, node, node);
+  const MapReader m = entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
+                                 "recompute", "precision", "framework", "measured", "derived", "notes"});
+  MeasuredRun r;
+  r.where = doc.location(path, node);
+  r.id = m.require("id").string();
+  r.group = opt_text(m, "group");
+  r.recompute = opt_text(m, "recompute");
+  r.precision = opt_text(m, "precision");
+  r.framework = opt_text(m, "framework");
+  if (auto s = opt_map(m, "model", {"name", "params_b", "layers", "hidden", "ffn_hidden", "attn_heads", "kv_heads",
+                                    "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "notes"})) {
+    r.model.name = opt_text(*s, "name");
+    r.model.layers = opt_int(*s, "layers");
+    r.model.hidden = opt_int(*s, "hidden");
+    r.model.ffn_hidden = opt_int(*s, "ffn_hidden");
+    r.model.heads = opt_int(*s, "attn_heads");
+    r.model.kv_heads = opt_int(*s, "kv_heads");
+    r.model.vocab = opt_int(*s, "vocab");
+    r.model.seq_len = opt_int(*s, "seq_len");
+    r.model.moe_experts = opt_int(*s, "moe_experts");
+    r.model.moe_topk = opt_int(*s, "moe_topk");
+    r.model.moe_shared_experts = opt_int(*s, "moe_shared_experts");
+    r.model.notes = opt_text(*s, "notes");
+    (void)opt_number(*s, "params_b");
+  }
+  if (auto s = opt_map(m, "hardware", {"gpu", "gpu_mem_gb", "num_gpus", "gpus_per_node", "intra_node", "inter_node",
+                                       "peak_tflops_assumed", "system"})) {
+    r.hardware.gpu = opt_text(*s, "gpu");
+    r.hardware.num_gpus = opt_int(*s, "num_gpus");
+    r.hardware.gpus_per_node = opt_int(*s, "gpus_per_node");
+    r.hardware.peak_tflops = opt_number(*s, "peak_tflops_assumed");
+    r.hardware.system = opt_text(*s, "system");
+    (void)opt_number(*s, "gpu_mem_gb");
+  }
+  if (auto s = opt_map(m, "parallelism",
+                       {"tp", "pp", "dp", "cp", "ep", "sp", "zero_stage", "fsdp", "virtual_pp", "schedule"})) {
+    MeasuredParallelism& p = r.parallelism;
+    p.tp = opt_int(*s, "tp");
+    p.pp = opt_int(*s, "pp");
+    p.dp = opt_int(*s, "dp");
+    p.cp = opt_int(*s, "cp");
+    p.ep = opt_int(*s, "ep");
+    p.sp = opt_int(*s, "sp");
+    p.virtual_pp = opt_int(*s, "virtual_pp");
+    p.zero_stage = opt_text(*s, "zero_stage");
+    if (auto f = s->find("fsdp"); f && !is_null(*f))
+      p.fsdp = f->boolean();
+    p.schedule = opt_text(*s, "schedule");
+  }
+  if (auto s = opt_map(m, "batch", {"micro_batch", "global_batch_seqs", "global_batch_tokens", "grad_accum"})) {
+    r.batch.micro_batch = opt_int(*s, "micro_batch");
+    r.batch.global_batch_seqs = opt_int(*s, "global_batch_seqs");
+    r.batch.global_batch_tokens = opt_int(*s, "global_batch_tokens");
+    r.batch.grad_accum = opt_int(*s, "grad_accum");
+  }
+  if (auto s = opt_map(m, "measured", {"tflops_per_gpu", "tflops_basis", "mfu_pct", "hfu_pct", "iteration_time_s",
+                                       "tokens_per_s_per_gpu", "tokens_per_s_total", "aggregate_pflops", "other"})) {
+    MeasuredFigures& f = r.measured;
+    f.tflops_per_gpu = opt_number(*s, "tflops_per_gpu");
+    f.tflops_basis = opt_text(*s, "tflops_basis");
+    f.mfu_pct = opt_number(*s, "mfu_pct");
+    f.hfu_pct = opt_number(*s, "hfu_pct");
+    f.iteration_time_s = opt_number(*s, "iteration_time_s");
+    f.tokens_per_s_per_gpu = opt_number(*s, "tokens_per_s_per_gpu");
+    f.tokens_per_s_total = opt_number(*s, "tokens_per_s_total");
+    (void)opt_number(*s, "aggregate_pflops");
+  }
+  return r;
+}
+
+} // namespace
+
+RunsFile load_runs(const std::filesystem::path& file) {
+  Document doc(file);
+  const auto top = MapReader::root(doc, {"meta", "runs", "collective_measurements", "gemm_measurements"});
+  RunsFile out;
+  out.source = doc.file();
+  const Field runs = top.require("runs");
+  if (!runs.value().IsSequence())
+    runs.fail("expected a list of runs, found " + detail::describe(runs.value()));
+  std::set<std::string> seen;
+  std::size_t i = 0;
+  for (const YAML::Node& node : runs.value()) {
+    const std::string path = "runs[" + std::to_string(i++) + "]";
+    MeasuredRun r = read_run(doc, path, node);
+    if (!seen.insert(r.id).second)
+      doc.fail(path + ".id", node, "key '" + path + ".id': run id '" + r.id + "' is given twice");
+    out.runs.push_back(std::move(r));
+  }
+  return out;
+}
+
+CalibrationFile load_calibration(const std::filesystem::path& file) {
+  Document doc(file);
+  const auto top = MapReader::root(doc, {"gpu_kind", "knobs", "fit"});
+  CalibrationFile out;
+  out.source = doc.file();
+  out.gpu_kind = top.require("gpu_kind").string();
+  const Field knobs = top.require("knobs");
+  if (!knobs.value().IsMap())
+    knobs.fail("expected a mapping of cluster keys to values, found " + detail::describe(knobs.value()));
+  for (auto it = knobs.value().begin(); it != knobs.value().end(); ++it) {
+    const std::string key = it->first.Scalar();
+    const Field value(doc, "knobs." + key, it->first, it->second);
+    out.knobs.push_back(Override{"cluster." + key, value.scalar("a scalar value")});
+  }
+  if (auto f = top.find("fit"); f && !is_null(*f)) {
+    const auto fit = f->map({"runs", "objective", "median_abs_error_pct", "search", "note"});
+    if (auto r = fit.find("runs")) {
+      if (!r->value().IsSequence())
+        r->fail("expected a list of run ids, found " + detail::describe(r->value()));
+      std::size_t i = 0;
+      for (const YAML::Node& id : r->value())
+        out.fit_runs.push_back(Field(doc, "fit.runs[" + std::to_string(i++) + "]", id, id).string());
+    }
+    out.objective = opt_text(fit, "objective");
+    out.fit_error_pct = opt_number(fit, "median_abs_error_pct");
+    (void)opt_text(fit, "search");
+    (void)opt_text(fit, "note");
+  }
+  return out;
+}
+
+} // namespace stepsim::config

@@ -1,0 +1,394 @@
+#include "graph/moe_builder.hpp"
+
+#include "core/error.hpp"
+#include "model/moe.hpp"
+#include "model/transformer.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace stepsim::graph::detail {
+
+namespace {
+
+/// FLOPs factor of a pass over the forward: backward twice the forward (once each for the input-
+/// and the weight-gradient GEMMs when the zero-bubble schedules split it).
+double pass_factor(Phase phase, bool split) {
+  switch (phase) {
+  case Phase::BACKWARD:
+    return split ? 1.0 : 2.0;
+  case Phase::WEIGHT_GRAD:
+    return 1.0;
+  default:
+    return 1.0;
+  }
+}
+
+} // namespace
+
+MoeCpEmitter::MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches,
+                           bool split_backward, StepGraph& g, Host host)
+    : w_(w), grid_(grid), m_(micro_batches), split_(split_backward), g_(g), host_(std::move(host)) {
+  local_ = w.model;
+  local_.seq_len = w.model.seq_len / std::max(1, grid.cp);
+  tokens_ = static_cast<double>(w.batch.micro_batch) * static_cast<double>(local_.seq_len);
+  ep_chain_.assign(static_cast<size_t>(grid.size()), NO_TASK);
+}
+
+bool MoeCpEmitter::handles(Block block, int layer) const {
+  if (block == Block::MLP && layer >= 0 && model::is_moe_layer(w_.model, layer))
+    return true;
+  return block == Block::ATTENTION && grid_.cp > 1;
+}
+
+std::vector<TaskId> MoeCpEmitter::entry_of(TaskId t) const {
+  if (auto it = entry_.find(t); it != entry_.end())
+    return it->second;
+  return {t};
+}
+
+ComputeCost MoeCpEmitter::scaled(Block base, Phase phase, int stage, Flops flops, Bytes& bytes) {
+  const Phase base_phase = phase == Phase::WEIGHT_GRAD ? Phase::BACKWARD : phase;
+  auto [c, q] = host_.cost(base, base_phase, stage);
+  const double ratio = q.flops.value() > 0 ? flops / q.flops : 0.0;
+  bytes = q.bytes * ratio;
+  c.time = c.time * ratio;
+  return c;
+}
+
+TaskId MoeCpEmitter::add_compute(Rank r, Block block, Phase phase, int stage, int layer, int mb, Flops flops,
+                                 Block base, Bytes alloc, Bytes free, Bytes param_free) {
+  Task t;
+  t.kind = TaskKind::COMPUTE;
+  t.phase = phase;
+  t.block = block;
+  t.stream = Stream::COMPUTE;
+  t.rank = r;
+  t.stage = stage;
+  t.layer = layer;
+  t.micro_batch = mb;
+  Bytes bytes;
+  const ComputeCost c = scaled(base, phase, stage, flops, bytes);
+  t.duration = c.time;
+  t.sources = c.sources;
+  t.flops = flops;
+  t.bytes = bytes;
+  t.act_alloc = alloc;
+  t.act_free = free;
+  t.param_free = param_free;
+  const TaskId id = g_.add_task(t);
+  TaskId& last = host_.last_compute(r);
+  if (last != NO_TASK)
+    g_.add_edge(last, id);
+  TaskId& wait = host_.pending_wait(r);
+  if (wait != NO_TASK) {
+    g_.add_edge(wait, id);
+    wait = NO_TASK;
+  }
+  last = id;
+  return id;
+}
+
+std::vector<TaskId> MoeCpEmitter::emit(const std::vector<Rank>& group, Block block, Phase phase, int stage,
+                                       int layer, int mb, Bytes alloc, Bytes free,
+                                       const std::vector<TaskId>& extra_dep, Bytes param_free) {
+  param_free_ = param_free; // MoE layers have no ZeRO-3 (layout check); CP attention frees it last
+  if (block == Block::ATTENTION && grid_.cp > 1)
+    return emit_cp_attention(group, phase, stage, layer, mb, alloc, free, extra_dep);
+  return emit_moe(group, phase, stage, layer, mb, alloc, free, extra_dep);
+}
+
+// ---- mixture of experts ---------------------------------------------------------------------
+
+TaskId MoeCpEmitter::ep_all_to_all(Rank r, int stage, int layer, int mb, Phase phase, int which,
+                                   const std::vector<TaskId>& deps) {
+  const int t = grid_.tp_of(r);
+  const int c = grid_.cp_of(r);
+  const int k = grid_.dp_of(r);
+  const int j = k / grid_.ep;
+  const auto key = std::make_tuple(stage, t, c, j, layer, mb, static_cast<int>(phase), which);
+  TaskId id;
+  if (auto it = a2a_.find(key); it != a2a_.end()) {
+    id = it->second;
+  } else {
+    Task task;
+    task.phase = phase;
+    task.group = CommGroup::EP;
+    task.op = CollectiveOp::ALL_TO_ALL;
+    task.stream = Stream::EP_COMM;
+    task.stage = stage;
+    task.layer = layer;
+    task.micro_batch = mb;
+    task.bytes = model::ep_all_to_all_bytes(w_);
+    std::vector<Rank> members;
+    for (int e = 0; e < grid_.ep; ++e)
+      members.push_back(grid_.rank(c + grid_.cp * (e + grid_.ep * j), stage, t));
+    task.rank = members.front();
+    id = g_.add_collective(task, members);
+    a2a_.emplace(key, id);
+  }
+  for (TaskId d : deps)
+    if (d != NO_TASK)
+      g_.add_edge(d, id);
+  TaskId& chain = ep_chain_[static_cast<size_t>(r)];
+  if (chain != NO_TASK)
+    g_.add_edge(chain, id);
+  chain = id;
+  return id;
+}
+
+void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId producer) {
+  const int per_micro_batch = w_.parallel.zero_stage >= 2 ? 1 : 0;
+  int& passes = grad_passes_[{r, layer}];
+  ++passes;
+  if (!per_micro_batch && passes != m_)
+    return;
+  const int edp = grid_.dp / grid_.ep; // dp*cp / ep GPUs hold the same experts
+  if (edp <= 1)
+    return;
+  const int t = grid_.tp_of(r);
+  const int e = grid_.dp_of(r) % grid_.ep;
+  const auto key = std::make_tuple(stage, t, e, layer, per_micro_batch ? mb : -1);
+  TaskId id;
+  if (auto it = expert_reduce_.find(key); it != expert_reduce_.end()) {
+    id = it->second;
+  } else {
+    Task task;
+    task.phase = Phase::BACKWARD;
+    task.group = CommGroup::DP;
+    task.op = per_micro_batch ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE;
+    task.stream = Stream::DP_COMM;
+    task.stage = stage;
+    task.layer = layer;
+    task.micro_batch = per_micro_batch ? mb : -1;
+    task.bytes = Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep).expert *
+                       model::element_bytes(w_.precision));
+    std::vector<Rank> members;
+    const int dp = grid_.dp / grid_.cp;
+    for (int jj = 0; jj < dp / grid_.ep; ++jj)
+      for (int c = 0; c < grid_.cp; ++c)
+        members.push_back(grid_.rank(c + grid_.cp * (e + grid_.ep * jj), stage, t));
+    task.rank = members.front();
+    id = g_.add_collective(task, members);
+    expert_reduce_.emplace(key, id);
+  }
+  g_.add_edge(producer, id);
+  TaskId& chain = host_.dp_chain(r);
+  if (chain != NO_TASK)
+    g_.add_edge(chain, id);
+  chain = id;
+}
+
+std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase phase, int stage, int layer,
+                                           int mb, Bytes alloc, Bytes free,
+                                           const std::vector<TaskId>& extra_dep) {
+  const ModelSpec& m = w_.model;
+  const int tp = grid_.tp;
+  const bool a2a = grid_.ep > 1;
+  const double f = pass_factor(phase, split_);
+  const Flops router = model::router_forward_flops(m, tokens_) * f;
+  const Flops shared = model::shared_experts_forward_flops(m, tokens_, tp) * f;
+  const bool has_shared = m.moe.shared_experts > 0;
+  auto experts = [&](Rank r) {
+    const double pairs = model::ep_rank_assignments(w_, layer, grid_.dp_of(r) % grid_.ep);
+    return model::routed_experts_forward_flops(m, pairs, tp) * f;
+  };
+  const bool grads_final = split_ ? phase == Phase::WEIGHT_GRAD : phase == Phase::BACKWARD;
+  std::vector<TaskId> out(group.size(), NO_TASK);
+  const auto extra = [&](size_t i, TaskId id) {
+    if (!extra_dep.empty() && extra_dep[i] != NO_TASK)
+      g_.add_edge(extra_dep[i], id);
+  };
+
+  if (phase == Phase::WEIGHT_GRAD) {
+    // Zero-bubble W pass: the weight gradients of router, shared and routed experts; no all-to-all.
+    for (size_t i = 0; i < group.size(); ++i) {
+      const Rank r = group[i];
+      out[i] = add_compute(r, Block::EXPERTS, phase, stage, layer, mb, router + shared + experts(r),
+                           Block::MLP, alloc, free);
+      extra(i, out[i]);
+      expert_gradients(r, stage, layer, mb, out[i]);
+    }
+    return out;
+  }
+
+  if (phase == Phase::FORWARD || phase == Phase::RECOMPUTE) {
+    // Router (+ shared experts, which overlap the dispatch), dispatch, experts, combine.
+    std::vector<TaskId> routers(group.size()), firsts(group.size());
+    for (size_t i = 0; i < group.size(); ++i) {
+      routers[i] = add_compute(group[i], Block::ROUTER, phase, stage, layer, mb, router, Block::MLP, alloc,
+                               Bytes(0.0));
+      extra(i, routers[i]);
+      if (has_shared)
+        add_compute(group[i], Block::MLP, phase, stage, layer, mb, shared, Block::MLP, Bytes(0.0),
+                    Bytes(0.0));
+    }
+    for (size_t i = 0; i < group.size(); ++i) {
+      const Rank r = group[i];
+      if (a2a)
+        host_.pending_wait(r) = ep_all_to_all(r, stage, layer, mb, phase, 0, {routers[i]});
+      const TaskId x =
+          add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, Bytes(0.0), free);
+      out[i] = x;
+      if (a2a) {
+        out[i] = ep_all_to_all(r, stage, layer, mb, phase, 1, {x});
+        host_.pending_wait(r) = out[i];
+      }
+      entry_[out[i]] = {routers[i]};
+    }
+    return out;
+  }
+
+  // Backward (or its input-gradient part B): the output gradient goes back to the experts
+  // (combine's backward), expert backward, the input gradients return (dispatch's backward), then
+  // the router's backward. The shared experts' backward overlaps the first all-to-all.
+  for (size_t i = 0; i < group.size(); ++i) {
+    const Rank r = group[i];
+    std::vector<TaskId> entries;
+    TaskId back = NO_TASK;
+    if (a2a) {
+      back = ep_all_to_all(r, stage, layer, mb, phase, 2, {host_.last_compute(r), host_.pending_wait(r)});
+      extra(i, back);
+      entries.push_back(back);
+    }
+    if (has_shared) {
+      const TaskId sh =
+          add_compute(r, Block::MLP, phase, stage, layer, mb, shared, Block::MLP, Bytes(0.0), Bytes(0.0));
+      extra(i, sh);
+      entries.push_back(sh);
+    }
+    if (back != NO_TASK)
+      host_.pending_wait(r) = back;
+    const TaskId x =
+        add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, alloc, Bytes(0.0));
+    if (entries.empty()) {
+      extra(i, x);
+      entries.push_back(x);
+    }
+    if (a2a)
+      host_.pending_wait(r) = ep_all_to_all(r, stage, layer, mb, phase, 3, {x});
+    out[i] = add_compute(r, Block::ROUTER, phase, stage, layer, mb, router, Block::MLP, Bytes(0.0), free);
+    entry_[out[i]] = entries;
+    if (grads_final)
+      expert_gradients(r, stage, layer, mb, x);
+  }
+  return out;
+}
+
+// ---- context parallelism ----------------------------------------------------------------------
+
+std::vector<TaskId> MoeCpEmitter::emit_cp_attention(const std::vector<Rank>& group, Phase phase, int stage,
+                                                    int layer, int mb, Bytes alloc, Bytes free,
+                                                    const std::vector<TaskId>& extra_dep) {
+  const int64_t b = w_.batch.micro_batch;
+  const int tp = grid_.tp;
+  const int cp = grid_.cp;
+  // One chunk: the local queries against one K,V block of s/cp tokens.
+  const Flops chunk = model::attention_core_flops(local_, b, tp);
+  const Flops proj = model::attention_block_forward_flops(local_, b, tp) - chunk;
+  const bool selective = w_.training.recompute == Recompute::SELECTIVE;
+  std::vector<TaskId> out(group.size(), NO_TASK);
+  for (size_t i = 0; i < group.size(); ++i) {
+    const Rank r = group[i];
+    const TaskId dep = extra_dep.empty() ? NO_TASK : extra_dep[i];
+    if (phase == Phase::WEIGHT_GRAD) {
+      out[i] = add_compute(r, Block::ATTENTION, phase, stage, layer, mb, proj, Block::ATTENTION, alloc, free,
+                           param_free_);
+      if (dep != NO_TASK)
+        g_.add_edge(dep, out[i]);
+      continue;
+    }
+    Ring ring;
+    ring.phase = phase;
+    ring.stage = stage;
+    ring.layer = layer;
+    ring.mb = mb;
+    if (phase == Phase::FORWARD || phase == Phase::RECOMPUTE) {
+      ring.start = add_compute(r, Block::ATTENTION, phase, stage, layer, mb, proj, Block::ATTENTION, alloc,
+                               Bytes(0.0));
+      if (dep != NO_TASK)
+        g_.add_edge(dep, ring.start);
+      for (int c = 0; c < cp; ++c)
+        ring.chunk.push_back(add_compute(r, Block::ATTENTION, phase, stage, layer, mb, chunk,
+                                         Block::ATTENTION, Bytes(0.0), c == cp - 1 ? free : Bytes(0.0),
+                                         c == cp - 1 ? param_free_ : Bytes(0.0)));
+      out[i] = ring.chunk.back();
+      entry_[out[i]] = {ring.start};
+    } else {
+      ring.backward = true;
+      const Flops chunk_bwd = chunk * 2.0 + (selective ? chunk : Flops(0.0));
+      for (int c = 0; c < cp; ++c) {
+        ring.chunk.push_back(add_compute(r, Block::ATTENTION, phase, stage, layer, mb, chunk_bwd,
+                                         Block::ATTENTION, c == 0 ? alloc : Bytes(0.0), Bytes(0.0)));
+        if (c == 0 && dep != NO_TASK)
+          g_.add_edge(dep, ring.chunk.front());
+      }
+      out[i] = add_compute(r, Block::ATTENTION, phase, stage, layer, mb, proj * pass_factor(phase, split_),
+                           Block::ATTENTION, Bytes(0.0), free, param_free_);
+      entry_[out[i]] = {ring.chunk.front()};
+    }
+    rings_[r].push_back(std::move(ring));
+  }
+  return out;
+}
+
+void MoeCpEmitter::finish() {
+  const int cp = grid_.cp;
+  if (cp <= 1 || rings_.empty())
+    return;
+  std::vector<TaskId> cp_chain(static_cast<size_t>(grid_.size()), NO_TASK);
+  const Bytes block = model::cp_kv_block_bytes(w_);
+  // CP groups: ranks that differ only in their CP index, in ring order.
+  std::map<std::tuple<int, int, int>, std::vector<Rank>> groups;
+  for (const auto& [r, list] : rings_)
+    groups[{grid_.pp_of(r), grid_.dp_of(r), grid_.tp_of(r)}].push_back(r);
+  for (auto& [key, members] : groups) {
+    std::sort(members.begin(), members.end(),
+              [&](Rank a, Rank b) { return grid_.cp_of(a) < grid_.cp_of(b); });
+    if (static_cast<int>(members.size()) != cp)
+      throw ModelError("internal: a CP group of " + std::to_string(members.size()) +
+                       " simulated ranks, expected " + std::to_string(cp));
+    const size_t n = rings_.at(members.front()).size();
+    for (Rank r : members)
+      if (rings_.at(r).size() != n)
+        throw ModelError("internal: CP ranks emitted different numbers of ring-attention blocks");
+    for (size_t inst = 0; inst < n; ++inst) {
+      std::vector<TaskId> into(static_cast<size_t>(cp), NO_TASK); // the previous step's send into member c
+      for (int step = 1; step < cp; ++step) {
+        std::vector<TaskId> sent(static_cast<size_t>(cp), NO_TASK);
+        for (int c = 0; c < cp; ++c) {
+          const Rank src = members[static_cast<size_t>(c)];
+          const Rank dst = members[static_cast<size_t>((c + 1) % cp)];
+          const Ring& ring = rings_.at(src)[inst];
+          Task task;
+          task.phase = ring.phase;
+          task.group = CommGroup::CP;
+          task.op = CollectiveOp::SEND;
+          task.stream = Stream::CP_COMM;
+          task.rank = src;
+          task.stage = ring.stage;
+          task.layer = ring.layer;
+          task.micro_batch = ring.mb;
+          task.bytes = ring.backward ? block * 2.0 : block; // backward: K,V with their dK,dV
+          const Rank pair[2] = {src, dst};
+          const TaskId send = g_.add_collective(task, pair);
+          if (step == 1)
+            g_.add_edge(ring.backward ? ring.chunk.front() : ring.start, send);
+          else
+            g_.add_edge(into[static_cast<size_t>(c)], send);
+          if (ring.backward) // the dK,dV it forwards include this rank's contribution
+            g_.add_edge(ring.chunk[static_cast<size_t>(step - 1)], send);
+          TaskId& chain = cp_chain[static_cast<size_t>(src)];
+          if (chain != NO_TASK)
+            g_.add_edge(chain, send);
+          chain = send;
+          g_.add_edge(send, rings_.at(dst)[inst].chunk[static_cast<size_t>(step)]);
+          sent[static_cast<size_t>((c + 1) % cp)] = send;
+        }
+        into = sent;
+      }
+    }
+  }
+}
+
+} // namespace stepsim::graph::detail

@@ -1,0 +1,101 @@
+#pragma once
+// Private to graph/: emits the tasks of mixture-of-experts MLP blocks (router, shared experts,
+// expert-parallel all-to-all dispatch and combine, grouped expert GEMMs, expert-data-parallel
+// gradient reduction) and of context-parallel ring attention (attention split into chunks, K,V
+// blocks passed around the CP ring by p2p sends). The step builder hands it the compute blocks it
+// handles (one call replaces one compute task) and calls finish() once every pass exists.
+// docs/moe.md describes the task shapes.
+
+#include "config/spec.hpp"
+#include "graph/step_builder.hpp"
+#include "graph/step_graph.hpp"
+
+#include <functional>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace stepsim::graph::detail {
+
+class MoeCpEmitter {
+public:
+  /// What the emitter needs of the step builder's per-rank state and cost model.
+  struct Host {
+    std::function<TaskId&(Rank)> last_compute; ///< the rank's last compute task (stream order)
+    std::function<TaskId&(Rank)> pending_wait; ///< collective the rank's next compute task waits for
+    std::function<TaskId&(Rank)> dp_chain;     ///< the rank's last task on its DP stream
+    /// The builder's cost of a dense block (ATTENTION or MLP) in FORWARD, BACKWARD or RECOMPUTE
+    /// for a GPU's tokens (b*s/cp); emitted tasks scale its time by their FLOPs.
+    std::function<std::pair<ComputeCost, ComputeQuery>(Block, Phase, int)> cost;
+  };
+
+  static constexpr TaskId NO_TASK = ~TaskId{0};
+
+  MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches, bool split_backward,
+               StepGraph& g, Host host);
+
+  /// True when the compute task (block, layer) is emitted here: the MLP of an MoE layer, and the
+  /// attention block when cp > 1.
+  [[nodiscard]] bool handles(Block block, int layer) const;
+
+  /// Emits the tasks replacing one compute task of `block` on every rank of the TP group `group`
+  /// (same arguments as the builder's compute task). Returns, per rank, the task that plays the
+  /// replaced task's role for what follows (its last task: the next TP collective, the PP send and
+  /// the gradient bucket wait for it); entry_of() gives the first ones.
+  std::vector<TaskId> emit(const std::vector<Rank>& group, Block block, Phase phase, int stage, int layer,
+                           int mb, Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep,
+                           Bytes param_free = Bytes(0.0));
+
+  /// The tasks a PP receive into `t` must precede: the first tasks of the block `t` ends, or `t`.
+  [[nodiscard]] std::vector<TaskId> entry_of(TaskId t) const;
+
+  /// Adds the CP ring sends between the attention chunks of every simulated CP group.
+  void finish();
+
+private:
+  struct Ring {
+    std::vector<TaskId> chunk; ///< attention core chunks 0..cp-1 (chunk i >= 1 waits for step i)
+    TaskId start = NO_TASK;    ///< forward: the projections (the K,V block exists after them)
+    bool backward = false;     ///< backward rings also carry dK,dV and wait for the previous chunk
+    Phase phase = Phase::FORWARD;
+    int stage = 0, layer = 0, mb = 0;
+  };
+
+  /// One compute task on rank r after its previous compute task and pending collective.
+  TaskId add_compute(Rank r, Block block, Phase phase, int stage, int layer, int mb, Flops flops, Block base,
+                     Bytes alloc, Bytes free, Bytes param_free = Bytes(0.0));
+  /// Cost of `flops` scaled from the builder's cost of `base` in the matching phase.
+  ComputeCost scaled(Block base, Phase phase, int stage, Flops flops, Bytes& bytes);
+  /// The EP all-to-all of rank r's EP group for (layer, mb, phase, which); created by the first
+  /// member that issues it; r chains it on its EP stream after `deps`.
+  TaskId ep_all_to_all(Rank r, int stage, int layer, int mb, Phase phase, int which,
+                       const std::vector<TaskId>& deps);
+  /// Expert gradients of `layer` reduced over rank r's expert-data-parallel group after `producer`.
+  void expert_gradients(Rank r, int stage, int layer, int mb, TaskId producer);
+
+  std::vector<TaskId> emit_moe(const std::vector<Rank>& group, Phase phase, int stage, int layer, int mb,
+                               Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep);
+  std::vector<TaskId> emit_cp_attention(const std::vector<Rank>& group, Phase phase, int stage, int layer,
+                                        int mb, Bytes alloc, Bytes free,
+                                        const std::vector<TaskId>& extra_dep);
+
+  const WorkloadSpec& w_;
+  RankGrid grid_;
+  int m_ = 0;
+  bool split_ = false;
+  StepGraph& g_;
+  Host host_;
+  ModelSpec local_;   ///< the model as one GPU sees it: seq_len / cp tokens
+  double tokens_ = 0; ///< b * s / cp
+  Bytes param_free_;  ///< ZeRO-3 parameters the block's last task frees (emit's argument)
+  std::map<TaskId, std::vector<TaskId>> entry_;
+  std::map<std::tuple<int, int, int, int, int, int, int, int>, TaskId> a2a_;
+  std::map<std::tuple<int, int, int, int, int>, TaskId> expert_reduce_;
+  std::map<std::pair<Rank, int>, int>
+      grad_passes_; ///< (rank, layer) -> passes that finalized expert gradients
+  std::vector<TaskId> ep_chain_;
+  std::map<Rank, std::vector<Ring>> rings_;
+};
+
+} // namespace stepsim::graph::detail

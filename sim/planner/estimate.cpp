@@ -1,0 +1,186 @@
+// The planner's analytical step-time estimate (docs/planner.md, "Estimate").
+
+#include "planner/planner.hpp"
+
+#include "model/memory.hpp"
+#include "model/transformer.hpp"
+
+#include <algorithm>
+
+namespace stepsim::planner {
+
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+/// Alpha-beta figures of the links a group of `span` consecutive ranks crosses.
+struct Link {
+  double alpha = 0; ///< s
+  double beta = 1;  ///< B/s per GPU
+};
+
+Link link_for(const ClusterSpec& c, int64_t span) {
+  if (span <= c.gpus_per_node)
+    return {c.nvswitch.latency.value(), c.nvswitch.bandwidth.value() * c.nvswitch.efficiency};
+  const double nic_share = c.nic.bandwidth.value() * c.nic.efficiency * std::max(1, c.nics_per_node) /
+                           std::max(1, c.gpus_per_node);
+  return {c.nic.latency.value() + 2.0 * c.fabric.switch_latency.value(), nic_share};
+}
+
+/// Ring all-reduce of `bytes` over n ranks: 2(n-1) alpha + 2(n-1)/n S / beta (MODEL.md §4).
+double all_reduce(double bytes, int64_t n, const Link& l) {
+  if (n <= 1)
+    return 0;
+  return 2.0 * d(n - 1) * l.alpha + 2.0 * d(n - 1) / d(n) * bytes / l.beta;
+}
+
+/// All-gather or reduce-scatter of `bytes` (full size) over n ranks: (n-1) alpha + (n-1)/n S / beta.
+double gather(double bytes, int64_t n, const Link& l) {
+  if (n <= 1)
+    return 0;
+  return d(n - 1) * l.alpha + d(n - 1) / d(n) * bytes / l.beta;
+}
+
+/// The builder's compute query of one block (graph/step_builder.cpp, Builder::cost).
+graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph::Phase phase, int stage) {
+  const ModelSpec& m = w.model;
+  const int64_t b = w.batch.micro_batch;
+  const int tp = w.parallel.tp;
+  const Bytes layer_bytes = model::layer_forward_bytes(m, b, tp, w.precision);
+  const Flops layer_flops = model::layer_forward_flops(m, b, tp);
+  Flops f;
+  Bytes bytes;
+  if (block == graph::Block::ATTENTION) {
+    f = model::attention_block_forward_flops(m, b, tp);
+    bytes = layer_bytes * (f / layer_flops);
+  } else if (block == graph::Block::MLP) {
+    f = model::mlp_block_forward_flops(m, b, tp);
+    bytes = layer_bytes * (f / layer_flops);
+  } else {
+    f = model::logits_forward_flops(m, b, tp);
+    bytes = model::logits_forward_bytes(m, b, tp, w.precision);
+  }
+  if (phase == graph::Phase::BACKWARD) {
+    f = f * 2.0;
+    bytes = bytes * 2.0;
+    if (block == graph::Block::ATTENTION && w.training.recompute == Recompute::SELECTIVE)
+      f += model::attention_core_flops(m, b, tp);
+  }
+  return {.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes};
+}
+
+} // namespace
+
+Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const graph::ComputeTimeFn& compute_time) {
+  using graph::Block;
+  using graph::Phase;
+  const ParallelSpec& par = w.parallel;
+  const int64_t p = par.pp, v = std::max(1, par.vp), t = par.tp, dp = par.dp;
+  const int64_t m = w.micro_batches();
+  const double e = model::element_bytes(w.precision);
+  const bool full = w.training.recompute == Recompute::FULL;
+  const bool split = par.schedule == Schedule::ZB_H1 || par.schedule == Schedule::ZB_H2;
+
+  auto time = [&](Block b, Phase ph, int stage) { return compute_time(block_query(w, b, ph, stage)).time.value(); };
+  const double att_f = time(Block::ATTENTION, Phase::FORWARD, 0), mlp_f = time(Block::MLP, Phase::FORWARD, 0);
+  const double att_b = time(Block::ATTENTION, Phase::BACKWARD, 0), mlp_b = time(Block::MLP, Phase::BACKWARD, 0);
+  const double att_r = full ? time(Block::ATTENTION, Phase::RECOMPUTE, 0) : 0.0;
+  const double mlp_r = full ? time(Block::MLP, Phase::RECOMPUTE, 0) : 0.0;
+  const double lg_f = time(Block::LOGITS, Phase::FORWARD, static_cast<int>(p - 1));
+  const double lg_b = time(Block::LOGITS, Phase::BACKWARD, static_cast<int>(p - 1));
+
+  // TP: blocking collectives after every block (2 per layer per pass, recompute included).
+  const Link tp_link = link_for(cluster, t);
+  const double tp_one = all_reduce(model::tp_collective_bytes(w).value(), t, tp_link);
+  const double layers = d(w.model.layers / p);
+  const double tp_per_mb = layers * tp_one * (4.0 + (full ? 2.0 : 0.0));
+
+  // Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), TP.
+  const double t_f = layers * (att_f + mlp_f) + lg_f;
+  const double t_b = layers * (att_b + mlp_b + att_r + mlp_r) + lg_b;
+  // W share of backward: the weight-gradient GEMMs, as many FLOPs as the forward's GEMMs.
+  const auto gemm_share = [&](Block b) {
+    const graph::ComputeQuery fq = block_query(w, b, Phase::FORWARD, 0);
+    const graph::ComputeQuery bq = block_query(w, b, Phase::BACKWARD, 0);
+    Flops gemm = fq.flops;
+    if (b == Block::ATTENTION)
+      gemm -= model::attention_core_flops(w.model, w.batch.micro_batch, par.tp);
+    return bq.flops.value() > 0 ? gemm / bq.flops : 0.5;
+  };
+  const double t_w = split ? layers * (att_b * gemm_share(Block::ATTENTION) + mlp_b * gemm_share(Block::MLP)) +
+                                 lg_b * gemm_share(Block::LOGITS)
+                           : 0.0;
+  const double per_mb = t_f + t_b + tp_per_mb;
+
+  Estimate est;
+  est.compute = Seconds(d(m) * (t_f + t_b));
+  est.tp_comm = Seconds(d(m) * tp_per_mb);
+  double bubble = 0;
+  switch (par.schedule) {
+  case Schedule::GPIPE:
+  case Schedule::ONE_F_ONE_B: bubble = d(p - 1) * per_mb; break;
+  case Schedule::INTERLEAVED: bubble = d(p - 1) * per_mb / d(v); break;
+  case Schedule::ZB_H1: bubble = d(p - 1) * std::max(per_mb - 2.0 * t_w, t_f); break;
+  case Schedule::ZB_H2: bubble = d(p - 1) * (t_f + layers * 2.0 * tp_one); break;
+  }
+  est.bubble = Seconds(bubble);
+
+  // PP: one message per chunk boundary per micro-batch each way; the fill and drain see
+  // 2(p v - 1) of them, the steady state hides the rest behind compute.
+  if (p > 1) {
+    const Link pp_link = link_for(cluster, 2 * t * dp);
+    const double msg = pp_link.alpha + model::pp_message_bytes(w).value() / pp_link.beta;
+    est.pp_comm = Seconds(2.0 * d(p * v - 1) * msg);
+  }
+
+  // DP (docs/planner.md): gradients of the heaviest stage, ring over dp ranks t apart.
+  double dp_exposed = 0;
+  if (dp > 1) {
+    const Link dp_link = link_for(cluster, t * dp);
+    double grads = 0;
+    for (int s = 0; s < p; ++s)
+      grads = std::max(grads, model::params_on_rank(w, s) * e);
+    const double bucket = std::min(grads, w.training.dp_bucket.value());
+    const double last_pass = t_b / d(v); // backward of the last chunk pass overlaps the reduction
+    switch (par.zero_stage) {
+    case 0: dp_exposed = std::max(all_reduce(grads, dp, dp_link) - last_pass, all_reduce(bucket, dp, dp_link)); break;
+    case 1:
+      dp_exposed = std::max(gather(grads, dp, dp_link) - last_pass, gather(bucket, dp, dp_link)) + gather(grads, dp, dp_link);
+      break;
+    case 2: {
+      const double rs = gather(grads, dp, dp_link) / d(v);
+      dp_exposed = d(m * v) * std::max(0.0, rs - t_b / d(v)) + gather(bucket, dp, dp_link) + gather(grads, dp, dp_link);
+      break;
+    }
+    default: {
+      // ZeRO-3: per pass, gathers (forward, backward) and a reduce-scatter per layer vs the pass.
+      const double layer_bytes = model::layer_params(w.model, par.tp) * e;
+      const double per_layer = gather(layer_bytes, dp, dp_link);
+      const double passes = d(m * v);
+      const double chunk_layers = layers / d(v);
+      const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f / d(v));
+      const double bwd_gap = std::max(0.0, 2.0 * chunk_layers * per_layer - t_b / d(v));
+      dp_exposed = passes * (fwd_gap + bwd_gap) + per_layer;
+      break;
+    }
+    }
+  }
+  est.dp_exposed = Seconds(dp_exposed);
+
+  // Optimizer (the builder's query for the heaviest stage).
+  double opt = 0;
+  for (int s = 0; s < p; ++s) {
+    double params = model::params_on_rank(w, s);
+    if (par.zero_stage >= 1)
+      params /= d(dp);
+    const graph::ComputeQuery q{.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = s,
+                                .flops = Flops(params * 12.0),
+                                .bytes = Bytes(params * 2.0 * (w.training.optimizer_bytes_per_param + 2.0))};
+    opt = std::max(opt, compute_time(q).time.value());
+  }
+  est.optimizer = Seconds(opt);
+  est.step = est.compute + est.tp_comm + est.bubble + est.pp_comm + est.dp_exposed + est.optimizer;
+  return est;
+}
+
+} // namespace stepsim::planner

@@ -1,0 +1,180 @@
+#include "planner/planner.hpp"
+
+#include "config/config.hpp"
+#include "core/error.hpp"
+#include "model/memory.hpp"
+#include "runner/simulate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+namespace stepsim::planner {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<int> divisors(int64_t n, int64_t limit) {
+  std::vector<int> out;
+  for (int64_t k = 1; k <= std::min(n, limit); ++k)
+    if (n % k == 0)
+      out.push_back(static_cast<int>(k));
+  return out;
+}
+
+bool same_layout(const WorkloadSpec& a, const WorkloadSpec& b) {
+  const ParallelSpec &x = a.parallel, &y = b.parallel;
+  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.vp == y.vp && x.schedule == y.schedule && x.sp == y.sp &&
+         x.zero_stage == y.zero_stage && a.batch.micro_batch == b.batch.micro_batch &&
+         a.training.recompute == b.training.recompute;
+}
+
+} // namespace
+
+std::string schedule_name(Schedule s) {
+  switch (s) {
+  case Schedule::GPIPE: return "gpipe";
+  case Schedule::ONE_F_ONE_B: return "1f1b";
+  case Schedule::INTERLEAVED: return "interleaved";
+  case Schedule::ZB_H1: return "zb-h1";
+  case Schedule::ZB_H2: return "zb-h2";
+  }
+  return "?";
+}
+
+std::string recompute_name(Recompute r) {
+  switch (r) {
+  case Recompute::NONE: return "none";
+  case Recompute::SELECTIVE: return "selective";
+  case Recompute::FULL: return "full";
+  }
+  return "?";
+}
+
+std::string describe(const WorkloadSpec& w) {
+  const ParallelSpec& p = w.parallel;
+  return "tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " dp" + std::to_string(p.dp) + " vp" +
+         std::to_string(p.vp) + " mb" + std::to_string(w.batch.micro_batch) + " zero" + std::to_string(p.zero_stage) +
+         " " + recompute_name(w.training.recompute) + (p.sp ? " sp" : "") + " " + schedule_name(p.schedule);
+}
+
+std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const WorkloadSpec& base,
+                                            const SearchSpace& space) {
+  const int64_t gpus = cluster.num_gpus();
+  const int64_t max_tp = space.max_tp > 0 ? space.max_tp : 2 * static_cast<int64_t>(cluster.gpus_per_node);
+  const std::vector<Recompute> recomputes =
+      space.vary_recompute ? std::vector<Recompute>{Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL}
+                           : std::vector<Recompute>{base.training.recompute};
+  std::vector<WorkloadSpec> out;
+  for (int tp : divisors(gpus, max_tp)) {
+    for (int pp : divisors(gpus / tp, base.model.layers)) {
+      const int dp = static_cast<int>(gpus / (static_cast<int64_t>(tp) * pp));
+      for (int64_t mb : space.micro_batches) {
+        if (mb < 1 || base.batch.global_batch % (mb * dp) != 0)
+          continue;
+        const int64_t m = base.batch.global_batch / (mb * dp);
+        // Schedules (with their vp) to try.
+        std::vector<std::pair<Schedule, int>> schedules;
+        if (!space.vary_schedule) {
+          schedules.emplace_back(base.parallel.schedule, base.parallel.vp);
+        } else if (pp == 1) {
+          schedules.emplace_back(Schedule::ONE_F_ONE_B, 1);
+        } else {
+          for (Schedule s : {Schedule::GPIPE, Schedule::ONE_F_ONE_B, Schedule::ZB_H1, Schedule::ZB_H2})
+            schedules.emplace_back(s, 1);
+          if (m % pp == 0)
+            for (int vp = 2; vp <= space.max_vp; ++vp)
+              if (base.model.layers % (static_cast<int64_t>(pp) * vp) == 0)
+                schedules.emplace_back(Schedule::INTERLEAVED, vp);
+        }
+        std::vector<bool> sps = space.vary_sp ? std::vector<bool>{false, true} : std::vector<bool>{base.parallel.sp};
+        std::vector<int> zeros = space.vary_zero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{base.parallel.zero_stage};
+        for (bool sp : sps) {
+          if (sp && tp == 1)
+            continue;
+          for (int zero : zeros) {
+            if (zero > 0 && dp == 1 && space.vary_zero)
+              continue; // ZeRO over one rank is ZeRO-0
+            for (Recompute rc : recomputes)
+              for (const auto& [schedule, vp] : schedules) {
+                WorkloadSpec w = base;
+                w.parallel.tp = tp;
+                w.parallel.pp = pp;
+                w.parallel.dp = dp;
+                w.parallel.vp = vp;
+                w.parallel.schedule = schedule;
+                w.parallel.sp = sp;
+                w.parallel.zero_stage = zero;
+                w.batch.micro_batch = mb;
+                w.training.recompute = rc;
+                try {
+                  config::check_layout(cluster, w);
+                } catch (const Error&) {
+                  continue; // invalid layouts are never proposed
+                }
+                out.push_back(std::move(w));
+              }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Bytes peak_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
+  Bytes peak(0.0);
+  for (int s = 0; s < w.parallel.pp; ++s)
+    peak = std::max(peak, model::static_memory(w, cluster.gpu, s).peak());
+  return peak;
+}
+
+bool fits_in_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
+  return peak_memory(cluster, w) <= cluster.gpu.hbm_capacity;
+}
+
+PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const PlanOptions& options) {
+  PlanResult r;
+  auto t0 = std::chrono::steady_clock::now();
+  const std::vector<WorkloadSpec> all = enumerate_layouts(cluster, given, options.space);
+  r.enumerated = all.size();
+  r.enumerate_s = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  const auto table = runner::load_kernel_table(cluster);
+  for (const WorkloadSpec& w : all) {
+    const Bytes peak = peak_memory(cluster, w);
+    if (peak > cluster.gpu.hbm_capacity)
+      continue;
+    const Estimate est = estimate_step(cluster, w, runner::compute_time_model(cluster, w, table));
+    r.ranked.push_back({w, est, peak, same_layout(w, given)});
+  }
+  r.fit = r.ranked.size();
+  std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
+    return a.estimate.step < b.estimate.step;
+  });
+  r.estimate_s = seconds_since(t0);
+
+  const size_t k = std::min(r.ranked.size(), static_cast<size_t>(std::max(0, options.top)));
+  r.simulated.assign(r.ranked.begin(), r.ranked.begin() + static_cast<std::ptrdiff_t>(k));
+  if (options.include_given) {
+    const bool listed = std::any_of(r.simulated.begin(), r.simulated.end(), [](const Candidate& c) { return c.given; });
+    const auto it = std::find_if(r.ranked.begin(), r.ranked.end(), [](const Candidate& c) { return c.given; });
+    if (!listed && it != r.ranked.end())
+      r.simulated.push_back(*it);
+  }
+  if (!options.simulate)
+    return r;
+  t0 = std::chrono::steady_clock::now();
+  std::vector<WorkloadSpec> specs;
+  for (const Candidate& c : r.simulated)
+    specs.push_back(c.workload);
+  r.outcomes = simulate_all(cluster, specs, options.jobs);
+  r.simulate_s = seconds_since(t0);
+  return r;
+}
+
+} // namespace stepsim::planner

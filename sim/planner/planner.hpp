@@ -1,0 +1,103 @@
+#pragma once
+// `stepsim plan`: enumerate every valid parallel layout of a workload on a cluster, drop those the
+// static memory ledger says do not fit, rank the rest with a fast analytical step-time estimate,
+// and simulate the best few (each in its own process). Formulas: docs/planner.md.
+
+#include "config/spec.hpp"
+#include "graph/step_builder.hpp"
+#include "core/units.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stepsim::planner {
+
+/// What enumeration varies. Empty lists mean the defaults noted.
+struct SearchSpace {
+  std::vector<int64_t> micro_batches = {1, 2, 4, 8}; ///< sequences per micro-batch
+  int max_vp = 8;      ///< largest interleaving degree tried
+  int max_tp = 0;      ///< largest TP degree; 0 = 2 x gpus_per_node (TP across nodes is allowed, and slow)
+  bool vary_zero = true;
+  bool vary_recompute = true;
+  bool vary_sp = true;
+  bool vary_schedule = true;
+};
+
+/// Every layout of `base` for `cluster` (tp, pp, dp, vp, micro-batch, ZeRO stage, recomputation,
+/// SP, schedule) that config::check_layout accepts, in a deterministic order; dp is derived
+/// from the cluster's GPU count. Model, global batch and other training keys come from `base`.
+std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const WorkloadSpec& base,
+                                            const SearchSpace& space = {});
+
+/// True when every pipeline stage's static ledger (model::static_memory) fits in HBM.
+bool fits_in_memory(const ClusterSpec& cluster, const WorkloadSpec& w);
+
+/// Highest static-ledger peak over the stages.
+Bytes peak_memory(const ClusterSpec& cluster, const WorkloadSpec& w);
+
+/// The analytical estimate of one step and its parts (docs/planner.md).
+struct Estimate {
+  Seconds step;
+  Seconds compute;    ///< m x per-micro-batch compute of the slowest stage
+  Seconds bubble;     ///< the schedule's pipeline bubble
+  Seconds tp_comm;    ///< TP collectives on the critical path (blocking)
+  Seconds pp_comm;    ///< pipeline sends on the fill/drain path
+  Seconds dp_exposed; ///< DP / ZeRO communication not hidden behind backward
+  Seconds optimizer;
+};
+
+/// Estimates one step of `w` (check_layout passed) on `cluster` using `compute_time` (the runner's
+/// compute-time model) for every compute block and closed forms for communication.
+Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const graph::ComputeTimeFn& compute_time);
+
+/// "tp8 pp8 dp16 vp1 mb1 zero0 full sp 1f1b"
+std::string describe(const WorkloadSpec& w);
+std::string schedule_name(Schedule s);
+std::string recompute_name(Recompute r);
+
+struct Candidate {
+  WorkloadSpec workload;
+  Estimate estimate;
+  Bytes peak_memory;      ///< static ledger, worst stage
+  bool given = false;     ///< the layout of the workload file itself
+};
+
+/// Result of simulating one candidate (in a child process).
+struct Simulated {
+  bool ok = false;
+  std::string error;
+  double step_s = 0;
+  double bubble_fraction = 0;
+  double exposed_tp_s = 0, exposed_pp_s = 0, exposed_dp_s = 0;
+  double mfu = 0;
+  double peak_bytes = 0;  ///< memory timeline peak, worst GPU
+  bool fits = true;
+};
+
+struct PlanOptions {
+  int top = 3;            ///< candidates to simulate (best estimates)
+  bool simulate = true;
+  bool include_given = true; ///< also simulate the workload file's own layout when it fits (reference row)
+  int jobs = 1;           ///< simulations at once (child processes)
+  SearchSpace space;
+};
+
+struct PlanResult {
+  size_t enumerated = 0;
+  size_t fit = 0;
+  std::vector<Candidate> ranked;       ///< fitting layouts by estimate, best first (all of them)
+  std::vector<Candidate> simulated;    ///< the ones simulated: top K (+ the given layout)
+  std::vector<Simulated> outcomes;     ///< parallel to `simulated`
+  double enumerate_s = 0, estimate_s = 0, simulate_s = 0;
+};
+
+/// Runs the planner. `given` is the workload file's layout (check_layout passed) and the base
+/// of enumeration. Simulations fork: call from a process that has not started SimGrid.
+PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const PlanOptions& options);
+
+/// Simulates each of `specs` in its own forked child (runner::simulate), at most `jobs` at once,
+/// and returns their summary figures in order. A failed child is reported, not thrown.
+std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs, int jobs);
+
+} // namespace stepsim::planner

@@ -1,0 +1,212 @@
+#include "validate/calibrate.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+namespace stepsim::validate {
+
+namespace {
+
+std::string number(double v) {
+  std::ostringstream o;
+  o << std::setprecision(4) << std::fixed << v;
+  std::string s = o.str();
+  while (s.size() > 1 && s.back() == '0')
+    s.pop_back();
+  if (s.back() == '.')
+    s.pop_back();
+  return s;
+}
+
+/// The knob's override text for value v.
+config::Override knob_override(const Knob& k, double v) {
+  return config::Override{"cluster." + k.key, number(v) + k.unit};
+}
+
+/// Simulates the fit runs with `values` set, returns the median |error| (and fills errors).
+double objective(const config::RunsFile& runs, const std::vector<std::string>& ids, const CalibrateOptions& options,
+                 const std::vector<Knob>& knobs, const std::vector<double>& values, std::ostream* log, int& evaluations) {
+  ValidateOptions v = options.validate;
+  v.calibration = false;
+  v.only = ids;
+  for (std::size_t i = 0; i < knobs.size(); ++i)
+    v.extra.push_back(knob_override(knobs[i], values[i]));
+  const std::vector<RunResult> results = validate_runs(runs, v, nullptr);
+  ++evaluations;
+  for (const RunResult& r : results)
+    if (r.status != RunStatus::OK)
+      throw ConfigError("calibrate: fit run '" + r.plan.id + "' cannot be simulated: " + r.reason);
+  const ErrorStats s = error_stats(results);
+  if (log != nullptr) {
+    *log << "  trial";
+    for (std::size_t i = 0; i < knobs.size(); ++i)
+      *log << ' ' << knobs[i].key << '=' << number(values[i]) << knobs[i].unit;
+    *log << ": median |error| " << number(s.median_abs) << " %  (";
+    for (const RunResult& r : results)
+      *log << (&r == &results.front() ? "" : ", ") << r.plan.id << ' ' << std::showpos << std::fixed
+           << std::setprecision(1) << r.error_pct << std::noshowpos;
+    *log << ")\n" << std::flush;
+  }
+  // Median first; the mean breaks ties between flat stretches of the median.
+  double mean = 0;
+  for (const RunResult& r : results)
+    mean += std::abs(r.error_pct);
+  mean /= static_cast<double>(results.size());
+  return s.median_abs + 1e-3 * mean;
+}
+
+} // namespace
+
+Knob parse_knob(const std::string& text) {
+  const auto eq = text.find('=');
+  const auto bad = [&]() { return ConfigError("--knob " + text + ": expected KEY=LO:HI[:UNIT], e.g. gpu.gemm_efficiency=0.5:1"); };
+  if (eq == std::string::npos || eq == 0)
+    throw bad();
+  Knob k;
+  k.key = text.substr(0, eq);
+  if (k.key.starts_with("cluster."))
+    k.key = k.key.substr(8);
+  std::vector<std::string> parts;
+  std::stringstream ss(text.substr(eq + 1));
+  for (std::string p; std::getline(ss, p, ':');)
+    parts.push_back(p);
+  if (parts.size() < 2 || parts.size() > 3)
+    throw bad();
+  try {
+    std::size_t u1 = 0;
+    std::size_t u2 = 0;
+    k.lo = std::stod(parts[0], &u1);
+    k.hi = std::stod(parts[1], &u2);
+    if (u1 != parts[0].size() || u2 != parts[1].size())
+      throw bad();
+  } catch (const std::logic_error&) {
+    throw bad();
+  }
+  if (!(k.lo < k.hi))
+    throw bad();
+  if (parts.size() == 3)
+    k.unit = parts[2];
+  return k;
+}
+
+std::string KnobValue::text() const {
+  return number(value) + unit;
+}
+
+CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std::string>& fit_ids,
+                            const CalibrateOptions& options, std::ostream* log) {
+  if (fit_ids.empty())
+    throw ConfigError("calibrate: no fit runs (--fit ID,ID,... or --fit-file FILE)");
+  if (options.knobs.empty())
+    throw ConfigError("calibrate: no knobs");
+  CalibrationResult out;
+  out.fit_runs = fit_ids;
+  // One GPU kind only: the knobs are per GPU kind.
+  std::string family;
+  for (const auto& id : fit_ids) {
+    const auto it = std::find_if(runs.runs.begin(), runs.runs.end(), [&](const auto& r) { return r.id == id; });
+    if (it == runs.runs.end())
+      throw ConfigError(runs.source + ": no run with id '" + id + "'");
+    const std::string f = gpu_family(it->hardware.gpu);
+    if (!family.empty() && f != family)
+      throw ConfigError("calibrate: the fit runs mix GPU kinds (" + family + ", " + f +
+                        "); the knobs are per GPU kind: fit each kind separately");
+    family = f;
+  }
+  out.gpu_kind = family == "A100" ? "A100-SXM4-80GB"
+                 : family == "H200" ? "H200-SXM-141GB"
+                                    : "H100-SXM5-80GB";
+
+  std::vector<double> values;
+  for (const Knob& k : options.knobs)
+    values.push_back(0.5 * (k.lo + k.hi));
+  constexpr double INV_PHI = 0.6180339887498949;
+  double best = 0;
+  for (int round = 0; round < std::max(1, options.rounds); ++round) {
+    for (std::size_t i = 0; i < options.knobs.size(); ++i) {
+      const Knob& k = options.knobs[i];
+      std::map<double, double> cache;
+      const auto f = [&](double x) {
+        if (auto it = cache.find(x); it != cache.end())
+          return it->second;
+        std::vector<double> v = values;
+        v[i] = x;
+        const double y = objective(runs, fit_ids, options, options.knobs, v, log, out.evaluations);
+        cache.emplace(x, y);
+        return y;
+      };
+      // Golden-section search on a grid of `tolerance` (values are rounded so reruns match).
+      const auto snap = [&](double x) { return std::round(x / options.tolerance) * options.tolerance; };
+      double a = k.lo;
+      double b = k.hi;
+      double c = snap(b - INV_PHI * (b - a));
+      double d = snap(a + INV_PHI * (b - a));
+      double fc = f(c);
+      double fd = f(d);
+      while (b - a > 2 * options.tolerance && c < d) {
+        if (fc <= fd) {
+          b = d;
+          d = c;
+          fd = fc;
+          c = snap(b - INV_PHI * (b - a));
+          if (c >= d)
+            break;
+          fc = f(c);
+        } else {
+          a = c;
+          c = d;
+          fc = fd;
+          d = snap(a + INV_PHI * (b - a));
+          if (d <= c)
+            break;
+          fd = f(d);
+        }
+      }
+      double x_best = c;
+      best = fc;
+      for (const auto& [x, y] : cache)
+        if (y < best) {
+          best = y;
+          x_best = x;
+        }
+      values[i] = x_best;
+    }
+  }
+  // Final objective at the chosen values (median only).
+  ValidateOptions v = options.validate;
+  v.calibration = false;
+  v.only = fit_ids;
+  for (std::size_t i = 0; i < options.knobs.size(); ++i)
+    v.extra.push_back(knob_override(options.knobs[i], values[i]));
+  out.fit_median_abs_error_pct = error_stats(validate_runs(runs, v, nullptr)).median_abs;
+  for (std::size_t i = 0; i < options.knobs.size(); ++i)
+    out.values.push_back(KnobValue{options.knobs[i].key, values[i], options.knobs[i].unit});
+  return out;
+}
+
+std::string calibration_yaml(const CalibrationResult& r, const std::string& runs_source) {
+  std::ostringstream o;
+  o << "# Calibration of " << r.gpu_kind << " and its bundled fabric, written by `stepsim calibrate`\n"
+    << "# (docs/calibration.md). Knobs are cluster keys; stepsim validate applies them to every run\n"
+    << "# of this GPU kind, and the bundled topologies carry the same values.\n"
+    << "gpu_kind: " << r.gpu_kind << "\n"
+    << "knobs:\n";
+  for (const KnobValue& k : r.values)
+    o << "  " << k.key << ": " << k.text() << "\n";
+  o << "fit:\n  runs:\n";
+  for (const auto& id : r.fit_runs)
+    o << "    - " << id << "\n";
+  o << "  objective: median_abs_error_pct\n"
+    << "  median_abs_error_pct: " << number(r.fit_median_abs_error_pct) << "\n"
+    << "  search: golden-section per knob on a grid, " << r.evaluations << " evaluations\n"
+    << "  note: fitted on " << std::filesystem::path(runs_source).filename().string() << "\n";
+  return o.str();
+}
+
+} // namespace stepsim::validate

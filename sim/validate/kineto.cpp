@@ -1,0 +1,269 @@
+#include "validate/kineto.hpp"
+
+#include "core/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <iomanip>
+#include <set>
+#include <vector>
+
+namespace stepsim::validate {
+
+namespace {
+
+using Json = nlohmann::json;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool contains(const std::string& text, const char* word) {
+  return text.find(word) != std::string::npos;
+}
+
+struct Interval {
+  double start = 0; ///< seconds
+  double end = 0;
+};
+
+/// One GPU's activity: compute and communication intervals with their categories.
+struct Device {
+  std::vector<Interval> compute;
+  std::vector<Interval> comm;
+};
+
+Json read_json(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in)
+    throw ConfigError(file.string() + ": cannot read the trace");
+  try {
+    Json j = Json::parse(in);
+    if (j.is_array())
+      return Json{{"traceEvents", j}};
+    if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array())
+      throw ConfigError(file.string() + ": not a Chrome trace (expected an object with a traceEvents list)");
+    return j;
+  } catch (const Json::parse_error& e) {
+    throw ConfigError(file.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+double number(const Json& e, const char* key) {
+  const auto it = e.find(key);
+  return it != e.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+std::string text(const Json& e, const char* key) {
+  const auto it = e.find(key);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+/// Sorted, merged union of intervals.
+std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (!out.empty() && i.start <= out.back().end)
+      out.back().end = std::max(out.back().end, i.end);
+    else
+      out.push_back(i);
+  }
+  return out;
+}
+
+/// Length of `a` not covered by `b` (both merged).
+double uncovered(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  double total = 0;
+  std::size_t j = 0;
+  for (const Interval& i : a) {
+    double covered = 0;
+    while (j < b.size() && b[j].end <= i.start)
+      ++j;
+    for (std::size_t k = j; k < b.size() && b[k].start < i.end; ++k)
+      covered += std::min(i.end, b[k].end) - std::max(i.start, b[k].start);
+    total += (i.end - i.start) - covered;
+  }
+  return total;
+}
+
+/// Per-step, per-device means from the devices' intervals and the category sums.
+TraceBreakdown finish(const std::map<int64_t, Device>& devices, std::map<std::string, double> compute,
+                      std::map<std::string, double> comm, double step_time, int steps) {
+  TraceBreakdown b;
+  b.devices = static_cast<int>(devices.size());
+  b.steps = std::max(1, steps);
+  const double per = static_cast<double>(std::max(1, b.devices) * b.steps);
+  for (auto& [k, v] : compute) {
+    b.compute_s[k] = v / per;
+    b.compute_total_s += v / per;
+  }
+  for (auto& [k, v] : comm) {
+    b.comm_s[k] = v / per;
+    b.comm_total_s += v / per;
+  }
+  double exposed = 0;
+  double lo = 1e300;
+  double hi = -1e300;
+  for (const auto& [id, d] : devices) {
+    const auto c = merged(d.compute);
+    const auto n = merged(d.comm);
+    exposed += uncovered(n, c);
+    for (const auto* list : {&c, &n})
+      for (const Interval& i : *list) {
+        lo = std::min(lo, i.start);
+        hi = std::max(hi, i.end);
+      }
+  }
+  b.exposed_comm_s = exposed / per;
+  b.step_time_s = step_time > 0 ? step_time : (hi > lo ? hi - lo : 0);
+  return b;
+}
+
+std::string collective_of(const std::string& name) {
+  const std::string n = lower(name);
+  if (contains(n, "allreduce") || contains(n, "all_reduce"))
+    return "all_reduce";
+  if (contains(n, "allgather") || contains(n, "all_gather"))
+    return "all_gather";
+  if (contains(n, "reducescatter") || contains(n, "reduce_scatter"))
+    return "reduce_scatter";
+  if (contains(n, "sendrecv") || contains(n, "send") || contains(n, "recv"))
+    return "send_recv";
+  if (contains(n, "alltoall") || contains(n, "all_to_all"))
+    return "all_to_all";
+  return "other";
+}
+
+} // namespace
+
+std::string kineto_category(const std::string& kernel_name) {
+  const std::string n = lower(kernel_name);
+  if (contains(n, "nccl"))
+    return "nccl:" + collective_of(n);
+  if (contains(n, "flash") || contains(n, "fmha") || contains(n, "sdpa") || contains(n, "attention"))
+    return "attention";
+  if (contains(n, "gemm") || contains(n, "cutlass") || contains(n, "xmma") || contains(n, "nvjet") ||
+      contains(n, "cublas"))
+    return "gemm";
+  return "elementwise";
+}
+
+TraceBreakdown read_kineto_trace(const std::filesystem::path& file) {
+  const Json j = read_json(file);
+  std::map<int64_t, Device> devices;
+  std::map<std::string, double> compute;
+  std::map<std::string, double> comm;
+  std::set<std::string> step_names;
+  double step_sum = 0;
+  for (const Json& e : j["traceEvents"]) {
+    if (!e.is_object() || text(e, "ph") != "X")
+      continue;
+    const std::string name = text(e, "name");
+    const std::string cat = lower(text(e, "cat"));
+    const double ts = number(e, "ts") * 1e-6;
+    const double dur = number(e, "dur") * 1e-6;
+    if (name.rfind("ProfilerStep#", 0) == 0 && (cat == "user_annotation" || cat == "cpu_op" || cat.empty())) {
+      if (step_names.insert(name).second)
+        step_sum += dur;
+      continue;
+    }
+    const bool kernel = cat == "kernel";
+    const bool memop = cat == "gpu_memcpy" || cat == "gpu_memset";
+    if (!kernel && !memop)
+      continue;
+    int64_t device = static_cast<int64_t>(number(e, "pid"));
+    if (const auto a = e.find("args"); a != e.end() && a->is_object() && a->contains("device") && (*a)["device"].is_number())
+      device = (*a)["device"].get<int64_t>();
+    const std::string category = kernel ? kineto_category(name) : "elementwise";
+    Device& d = devices[device];
+    if (category.rfind("nccl:", 0) == 0) {
+      comm[category.substr(5)] += dur;
+      d.comm.push_back({ts, ts + dur});
+    } else {
+      compute[category] += dur;
+      d.compute.push_back({ts, ts + dur});
+    }
+  }
+  const int steps = static_cast<int>(step_names.size());
+  return finish(devices, compute, comm, steps > 0 ? step_sum / steps : 0.0, steps);
+}
+
+TraceBreakdown read_stepsim_trace(const std::filesystem::path& file) {
+  const Json j = read_json(file);
+  std::map<int64_t, Device> devices;
+  std::map<std::string, double> compute;
+  std::map<std::string, double> comm;
+  for (const Json& e : j["traceEvents"]) {
+    if (!e.is_object() || text(e, "ph") != "X")
+      continue;
+    const std::string name = text(e, "name");
+    const std::string cat = text(e, "cat");
+    const double ts = number(e, "ts") * 1e-6;
+    const double dur = number(e, "dur") * 1e-6;
+    Device& d = devices[static_cast<int64_t>(number(e, "pid"))];
+    if (cat == "compute") {
+      std::string block = "other";
+      for (const char* b : {"attn", "mlp", "logits", "optimizer", "router", "experts"})
+        if (contains(name, b))
+          block = b;
+      compute[block == "attn" ? "attention block" : block == "mlp" ? "mlp block" : block] += dur;
+      d.compute.push_back({ts, ts + dur});
+    } else if (!cat.empty()) {
+      comm[contains(name, " send") ? "send_recv" : collective_of(name)] += dur;
+      d.comm.push_back({ts, ts + dur});
+    }
+  }
+  return finish(devices, compute, comm, 0.0, 1);
+}
+
+void print_comparison(std::ostream& out, const TraceBreakdown& m, const TraceBreakdown& s) {
+  const auto row = [&](const std::string& label, const double* a, const double* b) {
+    out << "  " << std::left << std::setw(28) << label << std::right;
+    const auto cell = [&](const double* v) {
+      if (v == nullptr)
+        out << std::setw(14) << "-";
+      else
+        out << std::setw(11) << std::fixed << std::setprecision(3) << *v * 1e3 << " ms";
+    };
+    cell(a);
+    cell(b);
+    if (a != nullptr && b != nullptr && *a > 0)
+      out << std::setw(9) << std::showpos << std::setprecision(1) << (*b - *a) / *a * 100 << std::noshowpos << " %";
+    out << '\n';
+  };
+  out << "per step and GPU (measured: " << m.steps << " step(s) on " << m.devices << " GPU(s); simulated: "
+      << s.devices << " GPU(s))\n";
+  out << "  " << std::left << std::setw(28) << "" << std::right << std::setw(14) << "measured" << std::setw(14)
+      << "simulated" << std::setw(11) << "diff" << '\n';
+  row("step time", &m.step_time_s, &s.step_time_s);
+  row("compute (all kernels)", &m.compute_total_s, &s.compute_total_s);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : m.compute_s)
+    keys.insert(k);
+  for (const auto& [k, v] : s.compute_s)
+    keys.insert(k);
+  for (const auto& k : keys) {
+    const auto a = m.compute_s.find(k);
+    const auto b = s.compute_s.find(k);
+    row("  " + k, a == m.compute_s.end() ? nullptr : &a->second, b == s.compute_s.end() ? nullptr : &b->second);
+  }
+  row("communication (NCCL)", &m.comm_total_s, &s.comm_total_s);
+  keys.clear();
+  for (const auto& [k, v] : m.comm_s)
+    keys.insert(k);
+  for (const auto& [k, v] : s.comm_s)
+    keys.insert(k);
+  for (const auto& k : keys) {
+    const auto a = m.comm_s.find(k);
+    const auto b = s.comm_s.find(k);
+    row("  " + k, a == m.comm_s.end() ? nullptr : &a->second, b == s.comm_s.end() ? nullptr : &b->second);
+  }
+  row("exposed communication", &m.exposed_comm_s, &s.exposed_comm_s);
+}
+
+} // namespace stepsim::validate

@@ -1,0 +1,324 @@
+#include "validate/plan.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+namespace stepsim::validate {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool has(const std::string& text, const char* word) {
+  return lower(text).find(word) != std::string::npos;
+}
+
+/// The gpu.kind of each family's bundled topology (the calibration file's name).
+std::string calibration_kind(const std::string& family) {
+  if (family == "A100")
+    return "A100-SXM4-80GB";
+  if (family == "H100" || family == "H800")
+    return "H100-SXM5-80GB";
+  if (family == "H200")
+    return "H200-SXM-141GB";
+  return "";
+}
+
+} // namespace
+
+const char* to_string(Metric m) {
+  switch (m) {
+  case Metric::ITERATION_TIME: return "iteration_time_s";
+  case Metric::TFLOPS_PER_GPU: return "tflops_per_gpu";
+  case Metric::MFU: return "mfu_pct";
+  case Metric::TOKENS_PER_S: return "tokens_per_s_per_gpu";
+  }
+  return "?";
+}
+
+std::string gpu_family(const std::string& gpu) {
+  for (const char* f : {"a100", "h100", "h800", "h200"})
+    if (has(gpu, f)) {
+      std::string out(f);
+      out[0] = 'A' + (out[0] - 'a');
+      return out;
+    }
+  return "";
+}
+
+std::string bundled_topology(const std::string& family, int64_t nodes) {
+  if (family == "A100")
+    return "dgx-a100-superpod.yaml";
+  if (family == "H100" || family == "H800")
+    return nodes <= 32 ? "dgx-h100.yaml" : "dgx-h100-superpod.yaml";
+  if (family == "H200")
+    return "h200-cluster.yaml";
+  return "";
+}
+
+RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
+  RunPlan p;
+  p.id = run.id;
+  p.num_gpus = run.hardware.num_gpus.value_or(0);
+  const auto skip = [&](const std::string& why) {
+    p.skip_reason = why;
+    return p;
+  };
+  const auto& m = run.model;
+  const auto& par = run.parallelism;
+  const auto& f = run.measured;
+
+  // Layout text first, so that skipped runs still show it.
+  const int64_t tp = par.tp.value_or(1);
+  const int64_t pp = par.pp.value_or(1);
+  const int64_t cp = par.cp.value_or(1);
+  const int64_t ep = par.ep.value_or(1);
+  const int64_t gpus = p.num_gpus;
+  const int64_t dp = (gpus > 0 && gpus % (tp * pp * cp) == 0) ? gpus / (tp * pp * cp) : 0;
+  {
+    std::ostringstream l;
+    l << "tp" << tp << " pp" << pp;
+    if (cp > 1)
+      l << " cp" << cp;
+    l << " dp" << dp;
+    if (ep > 1)
+      l << " ep" << ep;
+    if (par.virtual_pp.value_or(1) > 1)
+      l << " vp" << *par.virtual_pp;
+    p.layout = l.str();
+  }
+
+  // What is compared.
+  if (f.iteration_time_s) {
+    p.metric = Metric::ITERATION_TIME;
+    p.measured = *f.iteration_time_s;
+  } else if (f.tflops_per_gpu) {
+    p.metric = Metric::TFLOPS_PER_GPU;
+    p.measured = *f.tflops_per_gpu;
+    p.basis = tflops_basis(f.tflops_basis);
+  } else if (f.mfu_pct) {
+    p.metric = Metric::MFU;
+    p.measured = *f.mfu_pct;
+  } else if (f.tokens_per_s_per_gpu) {
+    p.metric = Metric::TOKENS_PER_S;
+    p.measured = *f.tokens_per_s_per_gpu;
+  } else if (f.tokens_per_s_total && gpus > 0) {
+    p.metric = Metric::TOKENS_PER_S;
+    p.measured = *f.tokens_per_s_total / static_cast<double>(gpus);
+  } else {
+    return skip("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct or tokens/s)");
+  }
+
+  // Required fields.
+  std::vector<std::string> missing;
+  const auto need = [&](const auto& v, const char* name) {
+    if (!v)
+      missing.emplace_back(name);
+  };
+  need(m.layers, "model.layers");
+  need(m.hidden, "model.hidden");
+  need(m.heads, "model.attn_heads");
+  need(m.ffn_hidden, "model.ffn_hidden");
+  need(m.vocab, "model.vocab");
+  need(m.seq_len, "model.seq_len");
+  need(run.hardware.num_gpus, "hardware.num_gpus");
+  need(run.batch.global_batch_seqs, "batch.global_batch_seqs");
+  if (!missing.empty()) {
+    std::string text = "missing ";
+    for (const auto& s : missing)
+      text += (s == missing.front() ? "" : ", ") + s;
+    return skip(text);
+  }
+  if (gpus <= 0)
+    return skip("hardware.num_gpus is 0");
+
+  p.shape = FlopsShape{.global_batch = static_cast<double>(*run.batch.global_batch_seqs),
+                       .seq_len = static_cast<double>(*m.seq_len),
+                       .layers = static_cast<double>(*m.layers),
+                       .hidden = static_cast<double>(*m.hidden),
+                       .vocab = static_cast<double>(*m.vocab)};
+
+  // Hardware -> bundled topology.
+  p.gpu_kind = gpu_family(run.hardware.gpu);
+  if (p.gpu_kind.empty())
+    return skip("no bundled topology for GPU '" + run.hardware.gpu + "'");
+  int64_t per_node = run.hardware.gpus_per_node.value_or(0);
+  if (per_node == 0) {
+    per_node = 8;
+    p.defaults.emplace_back("gpus_per_node=8");
+  }
+  if (gpus < per_node) {
+    p.overrides.push_back({"cluster.gpus_per_node", std::to_string(gpus)});
+    per_node = gpus;
+  } else if (per_node != 8) {
+    p.overrides.push_back({"cluster.gpus_per_node", std::to_string(per_node)});
+  }
+  if (gpus % per_node != 0)
+    return skip("num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node));
+  const int64_t nodes = gpus / per_node;
+  p.overrides.push_back({"cluster.nodes", std::to_string(nodes)});
+  const std::string topo = bundled_topology(p.gpu_kind, nodes);
+  p.cluster_file = options.topologies / topo;
+  if (p.gpu_kind == "H800") {
+    // H800 SXM: the H100 die with NVLink cut to 400 GB/s bidirectional.
+    p.overrides.push_back({"cluster.nvswitch.bandwidth", "200GBps"});
+    p.defaults.emplace_back("H800 = H100 SXM with NVLink 200 GB/s per direction");
+  }
+  p.peak_tflops = run.hardware.peak_tflops.value_or(0);
+
+  // Features not modelled.
+  if (has(run.precision, "fp8"))
+    return skip("fp8 training is not modelled (precision '" + run.precision + "')");
+
+  // Workload.
+  std::ostringstream w;
+  w << "# generated by stepsim validate from " << run.where << " (run " << run.id << ")\n";
+  w << "name: " << run.id << "\n";
+  // Every stage must hold the same number of layers; DeepSpeed's `type:transformer|embedding`
+  // partitioning (BLOOM) instead counts the two embedding modules as layers. Pad to a multiple.
+  int64_t layers = *m.layers;
+  if (pp > 1 && layers % pp != 0) {
+    layers = (layers + pp - 1) / pp * pp;
+    p.defaults.emplace_back("layers padded " + std::to_string(*m.layers) + "->" + std::to_string(layers) +
+                            " (equal pipeline stages)");
+  }
+  w << "model:\n";
+  w << "  layers: " << layers << "\n  hidden: " << *m.hidden << "\n  heads: " << *m.heads << "\n";
+  if (m.kv_heads)
+    w << "  kv_heads: " << *m.kv_heads << "\n";
+  else
+    p.defaults.emplace_back("kv_heads=heads");
+  w << "  ffn_hidden: " << *m.ffn_hidden << "\n  vocab: " << *m.vocab << "\n  seq_len: " << *m.seq_len << "\n";
+  const bool swiglu = has(m.name, "llama") || (m.kv_heads && *m.kv_heads != *m.heads);
+  w << "  mlp: " << (swiglu ? "swiglu" : "gelu") << "\n";
+  p.defaults.emplace_back(std::string("mlp=") + (swiglu ? "swiglu (Llama-style)" : "gelu (GPT-style)"));
+  if (m.moe_experts.value_or(0) > 1) {
+    w << "  moe:\n    experts: " << *m.moe_experts << "\n";
+    if (m.moe_topk)
+      w << "    top_k: " << *m.moe_topk << "\n";
+    if (m.moe_shared_experts)
+      w << "    shared_experts: " << *m.moe_shared_experts << "\n";
+  }
+  int64_t micro = run.batch.micro_batch.value_or(0);
+  if (micro == 0) {
+    micro = 1;
+    p.defaults.emplace_back("micro_batch=1");
+  }
+  w << "batch:\n  global_batch: " << *run.batch.global_batch_seqs << "\n  micro_batch: " << micro << "\n";
+  w << "parallel:\n  tp: " << tp << "\n  pp: " << pp << "\n";
+  if (!par.tp)
+    p.defaults.emplace_back("tp=1");
+  if (!par.pp)
+    p.defaults.emplace_back("pp=1");
+  if (cp > 1)
+    w << "  cp: " << cp << "\n";
+  if (ep > 1)
+    w << "  ep: " << ep << "\n";
+  const std::string sched = lower(par.schedule);
+  if (par.virtual_pp.value_or(1) > 1) {
+    w << "  schedule: interleaved\n";
+  } else if (has(sched, "gpipe")) {
+    w << "  schedule: gpipe\n";
+  } else {
+    w << "  schedule: 1f1b\n";
+    if (!has(sched, "1f1b"))
+      p.defaults.emplace_back("schedule=1f1b");
+  }
+  if (par.virtual_pp.value_or(1) > 1)
+    w << "  vp: " << *par.virtual_pp << "\n";
+  if (par.sp.value_or(1) > 1 && tp > 1)
+    w << "  sp: true\n";
+  int zero = 0;
+  const std::string z = lower(par.zero_stage);
+  if (par.fsdp.value_or(false) || has(z, "fsdp") || has(z, "full_shard")) {
+    zero = 3;
+  } else if (!z.empty() && std::isdigit(static_cast<unsigned char>(z[0])) != 0) {
+    zero = z[0] - '0';
+  } else if (z.empty()) {
+    p.defaults.emplace_back("zero_stage=0");
+  } else {
+    return skip("unrecognised zero_stage '" + par.zero_stage + "'");
+  }
+  if (zero > 3)
+    return skip("zero_stage " + std::to_string(zero) + " does not exist");
+  w << "  zero_stage: " << zero << "\n";
+  if (dp == 0)
+    return skip("num_gpus " + std::to_string(gpus) + " is not divisible by tp*pp*cp = " + std::to_string(tp * pp * cp));
+  if (par.dp && *par.dp != dp)
+    p.defaults.emplace_back("dp=" + std::to_string(dp) + " (derived; the record says " + std::to_string(*par.dp) + ")");
+
+  std::string precision = "bf16";
+  if (has(run.precision, "bf16"))
+    precision = "bf16";
+  else if (has(run.precision, "fp16"))
+    precision = "fp16";
+  else
+    p.defaults.emplace_back("precision=bf16");
+  w << "precision: " << precision << "\n";
+
+  const std::string rc = lower(run.recompute);
+  std::string recompute;
+  if (rc.empty()) {
+    recompute = "none";
+    p.defaults.emplace_back("recompute=none");
+  } else if (has(rc, "selective")) {
+    recompute = "selective";
+  } else if (has(rc, "full")) {
+    recompute = "full";
+  } else if (rc == "none" || rc == "no" || rc == "false" || has(rc, "no recompute") || has(rc, "disabled")) {
+    recompute = "none";
+  } else {
+    return skip("unrecognised recompute '" + run.recompute + "'");
+  }
+  w << "training:\n  recompute: " << recompute << "\n";
+  p.workload_yaml = w.str();
+
+  // Calibration knobs, then the caller's trial values.
+  if (options.calibration) {
+    const std::filesystem::path cal = options.topologies / "calibration" / (calibration_kind(p.gpu_kind) + ".yaml");
+    if (std::filesystem::exists(cal)) {
+      const config::CalibrationFile c = config::load_calibration(cal);
+      p.overrides.insert(p.overrides.end(), c.knobs.begin(), c.knobs.end());
+    }
+  }
+  p.overrides.insert(p.overrides.end(), options.extra.begin(), options.extra.end());
+  return p;
+}
+
+double check_plan(RunPlan& plan, const std::filesystem::path& workload_file) {
+  if (!plan.skip_reason.empty())
+    return 0;
+  try {
+    const ClusterSpec cluster = config::load_cluster(plan.cluster_file, plan.overrides);
+    WorkloadSpec workload = config::load_workload(workload_file, plan.overrides);
+    config::check_layout(cluster, workload);
+    const double peak = peak_flops(cluster.gpu, workload.precision).value() / 1e12;
+    if (plan.peak_tflops <= 0)
+      plan.peak_tflops = peak;
+    return peak;
+  } catch (const ConfigError& e) {
+    plan.skip_reason = std::string("not accepted by the loader: ") + e.what();
+  } catch (const ModelError& e) {
+    plan.skip_reason = std::string("layout rejected: ") + e.what();
+  }
+  return 0;
+}
+
+double predicted_metric(const RunPlan& plan, Seconds step_time) {
+  switch (plan.metric) {
+  case Metric::ITERATION_TIME: return step_time.value();
+  case Metric::TFLOPS_PER_GPU: return tflops_per_gpu(step_flops(plan.basis, plan.shape), step_time, plan.num_gpus);
+  case Metric::MFU: return 100.0 * tflops_per_gpu(model_flops(plan.shape), step_time, plan.num_gpus) / plan.peak_tflops;
+  case Metric::TOKENS_PER_S:
+    return plan.shape.global_batch * plan.shape.seq_len / step_time.value() / static_cast<double>(plan.num_gpus);
+  }
+  return 0;
+}
+
+} // namespace stepsim::validate

@@ -1,0 +1,70 @@
+#pragma once
+// From a published run (config::MeasuredRun) to what stepsim simulates: the bundled topology
+// for its GPU kind, a generated workload file, cluster overrides, the metric to compare and the
+// defaults used for every field the record leaves out (docs/validation.md, "Mapping").
+
+#include "config/config.hpp"
+#include "config/runs_config.hpp"
+#include "validate/flops.hpp"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace stepsim::validate {
+
+/// The published figure a run is compared on, in order of preference.
+enum class Metric {
+  ITERATION_TIME, ///< measured.iteration_time_s, seconds
+  TFLOPS_PER_GPU, ///< measured.tflops_per_gpu under the source's basis, TFLOP/s
+  MFU,            ///< measured.mfu_pct (72-coefficient model FLOPs), percent
+  TOKENS_PER_S,   ///< measured.tokens_per_s_per_gpu, tokens/s per GPU
+};
+
+const char* to_string(Metric m); ///< "iteration_time_s", "tflops_per_gpu", "mfu_pct", "tokens_per_s_per_gpu"
+
+struct PlanOptions {
+  std::filesystem::path topologies;         ///< folder holding the bundled topologies
+  bool calibration = true;                  ///< apply topologies/calibration/<gpu kind>.yaml
+  std::vector<config::Override> extra;      ///< applied after everything (calibrate's trial knobs)
+};
+
+/// One run, ready to simulate, or skipped with a reason.
+struct RunPlan {
+  std::string id;
+  int64_t num_gpus = 0;
+  std::string layout;                    ///< "tp8 pp12 dp4", "dp384 zero3", ...
+  std::string gpu_kind;                  ///< "A100", "H100", "H200", "H800", or "" when unknown
+  std::string skip_reason;               ///< non-empty: not simulated
+  std::filesystem::path cluster_file;    ///< bundled topology
+  std::string workload_yaml;             ///< the generated workload file's text
+  std::vector<config::Override> overrides; ///< "cluster.*" (nodes, calibration knobs)
+  std::vector<std::string> defaults;     ///< every default used: "micro_batch=1 (not given)"
+  Metric metric = Metric::ITERATION_TIME;
+  double measured = 0;                   ///< the measured figure in the metric's unit
+  TflopsBasis basis = TflopsBasis::MODEL;
+  FlopsShape shape;                      ///< for the FLOP conventions
+  double peak_tflops = 0;                ///< for MFU: the source's assumed peak (or the GPU's)
+};
+
+/// The GPU family of `gpu` text ("A100-SXM4-80GB", "a100_80gb" -> "A100"), or "".
+std::string gpu_family(const std::string& gpu);
+
+/// The bundled topology file name for a family and node count ("dgx-a100-superpod.yaml"), or ""
+/// when there is none.
+std::string bundled_topology(const std::string& family, int64_t nodes);
+
+/// Maps `run`. Never throws for a run it cannot map: the plan carries the skip reason. Does not
+/// load the generated files (see check_plan).
+RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options);
+
+/// Loads the plan's cluster and workload (from `workload_file`, where the caller wrote
+/// workload_yaml) with the loader and checks the layout; on a ConfigError or ModelError sets
+/// skip_reason to its message. Returns the peak FLOP/s the run's precision gets on the cluster
+/// (0 when skipped).
+double check_plan(RunPlan& plan, const std::filesystem::path& workload_file);
+
+/// The predicted figure of `plan.metric` for a simulated step time.
+double predicted_metric(const RunPlan& plan, Seconds step_time);
+
+} // namespace stepsim::validate

@@ -1,0 +1,245 @@
+// Hugging Face config.json reading (config/hf_config.hpp) and the MoE / EP / CP keys of workload
+// files: an HF Llama config gives exactly the parameters of the equivalent YAML, YAML keys next
+// to model.from_hf override it, unsupported model types and missing fields are clear errors, and
+// the bundled MoE / long-context workloads load and pass the layout checks.
+
+#include "config/config.hpp"
+#include "config/hf_config.hpp"
+
+#include "core/error.hpp"
+#include "model/moe.hpp"
+#include "model/transformer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace stepsim;
+
+const fs::path SOURCE_DIR = STEPSIM_SOURCE_DIR;
+
+class HfConfig : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("stepsim-hf-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path write(const std::string& name, const std::string& text) const {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p;
+  }
+  /// The message of the ConfigError `f` throws ("" when it throws none).
+  template <class F> static std::string config_error(F f) {
+    try {
+      f();
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+const std::string LLAMA_JSON = R"({
+  "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+  "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+  "max_position_embeddings": 4096, "tie_word_embeddings": false, "hidden_act": "silu"
+})";
+
+const std::string LLAMA_YAML = R"(name: llama-7b
+model:
+  layers: 32
+  hidden: 4096
+  heads: 32
+  kv_heads: 32
+  ffn_hidden: 11008
+  vocab: 32000
+  seq_len: 4096
+  mlp: swiglu
+batch: {global_batch: 8, micro_batch: 1}
+parallel: {tp: 1, pp: 1, schedule: 1f1b}
+precision: bf16
+)";
+
+const std::string FROM_HF_YAML = R"(name: llama-7b
+model:
+  from_hf: hf.json
+batch: {global_batch: 8, micro_batch: 1}
+parallel: {tp: 1, pp: 1, schedule: 1f1b}
+precision: bf16
+)";
+
+} // namespace
+
+// An HF Llama config gives exactly the parameter count (and every field) of the equivalent YAML.
+TEST_F(HfConfig, LlamaConfigEqualsEquivalentYaml) {
+  write("hf.json", LLAMA_JSON);
+  const WorkloadSpec hf = config::load_workload(write("a.yaml", FROM_HF_YAML));
+  const WorkloadSpec yaml = config::load_workload(write("b.yaml", LLAMA_YAML));
+  EXPECT_EQ(model::total_params(hf.model), model::total_params(yaml.model));
+  EXPECT_EQ(hf.model.layers, yaml.model.layers);
+  EXPECT_EQ(hf.model.kv_heads, yaml.model.kv_heads);
+  EXPECT_EQ(hf.model.seq_len, yaml.model.seq_len);
+  EXPECT_EQ(hf.model.mlp, yaml.model.mlp);
+  EXPECT_EQ(hf.model.norm, yaml.model.norm);
+  EXPECT_EQ(hf.model.position, yaml.model.position);
+  EXPECT_EQ(hf.model.bias, yaml.model.bias);
+  EXPECT_EQ(hf.model.tied_embeddings, yaml.model.tied_embeddings);
+  EXPECT_FALSE(hf.model.moe.enabled());
+}
+
+// Keys given next to from_hf override the config's values.
+TEST_F(HfConfig, YamlKeysOverrideTheConfig) {
+  write("hf.json", LLAMA_JSON);
+  std::string text = FROM_HF_YAML;
+  text.replace(text.find("  from_hf: hf.json\n"), 19, "  from_hf: hf.json\n  seq_len: 1024\n  layers: 8\n");
+  const WorkloadSpec w = config::load_workload(write("a.yaml", text));
+  EXPECT_EQ(w.model.seq_len, 1024);
+  EXPECT_EQ(w.model.layers, 8);
+  EXPECT_EQ(w.model.hidden, 4096);
+  // --set too.
+  const WorkloadSpec s =
+      config::load_workload(write("b.yaml", FROM_HF_YAML), {config::parse_override("model.vocab=64000")});
+  EXPECT_EQ(s.model.vocab, 64000);
+}
+
+// An unsupported model_type is an error naming the file and the key, listing the supported types.
+TEST_F(HfConfig, UnsupportedModelTypeIsAClearError) {
+  const fs::path p = write("hf.json", R"({"model_type": "gpt2", "n_embd": 768})");
+  const std::string msg = config_error([&] { config::read_hf_config(p); });
+  EXPECT_NE(msg.find(p.string() + ": key 'model_type': unsupported model type 'gpt2'"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, deepseek_v3"), std::string::npos) << msg;
+}
+
+// A missing field names the json file and the key (and what it was needed for).
+TEST_F(HfConfig, MissingFieldNamesFileAndKey) {
+  std::string json = LLAMA_JSON;
+  json.replace(json.find("\"hidden_size\": 4096, "), 21, "");
+  const fs::path p = write("hf.json", json);
+  const std::string msg = config_error([&] { config::read_hf_config(p); });
+  EXPECT_NE(msg.find(p.string() + ": key 'hidden_size': missing (needed for model.hidden)"),
+            std::string::npos)
+      << msg;
+}
+
+// Invalid JSON is reported with line:col; a missing file at the from_hf key of the workload.
+TEST_F(HfConfig, SyntaxErrorAndMissingFile) {
+  const fs::path p = write("hf.json", "{\n  \"model_type\": \"llama\",\n  oops\n}");
+  const std::string msg = config_error([&] { config::read_hf_config(p); });
+  EXPECT_NE(msg.find(p.string() + ":3:"), std::string::npos) << msg;
+  std::string yaml = FROM_HF_YAML;
+  yaml.replace(yaml.find("hf.json"), 7, "missing.json");
+  const std::string missing = config_error([&] { config::load_workload(write("a.yaml", yaml)); });
+  EXPECT_NE(missing.find("a.yaml:3:12: key 'model.from_hf': no such Hugging Face config"), std::string::npos)
+      << missing;
+}
+
+// Mixtral fields: num_local_experts, num_experts_per_tok; DeepSeek: routed, shared, first dense.
+TEST_F(HfConfig, BundledMoeConfigs) {
+  const ModelSpec mixtral = config::read_hf_config(SOURCE_DIR / "workloads/hf/mixtral-8x7b.json");
+  EXPECT_EQ(mixtral.moe.experts, 8);
+  EXPECT_EQ(mixtral.moe.top_k, 2);
+  EXPECT_EQ(mixtral.moe.expert_ffn_hidden, 14336);
+  EXPECT_NEAR(model::total_params(mixtral) / 46.7e9, 1.0, 0.01);
+  const ModelSpec ds = config::read_hf_config(SOURCE_DIR / "workloads/hf/deepseek-v3.json");
+  EXPECT_EQ(ds.moe.experts, 256);
+  EXPECT_EQ(ds.moe.top_k, 8);
+  EXPECT_EQ(ds.moe.shared_experts, 1);
+  EXPECT_EQ(ds.moe.first_dense_layers, 3);
+  EXPECT_EQ(ds.moe.expert_ffn_hidden, 2048);
+  EXPECT_FALSE(model::is_moe_layer(ds, 2));
+  EXPECT_TRUE(model::is_moe_layer(ds, 3));
+  // DeepSeek-V3 has 671B parameters with MLA attention; approximating MLA by attention with
+  // 128 KV heads changes the attention weights by about 10 %, the total by under 3 %.
+  EXPECT_NEAR(model::total_params(ds) / 671e9, 1.0, 0.03) << model::total_params(ds);
+}
+
+// The bundled MoE and long-context workloads load and pass the layout checks on their clusters.
+TEST_F(HfConfig, BundledWorkloadsPassLayoutChecks) {
+  struct Case {
+    const char* workload;
+    int nodes;
+    int dp;
+  };
+  for (const Case c :
+       {Case{"mixtral-8x7b", 8, 8}, Case{"deepseek-v3-like", 32, 32}, Case{"llama3-405b-128k", 28, 1}}) {
+    const ClusterSpec cluster =
+        config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
+                             {config::parse_override("cluster.nodes=" + std::to_string(c.nodes))});
+    WorkloadSpec w = config::load_workload(SOURCE_DIR / "workloads" / (std::string(c.workload) + ".yaml"));
+    EXPECT_NO_THROW(config::check_layout(cluster, w)) << c.workload;
+    EXPECT_EQ(w.parallel.dp, c.dp) << c.workload;
+  }
+}
+
+// Layout checks of expert and context parallelism, each a ModelError naming the rule.
+TEST_F(HfConfig, EpAndCpLayoutChecks) {
+  const ClusterSpec cluster = config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
+                                                   {config::parse_override("cluster.nodes=2")});
+  write("hf.json", LLAMA_JSON);
+  const auto layout_error = [&](const std::vector<std::string>& sets) {
+    std::vector<config::Override> o = {config::parse_override("batch.global_batch=64")};
+    for (const auto& s : sets)
+      o.push_back(config::parse_override(s));
+    WorkloadSpec w = config::load_workload(write("w.yaml", FROM_HF_YAML), o);
+    try {
+      config::check_layout(cluster, w);
+    } catch (const ModelError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(layout_error({"parallel.ep=2"}).find("parallel.ep = 2 needs a mixture-of-experts model"),
+            std::string::npos);
+  EXPECT_NE(layout_error({"model.moe={experts: 8, top_k: 2}", "parallel.ep=3"})
+                .find("does not divide parallel.dp = 16"),
+            std::string::npos);
+  EXPECT_NE(layout_error({"model.moe={experts: 6, top_k: 2}", "parallel.ep=4"})
+                .find("does not divide model.moe.experts = 6"),
+            std::string::npos);
+  EXPECT_NE(
+      layout_error({"parallel.cp=3", "parallel.dp=5", "parallel.tp=1"}).find("but the cluster has 16 GPUs"),
+      std::string::npos);
+  EXPECT_NE(layout_error({"parallel.cp=16", "model.seq_len=1000"})
+                .find("needs model.seq_len = 1000 divisible by cp = 16"),
+            std::string::npos);
+  EXPECT_EQ(layout_error({"parallel.cp=4", "model.moe={experts: 8, top_k: 2}", "parallel.ep=4"}), "");
+  // tp*cp*pp*dp = GPUs; dp derived with cp.
+  std::vector<config::Override> o = {config::parse_override("parallel.cp=4")};
+  o.push_back(config::parse_override("batch.global_batch=64"));
+  WorkloadSpec w = config::load_workload(write("w.yaml", FROM_HF_YAML), o);
+  config::check_layout(cluster, w);
+  EXPECT_EQ(w.parallel.dp, 4);
+  EXPECT_EQ(w.num_gpus(), 16);
+}
+
+// MoE keys are validated like every other key.
+TEST_F(HfConfig, MoeKeyErrors) {
+  write("hf.json", LLAMA_JSON);
+  const auto error = [&](const std::string& set) {
+    return config_error(
+        [&] { config::load_workload(write("w.yaml", FROM_HF_YAML), {config::parse_override(set)}); });
+  };
+  EXPECT_NE(error("model.moe={experts: 8, top_k: 9}")
+                .find("key 'model.moe.top_k': expected at most model.moe.experts = 8"),
+            std::string::npos);
+  EXPECT_NE(error("model.moe={top_k: 2}").find("missing required key 'model.moe.experts'"), std::string::npos)
+      << error("model.moe={top_k: 2}");
+  EXPECT_NE(
+      error("model.moe={experts: 8, routing: {distribution: pareto}}").find("expected one of uniform, zipf"),
+      std::string::npos);
+  EXPECT_NE(error("model.moe={experts: 8, capacity_factor: 0.5}").find("a number >= 1, or 0"),
+            std::string::npos);
+  EXPECT_NE(error("model.moe={experts: 8, top_kk: 2}").find("did you mean 'model.moe.top_k'"),
+            std::string::npos);
+}

@@ -1,0 +1,200 @@
+// Expert and context parallelism in the step DAG (docs/moe.md): the expert all-to-all payloads of
+// MODEL.md §4, routing skew on the experts' compute, expert and dense gradient groups, the rank
+// order, and the CP ring: per-GPU attention FLOPs / cp plus (cp-1) K,V sends per layer.
+
+#include "graph/step_builder.hpp"
+#include "model/moe.hpp"
+#include "model/transformer.hpp"
+
+#include "common/specs.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+using namespace stepsim;
+using graph::Block;
+using graph::CollectiveOp;
+using graph::CommGroup;
+using graph::Phase;
+
+namespace {
+
+graph::StepProgram build(const WorkloadSpec& w, bool fold = true) {
+  graph::BuildOptions o;
+  o.fold_dp = fold;
+  // Time proportional to FLOPs, so durations compare like FLOPs.
+  o.compute_time = [](const graph::ComputeQuery& q) { return Seconds(q.flops.value() * 1e-15); };
+  return graph::build_step(w, o);
+}
+
+/// A small Mixtral-like model: 4 layers, h 512, 8 experts of 1024, top-2.
+WorkloadSpec moe(int tp, int pp, int dp, int ep, int64_t m) {
+  ModelSpec model = test::small_gpt(4, 512, 256);
+  model.mlp = MlpKind::SWIGLU;
+  model.moe.experts = 8;
+  model.moe.top_k = 2;
+  model.moe.expert_ffn_hidden = 1024;
+  WorkloadSpec w = test::workload(model, tp, pp, dp, m);
+  w.parallel.ep = ep;
+  return w;
+}
+
+} // namespace
+
+// MODEL.md §4: per MoE layer per micro-batch, all-to-all dispatch and combine of b*s*k*h*2 bytes
+// per GPU in forward and the same two in backward, over the EP group.
+TEST(ExpertParallel, AllToAllBytesPerLayerAreBSKH2PerDirection) {
+  WorkloadSpec w = moe(1, 2, 4, 4, 3);
+  w.batch.micro_batch = 2;
+  w.batch.global_batch = 2 * 4 * 3;
+  const auto prog = build(w);
+  const double expected = 2.0 * 256 * 2 * 512 * 2; // b*s*k*h*2
+  std::map<std::pair<int, int>, int> per_layer_mb; // (layer, mb) -> all-to-alls
+  for (const graph::Task& t : prog.graph.tasks()) {
+    if (t.group != CommGroup::EP)
+      continue;
+    EXPECT_EQ(t.op, CollectiveOp::ALL_TO_ALL);
+    EXPECT_EQ(t.stream, graph::Stream::EP_COMM);
+    EXPECT_DOUBLE_EQ(t.bytes.value(), expected);
+    EXPECT_EQ(t.ranks_count, 4u);
+    if (prog.graph.participants(t).front() == t.rank && t.rank == prog.grid.rank(0, t.stage, 0))
+      ++per_layer_mb[{t.layer, t.micro_batch}];
+  }
+  // 4 layers x 3 micro-batches, each with 2 forward + 2 backward all-to-alls.
+  ASSERT_EQ(per_layer_mb.size(), 12u);
+  for (const auto& [k, n] : per_layer_mb)
+    EXPECT_EQ(n, 4) << "layer " << k.first << " mb " << k.second;
+}
+
+// EP subdivides DP: EP groups are ep consecutive DP ranks (same tp, pp); expert gradients are
+// reduced over the dp/ep GPUs holding the same experts, dense gradients over all dp.
+TEST(ExpertParallel, GroupsFollowMegatronOrder) {
+  const WorkloadSpec w = moe(2, 1, 8, 4, 1);
+  const auto prog = build(w, false);
+  const graph::RankGrid& g = prog.grid;
+  bool saw_expert_reduce = false, saw_dense_reduce = false;
+  for (const graph::Task& t : prog.graph.tasks()) {
+    if (t.kind != graph::TaskKind::COLLECTIVE)
+      continue;
+    const auto parts = prog.graph.participants(t);
+    if (t.group == CommGroup::EP) {
+      std::set<int> ep_index;
+      for (graph::Rank r : parts) {
+        EXPECT_EQ(g.tp_of(r), g.tp_of(parts.front()));
+        EXPECT_EQ(g.dp_of(r) / 4, g.dp_of(parts.front()) / 4);
+        ep_index.insert(g.ep_of(r));
+      }
+      EXPECT_EQ(ep_index.size(), 4u);
+    } else if (t.group == CommGroup::DP && t.layer >= 0) {
+      saw_expert_reduce = true;
+      EXPECT_EQ(parts.size(), 2u); // dp / ep
+      EXPECT_EQ(g.ep_of(parts[0]), g.ep_of(parts[1]));
+      EXPECT_DOUBLE_EQ(t.bytes.value(), model::layer_params_at(w.model, t.layer, 2, 4).expert * 2.0);
+    } else if (t.group == CommGroup::DP) {
+      saw_dense_reduce = true;
+      EXPECT_EQ(parts.size(), 8u);
+    }
+  }
+  EXPECT_TRUE(saw_expert_reduce);
+  EXPECT_TRUE(saw_dense_reduce);
+}
+
+// With uniform routing every EP rank's experts take the same time; a Zipf skew slows the most
+// loaded EP rank's experts (which set the MoE layer's pace: the combine waits for them) by the
+// max/mean load ratio of model::ep_imbalance.
+TEST(ExpertParallel, ZipfSkewSlowsTheMoeLayerByMaxOverMeanLoad) {
+  WorkloadSpec w = moe(1, 1, 8, 8, 1);
+  auto expert_times = [](const graph::StepProgram& p, int layer) {
+    std::vector<double> out;
+    for (const graph::Task& t : p.graph.tasks())
+      if (t.block == Block::EXPERTS && t.phase == Phase::FORWARD && t.layer == layer)
+        out.push_back(t.duration.value());
+    return out;
+  };
+  const auto uniform = expert_times(build(w), 1);
+  ASSERT_EQ(uniform.size(), 8u);
+  for (double d : uniform)
+    EXPECT_DOUBLE_EQ(d, uniform.front());
+  w.model.moe.routing.distribution = RoutingDistribution::ZIPF;
+  w.model.moe.routing.zipf_exponent = 1.0;
+  w.model.moe.routing.seed = 3;
+  const auto skewed = expert_times(build(w), 1);
+  const double slowest = *std::max_element(skewed.begin(), skewed.end());
+  EXPECT_NEAR(slowest / uniform.front(), model::ep_imbalance(w, 1), 1e-9);
+  EXPECT_GT(slowest / uniform.front(), 1.5);
+}
+
+// Folding simulates every CP rank and one EP group (ep consecutive DP ranks).
+TEST(ExpertParallel, FoldingKeepsOneEpGroup) {
+  const auto prog = build(moe(2, 2, 8, 4, 2));
+  EXPECT_EQ(prog.simulated_ranks.size(), 2u * 2u * 4u);
+}
+
+// CP = 2 halves the attention FLOPs per GPU (queries s/2 against all s keys; projections of s/2
+// tokens), halves the MLP's, and adds the ring: per layer and micro-batch cp-1 = 1 send of the
+// local K,V block (2*b*(s/2)*kv*2 bytes) in forward and one of twice that (K,V with dK,dV) in
+// backward, from every CP rank to the next.
+TEST(ContextParallel, Cp2HalvesAttentionFlopsAndAddsRingTraffic) {
+  ModelSpec m = test::llama2_70b();
+  m.layers = 2;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 4;
+  m.ffn_hidden = 2816;
+  m.seq_len = 4096;
+  WorkloadSpec w = test::workload(m, 1, 1, 2, 2);
+  auto flops = [](const graph::StepProgram& p, graph::Rank r, Block b) {
+    double f = 0;
+    for (const graph::Task& t : p.graph.tasks())
+      if (t.kind == graph::TaskKind::COMPUTE && t.rank == r && t.block == b && t.phase == Phase::FORWARD)
+        f += t.flops.value();
+    return f;
+  };
+  const auto base = build(w);
+  w.parallel.cp = 2;
+  w.parallel.dp = 1;
+  w.batch.global_batch = 2;
+  const auto cp = build(w);
+  EXPECT_NEAR(flops(cp, 0, Block::ATTENTION) / flops(base, 0, Block::ATTENTION), 0.5, 1e-12);
+  EXPECT_NEAR(flops(cp, 1, Block::ATTENTION) / flops(base, 0, Block::ATTENTION), 0.5, 1e-12);
+  EXPECT_NEAR(flops(cp, 0, Block::MLP) / flops(base, 0, Block::MLP), 0.5, 1e-12);
+  const double block = 2.0 * 2048 * (4 * 64) * 2; // K and V of s/cp tokens, 4 KV heads of 64
+  int fwd = 0, bwd = 0;
+  for (const graph::Task& t : cp.graph.tasks()) {
+    if (t.group != CommGroup::CP)
+      continue;
+    EXPECT_EQ(t.op, CollectiveOp::SEND);
+    EXPECT_EQ(t.stream, graph::Stream::CP_COMM);
+    const auto parts = cp.graph.participants(t);
+    EXPECT_EQ(cp.grid.cp_of(parts[1]), (cp.grid.cp_of(parts[0]) + 1) % 2);
+    if (t.phase == Phase::FORWARD) {
+      ++fwd;
+      EXPECT_DOUBLE_EQ(t.bytes.value(), block);
+    } else {
+      ++bwd;
+      EXPECT_DOUBLE_EQ(t.bytes.value(), 2 * block);
+    }
+  }
+  EXPECT_EQ(fwd, 2 * 2 * 2); // layers x micro-batches x CP ranks, (cp-1) = 1 step each
+  EXPECT_EQ(bwd, 2 * 2 * 2);
+  // Rank order tp, cp, dp, pp: the two CP ranks of a TP-1 replica are GPUs 0 and 1.
+  EXPECT_EQ(cp.grid.cp_of(1), 1);
+  EXPECT_EQ(cp.simulated_ranks.size(), 2u);
+}
+
+// Dense gradients are all-reduced over dp*cp GPUs (CP ranks hold the same weights).
+TEST(ContextParallel, DenseGradientsSpanDpTimesCp) {
+  WorkloadSpec w = test::workload(test::small_gpt(2, 512, 256), 1, 1, 2, 1);
+  w.parallel.cp = 2;
+  const auto prog = build(w);
+  bool saw = false;
+  for (const graph::Task& t : prog.graph.tasks())
+    if (t.group == CommGroup::DP) {
+      saw = true;
+      EXPECT_EQ(t.ranks_count, 4u);
+    }
+  EXPECT_TRUE(saw);
+}
