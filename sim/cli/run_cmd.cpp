@@ -30,6 +30,8 @@ options:
   --collectives FORM     auto | fine | coarse  (how collectives expand into flows; default auto)
   --no-fold              simulate every DP replica instead of one (slower, same answer on
                          symmetric fabrics)
+  --no-sampling          run every flow of large collectives (slower; by default only the
+                         flows touching simulated nodes run on non-blocking fabrics)
   --quiet                no table on stdout
   --fail-on-oom          exit with code 3 when a GPU's peak memory exceeds its capacity
                          (by default that is reported, fits_in_memory: false, and exit 0)
@@ -51,7 +53,8 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
   const bool quiet = args.flag("--quiet");
   const bool fail_on_oom = args.flag("--fail-on-oom");
   runner::SimulateOptions options{.collective_form = parse_collective_form(args.value("--collectives", "auto")),
-                                  .fold_dp = !args.flag("--no-fold")};
+                                  .fold_dp = !args.flag("--no-fold"),
+                                  .sample_collectives = !args.flag("--no-sampling")};
   args.finish();
 
   const Job job = load_job(cluster_file, workload_file, overrides);

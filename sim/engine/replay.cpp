@@ -84,6 +84,9 @@ public:
 
     const size_t n = g_.size();
     check_ranks();
+    observed_nodes_.assign(static_cast<size_t>(cluster_.nodes), false);
+    for (graph::Rank r : prog_.simulated_ranks)
+      observed_nodes_[static_cast<size_t>(r / cluster_.gpus_per_node)] = true;
     waiting_.resize(n);
     result_.start.assign(n, Seconds(-1.0));
     result_.end.assign(n, Seconds(-1.0));
@@ -252,6 +255,8 @@ private:
       algorithm = collectives::choose(op, ranks, t.bytes, view_);
     result_.algorithm[id] = algorithm;
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_);
+    if (options_.sample_above_ranks > 0 && ranks.size() > static_cast<size_t>(options_.sample_above_ranks))
+      sample_flows(rc.program);
     const size_t nf = rc.program.flows.size();
     rc.unfinished = static_cast<uint32_t>(nf);
     rc.waiting.assign(nf, 0);
@@ -269,6 +274,28 @@ private:
     for (size_t f = 0; f < nf; ++f)
       if (rc.waiting[f] == 0)
         start_flow(slot, static_cast<uint32_t>(f));
+  }
+
+  /// Keeps only the flows touching an observed node (one hosting a simulated rank), when the
+  /// program's flows are independent of each other; a program with intra-program dependencies is
+  /// left whole (its critical path may run through unobserved nodes).
+  void sample_flows(collectives::FlowProgram& program) const {
+    if (!program.deps.empty() || program.flows.empty())
+      return;
+    std::vector<collectives::Flow> kept;
+    for (const collectives::Flow& f : program.flows)
+      if (observed(f.src) || observed(f.dst))
+        kept.push_back(f);
+    if (kept.empty() || kept.size() == program.flows.size())
+      return;
+    program.flows = std::move(kept);
+    program.dep_begin.assign(program.flows.size() + 1, 0);
+  }
+
+  /// Whether an endpoint (a GPU, or a node's switch as a negative id) is on an observed node.
+  bool observed(int32_t endpoint) const {
+    const int node = endpoint >= 0 ? endpoint / cluster_.gpus_per_node : collectives::node_of_switch_endpoint(endpoint);
+    return node >= 0 && static_cast<size_t>(node) < observed_nodes_.size() && observed_nodes_[static_cast<size_t>(node)];
   }
 
   void start_flow(size_t slot, uint32_t f) {
@@ -351,6 +378,7 @@ private:
   const std::vector<std::function<void(const TaskEvent&)>>& listeners_;
   topology::Platform platform_;
   collectives::TopologyView view_;
+  std::vector<bool> observed_nodes_; ///< nodes hosting a simulated rank
   std::unordered_map<uint64_t, std::pair<Seconds, BytesPerSec>> routes_;
 
   /// Latency and bottleneck bandwidth of the route between two endpoints, cached.

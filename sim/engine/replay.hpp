@@ -25,6 +25,12 @@ struct ReplayOptions {
   /// Factor >= 1: while any flow from or to a GPU is in flight, compute on that GPU progresses
   /// at 1/overlap_slowdown of its speed (NCCL kernels hold SMs and HBM bandwidth). 1 = off.
   double overlap_slowdown = 1.0;
+  /// Symmetry sampling of large collectives (docs/engine.md): in a collective of more than
+  /// `sample_above_ranks` ranks whose flows are independent of each other (coarse rings,
+  /// pairwise all-to-all), run only the flows that start or end on a node hosting a simulated
+  /// rank; the others are copies of them on nodes nobody observes. Exact when every node sees
+  /// the same traffic (non-blocking fabric, folded DP replicas). 0 = off.
+  int sample_above_ranks = 0;
 };
 
 /// A task that finished: its id in the graph and its simulated interval.

@@ -139,14 +139,33 @@ std::vector<kernels::KernelShape> compute_kernel_shapes(const WorkloadSpec& work
   return out;
 }
 
+namespace {
+
+/// Collectives of more ranks than this are symmetry-sampled on non-blocking fabrics
+/// (docs/engine.md); below it every flow runs.
+constexpr int SAMPLE_ABOVE_RANKS = 64;
+
+/// A fabric on which flows of different nodes meet only at the nodes' own links: a fat tree with
+/// no oversubscription at any tier.
+bool non_blocking(const ClusterSpec& c) {
+  return c.fabric.kind == FabricKind::FAT_TREE && c.fabric.oversubscription <= 1.0 &&
+         (c.fabric.tiers < 3 || c.fabric.spine_oversubscription <= 1.0);
+}
+
+} // namespace
+
 Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, const SimulateOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   Simulation sim;
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
   graph::BuildOptions build{.fold_dp = options.fold_dp, .compute_time = compute_time_model(cluster, workload, table)};
   sim.program = graph::build_step(workload, build);
-  engine::Replay replay(sim.program, cluster, engine::ReplayOptions{.collective_form = options.collective_form, .algorithms = workload.collectives,
-                                                                    .overlap_slowdown = overlap_slowdown(cluster, table.get())});
+  engine::ReplayOptions replay_options{.collective_form = options.collective_form,
+                                       .algorithms = workload.collectives,
+                                       .overlap_slowdown = overlap_slowdown(cluster, table.get())};
+  if (options.fold_dp && options.sample_collectives && non_blocking(cluster))
+    replay_options.sample_above_ranks = SAMPLE_ABOVE_RANKS;
+  engine::Replay replay(sim.program, cluster, replay_options);
   sim.result = replay.run();
   sim.summary = report::summarize(sim.program, sim.result.start, sim.result.end, cluster, workload);
   sim.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
