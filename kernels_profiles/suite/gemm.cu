@@ -1,10 +1,13 @@
 // GEMMs through cuBLASLt: Y[m,n] = X[m,k] · W[n,k]ᵀ, row-major (nn.Linear). In cuBLAS's
 // column-major terms: D(n×m) = op(A)·B with A = W stored k×n (ld k, op T), B = X stored k×m
 // (ld k), i.e. the "TN" layout that fp8 requires and 16-bit GEMMs run fastest in.
+// A batched shape (batch > 1) runs `batch` such products in one strided-batched call, each
+// operand's matrices stored back to back.
 
 #include "common.cuh"
 
 #include <string>
+#include <utility>
 
 namespace stepsim::suite {
 
@@ -56,7 +59,7 @@ size_t output_size(Dtype) {
 /// One planned cuBLASLt matmul (descriptors and the heuristic's first algorithm).
 class LtGemm {
 public:
-  LtGemm(Dtype dtype, int64_t m, int64_t n, int64_t k) {
+  LtGemm(Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
     CHECK_CUBLAS(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T;
     const cublasOperation_t tb = CUBLAS_OP_N;
@@ -65,6 +68,16 @@ public:
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&a_, input_type(dtype), k, n, k));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&b_, input_type(dtype), k, m, k));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&c_, output_type(dtype), n, m, n));
+    if (batch > 1) {
+      const int32_t count = static_cast<int32_t>(batch);
+      const std::pair<cublasLtMatrixLayout_t, int64_t> strided[] = {{a_, n * k}, {b_, m * k}, {c_, m * n}};
+      for (const auto &[layout, stride] : strided) {
+        CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                      sizeof count));
+        CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                      sizeof stride));
+      }
+    }
     cublasLtMatmulPreference_t pref = nullptr;
     CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = kWorkspaceBytes;
@@ -101,13 +114,16 @@ private:
   bool ok_ = false;
 };
 
-/// Reference: one thread per output, fp32 accumulation.
+/// Reference: one thread per output, fp32 accumulation; blockIdx.z is the batch index.
 template <class T>
 __global__ void reference_gemm(const T *w, const T *x, float *y, int64_t m, int64_t n, int64_t k) {
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t i = blockIdx.y;
   if (j >= n || i >= m)
     return;
+  w += blockIdx.z * n * k;
+  x += blockIdx.z * m * k;
+  y += blockIdx.z * m * n;
   float acc = 0;
   for (int64_t p = 0; p < k; ++p)
     acc += to_float(x[i * k + p]) * to_float(w[j * k + p]);
@@ -115,15 +131,19 @@ __global__ void reference_gemm(const T *w, const T *x, float *y, int64_t m, int6
 }
 
 template <class T>
-void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n, int64_t k) {
+void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
   CheckResult r;
-  r.name = std::string("gemm ") + kernels::to_string(dtype) + " " + std::to_string(m) + "x" +
-           std::to_string(n) + "x" + std::to_string(k) + " (cuBLASLt) vs reference kernel";
+  r.name = std::string("gemm ") + kernels::to_string(dtype) + " " + (batch > 1 ? std::to_string(batch) + "x(" : "") +
+           std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (batch > 1 ? ")" : "") +
+           " (cuBLASLt) vs reference kernel";
   r.tolerance = 1e-2;
-  const size_t wb = static_cast<size_t>(n * k) * sizeof(T);
-  const size_t xb = static_cast<size_t>(m * k) * sizeof(T);
-  const size_t yb = static_cast<size_t>(m * n) * output_size(dtype);
-  const size_t refb = static_cast<size_t>(m * n) * sizeof(float);
+  const size_t wn = static_cast<size_t>(batch * n * k);
+  const size_t xn = static_cast<size_t>(batch * m * k);
+  const size_t yn = static_cast<size_t>(batch * m * n);
+  const size_t wb = wn * sizeof(T);
+  const size_t xb = xn * sizeof(T);
+  const size_t yb = yn * output_size(dtype);
+  const size_t refb = yn * sizeof(float);
   if (!arena().reserve(Arena::padded(wb) + Arena::padded(xb) + Arena::padded(yb) + Arena::padded(refb))) {
     std::fprintf(stderr, "%s:%d: no memory for the gemm check\n", __FILE__, __LINE__);
     std::exit(1);
@@ -131,10 +151,10 @@ void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n,
   T *w = static_cast<T *>(arena().carve(wb));
   T *x = static_cast<T *>(arena().carve(xb));
   bf16 *y16 = static_cast<bf16 *>(arena().carve(yb)); // bf16 or fp16 storage, 2 bytes each
-  float *ref = arena().carve_n<float>(static_cast<size_t>(m * n));
-  fill_uniform(w, static_cast<size_t>(n * k), 11, -1.0f, 1.0f);
-  fill_uniform(x, static_cast<size_t>(m * k), 12, -1.0f, 1.0f);
-  const LtGemm g(dtype, m, n, k);
+  float *ref = arena().carve_n<float>(yn);
+  fill_uniform(w, wn, 11, -1.0f, 1.0f);
+  fill_uniform(x, xn, 12, -1.0f, 1.0f);
+  const LtGemm g(dtype, m, n, k, batch);
   if (!g.ok()) {
     r.name += ": no cuBLASLt algorithm";
     out.push_back(r);
@@ -142,13 +162,13 @@ void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n,
   }
   g.run(w, x, y16);
   reference_gemm<T>
-      <<<dim3(static_cast<unsigned>((n + 127) / 128), static_cast<unsigned>(m)), 128>>>(w, x, ref, m, n, k);
+      <<<dim3(static_cast<unsigned>((n + 127) / 128), static_cast<unsigned>(m), static_cast<unsigned>(batch)), 128>>>(
+          w, x, ref, m, n, k);
   CHECK_LAUNCH();
   CHECK_CUDA(cudaDeviceSynchronize());
-  const std::vector<float> got = dtype == Dtype::FP16
-                                     ? download(reinterpret_cast<fp16 *>(y16), static_cast<size_t>(m * n))
-                                     : download(y16, static_cast<size_t>(m * n));
-  const std::vector<float> want_f = download(ref, static_cast<size_t>(m * n));
+  const std::vector<float> got =
+      dtype == Dtype::FP16 ? download(reinterpret_cast<fp16 *>(y16), yn) : download(y16, yn);
+  const std::vector<float> want_f = download(ref, yn);
   const std::vector<double> want(want_f.begin(), want_f.end());
   r.max_error = relative_max_error(got, want);
   r.passed = r.max_error <= r.tolerance;
@@ -158,15 +178,16 @@ void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n,
 template <class T> Measurement time_gemm(const kernels::KernelShape &s, const TimingOptions &o) {
   Measurement meas;
   meas.impl = "cublaslt";
-  const LtGemm g(s.dtype, s.m, s.n, s.k);
+  const LtGemm g(s.dtype, s.m, s.n, s.k, s.batch);
   if (!g.ok()) {
     meas.why = "no cuBLASLt algorithm for this shape";
     return meas;
   }
-  const size_t wn = static_cast<size_t>(s.n * s.k);
-  const size_t xn = static_cast<size_t>(s.m * s.k);
+  const int64_t batch = s.batch > 1 ? s.batch : 1;
+  const size_t wn = static_cast<size_t>(batch * s.n * s.k);
+  const size_t xn = static_cast<size_t>(batch * s.m * s.k);
   const size_t set = Arena::padded(wn * sizeof(T)) + Arena::padded(xn * sizeof(T));
-  const size_t yb = Arena::padded(static_cast<size_t>(s.m * s.n) * output_size(s.dtype));
+  const size_t yb = Arena::padded(static_cast<size_t>(batch * s.m * s.n) * output_size(s.dtype));
   const int rot = rotations_for(set);
   if (!arena().reserve(set * static_cast<size_t>(rot) + yb)) {
     meas.why = "does not fit in device memory";
@@ -192,6 +213,7 @@ template <class T> Measurement time_gemm(const kernels::KernelShape &s, const Ti
 void check_gemm(std::vector<CheckResult> &out, bool fp8_supported) {
   check_one<bf16>(out, Dtype::BF16, 256, 384, 512);
   check_one<bf16>(out, Dtype::BF16, 200, 328, 136);
+  check_one<bf16>(out, Dtype::BF16, 96, 64, 96, 3); // strided batched, as unfused attention's QKᵀ
   check_one<fp16>(out, Dtype::FP16, 256, 384, 512);
   if (fp8_supported)
     check_one<fp8>(out, Dtype::FP8_E4M3, 272, 384, 512);

@@ -111,7 +111,7 @@ double dtype_bytes(Dtype dtype) {
 Flops kernel_flops(const KernelShape &s) {
   switch (s.kind) {
   case KernelKind::GEMM:
-    return Flops(2.0 * d(s.m) * d(s.n) * d(s.k));
+    return Flops(2.0 * d(s.batch) * d(s.m) * d(s.n) * d(s.k));
   case KernelKind::ATTENTION_FWD:
   case KernelKind::ATTENTION_BWD: {
     // QKᵀ and P·V: 2 matmuls of 2·s·s·d each per (batch, head).
@@ -146,7 +146,7 @@ Bytes kernel_bytes(const KernelShape &s) {
   case KernelKind::GEMM: {
     // fp8 GEMMs write a bf16 result.
     const double out = s.dtype == Dtype::FP8_E4M3 ? 2.0 : e;
-    return Bytes(e * (d(s.m) * d(s.k) + d(s.n) * d(s.k)) + out * d(s.m) * d(s.n));
+    return Bytes(d(s.batch) * (e * (d(s.m) * d(s.k) + d(s.n) * d(s.k)) + out * d(s.m) * d(s.n)));
   }
   case KernelKind::ATTENTION_FWD: {
     const double q = d(s.batch) * d(s.heads) * d(s.seq) * d(s.head_dim);
@@ -181,6 +181,8 @@ std::string shape_fields(const KernelShape &s) {
   std::ostringstream os;
   switch (family(s.kind)) {
   case KernelFamily::GEMM:
+    if (s.batch != 1)
+      os << "batch=" << s.batch << ';';
     os << "m=" << s.m << ";n=" << s.n << ";k=" << s.k;
     break;
   case KernelFamily::ATTENTION:
@@ -217,7 +219,7 @@ std::string validate(const KernelShape &s) {
       {gemm_f, {s.m, "m"}},
       {gemm_f, {s.n, "n"}},
       {gemm_f, {s.k, "k"}},
-      {attn_f, {s.batch, "batch"}},
+      {attn_f || gemm_f, {s.batch, "batch"}},
       {attn_f, {s.heads, "heads"}},
       {attn_f, {s.kv_heads, "kv_heads"}},
       {attn_f, {s.seq, "seq"}},
@@ -240,10 +242,11 @@ std::string validate(const KernelShape &s) {
   return "";
 }
 
-KernelShape gemm(Dtype dtype, int64_t m, int64_t n, int64_t k) {
+KernelShape gemm(Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch) {
   KernelShape s;
   s.kind = KernelKind::GEMM;
   s.dtype = dtype;
+  s.batch = batch;
   s.m = m;
   s.n = n;
   s.k = k;

@@ -30,11 +30,11 @@ enum class Dtype { FP32, BF16, FP16, FP8_E4M3 };
 struct KernelShape {
   KernelKind kind = KernelKind::GEMM;
   Dtype dtype = Dtype::BF16;
-  // GEMM
+  // GEMM (`batch` independent products of the same shape, strided: 1 for a plain GEMM)
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
-  // attention
+  // attention (and the GEMM batch count)
   int64_t batch = 0;
   int64_t heads = 0;    ///< query heads
   int64_t kv_heads = 0; ///< key/value heads (GQA), divides `heads`
@@ -65,7 +65,7 @@ bool parse_dtype(const std::string &text, Dtype &out);
 /// Bytes per element of `dtype`.
 double dtype_bytes(Dtype dtype);
 
-/// Useful FLOPs of one invocation (multiply-add = 2). Attention counts the causal half only;
+/// Useful FLOPs of one invocation (multiply-add = 2; a batched GEMM counts every product). Attention counts the causal half only;
 /// the backward counts 2.5× the forward (5 matmuls instead of 2).
 Flops kernel_flops(const KernelShape &shape);
 
@@ -80,12 +80,14 @@ std::string shape_fields(const KernelShape &shape);
 /// "gemm bf16 m=..;n=..;k=.." for messages.
 std::string describe(const KernelShape &shape);
 
-/// Checks that the fields of the kind's family are positive (kv_heads divides heads) and the
-/// others zero. Returns "" when valid, else the reason.
+/// Checks that the fields of the kind's family are positive (kv_heads divides heads; a GEMM's
+/// batch counts as one of its fields) and the others zero. Returns "" when valid, else the reason.
 std::string validate(const KernelShape &shape);
 
 // Convenience constructors.
-KernelShape gemm(Dtype dtype, int64_t m, int64_t n, int64_t k);
+/// A GEMM Y[m,n] = X[m,k]·W[n,k]ᵀ, or `batch` of them at once (a strided batched GEMM such as
+/// the per-head QKᵀ of unfused attention).
+KernelShape gemm(Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch = 1);
 struct AttentionDims {
   int64_t batch = 0;
   int64_t heads = 0;

@@ -61,7 +61,7 @@ struct Dims {
 Dims dims_of(const KernelShape &s) {
   switch (family(s.kind)) {
   case KernelFamily::GEMM:
-    return {{s.m, s.n, s.k, 0, 0}, 3};
+    return {{s.m, s.n, s.k, s.batch, 0}, 4};
   case KernelFamily::ATTENTION:
     return {{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim}, 5};
   case KernelFamily::ROWWISE:

@@ -111,7 +111,7 @@ std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &
   int64_t causal = -1;
   switch (family(kind)) {
   case KernelFamily::GEMM:
-    slots = {{"m", &s.m}, {"n", &s.n}, {"k", &s.k}};
+    slots = {{"batch", &s.batch}, {"m", &s.m}, {"n", &s.n}, {"k", &s.k}};
     break;
   case KernelFamily::ATTENTION:
     slots = {{"batch", &s.batch}, {"heads", &s.heads},       {"kv_heads", &s.kv_heads},
@@ -143,8 +143,11 @@ std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &
     if (!parse_int(value, *it->second))
       return "shape key '" + key + "': '" + value + "' is not an integer";
   }
+  // A GEMM's batch is optional: absent means one product.
+  if (family(kind) == KernelFamily::GEMM && !seen.count("batch"))
+    s.batch = 1;
   for (const auto &[k, p] : slots) {
-    if (!seen.count(k))
+    if (!seen.count(k) && !(family(kind) == KernelFamily::GEMM && k == "batch"))
       return "shape lacks '" + k + "'";
   }
   if (family(kind) == KernelFamily::ATTENTION) {

@@ -33,11 +33,12 @@ double gemm_factor(const KernelShape &s, double sms) {
   const double m = static_cast<double>(s.m);
   const double n = static_cast<double>(s.n);
   const double k = static_cast<double>(s.k);
+  const double batch = static_cast<double>(std::max<int64_t>(1, s.batch));
   double best = 0;
   for (const GemmTile &t : kGemmTiles) {
     const double tm = ceil_div(m, t.rows);
     const double tn = ceil_div(n, t.cols);
-    double tiles = tm * tn;
+    double tiles = tm * tn * batch; // a batched GEMM runs every product's tiles in one grid
     if (tiles < sms) {
       // Split-k: spread k over idle SMs, keeping slices deep enough to stay efficient.
       const double split = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / kSplitKMinDepth)));

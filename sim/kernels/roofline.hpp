@@ -18,7 +18,8 @@ struct GemmTile {
 
 /// GEMM: max over the candidate tiles of rate · wave efficiency · edge efficiency, times the
 /// k-loop efficiency k / (k + 32). Wave efficiency = tiles / (waves · sm_count) with one CTA
-/// per SM and split-k when there are fewer tiles than SMs; edge efficiency = m·n over the
+/// per SM and split-k when there are fewer tiles than SMs (a batched GEMM has batch × the tiles
+/// of one product); edge efficiency = m·n over the
 /// padded tile area.
 /// Attention: wave efficiency of (batch · heads · ceil(seq/128)) row blocks, times
 /// seq / (seq + 128) (per-block prologue), times min(1, head_dim/128)^0.25, times 0.9 when

@@ -31,6 +31,7 @@ struct RankDims {
   int64_t ffn = 0;       ///< f/t
   int64_t vocab = 0;     ///< V/t
   AttentionDims attn;
+  bool flash = true;      ///< fused attention core, else attention_core_kernels
   KernelKind norm = KernelKind::LAYERNORM;
   KernelKind activation = KernelKind::GELU;
 };
@@ -65,6 +66,7 @@ RankDims rank_dims(const WorkloadSpec &w) {
                          .seq = m.seq_len,
                          .head_dim = d,
                          .causal = true};
+  r.flash = w.training.flash_attention;
   r.norm = m.norm == NormKind::RMSNORM ? KernelKind::RMSNORM : KernelKind::LAYERNORM;
   r.activation = swiglu ? KernelKind::SWIGLU : KernelKind::GELU;
   return r;
@@ -89,6 +91,39 @@ public:
     add(gemm(r_.dtype, r_.tokens, k, n), 1.0, dgrad_role);
     add(gemm(r_.dtype, n, k, r_.tokens), 1.0, wgrad_role);
   }
+  /// The attention core: the fused kernel, or the unfused kernels (attention_core_kernels).
+  void attention_core(StepPass pass, const char *fused_role) {
+    if (r_.flash) {
+      const KernelKind kind = pass == StepPass::BACKWARD ? KernelKind::ATTENTION_BWD : KernelKind::ATTENTION_FWD;
+      add(attention(kind, r_.dtype, r_.attn), 1.0, fused_role);
+      return;
+    }
+    const RankDims &r = r_;
+    const int64_t b = r.attn.batch * r.attn.heads; // score matrices
+    const int64_t s = r.attn.seq;
+    const int64_t d = r.attn.head_dim;
+    const KernelShape scores_by_keys = gemm(r.dtype, s, s, d, b); // S = Q·Kᵀ, dP = dO·Vᵀ
+    const KernelShape rows_by_head = gemm(r.dtype, s, d, s, b);   // O = P·V, dV, dQ, dK
+    const KernelShape softmax = rowwise(KernelKind::SOFTMAX_XENT, r.dtype, b * s, s);
+    // Dropout: 16-bit scores read and written plus a 1-byte mask, as a copy of that traffic.
+    const int64_t e = static_cast<int64_t>(dtype_bytes(r.dtype));
+    const int64_t copy_elements = ((2 * e + 1) * b * s * s + 2 * e - 1) / (2 * e);
+    const KernelShape dropout = elementwise(KernelKind::MEMCPY, r.dtype, copy_elements);
+    if (pass == StepPass::BACKWARD) {
+      add(scores_by_keys, 1.0, "attention-v dgrad (dP)");
+      add(rows_by_head, 1.0, "attention-v wgrad (dV)");
+      add(dropout, 1.0, "attention dropout bwd");
+      add(softmax, 1.5, "softmax bwd");
+      add(rows_by_head, 1.0, "qk dgrad (dQ)");
+      add(rows_by_head, 1.0, "qk dgrad (dK)");
+      return;
+    }
+    const bool again = pass == StepPass::RECOMPUTE;
+    add(scores_by_keys, 1.0, again ? "qk^T (recompute)" : "qk^T fwd");
+    add(softmax, 1.0, again ? "scale-mask-softmax (recompute)" : "scale-mask-softmax fwd");
+    add(dropout, 1.0, again ? "attention dropout (recompute)" : "attention dropout fwd");
+    add(rows_by_head, 1.0, again ? "attention-v (recompute)" : "attention-v fwd");
+  }
   void add(const KernelShape &s, double factor, const char *role) {
     calls_.push_back(KernelCall{.shape = s, .time_factor = factor, .role = role});
   }
@@ -104,7 +139,7 @@ void forward(Calls &c, const RankDims &r, StepBlock block) {
   case StepBlock::ATTENTION:
     c.norm(1.0, "input norm fwd");
     c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd");
-    c.add(attention(KernelKind::ATTENTION_FWD, r.dtype, r.attn), 1.0, "attention fwd");
+    c.attention_core(StepPass::FORWARD, "attention fwd");
     c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd");
     c.residual("bias-dropout-add fwd");
     return;
@@ -128,7 +163,7 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
   case StepBlock::ATTENTION:
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.attn_in, "out-proj dgrad", "out-proj wgrad");
-    c.add(attention(KernelKind::ATTENTION_BWD, r.dtype, r.attn), 1.0, "attention bwd");
+    c.attention_core(StepPass::BACKWARD, "attention bwd");
     c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad");
     c.norm(2.0, "input norm bwd");
     return;
@@ -158,13 +193,21 @@ std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, St
   case StepPass::BACKWARD:
     // Selective recomputation repeats the attention core just before the attention backward.
     if (block == StepBlock::ATTENTION && w.training.recompute == Recompute::SELECTIVE)
-      c.add(attention(KernelKind::ATTENTION_FWD, r.dtype, r.attn), 1.0, "attention fwd (recompute)");
+      c.attention_core(StepPass::RECOMPUTE, "attention fwd (recompute)");
     backward(c, r, block);
     break;
   case StepPass::RECOMPUTE:
     forward(c, r, block);
     break;
   }
+  return c.take();
+}
+
+std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, StepPass pass) {
+  RankDims r = rank_dims(w);
+  r.flash = false;
+  Calls c(r);
+  c.attention_core(pass, "");
   return c.take();
 }
 

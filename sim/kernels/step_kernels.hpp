@@ -42,11 +42,28 @@ struct KernelCall {
 ///    2× their forward; the residual add's gradient (same shape). The logits backward has no
 ///    loss kernel (its gradient came with the forward).
 ///    With selective recomputation the attention backward starts with the recomputed
-///    attention forward (the graph builder folds it into that task).
+///    attention core (the graph builder folds it into that task).
 ///  - RECOMPUTE (full recomputation): the forward's kernels.
+/// The attention core is the fused (FlashAttention-style) kernel when training.flash_attention
+/// is true, else the unfused kernels of attention_core_kernels.
 /// Throws ModelError when a dimension is not positive or does not divide by tp (as
 /// workload_kernels).
 std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass);
+
+/// The attention core of one micro-batch on one TP rank without FlashAttention, as Megatron-LM
+/// (2021-22) runs it: with B = micro_batch · a/t score matrices of s × s and d = head_dim,
+///  - FORWARD (also what recomputation repeats): the batched QKᵀ GEMM (B × (s, s, d); the 1/√d
+///    scale is its alpha), the fused scale-mask-softmax (rows B·s of s columns, 16-bit scores
+///    read, probabilities written; causal masking does not skip work), the dropout of the
+///    probabilities (read 2, write 2 bytes per score plus a 1-byte mask: a MEMCPY of the same
+///    traffic) and the batched attention·V GEMM (B × (s, d, s)).
+///  - BACKWARD: dP = dO·Vᵀ (B × (s, s, d)), dV = Pᵀ·dO (B × (s, d, s)), the dropout backward
+///    (read gradient and mask, write gradient: the dropout's traffic), the softmax backward (read
+///    probabilities and gradient, write gradient: 1.5× the forward's traffic), dQ = dS·K and
+///    dK = dSᵀ·Q (B × (s, d, s) each).
+/// With fewer KV heads than query heads (GQA) K and V are broadcast: still B products.
+/// Throws ModelError as block_kernels; RECOMPUTE equals FORWARD.
+std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, StepPass pass);
 
 /// The optimizer step of a rank that updates `params` fp32 parameters: one fused Adam kernel.
 /// Precondition: params > 0.

@@ -1,6 +1,7 @@
 #include "kernels/workload_kernels.hpp"
 
 #include "core/error.hpp"
+#include "kernels/step_kernels.hpp"
 
 #include <algorithm>
 #include <set>
@@ -95,8 +96,14 @@ std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
                            .seq = m.seq_len,
                            .head_dim = d,
                            .causal = true};
-  out.add(attention(KernelKind::ATTENTION_FWD, dt, attn));
-  out.add(attention(KernelKind::ATTENTION_BWD, dt, attn));
+  if (w.training.flash_attention) {
+    out.add(attention(KernelKind::ATTENTION_FWD, dt, attn));
+    out.add(attention(KernelKind::ATTENTION_BWD, dt, attn));
+  } else {
+    for (StepPass pass : {StepPass::FORWARD, StepPass::BACKWARD})
+      for (const KernelCall &call : attention_core_kernels(w, pass))
+        out.add(call.shape);
+  }
   linear(out, dt, tokens, h, heads_rank * d);              // attention-out (row parallel)
   linear(out, dt, tokens, (swiglu ? 2 : 1) * ffn_rank, h); // MLP up (gate+up fused for swiglu)
   out.add(elementwise(swiglu ? KernelKind::SWIGLU : KernelKind::GELU, dt, tokens * ffn_rank));
@@ -157,18 +164,21 @@ std::vector<KernelShape> reference_profile_shapes() {
       for (int64_t tokens : {2048, 4096, 8192}) {
         if (tokens % m.seq_len != 0)
           continue;
-        WorkloadSpec w;
-        w.name = m.name;
-        w.model = m;
-        w.batch.micro_batch = tokens / m.seq_len;
-        w.batch.global_batch = w.batch.micro_batch;
-        w.parallel.tp = tp;
-        for (const KernelShape &s : workload_kernels(w)) {
-          if (s.kind == KernelKind::ADAM)
-            continue; // whole-model sizes: covered by the sweep below
-          out.add(s);
-          if (s.kind == KernelKind::GEMM)
-            bf16_gemms.push_back(s);
+        for (bool flash : {true, false}) { // fused attention, and Megatron's unfused kernels
+          WorkloadSpec w;
+          w.name = m.name;
+          w.model = m;
+          w.batch.micro_batch = tokens / m.seq_len;
+          w.batch.global_batch = w.batch.micro_batch;
+          w.parallel.tp = tp;
+          w.training.flash_attention = flash;
+          for (const KernelShape &s : workload_kernels(w)) {
+            if (s.kind == KernelKind::ADAM)
+              continue; // whole-model sizes: covered by the sweep below
+            out.add(s);
+            if (s.kind == KernelKind::GEMM && s.batch == 1)
+              bf16_gemms.push_back(s);
+          }
         }
       }
     }

@@ -276,7 +276,15 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   } else {
     return skip("unrecognised recompute '" + run.recompute + "'");
   }
-  w << "training:\n  recompute: " << recompute << "\n";
+  // Fused (FlashAttention-style) attention by framework: NeMo (2024), Composer/FSDP (MosaicML,
+  // 2023) and other PyTorch-native stacks use it; Megatron-LM and (Megatron-)DeepSpeed of
+  // 2021-22, and a run naming no framework, ran the unfused QKᵀ/softmax/dropout/AV kernels.
+  const std::string fw = lower(run.framework);
+  const bool flash = has(fw, "nemo") || has(fw, "composer") || has(fw, "fsdp") || has(fw, "torchtitan") ||
+                     has(fw, "flash");
+  p.defaults.emplace_back(std::string("flash_attention=") + (flash ? "true" : "false") + " (framework '" +
+                          (run.framework.empty() ? "none" : run.framework) + "')");
+  w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << (flash ? "true" : "false") << "\n";
   p.workload_yaml = w.str();
 
   // Calibration knobs, then the caller's trial values.

@@ -239,13 +239,14 @@ TEST(BundledProfile, H100HasFp8AndA100DoesNot) {
 
 // --- workload decomposition -------------------------------------------------------------------
 
-WorkloadSpec gpt3_workload(int tp, int64_t micro_batch) {
+WorkloadSpec gpt3_workload(int tp, int64_t micro_batch, bool flash = true) {
   WorkloadSpec w;
   w.model = gpt3_175b();
   w.batch = {.global_batch = 1536, .micro_batch = micro_batch};
   w.parallel.tp = tp;
   w.parallel.pp = 8;
   w.parallel.dp = 1;
+  w.training.flash_attention = flash;
   return w;
 }
 
@@ -301,6 +302,7 @@ TEST(WorkloadKernels, LlamaUsesGqaAndFusedSwiglu) {
   w.model = llama2_70b();
   w.batch = {.global_batch = 8, .micro_batch = 1};
   w.parallel.tp = 8;
+  w.training.flash_attention = true;
   const auto shapes = workload_kernels(w);
   const auto gemms = only(shapes, KernelKind::GEMM);
   // QKV: (a + 2·a_kv)·d / t = (64 + 16)·128 / 8 = 1280; gate+up 2f/t = 7168; down k = f/t.
@@ -314,6 +316,33 @@ TEST(WorkloadKernels, LlamaUsesGqaAndFusedSwiglu) {
   EXPECT_EQ(only(shapes, KernelKind::RMSNORM).size(), 1u);
   EXPECT_EQ(only(shapes, KernelKind::SWIGLU),
             std::vector<KernelShape>{elementwise(KernelKind::SWIGLU, Dtype::BF16, 4096 * 3584)});
+}
+
+// Without flash attention the fused attention kinds give way to Megatron's unfused core: per TP
+// rank B = micro_batch·a/t = 2·12 score matrices of s × s (s = 2048, d = 128), batched QKᵀ
+// (s, s, d) and attention·V (s, d, s) GEMMs, the scale-mask-softmax over B·s rows of s, and the
+// dropout as a copy of 5 bytes per score (2 read, 2 written, 1-byte mask).
+TEST(WorkloadKernels, UnfusedAttentionListsTheBatchedGemmsAndScorePasses) {
+  const auto shapes = workload_kernels(gpt3_workload(8, 2, false));
+  EXPECT_TRUE(only(shapes, KernelKind::ATTENTION_FWD).empty());
+  EXPECT_TRUE(only(shapes, KernelKind::ATTENTION_BWD).empty());
+  const auto gemms = only(shapes, KernelKind::GEMM);
+  const int64_t b = 2 * 12;
+  const int64_t s = 2048;
+  EXPECT_NE(std::find(gemms.begin(), gemms.end(), gemm(Dtype::BF16, s, s, 128, b)), gemms.end());
+  EXPECT_NE(std::find(gemms.begin(), gemms.end(), gemm(Dtype::BF16, s, 128, s, b)), gemms.end());
+  // The 13 layer GEMMs, plus the two batched shapes (the backward ones repeat them).
+  EXPECT_EQ(gemms.size(), 15u);
+  EXPECT_EQ(only(shapes, KernelKind::SOFTMAX_XENT),
+            (std::vector<KernelShape>{rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, b * s, s),
+                                      rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, 2 * 2048, 6400)}));
+  const auto copies = only(shapes, KernelKind::MEMCPY);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_DOUBLE_EQ(kernel_bytes(copies[0]).value(), 5.0 * static_cast<double>(b * s * s));
+  // The shape-list text names the batch; a plain GEMM's does not.
+  EXPECT_EQ(shape_fields(gemm(Dtype::BF16, s, s, 128, b)), "batch=24;m=2048;n=2048;k=128");
+  EXPECT_EQ(shape_fields(gemm(Dtype::BF16, s, s, 128)), "m=2048;n=2048;k=128");
+  EXPECT_DOUBLE_EQ(kernel_flops(gemm(Dtype::BF16, s, s, 128, b)).value(), 2.0 * b * s * s * 128);
 }
 
 TEST(WorkloadKernels, ParameterCountsMatchThePublishedModels) {

@@ -15,8 +15,9 @@
 namespace stepsim::kernels {
 namespace {
 
-WorkloadSpec gpt3(int tp, int64_t micro_batch) {
+WorkloadSpec gpt3(int tp, int64_t micro_batch, bool flash = true) {
   WorkloadSpec w;
+  w.training.flash_attention = flash;
   w.name = "gpt3";
   w.model = gpt3_175b();
   w.parallel.tp = tp;
@@ -104,7 +105,8 @@ TEST(BlockKernels, ShapesAreTheSuitesShapes) {
   llama.parallel.pp = 4;
   llama.batch.micro_batch = 1;
   llama.batch.global_batch = 1;
-  for (const WorkloadSpec &w : {gpt3(8, 1), gpt3(4, 2), llama}) {
+  llama.training.flash_attention = true;
+  for (const WorkloadSpec &w : {gpt3(8, 1), gpt3(4, 2), gpt3(8, 1, false), llama}) {
     const auto suite = workload_kernels(w);
     for (const KernelShape &s : block_kernel_shapes(w)) {
       if (s.kind == KernelKind::MEMCPY)
@@ -118,6 +120,45 @@ TEST(BlockKernels, ShapesAreTheSuitesShapes) {
   const auto attn = block_kernels(llama, StepBlock::ATTENTION, StepPass::FORWARD);
   EXPECT_EQ(attn[2].shape.kv_heads, 1);
   EXPECT_EQ(attn[1].shape, gemm(Dtype::BF16, 4096, (8 + 2) * 128, 8192));
+}
+
+// Without flash attention the attention core is Megatron's unfused kernels: per TP rank
+// B = a/t = 12 score matrices of s × s. Forward: QKᵀ B × (s, s, d), scale-mask-softmax, dropout,
+// attention·V B × (s, d, s), all over the full s² (the causal mask skips no work); backward: the
+// four gradient GEMMs (twice the forward's FLOPs), dropout and softmax backward (1.5× the
+// softmax's traffic). Selective recomputation puts the four forward kernels before the backward.
+TEST(BlockKernels, UnfusedAttentionCore) {
+  WorkloadSpec w = gpt3(8, 1, false);
+  const int64_t b = 12;
+  const int64_t s = 2048;
+  const int64_t d = 128;
+  const auto fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  ASSERT_EQ(fwd.size(), 8u);
+  EXPECT_EQ(fwd[2].shape, gemm(Dtype::BF16, s, s, d, b));
+  EXPECT_EQ(fwd[3].shape, rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, b * s, s));
+  EXPECT_EQ(fwd[4].shape, elementwise(KernelKind::MEMCPY, Dtype::BF16, 5 * b * s * s / 4));
+  EXPECT_EQ(fwd[5].shape, gemm(Dtype::BF16, s, d, s, b));
+  EXPECT_EQ(count_of(fwd, KernelKind::ATTENTION_FWD), 0u);
+  const double core = 4.0 * b * s * s * d; // QKᵀ and AV, non-causal
+  const auto fused_fwd = block_kernels(gpt3(8, 1), StepBlock::ATTENTION, StepPass::FORWARD);
+  EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::GEMM), flops_of(fused_fwd, KernelKind::GEMM) + core);
+
+  const auto bwd = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  ASSERT_EQ(bwd.size(), 12u); // residual, 2 out-proj, 6 core, 2 QKV, norm
+  const auto fused_bwd = block_kernels(gpt3(8, 1), StepBlock::ATTENTION, StepPass::BACKWARD);
+  EXPECT_DOUBLE_EQ(flops_of(bwd, KernelKind::GEMM), flops_of(fused_bwd, KernelKind::GEMM) + 2 * core);
+  EXPECT_EQ(count_of(bwd, KernelKind::SOFTMAX_XENT), 1u);
+  const auto softmax_bwd = std::find_if(bwd.begin(), bwd.end(), [](const KernelCall &c) {
+    return c.shape.kind == KernelKind::SOFTMAX_XENT;
+  });
+  EXPECT_DOUBLE_EQ(softmax_bwd->time_factor, 1.5);
+  EXPECT_EQ(attention_core_kernels(w, StepPass::BACKWARD).size(), 6u);
+
+  w.training.recompute = Recompute::SELECTIVE;
+  const auto sel = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  ASSERT_EQ(sel.size(), bwd.size() + 4);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(sel[i].shape, fwd[i + 2].shape);
 }
 
 // Sequence parallelism: norms and residual adds see T/tp tokens; GEMMs do not change.

@@ -39,12 +39,15 @@ ClusterSpec a100_cluster(int nodes, int gpus_per_node, const std::string& profil
 }
 
 /// One GPU, compute-bound: a 4-layer GPT with h = 8192, 64 heads of 128, s = 1024, 16
-/// micro-batches of 1 (GEMMs take ~85-90 % of the compute time, the optimizer most of the rest).
+/// micro-batches of 1, fused attention (GEMMs take ~85-90 % of the compute time, the optimizer
+/// most of the rest).
 WorkloadSpec compute_bound_workload() {
   ModelSpec m = test::small_gpt(4, 8192, 1024);
   m.heads = 64;
   m.kv_heads = 64;
-  return test::workload(m, 1, 1, 1, 16);
+  WorkloadSpec w = test::workload(m, 1, 1, 1, 16);
+  w.training.flash_attention = true; // one fused attention kernel per pass
+  return w;
 }
 
 fs::path temp_file(const std::string& name) {
