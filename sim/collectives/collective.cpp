@@ -66,6 +66,20 @@ private:
   FlowProgram& p_;
 };
 
+/// Appends `one` to `into` to run concurrently with what is there (no barrier between them):
+/// its flows keep their own dependencies, shifted; the tail delay is the longer of the two.
+void merge_concurrent(FlowProgram& into, const FlowProgram& one) {
+  Builder b(into);
+  const uint32_t base = b.size();
+  for (size_t f = 0; f < one.flows.size(); ++f) {
+    std::vector<int64_t> deps;
+    for (uint32_t d : one.deps_of(f))
+      deps.push_back(base + d);
+    b.add(one.flows[f].src, one.flows[f].dst, one.flows[f].bytes, deps);
+  }
+  into.tail_delay = std::max(into.tail_delay, one.tail_delay);
+}
+
 struct PairFigures {
   Seconds alpha;
   BytesPerSec beta = BytesPerSec(std::numeric_limits<double>::infinity());
@@ -405,20 +419,7 @@ void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes si
   rs.dep_begin.push_back(0);
   if (m > 1)
     for (const auto& g : groups) {
-      FlowProgram one = expand_ring(Op::REDUCE_SCATTER, g, size, form, v.latency);
-      FlowProgram merged = rs;
-      std::vector<std::pair<int32_t, std::vector<int64_t>>> none;
-      // concatenate without barriers: groups are disjoint
-      Builder bm(merged);
-      const uint32_t base = bm.size();
-      for (size_t f = 0; f < one.flows.size(); ++f) {
-        std::vector<int64_t> deps;
-        for (uint32_t d : one.deps_of(f))
-          deps.push_back(base + d);
-        bm.add(one.flows[f].src, one.flows[f].dst, one.flows[f].bytes, deps);
-      }
-      merged.tail_delay = std::max(rs.tail_delay, one.tail_delay);
-      rs = std::move(merged);
+      merge_concurrent(rs, expand_ring(Op::REDUCE_SCATTER, g, size, form, v.latency)); // disjoint groups
     }
   append_phase(p, rs, frontier);
   // 2. all-reduce of size/m over each rail (GPU j of every node), concurrently.
@@ -428,16 +429,7 @@ void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes si
     std::vector<int32_t> rail;
     for (const auto& g : groups)
       rail.push_back(g[j]);
-    FlowProgram one = expand_ring(Op::ALL_REDUCE, rail, size / static_cast<double>(m), form, v.latency);
-    Builder bm(ar);
-    const uint32_t base = bm.size();
-    for (size_t f = 0; f < one.flows.size(); ++f) {
-      std::vector<int64_t> deps;
-      for (uint32_t d : one.deps_of(f))
-        deps.push_back(base + d);
-      bm.add(one.flows[f].src, one.flows[f].dst, one.flows[f].bytes, deps);
-    }
-    ar.tail_delay = std::max(ar.tail_delay, one.tail_delay);
+    merge_concurrent(ar, expand_ring(Op::ALL_REDUCE, rail, size / static_cast<double>(m), form, v.latency));
   }
   append_phase(p, ar, frontier);
   // 3. all-gather inside each node.
@@ -445,16 +437,7 @@ void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes si
   ag.dep_begin.push_back(0);
   if (m > 1)
     for (const auto& g : groups) {
-      FlowProgram one = expand_ring(Op::ALL_GATHER, g, size, form, v.latency);
-      Builder bm(ag);
-      const uint32_t base = bm.size();
-      for (size_t f = 0; f < one.flows.size(); ++f) {
-        std::vector<int64_t> deps;
-        for (uint32_t d : one.deps_of(f))
-          deps.push_back(base + d);
-        bm.add(one.flows[f].src, one.flows[f].dst, one.flows[f].bytes, deps);
-      }
-      ag.tail_delay = std::max(ag.tail_delay, one.tail_delay);
+      merge_concurrent(ag, expand_ring(Op::ALL_GATHER, g, size, form, v.latency));
     }
   append_phase(p, ag, frontier);
 }
@@ -852,16 +835,7 @@ FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm a
           std::reverse(ring.begin(), ring.end());
         FlowProgram one;
         append_chain(one, ring, size.value() / static_cast<double>(rings.size()), form, view);
-        // Channels run concurrently: merge without barriers.
-        Builder b(prog);
-        const uint32_t base = b.size();
-        for (size_t f = 0; f < one.flows.size(); ++f) {
-          std::vector<int64_t> deps;
-          for (uint32_t d : one.deps_of(f))
-            deps.push_back(base + d);
-          b.add(one.flows[f].src, one.flows[f].dst, one.flows[f].bytes, deps);
-        }
-        prog.tail_delay = std::max(prog.tail_delay, one.tail_delay);
+        merge_concurrent(prog, one); // channels run concurrently
       }
     } else {
       append_ring(prog, op, channel_rings(gpus, view), size, form, view);

@@ -203,15 +203,15 @@ void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpe
     adj[static_cast<std::size_t>(l.b)].push_back(l.a);
   }
   std::vector<char> seen(c.fabric.switches.size(), 0);
-  std::vector<int> todo{c.fabric.nic_switch[0][0]};
-  seen[static_cast<std::size_t>(todo[0])] = 1;
-  while (!todo.empty()) {
-    const int s = todo.back();
-    todo.pop_back();
+  std::vector<int> pending{c.fabric.nic_switch[0][0]};
+  seen[static_cast<std::size_t>(pending[0])] = 1;
+  while (!pending.empty()) {
+    const int s = pending.back();
+    pending.pop_back();
     for (int t : adj[static_cast<std::size_t>(s)])
       if (!seen[static_cast<std::size_t>(t)]) {
         seen[static_cast<std::size_t>(t)] = 1;
-        todo.push_back(t);
+        pending.push_back(t);
       }
   }
   for (const auto& per_node : c.fabric.nic_switch)

@@ -58,15 +58,7 @@ ComputeCost MoeCpEmitter::scaled(Block base, Phase phase, int stage, Flops flops
 
 TaskId MoeCpEmitter::add_compute(Rank r, Block block, Phase phase, int stage, int layer, int mb, Flops flops,
                                  Block base, Bytes alloc, Bytes free, Bytes param_free) {
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = phase;
-  t.block = block;
-  t.stream = Stream::COMPUTE;
-  t.rank = r;
-  t.stage = stage;
-  t.layer = layer;
-  t.micro_batch = mb;
+  Task t = compute_task(r, block, phase, stage, layer, mb);
   Bytes bytes;
   const ComputeCost c = scaled(base, phase, stage, flops, bytes);
   t.duration = c.time;

@@ -165,15 +165,7 @@ private:
     ids.reserve(group.size());
     for (size_t i = 0; i < group.size(); ++i) {
       const Rank r = group[i];
-      Task t;
-      t.kind = TaskKind::COMPUTE;
-      t.phase = phase;
-      t.block = block;
-      t.stream = Stream::COMPUTE;
-      t.rank = r;
-      t.stage = stage;
-      t.layer = layer;
-      t.micro_batch = mb;
+      Task t = compute_task(r, block, phase, stage, layer, mb);
       t.duration = dur.time;
       t.sources = dur.sources;
       t.flops = q.flops;
@@ -601,12 +593,7 @@ private:
       const Bytes moved(params * 2.0 * (w_.training.optimizer_bytes_per_param + 2.0));
       ComputeQuery q{.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = p,
                      .flops = Flops(params * 12.0), .bytes = moved};
-      Task task;
-      task.kind = TaskKind::COMPUTE;
-      task.phase = Phase::OPTIMIZER;
-      task.block = Block::OPTIMIZER;
-      task.rank = r;
-      task.stage = p;
+      Task task = compute_task(r, Block::OPTIMIZER, Phase::OPTIMIZER, p, -1, -1);
       const ComputeCost opt_cost = o_.compute_time(q);
       task.duration = opt_cost.time;
       task.sources = opt_cost.sources;

@@ -74,6 +74,20 @@ struct Task {
   Bytes param_free;
 };
 
+/// A compute task of `rank` on its compute stream (duration, FLOPs and memory left to the caller).
+inline Task compute_task(Rank rank, Block block, Phase phase, int32_t stage, int32_t layer, int32_t micro_batch) {
+  Task t;
+  t.kind = TaskKind::COMPUTE;
+  t.phase = phase;
+  t.block = block;
+  t.stream = Stream::COMPUTE;
+  t.rank = rank;
+  t.stage = stage;
+  t.layer = layer;
+  t.micro_batch = micro_batch;
+  return t;
+}
+
 /// A DAG of tasks with compressed adjacency. Build with add_task/add_edge, then finalize().
 class StepGraph {
 public:

@@ -196,15 +196,15 @@ int available_cpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-void execute(const std::vector<const SweepConfig*>& todo, const ExecuteOptions& options,
+void execute(const std::vector<const SweepConfig*>& pending, const ExecuteOptions& options,
              const OnFinished& on_finished, const OnTick& on_tick) {
   const std::size_t jobs = static_cast<std::size_t>(options.jobs < 1 ? 1 : options.jobs);
   std::size_t next = 0;
   std::vector<Child> running;
   auto last_tick = Clock::now();
-  while (next < todo.size() || !running.empty()) {
-    while (running.size() < jobs && next < todo.size()) {
-      running.push_back(spawn(*todo[next++], options));
+  while (next < pending.size() || !running.empty()) {
+    while (running.size() < jobs && next < pending.size()) {
+      running.push_back(spawn(*pending[next++], options));
     }
     std::vector<pollfd> fds;
     fds.reserve(running.size());

@@ -27,11 +27,11 @@ using OnFinished = std::function<void(const Row&, double)>;
 /// Called in the parent about five times a second while children run.
 using OnTick = std::function<void()>;
 
-/// Runs every configuration of `todo`. In a child: load the cluster and workload with the
+/// Runs every configuration of `pending`. In a child: load the cluster and workload with the
 /// configuration's overrides, check the layout, simulate, summarize. ConfigError and ModelError
 /// give a skipped row with the message as reason; any other error, a crash, or the timeout give
 /// a failed row. Throws Error only when processes cannot be created.
-void execute(const std::vector<const SweepConfig*>& todo, const ExecuteOptions& options,
+void execute(const std::vector<const SweepConfig*>& pending, const ExecuteOptions& options,
              const OnFinished& on_finished, const OnTick& on_tick);
 
 /// CPUs this process may run on (sched_getaffinity), at least 1.

@@ -103,16 +103,16 @@ SweepOutcome run_sweep(const SweepOptions& options, std::ostream& err) {
       status[r.id] = r.status;
     }
   }
-  std::vector<const SweepConfig*> todo;
+  std::vector<const SweepConfig*> pending;
   for (const SweepConfig* c : mine) {
     if (status.count(c->id) == 0) {
-      todo.push_back(c);
+      pending.push_back(c);
     }
   }
 
   const int jobs = options.jobs > 0 ? options.jobs : available_cpus();
   Progress progress(err, ProgressOptions{.total = mine.size(),
-                                         .resumed = mine.size() - todo.size(),
+                                         .resumed = mine.size() - pending.size(),
                                          .jobs = jobs,
                                          .tty = options.tty,
                                          .label = options.label});
@@ -122,7 +122,7 @@ SweepOutcome run_sweep(const SweepOptions& options, std::ostream& err) {
                             .timeout_s = options.timeout_s,
                             .simulate = options.simulate};
   execute(
-      todo, exec,
+      pending, exec,
       [&](const Row& row, double wall_s) {
         log.append(row);
         status[row.id] = row.status;
@@ -133,7 +133,7 @@ SweepOutcome run_sweep(const SweepOptions& options, std::ostream& err) {
 
   SweepOutcome out;
   out.total = mine.size();
-  out.resumed = mine.size() - todo.size();
+  out.resumed = mine.size() - pending.size();
   for (const auto& [id, s] : status) {
     (s == RowStatus::OK ? out.ok : s == RowStatus::SKIPPED ? out.skipped : out.failed) += 1;
   }

@@ -175,18 +175,18 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
   }
 
   // Simulate the rest, at most `jobs` at a time; the longest (most GPUs) first.
-  std::vector<std::size_t> todo;
+  std::vector<std::size_t> pending;
   for (std::size_t i = 0; i < results.size(); ++i)
     if (results[i].plan.skip_reason.empty())
-      todo.push_back(i);
-  std::stable_sort(todo.begin(), todo.end(),
+      pending.push_back(i);
+  std::stable_sort(pending.begin(), pending.end(),
                    [&](std::size_t a, std::size_t b) { return results[a].plan.num_gpus > results[b].plan.num_gpus; });
   const std::size_t jobs = static_cast<std::size_t>(std::max(1, options.jobs));
   std::size_t next = 0;
   std::vector<Child> running;
-  while (next < todo.size() || !running.empty()) {
-    while (running.size() < jobs && next < todo.size()) {
-      const std::size_t i = todo[next++];
+  while (next < pending.size() || !running.empty()) {
+    while (running.size() < jobs && next < pending.size()) {
+      const std::size_t i = pending[next++];
       running.push_back(spawn(i, results[i].plan, dirs[i]));
     }
     std::vector<pollfd> fds;

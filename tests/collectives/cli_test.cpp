@@ -2,6 +2,8 @@
 // columns, exit 2 on bad arguments) and a training step whose TP group spans two nodes instead
 // of one: much larger exposed TP communication in summary.json.
 
+#include "common/cli.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -15,30 +17,11 @@
 #include <unistd.h>
 
 namespace fs = std::filesystem;
+using stepsim::test::run_stepsim;
+using stepsim::test::src;
+using Result = stepsim::test::CommandResult;
 
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
-Result stepsim(const std::string& args) {
-  const std::string cmd = std::string(STEPSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p)
-    return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string src(const std::string& rel) { return std::string(STEPSIM_SOURCE_DIR) + "/" + rel; }
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("stepsim-coll-" + name + "-" + std::to_string(getpid()));
@@ -51,7 +34,7 @@ fs::path temp_dir(const std::string& name) {
 
 TEST(CollectiveCli, TableAndCsv) {
   const fs::path dir = temp_dir("csv");
-  const Result r = stepsim("collective --cluster " + src("topologies/dgx-h100.yaml") +
+  const Result r = run_stepsim("collective --cluster " + src("topologies/dgx-h100.yaml") +
                            " --op all_reduce --gpus 8 --sizes 1MiB:4MiB --csv " + (dir / "out.csv").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("algbw(GB/s)"), std::string::npos) << r.out;
@@ -72,12 +55,12 @@ TEST(CollectiveCli, TableAndCsv) {
 
 TEST(CollectiveCli, BadArgumentsExitTwo) {
   const std::string cluster = " --cluster " + src("topologies/dgx-h100.yaml");
-  EXPECT_EQ(stepsim("collective" + cluster + " --op allreduce --gpus 8").code, 2);
-  EXPECT_EQ(stepsim("collective" + cluster + " --op all_reduce --gpus 0").code, 2);
-  EXPECT_EQ(stepsim("collective" + cluster + " --op all_reduce --gpus 100000").code, 2);
-  EXPECT_EQ(stepsim("collective" + cluster + " --op all_reduce --gpus 8 --sizes 1XB").code, 2);
-  EXPECT_EQ(stepsim("collective" + cluster + " --op all_to_all --gpus 8 --algorithm ring").code, 2);
-  EXPECT_EQ(stepsim("collective --op all_reduce --gpus 8").code, 2);
+  EXPECT_EQ(run_stepsim("collective" + cluster + " --op allreduce --gpus 8").code, 2);
+  EXPECT_EQ(run_stepsim("collective" + cluster + " --op all_reduce --gpus 0").code, 2);
+  EXPECT_EQ(run_stepsim("collective" + cluster + " --op all_reduce --gpus 100000").code, 2);
+  EXPECT_EQ(run_stepsim("collective" + cluster + " --op all_reduce --gpus 8 --sizes 1XB").code, 2);
+  EXPECT_EQ(run_stepsim("collective" + cluster + " --op all_to_all --gpus 8 --algorithm ring").code, 2);
+  EXPECT_EQ(run_stepsim("collective --op all_reduce --gpus 8").code, 2);
 }
 
 // TP = 8 inside one 8-GPU node vs across two 4-GPU nodes (4 NICs each), everything else equal:
@@ -88,7 +71,7 @@ TEST(CollectiveCli, BadArgumentsExitTwo) {
 TEST(CollectiveCli, TpAcrossNodesExposesTpCommunication) {
   const auto exposed_tp = [](const std::string& name, int nodes, int per_node) {
     const fs::path dir = temp_dir(name);
-    const Result r = stepsim("run --quiet --no-trace --cluster " + src("topologies/dgx-a100-superpod.yaml") +
+    const Result r = run_stepsim("run --quiet --no-trace --cluster " + src("topologies/dgx-a100-superpod.yaml") +
                              " --workload " + src("workloads/gpt3-175b.yaml") +
                              " --set model.layers=8 --set batch.global_batch=8 --set training.recompute=none" +
                              " --set cluster.nodes=" + std::to_string(nodes) +

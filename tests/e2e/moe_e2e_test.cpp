@@ -4,6 +4,8 @@
 // all-to-alls and ring sends on their own threads, and the fabric shows in the all-to-all:
 // cross-node EP is slower than in-node EP, a rail-optimised fabric (PXN) beats a plain fat tree.
 
+#include "common/cli.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -20,39 +22,12 @@
 #include <vector>
 
 namespace fs = std::filesystem;
+using stepsim::test::run_stepsim;
+using stepsim::test::slurp;
+using stepsim::test::src;
+using Result = stepsim::test::CommandResult;
 
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string out; ///< stdout and stderr together
-};
-
-Result run_stepsim(const std::string& args) {
-  const std::string cmd = std::string(STEPSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p)
-    return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string src(const std::string& rel) {
-  return std::string(STEPSIM_SOURCE_DIR) + "/" + rel;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("stepsim-moe-e2e-" + name + "-" + std::to_string(getpid()));

@@ -7,6 +7,8 @@
 #include "sweep/plan.hpp"
 #include "sweep/results.hpp"
 
+#include "common/cli.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -28,38 +30,13 @@
 #include <unistd.h>
 
 namespace fs = std::filesystem;
+using stepsim::test::run_shell;
+using stepsim::test::run_stepsim;
+using stepsim::test::slurp;
+using stepsim::test::src;
+using Result = stepsim::test::CommandResult;
 
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string out; ///< stdout and stderr together
-};
-
-Result run_shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr)
-    return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-Result run_stepsim(const std::string& args) { return run_shell(std::string(STEPSIM_BINARY) + " " + args); }
-
-std::string src(const std::string& rel) { return std::string(STEPSIM_SOURCE_DIR) + "/" + rel; }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void spit(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
