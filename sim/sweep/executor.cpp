@@ -50,21 +50,8 @@ std::string one_line(std::string text) {
   return text;
 }
 
-void write_fd(int fd, const std::string& text) {
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return;
-    }
-    p += w;
-    left -= static_cast<std::size_t>(w);
-  }
-}
+/// A child reports on its pipe; if the parent is gone there is nobody to tell.
+void write_fd(int fd, const std::string& text) { (void)write_fully(fd, text); }
 
 /// The child's whole life: simulate one configuration, report a JSON verdict on `fd`, exit.
 [[noreturn]] void child_main(const SweepConfig& config, const ExecuteOptions& options, int fd, pid_t parent) {

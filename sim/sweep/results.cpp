@@ -133,18 +133,8 @@ std::vector<std::string> metric_cells(const Row& row) {
 }
 
 void write_all(int fd, const std::string& text, const std::filesystem::path& file) {
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      throw Error("cannot append to " + file.string() + ": " + std::strerror(errno));
-    }
-    p += w;
-    left -= static_cast<std::size_t>(w);
+  if (!write_fully(fd, text)) {
+    throw Error("cannot append to " + file.string() + ": " + std::strerror(errno));
   }
   if (::fsync(fd) != 0) {
     throw Error("cannot sync " + file.string() + ": " + std::strerror(errno));
@@ -417,6 +407,23 @@ void ResultLog::rewrite_sorted() {
   existing_ = std::move(all);
   appended_.clear();
   open_for_append();
+}
+
+bool write_fully(int fd, const std::string& text) {
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t w = ::write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return false;
+    }
+    p += w;
+    left -= static_cast<std::size_t>(w);
+  }
+  return true;
 }
 
 } // namespace stepsim::sweep

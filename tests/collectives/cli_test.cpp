@@ -19,21 +19,15 @@
 namespace fs = std::filesystem;
 using stepsim::test::run_stepsim;
 using stepsim::test::src;
+using stepsim::test::fresh_temp_dir;
 using Result = stepsim::test::CommandResult;
 
 namespace {
 
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("stepsim-coll-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 } // namespace
 
 TEST(CollectiveCli, TableAndCsv) {
-  const fs::path dir = temp_dir("csv");
+  const fs::path dir = fresh_temp_dir("csv");
   const Result r = run_stepsim("collective --cluster " + src("topologies/dgx-h100.yaml") +
                            " --op all_reduce --gpus 8 --sizes 1MiB:4MiB --csv " + (dir / "out.csv").string());
   ASSERT_EQ(r.code, 0) << r.out;
@@ -70,7 +64,7 @@ TEST(CollectiveCli, BadArgumentsExitTwo) {
 // 2.5x less, so the summary's exposed TP communication must grow by well over 2x.
 TEST(CollectiveCli, TpAcrossNodesExposesTpCommunication) {
   const auto exposed_tp = [](const std::string& name, int nodes, int per_node) {
-    const fs::path dir = temp_dir(name);
+    const fs::path dir = fresh_temp_dir(name);
     const Result r = run_stepsim("run --quiet --no-trace --cluster " + src("topologies/dgx-a100-superpod.yaml") +
                              " --workload " + src("workloads/gpt3-175b.yaml") +
                              " --set model.layers=8 --set batch.global_batch=8 --set training.recompute=none" +

@@ -8,6 +8,7 @@
 #include "bench.hpp"
 #include "common/specs.hpp"
 #include "common/subprocess.hpp"
+#include "engine/helpers.hpp"
 #include "config/config.hpp"
 
 #include <gtest/gtest.h>
@@ -41,24 +42,7 @@ std::vector<graph::Rank> ranks(std::initializer_list<int> nodes, int per_node, i
 /// Concurrent collectives (one per group, no edges); returns the step time. Run in a child.
 double concurrent(const ClusterSpec& c, graph::CollectiveOp op, const std::vector<std::vector<graph::Rank>>& groups,
                   double bytes, Algorithm algorithm, CollectiveForm form) {
-  graph::StepProgram prog;
-  std::vector<graph::Rank> all;
-  for (const auto& g : groups) {
-    graph::Task t;
-    t.group = graph::CommGroup::DP;
-    t.op = op;
-    t.stream = graph::Stream::DP_COMM;
-    t.rank = g.front();
-    t.bytes = Bytes(bytes);
-    prog.graph.add_collective(t, g);
-    all.insert(all.end(), g.begin(), g.end());
-  }
-  prog.graph.finalize();
-  std::sort(all.begin(), all.end());
-  all.erase(std::unique(all.begin(), all.end()), all.end());
-  prog.simulated_ranks = all;
-  prog.grid = graph::RankGrid{static_cast<int>(all.size()), 1, 1};
-  prog.micro_batches = 1;
+  const graph::StepProgram prog = test::collectives_program(groups, Bytes(bytes), op);
   engine::ReplayOptions o;
   o.collective_form = form;
   o.algorithms = {algorithm, algorithm, algorithm};

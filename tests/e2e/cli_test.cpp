@@ -21,15 +21,10 @@ namespace fs = std::filesystem;
 using stepsim::test::run_stepsim;
 using stepsim::test::slurp;
 using stepsim::test::src;
+using stepsim::test::fresh_temp_dir;
 using Result = stepsim::test::CommandResult;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("stepsim-e2e-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(d);
-  return d;
-}
 
 std::string tiny_args(const fs::path& out) {
   return "run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
@@ -46,7 +41,7 @@ TEST(EndToEnd, EveryBundledPairRuns) {
       {"gpt3-175b", ""}, {"llama2-70b", ""}, {"tiny-gpt", " --set cluster.nodes=1"}};
   for (const auto& t : topologies) {
     for (const auto& [w, extra] : workloads) {
-      const fs::path out = temp_dir(t + "-" + w);
+      const fs::path out = fresh_temp_dir(t + "-" + w);
       const Result r = run_stepsim("run --quiet --no-trace --cluster " + src("topologies/" + t + ".yaml") +
                                    " --workload " + src("workloads/" + w + ".yaml") + extra + " --out " + out.string());
       ASSERT_EQ(r.code, 0) << t << " x " << w << ":\n" << r.out;
@@ -61,7 +56,7 @@ TEST(EndToEnd, EveryBundledPairRuns) {
 
 // The same input twice gives byte-identical summary.json and trace.json.
 TEST(EndToEnd, OutputsAreByteIdentical) {
-  const fs::path a = temp_dir("det-a"), b = temp_dir("det-b");
+  const fs::path a = fresh_temp_dir("det-a"), b = fresh_temp_dir("det-b");
   ASSERT_EQ(run_stepsim(tiny_args(a)).code, 0);
   ASSERT_EQ(run_stepsim(tiny_args(b)).code, 0);
   EXPECT_EQ(slurp(a / "summary.json"), slurp(b / "summary.json"));
@@ -74,7 +69,7 @@ TEST(EndToEnd, OutputsAreByteIdentical) {
 // summary.json has the documented keys; compute + bubble + exposed communication account for the
 // whole step (the attribution leaves nothing out).
 TEST(EndToEnd, SummaryKeysAndAccounting) {
-  const fs::path out = temp_dir("keys");
+  const fs::path out = fresh_temp_dir("keys");
   ASSERT_EQ(run_stepsim(tiny_args(out)).code, 0);
   const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
   for (const char* k : {"num_gpus", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "bubble_fraction",
@@ -95,7 +90,7 @@ TEST(EndToEnd, SummaryKeysAndAccounting) {
 
 // Bad input: exit code 2 and a message naming the file, line:col and key.
 TEST(EndToEnd, BadInputExitsTwoWithLocation) {
-  const fs::path dir = temp_dir("bad");
+  const fs::path dir = fresh_temp_dir("bad");
   fs::create_directories(dir);
   const fs::path bad = dir / "bad.yaml";
   std::ofstream(bad) << slurp(src("workloads/tiny-gpt.yaml")) << "\nbatchh: {}\n";
@@ -132,7 +127,7 @@ TEST(EndToEnd, UnknownOptionAndMissingFile) {
 
 // A failed run leaves no partial output behind (outputs are written whole or not at all).
 TEST(EndToEnd, FailedRunWritesNothing) {
-  const fs::path out = temp_dir("fail");
+  const fs::path out = fresh_temp_dir("fail");
   run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
               " --set parallel.dp=3 --out " + out.string());
   EXPECT_FALSE(fs::exists(out / "summary.json"));
@@ -143,7 +138,7 @@ TEST(EndToEnd, FailedRunWritesNothing) {
 // reason in summary.json; --fail-on-oom turns it into exit code 3. (GPT-3 175B, TP8 PP8,
 // micro-batch 1 without recomputation needs ~100 GiB on stage 0: MODEL.md §3.)
 TEST(EndToEnd, OutOfMemoryIsReportedAndFailOnOomExitsThree) {
-  const fs::path out = temp_dir("oom");
+  const fs::path out = fresh_temp_dir("oom");
   const std::string args = "run --no-trace --cluster " + src("topologies/dgx-a100-superpod.yaml") + " --workload " +
                            src("workloads/gpt3-175b.yaml") +
                            " --set training.recompute=none --set cluster.nodes=64 --set batch.global_batch=64";
@@ -171,7 +166,7 @@ TEST(EndToEnd, MemoryCommandMatchesSimulatedPeak) {
   ASSERT_EQ(m.code, 0) << m.out;
   EXPECT_NE(m.out.find("stage 7"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("fits in memory"), std::string::npos) << m.out;
-  const fs::path out = temp_dir("mem");
+  const fs::path out = fresh_temp_dir("mem");
   ASSERT_EQ(run_stepsim("run --quiet --no-trace " + common + " --out " + out.string()).code, 0);
   const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
   const double peak_gib = j["memory"]["peak_bytes"].get<double>() / (1024.0 * 1024 * 1024);

@@ -25,15 +25,10 @@ namespace fs = std::filesystem;
 using stepsim::test::run_stepsim;
 using stepsim::test::slurp;
 using stepsim::test::src;
+using stepsim::test::fresh_temp_dir;
 using Result = stepsim::test::CommandResult;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("stepsim-moe-e2e-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(d);
-  return d;
-}
 
 /// Mean duration of the tasks of `group` in DIR/tasks.csv.
 double mean_duration(const fs::path& csv, const std::string& group) {
@@ -69,7 +64,7 @@ TEST(MoeEndToEnd, BundledWorkloadsRunAndAccountForEveryGroup) {
   };
   for (const Case c : {Case{"mixtral-8x7b", 8, "ep"}, Case{"deepseek-v3-like", 32, "ep"},
                        Case{"llama3-405b-128k", 28, "cp"}}) {
-    const fs::path out = temp_dir(c.workload);
+    const fs::path out = fresh_temp_dir(c.workload);
     const Result r =
         run_stepsim("run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") +
                     " --workload " + src(std::string("workloads/") + c.workload + ".yaml") +
@@ -93,7 +88,7 @@ TEST(MoeEndToEnd, BundledWorkloadsRunAndAccountForEveryGroup) {
 // The trace draws expert all-to-alls on the "ep comm" thread, ring-attention sends on "cp comm"
 // (sender) and "cp recv" (receiver).
 TEST(MoeEndToEnd, TraceHasEpAndCpThreads) {
-  const fs::path out = temp_dir("trace");
+  const fs::path out = fresh_temp_dir("trace");
   const Result r = run_stepsim("run --quiet --cluster " + src("topologies/h200-cluster.yaml") +
                                " --workload " + src("workloads/mixtral-8x7b.yaml") +
                                " --set cluster.nodes=1 --set parallel.pp=1 --set parallel.cp=2 --set "
@@ -129,7 +124,7 @@ TEST(MoeEndToEnd, AllToAllSeesTheFabric) {
       " --set cluster.nodes=2 --set parallel.tp=1 --set parallel.pp=1 --set parallel.sp=false"
       " --set batch.global_batch=32 --set model.layers=4 --set model.moe.experts=16";
   auto a2a = [&](const std::string& extra) {
-    const fs::path out = temp_dir("fabric");
+    const fs::path out = fresh_temp_dir("fabric");
     const Result r = run_stepsim(base + extra + " --out " + out.string());
     EXPECT_EQ(r.code, 0) << r.out;
     const double t = mean_duration(out / "tasks.csv", "ep");
@@ -154,7 +149,7 @@ TEST(MoeEndToEnd, FoldedEqualsUnfolded) {
   double step[2] = {0, 0};
   int gpus[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
-    const fs::path out = temp_dir(i == 0 ? "fold" : "nofold");
+    const fs::path out = fresh_temp_dir(i == 0 ? "fold" : "nofold");
     const Result r = run_stepsim(args + (i == 0 ? "" : " --no-fold") + " --out " + out.string());
     ASSERT_EQ(r.code, 0) << r.out;
     const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
