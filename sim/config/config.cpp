@@ -478,6 +478,8 @@ ParallelSpec read_parallel(const MapReader& m) {
   if (auto f = m.find("sp")) {
     p.sp = f->boolean();
   }
+  if (auto f = m.find("pp_scatter_gather"))
+    p.pp_scatter_gather = f->boolean();
   p.zero_stage = 0;
   if (auto f = m.find("zero_stage")) {
     p.zero_stage = static_cast<int>(f->integer(0, 3, "an integer in 0..3"));
@@ -528,7 +530,7 @@ WorkloadSpec read_workload(const Document& doc) {
   const auto batch = top.require("batch").map({"global_batch", "micro_batch"});
   w.batch.global_batch = positive_int64(batch.require("global_batch"));
   w.batch.micro_batch = positive_int64(batch.require("micro_batch"));
-  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "zero_stage", "cp", "ep"}));
+  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep"}));
   w.precision =
       top.require("precision").choice<Precision>({{"bf16", Precision::BF16}, {"fp16", Precision::FP16}});
   std::optional<MapReader> training;

@@ -159,6 +159,10 @@ struct ParallelSpec {
   Schedule schedule = Schedule::ONE_F_ONE_B;
   int vp = 1;               ///< virtual stages (model chunks) per GPU; > 1 only with INTERLEAVED
   bool sp = false;          ///< Megatron sequence parallelism (needs tp > 1 to matter)
+  /// Megatron-LM's scatter/gather of pipeline messages: without sp, each TP rank sends 1/tp of
+  /// the boundary activation and the receiving TP group all-gathers it. No effect with sp (the
+  /// message is already split) or tp = 1.
+  bool pp_scatter_gather = false;
   int zero_stage = 0;       ///< 0, 1, 2 or 3 (3 = FSDP full shard)
   int cp = 1;               ///< context parallelism (ring attention): the sequence split over cp GPUs
   int ep = 1;               ///< expert parallelism: divides dp; experts / ep experts per GPU

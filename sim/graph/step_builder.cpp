@@ -529,27 +529,32 @@ private:
     if (grid_.pp == 1)
       return;
     const Bytes msg = model::pp_message_bytes(w_);
+    // Megatron's scatter/gather (without SP): each TP rank sent 1/tp; the receiving TP group
+    // all-gathers the whole activation before the next compute uses it.
+    const bool gather = w_.parallel.pp_scatter_gather && !sp_ && grid_.tp > 1;
     for (int p = 0; p < grid_.pp; ++p) {
       for (int d = 0; d < replicas_; ++d) {
-        for (int t = 0; t < grid_.tp; ++t) {
-          const Rank src = grid_.rank(d, p, t);
-          TaskId chain = NO_TASK;
-          for (const PassRef& pass : stage_order(w_.parallel.schedule, p, grid_.pp, m_, vp_)) {
-            if (pass.phase == Phase::WEIGHT_GRAD)
-              continue; // W passes send nothing
-            const bool fwd = pass.phase == Phase::FORWARD;
-            // Global chunk c = chunk*pp + p sends to c + 1 (forward) or c - 1 (backward), on stage
-            // (c +- 1) mod pp: with interleaving the last stage wraps to stage 0's next chunk.
-            const int global = pass.chunk * grid_.pp + p;
-            const int dst_global = fwd ? global + 1 : global - 1;
-            if (dst_global < 0 || dst_global >= grid_.pp * vp_)
-              continue;
-            const int dst_stage = dst_global % grid_.pp;
+        std::vector<TaskId> chain(static_cast<size_t>(grid_.tp), NO_TASK);
+        for (const PassRef& pass : stage_order(w_.parallel.schedule, p, grid_.pp, m_, vp_)) {
+          if (pass.phase == Phase::WEIGHT_GRAD)
+            continue; // W passes send nothing
+          const bool fwd = pass.phase == Phase::FORWARD;
+          // Global chunk c = chunk*pp + p sends to c + 1 (forward) or c - 1 (backward), on stage
+          // (c +- 1) mod pp: with interleaving the last stage wraps to stage 0's next chunk.
+          const int global = pass.chunk * grid_.pp + p;
+          const int dst_global = fwd ? global + 1 : global - 1;
+          if (dst_global < 0 || dst_global >= grid_.pp * vp_)
+            continue;
+          const int dst_stage = dst_global % grid_.pp;
+          const size_t mb = static_cast<size_t>(pass.chunk) * static_cast<size_t>(m_) +
+                            static_cast<size_t>(pass.micro_batch);
+          const size_t dst_mb = static_cast<size_t>(dst_global / grid_.pp) * static_cast<size_t>(m_) +
+                                static_cast<size_t>(pass.micro_batch);
+          std::vector<TaskId> sends;
+          std::vector<Rank> dsts;
+          for (int t = 0; t < grid_.tp; ++t) {
+            const Rank src = grid_.rank(d, p, t);
             const Rank dst = grid_.rank(d, dst_stage, t);
-            const size_t mb = static_cast<size_t>(pass.chunk) * static_cast<size_t>(m_) +
-                              static_cast<size_t>(pass.micro_batch);
-            const size_t dst_mb = static_cast<size_t>(dst_global / grid_.pp) * static_cast<size_t>(m_) +
-                                  static_cast<size_t>(pass.micro_batch);
             Task task;
             task.phase = pass.phase;
             task.group = CommGroup::PP;
@@ -566,12 +571,32 @@ private:
             const TaskId wait = fwd ? s.fwd_out_wait[mb] : s.bwd_out_wait[mb];
             if (wait != NO_TASK)
               g_.add_edge(wait, send);
-            if (chain != NO_TASK)
-              g_.add_edge(chain, send);
-            chain = send;
-            const RankState& r = rs(dst);
+            TaskId& last = chain[static_cast<size_t>(t)];
+            if (last != NO_TASK)
+              g_.add_edge(last, send);
+            last = send;
+            sends.push_back(send);
+            dsts.push_back(dst);
+          }
+          if (gather) {
+            Task task;
+            task.phase = pass.phase;
+            task.group = CommGroup::TP;
+            task.op = CollectiveOp::ALL_GATHER;
+            task.stream = Stream::TP_COMM;
+            task.rank = dsts.front();
+            task.stage = dst_stage;
+            task.micro_batch = pass.micro_batch;
+            task.bytes = model::tp_collective_bytes(w_);
+            const TaskId all_gather = g_.add_collective(task, dsts);
+            for (TaskId send : sends)
+              g_.add_edge(send, all_gather);
+            sends.assign(sends.size(), all_gather);
+          }
+          for (size_t i = 0; i < dsts.size(); ++i) {
+            const RankState& r = rs(dsts[i]);
             for (TaskId entry : moe_cp_->entry_of(fwd ? r.fwd_first[dst_mb] : r.bwd_first[dst_mb]))
-              g_.add_edge(send, entry);
+              g_.add_edge(sends[i], entry);
           }
         }
       }

@@ -149,7 +149,7 @@ Bytes tp_collective_bytes(const WorkloadSpec& w) {
 
 Bytes pp_message_bytes(const WorkloadSpec& w) {
   const Bytes full = tp_collective_bytes(w);
-  return w.parallel.sp ? full / w.parallel.tp : full;
+  return w.parallel.sp || w.parallel.pp_scatter_gather ? full / w.parallel.tp : full;
 }
 
 Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage) {

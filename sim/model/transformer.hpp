@@ -85,7 +85,7 @@ Seconds roofline_time(Flops flops, Bytes bytes, const GpuSpec& gpu, Precision p)
 Bytes tp_collective_bytes(const WorkloadSpec& w);
 
 /// Payload of one pipeline activation (or gradient) message per micro-batch per stage boundary
-/// per TP rank: b*s*h*bytes, divided by tp with sequence parallelism.
+/// per TP rank: b*s*h*bytes, divided by tp with sequence parallelism or pp_scatter_gather.
 Bytes pp_message_bytes(const WorkloadSpec& w);
 
 /// Gradient bytes one rank of `stage` all-reduces over DP per step: params_on_rank * bytes.

@@ -129,7 +129,9 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // 2(p v - 1) of them, the steady state hides the rest behind compute.
   if (p > 1) {
     const Link pp_link = link_for(cluster, 2 * t * dp);
-    const double msg = pp_link.alpha + model::pp_message_bytes(w).value() / pp_link.beta;
+    double msg = pp_link.alpha + model::pp_message_bytes(w).value() / pp_link.beta;
+    if (par.pp_scatter_gather && !par.sp && t > 1) // the receiving TP group all-gathers the slices
+      msg += tp_link.alpha + d(t - 1) / d(t) * model::tp_collective_bytes(w).value() / tp_link.beta;
     est.pp_comm = Seconds(2.0 * d(p * v - 1) * msg);
   }
 

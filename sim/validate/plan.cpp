@@ -232,8 +232,16 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   if (par.virtual_pp.value_or(1) > 1)
     w << "  vp: " << *par.virtual_pp << "\n";
-  if (par.sp.value_or(1) > 1 && tp > 1)
+  const bool sp = par.sp.value_or(1) > 1 && tp > 1;
+  if (sp)
     w << "  sp: true\n";
+  // Megatron-LM (2021-22) splits pipeline messages across the TP ranks and all-gathers them on
+  // the receiving stage (Narayanan et al. 2021, sec. 4.1; on by default there). DeepSpeed's
+  // pipeline engine (Megatron-DeepSpeed) sends whole activations.
+  if (pp > 1 && tp > 1 && !sp && has(run.framework, "megatron-lm")) {
+    w << "  pp_scatter_gather: true\n";
+    p.defaults.emplace_back("pp_scatter_gather=true (framework '" + run.framework + "')");
+  }
   int zero = 0;
   const std::string z = lower(par.zero_stage);
   if (par.fsdp.value_or(false) || has(z, "fsdp") || has(z, "full_shard")) {

@@ -598,6 +598,7 @@ TEST_F(ConfigTest, GeluDefaults) {
   EXPECT_EQ(w.parallel.dp, 0); // omitted: derived by check_layout
   EXPECT_EQ(w.parallel.schedule, stepsim::Schedule::ONE_F_ONE_B);
   EXPECT_FALSE(w.parallel.sp);
+  EXPECT_FALSE(w.parallel.pp_scatter_gather);
   EXPECT_EQ(w.parallel.zero_stage, 0);
   EXPECT_EQ(w.precision, stepsim::Precision::BF16);
   EXPECT_DOUBLE_EQ(w.training.dp_bucket.value(), 25.0 * 1024 * 1024);
@@ -637,11 +638,12 @@ TEST_F(ConfigTest, ExplicitValuesOverrideFamilyDefaults) {
 
 TEST_F(ConfigTest, ReadsAllParallelKeys) {
   const std::string yaml =
-      replace(WORKLOAD, "  schedule: 1f1b\n", "  dp: 4\n  schedule: gpipe\n  sp: true\n  zero_stage: 3\n");
+      replace(WORKLOAD, "  schedule: 1f1b\n", "  dp: 4\n  schedule: gpipe\n  sp: true\n  pp_scatter_gather: true\n  zero_stage: 3\n");
   const WorkloadSpec w = workload(replace(yaml, "precision: bf16", "precision: fp16"));
   EXPECT_EQ(w.parallel.dp, 4);
   EXPECT_EQ(w.parallel.schedule, stepsim::Schedule::GPIPE);
   EXPECT_TRUE(w.parallel.sp);
+  EXPECT_TRUE(w.parallel.pp_scatter_gather);
   EXPECT_EQ(w.parallel.zero_stage, 3);
   EXPECT_EQ(w.precision, stepsim::Precision::FP16);
 }
@@ -754,6 +756,12 @@ TEST_F(ConfigTest, RejectsNonBooleanSp) {
   const std::string yaml = replace(WORKLOAD, "  schedule: 1f1b\n", "  schedule: 1f1b\n  sp: yes\n");
   expect_contains(workload_error(yaml), {in_workload(yaml, "sp: ^yes"), "key 'parallel.sp'",
                                          "expected true or false, found 'yes'"});
+}
+
+TEST_F(ConfigTest, RejectsNonBooleanPpScatterGather) {
+  const std::string yaml = replace(WORKLOAD, "  schedule: 1f1b\n", "  schedule: 1f1b\n  pp_scatter_gather: 1\n");
+  expect_contains(workload_error(yaml), {in_workload(yaml, "pp_scatter_gather: ^1"),
+                                         "key 'parallel.pp_scatter_gather'", "expected true or false, found '1'"});
 }
 
 TEST_F(ConfigTest, RejectsNegativeOptimizerBytes) {

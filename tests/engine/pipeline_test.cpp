@@ -128,6 +128,40 @@ TEST(FoldDp, SameStepTimeOnSymmetricCluster) {
   EXPECT_NEAR(folded, full, 1e-9 * full);
 }
 
+namespace {
+
+/// tp=2, pp=2, one micro-batch, stage s on node s; NVLink free, each GPU's own NIC at 25 GB/s
+/// with no latency. Step time with and without Megatron's pipeline scatter/gather.
+double scatter_gather_step(bool scatter_gather) {
+  const auto r = run_in_child([scatter_gather] {
+    WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4), 2, 2, 1, 1, 1);
+    w.parallel.pp_scatter_gather = scatter_gather;
+    ClusterSpec cluster = stepsim::test::free_comm_cluster(2, 2);
+    cluster.nic = LinkSpec{BytesPerSec(25e9), Seconds(0.0), 1.0};
+    BuildOptions o;
+    o.compute_time = [](const ComputeQuery&) { return Seconds(1e-3); };
+    const StepProgram prog = build_step(w, o);
+    return std::vector<double>{stepsim::test::step_time(prog, cluster, engine::CollectiveForm::AUTO)};
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  return r.ok ? r.values[0] : NAN;
+}
+
+} // namespace
+
+// Narayanan et al. 2021 sec. 4.1: with scatter/gather each TP rank sends S/t over its NIC instead
+// of S; with free NVLink the all-gather costs nothing, so the one forward and one backward
+// message on the critical path save 2 S (1 - 1/t) / beta.
+TEST(PipelineScatterGather, SavesTheSplitOfBothMessages) {
+  const WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4), 2, 2, 1, 1, 1);
+  const double s = model::tp_collective_bytes(w).value();
+  const double plain = scatter_gather_step(false);
+  const double sg = scatter_gather_step(true);
+  const double expected = 2.0 * s * (1.0 - 1.0 / 2.0) / 25e9;
+  ASSERT_GT(expected, 1e-5);
+  EXPECT_NEAR(plain - sg, expected, 0.01 * expected);
+}
+
 // Replay invariants on a full step (tp=2, pp=2, dp=2 unfolded, both schedules' worth of
 // structure, TP/PP/DP collectives): every task runs once with 0 <= start <= end; a successor
 // never starts before its predecessor ends; compute tasks last exactly their duration (a GPU's

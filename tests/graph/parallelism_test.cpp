@@ -121,6 +121,42 @@ TEST(SequenceParallel, TpVolumeSameCollectivesDoubled) {
   EXPECT_NEAR(volume(sp, 0, CommGroup::PP), volume(plain, 0, CommGroup::PP) / 4.0, 1e-6 * volume(plain, 0, CommGroup::PP));
 }
 
+// Megatron's scatter/gather of pipeline messages: every PP send carries 1/t of the activation,
+// and each received message is all-gathered once by the receiving TP group (its full payload,
+// (t-1)/t*S sent per rank). With SP the flag changes nothing (the message is already split).
+TEST(PipelineScatterGather, SendsShrinkByTAndOneGatherPerMessage) {
+  const int t = 4;
+  WorkloadSpec w = small(t, 2, 1, 4);
+  const auto plain = build(w);
+  w.parallel.pp_scatter_gather = true;
+  const auto sg = build(w);
+  auto tasks = [](const graph::StepProgram& p, CommGroup g, CollectiveOp op) {
+    size_t k = 0;
+    for (const graph::Task& x : p.graph.tasks())
+      k += x.kind == graph::TaskKind::COLLECTIVE && x.group == g && x.op == op ? 1 : 0;
+    return k;
+  };
+  const size_t sends = tasks(plain, CommGroup::PP, CollectiveOp::SEND);
+  ASSERT_GT(sends, 0u);
+  EXPECT_EQ(tasks(sg, CommGroup::PP, CollectiveOp::SEND), sends);
+  EXPECT_EQ(tasks(plain, CommGroup::TP, CollectiveOp::ALL_GATHER), 0u);
+  EXPECT_EQ(tasks(sg, CommGroup::TP, CollectiveOp::ALL_GATHER), sends / t); // one per TP group message
+  EXPECT_NEAR(volume(sg, 0, CommGroup::PP), volume(plain, 0, CommGroup::PP) / t, 1e-9 * volume(plain, 0, CommGroup::PP));
+  // Rank 0 (stage 0) receives m gradient messages; stage 1 rank receives m activations. Each
+  // gather moves (t-1)/t of the full b*s*h message on top of the TP collectives.
+  const double full = model::tp_collective_bytes(w).value();
+  const double gathered = 4.0 * (t - 1.0) / t * full;
+  EXPECT_NEAR(volume(sg, 0, CommGroup::TP) - volume(plain, 0, CommGroup::TP), gathered, 1e-9 * gathered);
+  EXPECT_TRUE(sg.graph.finalized());
+
+  w.parallel.sp = true;
+  const auto with_sp = build(w);
+  w.parallel.pp_scatter_gather = false;
+  const auto sp_only = build(w);
+  EXPECT_EQ(with_sp.graph.tasks().size(), sp_only.graph.tasks().size());
+  EXPECT_NEAR(volume(with_sp, 0, CommGroup::PP), volume(sp_only, 0, CommGroup::PP), 0.0);
+}
+
 // Full recomputation adds one forward of every layer before its backward (2 tasks per layer per
 // micro-batch) and its 2 TP all-reduces; selective adds no task (the attention core's FLOPs go
 // into the attention backward).

@@ -174,7 +174,12 @@ TEST(Bytes, MessageSizes) {
   EXPECT_EQ(model::element_bytes(Precision::FP16), 2.0);
   EXPECT_EQ(model::tp_collective_bytes(w).value(), b * s * h * 2);
   EXPECT_EQ(model::pp_message_bytes(w).value(), b * s * h * 2);
+  w.parallel.pp_scatter_gather = true; // Megatron's scatter/gather: 1/t per TP rank
+  EXPECT_EQ(model::pp_message_bytes(w).value(), b * s * h * 2 / 8);
+  w.parallel.pp_scatter_gather = false;
   w.parallel.sp = true;
+  EXPECT_EQ(model::pp_message_bytes(w).value(), b * s * h * 2 / 8);
+  w.parallel.pp_scatter_gather = true; // already split: not divided twice
   EXPECT_EQ(model::pp_message_bytes(w).value(), b * s * h * 2 / 8);
   for (int p : {0, 3, 7})
     EXPECT_EQ(model::dp_gradient_bytes(w, p).value(), 2 * model::params_on_rank(w, p));
