@@ -191,6 +191,21 @@ private:
 
   // ---- TP ----------------------------------------------------------------------------------
 
+  /// A TP-group collective of the full b*s*h activation (all-reduce, or SP / pipeline scatter-gather pieces).
+  Task tp_task(CollectiveOp op, Phase phase, Rank rank, int stage, int layer, int mb) const {
+    Task t;
+    t.phase = phase;
+    t.group = CommGroup::TP;
+    t.op = op;
+    t.stream = Stream::TP_COMM;
+    t.rank = rank;
+    t.stage = stage;
+    t.layer = layer;
+    t.micro_batch = mb;
+    t.bytes = model::tp_collective_bytes(w_);
+    return t;
+  }
+
   /// The TP collective(s) after one block: an all-reduce, or with sequence parallelism a
   /// reduce-scatter then an all-gather of the same payload. The next compute waits for it.
   void tp_comm(const std::vector<Rank>& group, const std::vector<TaskId>& producers, Phase phase, int stage,
@@ -198,17 +213,7 @@ private:
     if (grid_.tp == 1)
       return;
     auto one = [&](CollectiveOp op, const std::vector<TaskId>& deps) {
-      Task t;
-      t.phase = phase;
-      t.group = CommGroup::TP;
-      t.op = op;
-      t.stream = Stream::TP_COMM;
-      t.rank = group.front();
-      t.stage = stage;
-      t.layer = layer;
-      t.micro_batch = mb;
-      t.bytes = model::tp_collective_bytes(w_);
-      const TaskId id = g_.add_collective(t, group);
+      const TaskId id = g_.add_collective(tp_task(op, phase, group.front(), stage, layer, mb), group);
       for (TaskId p : deps)
         g_.add_edge(p, id);
       if (tp_chain != NO_TASK)
@@ -579,16 +584,8 @@ private:
             dsts.push_back(dst);
           }
           if (gather) {
-            Task task;
-            task.phase = pass.phase;
-            task.group = CommGroup::TP;
-            task.op = CollectiveOp::ALL_GATHER;
-            task.stream = Stream::TP_COMM;
-            task.rank = dsts.front();
-            task.stage = dst_stage;
-            task.micro_batch = pass.micro_batch;
-            task.bytes = model::tp_collective_bytes(w_);
-            const TaskId all_gather = g_.add_collective(task, dsts);
+            const TaskId all_gather = g_.add_collective(
+                tp_task(CollectiveOp::ALL_GATHER, pass.phase, dsts.front(), dst_stage, -1, pass.micro_batch), dsts);
             for (TaskId send : sends)
               g_.add_edge(send, all_gather);
             sends.assign(sends.size(), all_gather);
