@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/validation.md: `stepsim validate` over the measured runs bundled in
-# tests/validate/data/measured_runs.yaml (a copy of shared/reference/measured_runs.yaml), with the
+# tests/validate/data/measured_runs.yaml (a copy of shared/reference/measured_runs.yaml), then over
+# the held-out fp8 runs of tests/validate/data/fp8_runs.yaml, with the
 # calibration files of topologies/calibration/ applied. Usage:
 #   tools/validate_all.sh [BUILD_DIR]        (default build; needs BUILD_DIR/stepsim)
 # Environment: JOBS (default 2), TIMEOUT per simulation in seconds (default 300), OUT (default out/validation).
@@ -18,8 +19,11 @@ mkdir -p "$out"
 cd "$root"
 start=$(date +%s)
 "$bin" validate "$runs" --out "$out" -j "$jobs" --timeout "$timeout" --topologies topologies > "$out/table.txt"
+fp8_runs="$root/tests/validate/data/fp8_runs.yaml"
+"$bin" validate "$fp8_runs" --out "$out/fp8" -j "$jobs" --timeout "$timeout" --topologies topologies > "$out/fp8_table.txt"
 elapsed=$(( $(date +%s) - start ))
 last=$(tail -n 1 "$out/table.txt")
+fp8_last=$(tail -n 1 "$out/fp8_table.txt")
 
 {
   cat <<HEADER
@@ -40,6 +44,21 @@ iteration_time_s, positive = too slow).
 \`\`\`
 HEADER
   cat "$out/table.txt"
+  echo '```'
+  cat <<FP8
+
+## fp8 training (held out)
+
+\`tests/validate/data/fp8_runs.yaml\`: the fp8 columns of the same NVIDIA DGX Cloud recipes as the
+bf16 H100 runs above (cited in the file). No calibration used them: the H100 knob is fitted on a
+bf16 run, and the fp8 GEMM ceiling is a published cuBLASLt measurement (docs/kernels.md).
+Command: \`stepsim validate tests/validate/data/fp8_runs.yaml --out fp8 -j $jobs --timeout $timeout\`.
+
+**Result: \`$fp8_last\`**
+
+\`\`\`
+FP8
+  cat "$out/fp8_table.txt"
   echo '```'
   cat "$root/tools/validation_method.md"
 } > docs/validation.md

@@ -242,7 +242,7 @@ ClusterSpec read_cluster(const Document& doc) {
        "runtime_overhead", "allocator_fragmentation", "profile", "overlap_slowdown",
        "gemm_efficiency", "launch_overhead"});
   c.gpu.kind = gpu.require("kind").string();
-  const auto peak = gpu.require("peak_flops").map({"bf16", "fp16"});
+  const auto peak = gpu.require("peak_flops").map({"bf16", "fp16", "fp8"});
   if (!peak.has("bf16") && !peak.has("fp16")) {
     peak.fail("expected at least one of bf16, fp16, found neither");
   }
@@ -251,6 +251,9 @@ ClusterSpec read_cluster(const Document& doc) {
   }
   if (auto f = peak.find("fp16")) {
     c.gpu.peak_fp16 = positive_flops(*f);
+  }
+  if (auto f = peak.find("fp8")) {
+    c.gpu.peak_fp8 = positive_flops(*f);
   }
   c.gpu.hbm_capacity = positive_bytes(gpu.require("hbm_capacity"));
   c.gpu.hbm_bandwidth = positive_bandwidth(gpu.require("hbm_bandwidth"));
@@ -532,7 +535,8 @@ WorkloadSpec read_workload(const Document& doc) {
   w.batch.micro_batch = positive_int64(batch.require("micro_batch"));
   w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep"}));
   w.precision =
-      top.require("precision").choice<Precision>({{"bf16", Precision::BF16}, {"fp16", Precision::FP16}});
+      top.require("precision").choice<Precision>(
+          {{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
   std::optional<MapReader> training;
   if (auto f = top.find("training")) {
     training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "flash_attention", "zero3_prefetch"});
@@ -578,7 +582,12 @@ std::string str(int64_t v) {
 }
 
 const char* precision_name(Precision p) {
-  return p == Precision::BF16 ? "bf16" : "fp16";
+  switch (p) {
+  case Precision::BF16: return "bf16";
+  case Precision::FP16: return "fp16";
+  case Precision::FP8: return "fp8";
+  }
+  return "bf16";
 }
 
 int64_t edit_distance(std::string_view a, std::string_view b) {
@@ -750,6 +759,10 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
     fail(std::string("precision: ") + precision_name(workload.precision) + " needs gpu.peak_flops." +
          precision_name(workload.precision) + ", which " + cluster_name + " does not give for " +
          cluster.gpu.kind);
+  }
+  if (workload.precision == Precision::FP8 && cluster.gpu.peak_bf16.value() <= 0) {
+    fail("precision: fp8 runs the attention core, logits and norms in bf16 and needs gpu.peak_flops.bf16, which " +
+         cluster_name + " does not give for " + cluster.gpu.kind);
   }
 
   const int64_t gpus = static_cast<int64_t>(cluster.nodes) * cluster.gpus_per_node;

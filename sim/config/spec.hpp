@@ -10,7 +10,10 @@
 
 namespace stepsim {
 
-enum class Precision { BF16, FP16 };
+/// Training precision. FP8: Transformer Engine style mixed fp8 (docs/model.md, "fp8 training"):
+/// the transformer layers' linear GEMMs in fp8, everything else (attention core, logits, norms,
+/// communication, master weights) as bf16.
+enum class Precision { BF16, FP16, FP8 };
 enum class MlpKind { GELU, SWIGLU };
 enum class NormKind { LAYERNORM, RMSNORM };
 enum class PositionEmbedding { LEARNED, ROTARY };
@@ -29,6 +32,7 @@ struct GpuSpec {
   std::string kind;               ///< e.g. "A100-SXM4-80GB"
   FlopsPerSec peak_bf16;          ///< dense bf16 tensor-core peak
   FlopsPerSec peak_fp16;          ///< dense fp16 tensor-core peak
+  FlopsPerSec peak_fp8;           ///< dense fp8 tensor-core peak; 0 = the GPU has none
   Bytes hbm_capacity;             ///< device memory
   BytesPerSec hbm_bandwidth;      ///< peak HBM bandwidth
   double compute_efficiency = 0;  ///< achieved fraction of peak on large GEMMs, (0, 1]
@@ -204,7 +208,17 @@ struct WorkloadSpec {
 
 /// Peak dense FLOP/s of `gpu` at `p`.
 inline FlopsPerSec peak_flops(const GpuSpec& gpu, Precision p) {
-  return p == Precision::BF16 ? gpu.peak_bf16 : gpu.peak_fp16;
+  switch (p) {
+  case Precision::BF16: return gpu.peak_bf16;
+  case Precision::FP16: return gpu.peak_fp16;
+  case Precision::FP8: return gpu.peak_fp8;
+  }
+  return gpu.peak_bf16;
+}
+
+/// The 16-bit precision of everything that is not an fp8 GEMM (fp8 training keeps bf16).
+inline Precision sixteen_bit(Precision p) {
+  return p == Precision::FP8 ? Precision::BF16 : p;
 }
 
 } // namespace stepsim

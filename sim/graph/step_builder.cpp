@@ -338,6 +338,7 @@ private:
       st.fwd_last = st.bwd_first = st.bwd_last = st.fwd_out_wait = st.bwd_out_wait = st.fwd_first;
     }
     const double e = model::element_bytes(w_.precision);
+    const double held = e + model::fp8_weight_bytes(w_.precision); // a gathered parameter's memory
     const Bytes logits_act = model::logits_activations(w_);
 
     TaskId tp_chain = NO_TASK;
@@ -405,12 +406,12 @@ private:
             const TaskId after = j - prefetch - 1 >= 0 ? freer[static_cast<size_t>(j - prefetch - 1)][i] : NO_TASK;
             gather[static_cast<size_t>(j)][i] =
                 dp_collective(group[i], p, t, {pass_index, 0, j}, CollectiveOp::ALL_GATHER, Bytes(params * e),
-                              pass.phase, static_cast<int>(layout.first_layer + l), mb, after, Bytes(params * e));
+                              pass.phase, static_cast<int>(layout.first_layer + l), mb, after, Bytes(params * held));
           }
         }
       };
       auto gather_of = [&](int j) { return gathers ? gather[static_cast<size_t>(j)] : std::vector<TaskId>{}; };
-      auto gathered_bytes = [&](int l) { return gathers ? Bytes(zero3_params(l) * e) : Bytes(0.0); };
+      auto gathered_bytes = [&](int l) { return gathers ? Bytes(zero3_params(l) * held) : Bytes(0.0); };
 
       // Gradients become final per item; ZeRO-0/1 reduce them once (last pass), ZeRO-2/3 every
       // pass (their gradients are sharded, so they cannot accumulate locally).

@@ -126,9 +126,9 @@ KernelTable::KernelTable(KernelProfile profile, const GpuSpec &gpu, KernelTableO
     throw ConfigError(where + ": GPU '" + gpu.kind + "' needs an HBM bandwidth > 0");
   peaks_[index(Dtype::BF16)] = gpu.peak_bf16;
   peaks_[index(Dtype::FP16)] = gpu.peak_fp16;
-  // Hopper and Ada run fp8 tensor cores at twice the 16-bit rate.
+  // Hopper and Ada have fp8 tensor cores: the cluster's fp8 peak, else twice the 16-bit rate.
   if (compute_capability_tenths(h.compute_capability) >= 89)
-    peaks_[index(Dtype::FP8_E4M3)] = gpu.peak_bf16 * 2.0;
+    peaks_[index(Dtype::FP8_E4M3)] = gpu.peak_fp8.value() > 0 ? gpu.peak_fp8 : gpu.peak_bf16 * 2.0;
 
   for (std::size_t i = 0; i < profile_.rows.size(); ++i) {
     const ProfileRow &r = profile_.rows[i];

@@ -21,7 +21,8 @@ int64_t per_rank(int64_t value, int64_t tp, const char *what) {
 
 /// The dimensions of one TP rank's share of a layer.
 struct RankDims {
-  Dtype dtype = Dtype::BF16;
+  Dtype dtype = Dtype::BF16;   ///< 16-bit precision of activations, norms, attention, logits
+  Dtype linear = Dtype::BF16;  ///< the layers' linear GEMMs: fp8 in fp8 training, else `dtype`
   int64_t tokens = 0;    ///< T = micro_batch · seq_len
   int64_t row_tokens = 0; ///< tokens a norm or residual add sees (T/tp with sequence parallelism)
   int64_t hidden = 0;
@@ -47,6 +48,7 @@ RankDims rank_dims(const WorkloadSpec &w) {
     throw ModelError("block kernels: heads must divide hidden");
   RankDims r;
   r.dtype = w.precision == Precision::FP16 ? Dtype::FP16 : Dtype::BF16;
+  r.linear = w.precision == Precision::FP8 ? Dtype::FP8_E4M3 : r.dtype;
   r.tokens = w.batch.micro_batch * m.seq_len;
   r.row_tokens = (w.parallel.sp && t > 1 && r.tokens % t == 0) ? r.tokens / t : r.tokens;
   r.hidden = m.hidden;
@@ -74,7 +76,7 @@ RankDims rank_dims(const WorkloadSpec &w) {
 
 class Calls {
 public:
-  explicit Calls(const RankDims &r) : r_(r) {}
+  explicit Calls(const RankDims &r) : r_(r) { calls_.reserve(32); }
 
   void norm(double factor, const char *role) {
     add(rowwise(r_.norm, r_.dtype, r_.row_tokens, r_.hidden), factor, role);
@@ -84,12 +86,30 @@ public:
   void residual(const char *role) {
     add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * r_.row_tokens * r_.hidden + 1) / 2), 1.0, role);
   }
-  /// Forward GEMM of a linear layer Y[T,n] = X[T,k]·Wᵀ.
-  void linear_fwd(int64_t n, int64_t k, const char *role) { add(gemm(r_.dtype, r_.tokens, n, k), 1.0, role); }
-  /// Its backward: data gradient dX[T,k] = dY·W, then weight gradient dW[n,k] = dYᵀ·X.
+  /// Forward GEMM of a transformer layer's linear Y[T,n] = X[T,k]·Wᵀ (fp8 in fp8 training,
+  /// after casting X to fp8 with the transposed copy the weight gradient needs).
+  void linear_fwd(int64_t n, int64_t k, const char *role) {
+    cast_transpose(r_.tokens * k, "fp8 cast-transpose (input)");
+    add(gemm(r_.linear, r_.tokens, n, k), 1.0, role);
+  }
+  /// Its backward: data gradient dX[T,k] = dY·W, then weight gradient dW[n,k] = dYᵀ·X (fp8 in
+  /// fp8 training, after casting dY).
   void linear_bwd(int64_t n, int64_t k, const char *dgrad_role, const char *wgrad_role) {
-    add(gemm(r_.dtype, r_.tokens, k, n), 1.0, dgrad_role);
-    add(gemm(r_.dtype, n, k, r_.tokens), 1.0, wgrad_role);
+    cast_transpose(r_.tokens * n, "fp8 cast-transpose (output gradient)");
+    add(gemm(r_.linear, r_.tokens, k, n), 1.0, dgrad_role);
+    add(gemm(r_.linear, n, k, r_.tokens), 1.0, wgrad_role);
+  }
+  /// The output layer stays 16-bit in fp8 training (Transformer Engine recipes keep it so).
+  void logits_fwd() { add(gemm(r_.dtype, r_.tokens, r_.vocab, r_.hidden), 1.0, "logits fwd"); }
+  void logits_bwd() {
+    add(gemm(r_.dtype, r_.tokens, r_.hidden, r_.vocab), 1.0, "logits dgrad");
+    add(gemm(r_.dtype, r_.vocab, r_.hidden, r_.tokens), 1.0, "logits wgrad");
+  }
+  /// fp8 training only: a 16-bit tensor of `elements` read once, written as fp8 and as its fp8
+  /// transpose (4 bytes per element: the traffic of a 16-bit copy of the same elements).
+  void cast_transpose(int64_t elements, const char *role) {
+    if (r_.linear == Dtype::FP8_E4M3)
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, elements), 1.0, role);
   }
   /// The attention core: the fused kernel, or the unfused kernels (attention_core_kernels).
   void attention_core(StepPass pass, const char *fused_role) {
@@ -152,7 +172,7 @@ void forward(Calls &c, const RankDims &r, StepBlock block) {
     return;
   case StepBlock::LOGITS:
     c.norm(1.0, "final norm fwd");
-    c.linear_fwd(r.vocab, r.hidden, "logits fwd");
+    c.logits_fwd();
     c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.tokens, r.vocab), 1.0, "softmax-xent");
     return;
   }
@@ -175,7 +195,7 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
     c.norm(2.0, "post-attention norm bwd");
     return;
   case StepBlock::LOGITS:
-    c.linear_bwd(r.vocab, r.hidden, "logits dgrad", "logits wgrad");
+    c.logits_bwd();
     c.norm(2.0, "final norm bwd");
     return;
   }

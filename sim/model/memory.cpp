@@ -32,16 +32,18 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
     return {Bytes(sp ? input / t : input), Bytes(0.0)};
   }
 
-  // Korthikanti's terms (bytes, 16-bit values, 1-byte dropout masks).
+  // Korthikanti's terms (bytes, 16-bit values, 1-byte dropout masks). fp8 training keeps the
+  // inputs of the linear GEMMs as their fp8 casts (1 byte).
+  const double g = w.precision == Precision::FP8 ? 1.0 : 2.0;
   // Replicated across TP ranks without SP: norm inputs, the inputs of QKV and fc1, dropout masks.
-  const double attn_replicated = 2.0 * sb * h /*norm*/ + 2.0 * sb * h /*QKV in*/ + sb * h /*mask*/;
-  double mlp_replicated = 2.0 * sb * h /*norm*/ + 2.0 * sb * h /*fc1 in*/ + sb * h /*mask*/;
+  const double attn_replicated = 2.0 * sb * h /*norm*/ + g * sb * h /*QKV in*/ + sb * h /*mask*/;
+  double mlp_replicated = 2.0 * sb * h /*norm*/ + g * sb * h /*fc1 in*/ + sb * h /*mask*/;
   if (m.moe.enabled()) // the dispatched tokens and the experts' outputs, top_k copies of each token
     mlp_replicated += 4.0 * d(m.moe.top_k) * sb * h;
   // Split by TP: Q, K, V, the projection input, the MLP's inner activations.
-  const double attn_split = 2.0 * sb * h /*Q*/ + 2.0 * sb * kv /*K*/ + 2.0 * sb * kv /*V*/ + 2.0 * sb * h /*proj in*/;
-  const double mlp_inner = m.mlp == MlpKind::SWIGLU ? 6.0 * sb * f /*gate, up, product*/
-                                                    : 4.0 * sb * f /*GeLU in, fc2 in*/;
+  const double attn_split = 2.0 * sb * h /*Q*/ + 2.0 * sb * kv /*K*/ + 2.0 * sb * kv /*V*/ + g * sb * h /*proj in*/;
+  const double mlp_inner = m.mlp == MlpKind::SWIGLU ? (4.0 + g) * sb * f /*gate, up, product (fc2 in)*/
+                                                    : (2.0 + g) * sb * f /*GeLU in, fc2 in*/;
   // The attention scores: softmax output 2, dropout mask 1, dropout output 2 (bytes per score).
   double scores = 5.0 * a * s * s_full * b;
   if (w.training.flash_attention || w.training.recompute == Recompute::SELECTIVE)
@@ -89,7 +91,11 @@ int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage) {
 }
 
 Bytes gathered_layer_bytes(const WorkloadSpec& w) {
-  return Bytes(layer_params(w.model, w.parallel.tp) * element_bytes(w.precision));
+  return Bytes(layer_params(w.model, w.parallel.tp) * (element_bytes(w.precision) + fp8_weight_bytes(w.precision)));
+}
+
+double fp8_weight_bytes(Precision p) {
+  return p == Precision::FP8 ? 2.0 : 0.0;
 }
 
 Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic) {
@@ -111,6 +117,11 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
   };
   MemoryLedger l;
   l.weights = Bytes(e * sharded(3));
+  // fp8 training: each layer's fp8 weight and its fp8 transpose, cast once per step (ZeRO-3
+  // casts the gathered layers instead: zero3_gathered).
+  if (zero < 3)
+    l.weights += Bytes(fp8_weight_bytes(w.precision) * layer_params(w.model, w.parallel.tp) *
+                       d(stage_layout(w, stage).num_layers));
   l.gradients = Bytes(e * sharded(2));
   l.optimizer = Bytes(w.training.optimizer_bytes_per_param * sharded(1));
   Bytes buffers(0.0);

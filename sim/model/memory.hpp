@@ -47,13 +47,18 @@ InFlight in_flight_passes(const WorkloadSpec& w, int stage);
 /// rounded up (1F1B min(pp - stage, m), GPipe m).
 int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage);
 
-/// ZeRO-3 / FSDP: bytes of one gathered layer (its full parameters on this TP rank, 16-bit).
+/// ZeRO-3 / FSDP: bytes of one gathered layer (its full parameters on this TP rank, 16-bit, plus
+/// their fp8 copies in fp8 training).
 Bytes gathered_layer_bytes(const WorkloadSpec& w);
 
 /// Memory of one GPU of a stage. `activations` and `zero3_gathered` are at the peak; `other`
 /// is communication buffers plus runtime overhead plus allocator fragmentation.
+/// Bytes per layer parameter of the fp8 weight copies (fp8 training: the weight and its
+/// transpose, 2; otherwise 0).
+double fp8_weight_bytes(Precision p);
+
 struct MemoryLedger {
-  Bytes weights;        ///< 2*Psi (ZeRO-3: /dp)
+  Bytes weights;        ///< 2*Psi (ZeRO-3: /dp); fp8 training adds 2 bytes per layer parameter
   Bytes gradients;      ///< 2*Psi (ZeRO-2/3: /dp)
   Bytes optimizer;      ///< K*Psi (ZeRO-1/2/3: /dp)
   Bytes activations;    ///< stored activations of the in-flight micro-batches (+ recompute working set)

@@ -136,7 +136,11 @@ Flops hardware_flops_per_step(const WorkloadSpec& w) {
 }
 
 Seconds roofline_time(Flops flops, Bytes bytes, const GpuSpec& gpu, Precision p) {
-  const Seconds compute = flops / (peak_flops(gpu, p) * gpu.compute_efficiency);
+  return roofline_time(flops, bytes, gpu, peak_flops(gpu, p));
+}
+
+Seconds roofline_time(Flops flops, Bytes bytes, const GpuSpec& gpu, FlopsPerSec peak) {
+  const Seconds compute = flops / (peak * gpu.compute_efficiency);
   const Seconds memory = bytes / (gpu.hbm_bandwidth * gpu.memory_efficiency);
   return std::max(compute, memory);
 }

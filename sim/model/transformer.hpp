@@ -9,7 +9,8 @@
 
 namespace stepsim::model {
 
-/// Bytes per element of the training precision (bf16 and fp16: 2).
+/// Bytes per element of activations, gradients and communication (bf16 and fp16: 2; fp8 training
+/// keeps them bf16: 2).
 double element_bytes(Precision p);
 
 /// Parameters of one transformer layer held by one rank of a TP group of size `tp`.
@@ -80,6 +81,9 @@ Flops hardware_flops_per_step(const WorkloadSpec& w);
 /// Roofline time of a kernel: max(flops / (peak * compute_efficiency),
 /// bytes / (hbm_bandwidth * memory_efficiency)).
 Seconds roofline_time(Flops flops, Bytes bytes, const GpuSpec& gpu, Precision p);
+
+/// The same at an explicit peak (fp8 training mixes the fp8 and 16-bit peaks within a block).
+Seconds roofline_time(Flops flops, Bytes bytes, const GpuSpec& gpu, FlopsPerSec peak);
 
 /// Payload of one TP all-reduce (or of each all-gather/reduce-scatter with SP): b*s*h*bytes.
 Bytes tp_collective_bytes(const WorkloadSpec& w);

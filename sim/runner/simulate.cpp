@@ -113,8 +113,26 @@ graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const Worklo
   }
   const GpuSpec gpu = cluster.gpu;
   const Precision precision = workload.precision;
-  return [gpu, precision](const graph::ComputeQuery& q) {
-    return graph::ComputeCost(model::roofline_time(q.flops, q.bytes, gpu, precision));
+  if (precision != Precision::FP8) {
+    return [gpu, precision](const graph::ComputeQuery& q) {
+      return graph::ComputeCost(model::roofline_time(q.flops, q.bytes, gpu, precision));
+    };
+  }
+  // fp8 training: a block's linear GEMMs at the fp8 peak, its attention core and the logits at
+  // the bf16 peak; the block runs at the FLOP-weighted harmonic mean of the two.
+  const ModelSpec m = workload.model;
+  const double core = model::attention_core_flops(m, 1, 1).value() /
+                      model::attention_block_forward_flops(m, 1, 1).value();
+  return [gpu, core](const graph::ComputeQuery& q) {
+    double fp16_share = 0;
+    switch (q.block) {
+    case graph::Block::ATTENTION: fp16_share = core; break;
+    case graph::Block::MLP:
+    case graph::Block::EXPERTS: fp16_share = 0; break;
+    default: fp16_share = 1; break;
+    }
+    const double peak = 1.0 / (fp16_share / gpu.peak_bf16.value() + (1.0 - fp16_share) / gpu.peak_fp8.value());
+    return graph::ComputeCost(model::roofline_time(q.flops, q.bytes, gpu, FlopsPerSec(peak)));
   };
 }
 

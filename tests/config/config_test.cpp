@@ -350,6 +350,14 @@ TEST_F(ConfigTest, PeakFlopsMayGiveOnlyOnePrecision) {
   EXPECT_DOUBLE_EQ(c.gpu.peak_fp16.value(), 125e12);
 }
 
+TEST_F(ConfigTest, ReadsFp8PeakAndPrecision) {
+  const ClusterSpec c = cluster(replace(CLUSTER, "fp16: 312TFLOPS}", "fp16: 312TFLOPS, fp8: 624TFLOPS}"));
+  EXPECT_DOUBLE_EQ(c.gpu.peak_fp8.value(), 624e12);
+  EXPECT_DOUBLE_EQ(stepsim::peak_flops(c.gpu, stepsim::Precision::FP8).value(), 624e12);
+  EXPECT_DOUBLE_EQ(cluster(CLUSTER).gpu.peak_fp8.value(), 0.0); // absent: no fp8 tensor cores
+  EXPECT_EQ(workload(replace(WORKLOAD, "precision: bf16", "precision: fp8")).precision, stepsim::Precision::FP8);
+}
+
 TEST_F(ConfigTest, LocationsAreOneBased) {
   // "nodes: 0" is on the 2nd line, its value in the 8th column.
   const std::string msg = cluster_error(replace(CLUSTER, "nodes: 2\n", "nodes: 0\n"));
@@ -559,8 +567,8 @@ TEST_F(ConfigTest, RejectsPeakFlopsWithNeitherPrecision) {
   const std::string yaml = replace(CLUSTER, "{bf16: 312TFLOPS, fp16: 312TFLOPS}", "{}");
   expect_contains(cluster_error(yaml), {in_cluster(yaml, "  ^peak_flops"), "key 'gpu.peak_flops'",
                                         "expected at least one of bf16, fp16"});
-  const std::string fp8 = replace(CLUSTER, "fp16: 312TFLOPS", "fp8: 624TFLOPS");
-  expect_contains(cluster_error(fp8), {in_cluster(fp8, "^fp8"), "unknown key 'gpu.peak_flops.fp8'"});
+  const std::string int8 = replace(CLUSTER, "fp16: 312TFLOPS", "int8: 624TFLOPS");
+  expect_contains(cluster_error(int8), {in_cluster(int8, "^int8"), "unknown key 'gpu.peak_flops.int8'"});
 }
 
 TEST_F(ConfigTest, RejectsEmptyName) {
@@ -707,8 +715,8 @@ INSTANTIATE_TEST_SUITE_P(
     AllEnums, WorkloadEnumTest,
     ::testing::Values(EnumCase{"schedule: 1f1b", "schedule: dualpipe", "schedule: ^dualpipe",
                                "parallel.schedule", "gpipe, 1f1b, interleaved, zb-h1, zb-h2, found 'dualpipe'"},
-                      EnumCase{"precision: bf16", "precision: fp8", "precision: ^fp8", "precision",
-                               "bf16, fp16, found 'fp8'"},
+                      EnumCase{"precision: bf16", "precision: fp4", "precision: ^fp4", "precision",
+                               "bf16, fp16, fp8, found 'fp4'"},
                       EnumCase{"precision: bf16\n", "precision: bf16\ntraining:\n  recompute: some\n",
                                "recompute: ^some", "training.recompute",
                                "none, selective, full, found 'some'"},
@@ -1001,6 +1009,13 @@ TEST_F(ConfigTest, LayoutRejectsPrecisionTheGpuLacks) {
   const std::string v100 = replace(CLUSTER, "{bf16: 312TFLOPS, fp16: 312TFLOPS}", "{fp16: 125TFLOPS}");
   expect_contains(layout_error(v100, WORKLOAD),
                   {workload_path().string() + ": precision: bf16 needs gpu.peak_flops.bf16"});
+  // fp8 training needs fp8 tensor cores, and bf16 for the rest of the step.
+  const std::string fp8 = replace(WORKLOAD, "precision: bf16", "precision: fp8");
+  expect_contains(layout_error(CLUSTER, fp8),
+                  {workload_path().string() + ": precision: fp8 needs gpu.peak_flops.fp8, which "});
+  const std::string fp8_only_fp16 = replace(CLUSTER, "{bf16: 312TFLOPS, fp16: 312TFLOPS}", "{fp16: 312TFLOPS, fp8: 624TFLOPS}");
+  expect_contains(layout_error(fp8_only_fp16, fp8),
+                  {workload_path().string() + ": precision: fp8 runs the attention core, logits and norms in bf16"});
 }
 
 // ---- bundled inputs ------------------------------------------------------------------------

@@ -95,6 +95,43 @@ TEST(BlockKernels, Recomputation) {
             block_kernels(gpt3(8, 1), StepBlock::MLP, StepPass::BACKWARD).size());
 }
 
+// fp8 training: the four linear GEMMs of a layer run in fp8 (forward, data and weight gradient),
+// each after a cast-transpose of its 16-bit input (forward) or output gradient (backward); the
+// attention core, norms and the logits stay bf16. FLOPs are unchanged.
+TEST(BlockKernels, Fp8TrainingRunsTheLinearGemmsInFp8) {
+  const WorkloadSpec bf16 = gpt3(8, 1);
+  WorkloadSpec w = bf16;
+  w.precision = Precision::FP8;
+  const double T = 2048, h = 12288, t = 8;
+  for (StepBlock b : {StepBlock::ATTENTION, StepBlock::MLP, StepBlock::LOGITS}) {
+    for (StepPass p : {StepPass::FORWARD, StepPass::BACKWARD}) {
+      const auto calls = block_kernels(w, b, p);
+      EXPECT_DOUBLE_EQ(flops_of(calls, KernelKind::GEMM), flops_of(block_kernels(bf16, b, p), KernelKind::GEMM));
+      for (const KernelCall &c : calls) {
+        const bool linear = c.shape.kind == KernelKind::GEMM && b != StepBlock::LOGITS;
+        EXPECT_EQ(c.shape.dtype, linear ? Dtype::FP8_E4M3 : Dtype::BF16) << c.role;
+      }
+    }
+  }
+  // Cast traffic: forward inputs of QKV (h), out-proj (h/t), fc1 (h), fc2 (4h/t) elements per
+  // token; backward output gradients of out-proj (h), QKV (3h/t), fc2 (h), fc1 (4h/t).
+  auto cast_elements = [&](StepBlock b, StepPass p) {
+    double n = 0;
+    for (const KernelCall &c : block_kernels(w, b, p))
+      if (std::string(c.role).rfind("fp8 cast-transpose", 0) == 0)
+        n += static_cast<double>(c.shape.elements);
+    return n;
+  };
+  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::ATTENTION, StepPass::FORWARD), T * (h + h / t));
+  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::MLP, StepPass::FORWARD), T * (h + 4 * h / t));
+  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::ATTENTION, StepPass::BACKWARD), T * (h + 3 * h / t));
+  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::MLP, StepPass::BACKWARD), T * (h + 4 * h / t));
+  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::LOGITS, StepPass::FORWARD), 0.0);
+  // 16-bit training has no casts: one fewer kernel per linear layer (two in the MLP block).
+  EXPECT_EQ(block_kernels(w, StepBlock::MLP, StepPass::FORWARD).size(),
+            block_kernels(bf16, StepBlock::MLP, StepPass::FORWARD).size() + 2);
+}
+
 // Every GEMM, attention, norm, activation and loss shape a task runs is one the suite measures
 // (workload_kernels); only the residual adds (memcpy) are extra. Llama: GQA and fused SwiGLU.
 TEST(BlockKernels, ShapesAreTheSuitesShapes) {

@@ -114,6 +114,33 @@ TEST(MemoryLedger, KorthikantiActivationFormulas) {
   }
 }
 
+// fp8 training keeps the inputs of the four linear GEMMs as fp8 (1 byte instead of 2): QKV and
+// fc1 inputs (s*b*h each, replicated without SP), the out-projection input (s*b*h/t) and the fc2
+// input (s*b*f/t) shrink by half; the weights gain an fp8 copy and its transpose (2 bytes per
+// layer parameter). Full recomputation stores only the 16-bit layer input: unchanged.
+TEST(MemoryLedger, Fp8TrainingStoresFp8GemmInputsAndFp8WeightCopies) {
+  const GpuSpec gpu = test::a100(); // the ledger does not depend on the peaks
+  for (const int t : {1, 4, 8}) {
+    WorkloadSpec w = test::workload(test::gpt3_175b(), t, 8, 1, 8);
+    w.training.flash_attention = true;
+    const double x = sbh(w);
+    const double f = static_cast<double>(w.model.ffn_hidden) / static_cast<double>(w.model.hidden);
+    WorkloadSpec e = w;
+    e.precision = Precision::FP8;
+    const double saved = x * (2.0 + 1.0 / t + f / t);
+    EXPECT_NEAR(model::stored_layer_activations(w).total().value() - model::stored_layer_activations(e).total().value(),
+                saved, 1e-6 * x)
+        << "tp " << t;
+    const double layers = static_cast<double>(model::stage_layout(w, 3).num_layers);
+    EXPECT_NEAR((model::persistent_memory(e, gpu, 3).weights - model::persistent_memory(w, gpu, 3).weights).value(),
+                2.0 * model::layer_params(w.model, t) * layers, 1.0);
+    w.training.recompute = Recompute::FULL;
+    e.training.recompute = Recompute::FULL;
+    EXPECT_DOUBLE_EQ(model::stored_layer_activations(e).total().value(),
+                     model::stored_layer_activations(w).total().value());
+  }
+}
+
 // Flash attention never stores the s^2 scores: the 5*a*s^2*b term disappears.
 TEST(MemoryLedger, FlashAttentionDropsScores) {
   WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 1, 8);

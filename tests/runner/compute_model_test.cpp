@@ -134,6 +134,27 @@ TEST(ComputeModel, SumsKernelTimesPlusLaunchOverhead) {
   EXPECT_DOUBLE_EQ(rc.sources.roofline, 1.0);
 }
 
+// fp8 training on the roofline (no profile): the MLP block runs at the fp8 peak, the logits at
+// the bf16 peak, the attention block at the FLOP-weighted harmonic mean (its core is bf16).
+TEST(ComputeModel, Fp8RooflineMixesThePeaks) {
+  ClusterSpec c = a100_cluster(1, 1, "");
+  c.gpu.peak_fp8 = c.gpu.peak_bf16 * 2.0;
+  WorkloadSpec w = compute_bound_workload();
+  w.precision = Precision::FP8;
+  const graph::ComputeTimeFn fp8 = runner::compute_time_model(c, w);
+  const double bf16_time = model::roofline_time(Flops(1e12), Bytes(1.0), c.gpu, Precision::BF16).value();
+  auto at = [&](graph::Block b) {
+    return fp8(graph::ComputeQuery{.block = b, .phase = graph::Phase::FORWARD, .stage = 0, .flops = Flops(1e12),
+                                   .bytes = Bytes(1.0)})
+        .time.value();
+  };
+  EXPECT_NEAR(at(graph::Block::MLP), bf16_time / 2, 1e-12);
+  EXPECT_NEAR(at(graph::Block::LOGITS), bf16_time, 1e-12);
+  const double core = model::attention_core_flops(w.model, 1, 1).value() /
+                      model::attention_block_forward_flops(w.model, 1, 1).value();
+  EXPECT_NEAR(at(graph::Block::ATTENTION), bf16_time * (core + (1 - core) / 2), 1e-12);
+}
+
 // Doubling every GEMM row of a (modelled) profile halves the calibrated GEMM ceiling: each GEMM of
 // a task takes exactly twice as long, the other kernels do not change.
 TEST(ComputeModel, DoublingGemmRowsDoublesGemmTime) {
