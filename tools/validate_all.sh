@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/validation.md: `stepsim validate` over the measured runs bundled in
 # tests/validate/data/measured_runs.yaml (a copy of shared/reference/measured_runs.yaml), then over
-# the held-out fp8 runs of tests/validate/data/fp8_runs.yaml, with the
+# the held-out H100 runs of tests/validate/data/heldout_runs.yaml, with the
 # calibration files of topologies/calibration/ applied. Usage:
 #   tools/validate_all.sh [BUILD_DIR]        (default build; needs BUILD_DIR/stepsim)
 # Environment: JOBS (default 2), TIMEOUT per simulation in seconds (default 300), OUT (default out/validation).
@@ -19,11 +19,11 @@ mkdir -p "$out"
 cd "$root"
 start=$(date +%s)
 "$bin" validate "$runs" --out "$out" -j "$jobs" --timeout "$timeout" --topologies topologies > "$out/table.txt"
-fp8_runs="$root/tests/validate/data/fp8_runs.yaml"
-"$bin" validate "$fp8_runs" --out "$out/fp8" -j "$jobs" --timeout "$timeout" --topologies topologies > "$out/fp8_table.txt"
+heldout_runs="$root/tests/validate/data/heldout_runs.yaml"
+"$bin" validate "$heldout_runs" --out "$out/heldout" -j "$jobs" --timeout "$timeout" --topologies topologies > "$out/heldout_table.txt"
 elapsed=$(( $(date +%s) - start ))
 last=$(tail -n 1 "$out/table.txt")
-fp8_last=$(tail -n 1 "$out/fp8_table.txt")
+heldout_last=$(tail -n 1 "$out/heldout_table.txt")
 
 {
   cat <<HEADER
@@ -45,20 +45,22 @@ iteration_time_s, positive = too slow).
 HEADER
   cat "$out/table.txt"
   echo '```'
-  cat <<FP8
+  cat <<HELDOUT
 
-## fp8 training (held out)
+## Held-out H100 runs (bf16 and fp8)
 
-\`tests/validate/data/fp8_runs.yaml\`: the fp8 columns of the same NVIDIA DGX Cloud recipes as the
-bf16 H100 runs above (cited in the file). No calibration used them: the H100 knob is fitted on a
-bf16 run, and the fp8 GEMM ceiling is a published cuBLASLt measurement (docs/kernels.md).
-Command: \`stepsim validate tests/validate/data/fp8_runs.yaml --out fp8 -j $jobs --timeout $timeout\`.
+\`tests/validate/data/heldout_runs.yaml\`: more columns of NVIDIA's DGX Cloud recipe tables (cited
+per run): the larger-scale bf16 columns of the two H100 recipes above, their fp8 columns (the fp8
+training model, docs/model.md) and the Llama 3.1 8B and 405B recipes. No calibration used them:
+the H100 knob is fitted on one bf16 run above, and the fp8 GEMM ceiling is a published cuBLASLt
+measurement (docs/kernels.md).
+Command: \`stepsim validate tests/validate/data/heldout_runs.yaml --out heldout -j $jobs --timeout $timeout\`.
 
-**Result: \`$fp8_last\`**
+**Result: \`$heldout_last\`**
 
 \`\`\`
-FP8
-  cat "$out/fp8_table.txt"
+HELDOUT
+  cat "$out/heldout_table.txt"
   echo '```'
   cat "$root/tools/validation_method.md"
 } > docs/validation.md

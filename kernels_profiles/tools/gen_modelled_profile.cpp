@@ -1,6 +1,6 @@
 // Writes the bundled modelled profiles (kernels_profiles/data/<gpu-kind>.csv) from the
 // efficiency model, calibrated to published best cases. Usage:
-//   stepsim_gen_profile --gpu A100-SXM4-80GB|H100-SXM5-80GB --date YYYY-MM-DD --out FILE
+//   stepsim_gen_profile --gpu A100-SXM4-80GB|H100-SXM5-80GB|H200-SXM-141GB --date YYYY-MM-DD --out FILE
 // Deterministic: the same arguments give the same bytes.
 
 #include "core/atomic_file.hpp"
@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -98,6 +99,23 @@ bool facts_for(const std::string &kind, GpuFacts &f) {
     f.best_fp8_gemm = gemm(Dtype::FP8_E4M3, 8192, 8192, 8192);
     return true;
   }
+  if (kind == "H200-SXM-141GB") {
+    // The H100 SXM's GH100 die, SM count, clocks and 700 W limit with 141 GB of HBM3e at 4.8 TB/s:
+    // the tensor-core anchors are the H100's, the memory-bound kernels follow the faster HBM.
+    facts_for("H100-SXM5-80GB", f);
+    f.gpu.kind = kind;
+    f.gpu.hbm_capacity = Bytes(141e9);
+    f.gpu.hbm_bandwidth = BytesPerSec(4800e9);
+    f.header.gpu_kind = kind;
+    f.header.gpu = "NVIDIA H200";
+    f.header.mem_clock_mhz = 3201;
+    std::erase_if(f.header.sources, [](const std::string &s) { return s.rfind("H100 SXM peaks", 0) == 0; });
+    f.header.sources.push_back("H200 SXM: 989 TFLOP/s bf16 dense (1979 fp8), 4800 GB/s HBM3e, 141 GB, 132 SMs: NVIDIA "
+                               "H200 datasheet (the H100 SXM's tensor cores)");
+    f.header.sources.push_back("gemm ceilings: the H100 SXM's published best cases above, same die, clocks and power "
+                               "limit (no published H200 GEMM measurement used)");
+    return true;
+  }
   return false;
 }
 
@@ -133,7 +151,7 @@ KernelProfile generate(const GpuFacts &f, const std::string &date) {
 
 int usage() {
   std::cerr
-      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|H100-SXM5-80GB --date YYYY-MM-DD --out FILE\n";
+      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|H100-SXM5-80GB|H200-SXM-141GB --date YYYY-MM-DD --out FILE\n";
   return 2;
 }
 
@@ -157,7 +175,7 @@ int main(int argc, char **argv) {
     return usage();
   GpuFacts facts;
   if (!facts_for(gpu, facts)) {
-    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, H100-SXM5-80GB)\n";
+    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, H100-SXM5-80GB, H200-SXM-141GB)\n";
     return 2;
   }
   try {

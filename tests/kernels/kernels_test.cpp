@@ -37,6 +37,14 @@ GpuSpec h100() {
   return g;
 }
 
+GpuSpec h200() {
+  GpuSpec g = h100();
+  g.kind = "H200-SXM-141GB";
+  g.hbm_capacity = Bytes(141e9);
+  g.hbm_bandwidth = BytesPerSec(4800e9);
+  return g;
+}
+
 ProfileHeader test_header() {
   ProfileHeader h;
   h.gpu = "NVIDIA A100-SXM4-80GB";
@@ -188,7 +196,9 @@ protected:
   static Bundled bundled(int i) {
     if (i == 0)
       return {"A100-SXM4-80GB.csv", a100(), 267.9, gemm(Dtype::BF16, 6912, 16384, 2048)};
-    return {"H100-SXM5-80GB.csv", h100(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)};
+    if (i == 1)
+      return {"H100-SXM5-80GB.csv", h100(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)};
+    return {"H200-SXM-141GB.csv", h200(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)}; // the H100's die
   }
 };
 
@@ -226,7 +236,18 @@ TEST_P(BundledProfile, LoadsAndMatchesThePublishedBestCase) {
               0.01);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1));
+INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1, 2));
+
+// The H200 is the H100's die with faster HBM: GEMMs take the same time, memory-bound kernels
+// scale with the bandwidth (4800 vs 3350 GB/s).
+TEST(BundledProfile, H200IsTheH100WithFasterMemory) {
+  const KernelTable h1 = KernelTable::load(kSourceDir + "/kernels_profiles/data/H100-SXM5-80GB.csv", h100());
+  const KernelTable h2 = KernelTable::load(kSourceDir + "/kernels_profiles/data/H200-SXM-141GB.csv", h200());
+  for (const KernelShape &s : {gemm(Dtype::BF16, 8192, 28672, 8192), gemm(Dtype::FP8_E4M3, 8192, 28672, 8192)})
+    EXPECT_DOUBLE_EQ(h2.lookup(s).time.value(), h1.lookup(s).time.value()) << describe(s);
+  const KernelShape copy = elementwise(KernelKind::MEMCPY, Dtype::BF16, int64_t{1} << 31);
+  EXPECT_NEAR(h1.lookup(copy).time.value() / h2.lookup(copy).time.value(), 4800.0 / 3350.0, 1e-3);
+}
 
 TEST(BundledProfile, H100HasFp8AndA100DoesNot) {
   const KernelTable h = KernelTable::load(kSourceDir + "/kernels_profiles/data/H100-SXM5-80GB.csv", h100());

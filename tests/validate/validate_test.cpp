@@ -219,11 +219,11 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
 }
 
 // fp8 training against published measurements that no calibration saw (tests/validate/data/
-// fp8_runs.yaml: NVIDIA's DGX Cloud recipes, fp8 columns): the bf16-calibrated H100 plus the
+// heldout_runs.yaml: NVIDIA's DGX Cloud recipes, fp8 columns): the bf16-calibrated H100 plus the
 // published fp8 GEMM ceiling predicts their step times within 10 %.
 TEST(Validate, Fp8RunsAreHeldOutAndWithinTenPercent) {
   const fs::path d = temp_dir("fp8");
-  const Result r = run_stepsim("validate " + src("tests/validate/data/fp8_runs.yaml") + " --only dgxc_gpt3_175b_128h100_fp8" +
+  const Result r = run_stepsim("validate " + src("tests/validate/data/heldout_runs.yaml") + " --only dgxc_gpt3_175b_128h100_fp8" +
                                " --only dgxc_llama31_70b_64h100_fp8 -j2 --topologies " + src("topologies") + " --out " +
                                (d / "out").string());
   ASSERT_EQ(r.code, 0) << r.output;
@@ -271,7 +271,7 @@ TEST(Calibration, ReDerivesTheStoredA100Knob) {
 // Every calibration file applies cleanly to the bundled topologies of its GPU kind.
 TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"H100-SXM5-80GB", "dgx-h100"},
-                                  std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}}) {
+                                  std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}, std::pair{"H200-SXM-141GB", "h200-cluster"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
     EXPECT_EQ(calibrated.gpu.kind, c.gpu_kind) << topo;
@@ -285,7 +285,8 @@ TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
 // bundled topologies changes nothing.
 TEST(Calibration, BundledTopologiesCarryTheCalibratedKnobs) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"A100-SXM4-80GB", "fat-tree-2to1"},
-                                  std::pair{"H100-SXM5-80GB", "dgx-h100"}, std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}}) {
+                                  std::pair{"H100-SXM5-80GB", "dgx-h100"}, std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"},
+                                  std::pair{"H200-SXM-141GB", "h200-cluster"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec plain = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"));
     const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
