@@ -52,6 +52,10 @@ struct GpuSpec {
   /// Calibration: fixed cost per kernel in a step (launch + framework gap); negative = the
   /// profile's `launch_overhead_s`.
   Seconds launch_overhead = Seconds(-1.0);
+  /// Calibration: fixed host-side cost of each pipeline pass (one micro-batch through one model
+  /// chunk, forward or backward: the framework's schedule step and its p2p setup), added to the
+  /// pass's first compute task. >= 0, default 0.
+  Seconds pass_overhead = Seconds(0.0);
 };
 
 /// A class of link: bandwidth per direction, one-way latency, achieved fraction of bandwidth.

@@ -61,7 +61,7 @@ TaskId MoeCpEmitter::add_compute(Rank r, Block block, Phase phase, int stage, in
   Task t = compute_task(r, block, phase, stage, layer, mb);
   Bytes bytes;
   const ComputeCost c = scaled(base, phase, stage, flops, bytes);
-  t.duration = c.time;
+  t.duration = c.time + host_.take_pass_overhead(r);
   t.sources = c.sources;
   t.flops = flops;
   t.bytes = bytes;

@@ -28,6 +28,8 @@ public:
     /// The builder's cost of a dense block (ATTENTION or MLP) in FORWARD, BACKWARD or RECOMPUTE
     /// for a GPU's tokens (b*s/cp); emitted tasks scale its time by their FLOPs.
     std::function<std::pair<ComputeCost, ComputeQuery>(Block, Phase, int)> cost;
+    /// The rank's pass overhead not yet charged (cleared): added to its next compute task.
+    std::function<Seconds(Rank)> take_pass_overhead;
   };
 
   static constexpr TaskId NO_TASK = ~TaskId{0};

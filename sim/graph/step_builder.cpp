@@ -25,6 +25,7 @@ struct RankState {
   TaskId last_compute = NO_TASK;
   TaskId pending_wait = NO_TASK; ///< collective the next compute task must wait for
   TaskId dp_chain = NO_TASK;     ///< last task on the DP stream
+  Seconds pass_overhead{0.0};    ///< host cost of the current pass, not yet charged to a compute task
 };
 
 /// A gradient (or parameter) item in the order backward produces it.
@@ -50,7 +51,8 @@ public:
         detail::MoeCpEmitter::Host{[this](Rank r) -> TaskId& { return rs(r).last_compute; },
                                    [this](Rank r) -> TaskId& { return rs(r).pending_wait; },
                                    [this](Rank r) -> TaskId& { return rs(r).dp_chain; },
-                                   [this](Block b, Phase ph, int s) { return cost(b, ph, s); }});
+                                   [this](Block b, Phase ph, int s) { return cost(b, ph, s); },
+                                   [this](Rank r) { return take_pass_overhead(r); }});
   }
 
   StepProgram build() {
@@ -151,6 +153,13 @@ private:
     return {c, q};
   }
 
+  /// The pass overhead not yet charged on rank r (charged once, to the pass's first compute task).
+  Seconds take_pass_overhead(Rank r) {
+    const Seconds s = rs(r).pass_overhead;
+    rs(r).pass_overhead = Seconds(0.0);
+    return s;
+  }
+
   /// One compute task on every rank of the TP group, each after its rank's previous compute
   /// task, the collective it waits for and `extra_dep` (per rank, may be NO_TASK).
   std::vector<TaskId> compute(const std::vector<Rank>& group, Block block, Phase phase, int stage, int layer, int mb,
@@ -166,7 +175,7 @@ private:
     for (size_t i = 0; i < group.size(); ++i) {
       const Rank r = group[i];
       Task t = compute_task(r, block, phase, stage, layer, mb);
-      t.duration = dur.time;
+      t.duration = dur.time + take_pass_overhead(r);
       t.sources = dur.sources;
       t.flops = q.flops;
       t.bytes = q.bytes;
@@ -365,6 +374,8 @@ private:
 
       const int mb = pass.micro_batch;
       const size_t slot = static_cast<size_t>(pass.chunk) * static_cast<size_t>(m_) + static_cast<size_t>(mb);
+      for (Rank r : group)
+        rs(r).pass_overhead = o_.pass_overhead;
       const bool fwd = pass.phase == Phase::FORWARD;
       const bool weight = pass.phase == Phase::WEIGHT_GRAD;
       // Gradients become final in this pass (BACKWARD, or W when split) ...

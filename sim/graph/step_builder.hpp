@@ -60,6 +60,9 @@ struct BuildOptions {
   /// with it. Exact when replicas see a symmetric network; see docs/engine.md.
   bool fold_dp = true;
   ComputeTimeFn compute_time; ///< required
+  /// Fixed host-side cost of each pipeline pass, added to its first compute task on every rank
+  /// (`gpu.pass_overhead`, docs/calibration.md).
+  Seconds pass_overhead = Seconds(0.0);
 };
 
 /// The DAG plus what downstream needs to interpret it.

@@ -95,9 +95,11 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const double layers = d(w.model.layers / p);
   const double tp_per_mb = layers * tp_one * (4.0 + (full ? 2.0 : 0.0));
 
-  // Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), TP.
-  const double t_f = layers * (att_f + mlp_f) + lg_f;
-  const double t_b = layers * (att_b + mlp_b + att_r + mlp_r) + lg_b;
+  // Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), TP; each of the
+  // v chunk passes each way also pays the host's pass overhead.
+  const double pass = d(v) * cluster.gpu.pass_overhead.value();
+  const double t_f = layers * (att_f + mlp_f) + lg_f + pass;
+  const double t_b = layers * (att_b + mlp_b + att_r + mlp_r) + lg_b + pass;
   // W share of backward: the weight-gradient GEMMs, as many FLOPs as the forward's GEMMs.
   const auto gemm_share = [&](Block b) {
     const graph::ComputeQuery fq = block_query(w, b, Phase::FORWARD, 0);

@@ -176,7 +176,9 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
   const auto t0 = std::chrono::steady_clock::now();
   Simulation sim;
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
-  graph::BuildOptions build{.fold_dp = options.fold_dp, .compute_time = compute_time_model(cluster, workload, table)};
+  graph::BuildOptions build{.fold_dp = options.fold_dp,
+                            .compute_time = compute_time_model(cluster, workload, table),
+                            .pass_overhead = cluster.gpu.pass_overhead};
   sim.program = graph::build_step(workload, build);
   engine::ReplayOptions replay_options{.collective_form = options.collective_form,
                                        .algorithms = workload.collectives,

@@ -191,9 +191,22 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   else
     p.defaults.emplace_back("kv_heads=heads");
   w << "  ffn_hidden: " << *m.ffn_hidden << "\n  vocab: " << *m.vocab << "\n  seq_len: " << *m.seq_len << "\n";
-  const bool swiglu = has(m.name, "llama") || (m.kv_heads && *m.kv_heads != *m.heads);
+  // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs);
+  // an unknown family with grouped-query attention is taken as gated.
+  bool swiglu = m.kv_heads && *m.kv_heads != *m.heads;
+  std::string why = swiglu ? "grouped-query attention" : "multi-head attention";
+  for (const char* family : {"llama", "mistral", "mixtral", "qwen", "deepseek", "gemma"})
+    if (has(m.name, family)) {
+      swiglu = true;
+      why = family;
+    }
+  for (const char* family : {"gpt", "bloom", "mpt", "nemotron", "falcon", "opt-"})
+    if (has(m.name, family)) {
+      swiglu = false;
+      why = family;
+    }
   w << "  mlp: " << (swiglu ? "swiglu" : "gelu") << "\n";
-  p.defaults.emplace_back(std::string("mlp=") + (swiglu ? "swiglu (Llama-style)" : "gelu (GPT-style)"));
+  p.defaults.emplace_back(std::string("mlp=") + (swiglu ? "swiglu" : "gelu") + " (" + why + ")");
   if (m.moe_experts.value_or(0) > 1) {
     w << "  moe:\n    experts: " << *m.moe_experts << "\n";
     if (m.moe_topk)
@@ -228,9 +241,14 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   if (par.virtual_pp.value_or(1) > 1)
     w << "  vp: " << *par.virtual_pp << "\n";
-  const bool sp = par.sp.value_or(1) > 1 && tp > 1;
+  // NeMo's recipes turn sequence parallelism on whenever tp > 1 (`sequence_parallel: true`, e.g.
+  // the GPT-3 175B recipe's configuration); the records leave it empty.
+  const bool nemo = has(run.framework, "nemo");
+  const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : nemo);
   if (sp)
     w << "  sp: true\n";
+  if (sp && !par.sp)
+    p.defaults.emplace_back("sp=true (framework '" + run.framework + "')");
   // Megatron-LM (2021-22) splits pipeline messages across the TP ranks and all-gathers them on
   // the receiving stage (Narayanan et al. 2021, sec. 4.1; on by default there). DeepSpeed's
   // pipeline engine (Megatron-DeepSpeed) sends whole activations.
@@ -244,6 +262,10 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     zero = 3;
   } else if (!z.empty() && std::isdigit(static_cast<unsigned char>(z[0])) != 0) {
     zero = z[0] - '0';
+  } else if (z.empty() && nemo) {
+    // NeMo's recipes use the distributed optimizer (`distributed_fused_adam`): ZeRO-1.
+    zero = 1;
+    p.defaults.emplace_back("zero_stage=1 (distributed optimizer, framework '" + run.framework + "')");
   } else if (z.empty()) {
     p.defaults.emplace_back("zero_stage=0");
   } else {

@@ -358,6 +358,14 @@ TEST_F(ConfigTest, ReadsFp8PeakAndPrecision) {
   EXPECT_EQ(workload(replace(WORKLOAD, "precision: bf16", "precision: fp8")).precision, stepsim::Precision::FP8);
 }
 
+TEST_F(ConfigTest, ReadsPassOverhead) {
+  EXPECT_DOUBLE_EQ(cluster(CLUSTER).gpu.pass_overhead.value(), 0.0); // default: none
+  const ClusterSpec c = cluster(replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: 0.85\n  pass_overhead: 543us"));
+  EXPECT_DOUBLE_EQ(c.gpu.pass_overhead.value(), 543e-6);
+  const std::string bad = replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: 0.85\n  pass_overhead: soon");
+  expect_contains(cluster_error(bad), {in_cluster(bad, "pass_overhead: ^soon"), "key 'gpu.pass_overhead'"});
+}
+
 TEST_F(ConfigTest, LocationsAreOneBased) {
   // "nodes: 0" is on the 2nd line, its value in the 8th column.
   const std::string msg = cluster_error(replace(CLUSTER, "nodes: 2\n", "nodes: 0\n"));

@@ -165,6 +165,42 @@ TEST(BuildStep, ComputeCostsFromModel) {
   }
 }
 
+// gpu.pass_overhead: each pass (one micro-batch through one chunk, forward or backward) charges
+// the overhead once, to its first compute task, on every rank: a rank's compute time grows by
+// 2·m·v·x exactly (x = overhead), whatever the schedule; the optimizer is not a pass.
+TEST(BuildStep, PassOverheadChargedOncePerPass) {
+  for (Schedule s : {Schedule::ONE_F_ONE_B, Schedule::INTERLEAVED}) {
+    WorkloadSpec w = standard(s);
+    if (s == Schedule::INTERLEAVED)
+      w.parallel.vp = 2;
+    const StepProgram plain = build(w);
+    BuildOptions o;
+    o.compute_time = fixed_time;
+    o.pass_overhead = Seconds(3e-4);
+    const StepProgram charged = build_step(w, o);
+    ASSERT_EQ(plain.graph.size(), charged.graph.size());
+    std::map<Rank, double> extra;
+    int charged_tasks = 0;
+    for (TaskId id = 0; id < plain.graph.size(); ++id) {
+      const Task& a = plain.graph.task(id);
+      const Task& b = charged.graph.task(id);
+      if (a.kind != TaskKind::COMPUTE)
+        continue;
+      const double d = b.duration.value() - a.duration.value();
+      if (d != 0) {
+        EXPECT_NEAR(d, 3e-4, 1e-15);
+        EXPECT_NE(b.block, Block::OPTIMIZER);
+        ++charged_tasks;
+      }
+      extra[a.rank] += d;
+    }
+    const double passes = 2.0 * 8 * std::max(1, w.parallel.vp);
+    for (const auto& [r, e] : extra)
+      EXPECT_NEAR(e, passes * 3e-4, 1e-12) << "rank " << r;
+    EXPECT_EQ(charged_tasks, static_cast<int>(passes) * static_cast<int>(extra.size()));
+  }
+}
+
 // Stream order: each rank's compute tasks form a chain (edge from each to the next in issue
 // order), the chain follows the stage's schedule (first-layer attention forward / last-layer
 // MLP backward of each pass in stage_order), and the optimizer comes last.

@@ -172,6 +172,41 @@ TEST(Plan, DefaultsAreListedAndMetricPreference) {
   fs::remove_all(d);
 }
 
+// Framework defaults: a NeMo record without sp / zero_stage gets NeMo's sequence parallelism and
+// distributed optimizer (ZeRO-1), listed; Megatron-LM's keeps what it says. The MLP follows the
+// model family: Nemotron (GQA, squared ReLU) two GEMMs, Llama gated, unknown GQA gated.
+TEST(Plan, FrameworkDefaultsAndMlpFamily) {
+  auto plan_of = [](std::string text, const std::string& framework, const std::string& name) {
+    text.replace(text.find("sp: 1, zero_stage: 0"), 20, "sp: null, zero_stage: null");
+    text.replace(text.find("Megatron-LM"), 11, framework);
+    text.replace(text.find("GPT-small"), 9, name);
+    text.replace(text.find("kv_heads: 16"), 12, "kv_heads: 4");
+    const fs::path d = temp_dir("framework");
+    write(d / "runs.yaml", "runs:\n" + text);
+    const config::RunsFile f = config::load_runs(d / "runs.yaml");
+    fs::remove_all(d);
+    return validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  };
+  const validate::RunPlan nemo = plan_of(small_run("n", "bf16"), "NeMo 24.09", "Nemotron-4 mini");
+  ASSERT_TRUE(nemo.skip_reason.empty()) << nemo.skip_reason;
+  EXPECT_NE(nemo.workload_yaml.find("  sp: true\n"), std::string::npos) << nemo.workload_yaml;
+  EXPECT_NE(nemo.workload_yaml.find("  zero_stage: 1\n"), std::string::npos) << nemo.workload_yaml;
+  EXPECT_NE(nemo.workload_yaml.find("  mlp: gelu\n"), std::string::npos) << nemo.workload_yaml;
+  std::string defaults;
+  for (const auto& s : nemo.defaults)
+    defaults += s + ";";
+  EXPECT_NE(defaults.find("sp=true (framework 'NeMo 24.09')"), std::string::npos) << defaults;
+  EXPECT_NE(defaults.find("zero_stage=1 (distributed optimizer"), std::string::npos) << defaults;
+  EXPECT_NE(defaults.find("mlp=gelu (nemotron)"), std::string::npos) << defaults;
+
+  const validate::RunPlan megatron = plan_of(small_run("m", "bf16"), "Megatron-LM", "Llama-small");
+  EXPECT_EQ(megatron.workload_yaml.find("  sp: true"), std::string::npos) << megatron.workload_yaml;
+  EXPECT_NE(megatron.workload_yaml.find("  zero_stage: 0\n"), std::string::npos) << megatron.workload_yaml;
+  EXPECT_NE(megatron.workload_yaml.find("  mlp: swiglu\n"), std::string::npos) << megatron.workload_yaml;
+  const validate::RunPlan unknown = plan_of(small_run("u", "bf16"), "Megatron-LM", "Model-X");
+  EXPECT_NE(unknown.workload_yaml.find("  mlp: swiglu\n"), std::string::npos) << unknown.workload_yaml;
+}
+
 // ---- validate end to end ------------------------------------------------------------------------
 
 TEST(Validate, OutputFormatAndSkippedRuns) {
@@ -268,6 +303,30 @@ TEST(Calibration, ReDerivesTheStoredA100Knob) {
   fs::remove_all(options.validate.work_dir);
 }
 
+// The stored H100 knobs (two, fitted together on two runs) re-derive one at a time: with the other
+// at its stored value (the bundled topologies carry it), each one's search over its range lands
+// on its stored value. That is the condition the joint optimum satisfies.
+TEST(Calibration, ReDerivesTheStoredH100Knobs) {
+  const fs::path runs_file = src("tests/validate/data/measured_runs.yaml");
+  const config::CalibrationFile stored = config::load_calibration(src("topologies/calibration/H100-SXM5-80GB.yaml"));
+  ASSERT_EQ(stored.knobs.size(), 2u);
+  const config::RunsFile runs = config::load_runs(runs_file);
+  for (const auto& knob : stored.knobs) {
+    validate::CalibrateOptions options;
+    options.validate.topologies = src("topologies");
+    options.validate.work_dir = temp_dir("calibrate-h100");
+    options.validate.jobs = 2;
+    const bool overhead = knob.path.find("pass_overhead") != std::string::npos;
+    options.knobs = {validate::parse_knob(knob.path + (overhead ? "=0:2000:us" : "=0.5:1"))};
+    options.tolerance = overhead ? 1.0 : 0.005;
+    const validate::CalibrationResult r = validate::calibrate(runs, stored.fit_runs, options, nullptr);
+    ASSERT_EQ(r.values.size(), 1u);
+    const double want = std::stod(knob.value); // "543us" -> 543 (us, the search unit)
+    EXPECT_NEAR(r.values[0].value, want, overhead ? 15.0 : 0.011) << knob.path;
+    fs::remove_all(options.validate.work_dir);
+  }
+}
+
 // Every calibration file applies cleanly to the bundled topologies of its GPU kind.
 TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"H100-SXM5-80GB", "dgx-h100"},
@@ -294,6 +353,7 @@ TEST(Calibration, BundledTopologiesCarryTheCalibratedKnobs) {
     EXPECT_EQ(plain.gpu.launch_overhead, calibrated.gpu.launch_overhead) << topo;
     EXPECT_EQ(plain.gpu.compute_efficiency, calibrated.gpu.compute_efficiency) << topo;
     EXPECT_EQ(plain.gpu.overlap_slowdown, calibrated.gpu.overlap_slowdown) << topo;
+    EXPECT_EQ(plain.gpu.pass_overhead, calibrated.gpu.pass_overhead) << topo;
   }
 }
 
