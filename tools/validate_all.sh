@@ -51,8 +51,10 @@ HEADER
 
 \`tests/validate/data/heldout_runs.yaml\`: more columns of NVIDIA's DGX Cloud recipe tables (cited
 per run): the larger-scale bf16 columns of the two H100 recipes above, their fp8 columns (the fp8
-training model, docs/model.md) and the Llama 3.1 8B and 405B recipes. No calibration used them:
-the H100 knob is fitted on one bf16 run above, and the fp8 GEMM ceiling is a published cuBLASLt
+training model, docs/model.md), the Llama 3.1 8B/405B and Nemotron-4 15B/340B recipes, and the fp8
+table of NeMo's 24.07 performance summary (small fp8 models are the weak spot: docs/calibration.md).
+No calibration used them:
+the H100 knobs are fitted on the two bf16 H100 runs above, and the fp8 GEMM ceiling is a published cuBLASLt
 measurement (docs/kernels.md).
 Command: \`stepsim validate tests/validate/data/heldout_runs.yaml --out heldout -j $jobs --timeout $timeout\`.
 
