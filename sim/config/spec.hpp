@@ -220,9 +220,4 @@ inline FlopsPerSec peak_flops(const GpuSpec& gpu, Precision p) {
   return gpu.peak_bf16;
 }
 
-/// The 16-bit precision of everything that is not an fp8 GEMM (fp8 training keeps bf16).
-inline Precision sixteen_bit(Precision p) {
-  return p == Precision::FP8 ? Precision::BF16 : p;
-}
-
 } // namespace stepsim

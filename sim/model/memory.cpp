@@ -119,9 +119,11 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
   l.weights = Bytes(e * sharded(3));
   // fp8 training: each layer's fp8 weight and its fp8 transpose, cast once per step (ZeRO-3
   // casts the gathered layers instead: zero3_gathered).
-  if (zero < 3)
-    l.weights += Bytes(fp8_weight_bytes(w.precision) * layer_params(w.model, w.parallel.tp) *
-                       d(stage_layout(w, stage).num_layers));
+  if (zero < 3) {
+    const StageLayout s = stage_layout(w, stage);
+    l.weights += Bytes(fp8_weight_bytes(w.precision) *
+                       stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep).total());
+  }
   l.gradients = Bytes(e * sharded(2));
   l.optimizer = Bytes(w.training.optimizer_bytes_per_param * sharded(1));
   Bytes buffers(0.0);
