@@ -1,7 +1,7 @@
 // Speed and memory of whole-step simulations. SimGrid allows one simulation per process, so each
 // iteration runs `stepsim run` in a child process and measures its wall time and peak RSS
 // (wait4's rusage). Targets (docs/performance.md): GPT-3 175B on 1024 A100s (TP8 PP8 DP16)
-// in <= 5 s wall and <= 1 GB; 4096 GPUs (DP64) reported.
+// in <= 5 s wall and <= 1 GB; 4096 GPUs (DP64) and a 2048-GPU MoE (EP 64) reported.
 
 #include <benchmark/benchmark.h>
 
@@ -42,15 +42,8 @@ ChildRun run_child(const std::vector<std::string>& args) {
   return r;
 }
 
-void gpt3_step(benchmark::State& state, int nodes, bool trace) {
-  const std::string src = STEPSIM_SOURCE_DIR;
-  std::vector<std::string> args = {STEPSIM_BINARY, "run", "--cluster", src + "/topologies/dgx-a100-superpod.yaml",
-                                   "--workload", src + "/workloads/gpt3-175b.yaml",
-                                   "--set", "cluster.nodes=" + std::to_string(nodes), "--quiet"};
-  if (trace) {
-    args.push_back("--out");
-    args.push_back("/tmp/stepsim-bench-out");
-  }
+/// Runs `args` once per iteration; reports wall time (manual), peak RSS and the GPU count.
+void measure(benchmark::State& state, const std::vector<std::string>& args, int gpus) {
   double rss = 0;
   for (auto _ : state) {
     const ChildRun r = run_child(args);
@@ -62,7 +55,32 @@ void gpt3_step(benchmark::State& state, int nodes, bool trace) {
     rss = std::max(rss, r.max_rss_mb);
   }
   state.counters["peak_rss_MB"] = rss;
-  state.counters["gpus"] = nodes * 8;
+  state.counters["gpus"] = gpus;
+}
+
+void gpt3_step(benchmark::State& state, int nodes, bool trace) {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  std::vector<std::string> args = {STEPSIM_BINARY, "run", "--cluster", src + "/topologies/dgx-a100-superpod.yaml",
+                                   "--workload", src + "/workloads/gpt3-175b.yaml",
+                                   "--set", "cluster.nodes=" + std::to_string(nodes), "--quiet"};
+  if (trace) {
+    args.push_back("--out");
+    args.push_back("/tmp/stepsim-bench-out");
+  }
+  measure(state, args, nodes * 8);
+}
+
+/// The bundled DeepSeek-V3-like MoE (pp 8) on 2048 H200s with EP 64 across 8 nodes, 16 micro-batches;
+/// `extra` adds a flag (--no-sampling: one whole EP group simulated instead of one EP rank).
+void moe_step(benchmark::State& state, const char* extra) {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  std::vector<std::string> args = {STEPSIM_BINARY, "run", "--cluster", src + "/topologies/h200-cluster.yaml",
+                                   "--workload", src + "/workloads/deepseek-v3-like.yaml",
+                                   "--set", "cluster.nodes=256", "--set", "parallel.ep=64",
+                                   "--set", "batch.global_batch=4096", "--quiet"};
+  if (extra[0] != '\0')
+    args.push_back(extra);
+  measure(state, args, 2048);
 }
 
 } // namespace
@@ -74,5 +92,9 @@ BENCHMARK_CAPTURE(gpt3_step, gpus1024_with_trace, 128, true)
     ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
 BENCHMARK_CAPTURE(gpt3_step, gpus4096_no_trace, 512, false)
     ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(moe_step, deepseek_like_2048_ep64, "")
+    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(moe_step, deepseek_like_2048_ep64_no_sampling, "--no-sampling")
+    ->UseManualTime()->Iterations(1)->Repetitions(1)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
 
 BENCHMARK_MAIN();

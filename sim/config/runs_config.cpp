@@ -59,6 +59,13 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
   r.recompute = opt_text(m, "recompute");
   r.precision = opt_text(m, "precision");
   r.framework = opt_text(m, "framework");
+  const YAML::Node& entry_node = node; // const: a missing key reads as an undefined node
+  if (const YAML::Node source = entry_node["source"]; source && source.IsMap()) {
+    const YAML::Node y = source["year"];
+    int year = 0;
+    if (y && y.IsScalar() && YAML::convert<int>::decode(y, year))
+      r.year = year;
+  }
   if (auto s = opt_map(m, "model", {"name", "params_b", "layers", "hidden", "ffn_hidden", "attn_heads", "kv_heads",
                                     "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "notes"})) {
     r.model.name = opt_text(*s, "name");

@@ -58,6 +58,9 @@ struct MeasuredRun {
   std::string recompute;  ///< free text, "" = null
   std::string precision;  ///< free text, "" = null
   std::string framework;
+  /// source.year when the source is a mapping with an integer year (the rest of `source` is
+  /// free-form and not read).
+  std::optional<int> year;
   MeasuredFigures measured;
 };
 

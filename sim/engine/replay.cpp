@@ -255,7 +255,8 @@ private:
       algorithm = collectives::choose(op, ranks, t.bytes, view_);
     result_.algorithm[id] = algorithm;
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_);
-    if (options_.sample_above_ranks > 0 && ranks.size() > static_cast<size_t>(options_.sample_above_ranks))
+    if ((options_.sample_above_ranks > 0 && ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||
+        (options_.sample_ep && t.group == graph::CommGroup::EP))
       sample_flows(rc.program);
     const size_t nf = rc.program.flows.size();
     rc.unfinished = static_cast<uint32_t>(nf);

@@ -31,6 +31,10 @@ struct ReplayOptions {
   /// rank; the others are copies of them on nodes nobody observes. Exact when every node sees
   /// the same traffic (non-blocking fabric, folded DP replicas). 0 = off.
   int sample_above_ranks = 0;
+  /// Sample every EP-group collective whatever its size: set when the step simulates one rank
+  /// per EP group (graph::BuildOptions::fold_ep), whose all-to-alls are then observed from that
+  /// rank's node only.
+  bool sample_ep = false;
 };
 
 /// A task that finished: its id in the graph and its simulated interval.

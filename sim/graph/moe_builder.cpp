@@ -27,8 +27,9 @@ double pass_factor(Phase phase, bool split) {
 } // namespace
 
 MoeCpEmitter::MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches,
-                           bool split_backward, StepGraph& g, Host host)
-    : w_(w), grid_(grid), m_(micro_batches), split_(split_backward), g_(g), host_(std::move(host)) {
+                           bool split_backward, bool representative_ep, StepGraph& g, Host host)
+    : w_(w), grid_(grid), m_(micro_batches), split_(split_backward), representative_ep_(representative_ep), g_(g),
+      host_(std::move(host)) {
   local_ = w.model;
   local_.seq_len = w.model.seq_len / std::max(1, grid.cp);
   tokens_ = static_cast<double>(w.batch.micro_batch) * static_cast<double>(local_.seq_len);
@@ -182,7 +183,10 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
   const Flops shared = model::shared_experts_forward_flops(m, tokens_, tp) * f;
   const bool has_shared = m.moe.shared_experts > 0;
   auto experts = [&](Rank r) {
-    const double pairs = model::ep_rank_assignments(w_, layer, grid_.dp_of(r) % grid_.ep);
+    double pairs = model::ep_rank_assignments(w_, layer, grid_.dp_of(r) % grid_.ep);
+    if (representative_ep_)
+      for (int e = 0; e < grid_.ep; ++e)
+        pairs = std::max(pairs, model::ep_rank_assignments(w_, layer, e));
     return model::routed_experts_forward_flops(m, pairs, tp) * f;
   };
   const bool grads_final = split_ ? phase == Phase::WEIGHT_GRAD : phase == Phase::BACKWARD;

@@ -34,8 +34,10 @@ public:
 
   static constexpr TaskId NO_TASK = ~TaskId{0};
 
+  /// `representative_ep`: one rank stands for its EP group (BuildOptions::fold_ep); its routed
+  /// experts carry the group's largest load.
   MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches, bool split_backward,
-               StepGraph& g, Host host);
+               bool representative_ep, StepGraph& g, Host host);
 
   /// True when the compute task (block, layer) is emitted here: the MLP of an MoE layer, and the
   /// attention block when cp > 1.
@@ -86,6 +88,7 @@ private:
   RankGrid grid_;
   int m_ = 0;
   bool split_ = false;
+  bool representative_ep_ = false;
   StepGraph& g_;
   Host host_;
   ModelSpec local_;   ///< the model as one GPU sees it: seq_len / cp tokens

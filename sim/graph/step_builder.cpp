@@ -39,7 +39,8 @@ public:
   Builder(const WorkloadSpec& w, const BuildOptions& o) : w_(w), o_(o) {
     grid_ = RankGrid{w.parallel.tp, w.parallel.pp, w.parallel.dp * w.parallel.cp, w.parallel.cp, w.parallel.ep};
     m_ = static_cast<int>(w.micro_batches());
-    replicas_ = o.fold_dp ? grid_.cp * grid_.ep : grid_.dp; // folded: all CP ranks of one EP group (docs/moe.md)
+    // Folded: all CP ranks of one EP group, or of one EP rank with fold_ep (docs/moe.md).
+    replicas_ = o.fold_dp ? grid_.cp * (o.fold_ep ? 1 : grid_.ep) : grid_.dp;
     zero_ = w.parallel.zero_stage;
     sp_ = w.parallel.sp && grid_.tp > 1;
     vp_ = std::max(1, w.parallel.vp);
@@ -47,7 +48,7 @@ public:
     stored_ = model::stored_layer_activations(w);
     working_ = model::recompute_working_set(w);
     moe_cp_ = std::make_unique<detail::MoeCpEmitter>(
-        w, grid_, m_, split_, g_,
+        w, grid_, m_, split_, o.fold_dp && o.fold_ep, g_,
         detail::MoeCpEmitter::Host{[this](Rank r) -> TaskId& { return rs(r).last_compute; },
                                    [this](Rank r) -> TaskId& { return rs(r).pending_wait; },
                                    [this](Rank r) -> TaskId& { return rs(r).dp_chain; },

@@ -59,6 +59,11 @@ struct BuildOptions {
   /// Simulate one DP replica (dp index 0) and launch the other replicas' DP flows in lockstep
   /// with it. Exact when replicas see a symmetric network; see docs/engine.md.
   bool fold_dp = true;
+  /// With fold_dp and ep > 1: simulate one rank of each EP group instead of the whole group. EP
+  /// ranks run in lockstep (the all-to-alls are barriers); the simulated rank's routed experts
+  /// carry the most loaded EP rank's assignments, so every MoE layer keeps its pace. Exact for
+  /// balanced routing on a fabric where every node sees the same traffic (docs/moe.md).
+  bool fold_ep = false;
   ComputeTimeFn compute_time; ///< required
   /// Fixed host-side cost of each pipeline pass, added to its first compute task on every rank
   /// (`gpu.pass_overhead`, docs/calibration.md).

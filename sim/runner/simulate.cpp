@@ -164,8 +164,11 @@ namespace {
 constexpr int SAMPLE_ABOVE_RANKS = 64;
 
 /// A fabric on which flows of different nodes meet only at the nodes' own links: a fat tree with
-/// no oversubscription at any tier.
+/// no oversubscription at any tier, or a rail-optimised fabric whose leaf uplinks carry all their
+/// NICs (its spine is a single crossbar).
 bool non_blocking(const ClusterSpec& c) {
+  if (c.fabric.kind == FabricKind::RAIL_OPTIMIZED)
+    return c.fabric.oversubscription <= 1.0;
   return c.fabric.kind == FabricKind::FAT_TREE && c.fabric.oversubscription <= 1.0 &&
          (c.fabric.tiers < 3 || c.fabric.spine_oversubscription <= 1.0);
 }
@@ -176,7 +179,10 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
   const auto t0 = std::chrono::steady_clock::now();
   Simulation sim;
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
+  // One rank per EP group where every node sees the same traffic (docs/moe.md, "Folding").
+  const bool fold_ep = options.fold_dp && options.sample_collectives && non_blocking(cluster) && workload.parallel.ep > 1;
   graph::BuildOptions build{.fold_dp = options.fold_dp,
+                            .fold_ep = fold_ep,
                             .compute_time = compute_time_model(cluster, workload, table),
                             .pass_overhead = cluster.gpu.pass_overhead};
   sim.program = graph::build_step(workload, build);
@@ -185,6 +191,7 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
                                        .overlap_slowdown = overlap_slowdown(cluster, table.get())};
   if (options.fold_dp && options.sample_collectives && non_blocking(cluster))
     replay_options.sample_above_ranks = SAMPLE_ABOVE_RANKS;
+  replay_options.sample_ep = fold_ep;
   engine::Replay replay(sim.program, cluster, replay_options);
   sim.result = replay.run();
   sim.summary = report::summarize(sim.program, sim.result.start, sim.result.end, cluster, workload);

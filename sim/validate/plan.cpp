@@ -306,13 +306,17 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     return skip("unrecognised recompute '" + run.recompute + "'");
   }
   // Fused (FlashAttention-style) attention by framework: NeMo (2024), Composer/FSDP (MosaicML,
-  // 2023) and other PyTorch-native stacks use it; Megatron-LM and (Megatron-)DeepSpeed of
-  // 2021-22, and a run naming no framework, ran the unfused QKᵀ/softmax/dropout/AV kernels.
+  // 2023) and other PyTorch-native stacks use it, and so does every framework of a source from
+  // 2023 on (FlashAttention-2 and Transformer Engine's fused attention were the default by then);
+  // Megatron-LM and (Megatron-)DeepSpeed of 2021-22, and a run naming neither framework nor
+  // year, ran the unfused QKᵀ/softmax/dropout/AV kernels.
   const std::string fw = lower(run.framework);
+  const bool recent = run.year && *run.year >= 2023;
   const bool flash = has(fw, "nemo") || has(fw, "composer") || has(fw, "fsdp") || has(fw, "torchtitan") ||
-                     has(fw, "flash");
+                     has(fw, "flash") || recent;
   p.defaults.emplace_back(std::string("flash_attention=") + (flash ? "true" : "false") + " (framework '" +
-                          (run.framework.empty() ? "none" : run.framework) + "')");
+                          (run.framework.empty() ? "none" : run.framework) + "'" +
+                          (recent ? ", source year " + std::to_string(*run.year) : std::string()) + ")");
   w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << (flash ? "true" : "false") << "\n";
   p.workload_yaml = w.str();
 

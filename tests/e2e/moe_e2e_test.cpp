@@ -139,25 +139,30 @@ TEST(MoeEndToEnd, AllToAllSeesTheFabric) {
   EXPECT_LT(cross_rail, cross_fat_tree);
 }
 
-// Folding (one EP group of DP replicas and every CP rank simulated) gives the same step time as
-// simulating every replica, with EP, CP and expert-data-parallel groups all present.
+// Folding gives the same step time as simulating every replica, with EP, CP and
+// expert-data-parallel groups all present: on this non-blocking rail-optimised fabric the default
+// simulates one EP rank (and every CP rank) of one replica, observing its all-to-alls from its
+// node; without sampling, one EP group of DP replicas; without folding, everything.
 TEST(MoeEndToEnd, FoldedEqualsUnfolded) {
   const std::string args = "run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") +
                            " --workload " + src("workloads/mixtral-8x7b.yaml") +
                            " --set cluster.nodes=8 --set model.layers=8 --set batch.global_batch=32"
                            " --set parallel.cp=2 --set parallel.pp=2";
-  double step[2] = {0, 0};
-  int gpus[2] = {0, 0};
-  for (int i = 0; i < 2; ++i) {
-    const fs::path out = fresh_temp_dir(i == 0 ? "fold" : "nofold");
-    const Result r = run_stepsim(args + (i == 0 ? "" : " --no-fold") + " --out " + out.string());
+  const char* modes[3] = {"", " --no-sampling", " --no-fold"};
+  double step[3] = {0, 0, 0};
+  int gpus[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    const fs::path out = fresh_temp_dir("fold" + std::to_string(i));
+    const Result r = run_stepsim(args + modes[i] + " --out " + out.string());
     ASSERT_EQ(r.code, 0) << r.out;
     const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
     step[i] = j["step_time_s"].get<double>();
     gpus[i] = j["simulated_gpus"].get<int>();
     fs::remove_all(out);
   }
-  EXPECT_EQ(gpus[0], 32); // tp 2 * cp 2 * pp 2 * ep 4
-  EXPECT_EQ(gpus[1], 64);
-  EXPECT_NEAR(step[0], step[1], 1e-9 * step[1]);
+  EXPECT_EQ(gpus[0], 8);  // tp 2 * cp 2 * pp 2: one EP rank
+  EXPECT_EQ(gpus[1], 32); // tp 2 * cp 2 * pp 2 * ep 4: one EP group
+  EXPECT_EQ(gpus[2], 64);
+  EXPECT_NEAR(step[0], step[2], 1e-9 * step[2]);
+  EXPECT_NEAR(step[1], step[2], 1e-9 * step[2]);
 }

@@ -127,6 +127,44 @@ TEST(ExpertParallel, ZipfSkewSlowsTheMoeLayerByMaxOverMeanLoad) {
   EXPECT_GT(slowest / uniform.front(), 1.5);
 }
 
+// fold_ep: one rank stands for its EP group. Its MoE layers carry the most loaded EP rank's
+// experts (so each layer keeps the pace the combine sets), its all-to-alls still span the whole
+// group, and it is the only rank simulated per (stage, tp, cp).
+TEST(ExpertParallel, FoldEpKeepsOneRankWithTheLargestLoad) {
+  WorkloadSpec w = moe(1, 2, 8, 8, 2);
+  w.model.moe.routing.distribution = RoutingDistribution::ZIPF;
+  w.model.moe.routing.zipf_exponent = 1.0;
+  w.model.moe.routing.seed = 3;
+  graph::BuildOptions o;
+  o.fold_dp = true;
+  o.fold_ep = true;
+  o.compute_time = [](const graph::ComputeQuery& q) { return Seconds(q.flops.value() * 1e-15); };
+  const graph::StepProgram folded = graph::build_step(w, o);
+  EXPECT_EQ(folded.simulated_ranks.size(), 2u); // pp 2, one EP rank
+  const graph::StepProgram group = build(w);
+  for (int layer = 0; layer < 4; ++layer) {
+    double slowest = 0, representative = 0;
+    int representatives = 0;
+    for (const graph::Task& t : group.graph.tasks())
+      if (t.block == Block::EXPERTS && t.phase == Phase::FORWARD && t.layer == layer && t.micro_batch == 0)
+        slowest = std::max(slowest, t.duration.value());
+    for (const graph::Task& t : folded.graph.tasks())
+      if (t.block == Block::EXPERTS && t.phase == Phase::FORWARD && t.layer == layer && t.micro_batch == 0) {
+        representative = t.duration.value();
+        ++representatives;
+      }
+    if (slowest == 0)
+      continue; // a dense layer
+    EXPECT_EQ(representatives, 1) << "layer " << layer;
+    EXPECT_DOUBLE_EQ(representative, slowest) << "layer " << layer;
+  }
+  for (const graph::Task& t : folded.graph.tasks()) {
+    if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::EP) {
+      EXPECT_EQ(folded.graph.participants(t).size(), 8u);
+    }
+  }
+}
+
 // Folding simulates every CP rank and one EP group (ep consecutive DP ranks).
 TEST(ExpertParallel, FoldingKeepsOneEpGroup) {
   const auto prog = build(moe(2, 2, 8, 4, 2));

@@ -207,6 +207,26 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
   EXPECT_NE(unknown.workload_yaml.find("  mlp: swiglu\n"), std::string::npos) << unknown.workload_yaml;
 }
 
+// Fused attention for a framework the mapping does not know: by the source's year (2023 on: fused).
+TEST(Plan, FlashAttentionByFrameworkThenYear) {
+  auto flash_of = [](const std::string& framework, const std::string& source) {
+    std::string text = small_run("y", "bf16");
+    text.replace(text.find("Megatron-LM"), 11, framework);
+    text.replace(text.find("  group: test\n"), 14, "  group: test\n" + source);
+    const fs::path d = temp_dir("year");
+    write(d / "runs.yaml", "runs:\n" + text);
+    const config::RunsFile f = config::load_runs(d / "runs.yaml");
+    fs::remove_all(d);
+    const validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    return p.workload_yaml.find("flash_attention: true") != std::string::npos;
+  };
+  EXPECT_TRUE(flash_of("HAI-LLM", "  source: {title: a report, year: 2024, url: x}\n"));
+  EXPECT_FALSE(flash_of("HAI-LLM", "  source: {title: a paper, year: 2021}\n"));
+  EXPECT_FALSE(flash_of("HAI-LLM", "  source: a paper, 2024\n")); // free text: no year read
+  EXPECT_FALSE(flash_of("Megatron-LM", ""));
+  EXPECT_TRUE(flash_of("NeMo", ""));
+}
+
 // ---- validate end to end ------------------------------------------------------------------------
 
 TEST(Validate, OutputFormatAndSkippedRuns) {
