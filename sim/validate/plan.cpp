@@ -230,8 +230,16 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   if (ep > 1)
     w << "  ep: " << ep << "\n";
   const std::string sched = lower(par.schedule);
+  // DualPipe (DeepSeek-V3) overlaps one micro-batch's forward with another's backward, all-to-alls
+  // included: a different step, not a 1F1B variant (docs/schedules.md).
+  if (pp > 1 && (has(sched, "dualpipe") || has(sched, "dual pipe")))
+    return skip("schedule '" + par.schedule + "' is not modelled (bidirectional pipeline with forward/backward overlap)");
   if (par.virtual_pp.value_or(1) > 1) {
     w << "  schedule: interleaved\n";
+  } else if (has(sched, "zb-h2")) {
+    w << "  schedule: zb-h2\n";
+  } else if (has(sched, "zb-h1")) {
+    w << "  schedule: zb-h1\n";
   } else if (has(sched, "gpipe")) {
     w << "  schedule: gpipe\n";
   } else {

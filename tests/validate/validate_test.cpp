@@ -207,6 +207,27 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
   EXPECT_NE(unknown.workload_yaml.find("  mlp: swiglu\n"), std::string::npos) << unknown.workload_yaml;
 }
 
+// Schedules by name: zero-bubble schedules map to the simulator's; DualPipe (forward/backward
+// overlap across micro-batches) is not modelled and the run is skipped with that reason.
+TEST(Plan, ScheduleNames) {
+  auto plan_with = [](const std::string& schedule) {
+    std::string text = small_run("s", "bf16");
+    text.replace(text.find("pp: 1, dp: 1"), 12, "pp: 2, dp: 1");
+    text.replace(text.find("tp: 8,"), 6, "tp: 4,");
+    text.replace(text.find("schedule: 1F1B"), 14, "schedule: " + schedule);
+    const fs::path d = temp_dir("sched");
+    write(d / "runs.yaml", "runs:\n" + text);
+    const config::RunsFile f = config::load_runs(d / "runs.yaml");
+    fs::remove_all(d);
+    return validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  };
+  EXPECT_NE(plan_with("ZB-H1").workload_yaml.find("schedule: zb-h1"), std::string::npos);
+  EXPECT_NE(plan_with("ZB-H2").workload_yaml.find("schedule: zb-h2"), std::string::npos);
+  EXPECT_NE(plan_with("GPipe").workload_yaml.find("schedule: gpipe"), std::string::npos);
+  const validate::RunPlan dual = plan_with("DualPipe");
+  EXPECT_NE(dual.skip_reason.find("schedule 'DualPipe' is not modelled"), std::string::npos) << dual.skip_reason;
+}
+
 // Fused attention for a framework the mapping does not know: by the source's year (2023 on: fused).
 TEST(Plan, FlashAttentionByFrameworkThenYear) {
   auto flash_of = [](const std::string& framework, const std::string& source) {
