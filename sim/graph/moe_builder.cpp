@@ -183,10 +183,8 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
   const Flops shared = model::shared_experts_forward_flops(m, tokens_, tp) * f;
   const bool has_shared = m.moe.shared_experts > 0;
   auto experts = [&](Rank r) {
-    double pairs = model::ep_rank_assignments(w_, layer, grid_.dp_of(r) % grid_.ep);
-    if (representative_ep_)
-      for (int e = 0; e < grid_.ep; ++e)
-        pairs = std::max(pairs, model::ep_rank_assignments(w_, layer, e));
+    const double pairs = representative_ep_ ? model::ep_max_rank_assignments(w_, layer)
+                                            : model::ep_rank_assignments(w_, layer, grid_.dp_of(r) % grid_.ep);
     return model::routed_experts_forward_flops(m, pairs, tp) * f;
   };
   const bool grads_final = split_ ? phase == Phase::WEIGHT_GRAD : phase == Phase::BACKWARD;

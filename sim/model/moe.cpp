@@ -144,20 +144,30 @@ double local_tokens(const WorkloadSpec& w) {
 
 } // namespace
 
-double ep_rank_assignments(const WorkloadSpec& w, int64_t layer, int ep_rank) {
+namespace {
+
+/// Every EP rank's assignments in `layer`: the EP group routes the tokens of its ep GPUs together.
+std::vector<double> ep_group_loads(const WorkloadSpec& w, int64_t layer) {
   const int ep = std::max(1, w.parallel.ep);
-  // The EP group routes the tokens of its ep GPUs together.
   const double assignments = local_tokens(w) * d(w.model.moe.top_k) * ep;
-  const std::vector<double> ranks = ep_rank_loads(expert_loads(w.model, layer, assignments), ep);
+  return ep_rank_loads(expert_loads(w.model, layer, assignments), ep);
+}
+
+} // namespace
+
+double ep_rank_assignments(const WorkloadSpec& w, int64_t layer, int ep_rank) {
+  const std::vector<double> ranks = ep_group_loads(w, layer);
   return ranks[static_cast<size_t>(ep_rank) % ranks.size()];
 }
 
+double ep_max_rank_assignments(const WorkloadSpec& w, int64_t layer) {
+  const std::vector<double> ranks = ep_group_loads(w, layer);
+  return *std::max_element(ranks.begin(), ranks.end());
+}
+
 double ep_imbalance(const WorkloadSpec& w, int64_t layer) {
-  const int ep = std::max(1, w.parallel.ep);
-  const double assignments = local_tokens(w) * d(w.model.moe.top_k) * ep;
-  const std::vector<double> ranks = ep_rank_loads(expert_loads(w.model, layer, assignments), ep);
-  const double mean = assignments / ep;
-  return mean > 0 ? *std::max_element(ranks.begin(), ranks.end()) / mean : 1.0;
+  const double mean = local_tokens(w) * d(w.model.moe.top_k);
+  return mean > 0 ? ep_max_rank_assignments(w, layer) / mean : 1.0;
 }
 
 Bytes ep_all_to_all_bytes(const WorkloadSpec& w) {

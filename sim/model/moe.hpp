@@ -71,6 +71,9 @@ std::vector<double> ep_rank_loads(const std::vector<double>& loads, int ep);
 /// the same pairs with 1/tp of each expert. Balanced routing gives b*s/cp*top_k.
 double ep_rank_assignments(const WorkloadSpec& w, int64_t layer, int ep_rank);
 
+/// The most loaded EP rank's assignments in `layer` (the pace of the layer's combine).
+double ep_max_rank_assignments(const WorkloadSpec& w, int64_t layer);
+
 /// The slowest EP rank's assignments over the mean, for layer `layer` (1 with uniform routing and
 /// no capacity limit): the factor by which routing skew slows the MoE block.
 double ep_imbalance(const WorkloadSpec& w, int64_t layer);

@@ -179,8 +179,10 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
   const auto t0 = std::chrono::steady_clock::now();
   Simulation sim;
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
-  // One rank per EP group where every node sees the same traffic (docs/moe.md, "Folding").
-  const bool fold_ep = options.fold_dp && options.sample_collectives && non_blocking(cluster) && workload.parallel.ep > 1;
+  // Symmetry sampling, and one rank per EP group, where every node sees the same traffic
+  // (docs/engine.md, docs/moe.md "Folding").
+  const bool symmetric = options.fold_dp && options.sample_collectives && non_blocking(cluster);
+  const bool fold_ep = symmetric && workload.parallel.ep > 1;
   graph::BuildOptions build{.fold_dp = options.fold_dp,
                             .fold_ep = fold_ep,
                             .compute_time = compute_time_model(cluster, workload, table),
@@ -189,7 +191,7 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
   engine::ReplayOptions replay_options{.collective_form = options.collective_form,
                                        .algorithms = workload.collectives,
                                        .overlap_slowdown = overlap_slowdown(cluster, table.get())};
-  if (options.fold_dp && options.sample_collectives && non_blocking(cluster))
+  if (symmetric)
     replay_options.sample_above_ranks = SAMPLE_ABOVE_RANKS;
   replay_options.sample_ep = fold_ep;
   engine::Replay replay(sim.program, cluster, replay_options);
