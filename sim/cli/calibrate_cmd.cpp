@@ -104,6 +104,8 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   options.validate.work_dir = fs::temp_directory_path() / ("stepsim-calibrate-" + std::to_string(::getpid()));
 
   const config::RunsFile runs = config::load_runs(pos.front());
+  for (const std::string& line : runs.ignored)
+    err << "stepsim: warning: " << line << '\n';
   err << "calibrating on " << ids.size() << " runs\n";
   validate::CalibrationResult r;
   try {

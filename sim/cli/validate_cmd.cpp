@@ -70,6 +70,8 @@ int validate_command(Args& args, std::ostream& out, std::ostream& err) {
   options.topologies = validate::topologies_dir(topologies);
 
   const config::RunsFile runs = config::load_runs(pos.front());
+  for (const std::string& line : runs.ignored)
+    err << "stepsim: warning: " << line << '\n';
   namespace fs = std::filesystem;
   const bool temporary = out_dir.empty();
   options.work_dir = temporary ? fs::temp_directory_path() / ("stepsim-validate-" + std::to_string(::getpid()))

@@ -40,18 +40,21 @@ std::string opt_text(const MapReader& m, std::string_view key) {
   return f->scalar("a text or null");
 }
 
-/// The sub-mapping `key`, or nullopt when absent or null.
-std::optional<MapReader> opt_map(const MapReader& m, std::string_view key, std::vector<std::string_view> keys) {
+/// The sub-mapping `key`, or nullopt when absent or null; unknown keys in it go to `ignored`.
+std::optional<MapReader> opt_map(const MapReader& m, std::string_view key, std::vector<std::string_view> keys,
+                                 std::vector<std::string>& ignored) {
   const auto f = m.find(key);
   if (!f || is_null(*f))
     return std::nullopt;
-  return f->map(std::move(keys));
+  return f->map(std::move(keys), &ignored);
 }
 
-MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::Node& node) {
+MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::Node& node,
+                     std::vector<std::string>& ignored) {
   const Field entry(doc, path, node, node);
   const MapReader m = entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
-                                 "recompute", "precision", "framework", "measured", "derived", "notes"});
+                                 "recompute", "precision", "framework", "measured", "derived", "notes"},
+                                &ignored);
   MeasuredRun r;
   r.where = doc.location(path, node);
   r.id = m.require("id").string();
@@ -67,7 +70,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
       r.year = year;
   }
   if (auto s = opt_map(m, "model", {"name", "params_b", "layers", "hidden", "ffn_hidden", "attn_heads", "kv_heads",
-                                    "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "notes"})) {
+                                    "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "notes"}, ignored)) {
     r.model.name = opt_text(*s, "name");
     r.model.layers = opt_int(*s, "layers");
     r.model.hidden = opt_int(*s, "hidden");
@@ -83,7 +86,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     (void)opt_number(*s, "params_b");
   }
   if (auto s = opt_map(m, "hardware", {"gpu", "gpu_mem_gb", "num_gpus", "gpus_per_node", "intra_node", "inter_node",
-                                       "peak_tflops_assumed", "system"})) {
+                                       "peak_tflops_assumed", "system"}, ignored)) {
     r.hardware.gpu = opt_text(*s, "gpu");
     r.hardware.num_gpus = opt_int(*s, "num_gpus");
     r.hardware.gpus_per_node = opt_int(*s, "gpus_per_node");
@@ -92,7 +95,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     (void)opt_number(*s, "gpu_mem_gb");
   }
   if (auto s = opt_map(m, "parallelism",
-                       {"tp", "pp", "dp", "cp", "ep", "sp", "zero_stage", "fsdp", "virtual_pp", "schedule"})) {
+                       {"tp", "pp", "dp", "cp", "ep", "sp", "zero_stage", "fsdp", "virtual_pp", "schedule"}, ignored)) {
     MeasuredParallelism& p = r.parallelism;
     p.tp = opt_int(*s, "tp");
     p.pp = opt_int(*s, "pp");
@@ -106,14 +109,14 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
       p.fsdp = f->boolean();
     p.schedule = opt_text(*s, "schedule");
   }
-  if (auto s = opt_map(m, "batch", {"micro_batch", "global_batch_seqs", "global_batch_tokens", "grad_accum"})) {
+  if (auto s = opt_map(m, "batch", {"micro_batch", "global_batch_seqs", "global_batch_tokens", "grad_accum"}, ignored)) {
     r.batch.micro_batch = opt_int(*s, "micro_batch");
     r.batch.global_batch_seqs = opt_int(*s, "global_batch_seqs");
     r.batch.global_batch_tokens = opt_int(*s, "global_batch_tokens");
     r.batch.grad_accum = opt_int(*s, "grad_accum");
   }
   if (auto s = opt_map(m, "measured", {"tflops_per_gpu", "tflops_basis", "mfu_pct", "hfu_pct", "iteration_time_s",
-                                       "tokens_per_s_per_gpu", "tokens_per_s_total", "aggregate_pflops", "other"})) {
+                                       "tokens_per_s_per_gpu", "tokens_per_s_total", "aggregate_pflops", "other"}, ignored)) {
     MeasuredFigures& f = r.measured;
     f.tflops_per_gpu = opt_number(*s, "tflops_per_gpu");
     f.tflops_basis = opt_text(*s, "tflops_basis");
@@ -131,8 +134,9 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
 
 RunsFile load_runs(const std::filesystem::path& file) {
   Document doc(file);
-  const auto top = MapReader::root(doc, {"meta", "runs", "collective_measurements", "gemm_measurements"});
   RunsFile out;
+  const auto top =
+      MapReader::root(doc, {"meta", "runs", "collective_measurements", "gemm_measurements"}, &out.ignored);
   out.source = doc.file();
   const Field runs = top.require("runs");
   if (!runs.value().IsSequence())
@@ -141,7 +145,7 @@ RunsFile load_runs(const std::filesystem::path& file) {
   std::size_t i = 0;
   for (const YAML::Node& node : runs.value()) {
     const std::string path = "runs[" + std::to_string(i++) + "]";
-    MeasuredRun r = read_run(doc, path, node);
+    MeasuredRun r = read_run(doc, path, node, out.ignored);
     if (!seen.insert(r.id).second)
       doc.fail(path + ".id", node, "key '" + path + ".id': run id '" + r.id + "' is given twice");
     out.runs.push_back(std::move(r));

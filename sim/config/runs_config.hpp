@@ -67,6 +67,10 @@ struct MeasuredRun {
 struct RunsFile {
   std::string source;
   std::vector<MeasuredRun> runs; ///< file order
+  /// Unknown keys, read past: "FILE:LINE:COL: unknown key 'PATH' ignored[; did you mean ...]".
+  /// Measured-run files grow new fields; a key a run needs that is misspelt still shows as that
+  /// run's skip reason.
+  std::vector<std::string> ignored;
 };
 
 /// A calibration data file (topologies/calibration/<gpu kind>.yaml, docs/calibration.md): the

@@ -240,14 +240,14 @@ void Field::fail_choice(const std::string& found, const std::vector<std::string>
   fail(message);
 }
 
-MapReader Field::map(std::vector<std::string_view> keys) const {
-  return MapReader(*doc_, path_, key_, value_, std::move(keys));
+MapReader Field::map(std::vector<std::string_view> keys, std::vector<std::string>* ignored) const {
+  return MapReader(*doc_, path_, key_, value_, std::move(keys), ignored);
 }
 
 // ---- MapReader -----------------------------------------------------------------------------
 
 MapReader::MapReader(const Document& doc, std::string path, const YAML::Node& anchor, const YAML::Node& map,
-                     std::vector<std::string_view> keys)
+                     std::vector<std::string_view> keys, std::vector<std::string>* ignored)
     : doc_(&doc), path_(std::move(path)), anchor_(anchor), keys_(std::move(keys)) {
   if (!map.IsMap()) {
     const YAML::Node& at = map.IsDefined() && !map.IsNull() ? map : anchor_;
@@ -278,6 +278,11 @@ MapReader::MapReader(const Document& doc, std::string path, const YAML::Node& an
     }
     if (std::find(keys_.begin(), keys_.end(), name) == keys_.end()) {
       const std::string suggestion = did_you_mean(name, known);
+      if (ignored != nullptr) {
+        ignored->push_back(doc.location(full, key) + ": unknown key '" + full + "' ignored" +
+                           (suggestion.empty() ? "" : "; did you mean '" + join_key(path_, suggestion) + "'?"));
+        continue;
+      }
       doc.fail(full, key,
                "unknown key '" + full + "'" +
                    (suggestion.empty() ? "; expected one of " + key_list(keys_)
@@ -287,12 +292,12 @@ MapReader::MapReader(const Document& doc, std::string path, const YAML::Node& an
   }
 }
 
-MapReader MapReader::root(const Document& doc, std::vector<std::string_view> keys) {
+MapReader MapReader::root(const Document& doc, std::vector<std::string_view> keys, std::vector<std::string>* ignored) {
   if (doc.root().IsNull() && !doc.root().IsMap()) {
     throw ConfigError(doc.file() + ":1:1: the document is empty; expected a mapping with keys " +
                       key_list(keys));
   }
-  return MapReader(doc, "", doc.root(), doc.root(), std::move(keys));
+  return MapReader(doc, "", doc.root(), doc.root(), std::move(keys), ignored);
 }
 
 bool MapReader::has(std::string_view key) const {

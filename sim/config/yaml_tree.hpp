@@ -80,8 +80,9 @@ public:
   /// One of the named values; fails listing them all (and a "did you mean").
   template <class E>
   [[nodiscard]] E choice(std::initializer_list<std::pair<std::string_view, E>> options) const;
-  /// A mapping whose keys are all in `keys`.
-  [[nodiscard]] MapReader map(std::vector<std::string_view> keys) const;
+  /// A mapping whose keys are all in `keys`. With `ignored`, an unknown key is not an error: a
+  /// line "LOCATION: unknown key 'PATH' ignored[; did you mean ...]" is appended there instead.
+  [[nodiscard]] MapReader map(std::vector<std::string_view> keys, std::vector<std::string>* ignored = nullptr) const;
 
 private:
   /// Node whose mark locates the value: the value, or the key when the value is empty.
@@ -99,11 +100,13 @@ private:
 class MapReader {
 public:
   /// `anchor` locates the mapping itself in messages (its key, or the root node).
+  /// `ignored`: as for Field::map.
   MapReader(const Document& doc, std::string path, const YAML::Node& anchor, const YAML::Node& map,
-            std::vector<std::string_view> keys);
+            std::vector<std::string_view> keys, std::vector<std::string>* ignored = nullptr);
 
   /// The root mapping of `doc`.
-  static MapReader root(const Document& doc, std::vector<std::string_view> keys);
+  static MapReader root(const Document& doc, std::vector<std::string_view> keys,
+                        std::vector<std::string>* ignored = nullptr);
 
   [[nodiscard]] bool has(std::string_view key) const;
   /// The field, or nullopt when the key is absent.

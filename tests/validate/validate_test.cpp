@@ -140,10 +140,27 @@ TEST(RunsFile, MalformedNumberNamesFileLineAndKey) {
   fs::remove_all(d);
 }
 
-TEST(RunsFile, UnknownKeyAndDuplicateIdAreErrors) {
+// Unknown keys (a new section, a new field, a misspelling) are read past with a warning naming
+// file:line:col, the key and the closest known one; duplicate ids and wrong shapes stay errors.
+TEST(RunsFile, UnknownKeysWarnDuplicateIdsAndWrongShapesFail) {
   const fs::path d = temp_dir("unknown");
-  write(d / "a.yaml", "runs:\n" + small_run("a", "bf16") + "  modle: {}\n");
-  EXPECT_THROW((void)config::load_runs(d / "a.yaml"), ConfigError);
+  std::string text = "memory_measurements: []\nruns:\n" + small_run("a", "bf16") + "  modle: {}\n";
+  text.replace(text.find("seq_len: 1024,"), 14, "seq_len: 1024, attention: MLA,");
+  write(d / "a.yaml", text);
+  const config::RunsFile read = config::load_runs(d / "a.yaml");
+  ASSERT_EQ(read.runs.size(), 1u);
+  EXPECT_EQ(read.runs[0].model.layers, 4);
+  ASSERT_EQ(read.ignored.size(), 3u);
+  std::string all;
+  for (const std::string& line : read.ignored)
+    all += line + "\n";
+  EXPECT_NE(all.find((d / "a.yaml").string() + ":1:1: unknown key 'memory_measurements' ignored"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("unknown key 'runs[0].model.attention' ignored\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("unknown key 'runs[0].modle' ignored; did you mean 'runs[0].model'?\n"), std::string::npos) << all;
+  const Result r = run_stepsim("validate " + (d / "a.yaml").string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("stepsim: warning: "), std::string::npos) << r.output;
   write(d / "b.yaml", "runs:\n" + small_run("a", "bf16") + small_run("a", "bf16"));
   EXPECT_THROW((void)config::load_runs(d / "b.yaml"), ConfigError);
   write(d / "c.yaml", "runs: 3\n");
