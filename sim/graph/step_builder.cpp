@@ -217,13 +217,16 @@ private:
   }
 
   /// The TP collective(s) after one block: an all-reduce, or with sequence parallelism a
-  /// reduce-scatter then an all-gather of the same payload. The next compute waits for it.
+  /// reduce-scatter then an all-gather of the same payload (times `rs_scale`, `ag_scale`: an MoE
+  /// layer's experts gather and scatter the routed copies, moe_copies). The next compute waits.
   void tp_comm(const std::vector<Rank>& group, const std::vector<TaskId>& producers, Phase phase, int stage,
-               int layer, int mb, TaskId& tp_chain) {
+               int layer, int mb, TaskId& tp_chain, double rs_scale = 1.0, double ag_scale = 1.0) {
     if (grid_.tp == 1)
       return;
     auto one = [&](CollectiveOp op, const std::vector<TaskId>& deps) {
-      const TaskId id = g_.add_collective(tp_task(op, phase, group.front(), stage, layer, mb), group);
+      Task t = tp_task(op, phase, group.front(), stage, layer, mb);
+      t.bytes = t.bytes * (op == CollectiveOp::REDUCE_SCATTER ? rs_scale : op == CollectiveOp::ALL_GATHER ? ag_scale : 1.0);
+      const TaskId id = g_.add_collective(t, group);
       for (TaskId p : deps)
         g_.add_edge(p, id);
       if (tp_chain != NO_TASK)
@@ -240,6 +243,13 @@ private:
     }
     for (Rank r : group)
       rs(r).pending_wait = last;
+  }
+
+  /// With sequence parallelism, the factor on the TP all-gather into and the reduce-scatter out
+  /// of an MoE layer's experts: Megatron's all-to-all dispatcher gathers the routed copies of the
+  /// TP group's tokens (top_k per token) for the TP-split experts, not the tokens. 1 otherwise.
+  double moe_copies(int layer) const {
+    return sp_ && model::is_moe_layer(w_.model, layer) ? static_cast<double>(w_.model.moe.top_k) : 1.0;
   }
 
   // ---- DP ----------------------------------------------------------------------------------
@@ -463,10 +473,10 @@ private:
           auto attn = compute(group, Block::ATTENTION, Phase::FORWARD, p, layer, mb, stored_.attention, Bytes(0.0),
                               gather_of(j));
           mark_first(&RankState::fwd_first, attn);
-          tp_comm(group, attn, Phase::FORWARD, p, layer, mb, tp_chain);
+          tp_comm(group, attn, Phase::FORWARD, p, layer, mb, tp_chain, 1.0, moe_copies(layer));
           auto mlp = compute(group, Block::MLP, Phase::FORWARD, p, layer, mb, stored_.mlp, Bytes(0.0), {},
                              gathered_bytes(l));
-          tp_comm(group, mlp, Phase::FORWARD, p, layer, mb, tp_chain);
+          tp_comm(group, mlp, Phase::FORWARD, p, layer, mb, tp_chain, moe_copies(layer), 1.0);
           freer[static_cast<size_t>(j)] = mlp;
           mark_last(&RankState::fwd_last, mlp);
         }
@@ -509,15 +519,16 @@ private:
             auto ra = compute(group, Block::ATTENTION, Phase::RECOMPUTE, p, layer, mb, working_.attention, Bytes(0.0),
                               first_dep);
             mark_first(&RankState::bwd_first, ra);
-            tp_comm(group, ra, Phase::RECOMPUTE, p, layer, mb, tp_chain);
+            tp_comm(group, ra, Phase::RECOMPUTE, p, layer, mb, tp_chain, 1.0, moe_copies(layer));
             auto rm = compute(group, Block::MLP, Phase::RECOMPUTE, p, layer, mb, working_.mlp, Bytes(0.0));
-            tp_comm(group, rm, Phase::RECOMPUTE, p, layer, mb, tp_chain);
+            tp_comm(group, rm, Phase::RECOMPUTE, p, layer, mb, tp_chain, moe_copies(layer), 1.0);
             first_dep.clear();
           }
           auto mlp = compute(group, Block::MLP, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
                              split_ ? Bytes(0.0) : stored_.mlp + working_.mlp, first_dep);
           mark_first(&RankState::bwd_first, mlp);
-          tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain);
+          // The experts' backward gathers and scatters the routed copies' gradients.
+          tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain, moe_copies(layer), moe_copies(layer));
           auto attn = compute(group, Block::ATTENTION, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
                               split_ ? Bytes(0.0) : stored_.attention + working_.attention, {}, gathered_bytes(l));
           tp_comm(group, attn, Phase::BACKWARD, p, layer, mb, tp_chain);

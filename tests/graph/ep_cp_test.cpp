@@ -127,6 +127,37 @@ TEST(ExpertParallel, ZipfSkewSlowsTheMoeLayerByMaxOverMeanLoad) {
   EXPECT_GT(slowest / uniform.front(), 1.5);
 }
 
+// With TP and sequence parallelism Megatron's all-to-all dispatcher all-gathers the routed copies
+// of the TP group's tokens for the TP-split experts and reduce-scatters them after: per MoE layer
+// and pass the TP traffic is (1 + k + k + 1)·S instead of a dense layer's 4·S (S = b·s·h·2, k =
+// top_k); without sequence parallelism the all-reduces are a dense layer's.
+TEST(ExpertParallel, TpCollectivesOfAnMoeLayerCarryTheRoutedCopies) {
+  WorkloadSpec w = moe(2, 1, 4, 2, 1);
+  w.model.moe.first_dense_layers = 1; // layer 0 dense, layers 1-3 MoE
+  w.parallel.sp = true;
+  const double s = model::tp_collective_bytes(w).value();
+  const double k = static_cast<double>(w.model.moe.top_k);
+  auto tp_bytes = [](const graph::StepProgram& p, int layer, Phase phase) {
+    double sum = 0;
+    std::set<graph::TaskId> seen;
+    for (graph::TaskId id = 0; id < p.graph.size(); ++id) {
+      const graph::Task& t = p.graph.task(id);
+      if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.layer == layer && t.phase == phase &&
+          t.micro_batch == 0 && p.graph.participants(t).front() == 0)
+        sum += t.bytes.value();
+    }
+    return sum;
+  };
+  const graph::StepProgram prog = build(w);
+  for (Phase ph : {Phase::FORWARD, Phase::BACKWARD}) {
+    EXPECT_DOUBLE_EQ(tp_bytes(prog, 0, ph), 4 * s);
+    EXPECT_DOUBLE_EQ(tp_bytes(prog, 1, ph), (2 + 2 * k) * s);
+  }
+  w.parallel.sp = false;
+  const graph::StepProgram no_sp = build(w);
+  EXPECT_DOUBLE_EQ(tp_bytes(no_sp, 1, Phase::FORWARD), 2 * model::tp_collective_bytes(w).value());
+}
+
 // fold_ep: one rank stands for its EP group. Its MoE layers carry the most loaded EP rank's
 // experts (so each layer keeps the pace the combine sets), its all-to-alls still span the whole
 // group, and it is the only rank simulated per (stage, tp, cp).
