@@ -210,7 +210,7 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
     // Router (+ shared experts, which overlap the dispatch), dispatch, experts, combine.
     std::vector<TaskId> routers(group.size()), firsts(group.size());
     for (size_t i = 0; i < group.size(); ++i) {
-      routers[i] = add_compute(group[i], Block::ROUTER, phase, stage, layer, mb, router, Block::MLP, alloc,
+      routers[i] = add_compute(group[i], Block::ROUTER, phase, stage, layer, mb, router, Block::ROUTER, alloc,
                                Bytes(0.0));
       extra(i, routers[i]);
       if (has_shared)
@@ -261,7 +261,7 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
     }
     if (a2a)
       host_.pending_wait(r) = ep_all_to_all(r, stage, layer, mb, phase, 3, {x});
-    out[i] = add_compute(r, Block::ROUTER, phase, stage, layer, mb, router, Block::MLP, Bytes(0.0), free);
+    out[i] = add_compute(r, Block::ROUTER, phase, stage, layer, mb, router, Block::ROUTER, Bytes(0.0), free);
     entry_[out[i]] = entries;
     if (grads_final)
       expert_gradients(r, stage, layer, mb, x);

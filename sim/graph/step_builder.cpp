@@ -111,6 +111,15 @@ private:
       f = model::logits_forward_flops(m, b, tp);
       bytes = model::logits_forward_bytes(m, b, tp, w_.precision);
       break;
+    case Block::ROUTER: {
+      // The router GEMM of the GPU's tokens, and (roofline bytes) the two permutations of the
+      // routed copies around the experts, each read and written (docs/moe.md).
+      const double tokens = static_cast<double>(b) * static_cast<double>(m.seq_len);
+      f = model::router_forward_flops(m, tokens);
+      bytes = Bytes(4.0 * tokens * static_cast<double>(m.moe.top_k) * static_cast<double>(m.hidden) *
+                    model::element_bytes(w_.precision));
+      break;
+    }
     default:
       throw ModelError("internal: no cost for block " + std::string(to_string(block)));
     }

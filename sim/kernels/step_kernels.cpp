@@ -35,6 +35,8 @@ struct RankDims {
   bool flash = true;      ///< fused attention core, else attention_core_kernels
   KernelKind norm = KernelKind::LAYERNORM;
   KernelKind activation = KernelKind::GELU;
+  int64_t experts = 0; ///< MoE: routed experts E
+  int64_t top_k = 0;   ///< MoE: experts per token
 };
 
 RankDims rank_dims(const WorkloadSpec &w) {
@@ -71,6 +73,8 @@ RankDims rank_dims(const WorkloadSpec &w) {
   r.flash = w.training.flash_attention;
   r.norm = m.norm == NormKind::RMSNORM ? KernelKind::RMSNORM : KernelKind::LAYERNORM;
   r.activation = swiglu ? KernelKind::SWIGLU : KernelKind::GELU;
+  r.experts = m.moe.experts;
+  r.top_k = m.moe.top_k;
   return r;
 }
 
@@ -175,6 +179,12 @@ void forward(Calls &c, const RankDims &r, StepBlock block) {
     c.logits_fwd();
     c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.tokens, r.vocab), 1.0, "softmax-xent");
     return;
+  case StepBlock::ROUTER:
+    c.add(gemm(r.dtype, r.row_tokens, r.experts, r.hidden), 1.0, "router fwd");
+    c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.row_tokens, r.experts), 1.0, "router softmax/top-k");
+    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "token permute");
+    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "token unpermute");
+    return;
   }
 }
 
@@ -198,6 +208,13 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
     c.logits_bwd();
     c.norm(2.0, "final norm bwd");
     return;
+  case StepBlock::ROUTER:
+    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "gradient unpermute");
+    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "gradient permute");
+    c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.row_tokens, r.experts), 2.0, "router softmax/top-k bwd");
+    c.add(gemm(r.dtype, r.row_tokens, r.hidden, r.experts), 1.0, "router dgrad");
+    c.add(gemm(r.dtype, r.experts, r.hidden, r.row_tokens), 1.0, "router wgrad");
+    return;
   }
 }
 
@@ -205,6 +222,8 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
 
 std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass) {
   const RankDims r = rank_dims(w);
+  if (block == StepBlock::ROUTER && (r.experts <= 0 || r.top_k <= 0))
+    throw ModelError("block kernels: the router needs model.moe.experts and top_k > 0");
   Calls c(r);
   switch (pass) {
   case StepPass::FORWARD:
@@ -238,7 +257,10 @@ KernelCall optimizer_kernel(int64_t params) {
 std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w) {
   std::set<KernelShape> seen;
   std::vector<KernelShape> out;
-  for (StepBlock b : {StepBlock::ATTENTION, StepBlock::MLP, StepBlock::LOGITS})
+  std::vector<StepBlock> blocks{StepBlock::ATTENTION, StepBlock::MLP, StepBlock::LOGITS};
+  if (w.model.moe.enabled())
+    blocks.push_back(StepBlock::ROUTER);
+  for (StepBlock b : blocks)
     for (StepPass p : {StepPass::FORWARD, StepPass::BACKWARD, StepPass::RECOMPUTE})
       for (const KernelCall &call : block_kernels(w, b, p))
         if (seen.insert(call.shape).second)

@@ -13,7 +13,7 @@
 namespace stepsim::kernels {
 
 /// The part of the model a compute task covers (mirrors graph::Block without depending on it).
-enum class StepBlock { ATTENTION, MLP, LOGITS };
+enum class StepBlock { ATTENTION, MLP, LOGITS, ROUTER };
 
 /// Which pass of the block.
 enum class StepPass { FORWARD, BACKWARD, RECOMPUTE };
@@ -43,6 +43,12 @@ struct KernelCall {
 ///    loss kernel (its gradient came with the forward).
 ///    With selective recomputation the attention backward starts with the recomputed
 ///    attention core (the graph builder folds it into that task).
+///  - ROUTER (an MoE layer's routing, T_r = the tokens the rank routes: T/tp under sequence
+///    parallelism, E experts, k = top_k): forward the router GEMM (T_r, E, h), softmax and
+///    top-k over the E scores (a row-wise kernel of T_r rows), and the token permutation and
+///    unpermutation around the experts, each reading and writing the k·T_r routed copies (a
+///    MEMCPY of k·T_r·h elements each); backward the router's dgrad and wgrad GEMMs, the
+///    row-wise kernel at 2× and the two permutations of the gradients. Needs experts.
 ///  - RECOMPUTE (full recomputation): the forward's kernels.
 /// The attention core is the fused (FlashAttention-style) kernel when training.flash_attention
 /// is true, else the unfused kernels of attention_core_kernels.

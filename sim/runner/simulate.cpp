@@ -22,6 +22,7 @@ kernels::StepBlock step_block(graph::Block b) {
   case graph::Block::ATTENTION: return kernels::StepBlock::ATTENTION;
   case graph::Block::MLP: return kernels::StepBlock::MLP;
   case graph::Block::LOGITS: return kernels::StepBlock::LOGITS;
+  case graph::Block::ROUTER: return kernels::StepBlock::ROUTER;
   default: break;
   }
   throw ModelError("compute model: no kernels for block " + std::string(graph::to_string(b)));

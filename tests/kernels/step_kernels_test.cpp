@@ -132,6 +132,30 @@ TEST(BlockKernels, Fp8TrainingRunsTheLinearGemmsInFp8) {
             block_kernels(bf16, StepBlock::MLP, StepPass::FORWARD).size() + 2);
 }
 
+// An MoE layer's routing: the router GEMM over the E experts, softmax/top-k, and the permutation
+// and unpermutation of the k routed copies of the tokens the rank routes (T/tp with sequence
+// parallelism); backward mirrors them. A dense model has no router.
+TEST(BlockKernels, RouterPermutesTheRoutedCopies) {
+  WorkloadSpec w = gpt3(4, 1);
+  w.model.moe.experts = 64;
+  w.model.moe.top_k = 8;
+  w.model.moe.expert_ffn_hidden = 2048;
+  for (const bool sp : {false, true}) {
+    w.parallel.sp = sp;
+    const int64_t tokens = sp ? 2048 / 4 : 2048;
+    const auto fwd = block_kernels(w, StepBlock::ROUTER, StepPass::FORWARD);
+    ASSERT_EQ(fwd.size(), 4u);
+    EXPECT_EQ(fwd[0].shape, gemm(Dtype::BF16, tokens, 64, 12288));
+    EXPECT_EQ(fwd[1].shape, rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, tokens, 64));
+    EXPECT_EQ(fwd[2].shape, elementwise(KernelKind::MEMCPY, Dtype::BF16, 8 * tokens * 12288));
+    EXPECT_EQ(fwd[3].shape, fwd[2].shape);
+    const auto bwd = block_kernels(w, StepBlock::ROUTER, StepPass::BACKWARD);
+    EXPECT_DOUBLE_EQ(flops_of(bwd, KernelKind::GEMM), 2 * flops_of(fwd, KernelKind::GEMM));
+    EXPECT_EQ(count_of(bwd, KernelKind::MEMCPY), 2u);
+  }
+  EXPECT_THROW(block_kernels(gpt3(4, 1), StepBlock::ROUTER, StepPass::FORWARD), ModelError);
+}
+
 // Every GEMM, attention, norm, activation and loss shape a task runs is one the suite measures
 // (workload_kernels); only the residual adds (memcpy) are extra. Llama: GQA and fused SwiGLU.
 TEST(BlockKernels, ShapesAreTheSuitesShapes) {
