@@ -62,8 +62,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
   r.recompute = opt_text(m, "recompute");
   r.precision = opt_text(m, "precision");
   r.framework = opt_text(m, "framework");
-  const YAML::Node& entry_node = node; // const: a missing key reads as an undefined node
-  if (const YAML::Node source = entry_node["source"]; source && source.IsMap()) {
+  // A missing key reads as an undefined node, which must be tested before it is asked anything.
+  if (const YAML::Node source = node["source"]; source && source.IsMap()) {
     const YAML::Node y = source["year"];
     int year = 0;
     if (y && y.IsScalar() && YAML::convert<int>::decode(y, year))
