@@ -1,6 +1,6 @@
 // Writes the bundled modelled profiles (kernels_profiles/data/<gpu-kind>.csv) from the
 // efficiency model, calibrated to published best cases. Usage:
-//   stepsim_gen_profile --gpu A100-SXM4-80GB|H100-SXM5-80GB|H200-SXM-141GB --date YYYY-MM-DD --out FILE
+//   stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB --date YYYY-MM-DD --out FILE
 // Deterministic: the same arguments give the same bytes.
 
 #include "core/atomic_file.hpp"
@@ -73,6 +73,23 @@ bool facts_for(const std::string &kind, GpuFacts &f) {
         "A100 peaks 312 TFLOP/s bf16 dense, 2039 GB/s HBM2e, 108 SMs: NVIDIA A100 datasheet");
     f.best_gemm_tflops = 267.9;
     f.best_gemm = gemm(Dtype::BF16, 6912, 16384, 2048);
+    return true;
+  }
+  if (kind == "A100-SXM4-40GB") {
+    // The A100 SXM's GA100 die, SM count, clocks and 400 W limit with 40 GB of HBM2 at 1555 GB/s:
+    // the tensor-core anchor is the 80 GB part's, the memory-bound kernels follow the slower HBM.
+    facts_for("A100-SXM4-80GB", f);
+    f.gpu.kind = kind;
+    f.gpu.hbm_capacity = Bytes(40.0 * 1024 * 1024 * 1024);
+    f.gpu.hbm_bandwidth = BytesPerSec(1555e9);
+    f.header.gpu_kind = kind;
+    f.header.gpu = "NVIDIA A100-SXM4-40GB";
+    f.header.mem_clock_mhz = 1215;
+    std::erase_if(f.header.sources, [](const std::string &s) { return s.rfind("A100 peaks", 0) == 0; });
+    f.header.sources.push_back("A100 SXM4 40GB: 312 TFLOP/s bf16 dense, 1555 GB/s HBM2, 40 GB, 108 SMs: NVIDIA A100 "
+                               "datasheet (the 80 GB part's tensor cores)");
+    f.header.sources.push_back("gemm ceiling: the A100 SXM's published best case above, same die, clocks and power "
+                               "limit (no published 40 GB GEMM measurement used)");
     return true;
   }
   if (kind == "H100-SXM5-80GB") {
@@ -151,7 +168,7 @@ KernelProfile generate(const GpuFacts &f, const std::string &date) {
 
 int usage() {
   std::cerr
-      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|H100-SXM5-80GB|H200-SXM-141GB --date YYYY-MM-DD --out FILE\n";
+      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB --date YYYY-MM-DD --out FILE\n";
   return 2;
 }
 
@@ -175,7 +192,7 @@ int main(int argc, char **argv) {
     return usage();
   GpuFacts facts;
   if (!facts_for(gpu, facts)) {
-    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, H100-SXM5-80GB, H200-SXM-141GB)\n";
+    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, A100-SXM4-40GB, H100-SXM5-80GB, H200-SXM-141GB)\n";
     return 2;
   }
   try {

@@ -92,7 +92,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.hardware.gpus_per_node = opt_int(*s, "gpus_per_node");
     r.hardware.peak_tflops = opt_number(*s, "peak_tflops_assumed");
     r.hardware.system = opt_text(*s, "system");
-    (void)opt_number(*s, "gpu_mem_gb");
+    r.hardware.gpu_mem_gb = opt_number(*s, "gpu_mem_gb");
+    r.hardware.inter_node = opt_text(*s, "inter_node");
   }
   if (auto s = opt_map(m, "parallelism",
                        {"tp", "pp", "dp", "cp", "ep", "sp", "zero_stage", "fsdp", "virtual_pp", "schedule"}, ignored)) {

@@ -26,6 +26,8 @@ struct MeasuredHardware {
   std::string gpu;                   ///< as written, e.g. "A100-SXM4-80GB", "a100_80gb"
   std::optional<int64_t> num_gpus, gpus_per_node;
   std::optional<double> peak_tflops; ///< peak_tflops_assumed, TFLOP/s
+  std::optional<double> gpu_mem_gb;  ///< memory per GPU, GB
+  std::string inter_node;            ///< free text, e.g. "8x 200 Gb/s HDR InfiniBand per node"
   std::string system;
 };
 

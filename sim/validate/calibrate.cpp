@@ -113,15 +113,15 @@ CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std:
     const auto it = std::find_if(runs.runs.begin(), runs.runs.end(), [&](const auto& r) { return r.id == id; });
     if (it == runs.runs.end())
       throw ConfigError(runs.source + ": no run with id '" + id + "'");
-    const std::string f = gpu_family(it->hardware.gpu);
+    const std::string f = gpu_family(it->hardware);
     if (!family.empty() && f != family)
       throw ConfigError("calibrate: the fit runs mix GPU kinds (" + family + ", " + f +
                         "); the knobs are per GPU kind: fit each kind separately");
     family = f;
   }
-  out.gpu_kind = family == "A100" ? "A100-SXM4-80GB"
-                 : family == "H200" ? "H200-SXM-141GB"
-                                    : "H100-SXM5-80GB";
+  out.gpu_kind = calibration_kind(family);
+  if (out.gpu_kind.empty())
+    throw ConfigError("calibrate: no bundled topology for the fit runs' GPU");
 
   std::vector<double> values;
   for (const Knob& k : options.knobs)

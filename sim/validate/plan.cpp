@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <regex>
 #include <sstream>
 
 namespace stepsim::validate {
@@ -19,18 +21,19 @@ bool has(const std::string& text, const char* word) {
   return lower(text).find(word) != std::string::npos;
 }
 
-/// The gpu.kind of each family's bundled topology (the calibration file's name).
+} // namespace
+
 std::string calibration_kind(const std::string& family) {
   if (family == "A100")
     return "A100-SXM4-80GB";
+  if (family == "A100-40GB")
+    return "A100-SXM4-40GB";
   if (family == "H100" || family == "H800")
     return "H100-SXM5-80GB";
   if (family == "H200")
     return "H200-SXM-141GB";
   return "";
 }
-
-} // namespace
 
 const char* to_string(Metric m) {
   switch (m) {
@@ -42,11 +45,15 @@ const char* to_string(Metric m) {
   return "?";
 }
 
-std::string gpu_family(const std::string& gpu) {
+std::string gpu_family(const config::MeasuredHardware& hw) {
   for (const char* f : {"a100", "h100", "h800", "h200"})
-    if (has(gpu, f)) {
+    if (has(hw.gpu, f)) {
       std::string out(f);
-      out[0] = 'A' + (out[0] - 'a');
+      out[0] = static_cast<char>('A' + (out[0] - 'a'));
+      const std::string g = lower(hw.gpu);
+      const bool gb40 = hw.gpu_mem_gb ? *hw.gpu_mem_gb < 60 : (has(g, "40gb") || has(g, "40 gb") || has(g, "_40g"));
+      if (out == "A100" && gb40)
+        out += "-40GB";
       return out;
     }
   return "";
@@ -55,11 +62,48 @@ std::string gpu_family(const std::string& gpu) {
 std::string bundled_topology(const std::string& family, int64_t nodes) {
   if (family == "A100")
     return "dgx-a100-superpod.yaml";
+  if (family == "A100-40GB")
+    return "dgx-a100-40gb-superpod.yaml";
   if (family == "H100" || family == "H800")
     return nodes <= 32 ? "dgx-h100.yaml" : "dgx-h100-superpod.yaml";
   if (family == "H200")
     return "h200-cluster.yaml";
   return "";
+}
+
+std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_per_node) {
+  // A rate: a number and a unit not followed by a letter; bits unless the B is a capital.
+  static const std::regex rate_re(R"((\d{1,6}(?:\.\d{1,6})?)\s*(Gb/s|Gbps|Gbit/s|Tb/s|Tbps|GB/s|GBps|Gb)(?![A-Za-z]))",
+                                  std::regex::icase);
+  // A count: "8x", "8 x", "8×" before a space or a digit ("8x200").
+  static const std::regex count_re(R"((?:^|[^\w.])(\d{1,3})\s*(?:x|X|\xC3\x97)(?=[\s\d]))");
+  // The first rate in bits, or in bytes per second ("80GB" is a capacity, not a rate).
+  double gbps = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), rate_re); it != std::sregex_iterator(); ++it) {
+    const std::string unit = (*it)[2].str();
+    const double value = std::stod((*it)[1].str());
+    if (unit[1] == 'b')
+      gbps = (unit[0] == 'T' || unit[0] == 't') ? value * 1000 : value;
+    else if (unit == "GB/s" || unit == "GBps")
+      gbps = value * 8;
+    else
+      continue;
+    break;
+  }
+  if (!(gbps > 0))
+    return std::nullopt;
+  NodeNics n;
+  std::smatch count;
+  if (std::regex_search(text, count, count_re) && std::stoll(count[1].str()) > 0 && std::stoll(count[1].str()) <= 64) {
+    n.count = std::stoll(count[1].str());
+    n.gbps = gbps;
+    return n;
+  }
+  const std::string t = lower(text);
+  const bool per_port = has(t, "per nic") || has(t, "per port") || has(t, "per hca") || has(t, "per gpu");
+  n.count = std::max<int64_t>(1, gpus_per_node);
+  n.gbps = per_port ? gbps : gbps / static_cast<double>(n.count);
+  return n;
 }
 
 RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
@@ -145,7 +189,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
                        .vocab = static_cast<double>(*m.vocab)};
 
   // Hardware -> bundled topology.
-  p.gpu_kind = gpu_family(run.hardware.gpu);
+  p.gpu_kind = gpu_family(run.hardware);
   if (p.gpu_kind.empty())
     return skip("no bundled topology for GPU '" + run.hardware.gpu + "'");
   int64_t per_node = run.hardware.gpus_per_node.value_or(0);
@@ -165,6 +209,21 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   p.overrides.push_back({"cluster.nodes", std::to_string(nodes)});
   const std::string topo = bundled_topology(p.gpu_kind, nodes);
   p.cluster_file = options.topologies / topo;
+  if (nodes > 1) {
+    // The node's NICs as the record states them (the fabric's kind, latency and efficiency stay
+    // the bundled topology's): BLOOM's Jean Zay nodes have 4 Omni-Path ports, not DGX's 8 HDR.
+    const std::optional<NodeNics> nics = parse_inter_node(run.hardware.inter_node, per_node);
+    if (nics) {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%gGbps", nics->gbps);
+      p.overrides.push_back({"cluster.nics.count", std::to_string(nics->count)});
+      p.overrides.push_back({"cluster.nics.bandwidth", rate});
+      p.defaults.emplace_back("nics=" + std::to_string(nics->count) + "x" + rate + " (hardware.inter_node)");
+    } else {
+      p.defaults.emplace_back("nics of " + topo + " (hardware.inter_node " +
+                              (run.hardware.inter_node.empty() ? "not given" : "states no rate") + ")");
+    }
+  }
   if (p.gpu_kind == "H800") {
     // H800 SXM: the H100 die with NVLink cut to 400 GB/s bidirectional.
     p.overrides.push_back({"cluster.nvswitch.bandwidth", "200GBps"});

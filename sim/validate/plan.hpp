@@ -8,6 +8,7 @@
 #include "validate/flops.hpp"
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ struct RunPlan {
   std::string id;
   int64_t num_gpus = 0;
   std::string layout;                    ///< "tp8 pp12 dp4", "dp384 zero3", ...
-  std::string gpu_kind;                  ///< "A100", "H100", "H200", "H800", or "" when unknown
+  std::string gpu_kind;                  ///< "A100", "A100-40GB", "H100", "H200", "H800", or "" when unknown
   std::string skip_reason;               ///< non-empty: not simulated
   std::filesystem::path cluster_file;    ///< bundled topology
   std::string workload_yaml;             ///< the generated workload file's text
@@ -47,12 +48,30 @@ struct RunPlan {
   double peak_tflops = 0;                ///< for MFU: the source's assumed peak (or the GPU's)
 };
 
-/// The GPU family of `gpu` text ("A100-SXM4-80GB", "a100_80gb" -> "A100"), or "".
-std::string gpu_family(const std::string& gpu);
+/// The GPU family of a record's hardware ("A100-SXM4-80GB", "a100_80gb" -> "A100"), or "". An
+/// A100 with 40 GB ("A100-SXM4-40GB", or gpu_mem_gb 40) is "A100-40GB": its HBM differs.
+std::string gpu_family(const config::MeasuredHardware& hw);
+
+/// The gpu.kind of a family's bundled profile, topology and calibration file ("A100" ->
+/// "A100-SXM4-80GB"; the H800 takes the H100's), or "".
+std::string calibration_kind(const std::string& family);
 
 /// The bundled topology file name for a family and node count ("dgx-a100-superpod.yaml"), or ""
 /// when there is none.
 std::string bundled_topology(const std::string& family, int64_t nodes);
+
+/// A node's inter-node NICs as a record's `hardware.inter_node` text states them.
+struct NodeNics {
+  int64_t count = 0; ///< NICs per node
+  double gbps = 0;   ///< line rate per NIC per direction, Gb/s
+};
+
+/// Reads `hardware.inter_node` text: "8x 200 Gb/s HDR InfiniBand" -> {8, 200}, "4x Omni-Path
+/// 100 Gb/s" -> {4, 100}. A rate without a count is the node's total, spread over
+/// `gpus_per_node` NICs ("1600 Gb/s node-node RoCE" -> {8, 200}), unless the text says it is per
+/// NIC, port or GPU. Units: Gb/s, Gbps, Gbit/s, Gb, Tb/s, Tbps (bits) and GB/s, GBps (bytes),
+/// case as written. nullopt when the text states no rate.
+std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_per_node);
 
 /// Maps `run`. Never throws for a run it cannot map: the plan carries the skip reason. Does not
 /// load the generated files (see check_plan).

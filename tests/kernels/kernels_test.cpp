@@ -45,6 +45,14 @@ GpuSpec h200() {
   return g;
 }
 
+GpuSpec a100_40gb() {
+  GpuSpec g = a100();
+  g.kind = "A100-SXM4-40GB";
+  g.hbm_capacity = Bytes(40.0 * 1024 * 1024 * 1024);
+  g.hbm_bandwidth = BytesPerSec(1555e9);
+  return g;
+}
+
 ProfileHeader test_header() {
   ProfileHeader h;
   h.gpu = "NVIDIA A100-SXM4-80GB";
@@ -198,7 +206,9 @@ protected:
       return {"A100-SXM4-80GB.csv", a100(), 267.9, gemm(Dtype::BF16, 6912, 16384, 2048)};
     if (i == 1)
       return {"H100-SXM5-80GB.csv", h100(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)};
-    return {"H200-SXM-141GB.csv", h200(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)}; // the H100's die
+    if (i == 2)
+      return {"H200-SXM-141GB.csv", h200(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)}; // the H100's die
+    return {"A100-SXM4-40GB.csv", a100_40gb(), 267.9, gemm(Dtype::BF16, 6912, 16384, 2048)}; // the A100's die
   }
 };
 
@@ -236,7 +246,7 @@ TEST_P(BundledProfile, LoadsAndMatchesThePublishedBestCase) {
               0.01);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1, 2));
+INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1, 2, 3));
 
 // The H200 is the H100's die with faster HBM: GEMMs take the same time, memory-bound kernels
 // scale with the bandwidth (4800 vs 3350 GB/s).
@@ -247,6 +257,17 @@ TEST(BundledProfile, H200IsTheH100WithFasterMemory) {
     EXPECT_DOUBLE_EQ(h2.lookup(s).time.value(), h1.lookup(s).time.value()) << describe(s);
   const KernelShape copy = elementwise(KernelKind::MEMCPY, Dtype::BF16, int64_t{1} << 31);
   EXPECT_NEAR(h1.lookup(copy).time.value() / h2.lookup(copy).time.value(), 4800.0 / 3350.0, 1e-3);
+}
+
+// The 40 GB A100 is the 80 GB part's die with slower HBM: GEMMs take the same time, memory-bound
+// kernels scale with the bandwidth (1555 vs 2039 GB/s).
+TEST(BundledProfile, A100FortyGigabytesIsTheA100WithSlowerMemory) {
+  const KernelTable a80 = KernelTable::load(kSourceDir + "/kernels_profiles/data/A100-SXM4-80GB.csv", a100());
+  const KernelTable a40 = KernelTable::load(kSourceDir + "/kernels_profiles/data/A100-SXM4-40GB.csv", a100_40gb());
+  const KernelShape mlp = gemm(Dtype::BF16, 8192, 24576, 6144);
+  EXPECT_DOUBLE_EQ(a40.lookup(mlp).time.value(), a80.lookup(mlp).time.value());
+  const KernelShape copy = elementwise(KernelKind::MEMCPY, Dtype::BF16, int64_t{1} << 31);
+  EXPECT_NEAR(a40.lookup(copy).time.value() / a80.lookup(copy).time.value(), 2039.0 / 1555.0, 1e-3);
 }
 
 TEST(BundledProfile, H100HasFp8AndA100DoesNot) {

@@ -265,6 +265,77 @@ TEST(Plan, FlashAttentionByFrameworkThenYear) {
   EXPECT_TRUE(flash_of("NeMo", ""));
 }
 
+// The node's NICs from the record's free text: a count and a rate per NIC, or a node total
+// spread over one NIC per GPU; bytes only with a capital B and "/s"; no rate, no NICs.
+TEST(Plan, InterNodeNicsFromText) {
+  auto nics = [](const std::string& text) {
+    const auto n = validate::parse_inter_node(text, 8);
+    return n ? std::to_string(n->count) + "x" + std::to_string(static_cast<int>(std::lround(n->gbps * 10))) : "none";
+  };
+  EXPECT_EQ(nics("8x 200 Gb/s HDR InfiniBand per node, fat tree"), "8x2000");
+  EXPECT_EQ(nics("4x Omni-Path 100 Gb/s per node (dedicated NCCL subnet)"), "4x1000");
+  EXPECT_EQ(nics("8 x 400Gbps NDR"), "8x4000");
+  EXPECT_EQ(nics("A100 80GB, 1600 Gb/s node-node RoCE"), "8x2000"); // 80GB is no rate
+  EXPECT_EQ(nics("3.2 Tbps EFA"), "8x4000");
+  EXPECT_EQ(nics("100 GB/s per node"), "8x1000");                 // bytes: 800 Gb/s in all
+  EXPECT_EQ(nics("HDR 200 Gb/s per port"), "8x2000");
+  EXPECT_EQ(nics("HDR InfiniBand"), "none");
+  EXPECT_EQ(nics("A100 80GB single node"), "none");
+  EXPECT_EQ(nics(""), "none");
+
+  // In the plan: the NICs become cluster overrides and are listed with the defaults.
+  std::string text = small_run("bloomlike", "bf16");
+  text.replace(text.find("num_gpus: 8,"), 12, "num_gpus: 32,");
+  text.replace(text.find("peak_tflops_assumed"), 19, "inter_node: 4x Omni-Path 100 Gb/s, peak_tflops_assumed");
+  const fs::path d = temp_dir("nics");
+  write(d / "runs.yaml", "runs:\n" + text);
+  const config::RunsFile f = config::load_runs(d / "runs.yaml");
+  fs::remove_all(d);
+  const validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  std::string overrides;
+  for (const auto& o : p.overrides)
+    overrides += o.path + "=" + o.value + ";";
+  EXPECT_NE(overrides.find("cluster.nics.count=4;cluster.nics.bandwidth=100Gbps;"), std::string::npos) << overrides;
+  std::string defaults;
+  for (const auto& s : p.defaults)
+    defaults += s + ";";
+  EXPECT_NE(defaults.find("nics=4x100Gbps (hardware.inter_node)"), std::string::npos) << defaults;
+}
+
+// A 40 GB A100 (by name or by gpu_mem_gb) maps to its own profile and topology: its HBM is 40 GB
+// at 1555 GB/s, not the 80 GB part's 2039 GB/s.
+TEST(Plan, FortyGigabyteA100HasItsOwnTopology) {
+  config::MeasuredHardware hw;
+  hw.gpu = "A100-SXM4-40GB";
+  EXPECT_EQ(validate::gpu_family(hw), "A100-40GB");
+  hw.gpu = "A100 SXM";
+  EXPECT_EQ(validate::gpu_family(hw), "A100");
+  hw.gpu_mem_gb = 40;
+  EXPECT_EQ(validate::gpu_family(hw), "A100-40GB");
+  hw.gpu = "a100_80gb";
+  hw.gpu_mem_gb = 80;
+  EXPECT_EQ(validate::gpu_family(hw), "A100");
+  EXPECT_EQ(validate::calibration_kind("A100-40GB"), "A100-SXM4-40GB");
+  EXPECT_EQ(validate::calibration_kind("H800"), "H100-SXM5-80GB");
+
+  std::string text = small_run("forty", "bf16");
+  text.replace(text.find("gpu: A100-SXM4-80GB"), 19, "gpu: A100-SXM4-40GB");
+  const fs::path d = temp_dir("forty");
+  write(d / "runs.yaml", "runs:\n" + text);
+  const config::RunsFile f = config::load_runs(d / "runs.yaml");
+  validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = true, .extra = {}});
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_EQ(p.cluster_file.filename(), "dgx-a100-40gb-superpod.yaml");
+  write(d / "w.yaml", p.workload_yaml);
+  EXPECT_NEAR(validate::check_plan(p, d / "w.yaml"), 312.0, 1e-9);
+  EXPECT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  const ClusterSpec c = config::load_cluster(p.cluster_file, p.overrides);
+  EXPECT_EQ(c.gpu.kind, "A100-SXM4-40GB");
+  EXPECT_DOUBLE_EQ(c.gpu.hbm_bandwidth.value(), 1555e9);
+  fs::remove_all(d);
+}
+
 // ---- validate end to end ------------------------------------------------------------------------
 
 TEST(Validate, OutputFormatAndSkippedRuns) {
@@ -388,7 +459,8 @@ TEST(Calibration, ReDerivesTheStoredH100Knobs) {
 // Every calibration file applies cleanly to the bundled topologies of its GPU kind.
 TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"H100-SXM5-80GB", "dgx-h100"},
-                                  std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}, std::pair{"H200-SXM-141GB", "h200-cluster"}}) {
+                                  std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}, std::pair{"H200-SXM-141GB", "h200-cluster"},
+                                  std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
     EXPECT_EQ(calibrated.gpu.kind, c.gpu_kind) << topo;
@@ -403,7 +475,7 @@ TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
 TEST(Calibration, BundledTopologiesCarryTheCalibratedKnobs) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"A100-SXM4-80GB", "fat-tree-2to1"},
                                   std::pair{"H100-SXM5-80GB", "dgx-h100"}, std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"},
-                                  std::pair{"H200-SXM-141GB", "h200-cluster"}}) {
+                                  std::pair{"H200-SXM-141GB", "h200-cluster"}, std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec plain = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"));
     const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
