@@ -521,6 +521,9 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
   if (auto f = m->find("zero3_prefetch")) {
     t.zero3_prefetch = static_cast<int>(f->integer(0, 64, "an integer in 0..64"));
   }
+  if (auto f = m->find("cross_entropy")) {
+    t.cross_entropy = f->choice<CrossEntropy>({{"fp32", CrossEntropy::FP32}, {"fused", CrossEntropy::FUSED}});
+  }
   return t;
 }
 
@@ -542,7 +545,8 @@ WorkloadSpec read_workload(const Document& doc) {
           {{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
   std::optional<MapReader> training;
   if (auto f = top.find("training")) {
-    training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "flash_attention", "zero3_prefetch"});
+    training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "flash_attention", "zero3_prefetch",
+                       "cross_entropy"});
   }
   w.training = read_training(training);
   if (auto f = top.find("collectives")) {

@@ -21,6 +21,10 @@ enum class PositionEmbedding { LEARNED, ROTARY };
 /// schedules split backward into input-gradient (B) and weight-gradient (W) passes.
 enum class Schedule { GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZB_H2 };
 enum class Recompute { NONE, SELECTIVE, FULL };
+/// How the loss runs over the logits: FP32 = the logits cast to fp32, log-softmax, its backward
+/// and the cast back as separate kernels (PyTorch autocast, Megatron's vocab-parallel
+/// cross-entropy); FUSED = one 16-bit kernel that writes the gradient in place.
+enum class CrossEntropy { FP32, FUSED };
 enum class FabricKind { FAT_TREE, RAIL_OPTIMIZED, GRAPH };
 /// How the GPUs of a node reach each other: an NVSwitch crossbar, or PCIe through a switch/host bridge.
 enum class IntraNodeKind { NVSWITCH, PCIE };
@@ -182,6 +186,7 @@ struct TrainingSpec {
   Recompute recompute = Recompute::NONE;
   bool flash_attention = false;  ///< fused attention: the s^2 attention scores are not stored
   int zero3_prefetch = 1;        ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
+  CrossEntropy cross_entropy = CrossEntropy::FP32; ///< the loss's kernels (and logits memory)
 };
 
 /// Algorithm forced per communication group (AUTO: chosen by the cost model).

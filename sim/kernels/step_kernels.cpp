@@ -33,6 +33,7 @@ struct RankDims {
   int64_t vocab = 0;     ///< V/t
   AttentionDims attn;
   bool flash = true;      ///< fused attention core, else attention_core_kernels
+  bool fp32_loss = true;  ///< the loss in fp32 kernels (CrossEntropy::FP32), else one fused kernel
   KernelKind norm = KernelKind::LAYERNORM;
   KernelKind activation = KernelKind::GELU;
   int64_t experts = 0; ///< MoE: routed experts E
@@ -71,6 +72,7 @@ RankDims rank_dims(const WorkloadSpec &w) {
                          .head_dim = d,
                          .causal = true};
   r.flash = w.training.flash_attention;
+  r.fp32_loss = w.training.cross_entropy == CrossEntropy::FP32;
   r.norm = m.norm == NormKind::RMSNORM ? KernelKind::RMSNORM : KernelKind::LAYERNORM;
   r.activation = swiglu ? KernelKind::SWIGLU : KernelKind::GELU;
   r.experts = m.moe.experts;
@@ -105,6 +107,28 @@ public:
   }
   /// The output layer stays 16-bit in fp8 training (Transformer Engine recipes keep it so).
   void logits_fwd() { add(gemm(r_.dtype, r_.tokens, r_.vocab, r_.hidden), 1.0, "logits fwd"); }
+  /// The loss over the T x V/t logits. FP32: the cast to fp32 (2 bytes read, 4 written per
+  /// logit: a 16-bit copy of 1.5 logits), then the log-softmax over rows (4 read, 4 written).
+  /// Fused: one 16-bit pass that reads the logits and writes their gradient in place.
+  void loss_fwd() {
+    const int64_t logits = r_.tokens * r_.vocab;
+    if (!r_.fp32_loss) {
+      add(rowwise(KernelKind::SOFTMAX_XENT, r_.dtype, r_.tokens, r_.vocab), 1.0, "softmax-xent (fused)");
+      return;
+    }
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * logits + 1) / 2), 1.0, "logits cast to fp32");
+    add(rowwise(KernelKind::SOFTMAX_XENT, Dtype::FP32, r_.tokens, r_.vocab), 1.0, "log-softmax fwd (fp32)");
+  }
+  /// FP32 only: the loss gradient (a zeroed fp32 gradient with the targets scattered in, 4 bytes
+  /// written, then the log-softmax backward, 12: two row passes) and its cast back to 16 bits (4
+  /// read, 2 written). 36 bytes per logit in all, against 4 fused.
+  void loss_bwd() {
+    if (!r_.fp32_loss)
+      return;
+    const int64_t logits = r_.tokens * r_.vocab;
+    add(rowwise(KernelKind::SOFTMAX_XENT, Dtype::FP32, r_.tokens, r_.vocab), 2.0, "log-softmax bwd (fp32)");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * logits + 1) / 2), 1.0, "loss gradient cast to 16-bit");
+  }
   void logits_bwd() {
     add(gemm(r_.dtype, r_.tokens, r_.hidden, r_.vocab), 1.0, "logits dgrad");
     add(gemm(r_.dtype, r_.vocab, r_.hidden, r_.tokens), 1.0, "logits wgrad");
@@ -177,7 +201,7 @@ void forward(Calls &c, const RankDims &r, StepBlock block) {
   case StepBlock::LOGITS:
     c.norm(1.0, "final norm fwd");
     c.logits_fwd();
-    c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.tokens, r.vocab), 1.0, "softmax-xent");
+    c.loss_fwd();
     return;
   case StepBlock::ROUTER:
     c.add(gemm(r.dtype, r.row_tokens, r.experts, r.hidden), 1.0, "router fwd");
@@ -205,6 +229,7 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
     c.norm(2.0, "post-attention norm bwd");
     return;
   case StepBlock::LOGITS:
+    c.loss_bwd();
     c.logits_bwd();
     c.norm(2.0, "final norm bwd");
     return;

@@ -64,7 +64,10 @@ LayerActivations recompute_working_set(const WorkloadSpec& w) {
 Bytes logits_activations(const WorkloadSpec& w) {
   const ModelSpec& m = w.model;
   const double sb = d(m.seq_len) / std::max(1, w.parallel.cp) * d(w.batch.micro_batch);
-  return Bytes(2.0 * sb * d(m.hidden) + 4.0 * sb * d(m.vocab) / w.parallel.tp);
+  // The logits kept for the loss's backward: fp32 (the log-softmax output), or 16-bit when one
+  // fused kernel writes the gradient in place.
+  const double logit_bytes = w.training.cross_entropy == CrossEntropy::FP32 ? 4.0 : 2.0;
+  return Bytes(2.0 * sb * d(m.hidden) + logit_bytes * sb * d(m.vocab) / w.parallel.tp);
 }
 
 InFlight in_flight_passes(const WorkloadSpec& w, int stage) {

@@ -620,6 +620,7 @@ TEST_F(ConfigTest, GeluDefaults) {
   EXPECT_DOUBLE_EQ(w.training.dp_bucket.value(), 25.0 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(w.training.optimizer_bytes_per_param, 12.0);
   EXPECT_EQ(w.training.recompute, stepsim::Recompute::NONE);
+  EXPECT_EQ(w.training.cross_entropy, stepsim::CrossEntropy::FP32);
 }
 
 TEST_F(ConfigTest, SwigluDefaults) {
@@ -641,7 +642,7 @@ TEST_F(ConfigTest, ExplicitValuesOverrideFamilyDefaults) {
               "  name: Custom\n  mlp: swiglu\n  norm: layernorm\n  position_embedding: learned\n"
               "  bias: true\n  tied_embeddings: True\n");
   const WorkloadSpec w = workload(yaml + "training:\n  dp_bucket: 40MB\n  optimizer_bytes_per_param: 8\n"
-                                         "  recompute: selective\n");
+                                         "  recompute: selective\n  cross_entropy: fused\n");
   EXPECT_EQ(w.model.name, "Custom");
   EXPECT_EQ(w.model.norm, stepsim::NormKind::LAYERNORM);
   EXPECT_EQ(w.model.position, stepsim::PositionEmbedding::LEARNED);
@@ -650,6 +651,7 @@ TEST_F(ConfigTest, ExplicitValuesOverrideFamilyDefaults) {
   EXPECT_DOUBLE_EQ(w.training.dp_bucket.value(), 40e6);
   EXPECT_DOUBLE_EQ(w.training.optimizer_bytes_per_param, 8.0);
   EXPECT_EQ(w.training.recompute, stepsim::Recompute::SELECTIVE);
+  EXPECT_EQ(w.training.cross_entropy, stepsim::CrossEntropy::FUSED);
 }
 
 TEST_F(ConfigTest, ReadsAllParallelKeys) {
@@ -728,6 +730,8 @@ INSTANTIATE_TEST_SUITE_P(
                       EnumCase{"precision: bf16\n", "precision: bf16\ntraining:\n  recompute: some\n",
                                "recompute: ^some", "training.recompute",
                                "none, selective, full, found 'some'"},
+                      EnumCase{"precision: bf16\n", "precision: bf16\ntraining:\n  cross_entropy: fp16\n",
+                               "cross_entropy: ^fp16", "training.cross_entropy", "fp32, fused, found 'fp16'"},
                       EnumCase{"  mlp: gelu\n", "  mlp: gelu\n  norm: batchnorm\n", "norm: ^batchnorm",
                                "model.norm", "layernorm, rmsnorm, found 'batchnorm'"},
                       EnumCase{"  mlp: gelu\n", "  mlp: gelu\n  position_embedding: alibi\n",

@@ -343,8 +343,11 @@ TEST(WorkloadKernels, GptLayoutGivesTheMegatronGemms) {
             std::vector<KernelShape>{rowwise(KernelKind::LAYERNORM, Dtype::BF16, 2048, 12288)});
   EXPECT_EQ(only(shapes, KernelKind::GELU),
             std::vector<KernelShape>{elementwise(KernelKind::GELU, Dtype::BF16, 2048 * 6144)});
+  // The loss in fp32 (the default): the log-softmax over the fp32 logits and the casts as a copy.
   EXPECT_EQ(only(shapes, KernelKind::SOFTMAX_XENT),
-            std::vector<KernelShape>{rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, 2048, 6400)});
+            std::vector<KernelShape>{rowwise(KernelKind::SOFTMAX_XENT, Dtype::FP32, 2048, 6400)});
+  EXPECT_EQ(only(shapes, KernelKind::MEMCPY),
+            std::vector<KernelShape>{elementwise(KernelKind::MEMCPY, Dtype::BF16, 2048 * 6400 * 3 / 2)});
   const auto adam = only(shapes, KernelKind::ADAM);
   ASSERT_EQ(adam.size(), 1u);
   EXPECT_EQ(adam[0].dtype, Dtype::FP32);
@@ -391,9 +394,9 @@ TEST(WorkloadKernels, UnfusedAttentionListsTheBatchedGemmsAndScorePasses) {
   EXPECT_EQ(gemms.size(), 15u);
   EXPECT_EQ(only(shapes, KernelKind::SOFTMAX_XENT),
             (std::vector<KernelShape>{rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, b * s, s),
-                                      rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, 2 * 2048, 6400)}));
+                                      rowwise(KernelKind::SOFTMAX_XENT, Dtype::FP32, 2 * 2048, 6400)}));
   const auto copies = only(shapes, KernelKind::MEMCPY);
-  ASSERT_EQ(copies.size(), 1u);
+  ASSERT_EQ(copies.size(), 2u); // the dropout, and the loss's casts (LossTrafficPerLogit)
   EXPECT_DOUBLE_EQ(kernel_bytes(copies[0]).value(), 5.0 * static_cast<double>(b * s * s));
   // The shape-list text names the batch; a plain GEMM's does not.
   EXPECT_EQ(shape_fields(gemm(Dtype::BF16, s, s, 128, b)), "batch=24;m=2048;n=2048;k=128");

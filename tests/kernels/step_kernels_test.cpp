@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "kernels/workload_kernels.hpp"
+#include "model/memory.hpp"
 
 #include <gtest/gtest.h>
 
@@ -56,7 +57,31 @@ TEST(BlockKernels, GemmFlopsFollowTheLayerFormulas) {
   const auto logits_f = block_kernels(w, StepBlock::LOGITS, StepPass::FORWARD);
   EXPECT_DOUBLE_EQ(flops_of(logits_f, KernelKind::GEMM), 2 * T * h * 51200 / t);
   EXPECT_EQ(count_of(logits_f, KernelKind::SOFTMAX_XENT), 1u);
-  EXPECT_EQ(count_of(block_kernels(w, StepBlock::LOGITS, StepPass::BACKWARD), KernelKind::SOFTMAX_XENT), 0u);
+  EXPECT_EQ(count_of(block_kernels(w, StepBlock::LOGITS, StepPass::BACKWARD), KernelKind::SOFTMAX_XENT), 1u);
+}
+
+// The loss over the T x V/t logits (T = 2048, V/t = 6400). fp32 (the default): the cast to fp32
+// (2 + 4 bytes a logit), the log-softmax (4 + 4), its backward (a zeroed gradient, 4, then 12)
+// and the cast back (4 + 2): 14 bytes a logit forward, 22 backward. Fused: one 16-bit pass of 4
+// bytes forward and nothing backward; the logits kept for the backward shrink from 4 to 2 bytes.
+TEST(BlockKernels, LossTrafficPerLogit) {
+  WorkloadSpec w = gpt3(8, 1);
+  const double logits = 2048.0 * 6400.0;
+  auto bytes = [&](StepPass p) {
+    double b = 0;
+    for (const KernelCall &c : block_kernels(w, StepBlock::LOGITS, p))
+      if (c.shape.kind != KernelKind::GEMM && c.shape.kind != KernelKind::LAYERNORM)
+        b += kernel_bytes(c.shape).value() * c.time_factor;
+    return b;
+  };
+  EXPECT_EQ(w.training.cross_entropy, CrossEntropy::FP32);
+  EXPECT_DOUBLE_EQ(bytes(StepPass::FORWARD), 14.0 * logits);
+  EXPECT_DOUBLE_EQ(bytes(StepPass::BACKWARD), 22.0 * logits);
+  const double fp32_kept = model::logits_activations(w).value();
+  w.training.cross_entropy = CrossEntropy::FUSED;
+  EXPECT_DOUBLE_EQ(bytes(StepPass::FORWARD), 4.0 * logits);
+  EXPECT_DOUBLE_EQ(bytes(StepPass::BACKWARD), 0.0);
+  EXPECT_DOUBLE_EQ(fp32_kept - model::logits_activations(w).value(), 2.0 * logits);
 }
 
 // Issue order and launch count of the attention block: norm, QKV, attention, out-projection,
@@ -109,7 +134,8 @@ TEST(BlockKernels, Fp8TrainingRunsTheLinearGemmsInFp8) {
       EXPECT_DOUBLE_EQ(flops_of(calls, KernelKind::GEMM), flops_of(block_kernels(bf16, b, p), KernelKind::GEMM));
       for (const KernelCall &c : calls) {
         const bool linear = c.shape.kind == KernelKind::GEMM && b != StepBlock::LOGITS;
-        EXPECT_EQ(c.shape.dtype, linear ? Dtype::FP8_E4M3 : Dtype::BF16) << c.role;
+        const bool fp32_loss = std::string(c.role).find("(fp32)") != std::string::npos;
+        EXPECT_EQ(c.shape.dtype, linear ? Dtype::FP8_E4M3 : fp32_loss ? Dtype::FP32 : Dtype::BF16) << c.role;
       }
     }
   }

@@ -450,7 +450,7 @@ TEST(Calibration, ReDerivesTheStoredH100Knobs) {
     options.tolerance = overhead ? 1.0 : 0.005;
     const validate::CalibrationResult r = validate::calibrate(runs, stored.fit_runs, options, nullptr);
     ASSERT_EQ(r.values.size(), 1u);
-    const double want = std::stod(knob.value); // "543us" -> 543 (us, the search unit)
+    const double want = std::stod(knob.value); // "571.9us" -> 571.9 (us, the search unit)
     EXPECT_NEAR(r.values[0].value, want, overhead ? 15.0 : 0.011) << knob.path;
     fs::remove_all(options.validate.work_dir);
   }
