@@ -3,6 +3,7 @@
 #include "config/yaml_tree.hpp"
 #include "core/error.hpp"
 
+#include <cctype>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -103,11 +104,34 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     p.dp = opt_int(*s, "dp");
     p.cp = opt_int(*s, "cp");
     p.ep = opt_int(*s, "ep");
-    p.sp = opt_int(*s, "sp");
+    // sp: a degree (1 = off, the TP size = on), or a boolean (true: on, read as degree 2).
+    if (auto f = s->find("sp"); f && !is_null(*f)) {
+      const std::string t = f->scalar("an integer, a boolean or null");
+      if (t == "true" || t == "True" || t == "false" || t == "False")
+        p.sp = f->boolean() ? 2 : 1;
+      else
+        p.sp = opt_int(*s, "sp");
+    }
     p.virtual_pp = opt_int(*s, "virtual_pp");
     p.zero_stage = opt_text(*s, "zero_stage");
-    if (auto f = s->find("fsdp"); f && !is_null(*f))
-      p.fsdp = f->boolean();
+    // fsdp: a boolean, or the sharding strategy's name: FULL_SHARD / HYBRID_SHARD shard the
+    // parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2, taken as
+    // the zero_stage when that is empty); NO_SHARD is plain data parallelism.
+    if (auto f = s->find("fsdp"); f && !is_null(*f)) {
+      const std::string t = f->scalar("a boolean, a sharding strategy or null");
+      std::string u;
+      for (char c : t)
+        u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      if (u.find("SHARD_GRAD_OP") != std::string::npos) {
+        p.fsdp = false;
+        if (p.zero_stage.empty())
+          p.zero_stage = "2 (" + t + ")";
+      } else if (u.find("SHARD") != std::string::npos) {
+        p.fsdp = u.find("NO_SHARD") == std::string::npos;
+      } else {
+        p.fsdp = f->boolean();
+      }
+    }
     p.schedule = opt_text(*s, "schedule");
   }
   if (auto s = opt_map(m, "batch", {"micro_batch", "global_batch_seqs", "global_batch_tokens", "grad_accum"}, ignored)) {

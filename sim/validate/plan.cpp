@@ -325,7 +325,9 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   int zero = 0;
   const std::string z = lower(par.zero_stage);
-  if (par.fsdp.value_or(false) || has(z, "fsdp") || has(z, "full_shard")) {
+  if (has(z, "shard_grad_op")) {
+    zero = 2; // FSDP sharding gradients and optimizer states only
+  } else if (par.fsdp.value_or(false) || has(z, "fsdp") || has(z, "full_shard") || has(z, "hybrid_shard")) {
     zero = 3;
   } else if (!z.empty() && std::isdigit(static_cast<unsigned char>(z[0])) != 0) {
     zero = z[0] - '0';

@@ -303,6 +303,40 @@ TEST(Plan, InterNodeNicsFromText) {
   EXPECT_NE(defaults.find("nics=4x100Gbps (hardware.inter_node)"), std::string::npos) << defaults;
 }
 
+// Field forms the schema's records use besides its own: sp as a boolean, fsdp as a strategy name.
+TEST(RunsFile, SequenceParallelAndFsdpForms) {
+  auto plan_with = [](const std::string& from, const std::string& to) {
+    std::string text = small_run("f", "bf16");
+    text.replace(text.find(from), from.size(), to);
+    const fs::path d = temp_dir("forms");
+    write(d / "runs.yaml", "runs:\n" + text);
+    const config::RunsFile f = config::load_runs(d / "runs.yaml");
+    fs::remove_all(d);
+    return validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  };
+  EXPECT_NE(plan_with("sp: 1,", "sp: true,").workload_yaml.find("  sp: true\n"), std::string::npos);
+  EXPECT_EQ(plan_with("sp: 1,", "sp: false,").workload_yaml.find("  sp: true"), std::string::npos);
+  EXPECT_NE(plan_with("sp: 1,", "sp: 8,").workload_yaml.find("  sp: true\n"), std::string::npos);
+  const std::string no_zero = "zero_stage: 0, fsdp: null";
+  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: FULL_SHARD").workload_yaml.find("zero_stage: 3\n"), std::string::npos);
+  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: SHARD_GRAD_OP").workload_yaml.find("zero_stage: 2\n"), std::string::npos);
+  EXPECT_NE(plan_with(no_zero, "zero_stage: FSDP SHARD_GRAD_OP, fsdp: null").workload_yaml.find("zero_stage: 2\n"), std::string::npos);
+  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: NO_SHARD").workload_yaml.find("zero_stage: 0\n"), std::string::npos);
+  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: true").workload_yaml.find("zero_stage: 3\n"), std::string::npos);
+  // Anything else is still a malformed file, named with its line.
+  std::string bad = small_run("g", "bf16");
+  bad.replace(bad.find("fsdp: null"), 10, "fsdp: sometimes");
+  const fs::path d = temp_dir("forms-bad");
+  write(d / "runs.yaml", "runs:\n" + bad);
+  try {
+    (void)config::load_runs(d / "runs.yaml");
+    ADD_FAILURE() << "fsdp: sometimes was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("runs.yaml:"), std::string::npos) << e.what();
+  }
+  fs::remove_all(d);
+}
+
 // A 40 GB A100 (by name or by gpu_mem_gb) maps to its own profile and topology: its HBM is 40 GB
 // at 1555 GB/s, not the 80 GB part's 2039 GB/s.
 TEST(Plan, FortyGigabyteA100HasItsOwnTopology) {
