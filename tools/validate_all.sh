@@ -52,9 +52,10 @@ HEADER
 \`tests/validate/data/heldout_runs.yaml\`: more columns of NVIDIA's DGX Cloud recipe tables (cited
 per run): the larger-scale bf16 columns of the two H100 recipes above, their fp8 columns (the fp8
 training model, docs/model.md), the Llama 3.1 8B/405B, Nemotron-4 15B/340B and Grok-1 314B (MoE)
-recipes, the fp8 table of NeMo's 24.07 performance summary, and more rows of the MosaicML A100
-table whose MPT-13B/70B rows are above (small models, especially in fp8, and MoE are the weak
-spots: docs/calibration.md).
+recipes, the fp8 table of NeMo's 24.07 performance summary, more rows of the MosaicML A100
+table whose MPT-13B/70B rows are above, and MT-NLG 530B's three system-performance rows (small
+models, especially in fp8, MoE and the DeepSpeed stack of 2021 are the weak spots:
+docs/calibration.md).
 No calibration used them:
 the H100 knobs are fitted on the two bf16 H100 runs above, and the fp8 GEMM ceiling is a published cuBLASLt
 measurement (docs/kernels.md).

@@ -318,8 +318,9 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     p.defaults.emplace_back("sp=true (framework '" + run.framework + "')");
   // Megatron-LM (2021-22) splits pipeline messages across the TP ranks and all-gathers them on
   // the receiving stage (Narayanan et al. 2021, sec. 4.1; on by default there). DeepSpeed's
-  // pipeline engine (Megatron-DeepSpeed) sends whole activations.
-  if (pp > 1 && tp > 1 && !sp && has(run.framework, "megatron-lm")) {
+  // pipeline engine sends whole activations: Megatron-DeepSpeed, and Megatron-LM's layers under
+  // DeepSpeed's pipeline ("DeepSpeed + Megatron-LM", MT-NLG).
+  if (pp > 1 && tp > 1 && !sp && has(run.framework, "megatron-lm") && !has(run.framework, "deepspeed")) {
     w << "  pp_scatter_gather: true\n";
     p.defaults.emplace_back("pp_scatter_gather=true (framework '" + run.framework + "')");
   }

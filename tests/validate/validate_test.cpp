@@ -227,11 +227,12 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
 // Schedules by name: zero-bubble schedules map to the simulator's; DualPipe (forward/backward
 // overlap across micro-batches) is not modelled and the run is skipped with that reason.
 TEST(Plan, ScheduleNames) {
-  auto plan_with = [](const std::string& schedule) {
+  auto plan_with = [](const std::string& schedule, const std::string& framework = "Megatron-LM") {
     std::string text = small_run("s", "bf16");
     text.replace(text.find("pp: 1, dp: 1"), 12, "pp: 2, dp: 1");
     text.replace(text.find("tp: 8,"), 6, "tp: 4,");
     text.replace(text.find("schedule: 1F1B"), 14, "schedule: " + schedule);
+    text.replace(text.find("Megatron-LM"), 11, framework);
     const fs::path d = temp_dir("sched");
     write(d / "runs.yaml", "runs:\n" + text);
     const config::RunsFile f = config::load_runs(d / "runs.yaml");
@@ -241,6 +242,10 @@ TEST(Plan, ScheduleNames) {
   EXPECT_NE(plan_with("ZB-H1").workload_yaml.find("schedule: zb-h1"), std::string::npos);
   EXPECT_NE(plan_with("ZB-H2").workload_yaml.find("schedule: zb-h2"), std::string::npos);
   EXPECT_NE(plan_with("GPipe").workload_yaml.find("schedule: gpipe"), std::string::npos);
+  // Megatron-LM's pipeline scatters its messages over the TP ranks; DeepSpeed's engine does not.
+  EXPECT_NE(plan_with("1F1B").workload_yaml.find("pp_scatter_gather: true"), std::string::npos);
+  EXPECT_EQ(plan_with("1F1B", "DeepSpeed + Megatron-LM").workload_yaml.find("pp_scatter_gather"), std::string::npos);
+  EXPECT_EQ(plan_with("1F1B", "Megatron-DeepSpeed").workload_yaml.find("pp_scatter_gather"), std::string::npos);
   const validate::RunPlan dual = plan_with("DualPipe");
   EXPECT_NE(dual.skip_reason.find("schedule 'DualPipe' is not modelled"), std::string::npos) << dual.skip_reason;
 }
@@ -414,6 +419,24 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
   EXPECT_NE(r.output.find("odd (8 GPUs, tp8 pp1 dp1): skipped: not accepted by the loader"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("validated 0 runs, skipped 1"), std::string::npos) << r.output;
   fs::remove_all(d);
+}
+
+// Every bundled published run maps onto a bundled topology and a layout the loader accepts (no
+// simulation): the mapping covers the records' GPU names, frameworks and field forms.
+TEST(Validate, EveryBundledRunMaps) {
+  for (const char* file : {"tests/validate/data/measured_runs.yaml", "tests/validate/data/heldout_runs.yaml"}) {
+    const config::RunsFile f = config::load_runs(src(file));
+    EXPECT_GE(f.runs.size(), 23u) << file;
+    const fs::path d = temp_dir("maps");
+    for (const config::MeasuredRun& run : f.runs) {
+      validate::RunPlan p = validate::plan_run(run, {.topologies = src("topologies"), .calibration = true, .extra = {}});
+      ASSERT_TRUE(p.skip_reason.empty()) << run.id << ": " << p.skip_reason;
+      write(d / "w.yaml", p.workload_yaml);
+      EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << run.id;
+      EXPECT_TRUE(p.skip_reason.empty()) << run.id << ": " << p.skip_reason;
+    }
+    fs::remove_all(d);
+  }
 }
 
 // fp8 training against published measurements that no calibration saw (tests/validate/data/
