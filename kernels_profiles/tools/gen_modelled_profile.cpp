@@ -1,6 +1,6 @@
 // Writes the bundled modelled profiles (kernels_profiles/data/<gpu-kind>.csv) from the
 // efficiency model, calibrated to published best cases. Usage:
-//   stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB --date YYYY-MM-DD --out FILE
+//   stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB --date YYYY-MM-DD --out FILE
 // Deterministic: the same arguments give the same bytes.
 
 #include "core/atomic_file.hpp"
@@ -9,10 +9,12 @@
 #include "kernels/profile.hpp"
 #include "kernels/workload_kernels.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -26,8 +28,10 @@ struct GpuFacts {
   ProfileHeader header;
   double best_gemm_tflops = 0; ///< published best bf16 GEMM
   KernelShape best_gemm;       ///< its shape, m x n x k
+  const char *gemm_impl = "published_mamf_finder"; ///< the anchor row's impl: where its rate comes from
   double best_fp8_gemm_tflops = 0; ///< published fp8 GEMM (0: none; fp8 then 0.8x the bf16 ceiling)
   KernelShape best_fp8_gemm;
+  const char *fp8_impl = "published_cublaslt";
   double copy_fraction = 0.9;  ///< achievable fraction of spec HBM bandwidth
 };
 
@@ -55,6 +59,23 @@ ProfileHeader common_header(const std::string &kind) {
   return h;
 }
 
+/// A memory variant of a GPU kind already in `f`: the same die, SM count, clocks and power limit
+/// (so the same tensor-core anchors) with other HBM, which the memory-bound kernels follow. The
+/// source line starting with `replaced_source` gives way to the variant's two.
+void memory_variant(GpuFacts &f, const std::string &kind, const char *name, Bytes capacity, BytesPerSec bandwidth,
+                    int mem_clock_mhz, const char *replaced_source, std::string spec_source,
+                    std::string ceiling_source) {
+  f.gpu.kind = kind;
+  f.gpu.hbm_capacity = capacity;
+  f.gpu.hbm_bandwidth = bandwidth;
+  f.header.gpu_kind = kind;
+  f.header.gpu = name;
+  f.header.mem_clock_mhz = mem_clock_mhz;
+  std::erase_if(f.header.sources, [&](const std::string &s) { return s.rfind(replaced_source, 0) == 0; });
+  f.header.sources.push_back(std::move(spec_source));
+  f.header.sources.push_back(std::move(ceiling_source));
+}
+
 bool facts_for(const std::string &kind, GpuFacts &f) {
   if (kind == "A100-SXM4-80GB") {
     f.gpu.kind = kind;
@@ -76,20 +97,14 @@ bool facts_for(const std::string &kind, GpuFacts &f) {
     return true;
   }
   if (kind == "A100-SXM4-40GB") {
-    // The A100 SXM's GA100 die, SM count, clocks and 400 W limit with 40 GB of HBM2 at 1555 GB/s:
-    // the tensor-core anchor is the 80 GB part's, the memory-bound kernels follow the slower HBM.
+    // The A100 SXM's GA100 die, SM count, clocks and 400 W limit with 40 GB of HBM2 at 1555 GB/s.
     facts_for("A100-SXM4-80GB", f);
-    f.gpu.kind = kind;
-    f.gpu.hbm_capacity = Bytes(40.0 * 1024 * 1024 * 1024);
-    f.gpu.hbm_bandwidth = BytesPerSec(1555e9);
-    f.header.gpu_kind = kind;
-    f.header.gpu = "NVIDIA A100-SXM4-40GB";
-    f.header.mem_clock_mhz = 1215;
-    std::erase_if(f.header.sources, [](const std::string &s) { return s.rfind("A100 peaks", 0) == 0; });
-    f.header.sources.push_back("A100 SXM4 40GB: 312 TFLOP/s bf16 dense, 1555 GB/s HBM2, 40 GB, 108 SMs: NVIDIA A100 "
-                               "datasheet (the 80 GB part's tensor cores)");
-    f.header.sources.push_back("gemm ceiling: the A100 SXM's published best case above, same die, clocks and power "
-                               "limit (no published 40 GB GEMM measurement used)");
+    memory_variant(f, kind, "NVIDIA A100-SXM4-40GB", Bytes(40.0 * 1024 * 1024 * 1024), BytesPerSec(1555e9), 1215,
+                   "A100 peaks",
+                   "A100 SXM4 40GB: 312 TFLOP/s bf16 dense, 1555 GB/s HBM2, 40 GB, 108 SMs: NVIDIA A100 datasheet "
+                   "(the 80 GB part's tensor cores)",
+                   "gemm ceiling: the A100 SXM's published best case above, same die, clocks and power limit (no "
+                   "published 40 GB GEMM measurement used)");
     return true;
   }
   if (kind == "H100-SXM5-80GB") {
@@ -117,20 +132,45 @@ bool facts_for(const std::string &kind, GpuFacts &f) {
     return true;
   }
   if (kind == "H200-SXM-141GB") {
-    // The H100 SXM's GH100 die, SM count, clocks and 700 W limit with 141 GB of HBM3e at 4.8 TB/s:
-    // the tensor-core anchors are the H100's, the memory-bound kernels follow the faster HBM.
+    // The H100 SXM's GH100 die, SM count, clocks and 700 W limit with 141 GB of HBM3e at 4.8 TB/s.
     facts_for("H100-SXM5-80GB", f);
+    memory_variant(f, kind, "NVIDIA H200", Bytes(141e9), BytesPerSec(4800e9), 3201, "H100 SXM peaks",
+                   "H200 SXM: 989 TFLOP/s bf16 dense (1979 fp8), 4800 GB/s HBM3e, 141 GB, 132 SMs: NVIDIA H200 "
+                   "datasheet (the H100 SXM's tensor cores)",
+                   "gemm ceilings: the H100 SXM's published best cases above, same die, clocks and power limit (no "
+                   "published H200 GEMM measurement used)");
+    return true;
+  }
+  if (kind == "B200-SXM-180GB") {
+    // Blackwell B200 as in DGX B200. No published B200 GEMM measurement was found: both tensor-core
+    // anchors are the H100 SXM's measured fractions of its peaks (bf16 792.1 / 989, fp8
+    // 1611.2 / 1979) applied to the B200's, at 8192^3; the copy anchor follows its 8 TB/s HBM.
+    GpuFacts h100;
+    facts_for("H100-SXM5-80GB", h100);
     f.gpu.kind = kind;
-    f.gpu.hbm_capacity = Bytes(141e9);
-    f.gpu.hbm_bandwidth = BytesPerSec(4800e9);
-    f.header.gpu_kind = kind;
-    f.header.gpu = "NVIDIA H200";
-    f.header.mem_clock_mhz = 3201;
-    std::erase_if(f.header.sources, [](const std::string &s) { return s.rfind("H100 SXM peaks", 0) == 0; });
-    f.header.sources.push_back("H200 SXM: 989 TFLOP/s bf16 dense (1979 fp8), 4800 GB/s HBM3e, 141 GB, 132 SMs: NVIDIA "
-                               "H200 datasheet (the H100 SXM's tensor cores)");
-    f.header.sources.push_back("gemm ceilings: the H100 SXM's published best cases above, same die, clocks and power "
-                               "limit (no published H200 GEMM measurement used)");
+    f.gpu.peak_bf16 = FlopsPerSec(2250e12);
+    f.gpu.peak_fp16 = FlopsPerSec(2250e12);
+    f.gpu.peak_fp8 = FlopsPerSec(4500e12);
+    f.gpu.hbm_capacity = Bytes(180e9);
+    f.gpu.hbm_bandwidth = BytesPerSec(8000e9);
+    f.header = common_header(kind);
+    f.header.sources[0] = "gemm and fp8 gemm ceilings: assumed, the H100 SXM's measured fractions of peak (bf16 "
+                          "792.1/989 TFLOP/s, mamf-finder; fp8 1611.2/1979, cuBLASLt) at 8192^3 (no published B200 "
+                          "GEMM measurement used; kernels_profiles/run_suite.sh on a B200 replaces them)";
+    f.header.gpu = "NVIDIA B200";
+    f.header.sm_count = 148;
+    f.header.compute_capability = "10.0";
+    f.header.sources.push_back("B200 (DGX B200): 2250 TFLOP/s bf16 and 4500 fp8 dense (DGX B200: 72 PFLOP/s fp8 "
+                               "with sparsity per 8 GPUs), 8000 GB/s HBM3e, 180 GB per GPU (1440 GB per DGX), 148 "
+                               "SMs: NVIDIA DGX B200 datasheet");
+    const double bf16_fraction = h100.best_gemm_tflops * 1e12 / h100.gpu.peak_bf16.value();
+    const double fp8_fraction = h100.best_fp8_gemm_tflops * 1e12 / (2 * h100.gpu.peak_bf16.value());
+    f.best_gemm_tflops = std::round(bf16_fraction * 2250.0 * 10) / 10;
+    f.best_gemm = gemm(Dtype::BF16, 8192, 8192, 8192);
+    f.gemm_impl = "assumed_h100_fraction";
+    f.best_fp8_gemm_tflops = std::round(fp8_fraction * 4500.0 * 10) / 10;
+    f.best_fp8_gemm = gemm(Dtype::FP8_E4M3, 8192, 8192, 8192);
+    f.fp8_impl = "assumed_h100_fraction";
     return true;
   }
   return false;
@@ -143,10 +183,10 @@ KernelProfile generate(const GpuFacts &f, const std::string &date) {
   anchors.header = f.header;
   anchors.header.date = date;
   const double gemm_time = kernel_flops(f.best_gemm).value() / (f.best_gemm_tflops * 1e12);
-  anchors.rows.push_back({f.best_gemm, Seconds(gemm_time), "published_mamf_finder"});
+  anchors.rows.push_back({f.best_gemm, Seconds(gemm_time), f.gemm_impl});
   if (f.best_fp8_gemm_tflops > 0) {
     const double fp8_time = kernel_flops(f.best_fp8_gemm).value() / (f.best_fp8_gemm_tflops * 1e12);
-    anchors.rows.push_back({f.best_fp8_gemm, Seconds(fp8_time), "published_cublaslt"});
+    anchors.rows.push_back({f.best_fp8_gemm, Seconds(fp8_time), f.fp8_impl});
   }
   const KernelShape copy = elementwise(KernelKind::MEMCPY, Dtype::BF16, int64_t{2} << 30);
   const double copy_time = kernel_bytes(copy).value() / (f.copy_fraction * f.gpu.hbm_bandwidth.value());
@@ -168,7 +208,7 @@ KernelProfile generate(const GpuFacts &f, const std::string &date) {
 
 int usage() {
   std::cerr
-      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB --date YYYY-MM-DD --out FILE\n";
+      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB --date YYYY-MM-DD --out FILE\n";
   return 2;
 }
 
@@ -192,7 +232,7 @@ int main(int argc, char **argv) {
     return usage();
   GpuFacts facts;
   if (!facts_for(gpu, facts)) {
-    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, A100-SXM4-40GB, H100-SXM5-80GB, H200-SXM-141GB)\n";
+    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, A100-SXM4-40GB, H100-SXM5-80GB, H200-SXM-141GB, B200-SXM-180GB)\n";
     return 2;
   }
   try {

@@ -32,6 +32,8 @@ std::string calibration_kind(const std::string& family) {
     return "H100-SXM5-80GB";
   if (family == "H200")
     return "H200-SXM-141GB";
+  if (family == "B200")
+    return "B200-SXM-180GB";
   return "";
 }
 
@@ -46,7 +48,10 @@ const char* to_string(Metric m) {
 }
 
 std::string gpu_family(const config::MeasuredHardware& hw) {
-  for (const char* f : {"a100", "h100", "h800", "h200"})
+  // GB200 (NVL72: a 72-GPU NVLink domain) is no B200 in a DGX: no bundled topology.
+  if (has(hw.gpu, "gb200"))
+    return "";
+  for (const char* f : {"a100", "h100", "h800", "h200", "b200"})
     if (has(hw.gpu, f)) {
       std::string out(f);
       out[0] = static_cast<char>('A' + (out[0] - 'a'));
@@ -68,6 +73,8 @@ std::string bundled_topology(const std::string& family, int64_t nodes) {
     return nodes <= 32 ? "dgx-h100.yaml" : "dgx-h100-superpod.yaml";
   if (family == "H200")
     return "h200-cluster.yaml";
+  if (family == "B200")
+    return "dgx-b200.yaml";
   return "";
 }
 

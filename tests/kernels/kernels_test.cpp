@@ -45,6 +45,17 @@ GpuSpec h200() {
   return g;
 }
 
+GpuSpec b200() {
+  GpuSpec g;
+  g.kind = "B200-SXM-180GB";
+  g.peak_bf16 = FlopsPerSec(2250e12);
+  g.peak_fp16 = FlopsPerSec(2250e12);
+  g.peak_fp8 = FlopsPerSec(4500e12);
+  g.hbm_capacity = Bytes(180e9);
+  g.hbm_bandwidth = BytesPerSec(8000e9);
+  return g;
+}
+
 GpuSpec a100_40gb() {
   GpuSpec g = a100();
   g.kind = "A100-SXM4-40GB";
@@ -208,7 +219,11 @@ protected:
       return {"H100-SXM5-80GB.csv", h100(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)};
     if (i == 2)
       return {"H200-SXM-141GB.csv", h200(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)}; // the H100's die
-    return {"A100-SXM4-40GB.csv", a100_40gb(), 267.9, gemm(Dtype::BF16, 6912, 16384, 2048)}; // the A100's die
+    if (i == 3)
+      return {"A100-SXM4-40GB.csv", a100_40gb(), 267.9, gemm(Dtype::BF16, 6912, 16384, 2048)}; // the A100's die
+    // B200: no published GEMM measurement; the H100's measured fraction of peak at 8192^3.
+    return {"B200-SXM-180GB.csv", b200(), std::round(792.1 / 989.0 * 2250.0 * 10) / 10,
+            gemm(Dtype::BF16, 8192, 8192, 8192)};
   }
 };
 
@@ -246,7 +261,7 @@ TEST_P(BundledProfile, LoadsAndMatchesThePublishedBestCase) {
               0.01);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1, 2, 3));
+INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1, 2, 3, 4));
 
 // The H200 is the H100's die with faster HBM: GEMMs take the same time, memory-bound kernels
 // scale with the bandwidth (4800 vs 3350 GB/s).

@@ -343,8 +343,8 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
 }
 
 // A 40 GB A100 (by name or by gpu_mem_gb) maps to its own profile and topology: its HBM is 40 GB
-// at 1555 GB/s, not the 80 GB part's 2039 GB/s.
-TEST(Plan, FortyGigabyteA100HasItsOwnTopology) {
+// at 1555 GB/s, not the 80 GB part's 2039 GB/s. A B200 has its own; a GB200 none.
+TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
   config::MeasuredHardware hw;
   hw.gpu = "A100-SXM4-40GB";
   EXPECT_EQ(validate::gpu_family(hw), "A100-40GB");
@@ -357,6 +357,14 @@ TEST(Plan, FortyGigabyteA100HasItsOwnTopology) {
   EXPECT_EQ(validate::gpu_family(hw), "A100");
   EXPECT_EQ(validate::calibration_kind("A100-40GB"), "A100-SXM4-40GB");
   EXPECT_EQ(validate::calibration_kind("H800"), "H100-SXM5-80GB");
+  // Blackwell: a B200 maps onto dgx-b200; a GB200 (NVL72's 72-GPU NVLink domain) has no topology.
+  hw = {};
+  hw.gpu = "NVIDIA B200";
+  EXPECT_EQ(validate::gpu_family(hw), "B200");
+  EXPECT_EQ(validate::bundled_topology("B200", 4), "dgx-b200.yaml");
+  EXPECT_EQ(validate::calibration_kind("B200"), "B200-SXM-180GB");
+  hw.gpu = "GB200 NVL72";
+  EXPECT_EQ(validate::gpu_family(hw), "");
 
   std::string text = small_run("forty", "bf16");
   text.replace(text.find("gpu: A100-SXM4-80GB"), 19, "gpu: A100-SXM4-40GB");
@@ -517,7 +525,8 @@ TEST(Calibration, ReDerivesTheStoredH100Knobs) {
 TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"H100-SXM5-80GB", "dgx-h100"},
                                   std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}, std::pair{"H200-SXM-141GB", "h200-cluster"},
-                                  std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"}}) {
+                                  std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"},
+                                  std::pair{"B200-SXM-180GB", "dgx-b200"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
     EXPECT_EQ(calibrated.gpu.kind, c.gpu_kind) << topo;
@@ -532,7 +541,8 @@ TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
 TEST(Calibration, BundledTopologiesCarryTheCalibratedKnobs) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"A100-SXM4-80GB", "fat-tree-2to1"},
                                   std::pair{"H100-SXM5-80GB", "dgx-h100"}, std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"},
-                                  std::pair{"H200-SXM-141GB", "h200-cluster"}, std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"}}) {
+                                  std::pair{"H200-SXM-141GB", "h200-cluster"}, std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"},
+                                  std::pair{"B200-SXM-180GB", "dgx-b200"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec plain = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"));
     const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
