@@ -1,6 +1,6 @@
 // Writes the bundled modelled profiles (kernels_profiles/data/<gpu-kind>.csv) from the
 // efficiency model, calibrated to published best cases. Usage:
-//   stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB --date YYYY-MM-DD --out FILE
+//   stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB|GB200-186GB --date YYYY-MM-DD --out FILE
 // Deterministic: the same arguments give the same bytes.
 
 #include "core/atomic_file.hpp"
@@ -76,6 +76,39 @@ void memory_variant(GpuFacts &f, const std::string &kind, const char *name, Byte
   f.header.sources.push_back(std::move(ceiling_source));
 }
 
+bool facts_for(const std::string &kind, GpuFacts &f);
+
+/// A Blackwell GPU (148 SMs, 8 TB/s HBM3e, fp8 at twice the 16-bit peak). No published Blackwell
+/// GEMM measurement was found: both tensor-core anchors are the H100 SXM's measured fractions of
+/// its peaks (bf16 792.1 / 989, fp8 1611.2 / 1979) applied to this GPU's, at 8192^3.
+void blackwell(GpuFacts &f, const std::string &kind, const char *name, double peak_bf16_tflops, Bytes capacity,
+               std::string spec_source) {
+  GpuFacts h100;
+  facts_for("H100-SXM5-80GB", h100);
+  f.gpu.kind = kind;
+  f.gpu.peak_bf16 = FlopsPerSec(peak_bf16_tflops * 1e12);
+  f.gpu.peak_fp16 = f.gpu.peak_bf16;
+  f.gpu.peak_fp8 = f.gpu.peak_bf16 * 2.0;
+  f.gpu.hbm_capacity = capacity;
+  f.gpu.hbm_bandwidth = BytesPerSec(8000e9);
+  f.header = common_header(kind);
+  f.header.sources[0] = "gemm and fp8 gemm ceilings: assumed, the H100 SXM's measured fractions of peak (bf16 "
+                        "792.1/989 TFLOP/s, mamf-finder; fp8 1611.2/1979, cuBLASLt) at 8192^3 (no published "
+                        "Blackwell GEMM measurement used; kernels_profiles/run_suite.sh on the GPU replaces them)";
+  f.header.gpu = name;
+  f.header.sm_count = 148;
+  f.header.compute_capability = "10.0";
+  f.header.sources.push_back(std::move(spec_source));
+  const double bf16_fraction = h100.best_gemm_tflops * 1e12 / h100.gpu.peak_bf16.value();
+  const double fp8_fraction = h100.best_fp8_gemm_tflops * 1e12 / (2 * h100.gpu.peak_bf16.value());
+  f.best_gemm_tflops = std::round(bf16_fraction * peak_bf16_tflops * 10) / 10;
+  f.best_gemm = gemm(Dtype::BF16, 8192, 8192, 8192);
+  f.gemm_impl = "assumed_h100_fraction";
+  f.best_fp8_gemm_tflops = std::round(fp8_fraction * 2 * peak_bf16_tflops * 10) / 10;
+  f.best_fp8_gemm = gemm(Dtype::FP8_E4M3, 8192, 8192, 8192);
+  f.fp8_impl = "assumed_h100_fraction";
+}
+
 bool facts_for(const std::string &kind, GpuFacts &f) {
   if (kind == "A100-SXM4-80GB") {
     f.gpu.kind = kind;
@@ -142,35 +175,16 @@ bool facts_for(const std::string &kind, GpuFacts &f) {
     return true;
   }
   if (kind == "B200-SXM-180GB") {
-    // Blackwell B200 as in DGX B200. No published B200 GEMM measurement was found: both tensor-core
-    // anchors are the H100 SXM's measured fractions of its peaks (bf16 792.1 / 989, fp8
-    // 1611.2 / 1979) applied to the B200's, at 8192^3; the copy anchor follows its 8 TB/s HBM.
-    GpuFacts h100;
-    facts_for("H100-SXM5-80GB", h100);
-    f.gpu.kind = kind;
-    f.gpu.peak_bf16 = FlopsPerSec(2250e12);
-    f.gpu.peak_fp16 = FlopsPerSec(2250e12);
-    f.gpu.peak_fp8 = FlopsPerSec(4500e12);
-    f.gpu.hbm_capacity = Bytes(180e9);
-    f.gpu.hbm_bandwidth = BytesPerSec(8000e9);
-    f.header = common_header(kind);
-    f.header.sources[0] = "gemm and fp8 gemm ceilings: assumed, the H100 SXM's measured fractions of peak (bf16 "
-                          "792.1/989 TFLOP/s, mamf-finder; fp8 1611.2/1979, cuBLASLt) at 8192^3 (no published B200 "
-                          "GEMM measurement used; kernels_profiles/run_suite.sh on a B200 replaces them)";
-    f.header.gpu = "NVIDIA B200";
-    f.header.sm_count = 148;
-    f.header.compute_capability = "10.0";
-    f.header.sources.push_back("B200 (DGX B200): 2250 TFLOP/s bf16 and 4500 fp8 dense (DGX B200: 72 PFLOP/s fp8 "
-                               "with sparsity per 8 GPUs), 8000 GB/s HBM3e, 180 GB per GPU (1440 GB per DGX), 148 "
-                               "SMs: NVIDIA DGX B200 datasheet");
-    const double bf16_fraction = h100.best_gemm_tflops * 1e12 / h100.gpu.peak_bf16.value();
-    const double fp8_fraction = h100.best_fp8_gemm_tflops * 1e12 / (2 * h100.gpu.peak_bf16.value());
-    f.best_gemm_tflops = std::round(bf16_fraction * 2250.0 * 10) / 10;
-    f.best_gemm = gemm(Dtype::BF16, 8192, 8192, 8192);
-    f.gemm_impl = "assumed_h100_fraction";
-    f.best_fp8_gemm_tflops = std::round(fp8_fraction * 4500.0 * 10) / 10;
-    f.best_fp8_gemm = gemm(Dtype::FP8_E4M3, 8192, 8192, 8192);
-    f.fp8_impl = "assumed_h100_fraction";
+    blackwell(f, kind, "NVIDIA B200", 2250, Bytes(180e9),
+              "B200 (DGX B200): 2250 TFLOP/s bf16 and 4500 fp8 dense (DGX B200: 72 PFLOP/s fp8 with sparsity per 8 "
+              "GPUs), 8000 GB/s HBM3e, 180 GB per GPU (1440 GB per DGX), 148 SMs: NVIDIA DGX B200 datasheet");
+    return true;
+  }
+  if (kind == "GB200-186GB") {
+    blackwell(f, kind, "NVIDIA GB200 (Blackwell GPU)", 2500, Bytes(186e9),
+              "GB200 NVL72, per GPU: 2500 TFLOP/s bf16 and 5000 fp8 dense (NVL72: 360 and 720 PFLOP/s with "
+              "sparsity per 72 GPUs), 8000 GB/s HBM3e (576 TB/s per rack), 186 GB (13.4 TB per rack), 148 SMs: "
+              "NVIDIA GB200 NVL72 datasheet");
     return true;
   }
   return false;
@@ -208,7 +222,7 @@ KernelProfile generate(const GpuFacts &f, const std::string &date) {
 
 int usage() {
   std::cerr
-      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB --date YYYY-MM-DD --out FILE\n";
+      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB|GB200-186GB --date YYYY-MM-DD --out FILE\n";
   return 2;
 }
 
@@ -232,7 +246,7 @@ int main(int argc, char **argv) {
     return usage();
   GpuFacts facts;
   if (!facts_for(gpu, facts)) {
-    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, A100-SXM4-40GB, H100-SXM5-80GB, H200-SXM-141GB, B200-SXM-180GB)\n";
+    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, A100-SXM4-40GB, H100-SXM5-80GB, H200-SXM-141GB, B200-SXM-180GB, GB200-186GB)\n";
     return 2;
   }
   try {

@@ -34,6 +34,8 @@ std::string calibration_kind(const std::string& family) {
     return "H200-SXM-141GB";
   if (family == "B200")
     return "B200-SXM-180GB";
+  if (family == "GB200")
+    return "GB200-186GB";
   return "";
 }
 
@@ -48,9 +50,9 @@ const char* to_string(Metric m) {
 }
 
 std::string gpu_family(const config::MeasuredHardware& hw) {
-  // GB200 (NVL72: a 72-GPU NVLink domain) is no B200 in a DGX: no bundled topology.
+  // A GB200 is no B200 in a DGX: its NVLink domain is the 72-GPU rack.
   if (has(hw.gpu, "gb200"))
-    return "";
+    return "GB200";
   for (const char* f : {"a100", "h100", "h800", "h200", "b200"})
     if (has(hw.gpu, f)) {
       std::string out(f);
@@ -75,6 +77,8 @@ std::string bundled_topology(const std::string& family, int64_t nodes) {
     return "h200-cluster.yaml";
   if (family == "B200")
     return "dgx-b200.yaml";
+  if (family == "GB200")
+    return "gb200-nvl72.yaml";
   return "";
 }
 
@@ -200,7 +204,14 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   if (p.gpu_kind.empty())
     return skip("no bundled topology for GPU '" + run.hardware.gpu + "'");
   int64_t per_node = run.hardware.gpus_per_node.value_or(0);
-  if (per_node == 0) {
+  if (p.gpu_kind == "GB200") {
+    // The simulator's node is the NVLink domain: a GB200 NVL72 rack, whatever the record counts
+    // (4 GPUs per compute tray, 72 per rack).
+    if (per_node != 72)
+      p.defaults.emplace_back("gpus_per_node=72 (the NVL72 rack's NVLink domain; the record says " +
+                              (per_node ? std::to_string(per_node) : std::string("nothing")) + ")");
+    per_node = 72;
+  } else if (per_node == 0) {
     per_node = 8;
     p.defaults.emplace_back("gpus_per_node=8");
   }

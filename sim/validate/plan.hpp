@@ -35,7 +35,7 @@ struct RunPlan {
   std::string id;
   int64_t num_gpus = 0;
   std::string layout;                    ///< "tp8 pp12 dp4", "dp384 zero3", ...
-  std::string gpu_kind;                  ///< "A100", "A100-40GB", "H100", "H200", "H800", "B200", or "" when unknown
+  std::string gpu_kind;                  ///< "A100", "A100-40GB", "H100", "H200", "H800", "B200", "GB200", or "" when unknown
   std::string skip_reason;               ///< non-empty: not simulated
   std::filesystem::path cluster_file;    ///< bundled topology
   std::string workload_yaml;             ///< the generated workload file's text

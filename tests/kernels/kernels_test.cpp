@@ -17,52 +17,24 @@ namespace {
 
 const std::string kSourceDir = STEPSIM_SOURCE_DIR;
 
-GpuSpec a100() {
+/// A GPU of `kind` with a 16-bit peak (TFLOP/s), an fp8 peak (0: the table's default), HBM
+/// capacity (bytes) and bandwidth (GB/s).
+GpuSpec gpu(const char *kind, double tflops16, double tflops8, double capacity, double gbps) {
   GpuSpec g;
-  g.kind = "A100-SXM4-80GB";
-  g.peak_bf16 = FlopsPerSec(312e12);
-  g.peak_fp16 = FlopsPerSec(312e12);
-  g.hbm_capacity = Bytes(80e9);
-  g.hbm_bandwidth = BytesPerSec(2039e9);
+  g.kind = kind;
+  g.peak_bf16 = g.peak_fp16 = FlopsPerSec(tflops16 * 1e12);
+  g.peak_fp8 = FlopsPerSec(tflops8 * 1e12);
+  g.hbm_capacity = Bytes(capacity);
+  g.hbm_bandwidth = BytesPerSec(gbps * 1e9);
   return g;
 }
 
-GpuSpec h100() {
-  GpuSpec g;
-  g.kind = "H100-SXM5-80GB";
-  g.peak_bf16 = FlopsPerSec(989e12);
-  g.peak_fp16 = FlopsPerSec(989e12);
-  g.hbm_capacity = Bytes(80e9);
-  g.hbm_bandwidth = BytesPerSec(3350e9);
-  return g;
-}
-
-GpuSpec h200() {
-  GpuSpec g = h100();
-  g.kind = "H200-SXM-141GB";
-  g.hbm_capacity = Bytes(141e9);
-  g.hbm_bandwidth = BytesPerSec(4800e9);
-  return g;
-}
-
-GpuSpec b200() {
-  GpuSpec g;
-  g.kind = "B200-SXM-180GB";
-  g.peak_bf16 = FlopsPerSec(2250e12);
-  g.peak_fp16 = FlopsPerSec(2250e12);
-  g.peak_fp8 = FlopsPerSec(4500e12);
-  g.hbm_capacity = Bytes(180e9);
-  g.hbm_bandwidth = BytesPerSec(8000e9);
-  return g;
-}
-
-GpuSpec a100_40gb() {
-  GpuSpec g = a100();
-  g.kind = "A100-SXM4-40GB";
-  g.hbm_capacity = Bytes(40.0 * 1024 * 1024 * 1024);
-  g.hbm_bandwidth = BytesPerSec(1555e9);
-  return g;
-}
+GpuSpec a100() { return gpu("A100-SXM4-80GB", 312, 0, 80e9, 2039); }
+GpuSpec a100_40gb() { return gpu("A100-SXM4-40GB", 312, 0, 40.0 * 1024 * 1024 * 1024, 1555); }
+GpuSpec h100() { return gpu("H100-SXM5-80GB", 989, 0, 80e9, 3350); }
+GpuSpec h200() { return gpu("H200-SXM-141GB", 989, 0, 141e9, 4800); }
+GpuSpec b200() { return gpu("B200-SXM-180GB", 2250, 4500, 180e9, 8000); }
+GpuSpec gb200() { return gpu("GB200-186GB", 2500, 5000, 186e9, 8000); }
 
 ProfileHeader test_header() {
   ProfileHeader h;
@@ -221,8 +193,11 @@ protected:
       return {"H200-SXM-141GB.csv", h200(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)}; // the H100's die
     if (i == 3)
       return {"A100-SXM4-40GB.csv", a100_40gb(), 267.9, gemm(Dtype::BF16, 6912, 16384, 2048)}; // the A100's die
-    // B200: no published GEMM measurement; the H100's measured fraction of peak at 8192^3.
-    return {"B200-SXM-180GB.csv", b200(), std::round(792.1 / 989.0 * 2250.0 * 10) / 10,
+    // Blackwell: no published GEMM measurement; the H100's measured fraction of peak at 8192^3.
+    if (i == 4)
+      return {"B200-SXM-180GB.csv", b200(), std::round(792.1 / 989.0 * 2250.0 * 10) / 10,
+              gemm(Dtype::BF16, 8192, 8192, 8192)};
+    return {"GB200-186GB.csv", gb200(), std::round(792.1 / 989.0 * 2500.0 * 10) / 10,
             gemm(Dtype::BF16, 8192, 8192, 8192)};
   }
 };
@@ -261,7 +236,7 @@ TEST_P(BundledProfile, LoadsAndMatchesThePublishedBestCase) {
               0.01);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1, 2, 3, 4, 5));
 
 // The H200 is the H100's die with faster HBM: GEMMs take the same time, memory-bound kernels
 // scale with the bandwidth (4800 vs 3350 GB/s).

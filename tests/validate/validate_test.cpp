@@ -357,15 +357,38 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
   EXPECT_EQ(validate::gpu_family(hw), "A100");
   EXPECT_EQ(validate::calibration_kind("A100-40GB"), "A100-SXM4-40GB");
   EXPECT_EQ(validate::calibration_kind("H800"), "H100-SXM5-80GB");
-  // Blackwell: a B200 maps onto dgx-b200; a GB200 (NVL72's 72-GPU NVLink domain) has no topology.
+  // Blackwell: a B200 maps onto dgx-b200, a GB200 onto the NVL72 rack (72 GPUs on NVLink).
   hw = {};
   hw.gpu = "NVIDIA B200";
   EXPECT_EQ(validate::gpu_family(hw), "B200");
   EXPECT_EQ(validate::bundled_topology("B200", 4), "dgx-b200.yaml");
   EXPECT_EQ(validate::calibration_kind("B200"), "B200-SXM-180GB");
   hw.gpu = "GB200 NVL72";
-  EXPECT_EQ(validate::gpu_family(hw), "");
+  EXPECT_EQ(validate::gpu_family(hw), "GB200");
+  EXPECT_EQ(validate::bundled_topology("GB200", 4), "gb200-nvl72.yaml");
+  EXPECT_EQ(validate::calibration_kind("GB200"), "GB200-186GB");
 
+  {
+    std::string text = small_run("nvl72", "bf16");
+    const auto swap = [&text](const std::string& from, const std::string& to) {
+      text.replace(text.find(from), from.size(), to);
+    };
+    swap("gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8", "gpu: GB200, num_gpus: 144, gpus_per_node: 4");
+    swap("tp: 8, pp: 1, dp: 1,", "tp: 8, pp: 1, dp: 18,");
+    swap("global_batch_seqs: 4,", "global_batch_seqs: 36,");
+    const fs::path d = temp_dir("nvl72");
+    write(d / "runs.yaml", "runs:\n" + text);
+    const config::RunsFile f = config::load_runs(d / "runs.yaml");
+    validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = true, .extra = {}});
+    ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+    write(d / "w.yaml", p.workload_yaml);
+    EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
+    const ClusterSpec c = config::load_cluster(p.cluster_file, p.overrides);
+    EXPECT_EQ(c.gpu.kind, "GB200-186GB");
+    EXPECT_EQ(c.gpus_per_node, 72); // the rack, not the record's compute tray
+    EXPECT_EQ(c.nodes, 2);
+    fs::remove_all(d);
+  }
   std::string text = small_run("forty", "bf16");
   text.replace(text.find("gpu: A100-SXM4-80GB"), 19, "gpu: A100-SXM4-40GB");
   const fs::path d = temp_dir("forty");
@@ -526,7 +549,7 @@ TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"H100-SXM5-80GB", "dgx-h100"},
                                   std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}, std::pair{"H200-SXM-141GB", "h200-cluster"},
                                   std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"},
-                                  std::pair{"B200-SXM-180GB", "dgx-b200"}}) {
+                                  std::pair{"B200-SXM-180GB", "dgx-b200"}, std::pair{"GB200-186GB", "gb200-nvl72"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
     EXPECT_EQ(calibrated.gpu.kind, c.gpu_kind) << topo;
@@ -542,7 +565,7 @@ TEST(Calibration, BundledTopologiesCarryTheCalibratedKnobs) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"A100-SXM4-80GB", "fat-tree-2to1"},
                                   std::pair{"H100-SXM5-80GB", "dgx-h100"}, std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"},
                                   std::pair{"H200-SXM-141GB", "h200-cluster"}, std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"},
-                                  std::pair{"B200-SXM-180GB", "dgx-b200"}}) {
+                                  std::pair{"B200-SXM-180GB", "dgx-b200"}, std::pair{"GB200-186GB", "gb200-nvl72"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec plain = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"));
     const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
