@@ -105,7 +105,7 @@ std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_p
     return std::nullopt;
   NodeNics n;
   std::smatch count;
-  if (std::regex_search(text, count, count_re) && std::stoll(count[1].str()) > 0 && std::stoll(count[1].str()) <= 64) {
+  if (std::regex_search(text, count, count_re) && std::stoll(count[1].str()) > 0 && std::stoll(count[1].str()) <= 128) {
     n.count = std::stoll(count[1].str());
     n.gbps = gbps;
     return n;
@@ -230,7 +230,11 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   if (nodes > 1) {
     // The node's NICs as the record states them (the fabric's kind, latency and efficiency stay
     // the bundled topology's): BLOOM's Jean Zay nodes have 4 Omni-Path ports, not DGX's 8 HDR.
-    const std::optional<NodeNics> nics = parse_inter_node(run.hardware.inter_node, per_node);
+    std::optional<NodeNics> nics = parse_inter_node(run.hardware.inter_node, per_node);
+    // A GB200 record's count is per compute tray or per GPU, not per rack: only a per-GPU rate
+    // (one NIC per GPU) is taken.
+    if (nics && p.gpu_kind == "GB200" && nics->count != per_node)
+      nics.reset();
     if (nics) {
       char rate[32];
       std::snprintf(rate, sizeof rate, "%gGbps", nics->gbps);

@@ -66,7 +66,7 @@ struct NodeNics {
   double gbps = 0;   ///< line rate per NIC per direction, Gb/s
 };
 
-/// Reads `hardware.inter_node` text: "8x 200 Gb/s HDR InfiniBand" -> {8, 200}, "4x Omni-Path
+/// Reads `hardware.inter_node` text (counts 1..128): "8x 200 Gb/s HDR InfiniBand" -> {8, 200}, "4x Omni-Path
 /// 100 Gb/s" -> {4, 100}. A rate without a count is the node's total, spread over
 /// `gpus_per_node` NICs ("1600 Gb/s node-node RoCE" -> {8, 200}), unless the text says it is per
 /// NIC, port or GPU. Units: Gb/s, Gbps, Gbit/s, Gb, Tb/s, Tbps (bits) and GB/s, GBps (bytes),

@@ -373,7 +373,8 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     const auto swap = [&text](const std::string& from, const std::string& to) {
       text.replace(text.find(from), from.size(), to);
     };
-    swap("gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8", "gpu: GB200, num_gpus: 144, gpus_per_node: 4");
+    swap("gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8",
+         "gpu: GB200, num_gpus: 144, gpus_per_node: 4, inter_node: 4x 400 Gb/s per compute tray");
     swap("tp: 8, pp: 1, dp: 1,", "tp: 8, pp: 1, dp: 18,");
     swap("global_batch_seqs: 4,", "global_batch_seqs: 36,");
     const fs::path d = temp_dir("nvl72");
@@ -387,6 +388,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     EXPECT_EQ(c.gpu.kind, "GB200-186GB");
     EXPECT_EQ(c.gpus_per_node, 72); // the rack, not the record's compute tray
     EXPECT_EQ(c.nodes, 2);
+    EXPECT_EQ(c.nics_per_node, 72); // the tray's 4 NICs are not the rack's
     fs::remove_all(d);
   }
   std::string text = small_run("forty", "bf16");
