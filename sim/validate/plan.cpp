@@ -208,8 +208,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     // The simulator's node is the NVLink domain: a GB200 NVL72 rack, whatever the record counts
     // (4 GPUs per compute tray, 72 per rack).
     if (per_node != 72)
-      p.defaults.emplace_back("gpus_per_node=72 (the NVL72 rack's NVLink domain; the record says " +
-                              (per_node ? std::to_string(per_node) : std::string("nothing")) + ")");
+      p.defaults.emplace_back("gpus_per_node=72 (the NVL72 rack's NVLink domain instead of the record's " +
+                              (per_node ? std::to_string(per_node) : std::string("none")) + ")");
     per_node = 72;
   } else if (per_node == 0) {
     per_node = 8;
