@@ -394,6 +394,11 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     recompute = "full";
   } else if (rc == "none" || rc == "no" || rc == "false" || has(rc, "no recompute") || has(rc, "disabled")) {
     recompute = "none";
+  } else if (rc == "true" || rc == "yes" || has(rc, "checkpoint") || has(rc, "recompute")) {
+    // Activation checkpointing named without a kind checkpoints whole layers (Megatron-LM's
+    // --checkpoint-activations, Hugging Face's gradient_checkpointing): full recomputation.
+    recompute = "full";
+    p.defaults.emplace_back("recompute=full (from '" + run.recompute + "')");
   } else {
     return skip("unrecognised recompute '" + run.recompute + "'");
   }

@@ -328,6 +328,14 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
   EXPECT_NE(plan_with(no_zero, "zero_stage: FSDP SHARD_GRAD_OP, fsdp: null").workload_yaml.find("zero_stage: 2\n"), std::string::npos);
   EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: NO_SHARD").workload_yaml.find("zero_stage: 0\n"), std::string::npos);
   EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: true").workload_yaml.find("zero_stage: 3\n"), std::string::npos);
+  // Recomputation named without its kind is whole-layer checkpointing.
+  for (const char* rc : {"activation checkpointing", "gradient checkpointing", "true", "yes"})
+    EXPECT_NE(plan_with("recompute: full", std::string("recompute: ") + rc).workload_yaml.find("recompute: full\n"),
+              std::string::npos) << rc;
+  EXPECT_NE(plan_with("recompute: full", "recompute: selective").workload_yaml.find("recompute: selective\n"),
+            std::string::npos);
+  EXPECT_NE(plan_with("recompute: full", "recompute: sometimes").skip_reason.find("unrecognised recompute"),
+            std::string::npos);
   // Anything else is still a malformed file, named with its line.
   std::string bad = small_run("g", "bf16");
   bad.replace(bad.find("fsdp: null"), 10, "fsdp: sometimes");
