@@ -176,6 +176,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     if (!v)
       missing.emplace_back(name);
   };
+  // The global batch in sequences, or in tokens over the sequence length.
+  std::optional<int64_t> global_batch = run.batch.global_batch_seqs;
+  if (!global_batch && run.batch.global_batch_tokens && m.seq_len && *m.seq_len > 0 &&
+      *run.batch.global_batch_tokens % *m.seq_len == 0) {
+    global_batch = *run.batch.global_batch_tokens / *m.seq_len;
+    p.defaults.emplace_back("global_batch_seqs=" + std::to_string(*global_batch) + " (global_batch_tokens / seq_len)");
+  }
   need(m.layers, "model.layers");
   need(m.hidden, "model.hidden");
   need(m.heads, "model.attn_heads");
@@ -183,7 +190,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   need(m.vocab, "model.vocab");
   need(m.seq_len, "model.seq_len");
   need(run.hardware.num_gpus, "hardware.num_gpus");
-  need(run.batch.global_batch_seqs, "batch.global_batch_seqs");
+  need(global_batch, "batch.global_batch_seqs (or global_batch_tokens, a multiple of seq_len)");
   if (!missing.empty()) {
     std::string text = "missing ";
     for (const auto& s : missing)
@@ -193,7 +200,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   if (gpus <= 0)
     return skip("hardware.num_gpus is 0");
 
-  p.shape = FlopsShape{.global_batch = static_cast<double>(*run.batch.global_batch_seqs),
+  p.shape = FlopsShape{.global_batch = static_cast<double>(*global_batch),
                        .seq_len = static_cast<double>(*m.seq_len),
                        .layers = static_cast<double>(*m.layers),
                        .hidden = static_cast<double>(*m.hidden),
@@ -296,11 +303,16 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
       w << "    shared_experts: " << *m.moe_shared_experts << "\n";
   }
   int64_t micro = run.batch.micro_batch.value_or(0);
-  if (micro == 0) {
+  const int64_t accum = run.batch.grad_accum.value_or(0);
+  if (micro == 0 && accum > 0 && dp > 0 && *global_batch % (dp * accum) == 0) {
+    // Micro-batches per replica = gradient-accumulation steps.
+    micro = *global_batch / (dp * accum);
+    p.defaults.emplace_back("micro_batch=" + std::to_string(micro) + " (global_batch / (dp * grad_accum))");
+  } else if (micro == 0) {
     micro = 1;
     p.defaults.emplace_back("micro_batch=1");
   }
-  w << "batch:\n  global_batch: " << *run.batch.global_batch_seqs << "\n  micro_batch: " << micro << "\n";
+  w << "batch:\n  global_batch: " << *global_batch << "\n  micro_batch: " << micro << "\n";
   w << "parallel:\n  tp: " << tp << "\n  pp: " << pp << "\n";
   if (!par.tp)
     p.defaults.emplace_back("tp=1");

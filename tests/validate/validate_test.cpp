@@ -328,6 +328,13 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
   EXPECT_NE(plan_with(no_zero, "zero_stage: FSDP SHARD_GRAD_OP, fsdp: null").workload_yaml.find("zero_stage: 2\n"), std::string::npos);
   EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: NO_SHARD").workload_yaml.find("zero_stage: 0\n"), std::string::npos);
   EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: true").workload_yaml.find("zero_stage: 3\n"), std::string::npos);
+  // The global batch from tokens, the micro-batch from the accumulation steps (dp = 1 here).
+  const validate::RunPlan batch = plan_with("micro_batch: 1, global_batch_seqs: 4, global_batch_tokens: null, grad_accum: null",
+                                            "micro_batch: null, global_batch_seqs: null, global_batch_tokens: 8192, grad_accum: 4");
+  EXPECT_NE(batch.workload_yaml.find("global_batch: 8\n  micro_batch: 2\n"), std::string::npos) << batch.workload_yaml;
+  EXPECT_NE(plan_with("global_batch_seqs: 4, global_batch_tokens: null", "global_batch_seqs: null, global_batch_tokens: 1000")
+                .skip_reason.find("missing batch.global_batch_seqs"),
+            std::string::npos); // 1000 tokens are no whole number of 1024-token sequences
   // Recomputation named without its kind is whole-layer checkpointing.
   for (const char* rc : {"activation checkpointing", "gradient checkpointing", "true", "yes"})
     EXPECT_NE(plan_with("recompute: full", std::string("recompute: ") + rc).workload_yaml.find("recompute: full\n"),
