@@ -176,6 +176,26 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     if (!v)
       missing.emplace_back(name);
   };
+  // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs);
+  // an unknown family with grouped-query attention is taken as gated.
+  bool swiglu = m.kv_heads && *m.kv_heads != m.heads.value_or(0);
+  std::string why = swiglu ? "grouped-query attention" : "multi-head attention";
+  for (const char* family : {"llama", "mistral", "mixtral", "qwen", "deepseek", "gemma"})
+    if (has(m.name, family)) {
+      swiglu = true;
+      why = family;
+    }
+  for (const char* family : {"gpt", "bloom", "mpt", "nemotron", "falcon", "opt-"})
+    if (has(m.name, family)) {
+      swiglu = false;
+      why = family;
+    }
+  // A two-GEMM MLP without its width is the GPT convention's 4h.
+  std::optional<int64_t> ffn = m.ffn_hidden;
+  if (!ffn && !swiglu && m.hidden) {
+    ffn = 4 * *m.hidden;
+    p.defaults.emplace_back("ffn_hidden=4*hidden (" + why + ")");
+  }
   // The global batch in sequences, or in tokens over the sequence length.
   std::optional<int64_t> global_batch = run.batch.global_batch_seqs;
   if (!global_batch && run.batch.global_batch_tokens && m.seq_len && *m.seq_len > 0 &&
@@ -186,7 +206,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   need(m.layers, "model.layers");
   need(m.hidden, "model.hidden");
   need(m.heads, "model.attn_heads");
-  need(m.ffn_hidden, "model.ffn_hidden");
+  need(ffn, "model.ffn_hidden");
   need(m.vocab, "model.vocab");
   need(m.seq_len, "model.seq_len");
   need(run.hardware.num_gpus, "hardware.num_gpus");
@@ -278,21 +298,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     w << "  kv_heads: " << *m.kv_heads << "\n";
   else
     p.defaults.emplace_back("kv_heads=heads");
-  w << "  ffn_hidden: " << *m.ffn_hidden << "\n  vocab: " << *m.vocab << "\n  seq_len: " << *m.seq_len << "\n";
-  // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs);
-  // an unknown family with grouped-query attention is taken as gated.
-  bool swiglu = m.kv_heads && *m.kv_heads != *m.heads;
-  std::string why = swiglu ? "grouped-query attention" : "multi-head attention";
-  for (const char* family : {"llama", "mistral", "mixtral", "qwen", "deepseek", "gemma"})
-    if (has(m.name, family)) {
-      swiglu = true;
-      why = family;
-    }
-  for (const char* family : {"gpt", "bloom", "mpt", "nemotron", "falcon", "opt-"})
-    if (has(m.name, family)) {
-      swiglu = false;
-      why = family;
-    }
+  w << "  ffn_hidden: " << *ffn << "\n  vocab: " << *m.vocab << "\n  seq_len: " << *m.seq_len << "\n";
   w << "  mlp: " << (swiglu ? "swiglu" : "gelu") << "\n";
   p.defaults.emplace_back(std::string("mlp=") + (swiglu ? "swiglu" : "gelu") + " (" + why + ")");
   if (m.moe_experts.value_or(0) > 1) {

@@ -335,6 +335,11 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
   EXPECT_NE(plan_with("global_batch_seqs: 4, global_batch_tokens: null", "global_batch_seqs: null, global_batch_tokens: 1000")
                 .skip_reason.find("missing batch.global_batch_seqs"),
             std::string::npos); // 1000 tokens are no whole number of 1024-token sequences
+  // A GPT's MLP width defaults to 4h; a gated MLP's cannot be guessed.
+  EXPECT_NE(plan_with("ffn_hidden: 4096,", "ffn_hidden: null,").workload_yaml.find("ffn_hidden: 4096\n"), std::string::npos);
+  EXPECT_NE(plan_with("name: GPT-small, layers: 4, hidden: 1024, ffn_hidden: 4096,", "name: Llama-small, layers: 4, hidden: 1024,")
+                .skip_reason.find("missing model.ffn_hidden"),
+            std::string::npos);
   // Recomputation named without its kind is whole-layer checkpointing.
   for (const char* rc : {"activation checkpointing", "gradient checkpointing", "true", "yes"})
     EXPECT_NE(plan_with("recompute: full", std::string("recompute: ") + rc).workload_yaml.find("recompute: full\n"),
