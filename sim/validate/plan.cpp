@@ -170,12 +170,6 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     return skip("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct or tokens/s)");
   }
 
-  // Required fields.
-  std::vector<std::string> missing;
-  const auto need = [&](const auto& v, const char* name) {
-    if (!v)
-      missing.emplace_back(name);
-  };
   // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs);
   // an unknown family with grouped-query attention is taken as gated.
   bool swiglu = m.kv_heads && *m.kv_heads != m.heads.value_or(0);
@@ -203,6 +197,12 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     global_batch = *run.batch.global_batch_tokens / *m.seq_len;
     p.defaults.emplace_back("global_batch_seqs=" + std::to_string(*global_batch) + " (global_batch_tokens / seq_len)");
   }
+  // Required fields.
+  std::vector<std::string> missing;
+  const auto need = [&](const auto& v, const char* name) {
+    if (!v)
+      missing.emplace_back(name);
+  };
   need(m.layers, "model.layers");
   need(m.hidden, "model.hidden");
   need(m.heads, "model.attn_heads");
