@@ -457,6 +457,9 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
   if (auto f = m.find("tied_embeddings")) {
     model.tied_embeddings = f->boolean();
   }
+  if (auto f = m.find("dropout")) {
+    model.dropout = f->boolean();
+  }
   if (auto f = m.find("moe"))
     read_moe(*f, model, model.moe);
   return model;
@@ -534,7 +537,8 @@ WorkloadSpec read_workload(const Document& doc) {
   w.name = top.require("name").string();
   w.model = read_model(
       top.require("model").map({"name", "from_hf", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
-                                "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings", "moe"}),
+                                "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings", "dropout",
+                                "moe"}),
       w.name, doc.file());
   const auto batch = top.require("batch").map({"global_batch", "micro_batch"});
   w.batch.global_batch = positive_int64(batch.require("global_batch"));

@@ -154,6 +154,9 @@ struct ModelSpec {
   PositionEmbedding position = PositionEmbedding::LEARNED; ///< default: learned for gelu, rotary for swiglu
   bool bias = true;                            ///< linear-layer biases; default: true for gelu
   bool tied_embeddings = true;                 ///< output layer shares the input embedding; default: true for gelu
+  /// Hidden and attention dropout: their masks are kept for the backward (Korthikanti's 34·sbh +
+  /// 5·a·s²·b count them) and the unfused attention core runs a dropout kernel. Default true.
+  bool dropout = true;
   MoeSpec moe;                                 ///< mixture of experts; disabled by default
 
   [[nodiscard]] int64_t head_dim() const { return hidden / heads; }

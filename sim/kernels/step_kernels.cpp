@@ -33,6 +33,7 @@ struct RankDims {
   int64_t vocab = 0;     ///< V/t
   AttentionDims attn;
   bool flash = true;      ///< fused attention core, else attention_core_kernels
+  bool dropout = true;    ///< the unfused core's attention dropout kernel
   bool fp32_loss = true;  ///< the loss in fp32 kernels (CrossEntropy::FP32), else one fused kernel
   KernelKind norm = KernelKind::LAYERNORM;
   KernelKind activation = KernelKind::GELU;
@@ -72,6 +73,7 @@ RankDims rank_dims(const WorkloadSpec &w) {
                          .head_dim = d,
                          .causal = true};
   r.flash = w.training.flash_attention;
+  r.dropout = m.dropout;
   r.fp32_loss = w.training.cross_entropy == CrossEntropy::FP32;
   r.norm = m.norm == NormKind::RMSNORM ? KernelKind::RMSNORM : KernelKind::LAYERNORM;
   r.activation = swiglu ? KernelKind::SWIGLU : KernelKind::GELU;
@@ -160,7 +162,8 @@ public:
     if (pass == StepPass::BACKWARD) {
       add(scores_by_keys, 1.0, "attention-v dgrad (dP)");
       add(rows_by_head, 1.0, "attention-v wgrad (dV)");
-      add(dropout, 1.0, "attention dropout bwd");
+      if (r.dropout)
+        add(dropout, 1.0, "attention dropout bwd");
       add(softmax, 1.5, "softmax bwd");
       add(rows_by_head, 1.0, "qk dgrad (dQ)");
       add(rows_by_head, 1.0, "qk dgrad (dK)");
@@ -169,7 +172,8 @@ public:
     const bool again = pass == StepPass::RECOMPUTE;
     add(scores_by_keys, 1.0, again ? "qk^T (recompute)" : "qk^T fwd");
     add(softmax, 1.0, again ? "scale-mask-softmax (recompute)" : "scale-mask-softmax fwd");
-    add(dropout, 1.0, again ? "attention dropout (recompute)" : "attention dropout fwd");
+    if (r.dropout)
+      add(dropout, 1.0, again ? "attention dropout (recompute)" : "attention dropout fwd");
     add(rows_by_head, 1.0, again ? "attention-v (recompute)" : "attention-v fwd");
   }
   void add(const KernelShape &s, double factor, const char *role) {

@@ -36,16 +36,18 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
   // inputs of the linear GEMMs as their fp8 casts (1 byte).
   const double g = w.precision == Precision::FP8 ? 1.0 : 2.0;
   // Replicated across TP ranks without SP: norm inputs, the inputs of QKV and fc1, dropout masks.
-  const double attn_replicated = 2.0 * sb * h /*norm*/ + g * sb * h /*QKV in*/ + sb * h /*mask*/;
-  double mlp_replicated = 2.0 * sb * h /*norm*/ + g * sb * h /*fc1 in*/ + sb * h /*mask*/;
+  const double mask = m.dropout ? sb * h : 0.0; // a hidden dropout's 1-byte mask
+  const double attn_replicated = 2.0 * sb * h /*norm*/ + g * sb * h /*QKV in*/ + mask;
+  double mlp_replicated = 2.0 * sb * h /*norm*/ + g * sb * h /*fc1 in*/ + mask;
   if (m.moe.enabled()) // the dispatched tokens and the experts' outputs, top_k copies of each token
     mlp_replicated += 4.0 * d(m.moe.top_k) * sb * h;
   // Split by TP: Q, K, V, the projection input, the MLP's inner activations.
   const double attn_split = 2.0 * sb * h /*Q*/ + 2.0 * sb * kv /*K*/ + 2.0 * sb * kv /*V*/ + g * sb * h /*proj in*/;
   const double mlp_inner = m.mlp == MlpKind::SWIGLU ? (4.0 + g) * sb * f /*gate, up, product (fc2 in)*/
                                                     : (2.0 + g) * sb * f /*GeLU in, fc2 in*/;
-  // The attention scores: softmax output 2, dropout mask 1, dropout output 2 (bytes per score).
-  double scores = 5.0 * a * s * s_full * b;
+  // The attention scores: softmax output 2, dropout mask 1, dropout output 2 (bytes per score);
+  // without dropout the softmax output alone.
+  double scores = (m.dropout ? 5.0 : 2.0) * a * s * s_full * b;
   if (w.training.flash_attention || w.training.recompute == Recompute::SELECTIVE)
     scores = 0.0;
 

@@ -633,6 +633,7 @@ TEST_F(ConfigTest, SwigluDefaults) {
   EXPECT_EQ(w.model.norm, stepsim::NormKind::RMSNORM);
   EXPECT_EQ(w.model.position, stepsim::PositionEmbedding::ROTARY);
   EXPECT_FALSE(w.model.bias);
+  EXPECT_TRUE(w.model.dropout); // dropout stays on unless the file says otherwise
   EXPECT_FALSE(w.model.tied_embeddings);
 }
 
@@ -640,7 +641,7 @@ TEST_F(ConfigTest, ExplicitValuesOverrideFamilyDefaults) {
   const std::string yaml =
       replace(WORKLOAD, "  mlp: gelu\n",
               "  name: Custom\n  mlp: swiglu\n  norm: layernorm\n  position_embedding: learned\n"
-              "  bias: true\n  tied_embeddings: True\n");
+              "  bias: true\n  tied_embeddings: True\n  dropout: false\n");
   const WorkloadSpec w = workload(yaml + "training:\n  dp_bucket: 40MB\n  optimizer_bytes_per_param: 8\n"
                                          "  recompute: selective\n  cross_entropy: fused\n");
   EXPECT_EQ(w.model.name, "Custom");
@@ -648,6 +649,7 @@ TEST_F(ConfigTest, ExplicitValuesOverrideFamilyDefaults) {
   EXPECT_EQ(w.model.position, stepsim::PositionEmbedding::LEARNED);
   EXPECT_TRUE(w.model.bias);
   EXPECT_TRUE(w.model.tied_embeddings);
+  EXPECT_FALSE(w.model.dropout);
   EXPECT_DOUBLE_EQ(w.training.dp_bucket.value(), 40e6);
   EXPECT_DOUBLE_EQ(w.training.optimizer_bytes_per_param, 8.0);
   EXPECT_EQ(w.training.recompute, stepsim::Recompute::SELECTIVE);

@@ -246,6 +246,15 @@ TEST(BlockKernels, UnfusedAttentionCore) {
   ASSERT_EQ(sel.size(), bwd.size() + 4);
   for (size_t i = 0; i < 4; ++i)
     EXPECT_EQ(sel[i].shape, fwd[i + 2].shape);
+
+  // Without dropout the core has no dropout pass, forward or backward; nothing else changes.
+  w.training.recompute = Recompute::NONE;
+  w.model.dropout = false;
+  const auto plain_fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  ASSERT_EQ(plain_fwd.size(), fwd.size() - 1);
+  EXPECT_EQ(count_of(plain_fwd, KernelKind::MEMCPY), count_of(fwd, KernelKind::MEMCPY) - 1);
+  EXPECT_DOUBLE_EQ(flops_of(plain_fwd, KernelKind::GEMM), flops_of(fwd, KernelKind::GEMM));
+  EXPECT_EQ(block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD).size(), bwd.size() - 1);
 }
 
 // Sequence parallelism: norms and residual adds see T/tp tokens; GEMMs do not change.

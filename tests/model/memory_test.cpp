@@ -79,6 +79,28 @@ TEST(MemoryLedger, ZeroStagesMatchPaperFormulas) {
   }
 }
 
+// Without dropout (model.dropout: false) a layer keeps no masks: Korthikanti's 34 becomes 32
+// (the two hidden-dropout masks, replicated across TP ranks without SP) and the 5 bytes per
+// attention score become 2 (the softmax output, without the dropout mask and output).
+TEST(MemoryLedger, NoDropoutKeepsNoMasks) {
+  const ModelSpec m = test::gpt3_175b();
+  const double a = static_cast<double>(m.heads), s = static_cast<double>(m.seq_len), h = static_cast<double>(m.hidden);
+  WorkloadSpec w = test::workload(m, 1, 8, 1, 8, 2);
+  w.model.dropout = false;
+  const double x = sbh(w);
+  EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (32.0 + 2.0 * a * s / h), 1e-6 * x);
+  for (const int t : {2, 8}) {
+    w.parallel.tp = t;
+    w.parallel.sp = false;
+    EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (8.0 + 24.0 / t + 2.0 * a * s / (h * t)),
+                1e-6 * x);
+    w.parallel.sp = true;
+    w.training.flash_attention = true; // no scores kept at all
+    EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * 32.0 / t, 1e-6 * x);
+    w.training.flash_attention = false;
+  }
+}
+
 // Korthikanti et al. 2022, activations of one GPT layer per micro-batch (bytes):
 //   no parallelism s*b*h*(34 + 5*a*s/h); TP s*b*h*(10 + 24/t + 5*a*s/(h*t));
 //   TP+SP s*b*h*(34/t + 5*a*s/(h*t)); selective + SP 34*s*b*h/t; selective without SP
