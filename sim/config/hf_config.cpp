@@ -53,6 +53,16 @@ public:
     return v;
   }
 
+  /// A number >= 0; nullopt when absent (or null).
+  [[nodiscard]] std::optional<double> find_number(const std::string& key) const {
+    const auto it = root_.find(key);
+    if (it == root_.end() || it->is_null())
+      return std::nullopt;
+    if (!it->is_number() || it->get<double>() < 0)
+      fail(key, "expected a number >= 0, found " + it->dump());
+    return it->get<double>();
+  }
+
   [[nodiscard]] int64_t require_int(const std::string& key, const std::string& needed_for,
                                     int64_t lo = 1) const {
     if (auto v = find_int(key, lo))
@@ -140,6 +150,8 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
   m.position = PositionEmbedding::ROTARY;
   m.bias = false;
   m.tied_embeddings = r.find_bool("tie_word_embeddings").value_or(false);
+  // These families have no hidden dropout; attention dropout only when the config sets one.
+  m.dropout = r.find_number("attention_dropout").value_or(0.0) > 0.0;
 
   if (type == "mixtral") {
     m.moe.experts = r.require_int("num_local_experts", "model.moe.experts");

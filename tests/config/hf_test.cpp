@@ -95,6 +95,13 @@ TEST_F(HfConfig, LlamaConfigEqualsEquivalentYaml) {
   EXPECT_EQ(hf.model.bias, yaml.model.bias);
   EXPECT_EQ(hf.model.tied_embeddings, yaml.model.tied_embeddings);
   EXPECT_FALSE(hf.model.moe.enabled());
+  // Llama-like models have no hidden dropout, and this config sets no attention dropout.
+  EXPECT_TRUE(yaml.model.dropout);
+  EXPECT_FALSE(hf.model.dropout);
+  std::string with_dropout = LLAMA_JSON;
+  with_dropout.insert(with_dropout.find('{') + 1, "\n  \"attention_dropout\": 0.1,");
+  write("hf.json", with_dropout);
+  EXPECT_TRUE(config::load_workload(write("c.yaml", FROM_HF_YAML)).model.dropout);
 }
 
 // Keys given next to from_hf override the config's values.
