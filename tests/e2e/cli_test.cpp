@@ -54,6 +54,29 @@ TEST(EndToEnd, EveryBundledPairRuns) {
   }
 }
 
+// Every topology file bundled in topologies/ (found by listing the folder, so a new one is covered)
+// simulates the tiny model on one node with its kernel profile: no roofline time.
+TEST(EndToEnd, EveryBundledTopologyRunsOnItsProfile) {
+  int seen = 0;
+  for (const auto& entry : fs::directory_iterator(src("topologies"))) {
+    if (entry.path().extension() != ".yaml")
+      continue;
+    ++seen;
+    const std::string t = entry.path().stem().string();
+    const fs::path out = fresh_temp_dir("topology-" + t);
+    // 144 sequences: divisible by every node's data-parallel size (8 or 72 GPUs over tp 2, pp 2).
+    const Result r = run_stepsim("run --quiet --no-trace --cluster " + entry.path().string() + " --workload " +
+                                 src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --set batch.global_batch=144" +
+                                 " --out " + out.string());
+    ASSERT_EQ(r.code, 0) << t << ":\n" << r.out;
+    const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
+    EXPECT_GT(j["step_time_s"].get<double>(), 0.0) << t;
+    EXPECT_DOUBLE_EQ(j["compute_source"]["roofline"].get<double>(), 0.0) << t;
+    fs::remove_all(out);
+  }
+  EXPECT_GE(seen, 8);
+}
+
 // The same input twice gives byte-identical summary.json and trace.json.
 TEST(EndToEnd, OutputsAreByteIdentical) {
   const fs::path a = fresh_temp_dir("det-a"), b = fresh_temp_dir("det-b");
