@@ -271,6 +271,16 @@ std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, St
   return c.take();
 }
 
+std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, StepPass pass) {
+  const RankDims r = rank_dims(w);
+  Calls c(r);
+  if (pass == StepPass::BACKWARD)
+    c.loss_bwd();
+  else
+    c.loss_fwd();
+  return c.take();
+}
+
 std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, StepPass pass) {
   RankDims r = rank_dims(w);
   r.flash = false;

@@ -71,6 +71,10 @@ std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, St
 /// Throws ModelError as block_kernels; RECOMPUTE equals FORWARD.
 std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, StepPass pass);
 
+/// The loss's kernels over the logits of one TP rank, per `training.cross_entropy` (the ones the
+/// logits block runs after its GEMM in the forward, before its GEMMs in the backward).
+std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, StepPass pass);
+
 /// The optimizer step of a rank that updates `params` fp32 parameters: one fused Adam kernel.
 /// Precondition: params > 0.
 KernelCall optimizer_kernel(int64_t params);

@@ -109,12 +109,8 @@ std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
   out.add(elementwise(swiglu ? KernelKind::SWIGLU : KernelKind::GELU, dt, tokens * ffn_rank));
   linear(out, dt, tokens, h, ffn_rank);   // MLP down (row parallel)
   linear(out, dt, tokens, vocab_rank, h); // logits (vocab parallel)
-  if (w.training.cross_entropy == CrossEntropy::FUSED) {
-    out.add(rowwise(KernelKind::SOFTMAX_XENT, dt, tokens, vocab_rank));
-  } else { // step_kernels' fp32 loss: the casts as copies of 1.5 logits, the log-softmax in fp32
-    out.add(elementwise(KernelKind::MEMCPY, dt, (3 * tokens * vocab_rank + 1) / 2));
-    out.add(rowwise(KernelKind::SOFTMAX_XENT, Dtype::FP32, tokens, vocab_rank));
-  }
+  for (const KernelCall &call : loss_kernels(w, StepPass::FORWARD))
+    out.add(call.shape);
   int64_t params = model_parameters(m) / (t * w.parallel.pp);
   if (w.parallel.zero_stage >= 1 && w.parallel.dp > 1)
     params /= w.parallel.dp;

@@ -57,8 +57,8 @@ std::string gpu_family(const config::MeasuredHardware& hw) {
     if (has(hw.gpu, f)) {
       std::string out(f);
       out[0] = static_cast<char>('A' + (out[0] - 'a'));
-      const std::string g = lower(hw.gpu);
-      const bool gb40 = hw.gpu_mem_gb ? *hw.gpu_mem_gb < 60 : (has(g, "40gb") || has(g, "40 gb") || has(g, "_40g"));
+      const bool gb40 =
+          hw.gpu_mem_gb ? *hw.gpu_mem_gb < 60 : (has(hw.gpu, "40gb") || has(hw.gpu, "40 gb") || has(hw.gpu, "_40g"));
       if (out == "A100" && gb40)
         out += "-40GB";
       return out;
