@@ -158,13 +158,16 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
     }
     default: {
       // ZeRO-3: per pass, gathers (forward, backward) and a reduce-scatter per layer vs the pass.
+      // A backward pass's gathers are prefetched during its forward, but the next forward's first
+      // gather queues behind the backward's last reduce-scatter on the DP stream: both are
+      // exposed once per micro-batch and chunk.
       const double layer_bytes = model::layer_params(w.model, par.tp) * e;
       const double per_layer = gather(layer_bytes, dp, dp_link);
       const double passes = d(m * v);
       const double chunk_layers = layers / d(v);
       const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f / d(v));
       const double bwd_gap = std::max(0.0, 2.0 * chunk_layers * per_layer - t_b / d(v));
-      dp_exposed = passes * (fwd_gap + bwd_gap) + per_layer;
+      dp_exposed = passes * (fwd_gap + bwd_gap + 2.0 * per_layer);
       break;
     }
     }
