@@ -5,6 +5,7 @@
 #include "config/runs_config.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "validate/calibrate.hpp"
 
 #include <filesystem>
@@ -85,9 +86,7 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   if (options.rounds < 1 || !(options.tolerance > 0))
     throw ConfigError("--rounds must be >= 1 and --tolerance > 0");
   if (!fit_file.empty()) {
-    std::ifstream in(fit_file);
-    if (!in)
-      throw ConfigError(fit_file + ": cannot read the fit-set file");
+    std::istringstream in(read_input_file(fit_file, "fit-set file"));
     for (std::string line; std::getline(in, line);) {
       line = line.substr(0, line.find('#'));
       for (const auto& id : split_ids(line)) {

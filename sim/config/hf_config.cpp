@@ -1,6 +1,7 @@
 #include "config/hf_config.hpp"
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -102,18 +103,15 @@ const std::vector<std::string>& supported_hf_model_types() {
 
 ModelSpec read_hf_config(const std::filesystem::path& file) {
   const std::string name = file.string();
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    throw ConfigError(name + ": cannot read the file: " +
-                      (std::filesystem::exists(file) ? std::string("permission denied or not a file")
-                                                     : std::string("it does not exist")));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_input_file(file);
   json root;
   try {
     root = json::parse(text);
   } catch (const json::parse_error& e) {
     throw ConfigError(name + ":" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) +
                       ": JSON syntax error: " + e.what());
+  } catch (const json::exception& e) { // e.g. a number out of double's range
+    throw ConfigError(name + ": not readable JSON: " + e.what());
   }
   if (!root.is_object())
     throw ConfigError(name + ":1:1: expected a JSON object (a Hugging Face config.json), found " +

@@ -1,6 +1,7 @@
 #include "config/yaml_tree.hpp"
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -71,21 +72,9 @@ std::string describe(const YAML::Node& node) {
 // ---- Document ------------------------------------------------------------------------------
 
 Document::Document(const std::filesystem::path& file) : file_(file.string()) {
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) {
-    throw ConfigError(file_ + ": cannot read the file: it does not exist");
-  }
-  if (std::filesystem::is_directory(file, ec)) {
-    throw ConfigError(file_ + ": cannot read the file: it is a directory");
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in.is_open()) {
-    throw ConfigError(file_ + ": cannot read the file: it cannot be opened");
-  }
-  std::stringstream text;
-  text << in.rdbuf(); // sets failbit on `text` for an empty file, which is fine
+  const std::string text = read_input_file(file);
   try {
-    root_ = YAML::Load(text.str());
+    root_ = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(format_mark(file_, e.mark) + ": YAML syntax error: " + e.msg);
   }

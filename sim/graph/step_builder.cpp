@@ -8,6 +8,7 @@
 #include "model/transformer.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -57,6 +58,7 @@ public:
   }
 
   StepProgram build() {
+    refuse_oversized();
     ranks_.resize(static_cast<size_t>(grid_.size()));
     for (int p = 0; p < grid_.pp; ++p)
       for (int d = 0; d < replicas_; ++d)
@@ -81,6 +83,26 @@ public:
   }
 
 private:
+  /// The graph has a few tasks per layer, pass and simulated GPU (about 3 measured, plus the
+  /// collectives). Refuse one that could not be held in memory before allocating any of it: a
+  /// typo such as 10^9 layers would otherwise exhaust the machine's memory.
+  void refuse_oversized() const {
+    constexpr double kMaxLayerPasses = 1e7; // ~3e7 tasks, ~8 GB
+    const double per_gpu = static_cast<double>(w_.model.layers) / grid_.pp;
+    const double passes = static_cast<double>(m_) * (split_ ? 3.0 : 2.0);
+    const double gpus = static_cast<double>(replicas_) * grid_.pp * grid_.tp;
+    const double layer_passes = per_gpu * passes * gpus;
+    if (layer_passes <= kMaxLayerPasses)
+      return;
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "the step would compile into %.3g layer passes (%.3g layers per GPU x %.0f passes x %.0f "
+                  "simulated GPUs), more than the %.0e the engine holds in memory (about 3 tasks each); use "
+                  "fewer model.layers or micro-batches",
+                  layer_passes, per_gpu, passes, gpus, kMaxLayerPasses);
+    throw ModelError(text);
+  }
+
   RankState& rs(Rank r) { return ranks_[static_cast<size_t>(r)]; }
 
   // ---- compute ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #include "kernels/profile.hpp"
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 #include <cerrno>
 #include <charconv>
@@ -313,9 +314,7 @@ KernelProfile parse_profile(std::istream &in, const std::string &origin) {
 }
 
 KernelProfile read_profile(const std::filesystem::path &file) {
-  std::ifstream in(file);
-  if (!in)
-    throw ConfigError(file.string() + ": cannot open kernel profile");
+  std::istringstream in(read_input_file(file, "kernel profile"));
   return parse_profile(in, file.string());
 }
 
@@ -382,9 +381,7 @@ std::vector<KernelShape> parse_shape_list(std::istream &in, const std::string &o
 }
 
 std::vector<KernelShape> read_shape_list(const std::filesystem::path &file) {
-  std::ifstream in(file);
-  if (!in)
-    throw ConfigError(file.string() + ": cannot open shape list");
+  std::istringstream in(read_input_file(file, "shape list"));
   return parse_shape_list(in, file.string());
 }
 

@@ -1,6 +1,7 @@
 #include "validate/kineto.hpp"
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -38,17 +39,15 @@ struct Device {
 };
 
 Json read_json(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in)
-    throw ConfigError(file.string() + ": cannot read the trace");
+  const std::string text = read_input_file(file, "trace");
   try {
-    Json j = Json::parse(in);
+    Json j = Json::parse(text);
     if (j.is_array())
       return Json{{"traceEvents", j}};
     if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array())
       throw ConfigError(file.string() + ": not a Chrome trace (expected an object with a traceEvents list)");
     return j;
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) { // syntax, or a number out of double's range
     throw ConfigError(file.string() + ": not valid JSON: " + e.what());
   }
 }

@@ -382,6 +382,14 @@ TEST_F(ConfigTest, RejectsMissingFile) {
                   {missing.string() + ": ", "does not exist"});
 }
 
+// A directory or a device (endless /dev/zero) is refused before anything is read.
+TEST_F(ConfigTest, RejectsWhatIsNotAFile) {
+  expect_contains(message_of<ConfigError>([&] { (void)stepsim::config::load_cluster(dir_); }),
+                  {dir_.string() + ": ", "it is a directory"});
+  expect_contains(message_of<ConfigError>([&] { (void)stepsim::config::load_workload("/dev/zero"); }),
+                  {"/dev/zero: ", "not a regular file"});
+}
+
 TEST_F(ConfigTest, RejectsYamlSyntaxErrorWithLocation) {
   const std::string yaml = "name: x\n"
                            "nodes: 2\n"

@@ -101,6 +101,26 @@ TEST(BuildStep, RequiresComputeTime) {
   EXPECT_THROW(build_step(standard(), o), ModelError);
 }
 
+// A graph that could not be held in memory is refused before any of it is allocated: 2^40 layers
+// (a typo) would otherwise exhaust the machine. The standard layout simulates 8 GPUs (tp 2 x pp 4,
+// DP folded) with 16 passes each: 32 layer passes per model layer, so the 10^7 limit falls
+// between 312 500 and 312 504 layers (only the refusals are built here).
+TEST(BuildStep, RefusesGraphsTooLargeToHold) {
+  for (const int64_t layers : {int64_t{1} << 40, int64_t{312504}}) {
+    WorkloadSpec w = standard();
+    w.model.layers = layers;
+    try {
+      (void)build(w);
+      ADD_FAILURE() << "built a graph of " << layers << " layers";
+    } catch (const ModelError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("x 16 passes x 8 simulated GPUs"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("model.layers"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_NO_THROW((void)build(standard()));
+}
+
 // Per simulated rank: (l/pp) layers x m micro-batches x 4 blocks (attention and MLP, forward
 // and backward), plus 2m logits tasks on the last stage, plus one optimizer step. With fold_dp
 // only replica 0 is simulated.

@@ -665,5 +665,10 @@ TEST(Compare, KinetoTraceBreakdown) {
   EXPECT_NE(r.output.find("all_reduce"), std::string::npos) << r.output;
   write(d / "bad.json", "{not json");
   EXPECT_EQ(run_stepsim("compare --measured " + (d / "bad.json").string() + " --simulated " + (d / "sim.json").string()).code, 2);
+  // A number beyond double's range is bad input too (exit 2, the file named), not an internal error.
+  write(d / "huge.json", R"({"traceEvents": [{"ph": "X", "ts": 1e400, "dur": 1}]})");
+  const Result huge = run_stepsim("compare --measured " + (d / "huge.json").string() + " --simulated " + (d / "sim.json").string());
+  EXPECT_EQ(huge.code, 2) << huge.output;
+  EXPECT_NE(huge.output.find((d / "huge.json").string() + ": not valid JSON"), std::string::npos) << huge.output;
   fs::remove_all(d);
 }
