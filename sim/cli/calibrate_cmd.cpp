@@ -83,8 +83,8 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   } catch (const std::exception&) {
     throw ConfigError("--rounds/--tolerance: expected numbers, got '" + rounds + "', '" + tolerance + "'");
   }
-  if (options.rounds < 1 || !(options.tolerance > 0))
-    throw ConfigError("--rounds must be >= 1 and --tolerance > 0");
+  if (options.rounds < 1 || options.rounds > 100 || !(options.tolerance > 0))
+    throw ConfigError("--rounds must be in 1..100 and --tolerance > 0");
   if (!fit_file.empty()) {
     std::istringstream in(read_input_file(fit_file, "fit-set file"));
     for (std::string line; std::getline(in, line);) {

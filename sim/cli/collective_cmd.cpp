@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stepsim::cli {
@@ -78,6 +79,10 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::string csv_file = args.value("--csv", "");
   const engine::CollectiveForm form = parse_collective_form(args.value("--collectives", "auto"));
   const std::vector<config::Override> overrides = overrides_from(args);
+  for (const config::Override& o : overrides) // no workload here: every override is a cluster key
+    if (!o.path.starts_with("cluster.") || o.path.size() == std::string_view("cluster.").size())
+      throw ConfigError("--set " + o.path + "=" + o.value +
+                        ": `stepsim collective` reads only a cluster; name a cluster key, e.g. --set cluster.nodes=2");
   args.finish();
 
   collectives::Op op;

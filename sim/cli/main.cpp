@@ -4,22 +4,36 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 
+#include <cstdlib>
 #include <iostream>
+#include <new>
+
+namespace {
+
+/// Reports an error and ends the process without running static destructors: an error thrown
+/// out of a simulation leaves SimGrid's engine with live activities, and its own teardown would
+/// then crash. Every output file is complete or absent by now (core/atomic_file.hpp).
+[[noreturn]] void fail(const char* kind, const char* what, int code) {
+  std::cout.flush();
+  std::cerr << "stepsim: " << kind << ": " << what << '\n';
+  std::cerr.flush();
+  std::_Exit(code);
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
   try {
     return stepsim::cli::dispatch(argc, argv, std::cout, std::cerr);
   } catch (const stepsim::ConfigError& e) {
-    std::cerr << "stepsim: error: " << e.what() << '\n';
-    return 2;
+    fail("error", e.what(), 2);
   } catch (const stepsim::ModelError& e) {
-    std::cerr << "stepsim: error: " << e.what() << '\n';
-    return 2;
+    fail("error", e.what(), 2);
   } catch (const stepsim::SimulationError& e) {
-    std::cerr << "stepsim: simulation error: " << e.what() << '\n';
-    return 1;
+    fail("simulation error", e.what(), 1);
+  } catch (const std::bad_alloc&) {
+    fail("error", "out of memory (the configuration is too large for this machine)", 1);
   } catch (const std::exception& e) {
-    std::cerr << "stepsim: error: " << e.what() << '\n';
-    return 1;
+    fail("error", e.what(), 1);
   }
 }

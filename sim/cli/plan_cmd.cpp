@@ -166,8 +166,11 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
   // Why the best wins, against the runner-up and the workload's layout.
   const size_t best = order.front();
   const planner::Simulated& b = r.outcomes[best];
-  if (!b.ok)
+  if (!b.ok) {
+    err << "stepsim plan: error: no simulated layout succeeded; " << planner::describe(r.simulated[best].workload)
+        << ": " << b.error << '\n';
     return 1;
+  }
   auto why = [&](size_t other, const char* label) {
     const planner::Simulated& o = r.outcomes[other];
     if (!o.ok || other == best)

@@ -31,13 +31,41 @@ std::string shown(const Override& o) {
 
 // ---- field readers with the schema's ranges ------------------------------------------------
 
-int positive_int(const Field& f) {
-  return static_cast<int>(f.integer(1, INT_MAX_VALUE, "a positive integer"));
-}
-
 int64_t positive_int64(const Field& f) {
   return f.integer(1, INT64_MAX_VALUE, "a positive integer");
 }
+
+// Largest sizes accepted (docs/schema.md, "Size limits"): far above any real model or cluster,
+// they keep every product of sizes the simulator forms inside int64 and a platform or a step
+// graph inside memory.
+constexpr int64_t MAX_GPUS = int64_t{1} << 24;   // nodes x gpus_per_node
+constexpr int64_t MAX_NODES = int64_t{1} << 20;  // nodes under one leaf or pod
+constexpr int64_t MAX_PER_NODE = 1024; // GPUs or NICs of one node (NVL576 is the largest domain)
+constexpr int64_t MAX_DEGREE = int64_t{1} << 20; // a parallel degree
+constexpr int64_t MAX_TOKENS_PER_MICRO_BATCH = int64_t{1} << 32;
+constexpr double MAX_SCORE_ELEMENTS = 4.6e18; // micro_batch x heads x seq_len^2 < 2^62
+
+/// Model sizes with their limits, in the order they are read.
+struct SizeLimit {
+  std::string_view key;
+  int64_t ModelSpec::*field;
+  int64_t max;
+};
+constexpr SizeLimit MODEL_SIZE_LIMITS[] = {
+    {"layers", &ModelSpec::layers, 100'000},         {"hidden", &ModelSpec::hidden, int64_t{1} << 20},
+    {"heads", &ModelSpec::heads, int64_t{1} << 16},   {"kv_heads", &ModelSpec::kv_heads, int64_t{1} << 16},
+    {"ffn_hidden", &ModelSpec::ffn_hidden, int64_t{1} << 22}, {"vocab", &ModelSpec::vocab, int64_t{1} << 27},
+    {"seq_len", &ModelSpec::seq_len, int64_t{1} << 27}};
+
+int64_t limited_int64(const Field& f, int64_t max) {
+  const int64_t v = positive_int64(f);
+  if (v > max)
+    f.fail("expected a positive integer up to " + std::to_string(max) + " (the size limit), found " +
+           std::to_string(v));
+  return v;
+}
+
+int limited_int(const Field& f, int64_t max) { return static_cast<int>(limited_int64(f, max)); }
 
 double fraction(const Field& f) {
   return f.number("a number in (0, 1]", [](double v) { return v > 0.0 && v <= 1.0; });
@@ -47,26 +75,45 @@ Bytes nonnegative_bytes(const Field& f) {
   return parse_bytes(f.scalar("a byte size with a unit, e.g. 1GiB"), f.where());
 }
 
+// Sanity limits of physical figures (docs/schema.md, "Size limits"): orders of magnitude beyond
+// any hardware, they keep every time the engine forms finite and resolvable in double precision.
+constexpr double MAX_BYTES = 1125899906842624.0;   // 1 PiB
+constexpr double MAX_BANDWIDTH = 1e15;             // 1 PB/s
+constexpr double MIN_FLOPS = 1e9, MAX_FLOPS = 1e21; // 1 GFLOP/s .. 1 ZFLOP/s
+constexpr double MAX_LATENCY = 10.0;               // seconds
+
+/// Fails unless `v` <= `max`, naming the limit.
+void at_most(const Field& f, double v, double max, const std::string& text, const char* limit) {
+  if (!(v <= max))
+    f.fail("expected at most " + std::string(limit) + " (the sanity limit), found '" + text + "'");
+}
+
 Bytes positive_bytes(const Field& f) {
   const std::string text = f.scalar("a byte size with a unit, e.g. 80GiB");
   const Bytes b = parse_bytes(text, f.where());
   if (b.value() <= 0) {
     f.fail("expected a positive byte size, found '" + text + "'");
   }
+  at_most(f, b.value(), MAX_BYTES, text, "1PiB");
   return b;
 }
 
 BytesPerSec positive_bandwidth(const Field& f) {
   const std::string text = f.scalar("a bandwidth with a unit, e.g. 200Gbps");
   const BytesPerSec bw = parse_bandwidth(text, f.where());
-  if (bw.value() <= 0) {
-    f.fail("expected a positive bandwidth, found '" + text + "'");
+  // At least 1 bit/s: a flow over a vanishing rate never ends, which is no simulation at all.
+  if (!(bw.value() >= 0.125)) {
+    f.fail("expected a positive bandwidth of at least 1bps, found '" + text + "'");
   }
+  at_most(f, bw.value(), MAX_BANDWIDTH, text, "1PBps");
   return bw;
 }
 
 Seconds latency(const Field& f) {
-  return parse_time(f.scalar("a time with a unit, e.g. 2us"), f.where());
+  const std::string text = f.scalar("a time with a unit, e.g. 2us");
+  const Seconds t = parse_time(text, f.where());
+  at_most(f, t.value(), MAX_LATENCY, text, "10s");
+  return t;
 }
 
 FlopsPerSec positive_flops(const Field& f) {
@@ -75,6 +122,9 @@ FlopsPerSec positive_flops(const Field& f) {
   if (r.value() <= 0) {
     f.fail("expected a positive FLOP rate, found '" + text + "'");
   }
+  if (!(r.value() >= MIN_FLOPS))
+    f.fail("expected at least 1GFLOPS (the sanity limit), found '" + text + "'");
+  at_most(f, r.value(), MAX_FLOPS, text, "1e21FLOPS");
   return r;
 }
 
@@ -115,9 +165,11 @@ void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpe
     if (c.fabric.tiers != 3 && fabric.has(key))
       fabric.require(key).fail("only with tiers: 3");
   if (c.fabric.tiers == 3) {
-    c.fabric.leaves_per_pod = positive_int(fabric.require("leaves_per_pod"));
-    if (auto f = fabric.find("spine_oversubscription"))
+    c.fabric.leaves_per_pod = limited_int(fabric.require("leaves_per_pod"), MAX_NODES);
+    if (auto f = fabric.find("spine_oversubscription")) {
       c.fabric.spine_oversubscription = f->number("a number >= 1", [](double v) { return v >= 1.0; });
+      at_most(*f, c.fabric.spine_oversubscription, 1e6, f->scalar("a number"), "1e6");
+    }
   }
   if (!graph)
     return;
@@ -228,13 +280,13 @@ ClusterSpec read_cluster(const Document& doc) {
   ClusterSpec c;
   c.source = doc.file();
   c.name = top.require("name").string();
-  c.nodes = positive_int(top.require("nodes"));
+  c.nodes = limited_int(top.require("nodes"), INT_MAX_VALUE);
   const Field gpus_per_node = top.require("gpus_per_node");
-  c.gpus_per_node = positive_int(gpus_per_node);
-  if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > INT_MAX_VALUE) {
+  c.gpus_per_node = limited_int(gpus_per_node, MAX_PER_NODE);
+  if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > MAX_GPUS) {
     gpus_per_node.fail("nodes * gpus_per_node = " + std::to_string(c.nodes) + "*" +
-                       std::to_string(c.gpus_per_node) + " exceeds " + std::to_string(INT_MAX_VALUE) +
-                       " GPUs");
+                       std::to_string(c.gpus_per_node) + " exceeds " + std::to_string(MAX_GPUS) +
+                       " GPUs (the size limit)");
   }
 
   const auto gpu = top.require("gpu").map(
@@ -314,7 +366,7 @@ ClusterSpec read_cluster(const Document& doc) {
   }
 
   const auto nics = top.require("nics").map({"count", "bandwidth", "latency", "efficiency"});
-  c.nics_per_node = positive_int(nics.require("count"));
+  c.nics_per_node = limited_int(nics.require("count"), MAX_PER_NODE);
   c.nic = read_link(nics);
 
   const auto fabric = top.require("fabric").map({"kind", "nodes_per_leaf", "oversubscription", "switch_latency",
@@ -326,11 +378,12 @@ ClusterSpec read_cluster(const Document& doc) {
   read_fabric_extras(doc, fabric, c);
   c.fabric.nodes_per_leaf = 1;
   if (auto f = fabric.find("nodes_per_leaf")) {
-    c.fabric.nodes_per_leaf = positive_int(*f);
+    c.fabric.nodes_per_leaf = limited_int(*f, MAX_NODES);
   }
   c.fabric.oversubscription = 1.0;
   if (auto f = fabric.find("oversubscription")) {
     c.fabric.oversubscription = f->number("a number >= 1", [](double v) { return v >= 1.0; });
+    at_most(*f, c.fabric.oversubscription, 1e6, f->scalar("a number"), "1e6");
   }
   c.fabric.switch_latency = Seconds(0.5e-6);
   if (auto f = fabric.find("switch_latency")) {
@@ -346,7 +399,7 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   const auto m = field.map({"experts", "top_k", "expert_ffn_hidden", "shared_experts", "capacity_factor",
                             "moe_layer_freq", "first_dense_layers", "routing"});
   if (auto f = m.find("experts"))
-    moe.experts = positive_int64(*f);
+    moe.experts = limited_int64(*f, int64_t{1} << 16);
   else if (!moe.enabled())
     (void)m.require("experts");
   if (auto f = m.find("top_k")) {
@@ -358,16 +411,16 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   if (moe.top_k > moe.experts)
     m.fail("top_k = " + std::to_string(moe.top_k) + " exceeds experts = " + std::to_string(moe.experts));
   if (auto f = m.find("expert_ffn_hidden"))
-    moe.expert_ffn_hidden = positive_int64(*f);
+    moe.expert_ffn_hidden = limited_int64(*f, int64_t{1} << 22);
   if (moe.expert_ffn_hidden == 0)
     moe.expert_ffn_hidden = model.ffn_hidden;
   if (auto f = m.find("shared_experts"))
-    moe.shared_experts = f->integer(0, INT64_MAX_VALUE, "a non-negative integer");
+    moe.shared_experts = f->integer(0, int64_t{1} << 16, "an integer in 0..65536");
   if (auto f = m.find("capacity_factor"))
     moe.capacity_factor = f->number("a number >= 1, or 0 for no capacity limit",
                                     [](double v) { return v == 0.0 || v >= 1.0; });
   if (auto f = m.find("moe_layer_freq"))
-    moe.layer_freq = positive_int64(*f);
+    moe.layer_freq = limited_int64(*f, 100'000);
   if (auto f = m.find("first_dense_layers"))
     moe.first_dense_layers = f->integer(0, INT64_MAX_VALUE, "a non-negative integer");
   if (moe.first_dense_layers >= model.layers)
@@ -396,17 +449,27 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
       p = std::filesystem::path(workload_file).parent_path() / p;
     if (!std::filesystem::is_regular_file(p))
       f->fail("no such Hugging Face config '" + p.lexically_normal().string() + "'");
-    model = read_hf_config(p.lexically_normal());
+    try {
+      model = read_hf_config(p.lexically_normal());
+    } catch (const ConfigError& e) {
+      f->fail(std::string("cannot use the Hugging Face config: ") + e.what());
+    }
   }
   model.name = workload_name;
   if (auto f = m.find("name")) {
     model.name = f->string();
   }
+  const auto limit_of = [](std::string_view key) {
+    for (const SizeLimit& l : MODEL_SIZE_LIMITS)
+      if (l.key == key)
+        return l.max;
+    return INT64_MAX_VALUE;
+  };
   const auto size = [&](std::string_view key, int64_t& out) {
     if (auto f = m.find(key))
-      out = positive_int64(*f);
+      out = limited_int64(*f, limit_of(key));
     else if (!from_hf)
-      out = positive_int64(m.require(key));
+      out = limited_int64(m.require(key), limit_of(key));
   };
   size("layers", model.layers);
   size("hidden", model.hidden);
@@ -422,7 +485,7 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
   if (!from_hf)
     model.kv_heads = model.heads;
   if (auto f = m.find("kv_heads")) {
-    model.kv_heads = positive_int64(*f);
+    model.kv_heads = limited_int64(*f, limit_of("kv_heads"));
   }
   if (model.heads % model.kv_heads != 0) {
     const std::string why = "expected a divisor of model.heads = " + std::to_string(model.heads) + ", found " +
@@ -462,16 +525,22 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
   }
   if (auto f = m.find("moe"))
     read_moe(*f, model, model.moe);
+  if (from_hf) // sizes the workload file did not override, as the Hugging Face config gave them
+    for (const SizeLimit& l : MODEL_SIZE_LIMITS)
+      if (model.*l.field > l.max)
+        m.require("from_hf").fail("the Hugging Face config gives model." + std::string(l.key) + " = " +
+                                  std::to_string(model.*l.field) + ", more than the " + std::to_string(l.max) +
+                                  " accepted");
   return model;
 }
 
 ParallelSpec read_parallel(const MapReader& m) {
   ParallelSpec p;
-  p.tp = positive_int(m.require("tp"));
-  p.pp = positive_int(m.require("pp"));
+  p.tp = limited_int(m.require("tp"), MAX_DEGREE);
+  p.pp = limited_int(m.require("pp"), MAX_DEGREE);
   p.dp = 0; // omitted: check_layout derives it
   if (auto f = m.find("dp")) {
-    p.dp = positive_int(*f);
+    p.dp = limited_int(*f, MAX_DEGREE);
   }
   p.schedule =
       m.require("schedule").choice<Schedule>({{"gpipe", Schedule::GPIPE},
@@ -481,7 +550,7 @@ ParallelSpec read_parallel(const MapReader& m) {
                                               {"zb-h2", Schedule::ZB_H2}});
   p.vp = 1;
   if (auto f = m.find("vp")) {
-    p.vp = positive_int(*f);
+    p.vp = limited_int(*f, MAX_DEGREE);
   }
   p.sp = false;
   if (auto f = m.find("sp")) {
@@ -494,9 +563,9 @@ ParallelSpec read_parallel(const MapReader& m) {
     p.zero_stage = static_cast<int>(f->integer(0, 3, "an integer in 0..3"));
   }
   if (auto f = m.find("cp"))
-    p.cp = positive_int(*f);
+    p.cp = limited_int(*f, MAX_DEGREE);
   if (auto f = m.find("ep"))
-    p.ep = positive_int(*f);
+    p.ep = limited_int(*f, MAX_DEGREE);
   return p;
 }
 
@@ -513,6 +582,7 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
   }
   if (auto f = m->find("optimizer_bytes_per_param")) {
     t.optimizer_bytes_per_param = f->number("a number >= 0", [](double v) { return v >= 0.0; });
+    at_most(*f, t.optimizer_bytes_per_param, 1024, f->scalar("a number"), "1024");
   }
   if (auto f = m->find("recompute")) {
     t.recompute = f->choice<Recompute>(
@@ -541,8 +611,20 @@ WorkloadSpec read_workload(const Document& doc) {
                                 "moe"}),
       w.name, doc.file());
   const auto batch = top.require("batch").map({"global_batch", "micro_batch"});
-  w.batch.global_batch = positive_int64(batch.require("global_batch"));
-  w.batch.micro_batch = positive_int64(batch.require("micro_batch"));
+  w.batch.global_batch = limited_int64(batch.require("global_batch"), INT_MAX_VALUE);
+  w.batch.micro_batch = limited_int64(batch.require("micro_batch"), int64_t{1} << 20);
+  {
+    const double mb = static_cast<double>(w.batch.micro_batch), s = static_cast<double>(w.model.seq_len);
+    if (mb * s > static_cast<double>(MAX_TOKENS_PER_MICRO_BATCH))
+      batch.require("micro_batch")
+          .fail("micro_batch x model.seq_len = " + std::to_string(w.batch.micro_batch) + " x " +
+                std::to_string(w.model.seq_len) + " tokens per micro-batch, more than the 2^32 accepted");
+    if (mb * static_cast<double>(w.model.heads) * s * s > MAX_SCORE_ELEMENTS)
+      batch.require("micro_batch")
+          .fail("micro_batch x model.heads x model.seq_len^2 = " + std::to_string(w.batch.micro_batch) + " x " +
+                std::to_string(w.model.heads) + " x " + std::to_string(w.model.seq_len) +
+                "^2 attention scores, more than the 2^62 accepted");
+  }
   w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep"}));
   w.precision =
       top.require("precision").choice<Precision>(

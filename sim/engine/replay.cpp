@@ -11,6 +11,7 @@
 #include <xbt/log.h>
 
 #include <cmath>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -253,6 +254,13 @@ private:
     rc.task = id;
     if (algorithm == collectives::Algorithm::AUTO && op != collectives::Op::SEND)
       algorithm = collectives::choose(op, ranks, t.bytes, view_);
+    else if (op != collectives::Op::SEND && !collectives::applicable(op, algorithm, ranks, view_))
+      // Forced by the workload's `collectives` map: bad input, named by its key.
+      throw ConfigError("workload key 'collectives." + std::string(graph::to_string(t.group)) + "' = " +
+                        std::string(collectives::to_string(algorithm)) + ": cannot run " +
+                        std::string(collectives::to_string(op)) + " over the " + std::to_string(ranks.size()) +
+                        " GPUs of this group (docs/collectives.md lists what each algorithm runs; auto "
+                        "picks one that can)");
     result_.algorithm[id] = algorithm;
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_);
     if ((options_.sample_above_ranks > 0 && ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||
@@ -417,8 +425,17 @@ void Replay::subscribe(std::function<void(const TaskEvent&)> listener) { listene
 ReplayResult Replay::run() {
   if (!program_.graph.finalized())
     throw SimulationError("engine: the step graph is not finalized");
-  Runner runner(program_, cluster_, options_, listeners_);
-  ReplayResult r = runner.run();
+  // A failed run (tasks that never ran: a flow that cannot progress, an unknown rank) leaves
+  // SimGrid with live activities, and destroying them crashes inside SimGrid. The runner is then
+  // abandoned, not destroyed: the error reaches the caller, and the CLI ends the process.
+  auto runner = std::make_unique<Runner>(program_, cluster_, options_, listeners_);
+  ReplayResult r;
+  try {
+    r = runner->run();
+  } catch (...) {
+    (void)runner.release(); // NOLINT: deliberate leak, see above
+    throw;
+  }
   for (const Seconds& e : r.end)
     r.step_time = std::max(r.step_time, e);
   return r;

@@ -66,7 +66,7 @@ public:
 
 private:
   const graph::StepProgram& program_;
-  const ClusterSpec& cluster_;
+  const ClusterSpec cluster_; ///< a copy: callers often pass a temporary
   ReplayOptions options_;
   std::vector<std::function<void(const TaskEvent&)>> listeners_;
 };

@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace stepsim::graph {
@@ -71,6 +72,18 @@ std::string_view to_string(Stream s) {
 TaskId StepGraph::add_task(const Task& t) {
   if (finalized_)
     throw SimulationError("StepGraph::add_task after finalize()");
+  // Durations and payloads come from the cluster's figures; a degenerate one (an efficiency or a
+  // peak so small that a kernel takes forever) is bad input, caught here before the engine.
+  const bool compute = t.kind == TaskKind::COMPUTE;
+  const double v = compute ? t.duration.value() : t.bytes.value();
+  if (!std::isfinite(v) || v < 0) {
+    const std::string what = compute ? std::string(to_string(t.block)) + " " + std::string(to_string(t.phase))
+                                     : std::string(to_string(t.group)) + " " + std::string(to_string(t.op));
+    throw ModelError(what + " task of GPU " + std::to_string(t.rank) + (compute ? " would take " : " would carry ") +
+                     std::to_string(v) + (compute ? " s" : " bytes") +
+                     ", not a finite non-negative amount: check the cluster's gpu.peak_flops, gpu.hbm_bandwidth "
+                     "and the efficiencies (gpu.compute_efficiency, memory_efficiency, gemm_efficiency)");
+  }
   tasks_.push_back(t);
   return static_cast<TaskId>(tasks_.size() - 1);
 }

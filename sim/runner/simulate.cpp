@@ -103,7 +103,11 @@ private:
 std::shared_ptr<const kernels::KernelTable> load_kernel_table(const ClusterSpec& cluster) {
   if (cluster.gpu.profile.empty())
     return nullptr;
-  return std::make_shared<const kernels::KernelTable>(kernels::KernelTable::load(cluster.gpu.profile, cluster.gpu));
+  try {
+    return std::make_shared<const kernels::KernelTable>(kernels::KernelTable::load(cluster.gpu.profile, cluster.gpu));
+  } catch (const ConfigError& e) { // the profile's own error, placed under the key that named it
+    throw ConfigError(cluster.source + ": key 'gpu.profile': " + e.what());
+  }
 }
 
 graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const WorkloadSpec& workload,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <regex>
 #include <sstream>
@@ -169,6 +170,9 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   } else {
     return skip("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct or tokens/s)");
   }
+  if (!(p.measured > 0) || !std::isfinite(p.measured)) // an error relative to it would be infinite
+    return skip("the measured " + std::string(to_string(p.metric)) + " is " + std::to_string(p.measured) +
+                ", not a positive figure");
 
   // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs);
   // an unknown family with grouped-query attention is taken as gated.

@@ -55,6 +55,11 @@ TEST(CollectiveCli, BadArgumentsExitTwo) {
   EXPECT_EQ(run_stepsim("collective" + cluster + " --op all_reduce --gpus 8 --sizes 1XB").code, 2);
   EXPECT_EQ(run_stepsim("collective" + cluster + " --op all_to_all --gpus 8 --algorithm ring").code, 2);
   EXPECT_EQ(run_stepsim("collective --op all_reduce --gpus 8").code, 2);
+  // Only cluster keys can be overridden here; a workload key is an error, not ignored.
+  const Result r = run_stepsim("collective" + cluster + " --op all_reduce --gpus 8 --set parallel.tp=2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--set parallel.tp=2: `stepsim collective` reads only a cluster"), std::string::npos) << r.out;
+  EXPECT_EQ(run_stepsim("collective" + cluster + " --op all_reduce --gpus 8 --set cluster.=1").code, 2);
 }
 
 // TP = 8 inside one 8-GPU node vs across two 4-GPU nodes (4 NICs each), everything else equal:

@@ -542,7 +542,11 @@ TEST_F(ConfigTest, RejectsBandwidthWithWrongCaseUnit) {
 TEST_F(ConfigTest, RejectsZeroBandwidth) {
   const std::string yaml = replace(CLUSTER, "bandwidth: 300GBps", "bandwidth: 0GBps");
   expect_contains(cluster_error(yaml), {in_cluster(yaml, "bandwidth: ^0GBps"), "key 'nvswitch.bandwidth'",
-                                        "expected a positive bandwidth, found '0GBps'"});
+                                        "expected a positive bandwidth of at least 1bps, found '0GBps'"});
+  // A vanishing rate (flows that never end) is refused the same way.
+  const std::string tiny = replace(CLUSTER, "bandwidth: 300GBps", "bandwidth: 1e-320Gbps");
+  expect_contains(cluster_error(tiny), {in_cluster(tiny, "bandwidth: ^1e-320Gbps"), "key 'nvswitch.bandwidth'",
+                                        "at least 1bps, found '1e-320Gbps'"});
 }
 
 TEST_F(ConfigTest, RejectsNegativeByteSize) {
@@ -771,6 +775,45 @@ TEST_F(ConfigTest, RejectsNonPositiveModelDimension) {
   const std::string yaml = replace(WORKLOAD, "layers: 4", "layers: -4");
   expect_contains(workload_error(yaml), {in_workload(yaml, "layers: ^-4"), "key 'model.layers'",
                                          "expected a positive integer, found -4"});
+}
+
+// Sizes beyond any real model or cluster are refused where they are written (docs/schema.md,
+// "Size limits"), before a product of them can overflow or a graph exhaust memory.
+TEST_F(ConfigTest, RejectsSizesBeyondTheLimits) {
+  const std::string layers = replace(WORKLOAD, "layers: 4", "layers: 4611686018427387904");
+  expect_contains(workload_error(layers), {in_workload(layers, "layers: ^4611686018427387904"), "key 'model.layers'",
+                                           "expected a positive integer up to 100000 (the size limit), found "
+                                           "4611686018427387904"});
+  const std::string seq = replace(WORKLOAD, "seq_len: 256", "seq_len: 9223372036854775807");
+  expect_contains(workload_error(seq), {in_workload(seq, "seq_len: ^9223372036854775807"), "key 'model.seq_len'",
+                                        "up to 134217728"});
+  // Each size within its limit, their product not: tokens per micro-batch, attention scores.
+  const std::string tokens =
+      replace(replace(WORKLOAD, "seq_len: 256", "seq_len: 134217728"), "micro_batch: 2", "micro_batch: 64");
+  expect_contains(workload_error(tokens), {in_workload(tokens, "micro_batch: ^64"), "key 'batch.micro_batch'",
+                                           "64 x 134217728 tokens per micro-batch, more than the 2^32 accepted"});
+  const std::string scores = replace(
+      replace(replace(WORKLOAD, "seq_len: 256", "seq_len: 134217728"), "hidden: 256", "hidden: 65536"),
+      "heads: 8", "heads: 65536");
+  expect_contains(workload_error(scores), {in_workload(scores, "micro_batch: ^2"),
+                                           "2 x 65536 x 134217728^2 attention scores, more than the 2^62 accepted"});
+  const std::string nics = replace(CLUSTER, "count: 8", "count: 100000000");
+  expect_contains(cluster_error(nics), {in_cluster(nics, "count: ^100000000"), "key 'nics.count'",
+                                        "up to 1024 (the size limit), found 100000000"});
+}
+
+// Physical figures beyond any hardware by orders of magnitude are refused (docs/schema.md, "Size
+// limits"): a vanishing peak would make every kernel infinite, an enormous latency makes times
+// that double precision cannot resolve.
+TEST_F(ConfigTest, RejectsFiguresBeyondTheSanityLimits) {
+  const std::string tiny = replace(CLUSTER, "bf16: 312TFLOPS", "bf16: 1e-320TFLOPS");
+  expect_contains(cluster_error(tiny), {in_cluster(tiny, "bf16: ^1e-320TFLOPS"), "key 'gpu.peak_flops.bf16'",
+                                        "expected at least 1GFLOPS (the sanity limit)"});
+  const std::string slow = replace(CLUSTER, "latency: 3us", "latency: 1e308us");
+  expect_contains(cluster_error(slow), {in_cluster(slow, "latency: ^1e308us"), "key 'nvswitch.latency'",
+                                        "expected at most 10s (the sanity limit), found '1e308us'"});
+  const std::string big = replace(CLUSTER, "hbm_capacity: 80GiB", "hbm_capacity: 99999999999999999999999GiB");
+  expect_contains(cluster_error(big), {"key 'gpu.hbm_capacity'", "expected at most 1PiB (the sanity limit)"});
 }
 
 TEST_F(ConfigTest, RejectsNonIntegerDp) {

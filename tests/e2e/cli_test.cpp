@@ -140,6 +140,23 @@ TEST(EndToEnd, ImpossibleLayoutIsRefusedWithReason) {
   EXPECT_NE(r.out.find("8 GPUs"), std::string::npos) << r.out;
 }
 
+// Errors found only while the step runs are still bad input with a clear message and exit 2,
+// never a crash: a forced collective algorithm that cannot run its group's operation, and an
+// efficiency so small that a kernel would take forever. Neither leaves output behind.
+TEST(EndToEnd, ErrorsFoundWhileRunningExitTwo) {
+  const fs::path out = fresh_temp_dir("midrun");
+  const std::string base = "run --no-trace --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                           src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --out " + out.string();
+  const Result forced = run_stepsim(base + " --set parallel.zero_stage=2 --set collectives.dp=tree");
+  EXPECT_EQ(forced.code, 2) << forced.out;
+  EXPECT_NE(forced.out.find("'collectives.dp' = tree: cannot run reduce_scatter"), std::string::npos) << forced.out;
+  const Result tiny = run_stepsim(base + " --set cluster.gpu.gemm_efficiency=1e-320");
+  EXPECT_EQ(tiny.code, 2) << tiny.out;
+  EXPECT_NE(tiny.out.find("would take inf s"), std::string::npos) << tiny.out;
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
+  fs::remove_all(out);
+}
+
 TEST(EndToEnd, UnknownOptionAndMissingFile) {
   EXPECT_EQ(run_stepsim("run --cluster x.yaml --workload y.yaml --bogus").code, 2);
   const Result r = run_stepsim("run --cluster /nonexistent.yaml --workload " + src("workloads/tiny-gpt.yaml"));

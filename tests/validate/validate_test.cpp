@@ -460,6 +460,20 @@ TEST(Validate, OutputFormatAndSkippedRuns) {
   fs::remove_all(d);
 }
 
+// A measured figure of zero (or -0) is no reference: an error relative to it would be infinite
+// and wreck the median and maximum, so the run is skipped with the reason.
+TEST(Validate, NonPositiveMeasuredFigureIsSkipped) {
+  const fs::path d = temp_dir("zero");
+  std::string text = "runs:\n" + small_run("zero", "bf16");
+  text.replace(text.find("iteration_time_s: 0.05"), 22, "iteration_time_s: -0");
+  write(d / "runs.yaml", text);
+  const Result r = run_stepsim("validate " + (d / "runs.yaml").string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipped: the measured iteration_time_s is"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("validated 0 runs, skipped 1"), std::string::npos) << r.output;
+  fs::remove_all(d);
+}
+
 TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
   // A run whose mapped workload the loader rejects (here a 3-way split of 8 heads over tp 8 is
   // not the point: kv_heads 3 does not divide heads 16) is skipped with the loader's message.
