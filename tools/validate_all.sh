@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates docs/validation.md: `stepsim validate` over the measured runs bundled in
 # tests/validate/data/measured_runs.yaml (a copy of shared/reference/measured_runs.yaml), then over
-# the held-out H100 runs of tests/validate/data/heldout_runs.yaml, with the
+# the further H100 fit runs of tests/validate/data/fit_runs.yaml, then over the held-out runs of
+# tests/validate/data/heldout_runs.yaml, with the
 # calibration files of topologies/calibration/ applied. Usage:
 #   tools/validate_all.sh [BUILD_DIR]        (default build; needs BUILD_DIR/stepsim)
 # Environment: JOBS (default 2), TIMEOUT per simulation in seconds (default 300), OUT (default out/validation).
@@ -19,10 +20,13 @@ mkdir -p "$out"
 cd "$root"
 start=$(date +%s)
 "$bin" validate "$runs" --out "$out" -j "$jobs" --timeout "$timeout" --topologies topologies > "$out/table.txt"
+fit_runs="$root/tests/validate/data/fit_runs.yaml"
+"$bin" validate "$fit_runs" --out "$out/fit" -j "$jobs" --timeout "$timeout" --topologies topologies > "$out/fit_table.txt"
 heldout_runs="$root/tests/validate/data/heldout_runs.yaml"
 "$bin" validate "$heldout_runs" --out "$out/heldout" -j "$jobs" --timeout "$timeout" --topologies topologies > "$out/heldout_table.txt"
 elapsed=$(( $(date +%s) - start ))
 last=$(tail -n 1 "$out/table.txt")
+fit_last=$(tail -n 1 "$out/fit_table.txt")
 heldout_last=$(tail -n 1 "$out/heldout_table.txt")
 
 {
@@ -45,20 +49,36 @@ iteration_time_s, positive = too slow).
 HEADER
   cat "$out/table.txt"
   echo '```'
+  cat <<FIT
+
+## Further H100 fit runs
+
+\`tests/validate/data/fit_runs.yaml\`: the fp8 columns of the two H100 recipes above at their
+smallest scale, and the Llama 3.1 8B recipe on 8 GPUs in bf16 and fp8. With the two bf16 H100 runs
+above they are the H100 fit set (bf16 and fp8 of one recipe separate the GEMM rate from the
+memory-bound kernels' rate: docs/calibration.md).
+Command: \`stepsim validate tests/validate/data/fit_runs.yaml --out fit -j $jobs --timeout $timeout\`.
+
+**Result: \`$fit_last\`**
+
+\`\`\`
+FIT
+  cat "$out/fit_table.txt"
+  echo '```'
   cat <<HELDOUT
 
 ## Held-out runs (H100 bf16 and fp8, A100)
 
 \`tests/validate/data/heldout_runs.yaml\`: more columns of NVIDIA's DGX Cloud recipe tables (cited
-per run): the larger-scale bf16 columns of the two H100 recipes above, their fp8 columns (the fp8
-training model, docs/model.md), the Llama 3.1 8B/405B, Nemotron-4 15B/340B and Grok-1 314B (MoE)
-recipes, the fp8 table of NeMo's 24.07 performance summary, more rows of the MosaicML A100
+per run): the larger-scale bf16 and fp8 columns of the two H100 recipes above (the fp8 training
+model, docs/model.md), the Llama 3.1 8B at 128 GPUs, 405B, Nemotron-4 15B/340B and Grok-1 314B
+(MoE) recipes, the fp8 table of NeMo's 24.07 performance summary, more rows of the MosaicML A100
 table whose MPT-13B/70B rows are above, and MT-NLG 530B's three system-performance rows (small
 models, especially in fp8, MoE and the DeepSpeed stack of 2021 are the weak spots:
 docs/calibration.md).
 No calibration used them:
-the H100 knobs are fitted on the two bf16 H100 runs above, and the fp8 GEMM ceiling is a published cuBLASLt
-measurement (docs/kernels.md).
+the H100 knobs are fitted on the six H100 runs above, the A100 knob on four Megatron-LM runs of the
+reference table, and the fp8 GEMM ceiling is a published cuBLASLt measurement (docs/kernels.md).
 Command: \`stepsim validate tests/validate/data/heldout_runs.yaml --out heldout -j $jobs --timeout $timeout\`.
 
 **Result: \`$heldout_last\`**

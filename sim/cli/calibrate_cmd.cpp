@@ -20,10 +20,11 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* CALIBRATE_USAGE = R"(usage: stepsim calibrate RUNS.yaml (--fit ID,ID,... | --fit-file FILE) [options]
+constexpr const char* CALIBRATE_USAGE = R"(usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] (--fit ID,ID,... | --fit-file FILE) [options]
 
 Fits the calibration knobs of one GPU kind (cluster keys, the same value for every run of that
-kind) on the chosen runs of a measured-runs file by minimising the median |error| of the fit set
+kind) on the chosen runs of measured-runs files (several are read as one; run ids must differ
+across them) by minimising the median |error| of the fit set
 (golden-section search per knob, coordinate descent over knobs). Prints the fitted values; with
 --write stores them in TOPOLOGIES/calibration/<gpu kind>.yaml. See docs/calibration.md.
 
@@ -75,8 +76,8 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   std::vector<std::string> pos = args.positionals();
   options.validate.jobs = validate::parse_jobs(pos, jobs_text, 1);
   args.finish();
-  if (pos.size() != 1)
-    throw ConfigError("expected one runs file (usage: stepsim calibrate RUNS.yaml --fit ID,ID,...)");
+  if (pos.empty())
+    throw ConfigError("expected a runs file (usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] --fit ID,ID,...)");
   try {
     options.rounds = std::stoi(rounds);
     options.tolerance = std::stod(tolerance);
@@ -102,7 +103,7 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   namespace fs = std::filesystem;
   options.validate.work_dir = fs::temp_directory_path() / ("stepsim-calibrate-" + std::to_string(::getpid()));
 
-  const config::RunsFile runs = config::load_runs(pos.front());
+  const config::RunsFile runs = config::load_runs(std::vector<std::filesystem::path>(pos.begin(), pos.end()));
   for (const std::string& line : runs.ignored)
     err << "stepsim: warning: " << line << '\n';
   err << "calibrating on " << ids.size() << " runs\n";

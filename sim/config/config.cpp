@@ -292,7 +292,7 @@ ClusterSpec read_cluster(const Document& doc) {
   const auto gpu = top.require("gpu").map(
       {"kind", "peak_flops", "hbm_capacity", "hbm_bandwidth", "compute_efficiency", "memory_efficiency",
        "runtime_overhead", "allocator_fragmentation", "profile", "overlap_slowdown",
-       "gemm_efficiency", "launch_overhead", "pass_overhead"});
+       "gemm_efficiency", "memory_bound_efficiency", "launch_overhead", "pass_overhead"});
   c.gpu.kind = gpu.require("kind").string();
   const auto peak = gpu.require("peak_flops").map({"bf16", "fp16", "fp8"});
   if (!peak.has("bf16") && !peak.has("fp16")) {
@@ -337,6 +337,9 @@ ClusterSpec read_cluster(const Document& doc) {
   }
   if (auto f = gpu.find("gemm_efficiency")) {
     c.gpu.gemm_efficiency = fraction(*f);
+  }
+  if (auto f = gpu.find("memory_bound_efficiency")) {
+    c.gpu.memory_bound_efficiency = fraction(*f);
   }
   if (auto f = gpu.find("launch_overhead")) {
     c.gpu.launch_overhead = latency(*f);

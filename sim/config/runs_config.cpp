@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <limits>
+#include <map>
 #include <set>
 #include <string_view>
 
@@ -174,6 +175,22 @@ RunsFile load_runs(const std::filesystem::path& file) {
     if (!seen.insert(r.id).second)
       doc.fail(path + ".id", node, "key '" + path + ".id': run id '" + r.id + "' is given twice");
     out.runs.push_back(std::move(r));
+  }
+  return out;
+}
+
+RunsFile load_runs(const std::vector<std::filesystem::path>& files) {
+  RunsFile out;
+  std::map<std::string, std::string> origin; // run id -> file
+  for (const std::filesystem::path& file : files) {
+    RunsFile one = load_runs(file);
+    for (MeasuredRun& r : one.runs) {
+      if (auto [it, fresh] = origin.emplace(r.id, one.source); !fresh)
+        throw ConfigError(one.source + ": run id '" + r.id + "' is also in " + it->second);
+      out.runs.push_back(std::move(r));
+    }
+    out.ignored.insert(out.ignored.end(), one.ignored.begin(), one.ignored.end());
+    out.source += (out.source.empty() ? "" : " + ") + file.filename().string();
   }
   return out;
 }

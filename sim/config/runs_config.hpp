@@ -97,4 +97,8 @@ CalibrationFile load_calibration(const std::filesystem::path& file);
 /// unique and non-empty. Throws ConfigError naming FILE:LINE:COL and the key.
 RunsFile load_runs(const std::filesystem::path& file);
 
+/// Several measured-runs files as one (in the order given): `source` lists the files' names
+/// ("a.yaml + b.yaml"). A run id given in two files is an error naming both.
+RunsFile load_runs(const std::vector<std::filesystem::path>& files);
+
 } // namespace stepsim::config

@@ -53,6 +53,11 @@ struct GpuSpec {
   /// rates in a training step (framework epilogues, layouts, sustained clocks); with a profile,
   /// those kernel times are divided by it. (0, 1], default 1.
   double gemm_efficiency = 1.0;
+  /// Calibration: achieved fraction of the profile's rates for the memory-bound kernels of a
+  /// training step (norms, activations, softmax, residual adds, casts, copies, the optimizer):
+  /// strided and small tensors, unfused epilogues. With a profile, those kernel times are divided
+  /// by it. (0, 1], default 1.
+  double memory_bound_efficiency = 1.0;
   /// Calibration: fixed cost per kernel in a step (launch + framework gap); negative = the
   /// profile's `launch_overhead_s`.
   Seconds launch_overhead = Seconds(-1.0);

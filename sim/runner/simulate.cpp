@@ -52,6 +52,7 @@ class ProfiledTimes {
 public:
   ProfiledTimes(std::shared_ptr<const kernels::KernelTable> table, const WorkloadSpec& w, const GpuSpec& gpu)
       : table_(std::move(table)), w_(w), gemm_efficiency_(gpu.gemm_efficiency > 0 ? gpu.gemm_efficiency : 1.0),
+        memory_bound_efficiency_(gpu.memory_bound_efficiency > 0 ? gpu.memory_bound_efficiency : 1.0),
         launch_overhead_(gpu.launch_overhead.value() >= 0 ? gpu.launch_overhead : table_->launch_overhead()) {}
 
   graph::ComputeCost operator()(const graph::ComputeQuery& q) {
@@ -72,10 +73,12 @@ private:
     graph::TimeSources s;
     for (const kernels::KernelCall& c : calls) {
       const kernels::KernelTime k = table_->lookup(c.shape);
-      // Calibration (docs/calibration.md): GEMM/attention rates and the per-kernel fixed cost.
+      // Calibration (docs/calibration.md): GEMM/attention rates, memory-bound rates and the
+      // per-kernel fixed cost.
       const bool tensor_core = c.shape.kind == kernels::KernelKind::GEMM || c.shape.kind == kernels::KernelKind::ATTENTION_FWD ||
                                c.shape.kind == kernels::KernelKind::ATTENTION_BWD;
-      const double t = k.time.value() * c.time_factor / (tensor_core ? gemm_efficiency_ : 1.0) + launch_overhead_.value();
+      const double t = k.time.value() * c.time_factor / (tensor_core ? gemm_efficiency_ : memory_bound_efficiency_) +
+                       launch_overhead_.value();
       total += t;
       switch (k.source) {
       case kernels::Source::MEASURED: s.measured += t; break;
@@ -94,6 +97,7 @@ private:
   std::shared_ptr<const kernels::KernelTable> table_;
   WorkloadSpec w_;
   double gemm_efficiency_ = 1.0;
+  double memory_bound_efficiency_ = 1.0;
   Seconds launch_overhead_;
   std::map<std::tuple<int, int, int>, graph::ComputeCost> cache_;
 };

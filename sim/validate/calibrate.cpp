@@ -205,7 +205,7 @@ std::string calibration_yaml(const CalibrationResult& r, const std::string& runs
   o << "  objective: median_abs_error_pct\n"
     << "  median_abs_error_pct: " << number(r.fit_median_abs_error_pct) << "\n"
     << "  search: golden-section per knob on a grid, " << r.evaluations << " evaluations\n"
-    << "  note: fitted on " << std::filesystem::path(runs_source).filename().string() << "\n";
+    << "  note: fitted on " << runs_source << "\n";
   return o.str();
 }
 
