@@ -138,8 +138,10 @@ LinkSpec read_link(const MapReader& m) {
 
 // ---- cluster -------------------------------------------------------------------------------
 
-/// A YAML list under `f`, else fails "expected WHAT, found ...".
-const YAML::Node& list_of(const Field& f, const std::string& what) {
+/// A YAML list under `f`, else fails "expected WHAT, found ...". Returned by value (a node is a
+/// handle): callers iterate it straight from a temporary Field in a range-for, whose lifetime
+/// ends before the loop body runs.
+YAML::Node list_of(const Field& f, const std::string& what) {
   if (!f.value().IsSequence() || f.value().size() == 0)
     f.fail("expected " + what + ", found " +
            (f.value().IsSequence() ? std::string("an empty list") : detail::describe(f.value())));
