@@ -51,10 +51,14 @@ struct SizeLimit {
   int64_t ModelSpec::*field;
   int64_t max;
 };
+constexpr int64_t MAX_LAYERS = 100'000;
+constexpr int64_t MAX_HEADS = int64_t{1} << 16;
+constexpr int64_t MAX_EXPERTS = int64_t{1} << 16;
+constexpr int64_t MAX_FFN = int64_t{1} << 22;
 constexpr SizeLimit MODEL_SIZE_LIMITS[] = {
-    {"layers", &ModelSpec::layers, 100'000},         {"hidden", &ModelSpec::hidden, int64_t{1} << 20},
-    {"heads", &ModelSpec::heads, int64_t{1} << 16},   {"kv_heads", &ModelSpec::kv_heads, int64_t{1} << 16},
-    {"ffn_hidden", &ModelSpec::ffn_hidden, int64_t{1} << 22}, {"vocab", &ModelSpec::vocab, int64_t{1} << 27},
+    {"layers", &ModelSpec::layers, MAX_LAYERS},      {"hidden", &ModelSpec::hidden, int64_t{1} << 20},
+    {"heads", &ModelSpec::heads, MAX_HEADS},         {"kv_heads", &ModelSpec::kv_heads, MAX_HEADS},
+    {"ffn_hidden", &ModelSpec::ffn_hidden, MAX_FFN}, {"vocab", &ModelSpec::vocab, int64_t{1} << 27},
     {"seq_len", &ModelSpec::seq_len, int64_t{1} << 27}};
 
 int64_t limited_int64(const Field& f, int64_t max) {
@@ -404,7 +408,7 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   const auto m = field.map({"experts", "top_k", "expert_ffn_hidden", "shared_experts", "capacity_factor",
                             "moe_layer_freq", "first_dense_layers", "routing"});
   if (auto f = m.find("experts"))
-    moe.experts = limited_int64(*f, int64_t{1} << 16);
+    moe.experts = limited_int64(*f, MAX_EXPERTS);
   else if (!moe.enabled())
     (void)m.require("experts");
   if (auto f = m.find("top_k")) {
@@ -416,16 +420,16 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   if (moe.top_k > moe.experts)
     m.fail("top_k = " + std::to_string(moe.top_k) + " exceeds experts = " + std::to_string(moe.experts));
   if (auto f = m.find("expert_ffn_hidden"))
-    moe.expert_ffn_hidden = limited_int64(*f, int64_t{1} << 22);
+    moe.expert_ffn_hidden = limited_int64(*f, MAX_FFN);
   if (moe.expert_ffn_hidden == 0)
     moe.expert_ffn_hidden = model.ffn_hidden;
   if (auto f = m.find("shared_experts"))
-    moe.shared_experts = f->integer(0, int64_t{1} << 16, "an integer in 0..65536");
+    moe.shared_experts = f->integer(0, MAX_EXPERTS, "an integer in 0..65536");
   if (auto f = m.find("capacity_factor"))
     moe.capacity_factor = f->number("a number >= 1, or 0 for no capacity limit",
                                     [](double v) { return v == 0.0 || v >= 1.0; });
   if (auto f = m.find("moe_layer_freq"))
-    moe.layer_freq = limited_int64(*f, 100'000);
+    moe.layer_freq = limited_int64(*f, MAX_LAYERS);
   if (auto f = m.find("first_dense_layers"))
     moe.first_dense_layers = f->integer(0, INT64_MAX_VALUE, "a non-negative integer");
   if (moe.first_dense_layers >= model.layers)
@@ -530,12 +534,17 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
   }
   if (auto f = m.find("moe"))
     read_moe(*f, model, model.moe);
-  if (from_hf) // sizes the workload file did not override, as the Hugging Face config gave them
+  if (from_hf) { // sizes the workload file did not override, as the Hugging Face config gave them
+    const auto check = [&](const std::string& key, int64_t value, int64_t max) {
+      if (value > max)
+        m.require("from_hf").fail("the Hugging Face config gives model." + key + " = " + std::to_string(value) +
+                                  ", more than the " + std::to_string(max) + " accepted");
+    };
     for (const SizeLimit& l : MODEL_SIZE_LIMITS)
-      if (model.*l.field > l.max)
-        m.require("from_hf").fail("the Hugging Face config gives model." + std::string(l.key) + " = " +
-                                  std::to_string(model.*l.field) + ", more than the " + std::to_string(l.max) +
-                                  " accepted");
+      check(std::string(l.key), model.*l.field, l.max);
+    check("moe.experts", model.moe.experts, MAX_EXPERTS);
+    check("moe.expert_ffn_hidden", model.moe.expert_ffn_hidden, MAX_FFN);
+  }
   return model;
 }
 

@@ -12,8 +12,8 @@ namespace stepsim {
 constexpr std::uintmax_t kMaxInputBytes = std::uintmax_t{8} << 30;
 
 /// The whole content of `file`. Throws ConfigError "FILE: cannot read the <what>: <why>" when it
-/// does not exist, is a directory or a device (not a regular file or a pipe), cannot be opened, or is larger
-/// than kMaxInputBytes.
+/// does not exist, is a directory or a device (neither a regular file nor a pipe), cannot be
+/// opened, or is larger than kMaxInputBytes.
 std::string read_input_file(const std::filesystem::path& file, const std::string& what = "file");
 
 } // namespace stepsim

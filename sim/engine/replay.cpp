@@ -11,8 +11,8 @@
 #include <xbt/log.h>
 
 #include <cmath>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 

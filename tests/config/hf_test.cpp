@@ -151,6 +151,20 @@ TEST_F(HfConfig, SyntaxErrorAndMissingFile) {
       << missing;
 }
 
+// The size limits hold for sizes a Hugging Face config gives too, reported at the from_hf key
+// (a workload key overriding the size is checked where it is written).
+TEST_F(HfConfig, SizesBeyondTheLimitsAreRefused) {
+  std::string json = LLAMA_JSON;
+  json.replace(json.find("\"num_hidden_layers\": 32"), 23, "\"num_hidden_layers\": 4194304");
+  write("hf.json", json);
+  const std::string msg = config_error([&] { config::load_workload(write("a.yaml", FROM_HF_YAML)); });
+  EXPECT_NE(msg.find("a.yaml:3:12: key 'model.from_hf': the Hugging Face config gives model.layers = 4194304, more "
+                     "than the 100000 accepted"),
+            std::string::npos)
+      << msg;
+  EXPECT_NO_THROW(config::load_workload(write("b.yaml", FROM_HF_YAML), {config::parse_override("model.layers=32")}));
+}
+
 // Mixtral fields: num_local_experts, num_experts_per_tok; DeepSeek: routed, shared, first dense.
 TEST_F(HfConfig, BundledMoeConfigs) {
   const ModelSpec mixtral = config::read_hf_config(SOURCE_DIR / "workloads/hf/mixtral-8x7b.json");
