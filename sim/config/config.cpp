@@ -38,7 +38,7 @@ int64_t positive_int64(const Field& f) {
 // Largest sizes accepted (docs/schema.md, "Size limits"): far above any real model or cluster,
 // they keep every product of sizes the simulator forms inside int64 and a platform or a step
 // graph inside memory.
-constexpr int64_t MAX_GPUS = int64_t{1} << 24;   // nodes x gpus_per_node
+constexpr int64_t MAX_GPUS = int64_t{1} << 20;   // nodes x gpus_per_node (building its platform: ~50 s, 7 GB)
 constexpr int64_t MAX_NODES = int64_t{1} << 20;  // nodes under one leaf or pod
 constexpr int64_t MAX_PER_NODE = 1024; // GPUs or NICs of one node (NVL576 is the largest domain)
 constexpr int64_t MAX_DEGREE = int64_t{1} << 20; // a parallel degree
