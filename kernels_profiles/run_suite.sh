@@ -8,9 +8,16 @@
 #   BUDGET_S         seconds of timing per shape (default 0.15)
 #   TOTAL_BUDGET_S   stop timing new shapes after this many seconds (default 360)
 #   NAIVE_ATTENTION  1 to also time the naive fallback attention kernels (slow; default 0)
+#   FP8_FAST_ACCUM   1 to time fp8 GEMMs with cuBLASLt's fast accumulation (default 0: split)
 #   STEPSIM          a built `stepsim` binary: adds `stepsim kernels --workload W` for workloads/*.yaml
+#   SHAPES_DIR       a folder of shape lists (`stepsim kernels` output) to time too, for a GPU
+#                    machine without a stepsim build
+#   TORCH_KERNELS    1 (default): when python3 has PyTorch with CUDA, time fused attention, norms
+#                    and GELU through it (tools/time_kernels_torch.py), the kernels frameworks run;
+#                    0: attention is left to the model, norms and GELU are the suite's own kernels
 #   OUT              if set, the profile and the log are copied there too
-# Sized to finish well inside 10 minutes: about 1-2 min to build, 10 s of checks, <= 6 min timing.
+# Sized to finish well inside 10 minutes: about 1-2 min to build, 10 s of checks, ~1 min of
+# PyTorch kernels, <= 6 min timing.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,6 +39,7 @@ echo "== correctness checks"
 args=(--reference --budget-s "${BUDGET_S:-0.15}" --total-budget-s "${TOTAL_BUDGET_S:-360}")
 [ -n "${GPU_KIND:-}" ] && args+=(--gpu-kind "$GPU_KIND")
 [ "${NAIVE_ATTENTION:-0}" = 1 ] && args+=(--naive-attention)
+[ "${FP8_FAST_ACCUM:-0}" = 1 ] && args+=(--fp8-fast-accum)
 if [ -n "${STEPSIM:-}" ] && [ -x "$STEPSIM" ]; then
   for w in "$ROOT"/workloads/*.yaml; do
     [ -e "$w" ] || continue
@@ -39,6 +47,19 @@ if [ -n "${STEPSIM:-}" ] && [ -x "$STEPSIM" ]; then
     "$STEPSIM" kernels --workload "$w" >"$list"
     args+=(--shapes "$list")
   done
+fi
+
+if [ -n "${SHAPES_DIR:-}" ]; then
+  for list in "$SHAPES_DIR"/*.csv; do
+    [ -e "$list" ] && args+=(--shapes "$list")
+  done
+fi
+
+if [ "${TORCH_KERNELS:-1}" = 1 ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  echo "== fused attention, norms and GELU through PyTorch"
+  "$SUITE" "${args[@]}" --list-shapes "$BUILD/all-shapes.csv" >/dev/null
+  python3 "$ROOT/tools/time_kernels_torch.py" "$BUILD/all-shapes.csv" --out "$BUILD/torch-times.csv" | tee -a "$LOG"
+  args+=(--times "$BUILD/torch-times.csv")
 fi
 
 echo "== timing"

@@ -56,11 +56,17 @@ size_t output_size(Dtype) {
   return 2;
 }
 
-/// One planned cuBLASLt matmul (descriptors and the heuristic's first algorithm).
+/// One planned cuBLASLt matmul (descriptors and the heuristic's first algorithm). fp8 with
+/// `fast_accum` accumulates in the tensor cores' reduced-precision mode, as Transformer Engine's
+/// forward fp8 GEMMs do (its dgrad/wgrad GEMMs keep the split, full-precision accumulation).
 class LtGemm {
 public:
-  LtGemm(Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
+  LtGemm(Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch = 1, bool fast_accum = false) {
     CHECK_CUBLAS(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    if (dtype == Dtype::FP8_E4M3 && fast_accum) {
+      const int8_t on = 1;
+      CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on));
+    }
     const cublasOperation_t ta = CUBLAS_OP_T;
     const cublasOperation_t tb = CUBLAS_OP_N;
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -131,11 +137,12 @@ __global__ void reference_gemm(const T *w, const T *x, float *y, int64_t m, int6
 }
 
 template <class T>
-void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
+void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch = 1,
+               bool fast_accum = false) {
   CheckResult r;
   r.name = std::string("gemm ") + kernels::to_string(dtype) + " " + (batch > 1 ? std::to_string(batch) + "x(" : "") +
            std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (batch > 1 ? ")" : "") +
-           " (cuBLASLt) vs reference kernel";
+           (fast_accum ? " (cuBLASLt, fast accumulation)" : " (cuBLASLt)") + " vs reference kernel";
   r.tolerance = 1e-2;
   const size_t wn = static_cast<size_t>(batch * n * k);
   const size_t xn = static_cast<size_t>(batch * m * k);
@@ -154,7 +161,7 @@ void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n,
   float *ref = arena().carve_n<float>(yn);
   fill_uniform(w, wn, 11, -1.0f, 1.0f);
   fill_uniform(x, xn, 12, -1.0f, 1.0f);
-  const LtGemm g(dtype, m, n, k, batch);
+  const LtGemm g(dtype, m, n, k, batch, fast_accum);
   if (!g.ok()) {
     r.name += ": no cuBLASLt algorithm";
     out.push_back(r);
@@ -177,8 +184,9 @@ void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n,
 
 template <class T> Measurement time_gemm(const kernels::KernelShape &s, const TimingOptions &o) {
   Measurement meas;
-  meas.impl = "cublaslt";
-  const LtGemm g(s.dtype, s.m, s.n, s.k, s.batch);
+  const bool fast_accum = s.dtype == Dtype::FP8_E4M3 && o.fp8_fast_accum;
+  meas.impl = fast_accum ? "cublaslt_fast_accum" : "cublaslt";
+  const LtGemm g(s.dtype, s.m, s.n, s.k, s.batch, fast_accum);
   if (!g.ok()) {
     meas.why = "no cuBLASLt algorithm for this shape";
     return meas;
@@ -215,8 +223,10 @@ void check_gemm(std::vector<CheckResult> &out, bool fp8_supported) {
   check_one<bf16>(out, Dtype::BF16, 200, 328, 136);
   check_one<bf16>(out, Dtype::BF16, 96, 64, 96, 3); // strided batched, as unfused attention's QKᵀ
   check_one<fp16>(out, Dtype::FP16, 256, 384, 512);
-  if (fp8_supported)
+  if (fp8_supported) {
     check_one<fp8>(out, Dtype::FP8_E4M3, 272, 384, 512);
+    check_one<fp8>(out, Dtype::FP8_E4M3, 272, 384, 512, 1, true);
+  }
 }
 
 Measurement measure_gemm(const kernels::KernelShape &s, const TimingOptions &o) {

@@ -34,6 +34,7 @@ struct TimingOptions {
   int warmup = 3;        ///< warm-up launches (fewer when one launch exceeds the budget)
   int min_reps = 3;      ///< timed launches at least
   int max_reps = 100;    ///< timed launches at most
+  bool fp8_fast_accum = false; ///< fp8 GEMMs with cuBLASLt's fast accumulation (impl cublaslt_fast_accum)
 };
 
 struct Measurement {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -27,8 +28,10 @@ namespace s = stepsim::suite;
 
 struct Options {
   std::vector<std::string> shape_files;
+  std::vector<std::string> time_files; ///< kernel times measured outside the suite, merged in
   bool reference = false; ///< add reference_profile_shapes()
   std::string out;
+  std::string list_shapes; ///< write the shapes that would be timed to this file and stop
   std::string gpu_kind;
   s::TimingOptions timing;
   double total_budget_s = 420; ///< stop timing new shapes after this many seconds
@@ -42,6 +45,9 @@ int usage(const char *why) {
       << "stepsim_kernel_suite: " << why << "\n"
       << "usage: stepsim_kernel_suite [--shapes FILE]... [--reference] --out FILE [--gpu-kind KIND]\n"
       << "         [--budget-s 0.2] [--total-budget-s 420] [--naive-attention] [--overlap-slowdown 1.10]\n"
+      << "         [--times FILE]...   (rows timed outside the suite, format stepsim-kernel-times/1)\n"
+      << "         [--fp8-fast-accum]  (fp8 GEMMs with cuBLASLt fast accumulation)\n"
+      << "       stepsim_kernel_suite [--shapes FILE]... [--reference] --list-shapes FILE   (no GPU needed)\n"
       << "       stepsim_kernel_suite --check-only\n";
   return 2;
 }
@@ -63,8 +69,14 @@ bool parse_args(int argc, char **argv, Options &o, std::string &why) {
       o.check_only = true;
     else if (a == "--naive-attention")
       o.time_naive_attention = true;
+    else if (a == "--fp8-fast-accum")
+      o.timing.fp8_fast_accum = true;
     else if (a == "--shapes" && (v = value()))
       o.shape_files.emplace_back(v);
+    else if (a == "--list-shapes" && (v = value()))
+      o.list_shapes = v;
+    else if (a == "--times" && (v = value()))
+      o.time_files.emplace_back(v);
     else if (a == "--out" && (v = value()))
       o.out = v;
     else if (a == "--gpu-kind" && (v = value()))
@@ -81,8 +93,8 @@ bool parse_args(int argc, char **argv, Options &o, std::string &why) {
       return false;
     }
   }
-  if (!o.check_only && o.out.empty())
-    why = "--out is required";
+  if (!o.check_only && o.out.empty() && o.list_shapes.empty())
+    why = "--out (or --list-shapes) is required";
   else if (!o.check_only && o.shape_files.empty() && !o.reference)
     why = "give --shapes FILE or --reference";
   else if (o.timing.budget_s <= 0 || o.total_budget_s <= 0)
@@ -131,7 +143,15 @@ int main(int argc, char **argv) {
     return usage(why.c_str());
 
   std::vector<k::KernelShape> shapes;
+  std::vector<k::ProfileRow> imported;
+  std::set<k::KernelShape> imported_shapes;
   try {
+    for (const auto &f : o.time_files)
+      for (auto &row : k::read_time_list(f)) {
+        if (!imported_shapes.insert(row.shape).second)
+          throw stepsim::ConfigError(f + ": " + k::describe(row.shape) + " is timed in two --times files");
+        imported.push_back(std::move(row));
+      }
     std::set<k::KernelShape> seen;
     auto add = [&](const k::KernelShape &sh) {
       if (seen.insert(sh).second)
@@ -146,6 +166,19 @@ int main(int argc, char **argv) {
   } catch (const stepsim::Error &e) {
     std::cerr << "stepsim_kernel_suite: " << e.what() << "\n";
     return 2;
+  }
+
+  if (!o.list_shapes.empty()) {
+    try {
+      stepsim::write_file_atomically(o.list_shapes, [&](std::ostream &os) {
+        k::write_shape_list(os, shapes, {"shapes stepsim_kernel_suite would time (--list-shapes)"});
+      });
+    } catch (const stepsim::Error &e) {
+      std::cerr << "stepsim_kernel_suite: " << e.what() << "\n";
+      return 1;
+    }
+    std::printf("wrote %zu shapes to %s\n", shapes.size(), o.list_shapes.c_str());
+    return 0;
   }
 
   if (!s::device_available(why)) {
@@ -196,10 +229,13 @@ int main(int argc, char **argv) {
                "rotated over > 3x L2, random inputs",
                "launch_overhead_s: median time of an empty kernel launched back to back",
                "overlap_slowdown: not measured (needs concurrent NCCL kernels); set by --overlap-slowdown"};
-  h.notes = {"gemm: cuBLASLt, TN layout, fp32 accumulation, heuristic's first algorithm",
-             "attention rows (if any): naive_warp fallback kernels, not cuDNN/FlashAttention; ignored by "
-             "KernelTable by default",
-             "norms, activations, softmax_xent, adam: the suite's own straightforward kernels (impl suite)"};
+  h.notes = {std::string("gemm: cuBLASLt, TN layout, fp32 accumulation, heuristic's first algorithm; fp8: ") +
+                 (o.timing.fp8_fast_accum ? "fast (reduced-precision) accumulation, as Transformer Engine's forward"
+                                          : "split (full-precision) accumulation, as Transformer Engine's dgrad/wgrad"),
+             "attention rows: impl naive_warp = the suite's fallback kernels (ignored by KernelTable by "
+             "default); any other impl was timed outside the suite (--times)",
+             "norms, activations, softmax_xent, adam: the suite's own straightforward kernels (impl suite), "
+             "except rows timed outside the suite (--times)"};
 
   const auto start = std::chrono::steady_clock::now();
   int skipped = 0;
@@ -207,6 +243,8 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < shapes.size(); ++i) {
     const k::KernelShape &sh = shapes[i];
     const std::string name = k::describe(sh);
+    if (imported_shapes.count(sh))
+      continue; // timed outside the suite (--times), merged below
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (elapsed > o.total_budget_s) {
       ++out_of_time;
@@ -229,6 +267,18 @@ int main(int argc, char **argv) {
                 name.c_str(), m.time_s * 1e3, k::kernel_flops(sh).value() / m.time_s / 1e12,
                 k::kernel_bytes(sh).value() / m.time_s / 1e9, m.impl.c_str(), m.reps);
     std::fflush(stdout);
+  }
+  for (const k::ProfileRow &row : imported)
+    profile.rows.push_back(row);
+  if (!imported.empty()) {
+    std::string names;
+    for (const auto &f : o.time_files) {
+      if (!names.empty())
+        names += ' ';
+      names += std::filesystem::path(f).filename().string();
+    }
+    h.sources.push_back(std::to_string(imported.size()) + " rows timed outside the suite (--times " + names +
+                        "); their impl column names what was timed");
   }
   if (skipped)
     h.notes.push_back(std::to_string(skipped) + " shapes skipped (see the suite's log)");

@@ -19,6 +19,7 @@ namespace {
 
 constexpr const char *kShapeColumns = "kernel,dtype,shape";
 constexpr const char *kProfileColumns = "kernel,dtype,shape,time_s,flop_per_s,byte_per_s,impl";
+constexpr const char *kTimesColumns = "kernel,dtype,shape,time_s,impl";
 
 std::string trim(const std::string &s) {
   const auto b = s.find_first_not_of(" \t\r");
@@ -383,6 +384,57 @@ std::vector<KernelShape> parse_shape_list(std::istream &in, const std::string &o
 std::vector<KernelShape> read_shape_list(const std::filesystem::path &file) {
   std::istringstream in(read_input_file(file, "shape list"));
   return parse_shape_list(in, file.string());
+}
+
+std::vector<ProfileRow> parse_time_list(std::istream &in, const std::string &origin) {
+  std::vector<ProfileRow> rows;
+  std::set<KernelShape> seen;
+  bool have_format = false;
+  bool have_columns = false;
+  auto on_comment = [&](int line, const std::string &text) {
+    if (text.rfind("format:", 0) == 0) {
+      const std::string value = trim(text.substr(7));
+      if (value != kTimesFormat)
+        fail(origin, line, "format '" + value + "' is not " + kTimesFormat);
+      have_format = true;
+    }
+  };
+  auto on_line = [&](int line, const std::string &text) {
+    if (!have_columns) {
+      if (text != kTimesColumns)
+        fail(origin, line, std::string("expected the column line '") + kTimesColumns + "'");
+      if (!have_format)
+        fail(origin, line, std::string("missing header key 'format: ") + kTimesFormat + "'");
+      have_columns = true;
+      return;
+    }
+    const std::vector<std::string> cols = split(text, ',');
+    if (cols.size() != 5)
+      fail(origin, line, "expected 5 columns (" + std::string(kTimesColumns) + "), got " + std::to_string(cols.size()));
+    ProfileRow row;
+    std::string why = parse_shape_columns(cols, row.shape);
+    if (!why.empty())
+      fail(origin, line, why);
+    double t = 0;
+    if (!parse_double(cols[3], t) || t <= 0)
+      fail(origin, line, "time_s '" + cols[3] + "' is not a positive number");
+    row.time = Seconds(t);
+    row.impl = cols[4];
+    if (row.impl.empty())
+      fail(origin, line, "impl is empty");
+    if (!seen.insert(row.shape).second)
+      fail(origin, line, "duplicate row for " + describe(row.shape));
+    rows.push_back(std::move(row));
+  };
+  scan_lines(in, on_comment, on_line);
+  if (!have_columns)
+    fail(origin, 0, std::string("no column line '") + kTimesColumns + "'");
+  return rows;
+}
+
+std::vector<ProfileRow> read_time_list(const std::filesystem::path &file) {
+  std::istringstream in(read_input_file(file, "kernel time list"));
+  return parse_time_list(in, file.string());
 }
 
 void write_shape_list(std::ostream &out, const std::vector<KernelShape> &shapes,

@@ -23,6 +23,7 @@ const char *to_string(Provenance p); ///< "measured", "modelled"
 
 inline constexpr const char *kProfileFormat = "stepsim-kernel-profile/1";
 inline constexpr const char *kShapeListFormat = "stepsim-kernel-shapes/1";
+inline constexpr const char *kTimesFormat = "stepsim-kernel-times/1";
 
 struct ProfileHeader {
   std::string gpu;      ///< device name as the driver reports it
@@ -71,6 +72,14 @@ std::vector<KernelShape> read_shape_list(const std::filesystem::path &file);
 /// Writes `shapes` as a shape list; each of `comments` becomes a leading "# " line.
 void write_shape_list(std::ostream &out, const std::vector<KernelShape> &shapes,
                       const std::vector<std::string> &comments = {});
+
+/// Parses a list of kernel times measured outside the suite ("kernel,dtype,shape,time_s,impl"
+/// rows under `# format: stepsim-kernel-times/1`; e.g. tools/time_attention_torch.py). The suite
+/// merges them into the profile it writes. Throws ConfigError "origin:line: ..." on a malformed
+/// line, a time that is not a positive number, an empty impl or a duplicate shape.
+std::vector<ProfileRow> parse_time_list(std::istream &in, const std::string &origin);
+/// Reads a time-list file. Throws ConfigError.
+std::vector<ProfileRow> read_time_list(const std::filesystem::path &file);
 
 /// Parses one "key=value;..." shape column for `kind`/`dtype`. Returns "" and fills `out`, or
 /// returns the reason it is malformed.
