@@ -32,8 +32,36 @@ struct GpuFacts {
   double best_fp8_gemm_tflops = 0; ///< published fp8 GEMM (0: none; fp8 then 0.8x the bf16 ceiling)
   KernelShape best_fp8_gemm;
   const char *fp8_impl = "published_cublaslt";
+  /// Fused attention anchors (0: none; the table then borrows 0.85 / 0.70 of the GEMM ceiling).
+  double attention_fwd_tflops = 0;
+  double attention_bwd_tflops = 0;
+  KernelShape attention_anchor; ///< the shape both attention anchors are timed at
+  const char *attention_impl = "measured_h200_cudnn";
   double copy_fraction = 0.9;  ///< achievable fraction of spec HBM bandwidth
 };
+
+/// The Hopper anchors measured on an H200 (kernels_profiles/data/measured/, docs/kernels.md
+/// "Measured on an H200"): the same GH100 die, SM count, clocks and power limit as the H100 SXM,
+/// so they hold for both. Fused attention (cuDNN through PyTorch's SDPA, the fastest backend)
+/// at Llama-3-70B-like heads, 8192 tokens: the mean of two runs. fp8: large GEMMs ran 1.888x
+/// the bf16 time with fast accumulation (Transformer Engine's forward) and 1.799x with split
+/// accumulation (its dgrad and wgrad); one forward and two backward GEMMs per linear layer mix
+/// to 3 / (1/1.888 + 2/1.799) = 1.828x, applied to the published bf16 best case.
+constexpr double kHopperAttentionFwdTflops = 553.0;
+constexpr double kHopperAttentionBwdTflops = 467.0;
+constexpr double kHopperFp8OverBf16 = 1.828;
+KernelShape hopper_attention_anchor() {
+  KernelShape s;
+  s.kind = KernelKind::ATTENTION_FWD;
+  s.dtype = Dtype::BF16;
+  s.batch = 1;
+  s.heads = 32;
+  s.kv_heads = 8;
+  s.seq = 8192;
+  s.head_dim = 128;
+  s.causal = true;
+  return s;
+}
 
 ProfileHeader common_header(const std::string &kind) {
   ProfileHeader h;
@@ -59,6 +87,12 @@ ProfileHeader common_header(const std::string &kind) {
   return h;
 }
 
+/// Profiles with attention anchors keep only the memory-bound kernels on the relative ceilings.
+void measured_attention_source(ProfileHeader &h) {
+  std::erase_if(h.sources, [](const std::string &src) { return src.rfind("attention and memory-bound kernels", 0) == 0; });
+  h.sources.push_back("memory-bound kernels: relative ceilings of docs/kernels.md (no published measurement used)");
+}
+
 /// A memory variant of a GPU kind already in `f`: the same die, SM count, clocks and power limit
 /// (so the same tensor-core anchors) with other HBM, which the memory-bound kernels follow. The
 /// source line starting with `replaced_source` gives way to the variant's two.
@@ -79,8 +113,8 @@ void memory_variant(GpuFacts &f, const std::string &kind, const char *name, Byte
 bool facts_for(const std::string &kind, GpuFacts &f);
 
 /// A Blackwell GPU (148 SMs, 8 TB/s HBM3e, fp8 at twice the 16-bit peak). No published Blackwell
-/// GEMM measurement was found: both tensor-core anchors are the H100 SXM's measured fractions of
-/// its peaks (bf16 792.1 / 989, fp8 1611.2 / 1979) applied to this GPU's, at 8192^3.
+/// GEMM measurement was found: the tensor-core anchors (bf16 and fp8 GEMMs, fused attention) are
+/// the H100 SXM's fractions of its peaks applied to this GPU's, the GEMMs at 8192^3.
 void blackwell(GpuFacts &f, const std::string &kind, const char *name, double peak_bf16_tflops, Bytes capacity,
                std::string spec_source) {
   GpuFacts h100;
@@ -92,13 +126,15 @@ void blackwell(GpuFacts &f, const std::string &kind, const char *name, double pe
   f.gpu.hbm_capacity = capacity;
   f.gpu.hbm_bandwidth = BytesPerSec(8000e9);
   f.header = common_header(kind);
-  f.header.sources[0] = "gemm and fp8 gemm ceilings: assumed, the H100 SXM's measured fractions of peak (bf16 "
-                        "792.1/989 TFLOP/s, mamf-finder; fp8 1611.2/1979, cuBLASLt) at 8192^3 (no published "
-                        "Blackwell GEMM measurement used; kernels_profiles/run_suite.sh on the GPU replaces them)";
+  f.header.sources[0] = "gemm, fp8 gemm and attention ceilings: assumed, the H100 SXM's fractions of peak (bf16 "
+                        "792.1/989 TFLOP/s, mamf-finder; fp8 1.828x bf16 and fused attention 553/467 TFLOP/s fwd/bwd, "
+                        "measured on the same die, an H200) (no published Blackwell measurement used; "
+                        "kernels_profiles/run_suite.sh on the GPU replaces them)";
   f.header.gpu = name;
   f.header.sm_count = 148;
   f.header.compute_capability = "10.0";
   f.header.sources.push_back(std::move(spec_source));
+  measured_attention_source(f.header);
   const double bf16_fraction = h100.best_gemm_tflops * 1e12 / h100.gpu.peak_bf16.value();
   const double fp8_fraction = h100.best_fp8_gemm_tflops * 1e12 / (2 * h100.gpu.peak_bf16.value());
   f.best_gemm_tflops = std::round(bf16_fraction * peak_bf16_tflops * 10) / 10;
@@ -107,6 +143,11 @@ void blackwell(GpuFacts &f, const std::string &kind, const char *name, double pe
   f.best_fp8_gemm_tflops = std::round(fp8_fraction * 2 * peak_bf16_tflops * 10) / 10;
   f.best_fp8_gemm = gemm(Dtype::FP8_E4M3, 8192, 8192, 8192);
   f.fp8_impl = "assumed_h100_fraction";
+  const double h100_peak = h100.gpu.peak_bf16.value() / 1e12;
+  f.attention_fwd_tflops = std::round(h100.attention_fwd_tflops / h100_peak * peak_bf16_tflops * 10) / 10;
+  f.attention_bwd_tflops = std::round(h100.attention_bwd_tflops / h100_peak * peak_bf16_tflops * 10) / 10;
+  f.attention_anchor = h100.attention_anchor;
+  f.attention_impl = "assumed_h100_fraction";
 }
 
 bool facts_for(const std::string &kind, GpuFacts &f) {
@@ -156,12 +197,23 @@ bool facts_for(const std::string &kind, GpuFacts &f) {
     f.header.sources.push_back(
         "H100 SXM peaks 989 TFLOP/s bf16 dense (1979 fp8), 3350 GB/s HBM3, 132 SMs: NVIDIA H100 datasheet");
     f.header.sources.push_back(
-        "fp8 gemm ceiling: cuBLASLt e4m3 GEMM 8192^3 (bf16 out), 1611 TFLOP/s mean of 16 H100 SXM GPUs "
-        "(test_gpu_scripts reports_cublaslt_fp8_crosscheck_20260524.md, gitea.d-robotics.cc/han.zhao)");
+        "fp8 gemm ceiling: 1.828x the bf16 best case, the training mix of one fast-accumulation (forward) and two "
+        "split-accumulation (dgrad, wgrad) cuBLASLt e4m3 GEMMs measured on an H200 (same die; "
+        "kernels_profiles/data/measured/); a published fast-accumulation 8192^3 GEMM alone reaches 1611 TFLOP/s "
+        "(mean of 16 H100 SXM GPUs, test_gpu_scripts reports_cublaslt_fp8_crosscheck_20260524.md, "
+        "gitea.d-robotics.cc/han.zhao)");
+    f.header.sources.push_back("attention ceilings: fused attention (cuDNN through PyTorch SDPA) measured on an "
+                               "H200, the same die: 553 TFLOP/s forward, 467 backward at batch 1, 32 heads, 8 kv "
+                               "heads, 8192 tokens, head_dim 128, causal (kernels_profiles/data/measured/)");
+    measured_attention_source(f.header);
     f.best_gemm_tflops = 792.1;
     f.best_gemm = gemm(Dtype::BF16, 6144, 17920, 2816);
-    f.best_fp8_gemm_tflops = 1611.2;
+    f.best_fp8_gemm_tflops = std::round(792.1 * kHopperFp8OverBf16 * 10) / 10;
     f.best_fp8_gemm = gemm(Dtype::FP8_E4M3, 8192, 8192, 8192);
+    f.fp8_impl = "measured_h200_training_mix";
+    f.attention_fwd_tflops = kHopperAttentionFwdTflops;
+    f.attention_bwd_tflops = kHopperAttentionBwdTflops;
+    f.attention_anchor = hopper_attention_anchor();
     return true;
   }
   if (kind == "H200-SXM-141GB") {
@@ -202,6 +254,13 @@ KernelProfile generate(const GpuFacts &f, const std::string &date) {
     const double fp8_time = kernel_flops(f.best_fp8_gemm).value() / (f.best_fp8_gemm_tflops * 1e12);
     anchors.rows.push_back({f.best_fp8_gemm, Seconds(fp8_time), f.fp8_impl});
   }
+  KernelShape attention_bwd = f.attention_anchor;
+  attention_bwd.kind = KernelKind::ATTENTION_BWD;
+  if (f.attention_fwd_tflops > 0) {
+    for (const auto &[shape, tflops] : {std::pair{f.attention_anchor, f.attention_fwd_tflops},
+                                        std::pair{attention_bwd, f.attention_bwd_tflops}})
+      anchors.rows.push_back({shape, Seconds(kernel_flops(shape).value() / (tflops * 1e12)), f.attention_impl});
+  }
   const KernelShape copy = elementwise(KernelKind::MEMCPY, Dtype::BF16, int64_t{2} << 30);
   const double copy_time = kernel_bytes(copy).value() / (f.copy_fraction * f.gpu.hbm_bandwidth.value());
   anchors.rows.push_back({copy, Seconds(copy_time), "assumed_spec_x0.9"});
@@ -211,7 +270,8 @@ KernelProfile generate(const GpuFacts &f, const std::string &date) {
   out.header = anchors.header;
   out.rows = anchors.rows;
   for (const KernelShape &s : reference_profile_shapes()) {
-    if (s == f.best_gemm || s == copy || (f.best_fp8_gemm_tflops > 0 && s == f.best_fp8_gemm))
+    if (s == f.best_gemm || s == copy || (f.best_fp8_gemm_tflops > 0 && s == f.best_fp8_gemm) ||
+        (f.attention_fwd_tflops > 0 && (s == f.attention_anchor || s == attention_bwd)))
       continue;
     if (is_compute_bound(s.kind) && table.peak(s.dtype).value() <= 0)
       continue;

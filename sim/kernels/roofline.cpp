@@ -20,8 +20,13 @@ constexpr std::array<GemmTile, 6> kGemmTiles{{
 }};
 
 constexpr double kKHalf = 32;           // k at which the k-loop runs at half efficiency
+// fp8: 256. On an H200 fp8 GEMMs lost against bf16 as k shrank (at equal m, n: 0.78x the bf16
+// model ratio at k = 1024, 0.90x at 2048, 0.97x at 4096, none from 8192): the per-tile prologue,
+// epilogue and accumulator promotions weigh more against a main loop twice as fast.
+constexpr double kKHalfFp8 = 256;
 constexpr double kSplitKMinDepth = 512; // each split-k slice keeps at least this much k
 constexpr double kAttnBlockRows = 128;  // query rows per attention CTA
+constexpr double kAttnHalfRateBlocks = 54; // score blocks per SM at which attention runs at half rate
 constexpr double kCausalFactor = 0.9;
 constexpr double kHalfBandwidthBytesPerSm = 32.0 * 1024;
 
@@ -47,15 +52,23 @@ double gemm_factor(const KernelShape &s, double sms) {
     const double edge = (m * n) / (tm * t.rows * tn * t.cols);
     best = std::max(best, t.rate * wave_efficiency(tiles, sms) * edge);
   }
-  return best * k / (k + kKHalf);
+  return best * k / (k + (s.dtype == Dtype::FP8_E4M3 ? kKHalfFp8 : kKHalf));
 }
 
 double attention_factor(const KernelShape &s, double sms) {
+  // Fitted to fused attention (cuDNN, FlashAttention) timed on an H200 at 2048-8192 tokens and
+  // 8-384 sequence-heads (docs/kernels.md, "Measured on an H200"): the rate follows the work per
+  // SM in 128 x 128 score blocks, reaching half its peak at kAttnHalfRateBlocks per SM, times a
+  // per-row-block cost that the backward (five products, two passes over K/V) pays more of.
   const double seq = static_cast<double>(s.seq);
-  const double blocks = static_cast<double>(s.batch * s.heads) * ceil_div(seq, kAttnBlockRows);
-  double f = wave_efficiency(blocks, sms);
-  f *= seq / (seq + kAttnBlockRows);
-  f *= std::pow(std::min(1.0, static_cast<double>(s.head_dim) / 128.0), 0.25);
+  const double rows = ceil_div(seq, kAttnBlockRows);
+  const double per_sm = static_cast<double>(s.batch * s.heads) * rows * rows / sms;
+  double f = per_sm / (per_sm + kAttnHalfRateBlocks);
+  const double row_cost = s.kind == KernelKind::ATTENTION_BWD ? 2 * kAttnBlockRows : kAttnBlockRows;
+  f *= seq / (seq + row_cost);
+  // Smaller heads do less matrix work per score element, whose softmax costs the same: a 56-wide
+  // head ran at 0.64x the rate of a 128-wide one on the H200.
+  f *= std::pow(std::min(1.0, static_cast<double>(s.head_dim) / 128.0), 0.5);
   if (s.causal)
     f *= kCausalFactor;
   return f;

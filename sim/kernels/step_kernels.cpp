@@ -94,16 +94,22 @@ public:
   void residual(const char *role) {
     add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * r_.row_tokens * r_.hidden + 1) / 2), 1.0, role);
   }
-  /// Forward GEMM of a transformer layer's linear Y[T,n] = X[T,k]·Wᵀ (fp8 in fp8 training,
-  /// after casting X to fp8 with the transposed copy the weight gradient needs).
-  void linear_fwd(int64_t n, int64_t k, const char *role) {
-    cast_transpose(r_.tokens * k, "fp8 cast-transpose (input)");
+  /// Forward GEMM of a transformer layer's linear Y[T,n] = X[T,k]·Wᵀ. In fp8 training X is cast
+  /// to fp8 with the transposed copy the weight gradient needs: by its own kernel when
+  /// `separate_cast`, else inside the norm or activation that produced X (Transformer Engine's
+  /// LayerNormLinear / LayerNormMLP write fp8 and its transpose, the same bytes as a 16-bit
+  /// output, so no extra pass).
+  void linear_fwd(int64_t n, int64_t k, const char *role, bool separate_cast) {
+    if (separate_cast)
+      cast_transpose(r_.tokens * k, "fp8 cast-transpose (input)");
     add(gemm(r_.linear, r_.tokens, n, k), 1.0, role);
   }
-  /// Its backward: data gradient dX[T,k] = dY·W, then weight gradient dW[n,k] = dYᵀ·X (fp8 in
-  /// fp8 training, after casting dY).
-  void linear_bwd(int64_t n, int64_t k, const char *dgrad_role, const char *wgrad_role) {
-    cast_transpose(r_.tokens * n, "fp8 cast-transpose (output gradient)");
+  /// Its backward: data gradient dX[T,k] = dY·W, then weight gradient dW[n,k] = dYᵀ·X. In fp8
+  /// training dY is cast first, by its own kernel when `separate_cast` (else fused into the
+  /// activation's backward that produced it).
+  void linear_bwd(int64_t n, int64_t k, const char *dgrad_role, const char *wgrad_role, bool separate_cast) {
+    if (separate_cast)
+      cast_transpose(r_.tokens * n, "fp8 cast-transpose (output gradient)");
     add(gemm(r_.linear, r_.tokens, k, n), 1.0, dgrad_role);
     add(gemm(r_.linear, n, k, r_.tokens), 1.0, wgrad_role);
   }
@@ -190,16 +196,16 @@ void forward(Calls &c, const RankDims &r, StepBlock block) {
   switch (block) {
   case StepBlock::ATTENTION:
     c.norm(1.0, "input norm fwd");
-    c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd");
+    c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd", false); // cast in the norm
     c.attention_core(StepPass::FORWARD, "attention fwd");
-    c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd");
+    c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd", true); // the attention output
     c.residual("bias-dropout-add fwd");
     return;
   case StepBlock::MLP:
     c.norm(1.0, "post-attention norm fwd");
-    c.linear_fwd(r.up_out, r.hidden, "fc1 fwd");
+    c.linear_fwd(r.up_out, r.hidden, "fc1 fwd", false); // cast in the norm
     c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 1.0, "activation fwd");
-    c.linear_fwd(r.hidden, r.ffn, "fc2 fwd");
+    c.linear_fwd(r.hidden, r.ffn, "fc2 fwd", false); // cast in the activation
     c.residual("bias-dropout-add fwd");
     return;
   case StepBlock::LOGITS:
@@ -220,16 +226,16 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
   switch (block) {
   case StepBlock::ATTENTION:
     c.residual("bias-dropout-add bwd");
-    c.linear_bwd(r.hidden, r.attn_in, "out-proj dgrad", "out-proj wgrad");
+    c.linear_bwd(r.hidden, r.attn_in, "out-proj dgrad", "out-proj wgrad", true);
     c.attention_core(StepPass::BACKWARD, "attention bwd");
-    c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad");
+    c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad", true); // attention bwd output
     c.norm(2.0, "input norm bwd");
     return;
   case StepBlock::MLP:
     c.residual("bias-dropout-add bwd");
-    c.linear_bwd(r.hidden, r.ffn, "fc2 dgrad", "fc2 wgrad");
+    c.linear_bwd(r.hidden, r.ffn, "fc2 dgrad", "fc2 wgrad", true);
     c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 2.0, "activation bwd");
-    c.linear_bwd(r.up_out, r.hidden, "fc1 dgrad", "fc1 wgrad");
+    c.linear_bwd(r.up_out, r.hidden, "fc1 dgrad", "fc1 wgrad", false); // in the activation bwd
     c.norm(2.0, "post-attention norm bwd");
     return;
   case StepBlock::LOGITS:
