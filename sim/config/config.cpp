@@ -55,11 +55,12 @@ constexpr int64_t MAX_LAYERS = 100'000;
 constexpr int64_t MAX_HEADS = int64_t{1} << 16;
 constexpr int64_t MAX_EXPERTS = int64_t{1} << 16;
 constexpr int64_t MAX_FFN = int64_t{1} << 22;
+constexpr int64_t MAX_HEAD_DIM = int64_t{1} << 16;
 constexpr SizeLimit MODEL_SIZE_LIMITS[] = {
     {"layers", &ModelSpec::layers, MAX_LAYERS},      {"hidden", &ModelSpec::hidden, int64_t{1} << 20},
     {"heads", &ModelSpec::heads, MAX_HEADS},         {"kv_heads", &ModelSpec::kv_heads, MAX_HEADS},
     {"ffn_hidden", &ModelSpec::ffn_hidden, MAX_FFN}, {"vocab", &ModelSpec::vocab, int64_t{1} << 27},
-    {"seq_len", &ModelSpec::seq_len, int64_t{1} << 27}};
+    {"seq_len", &ModelSpec::seq_len, int64_t{1} << 27}, {"head_dim", &ModelSpec::head_dim_set, MAX_HEAD_DIM}};
 
 int64_t limited_int64(const Field& f, int64_t max) {
   const int64_t v = positive_int64(f);
@@ -483,10 +484,13 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
   size("layers", model.layers);
   size("hidden", model.hidden);
   size("heads", model.heads);
-  if (model.hidden % model.heads != 0) {
+  if (auto f = m.find("head_dim"))
+    model.head_dim_set = limited_int64(*f, MAX_HEAD_DIM);
+  // With model.head_dim the heads need not divide the hidden size (Qwen3, Mistral NeMo).
+  if (model.head_dim_set <= 0 && model.hidden % model.heads != 0) {
     const std::string why = "expected a divisor of model.hidden = " + std::to_string(model.hidden) + ", found " +
-                            std::to_string(model.heads) +
-                            " (hidden % heads = " + std::to_string(model.hidden % model.heads) + ")";
+                            std::to_string(model.heads) + " (hidden % heads = " +
+                            std::to_string(model.hidden % model.heads) + "; or give model.head_dim)";
     if (auto f = m.find("heads"))
       f->fail(why);
     m.fail("heads: " + why);
@@ -620,9 +624,9 @@ WorkloadSpec read_workload(const Document& doc) {
   w.source = doc.file();
   w.name = top.require("name").string();
   w.model = read_model(
-      top.require("model").map({"name", "from_hf", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
-                                "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings", "dropout",
-                                "moe"}),
+      top.require("model").map({"name", "from_hf", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
+                                "vocab", "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings",
+                                "dropout", "moe"}),
       w.name, doc.file());
   const auto batch = top.require("batch").map({"global_batch", "micro_batch"});
   w.batch.global_batch = limited_int64(batch.require("global_batch"), INT_MAX_VALUE);

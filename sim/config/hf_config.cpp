@@ -97,7 +97,7 @@ private:
 } // namespace
 
 const std::vector<std::string>& supported_hf_model_types() {
-  static const std::vector<std::string> types = {"llama", "mistral", "mixtral", "qwen2", "deepseek_v3"};
+  static const std::vector<std::string> types = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "deepseek_v3"};
   return types;
 }
 
@@ -136,13 +136,18 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
   m.ffn_hidden = r.require_int("intermediate_size", "model.ffn_hidden");
   m.vocab = r.require_int("vocab_size", "model.vocab");
   m.seq_len = r.require_int("max_position_embeddings", "model.seq_len");
-  if (m.hidden % m.heads != 0)
+  // Qwen3 and Mistral NeMo give the head width apart from hidden_size / num_attention_heads.
+  // (DeepSeek-V3's multi-head latent attention has its own qk/v head dims and no head_dim.)
+  if (type != "deepseek_v3")
+    m.head_dim_set = r.find_int("head_dim").value_or(0);
+  if (m.head_dim_set <= 0 && m.hidden % m.heads != 0)
     r.fail("num_attention_heads", "expected a divisor of hidden_size = " + std::to_string(m.hidden) +
-                                      ", found " + std::to_string(m.heads));
+                                      ", found " + std::to_string(m.heads) + " (or a head_dim)");
   if (m.heads % m.kv_heads != 0)
     r.fail("num_key_value_heads", "expected a divisor of num_attention_heads = " + std::to_string(m.heads) +
                                       ", found " + std::to_string(m.kv_heads));
-  // Every supported family is Llama-like (Qwen2's q/k/v biases are not modelled).
+  // Every supported family is Llama-like (Qwen2's q/k/v biases and Qwen3's q/k norms are not
+  // modelled).
   m.mlp = MlpKind::SWIGLU;
   m.norm = NormKind::RMSNORM;
   m.position = PositionEmbedding::ROTARY;

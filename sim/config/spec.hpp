@@ -163,8 +163,13 @@ struct ModelSpec {
   /// 5·a·s²·b count them) and the unfused attention core runs a dropout kernel. Default true.
   bool dropout = true;
   MoeSpec moe;                                 ///< mixture of experts; disabled by default
+  /// Width of one attention head; 0: hidden / heads. Models such as Qwen3 and Mistral NeMo set it
+  /// apart from the hidden size (Qwen3-32B: 64 heads of 128 on a hidden size of 5120).
+  int64_t head_dim_set = 0;
 
-  [[nodiscard]] int64_t head_dim() const { return hidden / heads; }
+  [[nodiscard]] int64_t head_dim() const { return head_dim_set > 0 ? head_dim_set : hidden / heads; }
+  /// Width of the query (and attention output) projection: heads x head_dim, = hidden by default.
+  [[nodiscard]] int64_t q_dim() const { return heads * head_dim(); }
 };
 
 struct BatchSpec {

@@ -48,8 +48,8 @@ RankDims rank_dims(const WorkloadSpec &w) {
     throw ModelError("block kernels: tp must be > 0");
   if (w.batch.micro_batch <= 0 || m.seq_len <= 0 || m.hidden <= 0)
     throw ModelError("block kernels: micro_batch, seq_len and hidden must be > 0");
-  if (m.heads <= 0 || m.hidden % m.heads != 0)
-    throw ModelError("block kernels: heads must divide hidden");
+  if (m.heads <= 0 || m.head_dim() <= 0 || (m.head_dim_set <= 0 && m.hidden % m.heads != 0))
+    throw ModelError("block kernels: heads must divide hidden (or model.head_dim be set)");
   RankDims r;
   r.dtype = w.precision == Precision::FP16 ? Dtype::FP16 : Dtype::BF16;
   r.linear = w.precision == Precision::FP8 ? Dtype::FP8_E4M3 : r.dtype;

@@ -50,9 +50,10 @@ int64_t model_parameters(const ModelSpec &m) {
   const int64_t h = m.hidden;
   const int64_t d = m.head_dim();
   const int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
-  const int64_t qkv_out = h + 2 * kv * d;
+  const int64_t q = m.heads * d; // = h unless model.head_dim is set
+  const int64_t qkv_out = q + 2 * kv * d;
   const bool swiglu = m.mlp == MlpKind::SWIGLU;
-  int64_t layer = qkv_out * h + h * h;          // QKV and attention-out
+  int64_t layer = qkv_out * h + q * h;          // QKV and attention-out
   layer += (swiglu ? 3 : 2) * h * m.ffn_hidden; // MLP
   if (m.bias)
     layer += qkv_out + h + (swiglu ? 2 : 1) * m.ffn_hidden + h;
@@ -73,8 +74,8 @@ std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
     throw ModelError("kernel shapes: tp and pp must be > 0");
   if (w.batch.micro_batch <= 0 || m.seq_len <= 0)
     throw ModelError("kernel shapes: micro_batch and seq_len must be > 0");
-  if (m.heads <= 0 || m.hidden % m.heads != 0)
-    throw ModelError("kernel shapes: heads must divide hidden");
+  if (m.heads <= 0 || m.head_dim() <= 0 || (m.head_dim_set <= 0 && m.hidden % m.heads != 0))
+    throw ModelError("kernel shapes: heads must divide hidden (or model.head_dim be set)");
   const Dtype dt = w.precision == Precision::FP16 ? Dtype::FP16 : Dtype::BF16;
   const int64_t tokens = w.batch.micro_batch * m.seq_len;
   const int64_t h = m.hidden;

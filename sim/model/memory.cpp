@@ -42,7 +42,8 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
   if (m.moe.enabled()) // the dispatched tokens and the experts' outputs, top_k copies of each token
     mlp_replicated += 4.0 * d(m.moe.top_k) * sb * h;
   // Split by TP: Q, K, V, the projection input, the MLP's inner activations.
-  const double attn_split = 2.0 * sb * h /*Q*/ + 2.0 * sb * kv /*K*/ + 2.0 * sb * kv /*V*/ + g * sb * h /*proj in*/;
+  const double q = d(m.q_dim()); // = h unless model.head_dim sets another head width
+  const double attn_split = 2.0 * sb * q /*Q*/ + 2.0 * sb * kv /*K*/ + 2.0 * sb * kv /*V*/ + g * sb * q /*proj in*/;
   const double mlp_inner = m.mlp == MlpKind::SWIGLU ? (4.0 + g) * sb * f /*gate, up, product (fc2 in)*/
                                                     : (2.0 + g) * sb * f /*GeLU in, fc2 in*/;
   // The attention scores: softmax output 2, dropout mask 1, dropout output 2 (bytes per score);

@@ -23,11 +23,12 @@ double element_bytes(Precision) { return 2.0; }
 
 double layer_params(const ModelSpec& m, int tp) {
   const double h = d(m.hidden), f = d(m.ffn_hidden), t = tp;
-  const double attn_w = 2.0 * h * h + 2.0 * h * kv_dim(m);
+  // Q and the output projection are h x q_dim (q_dim = heads * head_dim, = h by default), K and V h x kv_dim.
+  const double attn_w = 2.0 * h * d(m.q_dim()) + 2.0 * h * kv_dim(m);
   const double mlp_w = mlp_matrices(m) * h * f;
   double p = (attn_w + mlp_w) / t + 2.0 * norm_params(m);
   if (m.bias) {
-    const double col_biases = h + 2.0 * kv_dim(m) + (mlp_matrices(m) - 1.0) * f; // split
+    const double col_biases = d(m.q_dim()) + 2.0 * kv_dim(m) + (mlp_matrices(m) - 1.0) * f; // split
     const double row_biases = 2.0 * h;                                             // replicated
     p += col_biases / t + row_biases;
   }
@@ -79,7 +80,7 @@ Flops layer_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
 Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
   const double tokens = d(micro_batch) * d(m.seq_len);
   const double h = d(m.hidden);
-  const double projections = 2.0 * tokens * (2.0 * h * h + 2.0 * h * kv_dim(m));
+  const double projections = 2.0 * tokens * (2.0 * h * d(m.q_dim()) + 2.0 * h * kv_dim(m));
   return Flops(projections / tp) + attention_core_flops(m, micro_batch, tp);
 }
 
@@ -89,7 +90,7 @@ Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
 }
 
 Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
-  return Flops(4.0 * d(micro_batch) * d(m.seq_len) * d(m.seq_len) * d(m.hidden) / tp);
+  return Flops(4.0 * d(micro_batch) * d(m.seq_len) * d(m.seq_len) * d(m.q_dim()) / tp);
 }
 
 Flops logits_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {

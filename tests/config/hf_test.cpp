@@ -119,13 +119,59 @@ TEST_F(HfConfig, YamlKeysOverrideTheConfig) {
   EXPECT_EQ(s.model.vocab, 64000);
 }
 
+// Qwen3-32B's config.json (Qwen/Qwen3-32B on Hugging Face): 64 heads of 128 on a hidden size of
+// 5120, so the query and output projections are 5120 x 8192. The parameter count matches the
+// model card's 32.8B (31.2B without the embeddings); with head_dim = hidden / heads it would be
+// 25.1B. Mistral NeMo 12B (mistralai/Mistral-Nemo-Base-2407: 32 heads of 128 on 5120) gives its
+// published 12.2B.
+TEST_F(HfConfig, HeadDimApartFromHiddenOverHeads) {
+  const fs::path qwen = write("qwen3.json", R"({
+    "model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 25600, "num_hidden_layers": 64,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+    "max_position_embeddings": 40960, "tie_word_embeddings": false, "attention_dropout": 0.0})");
+  const ModelSpec q = config::read_hf_config(qwen);
+  EXPECT_EQ(q.head_dim(), 128);
+  EXPECT_EQ(q.q_dim(), 8192);
+  const double non_embedding = model::stack_params(q, 0, q.layers, 1, 1).total();
+  EXPECT_NEAR(non_embedding / 1e9, 31.2, 0.05);
+  EXPECT_NEAR(model::total_params(q) / 1e9, 32.8, 0.05);
+  // The attention block's FLOPs follow the 8192-wide projections: 2·T·(2·h·q + 2·h·kv) plus the
+  // core 4·b·s²·q (one 4096-token sequence, tp 1).
+  ModelSpec m = q;
+  m.seq_len = 4096;
+  const double T = 4096, h = 5120, qd = 8192, kv = 1024;
+  EXPECT_DOUBLE_EQ(model::attention_block_forward_flops(m, 1, 1).value(),
+                   2 * T * (2 * h * qd + 2 * h * kv) + 4 * T * T * qd);
+
+  const fs::path nemo = write("nemo.json", R"({
+    "model_type": "mistral", "hidden_size": 5120, "intermediate_size": 14336, "num_hidden_layers": 40,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072,
+    "max_position_embeddings": 1024000, "tie_word_embeddings": false})");
+  EXPECT_NEAR(model::total_params(config::read_hf_config(nemo)) / 1e9, 12.2, 0.1);
+
+  // The same from YAML: model.head_dim lifts the heads-divide-hidden rule; without it the error
+  // says so.
+  std::string yaml = LLAMA_YAML;
+  yaml.replace(yaml.find("  heads: 32\n  kv_heads: 32\n"), 26, "  heads: 48\n  kv_heads: 8\n  head_dim: 128\n");
+  const WorkloadSpec w = config::load_workload(write("a.yaml", yaml));
+  EXPECT_EQ(w.model.head_dim(), 128);
+  EXPECT_EQ(w.model.q_dim(), 6144);
+  yaml.replace(yaml.find("  head_dim: 128\n"), 16, "");
+  const std::string msg = config_error([&] { config::load_workload(write("b.yaml", yaml)); });
+  EXPECT_NE(msg.find("key 'model.heads': expected a divisor of model.hidden = 4096, found 48"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("or give model.head_dim"), std::string::npos) << msg;
+  yaml.replace(yaml.find("  kv_heads: 8\n"), 14, "  kv_heads: 8\n  head_dim: 0\n");
+  EXPECT_NE(config_error([&] { config::load_workload(write("c.yaml", yaml)); }).find("head_dim"),
+            std::string::npos);
+}
+
 // An unsupported model_type is an error naming the file and the key, listing the supported types.
 TEST_F(HfConfig, UnsupportedModelTypeIsAClearError) {
   const fs::path p = write("hf.json", R"({"model_type": "gpt2", "n_embd": 768})");
   const std::string msg = config_error([&] { config::read_hf_config(p); });
   EXPECT_NE(msg.find(p.string() + ": key 'model_type': unsupported model type 'gpt2'"), std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, deepseek_v3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, qwen3, deepseek_v3"), std::string::npos) << msg;
 }
 
 // A missing field names the json file and the key (and what it was needed for).

@@ -403,6 +403,37 @@ TEST(WorkloadKernels, ParameterCountsMatchThePublishedModels) {
   EXPECT_NEAR(static_cast<double>(model_parameters(llama2_70b())) / 1e9, 69.0, 0.5);
 }
 
+// A head width apart from hidden / heads (Qwen3-32B: 64 heads of 128 on 5120): the QKV GEMM
+// writes (a + 2·a_kv)·d columns, the output projection reads a·d, the attention kernels run d = 128,
+// and the parameter count is the model card's 32.8B.
+TEST(WorkloadKernels, HeadDimSetsTheAttentionWidths) {
+  WorkloadSpec w = gpt3_workload(4, 1);
+  ModelSpec &m = w.model;
+  m.layers = 64;
+  m.hidden = 5120;
+  m.heads = 64;
+  m.kv_heads = 8;
+  m.head_dim_set = 128;
+  m.ffn_hidden = 25600;
+  m.vocab = 151936;
+  m.mlp = MlpKind::SWIGLU;
+  m.norm = NormKind::RMSNORM;
+  m.position = PositionEmbedding::ROTARY;
+  m.bias = false;
+  m.tied_embeddings = false;
+  w.parallel.pp = 8;
+  const auto shapes = workload_kernels(w);
+  const int64_t T = 2048;
+  auto has = [&](const KernelShape &s) { return std::find(shapes.begin(), shapes.end(), s) != shapes.end(); };
+  EXPECT_TRUE(has(gemm(Dtype::BF16, T, (16 + 2 * 2) * 128, 5120))); // QKV at tp 4
+  EXPECT_TRUE(has(gemm(Dtype::BF16, T, 5120, 16 * 128)));           // output projection
+  bool attention_at_128 = false;
+  for (const KernelShape &s : shapes)
+    attention_at_128 |= s.kind == KernelKind::ATTENTION_FWD && s.head_dim == 128 && s.heads == 16;
+  EXPECT_TRUE(attention_at_128);
+  EXPECT_NEAR(static_cast<double>(model_parameters(m)) / 1e9, 32.8, 0.05);
+}
+
 TEST(WorkloadKernels, RejectsTpThatDoesNotDivide) {
   WorkloadSpec w = gpt3_workload(7, 1);
   EXPECT_THROW(workload_kernels(w), ModelError);
