@@ -85,7 +85,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.model.moe_topk = opt_int(*s, "moe_topk");
     r.model.moe_shared_experts = opt_int(*s, "moe_shared_experts");
     r.model.notes = opt_text(*s, "notes");
-    (void)opt_number(*s, "params_b");
+    r.model.params_b = opt_number(*s, "params_b");
   }
   if (auto s = opt_map(m, "hardware", {"gpu", "gpu_mem_gb", "num_gpus", "gpus_per_node", "intra_node", "inter_node",
                                        "peak_tflops_assumed", "system"}, ignored)) {

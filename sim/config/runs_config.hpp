@@ -19,6 +19,7 @@ struct MeasuredModel {
   std::string name;
   std::optional<int64_t> layers, hidden, ffn_hidden, heads, kv_heads, vocab, seq_len;
   std::optional<int64_t> moe_experts, moe_topk, moe_shared_experts;
+  std::optional<double> params_b; ///< published parameter count, billions (resolves the head width)
   std::string notes;
 };
 

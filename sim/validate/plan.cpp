@@ -1,6 +1,7 @@
 #include "validate/plan.hpp"
 
 #include "core/error.hpp"
+#include "model/transformer.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -20,6 +21,46 @@ std::string lower(std::string s) {
 
 bool has(const std::string& text, const char* word) {
   return lower(text).find(word) != std::string::npos;
+}
+
+/// The attention head width of a dense record whose parameter count says it is not hidden /
+/// heads (Qwen3-32B: 64 heads of 128 on a hidden size of 5120; the record has no head width).
+/// 0 when the record gives no params_b, is MoE, or hidden / heads already counts within 3 % of
+/// it; otherwise the common width (64 .. 256) whose count is within 1.5 %, if one is.
+int64_t head_dim_from_params(const config::MeasuredModel& m, bool swiglu, int64_t ffn) {
+  if (!m.params_b || *m.params_b <= 0 || m.moe_experts.value_or(0) > 1 || !m.layers || !m.hidden || !m.heads ||
+      !m.vocab || !m.seq_len || *m.heads <= 0)
+    return 0;
+  ModelSpec s;
+  s.layers = *m.layers;
+  s.hidden = *m.hidden;
+  s.heads = *m.heads;
+  s.kv_heads = m.kv_heads.value_or(*m.heads);
+  s.ffn_hidden = ffn;
+  s.vocab = *m.vocab;
+  s.seq_len = *m.seq_len;
+  // The generated workload's family defaults (config.cpp): GPT-style biases, tied embeddings
+  // and learned positions; Llama-style none of them.
+  s.mlp = swiglu ? MlpKind::SWIGLU : MlpKind::GELU;
+  s.norm = swiglu ? NormKind::RMSNORM : NormKind::LAYERNORM;
+  s.position = swiglu ? PositionEmbedding::ROTARY : PositionEmbedding::LEARNED;
+  s.bias = !swiglu;
+  s.tied_embeddings = !swiglu;
+  const double want = *m.params_b * 1e9;
+  const auto off = [&](int64_t d) {
+    s.head_dim_set = d;
+    return std::abs(model::total_params(s) / want - 1.0);
+  };
+  if (*m.hidden % *m.heads == 0 && off(0) <= 0.03)
+    return 0;
+  int64_t best = 0;
+  double best_off = 0.015;
+  for (const int64_t d : {64, 80, 96, 112, 128, 160, 192, 256})
+    if (const double o = off(d); o < best_off) {
+      best = d;
+      best_off = o;
+    }
+  return best;
 }
 
 } // namespace
@@ -298,6 +339,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   w << "model:\n";
   w << "  layers: " << layers << "\n  hidden: " << *m.hidden << "\n  heads: " << *m.heads << "\n";
+  if (const int64_t d = head_dim_from_params(m, swiglu, *ffn); d > 0) {
+    w << "  head_dim: " << d << "\n";
+    char note[160];
+    std::snprintf(note, sizeof note, "head_dim=%lld (hidden/heads does not give params_b %g B; this width does)",
+                  static_cast<long long>(d), *m.params_b);
+    p.defaults.emplace_back(note);
+  }
   if (m.kv_heads)
     w << "  kv_heads: " << *m.kv_heads << "\n";
   else

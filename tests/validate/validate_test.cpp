@@ -189,6 +189,37 @@ TEST(Plan, DefaultsAreListedAndMetricPreference) {
   fs::remove_all(d);
 }
 
+// A record carries no head width; its published parameter count tells one apart from hidden /
+// heads. Qwen3-32B (64 heads of 128 on 5120, 32.8B) gets head_dim 128, listed as a default; the
+// same record claiming the 25.1B that 64 heads of 80 give, or no count, keeps hidden / heads.
+TEST(Plan, HeadWidthFromTheParameterCount) {
+  const fs::path d = temp_dir("plan-head-dim");
+  auto plan_of = [&](const std::string& params_b) {
+    std::string text = "runs:\n" + small_run("q", "bf16");
+    text.replace(text.find("{name: GPT-small, layers: 4, hidden: 1024, ffn_hidden: 4096, attn_heads: 16, kv_heads: 16, "
+                           "vocab: 51200, seq_len: 1024,"),
+                 119,
+                 "{name: Qwen3-32B, params_b: " + params_b +
+                     ", layers: 64, hidden: 5120, ffn_hidden: 25600, attn_heads: 64, kv_heads: 8, vocab: 151936, "
+                     "seq_len: 4096,");
+    write(d / "runs.yaml", text);
+    return validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                              {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  };
+  const validate::RunPlan q = plan_of("32.8");
+  ASSERT_TRUE(q.skip_reason.empty()) << q.skip_reason;
+  EXPECT_NE(q.workload_yaml.find("  head_dim: 128\n"), std::string::npos) << q.workload_yaml;
+  std::string defaults;
+  for (const auto& s : q.defaults)
+    defaults += s + ";";
+  EXPECT_NE(defaults.find("head_dim=128"), std::string::npos) << defaults;
+  EXPECT_EQ(plan_of("25.1").workload_yaml.find("head_dim"), std::string::npos);
+  EXPECT_EQ(plan_of("null").workload_yaml.find("head_dim"), std::string::npos);
+  // A count no common width explains keeps hidden / heads too.
+  EXPECT_EQ(plan_of("60").workload_yaml.find("head_dim"), std::string::npos);
+  fs::remove_all(d);
+}
+
 // Framework defaults: a NeMo record without sp / zero_stage gets NeMo's sequence parallelism and
 // distributed optimizer (ZeRO-1), listed; Megatron-LM's keeps what it says. The MLP follows the
 // model family: Nemotron (GQA, squared ReLU) two GEMMs, Llama gated, unknown GQA gated.
