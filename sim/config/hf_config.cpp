@@ -89,6 +89,16 @@ public:
     return it->get<std::string>();
   }
 
+  /// True when the key holds a non-empty list (absent or null: false).
+  [[nodiscard]] bool non_empty_list(const std::string& key) const {
+    const auto it = root_.find(key);
+    if (it == root_.end() || it->is_null())
+      return false;
+    if (!it->is_array())
+      fail(key, "expected a list, found " + it->dump());
+    return !it->empty();
+  }
+
 private:
   std::string file_;
   const json& root_;
@@ -97,7 +107,8 @@ private:
 } // namespace
 
 const std::vector<std::string>& supported_hf_model_types() {
-  static const std::vector<std::string> types = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "deepseek_v3"};
+  static const std::vector<std::string> types = {"llama",   "mistral",   "mixtral",  "qwen2",
+                                                  "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v3"};
   return types;
 }
 
@@ -167,6 +178,23 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
     m.moe.shared_experts = r.find_int("n_shared_experts", 0).value_or(0);
     m.moe.first_dense_layers = r.find_int("first_k_dense_replace", 0).value_or(0);
     m.moe.layer_freq = r.find_int("moe_layer_freq").value_or(1);
+  } else if (type == "qwen2_moe" || type == "qwen3_moe") {
+    m.moe.experts = r.require_int("num_experts", "model.moe.experts");
+    m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
+    m.moe.expert_ffn_hidden = r.require_int("moe_intermediate_size", "model.moe.expert_ffn_hidden");
+    // Every layer MoE: the models published so far (decoder_sparse_step 1, no mlp_only_layers).
+    if (const int64_t step = r.find_int("decoder_sparse_step").value_or(1); step != 1)
+      r.fail("decoder_sparse_step", "only 1 (every layer MoE) is modelled, found " + std::to_string(step));
+    if (r.non_empty_list("mlp_only_layers"))
+      r.fail("mlp_only_layers", "dense layers among the MoE layers are not modelled; expected an empty list");
+    // Qwen2-MoE's one shared expert of shared_expert_intermediate_size is n experts' worth.
+    if (const int64_t shared = r.find_int("shared_expert_intermediate_size", 0).value_or(0); shared > 0) {
+      if (shared % m.moe.expert_ffn_hidden != 0)
+        r.fail("shared_expert_intermediate_size", "expected a multiple of moe_intermediate_size = " +
+                                                      std::to_string(m.moe.expert_ffn_hidden) + ", found " +
+                                                      std::to_string(shared));
+      m.moe.shared_experts = shared / m.moe.expert_ffn_hidden;
+    }
   }
   if (m.moe.enabled() && m.moe.top_k > m.moe.experts)
     r.fail("num_experts_per_tok", "expected at most the number of routed experts (" +

@@ -165,13 +165,54 @@ TEST_F(HfConfig, HeadDimApartFromHiddenOverHeads) {
             std::string::npos);
 }
 
+// Qwen3-30B-A3B's config.json (Qwen/Qwen3-30B-A3B): 128 experts of 768, top-8, on every layer,
+// 32 heads of 128 on a hidden size of 2048: the model card's 30.5B parameters. Qwen2-MoE's one
+// shared expert of shared_expert_intermediate_size counts as that many routed experts' worth;
+// layouts the model does not cover (sparse steps, dense layers in between) are clear errors.
+TEST_F(HfConfig, QwenMoeConfigs) {
+  const std::string qwen3 = R"({
+    "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 48,
+    "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936,
+    "max_position_embeddings": 40960, "tie_word_embeddings": false, "num_experts": 128,
+    "num_experts_per_tok": 8, "moe_intermediate_size": 768, "decoder_sparse_step": 1, "mlp_only_layers": []})";
+  const ModelSpec q = config::read_hf_config(write("q3.json", qwen3));
+  EXPECT_EQ(q.moe.experts, 128);
+  EXPECT_EQ(q.moe.top_k, 8);
+  EXPECT_EQ(q.moe.expert_ffn_hidden, 768);
+  EXPECT_EQ(q.moe.shared_experts, 0);
+  EXPECT_EQ(q.q_dim(), 4096);
+  EXPECT_NEAR(model::total_params(q) / 1e9, 30.5, 0.1);
+
+  std::string qwen2 = qwen3;
+  qwen2.replace(qwen2.find("qwen3_moe"), 9, "qwen2_moe");
+  qwen2.replace(qwen2.find("\"mlp_only_layers\": []"), 21, "\"shared_expert_intermediate_size\": 3072");
+  EXPECT_EQ(config::read_hf_config(write("q2.json", qwen2)).moe.shared_experts, 4);
+
+  std::string bad = qwen3;
+  bad.replace(bad.find("\"decoder_sparse_step\": 1"), 24, "\"decoder_sparse_step\": 2");
+  EXPECT_NE(config_error([&] { config::read_hf_config(write("b1.json", bad)); })
+                .find("key 'decoder_sparse_step': only 1 (every layer MoE) is modelled, found 2"),
+            std::string::npos);
+  bad = qwen3;
+  bad.replace(bad.find("\"mlp_only_layers\": []"), 21, "\"mlp_only_layers\": [0, 47]");
+  EXPECT_NE(config_error([&] { config::read_hf_config(write("b2.json", bad)); }).find("key 'mlp_only_layers'"),
+            std::string::npos);
+  bad = qwen2;
+  bad.replace(bad.find("3072"), 4, "1000");
+  EXPECT_NE(config_error([&] { config::read_hf_config(write("b3.json", bad)); })
+                .find("key 'shared_expert_intermediate_size': expected a multiple of moe_intermediate_size = 768"),
+            std::string::npos);
+}
+
 // An unsupported model_type is an error naming the file and the key, listing the supported types.
 TEST_F(HfConfig, UnsupportedModelTypeIsAClearError) {
   const fs::path p = write("hf.json", R"({"model_type": "gpt2", "n_embd": 768})");
   const std::string msg = config_error([&] { config::read_hf_config(p); });
   EXPECT_NE(msg.find(p.string() + ": key 'model_type': unsupported model type 'gpt2'"), std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, qwen3, deepseek_v3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v3"),
+            std::string::npos)
+      << msg;
 }
 
 // A missing field names the json file and the key (and what it was needed for).
