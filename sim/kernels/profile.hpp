@@ -74,7 +74,7 @@ void write_shape_list(std::ostream &out, const std::vector<KernelShape> &shapes,
                       const std::vector<std::string> &comments = {});
 
 /// Parses a list of kernel times measured outside the suite ("kernel,dtype,shape,time_s,impl"
-/// rows under `# format: stepsim-kernel-times/1`; e.g. tools/time_attention_torch.py). The suite
+/// rows under `# format: stepsim-kernel-times/1`; e.g. tools/time_kernels_torch.py). The suite
 /// merges them into the profile it writes. Throws ConfigError "origin:line: ..." on a malformed
 /// line, a time that is not a positive number, an empty impl or a duplicate shape.
 std::vector<ProfileRow> parse_time_list(std::istream &in, const std::string &origin);

@@ -59,7 +59,8 @@ double attention_factor(const KernelShape &s, double sms) {
   // Fitted to fused attention (cuDNN, FlashAttention) timed on an H200 at 2048-8192 tokens and
   // 8-384 sequence-heads (docs/kernels.md, "Measured on an H200"): the rate follows the work per
   // SM in 128 x 128 score blocks, reaching half its peak at kAttnHalfRateBlocks per SM, times a
-  // per-row-block cost that the backward (five products, two passes over K/V) pays more of.
+  // per-row-block prologue and epilogue cost, twice as large in the backward (fitted: 128 and 256
+  // rows' worth).
   const double seq = static_cast<double>(s.seq);
   const double rows = ceil_div(seq, kAttnBlockRows);
   const double per_sm = static_cast<double>(s.batch * s.heads) * rows * rows / sms;
