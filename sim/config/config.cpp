@@ -56,8 +56,9 @@ constexpr int64_t MAX_HEADS = int64_t{1} << 16;
 constexpr int64_t MAX_EXPERTS = int64_t{1} << 16;
 constexpr int64_t MAX_FFN = int64_t{1} << 22;
 constexpr int64_t MAX_HEAD_DIM = int64_t{1} << 16;
+constexpr int64_t MAX_HIDDEN = int64_t{1} << 20;
 constexpr SizeLimit MODEL_SIZE_LIMITS[] = {
-    {"layers", &ModelSpec::layers, MAX_LAYERS},      {"hidden", &ModelSpec::hidden, int64_t{1} << 20},
+    {"layers", &ModelSpec::layers, MAX_LAYERS},      {"hidden", &ModelSpec::hidden, MAX_HIDDEN},
     {"heads", &ModelSpec::heads, MAX_HEADS},         {"kv_heads", &ModelSpec::kv_heads, MAX_HEADS},
     {"ffn_hidden", &ModelSpec::ffn_hidden, MAX_FFN}, {"vocab", &ModelSpec::vocab, int64_t{1} << 27},
     {"seq_len", &ModelSpec::seq_len, int64_t{1} << 27}, {"head_dim", &ModelSpec::head_dim_set, MAX_HEAD_DIM}};
@@ -507,6 +508,16 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
     if (auto f = m.find("kv_heads"))
       f->fail(why);
     m.fail("kv_heads: " + why);
+  }
+  // The attention widths obey the hidden size's limit: heads x head_dim (and a whole step's
+  // tokens times it) must stay far inside 64-bit element counts.
+  if (model.head_dim_set > 0 && model.q_dim() > MAX_HIDDEN) {
+    const std::string why = "heads x head_dim = " + std::to_string(model.heads) + " x " +
+                            std::to_string(model.head_dim_set) + " = " + std::to_string(model.q_dim()) +
+                            ", more than the " + std::to_string(MAX_HIDDEN) + " accepted (the limit of model.hidden)";
+    if (auto f = m.find("head_dim"))
+      f->fail(why);
+    m.require("from_hf").fail("the Hugging Face config gives " + why);
   }
   size("ffn_hidden", model.ffn_hidden);
   size("vocab", model.vocab);

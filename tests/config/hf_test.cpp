@@ -163,6 +163,11 @@ TEST_F(HfConfig, HeadDimApartFromHiddenOverHeads) {
   yaml.replace(yaml.find("  kv_heads: 8\n"), 14, "  kv_heads: 8\n  head_dim: 0\n");
   EXPECT_NE(config_error([&] { config::load_workload(write("c.yaml", yaml)); }).find("head_dim"),
             std::string::npos);
+  // heads x head_dim is held to model.hidden's limit (2^20), from YAML or from the config.
+  yaml.replace(yaml.find("  head_dim: 0\n"), 14, "  head_dim: 65536\n");
+  EXPECT_NE(config_error([&] { config::load_workload(write("d.yaml", yaml)); })
+                .find("key 'model.head_dim': heads x head_dim = 48 x 65536 = 3145728, more than the 1048576 accepted"),
+            std::string::npos);
 }
 
 // Qwen3-30B-A3B's config.json (Qwen/Qwen3-30B-A3B): 128 experts of 768, top-8, on every layer,
