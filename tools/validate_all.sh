@@ -51,12 +51,13 @@ HEADER
   echo '```'
   cat <<FIT
 
-## Further H100 fit runs
+## Further fit runs (H100, GB200)
 
 \`tests/validate/data/fit_runs.yaml\`: the fp8 columns of the two H100 recipes above at their
 smallest scale, and the Llama 3.1 8B recipe on 8 GPUs in bf16 and fp8. With the two bf16 H100 runs
 above they are the H100 fit set (bf16 and fp8 of one recipe separate the GEMM rate from the
-memory-bound kernels' rate: docs/calibration.md).
+memory-bound kernels' rate: docs/calibration.md). Last, the GB200 fit run (Llama 3.1 405B on 128
+GB200s), on which the GB200's GEMM efficiency is fitted.
 Command: \`stepsim validate tests/validate/data/fit_runs.yaml --out fit -j $jobs --timeout $timeout\`.
 
 **Result: \`$fit_last\`**

@@ -440,6 +440,21 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     EXPECT_EQ(c.gpus_per_node, 72); // the rack, not the record's compute tray
     EXPECT_EQ(c.nodes, 2);
     EXPECT_EQ(c.nics_per_node, 72); // the tray's 4 NICs are not the rack's
+    // 128 GPUs do not fill whole racks: 64 GPUs of each of two racks, listed.
+    text.replace(text.find("num_gpus: 144"), 13, "num_gpus: 128");
+    text.replace(text.find("dp: 18,"), 7, "dp: 16,");
+    text.replace(text.find("global_batch_seqs: 36,"), 22, "global_batch_seqs: 32,");
+    write(d / "runs.yaml", "runs:\n" + text);
+    p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                           {.topologies = src("topologies"), .calibration = true, .extra = {}});
+    ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+    const ClusterSpec c64 = config::load_cluster(p.cluster_file, p.overrides);
+    EXPECT_EQ(c64.gpus_per_node, 64);
+    EXPECT_EQ(c64.nodes, 2);
+    std::string defaults;
+    for (const auto& s : p.defaults)
+      defaults += s + ";";
+    EXPECT_NE(defaults.find("gpus_per_node=64 (64 GPUs of each NVL72 rack"), std::string::npos) << defaults;
     fs::remove_all(d);
   }
   std::string text = small_run("forty", "bf16");
@@ -609,6 +624,26 @@ TEST(Calibration, ReDerivesTheStoredA100Knob) {
   ASSERT_EQ(r.values.size(), 1u);
   EXPECT_NEAR(r.values[0].value, std::stod(stored.knobs[0].value), 0.011);
   EXPECT_EQ(r.gpu_kind, stored.gpu_kind);
+  fs::remove_all(options.validate.work_dir);
+}
+
+// The stored GB200 GEMM efficiency, fitted on the one GB200 run of fit_runs.yaml with the two
+// other knobs at the H100's values (the bundled rack carries them), re-derives from the data.
+TEST(Calibration, ReDerivesTheStoredGb200Knob) {
+  const config::CalibrationFile stored = config::load_calibration(src("topologies/calibration/GB200-186GB.yaml"));
+  ASSERT_EQ(stored.fit_runs.size(), 1u);
+  ASSERT_EQ(stored.knobs.at(0).path, "cluster.gpu.gemm_efficiency");
+  const config::RunsFile runs = config::load_runs(
+      std::vector<fs::path>{src("tests/validate/data/measured_runs.yaml"), src("tests/validate/data/fit_runs.yaml")});
+  validate::CalibrateOptions options;
+  options.validate.topologies = src("topologies");
+  options.validate.work_dir = temp_dir("calibrate-gb200");
+  options.validate.jobs = 2;
+  options.knobs = {validate::parse_knob("gpu.gemm_efficiency=0.5:1")};
+  const validate::CalibrationResult r = validate::calibrate(runs, stored.fit_runs, options, nullptr);
+  ASSERT_EQ(r.values.size(), 1u);
+  EXPECT_NEAR(r.values[0].value, std::stod(stored.knobs[0].value), 0.011);
+  EXPECT_EQ(r.gpu_kind, "GB200-186GB");
   fs::remove_all(options.validate.work_dir);
 }
 
