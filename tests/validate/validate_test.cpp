@@ -560,8 +560,8 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
 // simulation): the mapping covers the records' GPU names, frameworks and field forms.
 TEST(Validate, EveryBundledRunMaps) {
   for (const auto& [file, at_least] : {std::pair{"tests/validate/data/measured_runs.yaml", 23u},
-                                       std::pair{"tests/validate/data/fit_runs.yaml", 4u},
-                                       std::pair{"tests/validate/data/heldout_runs.yaml", 41u}}) {
+                                       std::pair{"tests/validate/data/fit_runs.yaml", 5u},
+                                       std::pair{"tests/validate/data/heldout_runs.yaml", 45u}}) {
     const config::RunsFile f = config::load_runs(src(file));
     EXPECT_GE(f.runs.size(), at_least) << file;
     const fs::path d = temp_dir("maps");
