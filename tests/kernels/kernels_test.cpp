@@ -408,20 +408,14 @@ TEST(WorkloadKernels, ParameterCountsMatchThePublishedModels) {
 // and the parameter count is the model card's 32.8B.
 TEST(WorkloadKernels, HeadDimSetsTheAttentionWidths) {
   WorkloadSpec w = gpt3_workload(4, 1);
+  w.model = llama2_70b(); // a Llama-style layer, resized to Qwen3-32B
   ModelSpec &m = w.model;
   m.layers = 64;
   m.hidden = 5120;
-  m.heads = 64;
-  m.kv_heads = 8;
   m.head_dim_set = 128;
   m.ffn_hidden = 25600;
   m.vocab = 151936;
-  m.mlp = MlpKind::SWIGLU;
-  m.norm = NormKind::RMSNORM;
-  m.position = PositionEmbedding::ROTARY;
-  m.bias = false;
-  m.tied_embeddings = false;
-  w.parallel.pp = 8;
+  m.seq_len = 2048;
   const auto shapes = workload_kernels(w);
   const int64_t T = 2048;
   auto has = [&](const KernelShape &s) { return std::find(shapes.begin(), shapes.end(), s) != shapes.end(); };
