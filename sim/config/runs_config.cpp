@@ -72,7 +72,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
       r.year = year;
   }
   if (auto s = opt_map(m, "model", {"name", "params_b", "layers", "hidden", "ffn_hidden", "attn_heads", "kv_heads",
-                                    "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "notes"}, ignored)) {
+                                    "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "head_dim", "notes"},
+                              ignored)) {
     r.model.name = opt_text(*s, "name");
     r.model.layers = opt_int(*s, "layers");
     r.model.hidden = opt_int(*s, "hidden");
@@ -84,6 +85,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.model.moe_experts = opt_int(*s, "moe_experts");
     r.model.moe_topk = opt_int(*s, "moe_topk");
     r.model.moe_shared_experts = opt_int(*s, "moe_shared_experts");
+    r.model.head_dim = opt_int(*s, "head_dim");
     r.model.notes = opt_text(*s, "notes");
     r.model.params_b = opt_number(*s, "params_b");
   }

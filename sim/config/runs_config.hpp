@@ -20,6 +20,7 @@ struct MeasuredModel {
   std::optional<int64_t> layers, hidden, ffn_hidden, heads, kv_heads, vocab, seq_len;
   std::optional<int64_t> moe_experts, moe_topk, moe_shared_experts;
   std::optional<double> params_b; ///< published parameter count, billions (resolves the head width)
+  std::optional<int64_t> head_dim; ///< attention head width when not hidden / heads (an extension of the schema)
   std::string notes;
 };
 

@@ -347,7 +347,9 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   w << "model:\n";
   w << "  layers: " << layers << "\n  hidden: " << *m.hidden << "\n  heads: " << *m.heads << "\n";
-  if (const int64_t d = head_dim_from_params(m, swiglu, *ffn); d > 0) {
+  if (m.head_dim) {
+    w << "  head_dim: " << *m.head_dim << "\n";
+  } else if (const int64_t d = head_dim_from_params(m, swiglu, *ffn); d > 0) {
     w << "  head_dim: " << d << "\n";
     char note[160];
     std::snprintf(note, sizeof note, "head_dim=%lld (hidden/heads does not give params_b %g B; this width does)",
