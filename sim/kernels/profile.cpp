@@ -70,6 +70,16 @@ std::string fmt(double v, int digits) {
   throw ConfigError(origin + ":" + std::to_string(line) + ": " + what);
 }
 
+/// True for a `# format: ...` comment line, after checking it names `expected`.
+bool format_line(const std::string &origin, int line, const std::string &text, const char *expected) {
+  if (text.rfind("format:", 0) != 0)
+    return false;
+  const std::string value = trim(text.substr(7));
+  if (value != expected)
+    fail(origin, line, "format '" + value + "' is not " + expected);
+  return true;
+}
+
 /// Parses "kernel,dtype,shape" (the first three columns). Returns "" or the reason.
 std::string parse_shape_columns(const std::vector<std::string> &cols, KernelShape &out) {
   KernelKind kind{};
@@ -354,13 +364,7 @@ void write_profile(std::ostream &out, const KernelProfile &p) {
 std::vector<KernelShape> parse_shape_list(std::istream &in, const std::string &origin) {
   std::vector<KernelShape> shapes;
   bool have_columns = false;
-  auto on_comment = [&](int line, const std::string &text) {
-    if (text.rfind("format:", 0) == 0) {
-      const std::string value = trim(text.substr(7));
-      if (value != kShapeListFormat)
-        fail(origin, line, "format '" + value + "' is not " + kShapeListFormat);
-    }
-  };
+  auto on_comment = [&](int line, const std::string &text) { (void)format_line(origin, line, text, kShapeListFormat); };
   auto on_line = [&](int line, const std::string &text) {
     if (!have_columns) {
       if (text != kShapeColumns)
@@ -392,12 +396,7 @@ std::vector<ProfileRow> parse_time_list(std::istream &in, const std::string &ori
   bool have_format = false;
   bool have_columns = false;
   auto on_comment = [&](int line, const std::string &text) {
-    if (text.rfind("format:", 0) == 0) {
-      const std::string value = trim(text.substr(7));
-      if (value != kTimesFormat)
-        fail(origin, line, "format '" + value + "' is not " + kTimesFormat);
-      have_format = true;
-    }
+    have_format = format_line(origin, line, text, kTimesFormat) || have_format;
   };
   auto on_line = [&](int line, const std::string &text) {
     if (!have_columns) {
