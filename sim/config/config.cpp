@@ -844,8 +844,6 @@ void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
            str(moe.expert_ffn_hidden) + " (every expert's MLP is split across TP ranks)");
     if (moe.top_k > moe.experts)
       fail("model.moe.top_k = " + str(moe.top_k) + " exceeds model.moe.experts = " + str(moe.experts));
-    if (p.zero_stage >= 3)
-      fail("parallel.zero_stage = 3 is not supported with mixture-of-experts models yet (use 0, 1 or 2)");
   }
   if (p.cp > 1) {
     const int64_t split = p.sp ? static_cast<int64_t>(p.cp) * p.tp : p.cp;

@@ -24,6 +24,21 @@ double pass_factor(Phase phase, bool split) {
   }
 }
 
+/// A collective task of `group` on `stream` for (phase, stage, layer, micro-batch).
+Task collective_task(CommGroup group, CollectiveOp op, Stream stream, Phase phase, int stage, int layer, int mb,
+                     Bytes bytes) {
+  Task task;
+  task.phase = phase;
+  task.group = group;
+  task.op = op;
+  task.stream = stream;
+  task.stage = stage;
+  task.layer = layer;
+  task.micro_batch = mb;
+  task.bytes = bytes;
+  return task;
+}
+
 } // namespace
 
 MoeCpEmitter::MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches,
@@ -84,11 +99,12 @@ TaskId MoeCpEmitter::add_compute(Rank r, Block block, Phase phase, int stage, in
 
 std::vector<TaskId> MoeCpEmitter::emit(const std::vector<Rank>& group, Block block, Phase phase, int stage,
                                        int layer, int mb, Bytes alloc, Bytes free,
-                                       const std::vector<TaskId>& extra_dep, Bytes param_free) {
-  param_free_ = param_free; // MoE layers have no ZeRO-3 (layout check); CP attention frees it last
+                                       const std::vector<TaskId>& extra_dep, Bytes param_free,
+                                       const ExpertShards& shards) {
+  param_free_ = param_free; // the block's last compute task frees it
   if (block == Block::ATTENTION && grid_.cp > 1)
     return emit_cp_attention(group, phase, stage, layer, mb, alloc, free, extra_dep);
-  return emit_moe(group, phase, stage, layer, mb, alloc, free, extra_dep);
+  return emit_moe(group, phase, stage, layer, mb, alloc, free, extra_dep, shards);
 }
 
 // ---- mixture of experts ---------------------------------------------------------------------
@@ -104,15 +120,8 @@ TaskId MoeCpEmitter::ep_all_to_all(Rank r, int stage, int layer, int mb, Phase p
   if (auto it = a2a_.find(key); it != a2a_.end()) {
     id = it->second;
   } else {
-    Task task;
-    task.phase = phase;
-    task.group = CommGroup::EP;
-    task.op = CollectiveOp::ALL_TO_ALL;
-    task.stream = Stream::EP_COMM;
-    task.stage = stage;
-    task.layer = layer;
-    task.micro_batch = mb;
-    task.bytes = model::ep_all_to_all_bytes(w_);
+    Task task = collective_task(CommGroup::EP, CollectiveOp::ALL_TO_ALL, Stream::EP_COMM, phase, stage, layer, mb,
+                                model::ep_all_to_all_bytes(w_));
     std::vector<Rank> members;
     for (int e = 0; e < grid_.ep; ++e)
       members.push_back(grid_.rank(c + grid_.cp * (e + grid_.ep * j), stage, t));
@@ -140,27 +149,17 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
   if (edp <= 1)
     return;
   const int t = grid_.tp_of(r);
-  const int e = grid_.dp_of(r) % grid_.ep;
+  const int e = grid_.ep_of(r);
   const auto key = std::make_tuple(stage, t, e, layer, per_micro_batch ? mb : -1);
   TaskId id;
   if (auto it = expert_reduce_.find(key); it != expert_reduce_.end()) {
     id = it->second;
   } else {
-    Task task;
-    task.phase = Phase::BACKWARD;
-    task.group = CommGroup::DP;
-    task.op = per_micro_batch ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE;
-    task.stream = Stream::DP_COMM;
-    task.stage = stage;
-    task.layer = layer;
-    task.micro_batch = per_micro_batch ? mb : -1;
-    task.bytes = Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep).expert *
-                       model::element_bytes(w_.precision));
-    std::vector<Rank> members;
-    const int dp = grid_.dp / grid_.cp;
-    for (int jj = 0; jj < dp / grid_.ep; ++jj)
-      for (int c = 0; c < grid_.cp; ++c)
-        members.push_back(grid_.rank(c + grid_.cp * (e + grid_.ep * jj), stage, t));
+    Task task = collective_task(CommGroup::DP, per_micro_batch ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE,
+                                Stream::DP_COMM, Phase::BACKWARD, stage, layer, per_micro_batch ? mb : -1,
+                                Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep).expert *
+                                      model::element_bytes(w_.precision)));
+    const std::vector<Rank> members = edp_members(r, stage);
     task.rank = members.front();
     id = g_.add_collective(task, members);
     expert_reduce_.emplace(key, id);
@@ -172,9 +171,45 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
   chain = id;
 }
 
+std::vector<Rank> MoeCpEmitter::edp_members(Rank r, int stage) const {
+  const int t = grid_.tp_of(r);
+  const int e = grid_.ep_of(r);
+  std::vector<Rank> members;
+  const int dp = grid_.dp / grid_.cp;
+  for (int jj = 0; jj < dp / grid_.ep; ++jj)
+    for (int c = 0; c < grid_.cp; ++c)
+      members.push_back(grid_.rank(c + grid_.cp * (e + grid_.ep * jj), stage, t));
+  return members;
+}
+
+TaskId MoeCpEmitter::expert_gather(Rank r, int stage, int layer, int mb, Phase phase, TaskId after, Bytes bytes,
+                                   Bytes held) {
+  if (grid_.dp / grid_.ep <= 1) // dp*cp / ep GPUs hold the same experts: one holds them whole
+    return NO_TASK;
+  const auto key = std::make_tuple(stage, grid_.tp_of(r), grid_.ep_of(r), layer, mb, static_cast<int>(phase));
+  TaskId id;
+  if (auto it = expert_gather_.find(key); it != expert_gather_.end()) {
+    id = it->second;
+  } else {
+    Task task = collective_task(CommGroup::DP, CollectiveOp::ALL_GATHER, Stream::DP_COMM, phase, stage, layer, mb, bytes);
+    task.param_alloc = held;
+    const std::vector<Rank> members = edp_members(r, stage);
+    task.rank = members.front();
+    id = g_.add_collective(task, members);
+    expert_gather_.emplace(key, id);
+  }
+  if (after != NO_TASK)
+    g_.add_edge(after, id);
+  TaskId& chain = host_.dp_chain(r);
+  if (chain != NO_TASK)
+    g_.add_edge(chain, id);
+  chain = id;
+  return id;
+}
+
 std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase phase, int stage, int layer,
                                            int mb, Bytes alloc, Bytes free,
-                                           const std::vector<TaskId>& extra_dep) {
+                                           const std::vector<TaskId>& extra_dep, const ExpertShards& shards) {
   const ModelSpec& m = w_.model;
   const int tp = grid_.tp;
   const bool a2a = grid_.ep > 1;
@@ -192,6 +227,11 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
   const auto extra = [&](size_t i, TaskId id) {
     if (!extra_dep.empty() && extra_dep[i] != NO_TASK)
       g_.add_edge(extra_dep[i], id);
+  };
+  // ZeRO-3: the experts' compute waits for their gather.
+  const auto gathered = [&](size_t i, TaskId id) {
+    if (!shards.gather.empty() && shards.gather[i] != NO_TASK)
+      g_.add_edge(shards.gather[i], id);
   };
 
   if (phase == Phase::WEIGHT_GRAD) {
@@ -221,8 +261,10 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
       const Rank r = group[i];
       if (a2a)
         host_.pending_wait(r) = ep_all_to_all(r, stage, layer, mb, phase, 0, {routers[i]});
-      const TaskId x =
-          add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, Bytes(0.0), free);
+      // The experts' compute is the block's last: it frees the layer's ZeRO-3 parameters.
+      const TaskId x = add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, Bytes(0.0),
+                                   free, param_free_ + shards.free);
+      gathered(i, x);
       out[i] = x;
       if (a2a) {
         out[i] = ep_all_to_all(r, stage, layer, mb, phase, 1, {x});
@@ -253,8 +295,9 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
     }
     if (back != NO_TASK)
       host_.pending_wait(r) = back;
-    const TaskId x =
-        add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, alloc, Bytes(0.0));
+    const TaskId x = add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, alloc,
+                                 Bytes(0.0), shards.free);
+    gathered(i, x);
     if (entries.empty()) {
       extra(i, x);
       entries.push_back(x);

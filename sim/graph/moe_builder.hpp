@@ -34,6 +34,14 @@ public:
 
   static constexpr TaskId NO_TASK = ~TaskId{0};
 
+  /// ZeRO-3 for an MoE block: per rank of the TP group, the all-gather of its local experts
+  /// (expert_gather) that the experts' compute waits for, and the gathered bytes that compute
+  /// frees (0: kept for a later pass, as the recompute keeps them for the backward).
+  struct ExpertShards {
+    std::vector<TaskId> gather;
+    Bytes free;
+  };
+
   /// `representative_ep`: one rank stands for its EP group (BuildOptions::fold_ep); its routed
   /// experts carry the group's largest load.
   MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches, bool split_backward,
@@ -47,9 +55,17 @@ public:
   /// (same arguments as the builder's compute task). Returns, per rank, the task that plays the
   /// replaced task's role for what follows (its last task: the next TP collective, the PP send and
   /// the gradient bucket wait for it); entry_of() gives the first ones.
+  /// `param_free`: ZeRO-3 dense parameters the block's last compute task frees; `shards`: the
+  /// experts' ZeRO-3 gathers (empty without ZeRO-3).
   std::vector<TaskId> emit(const std::vector<Rank>& group, Block block, Phase phase, int stage, int layer,
                            int mb, Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep,
-                           Bytes param_free = Bytes(0.0));
+                           Bytes param_free = Bytes(0.0), const ExpertShards& shards = {});
+
+  /// ZeRO-3: the all-gather of the local experts of `layer` (`bytes` per GPU, each expert split
+  /// by TP) over rank r's expert-data-parallel group for (mb, phase), created by the first member
+  /// that issues it with `held` gathered bytes per member; r chains it on its DP stream after
+  /// `after`. NO_TASK when that group is one GPU (the experts are not sharded).
+  TaskId expert_gather(Rank r, int stage, int layer, int mb, Phase phase, TaskId after, Bytes bytes, Bytes held);
 
   /// The tasks a PP receive into `t` must precede: the first tasks of the block `t` ends, or `t`.
   [[nodiscard]] std::vector<TaskId> entry_of(TaskId t) const;
@@ -77,9 +93,12 @@ private:
                        const std::vector<TaskId>& deps);
   /// Expert gradients of `layer` reduced over rank r's expert-data-parallel group after `producer`.
   void expert_gradients(Rank r, int stage, int layer, int mb, TaskId producer);
+  /// The GPUs holding the same experts as rank r (same stage, TP and EP index; all CP ranks).
+  [[nodiscard]] std::vector<Rank> edp_members(Rank r, int stage) const;
 
   std::vector<TaskId> emit_moe(const std::vector<Rank>& group, Phase phase, int stage, int layer, int mb,
-                               Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep);
+                               Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep,
+                               const ExpertShards& shards);
   std::vector<TaskId> emit_cp_attention(const std::vector<Rank>& group, Phase phase, int stage, int layer,
                                         int mb, Bytes alloc, Bytes free,
                                         const std::vector<TaskId>& extra_dep);
@@ -97,6 +116,7 @@ private:
   std::map<TaskId, std::vector<TaskId>> entry_;
   std::map<std::tuple<int, int, int, int, int, int, int, int>, TaskId> a2a_;
   std::map<std::tuple<int, int, int, int, int>, TaskId> expert_reduce_;
+  std::map<std::tuple<int, int, int, int, int, int>, TaskId> expert_gather_;
   std::map<std::pair<Rank, int>, int>
       grad_passes_; ///< (rank, layer) -> passes that finalized expert gradients
   std::vector<TaskId> ep_chain_;

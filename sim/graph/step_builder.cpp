@@ -196,9 +196,10 @@ private:
   /// task, the collective it waits for and `extra_dep` (per rank, may be NO_TASK).
   std::vector<TaskId> compute(const std::vector<Rank>& group, Block block, Phase phase, int stage, int layer, int mb,
                               Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep = {},
-                              Bytes param_free = Bytes(0.0)) {
+                              Bytes param_free = Bytes(0.0),
+                              const detail::MoeCpEmitter::ExpertShards& shards = {}) {
     if (moe_cp_->handles(block, layer)) // MoE MLP blocks, CP ring attention (graph/moe_builder.hpp)
-      return moe_cp_->emit(group, block, phase, stage, layer, mb, alloc, free, extra_dep, param_free);
+      return moe_cp_->emit(group, block, phase, stage, layer, mb, alloc, free, extra_dep, param_free, shards);
     const auto [dur, q] = split_ && (phase == Phase::BACKWARD || phase == Phase::WEIGHT_GRAD)
                               ? split_cost(block, phase, stage)
                               : cost(block, phase, stage);
@@ -403,15 +404,20 @@ private:
       std::vector<int> item_layer;
       gradient_items(layout, item_params, item_layer);
       const auto item_buckets = buckets(item_params);
-      // ZeRO-3: parameters of local layer l gathered as one collective; the first and last layers
-      // also carry the embedding / output parameters of their chunk.
+      // ZeRO-3: the dense parameters of local layer l (all of a dense layer; attention, norms,
+      // router and shared experts of an MoE layer) gathered over DP as one collective; the first
+      // and last layers also carry the embedding / output parameters of their chunk. An MoE
+      // layer's routed experts are gathered over their expert-data-parallel group (expert_params).
       auto zero3_params = [&](int l) {
         double extra = 0;
         if (l == 0 && layout.has_embedding)
           extra += model::embedding_params(w_.model, grid_.tp);
         if (l == n_layers - 1 && layout.has_output)
           extra += model::output_params(w_.model, grid_.tp, grid_.pp);
-        return model::layer_params(w_.model, grid_.tp) + extra;
+        return model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep).dense + extra;
+      };
+      auto expert_params = [&](int l) {
+        return model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep).expert;
       };
 
       const int mb = pass.micro_batch;
@@ -443,6 +449,7 @@ private:
       // W passes need no parameters (weight gradients are input x output-gradient products).
       const int prefetch = w_.training.zero3_prefetch;
       std::vector<std::vector<TaskId>> gather(static_cast<size_t>(n_layers)); // per position, per TP rank
+      std::vector<std::vector<TaskId>> xgather(static_cast<size_t>(n_layers)); // its experts' gathers
       std::vector<std::vector<TaskId>> freer(static_cast<size_t>(n_layers));  // task freeing position
       int issued = 0;
       const bool gathers = zero_ >= 3 && grid_.dp > 1 && !weight;
@@ -452,19 +459,34 @@ private:
         for (; issued <= std::min(upto, n_layers - 1); ++issued) {
           const int j = issued;
           const int l = fwd ? j : n_layers - 1 - j;
+          const int layer = static_cast<int>(layout.first_layer + l);
           const double params = zero3_params(l);
+          const double experts = expert_params(l);
           gather[static_cast<size_t>(j)].resize(group.size());
+          xgather[static_cast<size_t>(j)].assign(group.size(), NO_TASK);
           for (size_t i = 0; i < group.size(); ++i) {
             const int t = static_cast<int>(i);
             const TaskId after = j - prefetch - 1 >= 0 ? freer[static_cast<size_t>(j - prefetch - 1)][i] : NO_TASK;
             gather[static_cast<size_t>(j)][i] =
                 dp_collective(group[i], p, t, {pass_index, 0, j}, CollectiveOp::ALL_GATHER, Bytes(params * e),
-                              pass.phase, static_cast<int>(layout.first_layer + l), mb, after, Bytes(params * held));
+                              pass.phase, layer, mb, after, Bytes(params * held));
+            if (experts > 0)
+              xgather[static_cast<size_t>(j)][i] = moe_cp_->expert_gather(
+                  group[i], p, layer, mb, pass.phase, after, Bytes(experts * e), Bytes(experts * held));
           }
         }
       };
       auto gather_of = [&](int j) { return gathers ? gather[static_cast<size_t>(j)] : std::vector<TaskId>{}; };
       auto gathered_bytes = [&](int l) { return gathers ? Bytes(zero3_params(l) * held) : Bytes(0.0); };
+      // The experts' shards of position j (layer l); `frees`: the compute that uses them last.
+      auto expert_shards = [&](int j, int l, bool frees) {
+        detail::MoeCpEmitter::ExpertShards xs;
+        if (!gathers || expert_params(l) <= 0 || grid_.dp / grid_.ep <= 1)
+          return xs;
+        xs.gather = xgather[static_cast<size_t>(j)];
+        xs.free = frees ? Bytes(expert_params(l) * held) : Bytes(0.0);
+        return xs;
+      };
 
       // Gradients become final per item; ZeRO-0/1 reduce them once (last pass), ZeRO-2/3 every
       // pass (their gradients are sharded, so they cannot accumulate locally).
@@ -506,7 +528,7 @@ private:
           mark_first(&RankState::fwd_first, attn);
           tp_comm(group, attn, Phase::FORWARD, p, layer, mb, tp_chain, 1.0, moe_copies(layer));
           auto mlp = compute(group, Block::MLP, Phase::FORWARD, p, layer, mb, stored_.mlp, Bytes(0.0), {},
-                             gathered_bytes(l));
+                             gathered_bytes(l), expert_shards(j, l, true));
           tp_comm(group, mlp, Phase::FORWARD, p, layer, mb, tp_chain, moe_copies(layer), 1.0);
           freer[static_cast<size_t>(j)] = mlp;
           mark_last(&RankState::fwd_last, mlp);
@@ -551,12 +573,14 @@ private:
                               first_dep);
             mark_first(&RankState::bwd_first, ra);
             tp_comm(group, ra, Phase::RECOMPUTE, p, layer, mb, tp_chain, 1.0, moe_copies(layer));
-            auto rm = compute(group, Block::MLP, Phase::RECOMPUTE, p, layer, mb, working_.mlp, Bytes(0.0));
+            auto rm = compute(group, Block::MLP, Phase::RECOMPUTE, p, layer, mb, working_.mlp, Bytes(0.0), {},
+                              Bytes(0.0), expert_shards(j, l, false));
             tp_comm(group, rm, Phase::RECOMPUTE, p, layer, mb, tp_chain, moe_copies(layer), 1.0);
             first_dep.clear();
           }
           auto mlp = compute(group, Block::MLP, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
-                             split_ ? Bytes(0.0) : stored_.mlp + working_.mlp, first_dep);
+                             split_ ? Bytes(0.0) : stored_.mlp + working_.mlp, first_dep, Bytes(0.0),
+                             expert_shards(j, l, true));
           mark_first(&RankState::bwd_first, mlp);
           // The experts' backward gathers and scatters the routed copies' gradients.
           tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain, moe_copies(layer), moe_copies(layer));

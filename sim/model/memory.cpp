@@ -97,7 +97,18 @@ int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage) {
 }
 
 Bytes gathered_layer_bytes(const WorkloadSpec& w) {
-  return Bytes(layer_params(w.model, w.parallel.tp) * (element_bytes(w.precision) + fp8_weight_bytes(w.precision)));
+  const double held = element_bytes(w.precision) + fp8_weight_bytes(w.precision);
+  if (!w.model.moe.enabled())
+    return Bytes(layer_params(w.model, w.parallel.tp) * held);
+  // MoE: the largest layer's dense part, plus its local experts when their expert-data-parallel
+  // group shards them (dp*cp/ep > 1).
+  const int64_t edp = static_cast<int64_t>(w.parallel.dp) * std::max(1, w.parallel.cp) / std::max(1, w.parallel.ep);
+  double most = 0;
+  for (int64_t l = 0; l < w.model.layers; ++l) {
+    const LayerParams p = layer_params_at(w.model, l, w.parallel.tp, w.parallel.ep);
+    most = std::max(most, p.dense + (edp > 1 ? p.expert : 0.0));
+  }
+  return Bytes(most * held);
 }
 
 double fp8_weight_bytes(Precision p) {

@@ -48,7 +48,8 @@ InFlight in_flight_passes(const WorkloadSpec& w, int stage);
 int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage);
 
 /// ZeRO-3 / FSDP: bytes of one gathered layer (its full parameters on this TP rank, 16-bit, plus
-/// their fp8 copies in fp8 training).
+/// their fp8 copies in fp8 training). MoE: the largest layer's dense part plus its local experts
+/// when their expert-data-parallel group (dp*cp/ep GPUs) shards them.
 Bytes gathered_layer_bytes(const WorkloadSpec& w);
 
 /// Memory of one GPU of a stage. `activations` and `zero3_gathered` are at the peak; `other`

@@ -3,6 +3,7 @@
 #include "planner/planner.hpp"
 
 #include "model/memory.hpp"
+#include "model/moe.hpp"
 #include "model/transformer.hpp"
 
 #include <algorithm>
@@ -161,8 +162,16 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
       // A backward pass's gathers are prefetched during its forward, but the next forward's first
       // gather queues behind the backward's last reduce-scatter on the DP stream: both are
       // exposed once per micro-batch and chunk.
-      const double layer_bytes = model::layer_params(w.model, par.tp) * e;
-      const double per_layer = gather(layer_bytes, dp, dp_link);
+      // MoE: the largest layer's dense part over dp, its local experts over dp/ep (docs/moe.md).
+      double per_layer = gather(model::layer_params(w.model, par.tp) * e, dp, dp_link);
+      if (w.model.moe.enabled()) {
+        per_layer = 0;
+        const int64_t edp = dp / std::max(1, par.ep);
+        for (int64_t l = 0; l < w.model.layers; ++l) {
+          const model::LayerParams lp = model::layer_params_at(w.model, l, par.tp, par.ep);
+          per_layer = std::max(per_layer, gather(lp.dense * e, dp, dp_link) + gather(lp.expert * e, edp, dp_link));
+        }
+      }
       const double passes = d(m * v);
       const double chunk_layers = layers / d(v);
       const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f / d(v));

@@ -142,12 +142,13 @@ TEST(MoeEndToEnd, AllToAllSeesTheFabric) {
 // Folding gives the same step time as simulating every replica, with EP, CP and
 // expert-data-parallel groups all present: on this non-blocking rail-optimised fabric the default
 // simulates one EP rank (and every CP rank) of one replica, observing its all-to-alls from its
-// node; without sampling, one EP group of DP replicas; without folding, everything.
-TEST(MoeEndToEnd, FoldedEqualsUnfolded) {
+// node; without sampling, one EP group of DP replicas; without folding, everything. With ZeRO-3
+// (FSDP with experts) as well: its expert gathers span expert-data-parallel groups of 4.
+void expect_folded_equals_unfolded(const std::string& extra) {
   const std::string args = "run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") +
                            " --workload " + src("workloads/mixtral-8x7b.yaml") +
                            " --set cluster.nodes=8 --set model.layers=8 --set batch.global_batch=32"
-                           " --set parallel.cp=2 --set parallel.pp=2";
+                           " --set parallel.cp=2 --set parallel.pp=2" + extra;
   const char* modes[3] = {"", " --no-sampling", " --no-fold"};
   double step[3] = {0, 0, 0};
   int gpus[3] = {0, 0, 0};
@@ -166,3 +167,7 @@ TEST(MoeEndToEnd, FoldedEqualsUnfolded) {
   EXPECT_NEAR(step[0], step[2], 1e-9 * step[2]);
   EXPECT_NEAR(step[1], step[2], 1e-9 * step[2]);
 }
+
+TEST(MoeEndToEnd, FoldedEqualsUnfolded) { expect_folded_equals_unfolded(""); }
+
+TEST(MoeEndToEnd, FoldedEqualsUnfoldedWithZero3) { expect_folded_equals_unfolded(" --set parallel.zero_stage=3"); }

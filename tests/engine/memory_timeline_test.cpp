@@ -5,6 +5,7 @@
 
 #include "engine/replay.hpp"
 #include "model/memory.hpp"
+#include "model/moe.hpp"
 #include "model/transformer.hpp"
 #include "report/memory_timeline.hpp"
 
@@ -52,6 +53,20 @@ void expect_timeline_matches_static(const WorkloadSpec& w) {
   }
 }
 
+/// ZeRO-3 with prefetch 1: the simulated gathered bytes exceed `at_least` and stay within two
+/// gathered layers (plus the embedding stage 0 gathers with its first layer); the tracks balance.
+void expect_zero3_gathered_bounded(const WorkloadSpec& w, double at_least) {
+  const ClusterSpec c = test::dgx_cluster(1, 8, 8);
+  const Simulated run = simulate(w, c);
+  const report::MemoryReport rep = report::memory_timeline(run.program, run.result.start, run.result.end, c, w, true);
+  const double layer = model::gathered_layer_bytes(w).value();
+  EXPECT_GT(rep.worst.zero3_gathered.value(), at_least);
+  const double embedding = model::embedding_params(w.model, 1) * 2.0;
+  EXPECT_LE(rep.worst.zero3_gathered.value(), 2.0 * layer + embedding + 1.0);
+  for (const CounterSeries& track : rep.tracks)
+    EXPECT_NEAR(track.samples.back().second, track.samples.front().second, 1.0);
+}
+
 WorkloadSpec small(int tp, int pp, int dp, int64_t m, Schedule s) {
   WorkloadSpec w = test::workload(test::small_gpt(8), tp, pp, dp, m, 1, s);
   return w;
@@ -85,16 +100,24 @@ TEST(MemoryTimeline, Zero3GatheredLayersBounded) {
   WorkloadSpec w = small(1, 2, 4, 2, Schedule::ONE_F_ONE_B);
   w.parallel.zero_stage = 3;
   w.training.zero3_prefetch = 1;
-  const ClusterSpec c = test::dgx_cluster(1, 8, 8);
-  const Simulated run = simulate(w, c);
-  const report::MemoryReport rep = report::memory_timeline(run.program, run.result.start, run.result.end, c, w, true);
+  expect_zero3_gathered_bounded(w, 0.0);
+}
+
+// ZeRO-3 with experts: the gathered dense part and local experts of at most prefetch + 1 layers
+// are resident, the largest of them what the static ledger charges; the ledger balances.
+TEST(MemoryTimeline, Zero3WithExpertsGathersBoundedLayers) {
+  WorkloadSpec w = small(1, 2, 4, 2, Schedule::ONE_F_ONE_B);
+  w.model.mlp = MlpKind::SWIGLU;
+  w.model.moe.experts = 8;
+  w.model.moe.top_k = 2;
+  w.model.moe.expert_ffn_hidden = 512;
+  w.parallel.ep = 2; // expert-data-parallel groups of 2: the experts are sharded too
+  w.parallel.zero_stage = 3;
+  w.training.zero3_prefetch = 1;
   const double layer = model::gathered_layer_bytes(w).value();
-  EXPECT_GT(rep.worst.zero3_gathered.value(), 0.0);
-  // Stage 0 also gathers the embedding with its first layer.
-  const double embedding = model::embedding_params(w.model, 1) * 2.0;
-  EXPECT_LE(rep.worst.zero3_gathered.value(), 2.0 * layer + embedding + 1.0);
-  for (const CounterSeries& track : rep.tracks)
-    EXPECT_NEAR(track.samples.back().second, track.samples.front().second, 1.0);
+  const model::LayerParams p = model::layer_params_at(w.model, 1, 1, 2);
+  EXPECT_DOUBLE_EQ(layer, (p.dense + p.expert) * 2.0);
+  expect_zero3_gathered_bounded(w, layer);
 }
 
 // A layout that does not fit is an answer: fits_in_memory false, naming the GPU, the excess and

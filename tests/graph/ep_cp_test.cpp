@@ -6,6 +6,7 @@
 #include "model/moe.hpp"
 #include "model/transformer.hpp"
 
+#include "common/graph_checks.hpp"
 #include "common/specs.hpp"
 
 #include <gtest/gtest.h>
@@ -100,6 +101,85 @@ TEST(ExpertParallel, GroupsFollowMegatronOrder) {
   }
   EXPECT_TRUE(saw_expert_reduce);
   EXPECT_TRUE(saw_dense_reduce);
+}
+
+// ZeRO-3 with experts (FSDP with expert parallelism): per MoE layer, micro-batch and pass
+// (forward, backward), the dense part (attention, norms, router) is all-gathered over all dp
+// GPUs and the local experts over the dp/ep GPUs holding the same experts; the gradients are
+// reduce-scattered over the same two groups every micro-batch. The layer's first layer on a
+// stage also gathers the embedding, its last the output layer.
+TEST(ExpertParallel, Zero3GathersExpertsOverTheirExpertDataParallelGroup) {
+  WorkloadSpec w = moe(2, 1, 8, 4, 3); // tp 2, dp 8, ep 4: expert-data-parallel groups of 2
+  w.parallel.zero_stage = 3;
+  const auto prog = build(w, false);
+  const graph::RankGrid& g = prog.grid;
+  const double e = 2.0;
+  // (op, layer, mb, phase, expert?) -> collectives of TP rank 0's groups
+  std::map<std::tuple<int, int, int, int, bool>, int> seen;
+  for (const graph::Task& t : prog.graph.tasks()) {
+    if (t.kind != graph::TaskKind::COLLECTIVE || t.group != CommGroup::DP || t.layer < 0)
+      continue;
+    const auto parts = prog.graph.participants(t);
+    const bool expert = parts.size() == 2u;
+    if (expert) {
+      EXPECT_EQ(g.ep_of(parts[0]), g.ep_of(parts[1]));
+      EXPECT_EQ(g.tp_of(parts[0]), g.tp_of(parts[1]));
+      EXPECT_DOUBLE_EQ(t.bytes.value(), model::layer_params_at(w.model, t.layer, 2, 4).expert * e);
+    } else {
+      ASSERT_EQ(parts.size(), 8u);
+      double dense = model::layer_params_at(w.model, t.layer, 2, 4).dense;
+      if (t.layer == 0)
+        dense += model::embedding_params(w.model, 2);
+      if (t.layer == w.model.layers - 1)
+        dense += model::output_params(w.model, 2, 1);
+      EXPECT_DOUBLE_EQ(t.bytes.value(), dense * e) << "layer " << t.layer;
+    }
+    if (t.op == CollectiveOp::ALL_GATHER) {
+      EXPECT_DOUBLE_EQ(t.param_alloc.value(), t.bytes.value()) << "gathers hold what they bring";
+    }
+    if (g.tp_of(parts.front()) == 0 && (!expert || g.ep_of(parts.front()) == 0))
+      ++seen[{static_cast<int>(t.op), t.layer, t.micro_batch, static_cast<int>(t.phase), expert}];
+  }
+  for (int layer = 0; layer < 4; ++layer)
+    for (int mb = 0; mb < 3; ++mb)
+      for (const bool expert : {false, true}) {
+        const int ag = static_cast<int>(CollectiveOp::ALL_GATHER), rs = static_cast<int>(CollectiveOp::REDUCE_SCATTER);
+        const int fwd = static_cast<int>(Phase::FORWARD), bwd = static_cast<int>(Phase::BACKWARD);
+        EXPECT_EQ((seen[{ag, layer, mb, fwd, expert}]), 1) << layer << " " << mb << " " << expert;
+        EXPECT_EQ((seen[{ag, layer, mb, bwd, expert}]), 1) << layer << " " << mb << " " << expert;
+        EXPECT_EQ((seen[{rs, layer, mb, bwd, expert}]), 1) << layer << " " << mb << " " << expert;
+      }
+  EXPECT_EQ(seen.size(), 4u * 3u * 6u);
+}
+
+// Every gathered byte is freed by the compute that uses it last (forward: the experts; backward:
+// the experts for their shard, the attention for the dense part; the recomputation keeps them),
+// and each experts' compute waits for its gather.
+TEST(ExpertParallel, Zero3GatheredExpertsBalanceAndGateTheExperts) {
+  for (const Recompute rc : {Recompute::NONE, Recompute::FULL}) {
+    WorkloadSpec w = moe(1, 2, 4, 2, 4);
+    w.parallel.zero_stage = 3;
+    w.training.recompute = rc;
+    const auto prog = build(w, false);
+    for (graph::Rank r : prog.simulated_ranks) {
+      const auto [alloc, freed] = test::gathered_and_freed(prog, r);
+      EXPECT_GT(alloc, 0.0);
+      EXPECT_NEAR(alloc, freed, 1e-6 * alloc) << "rank " << r;
+    }
+    for (graph::TaskId id = 0; id < prog.graph.size(); ++id) {
+      const graph::Task& t = prog.graph.task(id);
+      if (t.block != Block::EXPERTS || t.phase == Phase::WEIGHT_GRAD)
+        continue;
+      bool waits = false;
+      for (graph::TaskId d : prog.graph.predecessors(id)) {
+        const graph::Task& p = prog.graph.task(d);
+        waits |= p.group == CommGroup::DP && p.op == CollectiveOp::ALL_GATHER && p.layer == t.layer &&
+                 p.micro_batch == t.micro_batch && prog.graph.participants(p).size() == 2u;
+      }
+      EXPECT_TRUE(waits) << "experts of layer " << t.layer << " mb " << t.micro_batch << " phase "
+                         << static_cast<int>(t.phase);
+    }
+  }
 }
 
 // With uniform routing every EP rank's experts take the same time; a Zipf skew slows the most

@@ -5,6 +5,7 @@
 #include "model/memory.hpp"
 #include "model/transformer.hpp"
 
+#include "common/graph_checks.hpp"
 #include "common/specs.hpp"
 
 #include <gtest/gtest.h>
@@ -86,17 +87,7 @@ TEST(Zero, Stage3GatheredParametersBalance) {
   w.parallel.zero_stage = 3;
   const auto prog = build(w, false);
   for (graph::Rank r : prog.simulated_ranks) {
-    double alloc = 0, freed = 0;
-    for (const graph::Task& t : prog.graph.tasks()) {
-      if (t.kind == graph::TaskKind::COMPUTE) {
-        if (t.rank == r)
-          freed += t.param_free.value();
-      } else {
-        const auto parts = prog.graph.participants(t);
-        if (std::find(parts.begin(), parts.end(), r) != parts.end())
-          alloc += t.param_alloc.value();
-      }
-    }
+    const auto [alloc, freed] = test::gathered_and_freed(prog, r);
     EXPECT_GT(alloc, 0.0);
     EXPECT_NEAR(alloc, freed, 1e-6 * alloc) << "rank " << r;
   }
