@@ -563,7 +563,7 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
 TEST(Validate, EveryBundledRunMaps) {
   for (const auto& [file, at_least] : {std::pair{"tests/validate/data/measured_runs.yaml", 23u},
                                        std::pair{"tests/validate/data/fit_runs.yaml", 5u},
-                                       std::pair{"tests/validate/data/heldout_runs.yaml", 46u}}) {
+                                       std::pair{"tests/validate/data/heldout_runs.yaml", 55u}}) {
     const config::RunsFile f = config::load_runs(src(file));
     EXPECT_GE(f.runs.size(), at_least) << file;
     const fs::path d = temp_dir("maps");
