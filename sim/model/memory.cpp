@@ -172,8 +172,17 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   const Bytes logits = layout.has_output ? logits_activations(w) : Bytes(0.0);
   l.activations = layers * d(in_flight.passes) + logits * (d(in_flight.output_passes) - 1.0) +
                   std::max(logits, recompute_working_set(w).total());
-  if (w.parallel.zero_stage >= 3)
-    l.zero3_gathered = gathered_layer_bytes(w) * static_cast<double>(w.training.zero3_prefetch + 1);
+  if (w.parallel.zero_stage >= 3) {
+    // The window of prefetch + 1 gathered layers; the chunk's first layer brings the embedding
+    // and its last the output layer with it (both at once only when the window spans the chunk).
+    const int64_t window = w.training.zero3_prefetch + 1;
+    const double held = element_bytes(w.precision) + fp8_weight_bytes(w.precision);
+    const double emb = layout.has_embedding ? embedding_params(w.model, w.parallel.tp) * held : 0.0;
+    const double out = layout.has_output ? output_params(w.model, w.parallel.tp, w.parallel.pp) * held : 0.0;
+    const int64_t chunk_layers = layout.num_layers / std::max(1, w.parallel.vp);
+    const double ends = chunk_layers > window ? std::max(emb, out) : emb + out;
+    l.zero3_gathered = gathered_layer_bytes(w) * static_cast<double>(window) + Bytes(ends);
+  }
   l.fragmentation = fragmentation_of(gpu, l.activations + l.zero3_gathered + l.comm_buffers);
   return l;
 }

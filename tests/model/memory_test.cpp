@@ -200,3 +200,25 @@ TEST(MemoryLedger, Gpt3FullRecomputeUsesFarLessActivationMemory) {
   EXPECT_GT(none.peak(), gpu.hbm_capacity);
   EXPECT_LT(full.peak(), gpu.hbm_capacity);
 }
+
+// ZeRO-3: the gathered window is prefetch + 1 layers; a chunk's first layer brings the embedding
+// with it and its last the output layer, both at once only when the window spans the chunk.
+TEST(MemoryLedger, Zero3WindowCarriesTheEmbeddingAndOutputLayers) {
+  const GpuSpec gpu = test::a100();
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 4, 16); // 12 layers per stage
+  w.parallel.zero_stage = 3;
+  w.training.zero3_prefetch = 1;
+  const double layer = model::gathered_layer_bytes(w).value();
+  const double emb = model::embedding_params(w.model, 8) * 2.0;
+  const double out = model::output_params(w.model, 8, 8) * 2.0;
+  EXPECT_DOUBLE_EQ(model::static_memory(w, gpu, 0).zero3_gathered.value(), 2.0 * layer + emb);
+  EXPECT_DOUBLE_EQ(model::static_memory(w, gpu, 3).zero3_gathered.value(), 2.0 * layer);
+  EXPECT_DOUBLE_EQ(model::static_memory(w, gpu, 7).zero3_gathered.value(), 2.0 * layer + out);
+  WorkloadSpec one = test::workload(test::gpt3_175b(), 8, 1, 4, 16); // one stage of 96 layers
+  one.parallel.zero_stage = 3;
+  const double out1 = model::output_params(one.model, 8, 1) * 2.0;
+  EXPECT_DOUBLE_EQ(model::static_memory(one, gpu, 0).zero3_gathered.value(),
+                   2.0 * layer + std::max(emb, out1));
+  one.training.zero3_prefetch = 95; // the window spans all 96 layers
+  EXPECT_DOUBLE_EQ(model::static_memory(one, gpu, 0).zero3_gathered.value(), 96.0 * layer + emb + out1);
+}
