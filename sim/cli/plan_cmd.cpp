@@ -120,13 +120,21 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
     return 0;
   }
   const size_t n_show = std::min(r.ranked.size(), static_cast<size_t>(show));
+  // Layout names grow with cp and ep: the name column is as wide as the widest shown.
+  size_t name_width = 42;
+  for (size_t i = 0; i < n_show; ++i)
+    name_width = std::max(name_width, planner::describe(r.ranked[i].workload).size());
+  for (const planner::Candidate& c : r.simulated)
+    name_width = std::max(name_width, planner::describe(c.workload).size() + (c.given ? 2 : 0));
   if (n_show > 0) {
-    out << "\n  best estimates (s: step = compute + tp + bubble + pp + dp + optimizer)\n";
+    const bool moe = given.model.moe.enabled();
+    out << "\n  best estimates (s: step = compute + tp" << (moe ? " + ep" : "") << " + bubble + pp + dp + optimizer)\n";
     for (size_t i = 0; i < n_show; ++i) {
       const planner::Candidate& c = r.ranked[i];
       const planner::Estimate& e = c.estimate;
-      out << "  " << pad(std::to_string(i + 1), 4) << pad(planner::describe(c.workload), 44) << fmt("%7.3f", e.step.value())
+      out << "  " << pad(std::to_string(i + 1), 4) << pad(planner::describe(c.workload), name_width + 2) << fmt("%7.3f", e.step.value())
           << " = " << fmt("%.3f", e.compute.value()) << " + " << fmt("%.3f", e.tp_comm.value()) << " + "
+          << (moe ? fmt("%.3f", e.ep_comm.value()) + " + " : std::string())
           << fmt("%.3f", e.bubble.value()) << " + " << fmt("%.3f", e.pp_comm.value()) << " + "
           << fmt("%.3f", e.dp_exposed.value()) << " + " << fmt("%.3f", e.optimizer.value()) << "   mem "
           << gib(c.peak_memory.value()) << " GiB" << (c.given ? "  (workload's layout)" : "") << '\n';
@@ -145,13 +153,13 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
       return x.ok;
     return x.step_s < y.step_s;
   });
-  out << "\n  simulated (ranked)                                   step s  est s  bubble  exp tp  exp pp  exp dp   MFU"
-         "  peak GiB  headroom\n";
+  out << "\n  " << pad("simulated (ranked)", 4 + name_width + 6 + 1) << "step s  est s  bubble  exp tp  exp pp  exp dp   MFU"
+      << "  peak GiB  headroom\n";
   const double cap = cluster.gpu.hbm_capacity.value();
   for (size_t k = 0; k < order.size(); ++k) {
     const planner::Candidate& c = r.simulated[order[k]];
     const planner::Simulated& s = r.outcomes[order[k]];
-    out << "  " << pad(std::to_string(k + 1), 4) << pad(planner::describe(c.workload) + (c.given ? " *" : ""), 48);
+    out << "  " << pad(std::to_string(k + 1), 4) << pad(planner::describe(c.workload) + (c.given ? " *" : ""), name_width + 6);
     if (!s.ok) {
       out << "failed: " << s.error << '\n';
       continue;

@@ -44,7 +44,8 @@ double gather(double bytes, int64_t n, const Link& l) {
 
 /// The builder's compute query of one block (graph/step_builder.cpp, Builder::cost).
 graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph::Phase phase, int stage) {
-  const ModelSpec& m = w.model;
+  ModelSpec m = w.model; // as one GPU sees it: context parallelism leaves it seq_len / cp tokens
+  m.seq_len /= std::max(1, w.parallel.cp);
   const int64_t b = w.batch.micro_batch;
   const int tp = w.parallel.tp;
   const Bytes layer_bytes = model::layer_forward_bytes(m, b, tp, w.precision);
@@ -57,6 +58,11 @@ graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph
   } else if (block == graph::Block::MLP) {
     f = model::mlp_block_forward_flops(m, b, tp);
     bytes = layer_bytes * (f / layer_flops);
+  } else if (block == graph::Block::ROUTER) {
+    const double tokens = static_cast<double>(b) * static_cast<double>(m.seq_len);
+    f = model::router_forward_flops(m, tokens);
+    bytes = Bytes(4.0 * tokens * static_cast<double>(m.moe.top_k) * static_cast<double>(m.hidden) *
+                  model::element_bytes(w.precision));
   } else {
     f = model::logits_forward_flops(m, b, tp);
     bytes = model::logits_forward_bytes(m, b, tp, w.precision);
@@ -82,7 +88,24 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const bool full = w.training.recompute == Recompute::FULL;
   const bool split = par.schedule == Schedule::ZB_H1 || par.schedule == Schedule::ZB_H2;
 
-  auto time = [&](Block b, Phase ph, int stage) { return compute_time(block_query(w, b, ph, stage)).time.value(); };
+  // Context parallelism, as the builder: blocks of s/cp tokens (kernel profiles see the whole
+  // sequence, so their times are divided by cp), and a GPU's attention core runs cp ring chunks.
+  const double cp = d(std::max(1, par.cp));
+  ModelSpec local = w.model;
+  local.seq_len /= std::max(1, par.cp);
+  const double core = model::attention_core_flops(local, w.batch.micro_batch, par.tp).value();
+  const double proj = model::attention_block_forward_flops(local, w.batch.micro_batch, par.tp).value() - core;
+  const double sel = w.training.recompute == Recompute::SELECTIVE ? 1.0 : 0.0;
+  auto time = [&](Block b, Phase ph, int stage) {
+    const graph::ComputeCost c = compute_time(block_query(w, b, ph, stage));
+    double t = c.time.value();
+    if (cp > 1 && c.sources.roofline < 1.0)
+      t /= cp;
+    if (cp > 1 && b == Block::ATTENTION)
+      t *= ph == Phase::BACKWARD ? (2.0 * proj + cp * (2.0 + sel) * core) / (2.0 * proj + (2.0 + sel) * core)
+                                 : (proj + cp * core) / (proj + core);
+    return t;
+  };
   const double att_f = time(Block::ATTENTION, Phase::FORWARD, 0), mlp_f = time(Block::MLP, Phase::FORWARD, 0);
   const double att_b = time(Block::ATTENTION, Phase::BACKWARD, 0), mlp_b = time(Block::MLP, Phase::BACKWARD, 0);
   const double att_r = full ? time(Block::ATTENTION, Phase::RECOMPUTE, 0) : 0.0;
@@ -96,11 +119,45 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const double layers = d(w.model.layers / p);
   const double tp_per_mb = layers * tp_one * (4.0 + (full ? 2.0 : 0.0));
 
+  // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
+  // the shared and the most loaded EP rank's routed experts as the dense MLP block scaled by
+  // FLOPs; per layer and micro-batch a dispatch and a combine all-to-all each way (and again in a
+  // full recomputation) over the ep GPUs t apart, blocking.
+  double moe_layers = 0, mlp_f_moe = 0, mlp_b_moe = 0, ep_per_mb = 0;
+  if (w.model.moe.enabled()) {
+    const int64_t first = (p - 1) * (w.model.layers / p);
+    moe_layers = d(model::moe_layers_in(w.model, first, w.model.layers / p));
+    int64_t layer = first;
+    while (layer < w.model.layers && !model::is_moe_layer(w.model, layer))
+      ++layer;
+    if (moe_layers > 0) {
+      const double tokens = d(w.batch.micro_batch) * d(local.seq_len);
+      const Flops experts = model::routed_experts_forward_flops(w.model, model::ep_max_rank_assignments(w, layer), par.tp) +
+                            model::shared_experts_forward_flops(w.model, tokens, par.tp);
+      const double scale = experts / block_query(w, Block::MLP, Phase::FORWARD, 0).flops;
+      mlp_f_moe = time(Block::ROUTER, Phase::FORWARD, 0) + mlp_f * scale;
+      mlp_b_moe = time(Block::ROUTER, Phase::BACKWARD, 0) + mlp_b * scale +
+                  (full ? time(Block::ROUTER, Phase::FORWARD, 0) + mlp_r * scale : 0.0);
+      if (par.ep > 1) {
+        // Each GPU sends 1/ep of the payload to every peer: to the ep peers in its node over
+        // NVLink, to the others over its NIC share, both at once.
+        const Link ep_link = link_for(cluster, t * par.ep);
+        const Link nvlink = link_for(cluster, 1);
+        const int64_t in_node = std::clamp<int64_t>(cluster.gpus_per_node / t, 1, par.ep);
+        const double bytes = model::ep_all_to_all_bytes(w).value() / d(par.ep);
+        const double a2a = d(par.ep - 1) * ep_link.alpha + std::max(d(in_node - 1) * bytes / nvlink.beta,
+                                                                    d(par.ep - in_node) * bytes / ep_link.beta);
+        ep_per_mb = moe_layers * a2a * (4.0 + (full ? 2.0 : 0.0));
+      }
+    }
+  }
+  const double dense_layers = layers - moe_layers;
+
   // Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), TP; each of the
   // v chunk passes each way also pays the host's pass overhead.
   const double pass = d(v) * cluster.gpu.pass_overhead.value();
-  const double t_f = layers * (att_f + mlp_f) + lg_f + pass;
-  const double t_b = layers * (att_b + mlp_b + att_r + mlp_r) + lg_b + pass;
+  const double t_f = layers * att_f + dense_layers * mlp_f + moe_layers * mlp_f_moe + lg_f + pass;
+  const double t_b = layers * (att_b + att_r) + dense_layers * (mlp_b + mlp_r) + moe_layers * mlp_b_moe + lg_b + pass;
   // W share of backward: the weight-gradient GEMMs, as many FLOPs as the forward's GEMMs.
   const auto gemm_share = [&](Block b) {
     const graph::ComputeQuery fq = block_query(w, b, Phase::FORWARD, 0);
@@ -113,11 +170,12 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const double t_w = split ? layers * (att_b * gemm_share(Block::ATTENTION) + mlp_b * gemm_share(Block::MLP)) +
                                  lg_b * gemm_share(Block::LOGITS)
                            : 0.0;
-  const double per_mb = t_f + t_b + tp_per_mb;
+  const double per_mb = t_f + t_b + tp_per_mb + ep_per_mb;
 
   Estimate est;
   est.compute = Seconds(d(m) * (t_f + t_b));
   est.tp_comm = Seconds(d(m) * tp_per_mb);
+  est.ep_comm = Seconds(d(m) * ep_per_mb);
   double bubble = 0;
   switch (par.schedule) {
   case Schedule::GPIPE:
@@ -138,23 +196,38 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
     est.pp_comm = Seconds(2.0 * d(p * v - 1) * msg);
   }
 
-  // DP (docs/planner.md): gradients of the heaviest stage, ring over dp ranks t apart.
+  // DP (docs/planner.md): gradients of the heaviest stage, ring over dp ranks t apart. MoE: the
+  // dense gradients so; the experts' are reduced over their expert-data-parallel group of dp/ep
+  // (all-reduced after the last backward with ZeRO-0/1, reduce-scattered every micro-batch with
+  // ZeRO-2; ZeRO-3 below).
   double dp_exposed = 0;
   if (dp > 1) {
     const Link dp_link = link_for(cluster, t * dp);
-    double grads = 0;
-    for (int s = 0; s < p; ++s)
-      grads = std::max(grads, model::params_on_rank(w, s) * e);
+    double grads = 0, expert_grads = 0;
+    for (int s = 0; s < p; ++s) {
+      const double experts = model::expert_params_on_rank(w, s);
+      grads = std::max(grads, (model::params_on_rank(w, s) - experts) * e);
+      expert_grads = std::max(expert_grads, experts * e);
+    }
     const double bucket = std::min(grads, w.training.dp_bucket.value());
     const double last_pass = t_b / d(v); // backward of the last chunk pass overlaps the reduction
+    const int64_t edp = dp / std::max(1, par.ep);
+    if (expert_grads > 0 && edp > 1 && par.zero_stage < 3) {
+      const double expert_layer = moe_layers > 0 ? expert_grads / moe_layers : expert_grads;
+      dp_exposed += par.zero_stage == 2
+                        ? d(m * v) * std::max(0.0, gather(expert_grads, edp, dp_link) / d(v) - t_b / d(v)) +
+                              gather(expert_layer, edp, dp_link)
+                        : std::max(all_reduce(expert_grads, edp, dp_link) - last_pass,
+                                   all_reduce(expert_layer, edp, dp_link));
+    }
     switch (par.zero_stage) {
-    case 0: dp_exposed = std::max(all_reduce(grads, dp, dp_link) - last_pass, all_reduce(bucket, dp, dp_link)); break;
+    case 0: dp_exposed += std::max(all_reduce(grads, dp, dp_link) - last_pass, all_reduce(bucket, dp, dp_link)); break;
     case 1:
-      dp_exposed = std::max(gather(grads, dp, dp_link) - last_pass, gather(bucket, dp, dp_link)) + gather(grads, dp, dp_link);
+      dp_exposed += std::max(gather(grads, dp, dp_link) - last_pass, gather(bucket, dp, dp_link)) + gather(grads, dp, dp_link);
       break;
     case 2: {
       const double rs = gather(grads, dp, dp_link) / d(v);
-      dp_exposed = d(m * v) * std::max(0.0, rs - t_b / d(v)) + gather(bucket, dp, dp_link) + gather(grads, dp, dp_link);
+      dp_exposed += d(m * v) * std::max(0.0, rs - t_b / d(v)) + gather(bucket, dp, dp_link) + gather(grads, dp, dp_link);
       break;
     }
     default: {
@@ -195,7 +268,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
     opt = std::max(opt, compute_time(q).time.value());
   }
   est.optimizer = Seconds(opt);
-  est.step = est.compute + est.tp_comm + est.bubble + est.pp_comm + est.dp_exposed + est.optimizer;
+  est.step = est.compute + est.tp_comm + est.ep_comm + est.bubble + est.pp_comm + est.dp_exposed + est.optimizer;
   return est;
 }
 

@@ -56,7 +56,9 @@ std::string recompute_name(Recompute r) {
 
 std::string describe(const WorkloadSpec& w) {
   const ParallelSpec& p = w.parallel;
-  return "tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " dp" + std::to_string(p.dp) + " vp" +
+  return "tp" + std::to_string(p.tp) + (p.cp > 1 ? " cp" + std::to_string(p.cp) : std::string()) + " pp" +
+         std::to_string(p.pp) + " dp" + std::to_string(p.dp) + (p.ep > 1 ? " ep" + std::to_string(p.ep) : std::string()) +
+         " vp" +
          std::to_string(p.vp) + " mb" + std::to_string(w.batch.micro_batch) + " zero" + std::to_string(p.zero_stage) +
          " " + recompute_name(w.training.recompute) + (p.sp ? " sp" : "") + " " + schedule_name(p.schedule);
 }
@@ -69,9 +71,13 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
       space.vary_recompute ? std::vector<Recompute>{Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL}
                            : std::vector<Recompute>{base.training.recompute};
   std::vector<WorkloadSpec> out;
-  for (int tp : divisors(gpus, max_tp)) {
-    for (int pp : divisors(gpus / tp, base.model.layers)) {
-      const int dp = static_cast<int>(gpus / (static_cast<int64_t>(tp) * pp));
+  // Context and expert parallelism stay the workload's: a model replica is tp*cp*pp GPUs.
+  const int64_t cp = std::max(1, base.parallel.cp);
+  if (gpus % cp != 0)
+    return out;
+  for (int tp : divisors(gpus / cp, max_tp)) {
+    for (int pp : divisors(gpus / cp / tp, base.model.layers)) {
+      const int dp = static_cast<int>(gpus / (cp * tp * pp));
       for (int64_t mb : space.micro_batches) {
         if (mb < 1 || base.batch.global_batch % (mb * dp) != 0)
           continue;

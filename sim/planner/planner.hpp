@@ -26,7 +26,8 @@ struct SearchSpace {
 
 /// Every layout of `base` for `cluster` (tp, pp, dp, vp, micro-batch, ZeRO stage, recomputation,
 /// SP, schedule) that config::check_layout accepts, in a deterministic order; dp is derived
-/// from the cluster's GPU count. Model, global batch and other training keys come from `base`.
+/// from the cluster's GPU count. Model, global batch, context and expert parallelism (cp, ep)
+/// and other training keys come from `base`.
 std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const WorkloadSpec& base,
                                             const SearchSpace& space = {});
 
@@ -42,6 +43,7 @@ struct Estimate {
   Seconds compute;    ///< m x per-micro-batch compute of the slowest stage
   Seconds bubble;     ///< the schedule's pipeline bubble
   Seconds tp_comm;    ///< TP collectives on the critical path (blocking)
+  Seconds ep_comm;    ///< MoE: expert all-to-alls on the critical path (blocking)
   Seconds pp_comm;    ///< pipeline sends on the fill/drain path
   Seconds dp_exposed; ///< DP / ZeRO communication not hidden behind backward
   Seconds optimizer;

@@ -181,3 +181,71 @@ TEST(Planner, Zero3ExposureTracksSimulation) {
                 e.dp_exposed.value(), sims[i].exposed_dp_s, e.step.value(), sims[i].step_s);
   }
 }
+
+// MoE layers in the estimate (docs/planner.md): the router and the experts as the builder costs
+// them, the expert all-to-alls (split between NVLink and the NICs when the EP group spans nodes)
+// and the expert gradients over their expert-data-parallel group. The bundled Mixtral (EP inside a
+// node) and DeepSeek-V3-like (EP 16 over two nodes, Zipf routing, full recompute) layouts: the
+// estimate within 10 % of the simulated step.
+TEST(Planner, MoeEstimateTracksSimulation) {
+  ClusterSpec c = config::load_cluster(SRC + "/topologies/h200-cluster.yaml");
+  std::vector<WorkloadSpec> specs;
+  c.nodes = 8;
+  WorkloadSpec mixtral = config::load_workload(SRC + "/workloads/mixtral-8x7b.yaml");
+  config::check_layout(c, mixtral);
+  specs.push_back(mixtral);
+  WorkloadSpec flat = mixtral;
+  flat.parallel.pp = 1;
+  flat.parallel.dp = 0;
+  flat.parallel.zero_stage = 2;
+  flat.batch.micro_batch = 4;
+  config::check_layout(c, flat);
+  specs.push_back(flat);
+  const auto mixtral_sims = planner::simulate_all(c, specs, 2);
+  ClusterSpec c32 = c;
+  c32.nodes = 32;
+  WorkloadSpec ds = config::load_workload(SRC + "/workloads/deepseek-v3-like.yaml");
+  config::check_layout(c32, ds);
+  const auto ds_sims = planner::simulate_all(c32, {ds}, 1);
+  ASSERT_EQ(ds_sims.size(), 1u);
+  const std::vector<std::pair<ClusterSpec, WorkloadSpec>> cases{{c, specs[0]}, {c, specs[1]}, {c32, ds}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& sim = i < 2 ? mixtral_sims[i] : ds_sims[0];
+    ASSERT_TRUE(sim.ok) << sim.error;
+    const auto& [cluster, w] = cases[i];
+    const planner::Estimate e = planner::estimate_step(cluster, w, runner::compute_time_model(cluster, w));
+    const std::string name = planner::describe(w);
+    EXPECT_GT(e.ep_comm.value(), 0.0) << name;
+    EXPECT_NEAR(e.step.value(), sim.step_s, 0.10 * sim.step_s) << name;
+    std::printf("%s: step estimated %.3f s, simulated %.3f s\n", name.c_str(), e.step.value(), sim.step_s);
+  }
+}
+
+// Context parallelism stays the workload's: layouts are tp*cp*pp*dp = GPUs (none at all were
+// proposed for a CP workload before), and the estimate costs s/cp tokens per GPU with the
+// attention core's cp ring chunks, within 10 % of the simulated step.
+TEST(Planner, KeepsContextParallelismAndEstimatesIt) {
+  ClusterSpec c = config::load_cluster(SRC + "/topologies/h200-cluster.yaml");
+  c.nodes = 4;
+  WorkloadSpec w = config::load_workload(SRC + "/workloads/llama2-70b.yaml");
+  w.model.seq_len = 16384;
+  w.batch.global_batch = 16;
+  w.parallel.cp = 2;
+  w.parallel.dp = 0;
+  w.parallel.pp = 2; // tp 8 * cp 2 * pp 2 = 32 GPUs, dp 1
+  w.training.recompute = Recompute::FULL;
+  config::check_layout(c, w);
+  const auto all = planner::enumerate_layouts(c, w);
+  ASSERT_GT(all.size(), 50u);
+  for (const WorkloadSpec& x : all) {
+    EXPECT_EQ(x.parallel.cp, 2);
+    EXPECT_EQ(x.num_gpus(), c.num_gpus()) << planner::describe(x);
+    EXPECT_NE(planner::describe(x).find(" cp2 "), std::string::npos);
+  }
+  const auto sims = planner::simulate_all(c, {w}, 1);
+  ASSERT_TRUE(sims[0].ok) << sims[0].error;
+  const planner::Estimate e = planner::estimate_step(c, w, runner::compute_time_model(c, w));
+  EXPECT_NEAR(e.step.value(), sims[0].step_s, 0.10 * sims[0].step_s);
+  std::printf("%s: step estimated %.3f s, simulated %.3f s\n", planner::describe(w).c_str(), e.step.value(),
+              sims[0].step_s);
+}
