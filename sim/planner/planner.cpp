@@ -27,7 +27,8 @@ std::vector<int> divisors(int64_t n, int64_t limit) {
 
 bool same_layout(const WorkloadSpec& a, const WorkloadSpec& b) {
   const ParallelSpec &x = a.parallel, &y = b.parallel;
-  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.vp == y.vp && x.schedule == y.schedule && x.sp == y.sp &&
+  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep && x.vp == y.vp &&
+         x.schedule == y.schedule && x.sp == y.sp &&
          x.zero_stage == y.zero_stage && a.batch.micro_batch == b.batch.micro_batch &&
          a.training.recompute == b.training.recompute;
 }
@@ -96,6 +97,14 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
               if (base.model.layers % (static_cast<int64_t>(pp) * vp) == 0)
                 schedules.emplace_back(Schedule::INTERLEAVED, vp);
         }
+        // Expert parallelism (MoE): every ep dividing both dp and the experts.
+        std::vector<int> eps{base.parallel.ep};
+        if (space.vary_ep && base.model.moe.enabled()) {
+          eps.clear();
+          for (int e : divisors(dp, base.model.moe.experts))
+            if (base.model.moe.experts % e == 0)
+              eps.push_back(e);
+        }
         std::vector<bool> sps = space.vary_sp ? std::vector<bool>{false, true} : std::vector<bool>{base.parallel.sp};
         std::vector<int> zeros = space.vary_zero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{base.parallel.zero_stage};
         for (bool sp : sps) {
@@ -105,8 +114,10 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
             if (zero > 0 && dp == 1 && space.vary_zero)
               continue; // ZeRO over one rank is ZeRO-0
             for (Recompute rc : recomputes)
-              for (const auto& [schedule, vp] : schedules) {
+              for (const auto& [schedule, vp] : schedules)
+                for (int ep : eps) {
                 WorkloadSpec w = base;
+                w.parallel.ep = ep;
                 w.parallel.tp = tp;
                 w.parallel.pp = pp;
                 w.parallel.dp = dp;

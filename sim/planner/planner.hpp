@@ -22,12 +22,13 @@ struct SearchSpace {
   bool vary_recompute = true;
   bool vary_sp = true;
   bool vary_schedule = true;
+  bool vary_ep = true; ///< MoE: every ep dividing dp and the experts (else the workload's)
 };
 
 /// Every layout of `base` for `cluster` (tp, pp, dp, vp, micro-batch, ZeRO stage, recomputation,
 /// SP, schedule) that config::check_layout accepts, in a deterministic order; dp is derived
-/// from the cluster's GPU count. Model, global batch, context and expert parallelism (cp, ep)
-/// and other training keys come from `base`.
+/// from the cluster's GPU count; with experts, also ep (SearchSpace::vary_ep). Model, global
+/// batch, context parallelism and other training keys come from `base`.
 std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const WorkloadSpec& base,
                                             const SearchSpace& space = {});
 

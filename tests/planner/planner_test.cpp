@@ -249,3 +249,28 @@ TEST(Planner, KeepsContextParallelismAndEstimatesIt) {
   std::printf("%s: step estimated %.3f s, simulated %.3f s\n", planner::describe(w).c_str(), e.step.value(),
               sims[0].step_s);
 }
+
+// With experts the planner also varies expert parallelism: every ep dividing dp and the experts,
+// each layout valid (Mixtral's 8 experts on 64 GPUs: ep 1, 2, 4 and 8 all appear); dense models
+// keep ep = 1.
+TEST(Planner, VariesExpertParallelismForMoe) {
+  ClusterSpec c = config::load_cluster(SRC + "/topologies/h200-cluster.yaml");
+  c.nodes = 8;
+  WorkloadSpec w = config::load_workload(SRC + "/workloads/mixtral-8x7b.yaml");
+  config::check_layout(c, w);
+  planner::SearchSpace space;
+  space.vary_recompute = false;
+  space.vary_schedule = false;
+  const auto all = planner::enumerate_layouts(c, w, space);
+  std::set<int> eps;
+  for (const WorkloadSpec& x : all) {
+    WorkloadSpec copy = x;
+    EXPECT_NO_THROW(config::check_layout(c, copy)) << planner::describe(x);
+    EXPECT_EQ(x.parallel.dp % x.parallel.ep, 0);
+    eps.insert(x.parallel.ep);
+  }
+  EXPECT_EQ(eps, (std::set<int>{1, 2, 4, 8}));
+  space.vary_ep = false;
+  for (const WorkloadSpec& x : planner::enumerate_layouts(c, w, space))
+    EXPECT_EQ(x.parallel.ep, w.parallel.ep);
+}
