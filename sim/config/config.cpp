@@ -449,6 +449,47 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   }
 }
 
+/// model.mla (docs/schema.md): the latent ranks and head widths of multi-head latent attention.
+void read_mla(const Field& f, MlaSpec& mla) {
+  const auto m = f.map({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+  mla = MlaSpec{};
+  if (auto q = m.find("q_lora_rank")) // 0: queries through one full projection (DeepSeek-V2-Lite)
+    mla.q_lora_rank = q->integer(0, MAX_HIDDEN, "an integer in 0.." + std::to_string(MAX_HIDDEN));
+  mla.kv_lora_rank = limited_int64(m.require("kv_lora_rank"), MAX_HIDDEN);
+  mla.qk_nope_head_dim = limited_int64(m.require("qk_nope_head_dim"), MAX_HEAD_DIM);
+  if (auto r = m.find("qk_rope_head_dim"))
+    mla.qk_rope_head_dim = r->integer(0, MAX_HEAD_DIM, "an integer in 0.." + std::to_string(MAX_HEAD_DIM));
+  mla.v_head_dim = limited_int64(m.require("v_head_dim"), MAX_HEAD_DIM);
+}
+
+/// Multi-head latent attention replaces the head layout: no model.head_dim, every head its own
+/// keys and values (kv_heads = heads), no linear biases, and heads x widths within the hidden limit.
+void check_mla(const MapReader& m, const ModelSpec& model) {
+  if (!model.mla.enabled())
+    return;
+  const auto fail = [&](const std::string& key, const std::string& why) {
+    if (auto f = m.find(key))
+      f->fail(why);
+    if (auto f = m.find("mla"))
+      f->fail(why);
+    m.require("from_hf").fail("the Hugging Face config gives " + why);
+  };
+  if (model.head_dim_set > 0)
+    fail("head_dim", "model.head_dim cannot be combined with model.mla, whose qk_nope_head_dim, qk_rope_head_dim and "
+                     "v_head_dim give the head widths");
+  if (model.kv_heads != model.heads)
+    fail("kv_heads", "model.mla gives every head its own keys and values: expected kv_heads = heads = " +
+                         std::to_string(model.heads) + ", found " + std::to_string(model.kv_heads));
+  if (model.bias)
+    fail("bias", "linear-layer biases are not modelled with model.mla; expected bias: false");
+  if (std::max(model.mla.q_lora_rank, model.mla.kv_lora_rank) > MAX_HIDDEN)
+    fail("mla", "an MLA latent rank above the " + std::to_string(MAX_HIDDEN) + " accepted (the limit of model.hidden)");
+  const int64_t widest = std::max(model.mla.qk_head_dim(), model.mla.v_head_dim);
+  if (model.heads * widest > MAX_HIDDEN)
+    fail("mla", "heads x the widest MLA head (" + std::to_string(model.heads) + " x " + std::to_string(widest) +
+                    ") exceeds the " + std::to_string(MAX_HIDDEN) + " accepted (the limit of model.hidden)");
+}
+
 ModelSpec read_model(const MapReader& m, const std::string& workload_name, const std::string& workload_file) {
   ModelSpec model;
   // model.from_hf: a Hugging Face config.json (relative to the workload file) gives the defaults;
@@ -549,6 +590,9 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
   }
   if (auto f = m.find("moe"))
     read_moe(*f, model, model.moe);
+  if (auto f = m.find("mla"))
+    read_mla(*f, model.mla);
+  check_mla(m, model);
   if (from_hf) { // sizes the workload file did not override, as the Hugging Face config gave them
     const auto check = [&](const std::string& key, int64_t value, int64_t max) {
       if (value > max)
@@ -635,7 +679,7 @@ WorkloadSpec read_workload(const Document& doc) {
   w.source = doc.file();
   w.name = top.require("name").string();
   w.model = read_model(
-      top.require("model").map({"name", "from_hf", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
+      top.require("model").map({"name", "from_hf", "layers", "hidden", "heads", "kv_heads", "head_dim", "mla", "ffn_hidden",
                                 "vocab", "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings",
                                 "dropout", "moe"}),
       w.name, doc.file());

@@ -107,8 +107,8 @@ private:
 } // namespace
 
 const std::vector<std::string>& supported_hf_model_types() {
-  static const std::vector<std::string> types = {"llama",   "mistral",   "mixtral",  "qwen2",
-                                                  "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v3"};
+  static const std::vector<std::string> types = {"llama",     "mistral", "mixtral",   "qwen2",      "qwen2_moe",
+                                                  "qwen3",     "qwen3_moe", "deepseek_v2", "deepseek_v3"};
   return types;
 }
 
@@ -148,8 +148,9 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
   m.vocab = r.require_int("vocab_size", "model.vocab");
   m.seq_len = r.require_int("max_position_embeddings", "model.seq_len");
   // Qwen3 and Mistral NeMo give the head width apart from hidden_size / num_attention_heads.
-  // (DeepSeek-V3's multi-head latent attention has its own qk/v head dims and no head_dim.)
-  if (type != "deepseek_v3")
+  // (DeepSeek's multi-head latent attention has its own qk/v head dims and no head_dim.)
+  const bool deepseek = type == "deepseek_v2" || type == "deepseek_v3";
+  if (!deepseek)
     m.head_dim_set = r.find_int("head_dim").value_or(0);
   if (m.head_dim_set <= 0 && m.hidden % m.heads != 0)
     r.fail("num_attention_heads", "expected a divisor of hidden_size = " + std::to_string(m.hidden) +
@@ -171,7 +172,13 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
     m.moe.experts = r.require_int("num_local_experts", "model.moe.experts");
     m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
     m.moe.expert_ffn_hidden = m.ffn_hidden;
-  } else if (type == "deepseek_v3") {
+  } else if (deepseek) {
+    // Multi-head latent attention; q_lora_rank null: one full query projection (V2-Lite).
+    m.mla.q_lora_rank = r.find_int("q_lora_rank", 0).value_or(0);
+    m.mla.kv_lora_rank = r.require_int("kv_lora_rank", "model.mla.kv_lora_rank");
+    m.mla.qk_nope_head_dim = r.require_int("qk_nope_head_dim", "model.mla.qk_nope_head_dim");
+    m.mla.qk_rope_head_dim = r.find_int("qk_rope_head_dim", 0).value_or(0);
+    m.mla.v_head_dim = r.require_int("v_head_dim", "model.mla.v_head_dim");
     m.moe.experts = r.require_int("n_routed_experts", "model.moe.experts");
     m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
     m.moe.expert_ffn_hidden = r.require_int("moe_intermediate_size", "model.moe.expert_ffn_hidden");

@@ -145,6 +145,20 @@ struct MoeSpec {
   [[nodiscard]] bool enabled() const { return experts > 0; }
 };
 
+/// Multi-head latent attention (DeepSeek-V2/V3; docs/model.md): queries through a low-rank
+/// down-projection of `q_lora_rank` (0: one full projection), keys and values from a shared latent
+/// of `kv_lora_rank` plus a rotary key part of `qk_rope_head_dim` shared by all heads; per head
+/// qk_nope + qk_rope query/key dims and v_head_dim value dims. `kv_lora_rank == 0`: plain attention.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  [[nodiscard]] bool enabled() const { return kv_lora_rank > 0; }
+  [[nodiscard]] int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+};
+
 struct ModelSpec {
   std::string name;
   int64_t layers = 0;
@@ -166,10 +180,15 @@ struct ModelSpec {
   /// Width of one attention head; 0: hidden / heads. Models such as Qwen3 and Mistral NeMo set it
   /// apart from the hidden size (Qwen3-32B: 64 heads of 128 on a hidden size of 5120).
   int64_t head_dim_set = 0;
+  MlaSpec mla; ///< multi-head latent attention; disabled by default
 
   [[nodiscard]] int64_t head_dim() const { return head_dim_set > 0 ? head_dim_set : hidden / heads; }
   /// Width of the query (and attention output) projection: heads x head_dim, = hidden by default.
   [[nodiscard]] int64_t q_dim() const { return heads * head_dim(); }
+  /// Per-head query/key and value widths of the attention core (MLA: qk_nope + qk_rope and
+  /// v_head_dim; otherwise head_dim both).
+  [[nodiscard]] int64_t qk_head_dim() const { return mla.enabled() ? mla.qk_head_dim() : head_dim(); }
+  [[nodiscard]] int64_t v_head_dim() const { return mla.enabled() ? mla.v_head_dim : head_dim(); }
 };
 
 struct BatchSpec {

@@ -10,6 +10,7 @@
 #include <simgrid/s4u/Host.hpp>
 #include <xbt/log.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -86,8 +87,12 @@ public:
     const size_t n = g_.size();
     check_ranks();
     observed_nodes_.assign(static_cast<size_t>(cluster_.nodes), false);
-    for (graph::Rank r : prog_.simulated_ranks)
+    observed_gpus_.assign(static_cast<size_t>(cluster_.nodes) * static_cast<size_t>(cluster_.gpus_per_node), false);
+    for (graph::Rank r : prog_.simulated_ranks) {
       observed_nodes_[static_cast<size_t>(r / cluster_.gpus_per_node)] = true;
+      if (static_cast<size_t>(r) < observed_gpus_.size())
+        observed_gpus_[static_cast<size_t>(r)] = true;
+    }
     waiting_.resize(n);
     result_.start.assign(n, Seconds(-1.0));
     result_.end.assign(n, Seconds(-1.0));
@@ -265,7 +270,7 @@ private:
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_);
     if ((options_.sample_above_ranks > 0 && ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||
         (options_.sample_ep && t.group == graph::CommGroup::EP))
-      sample_flows(rc.program);
+      sample_flows(rc.program, options_.sample_ep && t.group == graph::CommGroup::EP);
     const size_t nf = rc.program.flows.size();
     rc.unfinished = static_cast<uint32_t>(nf);
     rc.waiting.assign(nf, 0);
@@ -287,13 +292,23 @@ private:
 
   /// Keeps only the flows touching an observed node (one hosting a simulated rank), when the
   /// program's flows are independent of each other; a program with intra-program dependencies is
-  /// left whole (its critical path may run through unobserved nodes).
-  void sample_flows(collectives::FlowProgram& program) const {
+  /// left whole (its critical path may run through unobserved nodes). An expert all-to-all
+  /// (`ep_group`) inside one node keeps only the flows of the observed GPUs: GPUs meet at the
+  /// node's switch through their own ports, so under the all-to-all's symmetric load each of an
+  /// observed GPU's flows is held to the same share of its own ports either way (docs/engine.md).
+  void sample_flows(collectives::FlowProgram& program, bool ep_group) const {
     if (!program.deps.empty() || program.flows.empty())
       return;
+    const auto same_node = [&](const collectives::Flow& f) {
+      return f.src >= 0 && f.dst >= 0 && f.src / cluster_.gpus_per_node == f.dst / cluster_.gpus_per_node;
+    };
+    const bool in_node = ep_group && std::all_of(program.flows.begin(), program.flows.end(), same_node);
+    const auto gpu_observed = [&](int32_t gpu) {
+      return static_cast<size_t>(gpu) < observed_gpus_.size() && observed_gpus_[static_cast<size_t>(gpu)];
+    };
     std::vector<collectives::Flow> kept;
     for (const collectives::Flow& f : program.flows)
-      if (observed(f.src) || observed(f.dst))
+      if (in_node ? gpu_observed(f.src) || gpu_observed(f.dst) : observed(f.src) || observed(f.dst))
         kept.push_back(f);
     if (kept.empty() || kept.size() == program.flows.size())
       return;
@@ -388,6 +403,7 @@ private:
   topology::Platform platform_;
   collectives::TopologyView view_;
   std::vector<bool> observed_nodes_; ///< nodes hosting a simulated rank
+  std::vector<bool> observed_gpus_;  ///< GPUs of simulated ranks
   std::unordered_map<uint64_t, std::pair<Seconds, BytesPerSec>> routes_;
 
   /// Latency and bottleneck bandwidth of the route between two endpoints, cached.

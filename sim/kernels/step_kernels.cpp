@@ -39,6 +39,13 @@ struct RankDims {
   KernelKind activation = KernelKind::GELU;
   int64_t experts = 0; ///< MoE: routed experts E
   int64_t top_k = 0;   ///< MoE: experts per token
+  // Multi-head latent attention (model.mla): the down-projections replicated on every TP rank.
+  bool mla = false;
+  int64_t q_lora = 0;      ///< query latent (0: one full query projection)
+  int64_t kv_lora = 0;     ///< key/value latent
+  int64_t kv_down_out = 0; ///< kv_lora + qk_rope (the latent and the shared rotary key)
+  int64_t q_up_out = 0;    ///< a/t · (qk_nope + qk_rope)
+  int64_t kv_up_out = 0;   ///< a/t · (qk_nope + v_head_dim)
 };
 
 RankDims rank_dims(const WorkloadSpec &w) {
@@ -62,15 +69,27 @@ RankDims rank_dims(const WorkloadSpec &w) {
   const int64_t kv_rank = kv >= t ? per_rank(kv, t, "kv_heads") : 1; // fewer KV heads than ranks: replicated
   r.qkv_out = (heads + 2 * kv_rank) * d;
   r.attn_in = heads * d;
+  if (m.mla.enabled()) {
+    const MlaSpec& a = m.mla;
+    r.mla = true;
+    r.q_lora = a.q_lora_rank;
+    r.kv_lora = a.kv_lora_rank;
+    r.kv_down_out = a.kv_lora_rank + a.qk_rope_head_dim;
+    r.q_up_out = heads * a.qk_head_dim();
+    r.kv_up_out = heads * (a.qk_nope_head_dim + a.v_head_dim);
+    r.attn_in = heads * a.v_head_dim;
+  }
   r.ffn = per_rank(m.ffn_hidden, t, "ffn_hidden");
   const bool swiglu = m.mlp == MlpKind::SWIGLU;
   r.up_out = (swiglu ? 2 : 1) * r.ffn;
   r.vocab = per_rank(m.vocab, t, "vocab");
+  // MLA: every head its own keys and values; one width of the mean of the query/key and value
+  // widths gives the core's FLOPs.
   r.attn = AttentionDims{.batch = w.batch.micro_batch,
                          .heads = heads,
-                         .kv_heads = kv_rank,
+                         .kv_heads = m.mla.enabled() ? heads : kv_rank,
                          .seq = m.seq_len,
-                         .head_dim = d,
+                         .head_dim = m.mla.enabled() ? (m.qk_head_dim() + m.v_head_dim()) / 2 : d,
                          .causal = true};
   r.flash = w.training.flash_attention;
   r.dropout = m.dropout;
@@ -88,6 +107,10 @@ public:
 
   void norm(double factor, const char *role) {
     add(rowwise(r_.norm, r_.dtype, r_.row_tokens, r_.hidden), factor, role);
+  }
+  /// An MLA latent's norm over all T tokens (the latents are computed whole on every TP rank).
+  void latent_norm(int64_t width, double factor, const char *role) {
+    add(rowwise(r_.norm, r_.dtype, r_.tokens, width), factor, role);
   }
   /// Bias-dropout-residual add: reads 2·T·h values and writes T·h (3·T·h·e bytes, which a copy of
   /// 1.5·T·h elements moves, rounded up).
@@ -192,10 +215,46 @@ private:
   std::vector<KernelCall> calls_;
 };
 
+/// MLA's query and key/value projections, forward: down-projections of the normed input (the fp8
+/// casts in the norms), the latents' norms, the per-head up-projections (casts in those norms).
+void mla_projections_fwd(Calls &c, const RankDims &r) {
+  if (r.q_lora > 0) {
+    c.linear_fwd(r.q_lora, r.hidden, "q down-proj fwd", false);
+    c.latent_norm(r.q_lora, 1.0, "q latent norm fwd");
+    c.linear_fwd(r.q_up_out, r.q_lora, "q up-proj fwd", false);
+  } else {
+    c.linear_fwd(r.q_up_out, r.hidden, "q proj fwd", false);
+  }
+  c.linear_fwd(r.kv_down_out, r.hidden, "kv down-proj fwd", false);
+  c.latent_norm(r.kv_lora, 1.0, "kv latent norm fwd");
+  c.linear_fwd(r.kv_up_out, r.kv_lora, "kv up-proj fwd", false);
+}
+
+/// Their backward, in reverse; every output gradient cast by its own kernel in fp8 training.
+void mla_projections_bwd(Calls &c, const RankDims &r) {
+  c.linear_bwd(r.kv_up_out, r.kv_lora, "kv up-proj dgrad", "kv up-proj wgrad", true);
+  c.latent_norm(r.kv_lora, 2.0, "kv latent norm bwd");
+  c.linear_bwd(r.kv_down_out, r.hidden, "kv down-proj dgrad", "kv down-proj wgrad", true);
+  if (r.q_lora > 0) {
+    c.linear_bwd(r.q_up_out, r.q_lora, "q up-proj dgrad", "q up-proj wgrad", true);
+    c.latent_norm(r.q_lora, 2.0, "q latent norm bwd");
+    c.linear_bwd(r.q_lora, r.hidden, "q down-proj dgrad", "q down-proj wgrad", true);
+  } else {
+    c.linear_bwd(r.q_up_out, r.hidden, "q proj dgrad", "q proj wgrad", true);
+  }
+}
+
 void forward(Calls &c, const RankDims &r, StepBlock block) {
   switch (block) {
   case StepBlock::ATTENTION:
     c.norm(1.0, "input norm fwd");
+    if (r.mla) {
+      mla_projections_fwd(c, r);
+      c.attention_core(StepPass::FORWARD, "attention fwd");
+      c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd", true);
+      c.residual("bias-dropout-add fwd");
+      return;
+    }
     c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd", false); // cast in the norm
     c.attention_core(StepPass::FORWARD, "attention fwd");
     c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd", true); // the attention output
@@ -228,6 +287,11 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.attn_in, "out-proj dgrad", "out-proj wgrad", true);
     c.attention_core(StepPass::BACKWARD, "attention bwd");
+    if (r.mla) {
+      mla_projections_bwd(c, r);
+      c.norm(2.0, "input norm bwd");
+      return;
+    }
     c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad", true); // attention bwd output
     c.norm(2.0, "input norm bwd");
     return;

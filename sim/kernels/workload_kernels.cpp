@@ -90,22 +90,27 @@ std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
 
   ShapeSet out;
   out.add(rowwise(norm, dt, tokens, h));
-  linear(out, dt, tokens, (heads_rank + 2 * kv_rank) * d, h); // QKV (column parallel)
+  // Multi-head latent attention: its projections and core come from the step's block kernels
+  // (stepsim kernels adds those); only the dense-layer shapes that do not depend on it here.
+  const bool mla = m.mla.enabled();
+  if (!mla)
+    linear(out, dt, tokens, (heads_rank + 2 * kv_rank) * d, h); // QKV (column parallel)
   const AttentionDims attn{.batch = w.batch.micro_batch,
                            .heads = heads_rank,
                            .kv_heads = kv_rank,
                            .seq = m.seq_len,
                            .head_dim = d,
                            .causal = true};
-  if (w.training.flash_attention) {
+  if (!mla && w.training.flash_attention) {
     out.add(attention(KernelKind::ATTENTION_FWD, dt, attn));
     out.add(attention(KernelKind::ATTENTION_BWD, dt, attn));
-  } else {
+  } else if (!mla) {
     for (StepPass pass : {StepPass::FORWARD, StepPass::BACKWARD})
       for (const KernelCall &call : attention_core_kernels(w, pass))
         out.add(call.shape);
   }
-  linear(out, dt, tokens, h, heads_rank * d);              // attention-out (row parallel)
+  if (!mla)
+    linear(out, dt, tokens, h, heads_rank * d); // attention-out (row parallel)
   linear(out, dt, tokens, (swiglu ? 2 : 1) * ffn_rank, h); // MLP up (gate+up fused for swiglu)
   out.add(elementwise(swiglu ? KernelKind::SWIGLU : KernelKind::GELU, dt, tokens * ffn_rank));
   linear(out, dt, tokens, h, ffn_rank);   // MLP down (row parallel)

@@ -22,7 +22,9 @@ namespace stepsim::kernels {
 /// (step_kernels.hpp) takes their place: batched QKᵀ and attention·V GEMMs, scale-mask-softmax,
 /// dropout, and their backward shapes. Norms are
 /// (T rows, h cols); the activation has T·f/t outputs; softmax+cross-entropy is (T, V/t); Adam
-/// updates parameters/(t·p) fp32 values (further /dp with ZeRO stage >= 1).
+/// updates parameters/(t·p) fp32 values (further /dp with ZeRO stage >= 1). With multi-head
+/// latent attention (model.mla) the attention's shapes are left to the step's block kernels
+/// (step_kernels.hpp), which `stepsim kernels` lists too.
 /// Throws ModelError when a dimension does not divide by tp or is not positive.
 std::vector<KernelShape> workload_kernels(const WorkloadSpec &w);
 

@@ -43,7 +43,15 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
     mlp_replicated += 4.0 * d(m.moe.top_k) * sb * h;
   // Split by TP: Q, K, V, the projection input, the MLP's inner activations.
   const double q = d(m.q_dim()); // = h unless model.head_dim sets another head width
-  const double attn_split = 2.0 * sb * q /*Q*/ + 2.0 * sb * kv /*K*/ + 2.0 * sb * kv /*V*/ + g * sb * q /*proj in*/;
+  double attn_split = 2.0 * sb * q /*Q*/ + 2.0 * sb * kv /*K*/ + 2.0 * sb * kv /*V*/ + g * sb * q /*proj in*/;
+  double latent = 0.0; // MLA's latents, computed whole on every TP rank
+  if (m.mla.enabled()) {
+    const MlaSpec& mla = m.mla;
+    const double qk = a * d(mla.qk_head_dim()), v = a * d(mla.v_head_dim);
+    attn_split = 2.0 * sb * qk /*Q*/ + 2.0 * sb * qk /*K*/ + 2.0 * sb * v /*V*/ + g * sb * v /*proj in*/;
+    // Per latent its norm's input and the up-projection's input; the rotary key part.
+    latent = (2.0 + g) * sb * d(mla.q_lora_rank + mla.kv_lora_rank) + 2.0 * sb * d(mla.qk_rope_head_dim);
+  }
   const double mlp_inner = m.mlp == MlpKind::SWIGLU ? (4.0 + g) * sb * f /*gate, up, product (fc2 in)*/
                                                     : (2.0 + g) * sb * f /*GeLU in, fc2 in*/;
   // The attention scores: softmax output 2, dropout mask 1, dropout output 2 (bytes per score);
@@ -53,7 +61,7 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
     scores = 0.0;
 
   const double rep = sp ? 1.0 / t : 1.0;
-  return {Bytes(attn_replicated * rep + (attn_split + scores) / t), Bytes(mlp_replicated * rep + mlp_inner / t)};
+  return {Bytes(attn_replicated * rep + latent + (attn_split + scores) / t), Bytes(mlp_replicated * rep + mlp_inner / t)};
 }
 
 LayerActivations recompute_working_set(const WorkloadSpec& w) {

@@ -192,8 +192,12 @@ double optimizer_params_on_rank(const WorkloadSpec& w, int stage) {
 }
 
 Bytes cp_kv_block_bytes(const WorkloadSpec& w) {
-  const double kv = d(w.model.kv_heads) * d(w.model.head_dim()) / w.parallel.tp;
-  return Bytes(2.0 * local_tokens(w) * kv * element_bytes(w.precision));
+  const ModelSpec& m = w.model;
+  // K and V: kv_heads of head_dim each; MLA's per-head keys of qk_nope + qk_rope and values of
+  // v_head_dim (every head its own).
+  const double k = m.mla.enabled() ? d(m.heads) * d(m.mla.qk_head_dim()) : d(m.kv_heads) * d(m.head_dim());
+  const double v = m.mla.enabled() ? d(m.heads) * d(m.mla.v_head_dim) : d(m.kv_heads) * d(m.head_dim());
+  return Bytes(local_tokens(w) * (k + v) / w.parallel.tp * element_bytes(w.precision));
 }
 
 } // namespace stepsim::model

@@ -83,7 +83,8 @@ double ep_imbalance(const WorkloadSpec& w, int64_t layer);
 Bytes ep_all_to_all_bytes(const WorkloadSpec& w);
 
 /// The local K,V block one ring-attention step passes to the next CP rank, per micro-batch per TP
-/// rank: 2 (K and V) * b*(s/cp) * kv_heads*head_dim/tp * bytes.
+/// rank: 2 (K and V) * b*(s/cp) * kv_heads*head_dim/tp * bytes (MLA: b*(s/cp) * heads*(d_qk +
+/// d_v)/tp * bytes).
 Bytes cp_kv_block_bytes(const WorkloadSpec& w);
 
 /// Expert parameters one GPU of pipeline stage `stage` holds (part of params_on_rank).

@@ -17,16 +17,40 @@ double mlp_matrices(const ModelSpec& m) { return m.mlp == MlpKind::SWIGLU ? 3.0 
 /// Weights of a norm: LayerNorm has a scale and a bias, RMSNorm a scale.
 double norm_params(const ModelSpec& m) { return (m.norm == NormKind::LAYERNORM ? 2.0 : 1.0) * d(m.hidden); }
 
+/// Multi-head latent attention's norms of the query and key/value latents (replicated).
+double mla_norm_params(const ModelSpec& m) {
+  if (!m.mla.enabled())
+    return 0.0;
+  return (m.norm == NormKind::LAYERNORM ? 2.0 : 1.0) * d(m.mla.q_lora_rank + m.mla.kv_lora_rank);
+}
+
 } // namespace
+
+double attention_gemm_weights(const ModelSpec& m, int tp) {
+  const double h = d(m.hidden), t = tp;
+  if (!m.mla.enabled())
+    return (2.0 * h * d(m.q_dim()) + 2.0 * h * kv_dim(m)) / t;
+  // MLA: the down-projections to the query latent and to the key/value latent (with the shared
+  // rotary key) are replicated on every TP rank; the per-head up-projections and the output
+  // projection are split by heads.
+  const MlaSpec& a = m.mla;
+  const double heads = d(m.heads);
+  const double qk = d(a.qk_head_dim());
+  const double q = a.q_lora_rank > 0 ? h * d(a.q_lora_rank) + d(a.q_lora_rank) * heads * qk / t : h * heads * qk / t;
+  const double kv = h * d(a.kv_lora_rank + a.qk_rope_head_dim) +
+                    d(a.kv_lora_rank) * heads * d(a.qk_nope_head_dim + a.v_head_dim) / t;
+  const double out = heads * d(a.v_head_dim) * h / t;
+  return q + kv + out;
+}
 
 double element_bytes(Precision) { return 2.0; }
 
 double layer_params(const ModelSpec& m, int tp) {
   const double h = d(m.hidden), f = d(m.ffn_hidden), t = tp;
-  // Q and the output projection are h x q_dim (q_dim = heads * head_dim, = h by default), K and V h x kv_dim.
-  const double attn_w = 2.0 * h * d(m.q_dim()) + 2.0 * h * kv_dim(m);
+  // Q and the output projection are h x q_dim (q_dim = heads * head_dim, = h by default), K and V
+  // h x kv_dim; MLA's projections as attention_gemm_weights.
   const double mlp_w = mlp_matrices(m) * h * f;
-  double p = (attn_w + mlp_w) / t + 2.0 * norm_params(m);
+  double p = attention_gemm_weights(m, tp) + mlp_w / t + 2.0 * norm_params(m) + mla_norm_params(m);
   if (m.bias) {
     const double col_biases = d(m.q_dim()) + 2.0 * kv_dim(m) + (mlp_matrices(m) - 1.0) * f; // split
     const double row_biases = 2.0 * h;                                             // replicated
@@ -79,9 +103,7 @@ Flops layer_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
 
 Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
   const double tokens = d(micro_batch) * d(m.seq_len);
-  const double h = d(m.hidden);
-  const double projections = 2.0 * tokens * (2.0 * h * d(m.q_dim()) + 2.0 * h * kv_dim(m));
-  return Flops(projections / tp) + attention_core_flops(m, micro_batch, tp);
+  return Flops(2.0 * tokens * attention_gemm_weights(m, tp)) + attention_core_flops(m, micro_batch, tp);
 }
 
 Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
@@ -90,7 +112,10 @@ Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
 }
 
 Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
-  return Flops(4.0 * d(micro_batch) * d(m.seq_len) * d(m.seq_len) * d(m.q_dim()) / tp);
+  // Q·Kᵀ over the query/key width and P·V over the value width, per head (4·b·s²·q_dim for
+  // plain attention, whose widths are both head_dim).
+  return Flops(2.0 * d(micro_batch) * d(m.seq_len) * d(m.seq_len) * d(m.heads) *
+               d(m.qk_head_dim() + m.v_head_dim()) / tp);
 }
 
 Flops logits_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {

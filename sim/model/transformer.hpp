@@ -19,6 +19,11 @@ double element_bytes(Precision p);
 /// 12h^2 + 13h.
 double layer_params(const ModelSpec& m, int tp);
 
+/// The attention block's GEMM weights on one TP rank: Q, K, V and the output projection split by
+/// heads; with multi-head latent attention (model.mla) the query and key/value down-projections,
+/// replicated on every rank, plus the per-head up-projections and the output projection, split.
+double attention_gemm_weights(const ModelSpec& m, int tp);
+
 /// Input embedding held by one TP rank: V*h/tp (vocabulary-split) plus learned positions s*h.
 double embedding_params(const ModelSpec& m, int tp);
 
@@ -57,7 +62,8 @@ Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int
 Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 
 /// FLOPs of the attention core (QK^T and attention*V) of one layer, one micro-batch, one TP
-/// rank: 4*b*s^2*h/tp. Selective recomputation repeats these.
+/// rank: 2*b*s^2*a*(d_qk + d_v)/tp, = 4*b*s^2*h/tp for plain attention (d_qk = d_v = h/a; MLA:
+/// qk_nope + qk_rope and v_head_dim). Selective recomputation repeats these.
 Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 
 /// Forward FLOPs of the logits for one micro-batch on one TP rank: 2*b*s*h*V/tp.

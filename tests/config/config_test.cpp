@@ -825,6 +825,27 @@ TEST_F(ConfigTest, RejectsNonIntegerDp) {
                   {in_workload(exp, "global_batch: ^1e3"), "key 'batch.global_batch'", "(not an integer)"});
 }
 
+// model.mla: multi-head latent attention's latent ranks and head widths; it needs kv_heads =
+// heads, no model.head_dim and no linear biases, each refusal naming the key.
+TEST_F(ConfigTest, MlaKeysAndTheirRules) {
+  const std::string mla = "  mla: {q_lora_rank: 64, kv_lora_rank: 32, qk_nope_head_dim: 32, qk_rope_head_dim: 16, "
+                          "v_head_dim: 32}\n";
+  const std::string yaml = replace(WORKLOAD, "  mlp: gelu\n", "  mlp: gelu\n  bias: false\n" + mla);
+  const WorkloadSpec w = workload(yaml);
+  EXPECT_TRUE(w.model.mla.enabled());
+  EXPECT_EQ(w.model.mla.q_lora_rank, 64);
+  EXPECT_EQ(w.model.qk_head_dim(), 48);
+  EXPECT_EQ(w.model.v_head_dim(), 32);
+  const std::string with_bias = replace(WORKLOAD, "  mlp: gelu\n", "  mlp: gelu\n" + mla);
+  expect_contains(workload_error(with_bias), {"key 'model.mla'", "biases are not modelled with model.mla"});
+  expect_contains(workload_error(replace(yaml, "  heads: 8\n", "  heads: 8\n  kv_heads: 2\n")),
+                  {"key 'model.kv_heads'", "expected kv_heads = heads = 8, found 2"});
+  expect_contains(workload_error(replace(yaml, "  heads: 8\n", "  heads: 8\n  head_dim: 64\n")),
+                  {"key 'model.head_dim'", "cannot be combined with model.mla"});
+  expect_contains(workload_error(replace(yaml, "kv_lora_rank: 32, ", "")),
+                  {"model.mla.kv_lora_rank", "missing"});
+}
+
 TEST_F(ConfigTest, RejectsNonBooleanSp) {
   const std::string yaml = replace(WORKLOAD, "  schedule: 1f1b\n", "  schedule: 1f1b\n  sp: yes\n");
   expect_contains(workload_error(yaml), {in_workload(yaml, "sp: ^yes"), "key 'parallel.sp'",

@@ -215,7 +215,7 @@ TEST_F(HfConfig, UnsupportedModelTypeIsAClearError) {
   const std::string msg = config_error([&] { config::read_hf_config(p); });
   EXPECT_NE(msg.find(p.string() + ": key 'model_type': unsupported model type 'gpt2'"), std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v3"),
+  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3"),
             std::string::npos)
       << msg;
 }
@@ -272,9 +272,37 @@ TEST_F(HfConfig, BundledMoeConfigs) {
   EXPECT_EQ(ds.moe.expert_ffn_hidden, 2048);
   EXPECT_FALSE(model::is_moe_layer(ds, 2));
   EXPECT_TRUE(model::is_moe_layer(ds, 3));
-  // DeepSeek-V3 has 671B parameters with MLA attention; approximating MLA by attention with
-  // 128 KV heads changes the attention weights by about 10 %, the total by under 3 %.
-  EXPECT_NEAR(model::total_params(ds) / 671e9, 1.0, 0.03) << model::total_params(ds);
+  // Multi-head latent attention (DeepSeek-V3 report, sec. 2.1): query latent 1536, key/value
+  // latent 512, per-head widths 128 + 64 (rotary) for queries and keys and 128 for values.
+  EXPECT_EQ(ds.mla.q_lora_rank, 1536);
+  EXPECT_EQ(ds.mla.kv_lora_rank, 512);
+  EXPECT_EQ(ds.mla.qk_head_dim(), 192);
+  EXPECT_EQ(ds.mla.v_head_dim, 128);
+  // The report's 671B parameters (the multi-token-prediction module's 14B apart) and 37B
+  // activated per token (rounded; here without the input embedding, 0.93B).
+  EXPECT_NEAR(model::total_params(ds) / 671e9, 1.0, 0.002) << model::total_params(ds);
+  EXPECT_NEAR((model::active_params(ds) - model::embedding_params(ds, 1)) / 37e9, 1.0, 0.03)
+      << model::active_params(ds);
+}
+
+// DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json): MLA without a query latent
+// (q_lora_rank null: one full query projection), 64 routed experts of 1408 and 2 shared, top-6,
+// the first layer dense. Its model card's 15.7B parameters and 2.4B activated (without the input
+// embedding).
+TEST_F(HfConfig, DeepSeekV2LiteMlaWithoutQueryLatent) {
+  const fs::path p = write("v2lite.json", R"({"model_type": "deepseek_v2", "hidden_size": 2048,
+    "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 16,
+    "intermediate_size": 10944, "moe_intermediate_size": 1408, "n_routed_experts": 64,
+    "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+    "q_lora_rank": null, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+    "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840,
+    "tie_word_embeddings": false})");
+  const ModelSpec m = config::read_hf_config(p);
+  EXPECT_TRUE(m.mla.enabled());
+  EXPECT_EQ(m.mla.q_lora_rank, 0);
+  EXPECT_NEAR(model::total_params(m) / 15.7e9, 1.0, 0.005) << model::total_params(m);
+  EXPECT_NEAR((model::active_params(m) - model::embedding_params(m, 1)) / 2.4e9, 1.0, 0.03)
+      << model::active_params(m);
 }
 
 // The bundled MoE and long-context workloads load and pass the layout checks on their clusters.

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "kernels/workload_kernels.hpp"
 #include "model/memory.hpp"
+#include "model/transformer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -279,4 +280,58 @@ TEST(BlockKernels, RejectsTpThatDoesNotDivide) {
 }
 
 } // namespace
+} // namespace stepsim::kernels
+
+namespace stepsim::kernels {
+namespace {
+
+/// DeepSeek-V3's attention (h 7168, 128 heads; latents 1536 and 512, widths 128 + 64 and 128).
+WorkloadSpec mla_workload(int tp, int64_t q_lora) {
+  WorkloadSpec w;
+  w.name = "mla";
+  w.training.flash_attention = true;
+  w.model = llama2_70b();
+  w.model.hidden = 7168;
+  w.model.heads = 128;
+  w.model.kv_heads = 128;
+  w.model.seq_len = 4096;
+  w.model.mla = MlaSpec{.q_lora_rank = q_lora, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
+                        .qk_rope_head_dim = 64, .v_head_dim = 128};
+  w.parallel.tp = tp;
+  w.parallel.pp = 1;
+  w.batch.micro_batch = 1;
+  w.batch.global_batch = 1;
+  return w;
+}
+
+} // namespace
+
+// Multi-head latent attention: the forward GEMMs are the down-projections (T x 1536 x h and
+// T x 576 x h, whole on every TP rank), the per-head up-projections (T x a/t·192 x 1536 and
+// T x a/t·256 x 512) and the output projection (T x h x a/t·128): their FLOPs are 2·T·the
+// weights of model::attention_gemm_weights; the fused core's are 2·T²·(a/t)·(192 + 128), halved
+// for causality like every fused core; no QKV GEMM; backward GEMMs twice the forward's.
+TEST(BlockKernels, MlaProjectionsAndCore) {
+  for (const int t : {1, 8}) {
+    for (const int64_t q_lora : {int64_t{1536}, int64_t{0}}) {
+      const WorkloadSpec w = mla_workload(t, q_lora);
+      const double T = 4096, h = 7168, a = 128.0 / t;
+      const auto fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+      const double q = q_lora > 0 ? 2 * T * (1536 * h + a * 192 * 1536) : 2 * T * a * 192 * h;
+      const double kv = 2 * T * (576 * h + a * 256 * 512);
+      const double out = 2 * T * a * 128 * h;
+      EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::GEMM), q + kv + out) << "tp " << t << " q_lora " << q_lora;
+      EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::GEMM), 2 * T * model::attention_gemm_weights(w.model, t));
+      EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::ATTENTION_FWD), 0.5 * 2 * T * T * a * (192 + 128));
+      EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::ATTENTION_FWD), 0.5 * model::attention_core_flops(w.model, 1, t).value());
+      EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD), KernelKind::GEMM),
+                       2 * flops_of(fwd, KernelKind::GEMM));
+      for (const KernelCall &c : fwd)
+        EXPECT_NE(std::string(c.role), "qkv fwd");
+      // The latents' norms run over all T tokens, one per latent.
+      EXPECT_EQ(count_of(fwd, KernelKind::RMSNORM), q_lora > 0 ? 3u : 2u);
+    }
+  }
+}
+
 } // namespace stepsim::kernels

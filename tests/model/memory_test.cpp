@@ -2,6 +2,7 @@
 // activations: Korthikanti et al. 2022) and the seed document's 7B example.
 
 #include "model/memory.hpp"
+#include "model/moe.hpp"
 #include "model/transformer.hpp"
 
 #include "common/specs.hpp"
@@ -221,4 +222,30 @@ TEST(MemoryLedger, Zero3WindowCarriesTheEmbeddingAndOutputLayers) {
                    2.0 * layer + std::max(emb, out1));
   one.training.zero3_prefetch = 95; // the window spans all 96 layers
   EXPECT_DOUBLE_EQ(model::static_memory(one, gpu, 0).zero3_gathered.value(), 96.0 * layer + emb + out1);
+}
+
+// Multi-head latent attention's stored activations (DeepSeek-V3's widths, fused attention, no
+// dropout): replicated, the norm input 2sbh and the down-projections' input 2sbh, each latent's
+// norm input and up-projection input 4·sb·(1536 + 512), the rotary key 2·sb·64; split by TP, Q
+// and K of a·192 and V of a·128 (2 bytes each) and the output projection's input a·128. The CP
+// ring's K,V block: b·(s/cp)·a·(192 + 128)/t values.
+TEST(MemoryLedger, MlaActivationsAndKvBlock) {
+  ModelSpec m = test::llama2_70b();
+  m.hidden = 7168;
+  m.heads = 128;
+  m.kv_heads = 128;
+  m.seq_len = 4096;
+  m.dropout = false;
+  m.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64,
+                  .v_head_dim = 128};
+  for (const int t : {1, 8}) {
+    WorkloadSpec w = test::workload(m, t, 1, 1, 1);
+    w.training.flash_attention = true;
+    const double sb = 4096.0, h = 7168.0, a = 128.0;
+    const double replicated = 2 * sb * h + 2 * sb * h + 4 * sb * (1536 + 512) + 2 * sb * 64;
+    const double split = (2 * sb * a * 192 + 2 * sb * a * 192 + 2 * sb * a * 128 + 2 * sb * a * 128) / t;
+    EXPECT_NEAR(model::stored_layer_activations(w).attention.value(), replicated + split, 1.0) << "tp " << t;
+    w.parallel.cp = 2;
+    EXPECT_NEAR(model::cp_kv_block_bytes(w).value(), sb / 2 * a * (192 + 128) / t * 2, 1.0) << "tp " << t;
+  }
 }
