@@ -248,14 +248,10 @@ void forward(Calls &c, const RankDims &r, StepBlock block) {
   switch (block) {
   case StepBlock::ATTENTION:
     c.norm(1.0, "input norm fwd");
-    if (r.mla) {
+    if (r.mla)
       mla_projections_fwd(c, r);
-      c.attention_core(StepPass::FORWARD, "attention fwd");
-      c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd", true);
-      c.residual("bias-dropout-add fwd");
-      return;
-    }
-    c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd", false); // cast in the norm
+    else
+      c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd", false); // cast in the norm
     c.attention_core(StepPass::FORWARD, "attention fwd");
     c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd", true); // the attention output
     c.residual("bias-dropout-add fwd");
@@ -287,12 +283,10 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.attn_in, "out-proj dgrad", "out-proj wgrad", true);
     c.attention_core(StepPass::BACKWARD, "attention bwd");
-    if (r.mla) {
+    if (r.mla)
       mla_projections_bwd(c, r);
-      c.norm(2.0, "input norm bwd");
-      return;
-    }
-    c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad", true); // attention bwd output
+    else
+      c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad", true); // attention bwd output
     c.norm(2.0, "input norm bwd");
     return;
   case StepBlock::MLP:
