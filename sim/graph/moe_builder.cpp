@@ -24,21 +24,6 @@ double pass_factor(Phase phase, bool split) {
   }
 }
 
-/// A collective task of `group` on `stream` for (phase, stage, layer, micro-batch).
-Task collective_task(CommGroup group, CollectiveOp op, Stream stream, Phase phase, int stage, int layer, int mb,
-                     Bytes bytes) {
-  Task task;
-  task.phase = phase;
-  task.group = group;
-  task.op = op;
-  task.stream = stream;
-  task.stage = stage;
-  task.layer = layer;
-  task.micro_batch = mb;
-  task.bytes = bytes;
-  return task;
-}
-
 } // namespace
 
 MoeCpEmitter::MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches,

@@ -18,6 +18,21 @@
 
 namespace stepsim::graph::detail {
 
+/// A collective task of `group` on `stream` for (phase, stage, layer, micro-batch).
+inline Task collective_task(CommGroup group, CollectiveOp op, Stream stream, Phase phase, int stage, int layer,
+                            int mb, Bytes bytes) {
+  Task task;
+  task.phase = phase;
+  task.group = group;
+  task.op = op;
+  task.stream = stream;
+  task.stage = stage;
+  task.layer = layer;
+  task.micro_batch = mb;
+  task.bytes = bytes;
+  return task;
+}
+
 class MoeCpEmitter {
 public:
   /// What the emitter needs of the step builder's per-rank state and cost model.

@@ -235,16 +235,9 @@ private:
 
   /// A TP-group collective of the full b*s*h activation (all-reduce, or SP / pipeline scatter-gather pieces).
   Task tp_task(CollectiveOp op, Phase phase, Rank rank, int stage, int layer, int mb) const {
-    Task t;
-    t.phase = phase;
-    t.group = CommGroup::TP;
-    t.op = op;
-    t.stream = Stream::TP_COMM;
+    Task t = detail::collective_task(CommGroup::TP, op, Stream::TP_COMM, phase, stage, layer, mb,
+                                     model::tp_collective_bytes(w_));
     t.rank = rank;
-    t.stage = stage;
-    t.layer = layer;
-    t.micro_batch = mb;
-    t.bytes = model::tp_collective_bytes(w_);
     return t;
   }
 
@@ -304,17 +297,9 @@ private:
     if (auto it = dp_tasks_.find(full_key); it != dp_tasks_.end()) {
       id = it->second;
     } else {
-      Task task;
-      task.phase = phase;
-      task.group = CommGroup::DP;
-      task.op = op;
-      task.stream = Stream::DP_COMM;
+      Task task = detail::collective_task(CommGroup::DP, op, Stream::DP_COMM, phase, p, layer, mb, bytes);
       task.rank = grid_.rank(0, p, t);
-      task.stage = p;
-      task.layer = layer;
-      task.micro_batch = mb;
       task.bucket = bucket;
-      task.bytes = bytes;
       task.param_alloc = alloc;
       const std::vector<Rank> group = dp_group(p, t);
       id = g_.add_collective(task, group);
