@@ -164,7 +164,7 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
       out << "failed: " << s.error << '\n';
       continue;
     }
-    out << fmt("%7.3f", s.step_s) << fmt("%7.3f", c.estimate.step.value()) << fmt("%7.1f%%", 100 * s.bubble_fraction)
+    out << fmt("%7.3f", s.step_s) << ' ' << fmt("%6.3f", c.estimate.step.value()) << fmt("%7.1f%%", 100 * s.bubble_fraction)
         << fmt("%8.3f", s.exposed_tp_s) << fmt("%8.3f", s.exposed_pp_s) << fmt("%8.3f", s.exposed_dp_s)
         << fmt("%6.1f%%", 100 * s.mfu) << fmt("%10.1f", s.peak_bytes / (1024.0 * 1024 * 1024))
         << fmt("%9.1f", (cap - s.peak_bytes) / (1024.0 * 1024 * 1024)) << (s.fits ? "" : "  DOES NOT FIT") << '\n';

@@ -72,10 +72,14 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
       space.vary_recompute ? std::vector<Recompute>{Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL}
                            : std::vector<Recompute>{base.training.recompute};
   std::vector<WorkloadSpec> out;
-  // Context and expert parallelism stay the workload's: a model replica is tp*cp*pp GPUs.
-  const int64_t cp = std::max(1, base.parallel.cp);
+  // Context parallelism: the workload's, or for long sequences (SearchSpace::vary_cp) every cp up
+  // to max_cp that divides the GPUs; a model replica is tp*cp*pp GPUs.
+  std::vector<int> cps{std::max(1, base.parallel.cp)};
+  if (space.vary_cp && (base.parallel.cp > 1 || base.model.seq_len >= space.cp_from_seq_len))
+    cps = divisors(gpus, space.max_cp);
+  for (const int cp : cps) {
   if (gpus % cp != 0)
-    return out;
+    continue;
   for (int tp : divisors(gpus / cp, max_tp)) {
     for (int pp : divisors(gpus / cp / tp, base.model.layers)) {
       const int dp = static_cast<int>(gpus / (cp * tp * pp));
@@ -117,6 +121,7 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
               for (const auto& [schedule, vp] : schedules)
                 for (int ep : eps) {
                 WorkloadSpec w = base;
+                w.parallel.cp = cp;
                 w.parallel.ep = ep;
                 w.parallel.tp = tp;
                 w.parallel.pp = pp;
@@ -138,6 +143,7 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
         }
       }
     }
+  }
   }
   return out;
 }

@@ -23,12 +23,18 @@ struct SearchSpace {
   bool vary_sp = true;
   bool vary_schedule = true;
   bool vary_ep = true; ///< MoE: every ep dividing dp and the experts (else the workload's)
+  /// Context parallelism: every cp up to max_cp dividing the GPUs when the workload already uses
+  /// cp or its sequence has at least cp_from_seq_len tokens (else the workload's cp).
+  bool vary_cp = true;
+  int max_cp = 16;
+  int64_t cp_from_seq_len = 16384;
 };
 
 /// Every layout of `base` for `cluster` (tp, pp, dp, vp, micro-batch, ZeRO stage, recomputation,
 /// SP, schedule) that config::check_layout accepts, in a deterministic order; dp is derived
-/// from the cluster's GPU count; with experts, also ep (SearchSpace::vary_ep). Model, global
-/// batch, context parallelism and other training keys come from `base`.
+/// from the cluster's GPU count; with experts, also ep (SearchSpace::vary_ep), and for long
+/// sequences cp (SearchSpace::vary_cp). Model, global batch and other training keys come from
+/// `base`.
 std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const WorkloadSpec& base,
                                             const SearchSpace& space = {});
 

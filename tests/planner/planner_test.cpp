@@ -221,9 +221,10 @@ TEST(Planner, MoeEstimateTracksSimulation) {
   }
 }
 
-// Context parallelism stays the workload's: layouts are tp*cp*pp*dp = GPUs (none at all were
-// proposed for a CP workload before), and the estimate costs s/cp tokens per GPU with the
-// attention core's cp ring chunks, within 10 % of the simulated step.
+// Context parallelism: layouts are tp*cp*pp*dp = GPUs (none at all were proposed for a CP
+// workload before); for a long sequence (16 k here) the planner tries every cp dividing the GPUs,
+// else it keeps the workload's; the estimate costs s/cp tokens per GPU with the attention core's
+// cp ring chunks, within 10 % of the simulated step.
 TEST(Planner, KeepsContextParallelismAndEstimatesIt) {
   ClusterSpec c = config::load_cluster(SRC + "/topologies/h200-cluster.yaml");
   c.nodes = 4;
@@ -235,13 +236,22 @@ TEST(Planner, KeepsContextParallelismAndEstimatesIt) {
   w.parallel.pp = 2; // tp 8 * cp 2 * pp 2 = 32 GPUs, dp 1
   w.training.recompute = Recompute::FULL;
   config::check_layout(c, w);
-  const auto all = planner::enumerate_layouts(c, w);
-  ASSERT_GT(all.size(), 50u);
-  for (const WorkloadSpec& x : all) {
+  planner::SearchSpace keep;
+  keep.vary_cp = false;
+  const auto kept = planner::enumerate_layouts(c, w, keep);
+  ASSERT_GT(kept.size(), 50u);
+  for (const WorkloadSpec& x : kept) {
     EXPECT_EQ(x.parallel.cp, 2);
     EXPECT_EQ(x.num_gpus(), c.num_gpus()) << planner::describe(x);
     EXPECT_NE(planner::describe(x).find(" cp2 "), std::string::npos);
   }
+  std::set<int> cps;
+  for (const WorkloadSpec& x : planner::enumerate_layouts(c, w)) {
+    WorkloadSpec copy = x;
+    EXPECT_NO_THROW(config::check_layout(c, copy)) << planner::describe(x);
+    cps.insert(x.parallel.cp);
+  }
+  EXPECT_EQ(cps, (std::set<int>{1, 2, 4, 8, 16}));
   const auto sims = planner::simulate_all(c, {w}, 1);
   ASSERT_TRUE(sims[0].ok) << sims[0].error;
   const planner::Estimate e = planner::estimate_step(c, w, runner::compute_time_model(c, w));
