@@ -1,7 +1,8 @@
 // Speed and memory of whole-step simulations. SimGrid allows one simulation per process, so each
 // iteration runs `stepsim run` in a child process and measures its wall time and peak RSS
 // (wait4's rusage). Targets (docs/performance.md): GPT-3 175B on 1024 A100s (TP8 PP8 DP16)
-// in <= 5 s wall and <= 1 GB; 4096 GPUs (DP64) and a 2048-GPU MoE (EP 64) reported.
+// in <= 5 s wall and <= 1 GB; 4096 GPUs (DP64), a 2048-GPU MoE (EP 64) and one with EP 64 inside
+// GB200 NVL72 racks reported.
 
 #include <benchmark/benchmark.h>
 
@@ -83,6 +84,18 @@ void moe_step(benchmark::State& state, const char* extra) {
   measure(state, args, 2048);
 }
 
+/// The DeepSeek-V3-like MoE with EP 64 inside GB200 NVL72 racks (64 GPUs each, 4 racks), pp 4 x
+/// vp 4, 64 micro-batches: the in-node expert all-to-all sampling (docs/engine.md).
+void moe_step_nvl72(benchmark::State& state) {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  const std::vector<std::string> args = {
+      STEPSIM_BINARY, "run", "--cluster", src + "/topologies/gb200-nvl72.yaml", "--workload",
+      src + "/workloads/deepseek-v3-like.yaml", "--set", "cluster.gpus_per_node=64", "--set", "cluster.nodes=4",
+      "--set", "parallel.pp=4", "--set", "parallel.vp=4", "--set", "parallel.schedule=interleaved", "--set",
+      "parallel.ep=64", "--set", "batch.global_batch=4096", "--quiet"};
+  measure(state, args, 256);
+}
+
 } // namespace
 
 // Each repetition is one child process; the median over repetitions is the figure to quote.
@@ -96,5 +109,8 @@ BENCHMARK_CAPTURE(moe_step, deepseek_like_2048_ep64, "")
     ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
 BENCHMARK_CAPTURE(moe_step, deepseek_like_2048_ep64_no_sampling, "--no-sampling")
     ->UseManualTime()->Iterations(1)->Repetitions(1)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+BENCHMARK(moe_step_nvl72)
+    ->Name("moe_step/deepseek_like_256gb200_ep64_in_rack")
+    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
 
 BENCHMARK_MAIN();
