@@ -72,7 +72,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
       r.year = year;
   }
   if (auto s = opt_map(m, "model", {"name", "params_b", "layers", "hidden", "ffn_hidden", "attn_heads", "kv_heads",
-                                    "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "head_dim", "notes"},
+                                    "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "head_dim", "mla",
+                                    "notes"},
                               ignored)) {
     r.model.name = opt_text(*s, "name");
     r.model.layers = opt_int(*s, "layers");
@@ -86,6 +87,18 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.model.moe_topk = opt_int(*s, "moe_topk");
     r.model.moe_shared_experts = opt_int(*s, "moe_shared_experts");
     r.model.head_dim = opt_int(*s, "head_dim");
+    if (auto a = opt_map(*s, "mla", {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
+                         ignored)) {
+      const auto kv = opt_int(*a, "kv_lora_rank"), nope = opt_int(*a, "qk_nope_head_dim"), v = opt_int(*a, "v_head_dim");
+      if (!kv || !nope || !v || *kv == 0 || *nope == 0 || *v == 0)
+        s->require("mla").fail("expected kv_lora_rank, qk_nope_head_dim and v_head_dim, each > 0 "
+                               "(q_lora_rank and qk_rope_head_dim are optional)");
+      r.model.mla = MlaSpec{.q_lora_rank = opt_int(*a, "q_lora_rank").value_or(0),
+                            .kv_lora_rank = *kv,
+                            .qk_nope_head_dim = *nope,
+                            .qk_rope_head_dim = opt_int(*a, "qk_rope_head_dim").value_or(0),
+                            .v_head_dim = *v};
+    }
     r.model.notes = opt_text(*s, "notes");
     r.model.params_b = opt_number(*s, "params_b");
   }

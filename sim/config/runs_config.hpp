@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include "config/spec.hpp"
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@ struct MeasuredModel {
   std::optional<int64_t> moe_experts, moe_topk, moe_shared_experts;
   std::optional<double> params_b; ///< published parameter count, billions (resolves the head width)
   std::optional<int64_t> head_dim; ///< attention head width when not hidden / heads (an extension of the schema)
+  std::optional<MlaSpec> mla;      ///< multi-head latent attention (an extension of the schema)
   std::string notes;
 };
 

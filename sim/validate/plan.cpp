@@ -347,7 +347,11 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   w << "model:\n";
   w << "  layers: " << layers << "\n  hidden: " << *m.hidden << "\n  heads: " << *m.heads << "\n";
-  if (m.head_dim) {
+  if (m.mla) {
+    w << "  mla: {q_lora_rank: " << m.mla->q_lora_rank << ", kv_lora_rank: " << m.mla->kv_lora_rank
+      << ", qk_nope_head_dim: " << m.mla->qk_nope_head_dim << ", qk_rope_head_dim: " << m.mla->qk_rope_head_dim
+      << ", v_head_dim: " << m.mla->v_head_dim << "}\n";
+  } else if (m.head_dim) {
     w << "  head_dim: " << *m.head_dim << "\n";
   } else if (const int64_t d = head_dim_from_params(m, swiglu, *ffn); d > 0) {
     w << "  head_dim: " << d << "\n";

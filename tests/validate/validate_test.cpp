@@ -222,6 +222,42 @@ TEST(Plan, HeadWidthFromTheParameterCount) {
   fs::remove_all(d);
 }
 
+// A record's multi-head latent attention (`model.mla`, an extension of the schema) reaches the
+// workload whole and the loader accepts it (a gated MLP, as MLA models have); a record missing
+// one of its required widths is a clear error naming the key.
+TEST(Plan, RecordMlaReachesTheWorkload) {
+  const fs::path d = temp_dir("plan-mla");
+  std::string text = "runs:\n" + small_run("m", "bf16");
+  text.replace(text.find("name: GPT-small"), 15, "name: Llama-like-MLA");
+  text.replace(text.find("moe_experts: null}"), 18,
+               "moe_experts: null, mla: {q_lora_rank: 256, kv_lora_rank: 128, qk_nope_head_dim: 64, "
+               "qk_rope_head_dim: 32, v_head_dim: 64}}");
+  write(d / "runs.yaml", text);
+  const validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                                                 {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_NE(p.workload_yaml.find("  mla: {q_lora_rank: 256, kv_lora_rank: 128, qk_nope_head_dim: 64, "
+                                 "qk_rope_head_dim: 32, v_head_dim: 64}\n"),
+            std::string::npos)
+      << p.workload_yaml;
+  write(d / "w.yaml", p.workload_yaml);
+  validate::RunPlan checked = p;
+  EXPECT_GT(validate::check_plan(checked, d / "w.yaml"), 0.0);
+  EXPECT_TRUE(checked.skip_reason.empty()) << checked.skip_reason;
+  std::string bad = text;
+  bad.replace(bad.find("v_head_dim: 64"), 14, "v_head_dim: null");
+  write(d / "bad.yaml", bad);
+  try {
+    (void)config::load_runs(d / "bad.yaml");
+    ADD_FAILURE() << "a record without v_head_dim loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("mla"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected kv_lora_rank, qk_nope_head_dim and v_head_dim"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(d);
+}
+
 // Framework defaults: a NeMo record without sp / zero_stage gets NeMo's sequence parallelism and
 // distributed optimizer (ZeRO-1), listed; Megatron-LM's keeps what it says. The MLP follows the
 // model family: Nemotron (GQA, squared ReLU) two GEMMs, Llama gated, unknown GQA gated.
