@@ -72,78 +72,82 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
       space.vary_recompute ? std::vector<Recompute>{Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL}
                            : std::vector<Recompute>{base.training.recompute};
   std::vector<WorkloadSpec> out;
+  const auto accepted = [&](WorkloadSpec& w) { // invalid layouts are never proposed
+    try {
+      config::check_layout(cluster, w);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
   // Context parallelism: the workload's, or for long sequences (SearchSpace::vary_cp) every cp up
   // to max_cp that divides the GPUs; a model replica is tp*cp*pp GPUs.
   std::vector<int> cps{std::max(1, base.parallel.cp)};
   if (space.vary_cp && (base.parallel.cp > 1 || base.model.seq_len >= space.cp_from_seq_len))
     cps = divisors(gpus, space.max_cp);
   for (const int cp : cps) {
-  if (gpus % cp != 0)
-    continue;
-  for (int tp : divisors(gpus / cp, max_tp)) {
-    for (int pp : divisors(gpus / cp / tp, base.model.layers)) {
-      const int dp = static_cast<int>(gpus / (cp * tp * pp));
-      for (int64_t mb : space.micro_batches) {
-        if (mb < 1 || base.batch.global_batch % (mb * dp) != 0)
-          continue;
-        const int64_t m = base.batch.global_batch / (mb * dp);
-        // Schedules (with their vp) to try.
-        std::vector<std::pair<Schedule, int>> schedules;
-        if (!space.vary_schedule) {
-          schedules.emplace_back(base.parallel.schedule, base.parallel.vp);
-        } else if (pp == 1) {
-          schedules.emplace_back(Schedule::ONE_F_ONE_B, 1);
-        } else {
-          for (Schedule s : {Schedule::GPIPE, Schedule::ONE_F_ONE_B, Schedule::ZB_H1, Schedule::ZB_H2})
-            schedules.emplace_back(s, 1);
-          if (m % pp == 0)
-            for (int vp = 2; vp <= space.max_vp; ++vp)
-              if (base.model.layers % (static_cast<int64_t>(pp) * vp) == 0)
-                schedules.emplace_back(Schedule::INTERLEAVED, vp);
-        }
-        // Expert parallelism (MoE): every ep dividing both dp and the experts.
-        std::vector<int> eps{base.parallel.ep};
-        if (space.vary_ep && base.model.moe.enabled()) {
-          eps.clear();
-          for (int e : divisors(dp, base.model.moe.experts))
-            if (base.model.moe.experts % e == 0)
-              eps.push_back(e);
-        }
-        std::vector<bool> sps = space.vary_sp ? std::vector<bool>{false, true} : std::vector<bool>{base.parallel.sp};
-        std::vector<int> zeros = space.vary_zero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{base.parallel.zero_stage};
-        for (bool sp : sps) {
-          if (sp && tp == 1)
+    if (gpus % cp != 0)
+      continue;
+    for (int tp : divisors(gpus / cp, max_tp)) {
+      for (int pp : divisors(gpus / cp / tp, base.model.layers)) {
+        const int dp = static_cast<int>(gpus / (cp * tp * pp));
+        for (int64_t mb : space.micro_batches) {
+          if (mb < 1 || base.batch.global_batch % (mb * dp) != 0)
             continue;
-          for (int zero : zeros) {
-            if (zero > 0 && dp == 1 && space.vary_zero)
-              continue; // ZeRO over one rank is ZeRO-0
-            for (Recompute rc : recomputes)
-              for (const auto& [schedule, vp] : schedules)
-                for (int ep : eps) {
-                WorkloadSpec w = base;
-                w.parallel.cp = cp;
-                w.parallel.ep = ep;
-                w.parallel.tp = tp;
-                w.parallel.pp = pp;
-                w.parallel.dp = dp;
-                w.parallel.vp = vp;
-                w.parallel.schedule = schedule;
-                w.parallel.sp = sp;
-                w.parallel.zero_stage = zero;
-                w.batch.micro_batch = mb;
-                w.training.recompute = rc;
-                try {
-                  config::check_layout(cluster, w);
-                } catch (const Error&) {
-                  continue; // invalid layouts are never proposed
-                }
-                out.push_back(std::move(w));
-              }
+          const int64_t m = base.batch.global_batch / (mb * dp);
+          // Schedules (with their vp) to try.
+          std::vector<std::pair<Schedule, int>> schedules;
+          if (!space.vary_schedule) {
+            schedules.emplace_back(base.parallel.schedule, base.parallel.vp);
+          } else if (pp == 1) {
+            schedules.emplace_back(Schedule::ONE_F_ONE_B, 1);
+          } else {
+            for (Schedule s : {Schedule::GPIPE, Schedule::ONE_F_ONE_B, Schedule::ZB_H1, Schedule::ZB_H2})
+              schedules.emplace_back(s, 1);
+            if (m % pp == 0)
+              for (int vp = 2; vp <= space.max_vp; ++vp)
+                if (base.model.layers % (static_cast<int64_t>(pp) * vp) == 0)
+                  schedules.emplace_back(Schedule::INTERLEAVED, vp);
+          }
+          // Expert parallelism (MoE): every ep dividing both dp and the experts.
+          std::vector<int> eps{base.parallel.ep};
+          if (space.vary_ep && base.model.moe.enabled()) {
+            eps.clear();
+            for (int e : divisors(dp, base.model.moe.experts))
+              if (base.model.moe.experts % e == 0)
+                eps.push_back(e);
+          }
+          std::vector<bool> sps = space.vary_sp ? std::vector<bool>{false, true} : std::vector<bool>{base.parallel.sp};
+          std::vector<int> zeros = space.vary_zero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{base.parallel.zero_stage};
+          for (bool sp : sps) {
+            if (sp && tp == 1)
+              continue;
+            for (int zero : zeros) {
+              if (zero > 0 && dp == 1 && space.vary_zero)
+                continue; // ZeRO over one rank is ZeRO-0
+              for (Recompute rc : recomputes)
+                for (const auto& [schedule, vp] : schedules)
+                  for (int ep : eps) {
+                    WorkloadSpec w = base;
+                    w.parallel.cp = cp;
+                    w.parallel.ep = ep;
+                    w.parallel.tp = tp;
+                    w.parallel.pp = pp;
+                    w.parallel.dp = dp;
+                    w.parallel.vp = vp;
+                    w.parallel.schedule = schedule;
+                    w.parallel.sp = sp;
+                    w.parallel.zero_stage = zero;
+                    w.batch.micro_batch = mb;
+                    w.training.recompute = rc;
+                    if (accepted(w))
+                      out.push_back(std::move(w));
+                  }
+            }
           }
         }
       }
     }
-  }
   }
   return out;
 }
