@@ -138,8 +138,7 @@ private:
       // routed copies around the experts, each read and written (docs/moe.md).
       const double tokens = static_cast<double>(b) * static_cast<double>(m.seq_len);
       f = model::router_forward_flops(m, tokens);
-      bytes = Bytes(4.0 * tokens * static_cast<double>(m.moe.top_k) * static_cast<double>(m.hidden) *
-                    model::element_bytes(w_.precision));
+      bytes = model::router_forward_bytes(m, tokens, w_.precision);
       break;
     }
     default:
@@ -466,9 +465,10 @@ private:
       // The experts' shards of position j (layer l); `frees`: the compute that uses them last.
       auto expert_shards = [&](int j, int l, bool frees) {
         detail::MoeCpEmitter::ExpertShards xs;
-        if (!gathers || expert_params(l) <= 0 || grid_.dp / grid_.ep <= 1)
+        const auto& xg = xgather[static_cast<size_t>(j)];
+        if (!gathers || xg.empty() || xg.front() == NO_TASK) // no experts, or not sharded
           return xs;
-        xs.gather = xgather[static_cast<size_t>(j)];
+        xs.gather = xg;
         xs.free = frees ? Bytes(expert_params(l) * held) : Bytes(0.0);
         return xs;
       };

@@ -95,6 +95,10 @@ Flops router_forward_flops(const ModelSpec& m, double tokens) {
   return Flops(2.0 * tokens * d(m.hidden) * d(m.moe.experts));
 }
 
+Bytes router_forward_bytes(const ModelSpec& m, double tokens, Precision p) {
+  return Bytes(4.0 * tokens * d(m.moe.top_k) * d(m.hidden) * element_bytes(p));
+}
+
 Flops shared_experts_forward_flops(const ModelSpec& m, double tokens, int tp) {
   return Flops(2.0 * tokens * d(m.moe.shared_experts) * expert_params(m) / tp);
 }

@@ -48,6 +48,10 @@ Flops layer_forward_flops_at(const ModelSpec& m, int64_t layer);
 /// Router forward FLOPs for `tokens` tokens: 2*tokens*h*E (replicated on every TP rank).
 Flops router_forward_flops(const ModelSpec& m, double tokens);
 
+/// The router block's HBM traffic for `tokens` tokens (the roofline's bytes): the two permutations
+/// of the top_k routed copies around the experts, each read and written.
+Bytes router_forward_bytes(const ModelSpec& m, double tokens, Precision p);
+
 /// Shared experts' forward FLOPs for `tokens` tokens on one TP rank: 2*tokens*n*h*f_e*S/tp.
 Flops shared_experts_forward_flops(const ModelSpec& m, double tokens, int tp);
 

@@ -61,8 +61,7 @@ graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph
   } else if (block == graph::Block::ROUTER) {
     const double tokens = static_cast<double>(b) * static_cast<double>(m.seq_len);
     f = model::router_forward_flops(m, tokens);
-    bytes = Bytes(4.0 * tokens * static_cast<double>(m.moe.top_k) * static_cast<double>(m.hidden) *
-                  model::element_bytes(w.precision));
+    bytes = model::router_forward_bytes(m, tokens, w.precision);
   } else {
     f = model::logits_forward_flops(m, b, tp);
     bytes = model::logits_forward_bytes(m, b, tp, w.precision);
