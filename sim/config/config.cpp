@@ -57,11 +57,12 @@ constexpr int64_t MAX_EXPERTS = int64_t{1} << 16;
 constexpr int64_t MAX_FFN = int64_t{1} << 22;
 constexpr int64_t MAX_HEAD_DIM = int64_t{1} << 16;
 constexpr int64_t MAX_HIDDEN = int64_t{1} << 20;
+constexpr int64_t MAX_SEQ_LEN = int64_t{1} << 27;
 constexpr SizeLimit MODEL_SIZE_LIMITS[] = {
     {"layers", &ModelSpec::layers, MAX_LAYERS},      {"hidden", &ModelSpec::hidden, MAX_HIDDEN},
     {"heads", &ModelSpec::heads, MAX_HEADS},         {"kv_heads", &ModelSpec::kv_heads, MAX_HEADS},
     {"ffn_hidden", &ModelSpec::ffn_hidden, MAX_FFN}, {"vocab", &ModelSpec::vocab, int64_t{1} << 27},
-    {"seq_len", &ModelSpec::seq_len, int64_t{1} << 27}, {"head_dim", &ModelSpec::head_dim_set, MAX_HEAD_DIM}};
+    {"seq_len", &ModelSpec::seq_len, MAX_SEQ_LEN}, {"head_dim", &ModelSpec::head_dim_set, MAX_HEAD_DIM}};
 
 int64_t limited_int64(const Field& f, int64_t max) {
   const int64_t v = positive_int64(f);
@@ -449,6 +450,24 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   }
 }
 
+/// model.sliding_window and model.full_attention_every (docs/schema.md), over what a Hugging Face
+/// config gave.
+void read_sliding_window(const MapReader& m, ModelSpec& model) {
+  if (auto f = m.find("sliding_window")) {
+    model.sliding_window = f->integer(0, MAX_SEQ_LEN, "an integer in 0.." + std::to_string(MAX_SEQ_LEN) +
+                                                          " (tokens a query attends to; 0: no window)");
+    if (model.sliding_window == 0)
+      model.full_attention_every = 0;
+  }
+  if (auto f = m.find("full_attention_every")) {
+    model.full_attention_every =
+        f->integer(0, MAX_LAYERS, "an integer in 0.." + std::to_string(MAX_LAYERS) +
+                                      " (every n-th layer attends to the whole sequence; 0: every layer windowed)");
+    if (model.full_attention_every > 0 && model.sliding_window == 0)
+      f->fail("model.full_attention_every needs model.sliding_window > 0 (the other layers' window)");
+  }
+}
+
 /// model.mla (docs/schema.md): the latent ranks and head widths of multi-head latent attention.
 void read_mla(const Field& f, MlaSpec& mla) {
   const auto m = f.map({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
@@ -593,6 +612,7 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
   if (auto f = m.find("mla"))
     read_mla(*f, model.mla);
   check_mla(m, model);
+  read_sliding_window(m, model);
   if (from_hf) { // sizes the workload file did not override, as the Hugging Face config gave them
     const auto check = [&](const std::string& key, int64_t value, int64_t max) {
       if (value > max)
@@ -681,7 +701,7 @@ WorkloadSpec read_workload(const Document& doc) {
   w.model = read_model(
       top.require("model").map({"name", "from_hf", "layers", "hidden", "heads", "kv_heads", "head_dim", "mla", "ffn_hidden",
                                 "vocab", "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings",
-                                "dropout", "moe"}),
+                                "dropout", "moe", "sliding_window", "full_attention_every"}),
       w.name, doc.file());
   const auto batch = top.require("batch").map({"global_batch", "micro_batch"});
   w.batch.global_batch = limited_int64(batch.require("global_batch"), INT_MAX_VALUE);
@@ -889,6 +909,9 @@ void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
     if (moe.top_k > moe.experts)
       fail("model.moe.top_k = " + str(moe.top_k) + " exceeds model.moe.experts = " + str(moe.experts));
   }
+  if (p.cp > 1 && m.sliding_window > 0 && m.attention_span(true) < m.seq_len)
+    fail("parallel.cp = " + str(p.cp) + " with model.sliding_window = " + str(m.sliding_window) +
+         " is not modelled (ring attention over windowed layers); use cp = 1 or a window of at least seq_len / 2");
   if (p.cp > 1) {
     const int64_t split = p.sp ? static_cast<int64_t>(p.cp) * p.tp : p.cp;
     if (m.seq_len % split != 0)

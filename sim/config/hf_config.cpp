@@ -11,6 +11,8 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace stepsim::config {
 
@@ -89,6 +91,22 @@ public:
     return it->get<std::string>();
   }
 
+  /// The strings of a list (absent or null: empty).
+  [[nodiscard]] std::vector<std::string> string_list(const std::string& key) const {
+    std::vector<std::string> out;
+    const auto it = root_.find(key);
+    if (it == root_.end() || it->is_null())
+      return out;
+    if (!it->is_array())
+      fail(key, "expected a list, found " + it->dump());
+    for (const json& v : *it) {
+      if (!v.is_string())
+        fail(key, "expected a list of strings, found " + v.dump());
+      out.push_back(v.get<std::string>());
+    }
+    return out;
+  }
+
   /// True when the key holds a non-empty list (absent or null: false).
   [[nodiscard]] bool non_empty_list(const std::string& key) const {
     const auto it = root_.find(key);
@@ -104,11 +122,49 @@ private:
   const json& root_;
 };
 
+/// Sliding-window attention: `layer_types` (newer configs: "sliding_attention" or
+/// "full_attention" per layer) when given, else Mistral's `sliding_window` on every layer, or
+/// Qwen's `use_sliding_window`, whose per-layer rule (max_window_layers) is not modelled.
+void read_sliding_window(const JsonReader& r, const std::string& type, ModelSpec& m) {
+  const std::vector<std::string> kinds = r.string_list("layer_types");
+  const bool qwen = type.rfind("qwen", 0) == 0;
+  if (kinds.empty()) {
+    if (qwen && r.find_bool("use_sliding_window").value_or(false))
+      r.fail("use_sliding_window", "Qwen's sliding window above max_window_layers is not modelled; expected false");
+    if (type == "mistral" || type == "mixtral")
+      m.sliding_window = r.find_int("sliding_window").value_or(0);
+    else if (type == "gpt_oss")
+      r.fail("layer_types", "missing (needed for the layers' attention: sliding or full)");
+    return;
+  }
+  if (static_cast<int64_t>(kinds.size()) != m.layers)
+    r.fail("layer_types", "expected one entry per layer (" + std::to_string(m.layers) + "), found " +
+                              std::to_string(kinds.size()));
+  int64_t full_every = 0, windowed = 0;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (kinds[i] != "sliding_attention" && kinds[i] != "full_attention")
+      r.fail("layer_types", "expected \"sliding_attention\" or \"full_attention\", found \"" + kinds[i] + "\"");
+    windowed += kinds[i] == "sliding_attention" ? 1 : 0;
+    if (full_every == 0 && kinds[i] == "full_attention")
+      full_every = static_cast<int64_t>(i) + 1;
+  }
+  if (windowed == 0)
+    return;
+  m.sliding_window = r.require_int("sliding_window", "the sliding_attention layers of layer_types");
+  m.full_attention_every = windowed == m.layers ? 0 : full_every;
+  for (int64_t i = 0; i < m.layers; ++i)
+    if ((kinds[static_cast<size_t>(i)] == "sliding_attention") != m.windowed_layer(i))
+      r.fail("layer_types", "only every n-th layer attending to the full sequence (and the others through the "
+                            "window) is modelled; layer " + std::to_string(i) + " breaks that pattern (n = " +
+                                std::to_string(full_every) + ")");
+}
+
 } // namespace
 
 const std::vector<std::string>& supported_hf_model_types() {
   static const std::vector<std::string> types = {"llama",     "mistral", "mixtral",   "qwen2",      "qwen2_moe",
-                                                  "qwen3",     "qwen3_moe", "deepseek_v2", "deepseek_v3"};
+                                                  "qwen3",     "qwen3_moe", "deepseek_v2", "deepseek_v3",
+                                                  "gpt_oss"};
   return types;
 }
 
@@ -168,10 +224,13 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
   // These families have no hidden dropout; attention dropout only when the config sets one.
   m.dropout = r.find_number("attention_dropout").value_or(0.0) > 0.0;
 
-  if (type == "mixtral") {
+  if (type == "mixtral" || type == "gpt_oss") {
     m.moe.experts = r.require_int("num_local_experts", "model.moe.experts");
     m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
     m.moe.expert_ffn_hidden = m.ffn_hidden;
+    // gpt-oss: biases on the attention projections (and the experts', a few per mille of them).
+    if (type == "gpt_oss")
+      m.bias = r.find_bool("attention_bias").value_or(true);
   } else if (deepseek) {
     // Multi-head latent attention; q_lora_rank null: one full query projection (V2-Lite).
     m.mla.q_lora_rank = r.find_int("q_lora_rank", 0).value_or(0);
@@ -203,6 +262,7 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
       m.moe.shared_experts = shared / m.moe.expert_ffn_hidden;
     }
   }
+  read_sliding_window(r, type, m);
   if (m.moe.enabled() && m.moe.top_k > m.moe.experts)
     r.fail("num_experts_per_tok", "expected at most the number of routed experts (" +
                                       std::to_string(m.moe.experts) + "), found " +

@@ -73,7 +73,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
   }
   if (auto s = opt_map(m, "model", {"name", "params_b", "layers", "hidden", "ffn_hidden", "attn_heads", "kv_heads",
                                     "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "head_dim", "mla",
-                                    "notes"},
+                                    "sliding_window", "full_attention_every", "notes"},
                               ignored)) {
     r.model.name = opt_text(*s, "name");
     r.model.layers = opt_int(*s, "layers");
@@ -99,6 +99,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
                             .qk_rope_head_dim = opt_int(*a, "qk_rope_head_dim").value_or(0),
                             .v_head_dim = *v};
     }
+    r.model.sliding_window = opt_int(*s, "sliding_window");
+    r.model.full_attention_every = opt_int(*s, "full_attention_every");
     r.model.notes = opt_text(*s, "notes");
     r.model.params_b = opt_number(*s, "params_b");
   }

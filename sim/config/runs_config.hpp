@@ -24,6 +24,9 @@ struct MeasuredModel {
   std::optional<double> params_b; ///< published parameter count, billions (resolves the head width)
   std::optional<int64_t> head_dim; ///< attention head width when not hidden / heads (an extension of the schema)
   std::optional<MlaSpec> mla;      ///< multi-head latent attention (an extension of the schema)
+  /// Sliding-window attention (extensions of the schema): the window, and every how-many-th layer
+  /// attends to the full sequence (model.sliding_window, model.full_attention_every).
+  std::optional<int64_t> sliding_window, full_attention_every;
   std::string notes;
 };
 

@@ -4,6 +4,7 @@
 
 #include "core/units.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -181,6 +182,12 @@ struct ModelSpec {
   /// apart from the hidden size (Qwen3-32B: 64 heads of 128 on a hidden size of 5120).
   int64_t head_dim_set = 0;
   MlaSpec mla; ///< multi-head latent attention; disabled by default
+  /// Sliding-window attention (Mistral, Gemma 2 and 3, gpt-oss): a query of a windowed layer
+  /// attends to the last `sliding_window` positions (itself included); 0: no window.
+  int64_t sliding_window = 0;
+  /// With a window: layers i with (i + 1) % full_attention_every == 0 attend to the whole prefix
+  /// (Gemma 2 and gpt-oss: 2, Gemma 3: 6); 0: every layer is windowed.
+  int64_t full_attention_every = 0;
 
   [[nodiscard]] int64_t head_dim() const { return head_dim_set > 0 ? head_dim_set : hidden / heads; }
   /// Width of the query (and attention output) projection: heads x head_dim, = hidden by default.
@@ -189,6 +196,17 @@ struct ModelSpec {
   /// v_head_dim; otherwise head_dim both).
   [[nodiscard]] int64_t qk_head_dim() const { return mla.enabled() ? mla.qk_head_dim() : head_dim(); }
   [[nodiscard]] int64_t v_head_dim() const { return mla.enabled() ? mla.v_head_dim : head_dim(); }
+  /// True when global layer `layer` (0-based) attends through the sliding window.
+  [[nodiscard]] bool windowed_layer(int64_t layer) const {
+    return sliding_window > 0 && !(full_attention_every > 0 && (layer + 1) % full_attention_every == 0);
+  }
+  /// Keys per query the attention core is charged for in the model-FLOPs convention, which counts
+  /// a causal layer's whole s x s score matrix (twice the work of its lower triangle): seq_len for
+  /// full attention, min(seq_len, 2 x sliding_window) for a windowed layer (a query sees w keys,
+  /// the first w of the sequence fewer).
+  [[nodiscard]] int64_t attention_span(bool windowed) const {
+    return windowed && sliding_window > 0 ? std::min(seq_len, 2 * sliding_window) : seq_len;
+  }
 };
 
 struct BatchSpec {

@@ -107,9 +107,16 @@ private:
 
   // ---- compute ------------------------------------------------------------------------------
 
-  /// Duration and query of one block, cached per (block, phase, stage).
-  std::pair<ComputeCost, ComputeQuery> cost(Block block, Phase phase, int stage) {
-    const auto key = std::make_tuple(static_cast<int>(block), static_cast<int>(phase), stage);
+  /// True when `block` of global layer `layer` is an attention block whose sliding window is
+  /// shorter than the sequence (else it costs as full attention).
+  [[nodiscard]] bool windowed(Block block, int layer) const {
+    const ModelSpec& m = w_.model;
+    return block == Block::ATTENTION && m.windowed_layer(layer) && m.attention_span(true) < m.seq_len;
+  }
+
+  /// Duration and query of one block, cached per (block, phase, stage, windowed).
+  std::pair<ComputeCost, ComputeQuery> cost(Block block, Phase phase, int stage, bool windowed = false) {
+    const auto key = std::make_tuple(static_cast<int>(block), static_cast<int>(phase), stage, windowed);
     if (auto it = cost_cache_.find(key); it != cost_cache_.end())
       return it->second;
     ModelSpec m = w_.model; // as one GPU sees it: context parallelism leaves it seq_len / cp tokens
@@ -122,8 +129,8 @@ private:
     const Flops layer_flops = model::layer_forward_flops(m, b, tp);
     switch (block) {
     case Block::ATTENTION:
-      f = model::attention_block_forward_flops(m, b, tp);
-      bytes = layer_bytes * (f / layer_flops);
+      f = model::attention_block_forward_flops(m, b, tp, windowed);
+      bytes = layer_bytes * (model::attention_block_forward_flops(m, b, tp) / layer_flops);
       break;
     case Block::MLP:
       f = model::mlp_block_forward_flops(m, b, tp);
@@ -149,9 +156,9 @@ private:
       bytes = bytes * 2.0;
       // Selective recomputation repeats the attention core before the attention backward.
       if (block == Block::ATTENTION && w_.training.recompute == Recompute::SELECTIVE)
-        f += model::attention_core_flops(m, b, tp);
+        f += model::attention_core_flops(m, b, tp, windowed);
     }
-    ComputeQuery q{.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes};
+    ComputeQuery q{.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes, .windowed = windowed};
     auto result = std::make_pair(o_.compute_time(q), q);
     if (w_.parallel.cp > 1 && result.first.sources.roofline < 1.0) // kernel profiles see the whole sequence
       result.first.time = result.first.time / w_.parallel.cp;
@@ -162,13 +169,13 @@ private:
   /// Zero-bubble split of a block's backward (docs/schedules.md): W is the weight-gradient GEMMs,
   /// as many FLOPs as the forward's GEMMs; B is the rest (input-gradient GEMMs, the attention
   /// core's backward, a selectively recomputed core). Time, FLOPs and bytes split in that ratio.
-  std::pair<ComputeCost, ComputeQuery> split_cost(Block block, Phase phase, int stage) {
-    auto [c, q] = cost(block, Phase::BACKWARD, stage);
+  std::pair<ComputeCost, ComputeQuery> split_cost(Block block, Phase phase, int stage, bool windowed) {
+    auto [c, q] = cost(block, Phase::BACKWARD, stage, windowed);
     const ModelSpec& m = w_.model;
     const int64_t b = w_.batch.micro_batch;
     Flops gemm;
     switch (block) {
-    case Block::ATTENTION:
+    case Block::ATTENTION: // the projections: the same GEMMs with or without a window
       gemm = model::attention_block_forward_flops(m, b, grid_.tp) - model::attention_core_flops(m, b, grid_.tp);
       break;
     case Block::MLP: gemm = model::mlp_block_forward_flops(m, b, grid_.tp); break;
@@ -199,9 +206,10 @@ private:
                               const detail::MoeCpEmitter::ExpertShards& shards = {}) {
     if (moe_cp_->handles(block, layer)) // MoE MLP blocks, CP ring attention (graph/moe_builder.hpp)
       return moe_cp_->emit(group, block, phase, stage, layer, mb, alloc, free, extra_dep, param_free, shards);
+    const bool window = windowed(block, layer);
     const auto [dur, q] = split_ && (phase == Phase::BACKWARD || phase == Phase::WEIGHT_GRAD)
-                              ? split_cost(block, phase, stage)
-                              : cost(block, phase, stage);
+                              ? split_cost(block, phase, stage, window)
+                              : cost(block, phase, stage, window);
     std::vector<TaskId> ids;
     ids.reserve(group.size());
     for (size_t i = 0; i < group.size(); ++i) {
@@ -719,7 +727,7 @@ private:
   StepGraph g_;
   std::vector<RankState> ranks_;
   std::map<std::tuple<int, int, int, int, int>, TaskId> dp_tasks_;
-  std::map<std::tuple<int, int, int>, std::pair<ComputeCost, ComputeQuery>> cost_cache_;
+  std::map<std::tuple<int, int, int, bool>, std::pair<ComputeCost, ComputeQuery>> cost_cache_;
   std::unique_ptr<detail::MoeCpEmitter> moe_cp_;
 };
 

@@ -39,6 +39,7 @@ struct ComputeQuery {
   int stage = 0;
   Flops flops;
   Bytes bytes; ///< HBM traffic estimate
+  bool windowed = false; ///< ATTENTION of a layer with a sliding window (ModelSpec::windowed_layer)
 };
 
 /// A compute task's duration and where it came from. Converts implicitly from a bare Seconds

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -32,6 +33,7 @@ struct RankDims {
   int64_t ffn = 0;       ///< f/t
   int64_t vocab = 0;     ///< V/t
   AttentionDims attn;
+  double attn_repeat = 1; ///< the fused core's time factor (a windowed core's fractional sequences), else 1
   bool flash = true;      ///< fused attention core, else attention_core_kernels
   bool dropout = true;    ///< the unfused core's attention dropout kernel
   bool fp32_loss = true;  ///< the loss in fp32 kernels (CrossEntropy::FP32), else one fused kernel
@@ -48,7 +50,7 @@ struct RankDims {
   int64_t kv_up_out = 0;   ///< a/t · (qk_nope + v_head_dim)
 };
 
-RankDims rank_dims(const WorkloadSpec &w) {
+RankDims rank_dims(const WorkloadSpec &w, bool windowed = false) {
   const ModelSpec &m = w.model;
   const int64_t t = w.parallel.tp;
   if (t <= 0)
@@ -92,6 +94,16 @@ RankDims rank_dims(const WorkloadSpec &w) {
                          .head_dim = m.mla.enabled() ? (m.qk_head_dim() + m.v_head_dim()) / 2 : d,
                          .causal = true};
   r.flash = w.training.flash_attention;
+  // A windowed layer's fused core: each query's w keys, as the causal kernel over 2w positions
+  // on b·s/(2w) sequences (b·s·w products either way, and the whole step's query tiles in one
+  // launch, as a window-aware kernel runs them); a fractional count scales the nearest whole one.
+  if (windowed && r.flash && m.sliding_window > 0 && 2 * m.sliding_window < m.seq_len) {
+    r.attn.seq = 2 * m.sliding_window;
+    const double sequences = static_cast<double>(r.attn.batch) * static_cast<double>(m.seq_len) /
+                             static_cast<double>(r.attn.seq);
+    r.attn.batch = std::max<int64_t>(1, static_cast<int64_t>(sequences));
+    r.attn_repeat = sequences / static_cast<double>(r.attn.batch);
+  }
   r.dropout = m.dropout;
   r.fp32_loss = w.training.cross_entropy == CrossEntropy::FP32;
   r.norm = m.norm == NormKind::RMSNORM ? KernelKind::RMSNORM : KernelKind::LAYERNORM;
@@ -174,7 +186,7 @@ public:
   void attention_core(StepPass pass, const char *fused_role) {
     if (r_.flash) {
       const KernelKind kind = pass == StepPass::BACKWARD ? KernelKind::ATTENTION_BWD : KernelKind::ATTENTION_FWD;
-      add(attention(kind, r_.dtype, r_.attn), 1.0, fused_role);
+      add(attention(kind, r_.dtype, r_.attn), r_.attn_repeat, fused_role);
       return;
     }
     const RankDims &r = r_;
@@ -313,8 +325,8 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
 
 } // namespace
 
-std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass) {
-  const RankDims r = rank_dims(w);
+std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass, bool windowed) {
+  const RankDims r = rank_dims(w, windowed && block == StepBlock::ATTENTION);
   if (block == StepBlock::ROUTER && (r.experts <= 0 || r.top_k <= 0))
     throw ModelError("block kernels: the router needs model.moe.experts and top_k > 0");
   Calls c(r);
@@ -363,11 +375,16 @@ std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w) {
   std::vector<StepBlock> blocks{StepBlock::ATTENTION, StepBlock::MLP, StepBlock::LOGITS};
   if (w.model.moe.enabled())
     blocks.push_back(StepBlock::ROUTER);
+  const bool windows = w.model.sliding_window > 0 && 2 * w.model.sliding_window < w.model.seq_len;
   for (StepBlock b : blocks)
     for (StepPass p : {StepPass::FORWARD, StepPass::BACKWARD, StepPass::RECOMPUTE})
-      for (const KernelCall &call : block_kernels(w, b, p))
-        if (seen.insert(call.shape).second)
-          out.push_back(call.shape);
+      for (bool windowed : {false, true}) {
+        if (windowed && (b != StepBlock::ATTENTION || !windows))
+          continue;
+        for (const KernelCall &call : block_kernels(w, b, p, windowed))
+          if (seen.insert(call.shape).second)
+            out.push_back(call.shape);
+      }
   return out;
 }
 

@@ -54,7 +54,12 @@ struct KernelCall {
 /// is true, else the unfused kernels of attention_core_kernels.
 /// Throws ModelError when a dimension is not positive or does not divide by tp (as
 /// workload_kernels).
-std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass);
+/// `windowed`: an ATTENTION block of a layer with a sliding window w shorter than half the
+/// sequence (ModelSpec::windowed_layer): the fused core runs as the causal kernel over 2w
+/// positions on b·s/(2w) sequences (the same b·s·w score products, all query tiles in one launch;
+/// a fractional count is the nearest whole one with a time factor); the unfused core computes the
+/// whole masked s × s matrix, as without a window.
+std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass, bool windowed = false);
 
 /// The attention core of one micro-batch on one TP rank without FlashAttention, as Megatron-LM
 /// (2021-22) runs it: with B = micro_batch · a/t score matrices of s × s and d = head_dim,

@@ -84,10 +84,11 @@ double active_params(const ModelSpec& m) {
 }
 
 Flops layer_forward_flops_at(const ModelSpec& m, int64_t layer) {
+  const Flops attention = attention_block_forward_flops(m, 1, 1, m.windowed_layer(layer));
   if (!is_moe_layer(m, layer))
-    return layer_forward_flops(m, 1, 1);
+    return attention + mlp_block_forward_flops(m, 1, 1);
   const double s = d(m.seq_len);
-  return attention_block_forward_flops(m, 1, 1) + router_forward_flops(m, s) +
+  return attention + router_forward_flops(m, s) +
          shared_experts_forward_flops(m, s, 1) + routed_experts_forward_flops(m, s * d(m.moe.top_k), 1);
 }
 

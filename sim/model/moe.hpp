@@ -41,8 +41,9 @@ LayerParams stack_params(const ModelSpec& m, int64_t first, int64_t count, int t
 double active_params(const ModelSpec& m);
 
 /// Forward FLOPs of layer `layer` for one sequence without parallelism, with balanced routing:
-/// the attention block plus the dense MLP, or the router 2*s*h*E, the shared experts and top_k
-/// routed experts per token. Used for model FLOPs (MFU).
+/// the attention block (through its sliding window if the layer has one) plus the dense MLP, or
+/// the router 2*s*h*E, the shared experts and top_k routed experts per token. Used for model
+/// FLOPs (MFU).
 Flops layer_forward_flops_at(const ModelSpec& m, int64_t layer);
 
 /// Router forward FLOPs for `tokens` tokens: 2*tokens*h*E (replicated on every TP rank).

@@ -102,8 +102,12 @@ Flops layer_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
 }
 
 Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  return attention_block_forward_flops(m, micro_batch, tp, false);
+}
+
+Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp, bool windowed) {
   const double tokens = d(micro_batch) * d(m.seq_len);
-  return Flops(2.0 * tokens * attention_gemm_weights(m, tp)) + attention_core_flops(m, micro_batch, tp);
+  return Flops(2.0 * tokens * attention_gemm_weights(m, tp)) + attention_core_flops(m, micro_batch, tp, windowed);
 }
 
 Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
@@ -112,9 +116,14 @@ Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
 }
 
 Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  return attention_core_flops(m, micro_batch, tp, false);
+}
+
+Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp, bool windowed) {
   // Q·Kᵀ over the query/key width and P·V over the value width, per head (4·b·s²·q_dim for
-  // plain attention, whose widths are both head_dim).
-  return Flops(2.0 * d(micro_batch) * d(m.seq_len) * d(m.seq_len) * d(m.heads) *
+  // plain attention, whose widths are both head_dim); a windowed layer's queries see
+  // attention_span keys instead of s.
+  return Flops(2.0 * d(micro_batch) * d(m.seq_len) * d(m.attention_span(windowed)) * d(m.heads) *
                d(m.qk_head_dim() + m.v_head_dim()) / tp);
 }
 
@@ -151,7 +160,8 @@ Flops hardware_flops_per_step(const WorkloadSpec& w) {
   case Recompute::NONE:
     break;
   case Recompute::SELECTIVE:
-    extra_per_sequence = attention_core_flops(m, 1, 1) * d(m.layers);
+    for (int64_t l = 0; l < m.layers; ++l)
+      extra_per_sequence += attention_core_flops(m, 1, 1, m.windowed_layer(l));
     break;
   case Recompute::FULL:
     for (int64_t l = 0; l < m.layers; ++l)

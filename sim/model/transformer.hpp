@@ -48,7 +48,7 @@ StageLayout stage_layout(const WorkloadSpec& w, int stage);
 /// Parameters held by one GPU of `stage` before any ZeRO sharding (Psi in MODEL.md §3).
 double params_on_rank(const WorkloadSpec& w, int stage);
 
-/// Forward FLOPs of one layer for one micro-batch on one TP rank:
+/// Forward FLOPs of one full-attention layer for one micro-batch on one TP rank:
 /// 2*b*s*(2h^2 + 2h*kv_dim + n_mlp*h*f)/tp + 4*b*s^2*h/tp (no causal saving), n_mlp = 2 for
 /// GELU, 3 for SwiGLU. For GPT this is (24*b*s*h^2 + 4*b*s^2*h)/tp.
 Flops layer_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
@@ -56,6 +56,9 @@ Flops layer_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 /// Forward FLOPs of the attention block (QKV and output projections plus the attention core)
 /// of one layer, one micro-batch, one TP rank.
 Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+/// The same for a layer that attends through the sliding window when `windowed`
+/// (ModelSpec::windowed_layer).
+Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp, bool windowed);
 
 /// Forward FLOPs of the MLP block of one layer, one micro-batch, one TP rank:
 /// 2*b*s*n_mlp*h*f/tp.
@@ -65,6 +68,10 @@ Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 /// rank: 2*b*s^2*a*(d_qk + d_v)/tp, = 4*b*s^2*h/tp for plain attention (d_qk = d_v = h/a; MLA:
 /// qk_nope + qk_rope and v_head_dim). Selective recomputation repeats these.
 Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+/// The same with `windowed`: s^2 becomes s x min(s, 2w) for a sliding window of w
+/// (ModelSpec::attention_span: a query of a windowed layer sees w keys, counted twice as the
+/// causal s x s is).
+Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp, bool windowed);
 
 /// Forward FLOPs of the logits for one micro-batch on one TP rank: 2*b*s*h*V/tp.
 Flops logits_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);

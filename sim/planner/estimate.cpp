@@ -43,7 +43,8 @@ double gather(double bytes, int64_t n, const Link& l) {
 }
 
 /// The builder's compute query of one block (graph/step_builder.cpp, Builder::cost).
-graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph::Phase phase, int stage) {
+graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph::Phase phase, int stage,
+                                bool windowed = false) {
   ModelSpec m = w.model; // as one GPU sees it: context parallelism leaves it seq_len / cp tokens
   m.seq_len /= std::max(1, w.parallel.cp);
   const int64_t b = w.batch.micro_batch;
@@ -53,8 +54,8 @@ graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph
   Flops f;
   Bytes bytes;
   if (block == graph::Block::ATTENTION) {
-    f = model::attention_block_forward_flops(m, b, tp);
-    bytes = layer_bytes * (f / layer_flops);
+    f = model::attention_block_forward_flops(m, b, tp, windowed);
+    bytes = layer_bytes * (model::attention_block_forward_flops(m, b, tp) / layer_flops);
   } else if (block == graph::Block::MLP) {
     f = model::mlp_block_forward_flops(m, b, tp);
     bytes = layer_bytes * (f / layer_flops);
@@ -70,9 +71,9 @@ graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph
     f = f * 2.0;
     bytes = bytes * 2.0;
     if (block == graph::Block::ATTENTION && w.training.recompute == Recompute::SELECTIVE)
-      f += model::attention_core_flops(m, b, tp);
+      f += model::attention_core_flops(m, b, tp, windowed);
   }
-  return {.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes};
+  return {.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes, .windowed = windowed};
 }
 
 } // namespace
@@ -95,8 +96,8 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const double core = model::attention_core_flops(local, w.batch.micro_batch, par.tp).value();
   const double proj = model::attention_block_forward_flops(local, w.batch.micro_batch, par.tp).value() - core;
   const double sel = w.training.recompute == Recompute::SELECTIVE ? 1.0 : 0.0;
-  auto time = [&](Block b, Phase ph, int stage) {
-    const graph::ComputeCost c = compute_time(block_query(w, b, ph, stage));
+  auto time = [&](Block b, Phase ph, int stage, bool windowed = false) {
+    const graph::ComputeCost c = compute_time(block_query(w, b, ph, stage, windowed));
     double t = c.time.value();
     if (cp > 1 && c.sources.roofline < 1.0)
       t /= cp;
@@ -105,9 +106,22 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
                                  : (proj + cp * core) / (proj + core);
     return t;
   };
-  const double att_f = time(Block::ATTENTION, Phase::FORWARD, 0), mlp_f = time(Block::MLP, Phase::FORWARD, 0);
-  const double att_b = time(Block::ATTENTION, Phase::BACKWARD, 0), mlp_b = time(Block::MLP, Phase::BACKWARD, 0);
-  const double att_r = full ? time(Block::ATTENTION, Phase::RECOMPUTE, 0) : 0.0;
+  // Attention per layer of the last stage: its windowed layers (a window shorter than the
+  // sequence; cp is 1 then) at their own cost.
+  const ModelSpec& mod = w.model;
+  const int64_t stage_layers = mod.layers / p, first_layer = (p - 1) * stage_layers;
+  int64_t windowed_layers = 0;
+  if (mod.attention_span(true) < mod.seq_len)
+    for (int64_t l = first_layer; l < first_layer + stage_layers; ++l)
+      windowed_layers += mod.windowed_layer(l) ? 1 : 0;
+  const double win_share = d(windowed_layers) / d(std::max<int64_t>(1, stage_layers));
+  const auto attention = [&](Phase ph) {
+    return (1.0 - win_share) * time(Block::ATTENTION, ph, 0) +
+           (win_share > 0 ? win_share * time(Block::ATTENTION, ph, 0, true) : 0.0);
+  };
+  const double att_f = attention(Phase::FORWARD), mlp_f = time(Block::MLP, Phase::FORWARD, 0);
+  const double att_b = attention(Phase::BACKWARD), mlp_b = time(Block::MLP, Phase::BACKWARD, 0);
+  const double att_r = full ? attention(Phase::RECOMPUTE) : 0.0;
   const double mlp_r = full ? time(Block::MLP, Phase::RECOMPUTE, 0) : 0.0;
   const double lg_f = time(Block::LOGITS, Phase::FORWARD, static_cast<int>(p - 1));
   const double lg_b = time(Block::LOGITS, Phase::BACKWARD, static_cast<int>(p - 1));

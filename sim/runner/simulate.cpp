@@ -57,11 +57,13 @@ public:
 
   graph::ComputeCost operator()(const graph::ComputeQuery& q) {
     const bool optimizer = q.block == graph::Block::OPTIMIZER || q.phase == graph::Phase::OPTIMIZER;
-    const auto key = std::make_tuple(static_cast<int>(q.block), static_cast<int>(q.phase), optimizer ? q.stage : -1);
+    const auto key =
+        std::make_tuple(static_cast<int>(q.block), static_cast<int>(q.phase), optimizer ? q.stage : -1, q.windowed);
     if (auto it = cache_.find(key); it != cache_.end())
       return it->second;
-    const graph::ComputeCost cost = optimizer ? sum({kernels::optimizer_kernel(optimizer_params(w_, q.stage))})
-                                              : sum(kernels::block_kernels(w_, step_block(q.block), step_pass(q.phase)));
+    const graph::ComputeCost cost =
+        optimizer ? sum({kernels::optimizer_kernel(optimizer_params(w_, q.stage))})
+                  : sum(kernels::block_kernels(w_, step_block(q.block), step_pass(q.phase), q.windowed));
     cache_.emplace(key, cost);
     return cost;
   }
@@ -99,7 +101,7 @@ private:
   double gemm_efficiency_ = 1.0;
   double memory_bound_efficiency_ = 1.0;
   Seconds launch_overhead_;
-  std::map<std::tuple<int, int, int>, graph::ComputeCost> cache_;
+  std::map<std::tuple<int, int, int, bool>, graph::ComputeCost> cache_;
 };
 
 } // namespace

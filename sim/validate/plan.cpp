@@ -229,6 +229,10 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
       swiglu = false;
       why = family;
     }
+  if (has(m.name, "gpt-oss") || has(m.name, "gpt oss")) { // OpenAI's gpt-oss: gated experts
+    swiglu = true;
+    why = "gpt-oss";
+  }
   // A two-GEMM MLP without its width is the GPT convention's 4h.
   std::optional<int64_t> ffn = m.ffn_hidden;
   if (!ffn && !swiglu && m.hidden) {
@@ -347,6 +351,10 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   w << "model:\n";
   w << "  layers: " << layers << "\n  hidden: " << *m.hidden << "\n  heads: " << *m.heads << "\n";
+  if (m.sliding_window)
+    w << "  sliding_window: " << *m.sliding_window << "\n";
+  if (m.full_attention_every)
+    w << "  full_attention_every: " << *m.full_attention_every << "\n";
   if (m.mla) {
     w << "  mla: {q_lora_rank: " << m.mla->q_lora_rank << ", kv_lora_rank: " << m.mla->kv_lora_rank
       << ", qk_nope_head_dim: " << m.mla->qk_nope_head_dim << ", qk_rope_head_dim: " << m.mla->qk_rope_head_dim

@@ -215,7 +215,7 @@ TEST_F(HfConfig, UnsupportedModelTypeIsAClearError) {
   const std::string msg = config_error([&] { config::read_hf_config(p); });
   EXPECT_NE(msg.find(p.string() + ": key 'model_type': unsupported model type 'gpt2'"), std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3"),
+  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss"),
             std::string::npos)
       << msg;
 }
@@ -311,11 +311,12 @@ TEST_F(HfConfig, BundledWorkloadsPassLayoutChecks) {
     const char* workload;
     int nodes;
     int dp;
+    const char* cluster = "h200-cluster";
   };
-  for (const Case c :
-       {Case{"mixtral-8x7b", 8, 8}, Case{"deepseek-v3-like", 32, 32}, Case{"llama3-405b-128k", 28, 1}}) {
+  for (const Case c : {Case{"mixtral-8x7b", 8, 8}, Case{"deepseek-v3-like", 32, 32}, Case{"llama3-405b-128k", 28, 1},
+                       Case{"gpt-oss-120b", 8, 64, "dgx-b200"}}) {
     const ClusterSpec cluster =
-        config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
+        config::load_cluster(SOURCE_DIR / "topologies" / (std::string(c.cluster) + ".yaml"),
                              {config::parse_override("cluster.nodes=" + std::to_string(c.nodes))});
     WorkloadSpec w = config::load_workload(SOURCE_DIR / "workloads" / (std::string(c.workload) + ".yaml"));
     EXPECT_NO_THROW(config::check_layout(cluster, w)) << c.workload;
@@ -383,4 +384,108 @@ TEST_F(HfConfig, MoeKeyErrors) {
             std::string::npos);
   EXPECT_NE(error("model.moe={experts: 8, top_kk: 2}").find("did you mean 'model.moe.top_k'"),
             std::string::npos);
+}
+
+// gpt-oss-120b (OpenAI's model card: 116.83 B parameters, 5.13 B active per token counting the
+// output layer but not the input embedding): 128 experts of 2880 (top-4) on 36 layers, 64 heads
+// of 64, attention through a 128-token window on the even layers (layer_types).
+TEST_F(HfConfig, GptOssConfigGivesWindowsAndExperts) {
+  const ModelSpec m = config::read_hf_config(SOURCE_DIR / "workloads/hf/gpt-oss-120b.json");
+  EXPECT_EQ(m.moe.experts, 128);
+  EXPECT_EQ(m.moe.top_k, 4);
+  EXPECT_EQ(m.moe.expert_ffn_hidden, 2880);
+  EXPECT_EQ(m.q_dim(), 4096);
+  EXPECT_EQ(m.sliding_window, 128);
+  EXPECT_EQ(m.full_attention_every, 2);
+  EXPECT_TRUE(m.windowed_layer(0));
+  EXPECT_FALSE(m.windowed_layer(1));
+  EXPECT_TRUE(m.windowed_layer(34));
+  EXPECT_FALSE(m.windowed_layer(35));
+  EXPECT_NEAR(model::total_params(m) / 1e9, 116.83, 0.05);
+  EXPECT_NEAR((model::active_params(m) - model::embedding_params(m, 1)) / 1e9, 5.13, 0.02);
+}
+
+// Sliding windows from other configs: Mistral's sliding_window on every layer (null: none), a
+// layer_types list that is not "every n-th layer full" and Qwen's use_sliding_window are
+// errors naming the key.
+TEST_F(HfConfig, SlidingWindowKeys) {
+  const std::string mistral = R"({
+    "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+    "max_position_embeddings": 32768, "sliding_window": 4096})";
+  const ModelSpec m = config::read_hf_config(write("m.json", mistral));
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_EQ(m.full_attention_every, 0);
+  EXPECT_TRUE(m.windowed_layer(31));
+  std::string none = mistral;
+  none.replace(none.find("4096}"), 4, "null");
+  EXPECT_EQ(config::read_hf_config(write("n.json", none)).sliding_window, 0);
+
+  std::string pattern = mistral;
+  std::string kinds = "[";
+  for (int i = 0; i < 32; ++i)
+    kinds += std::string(i ? ", " : "") + (i % 4 == 3 ? "\"full_attention\"" : "\"sliding_attention\"");
+  pattern.replace(pattern.find("\"sliding_window\""), 0, "\"layer_types\": " + kinds + "], ");
+  const ModelSpec p = config::read_hf_config(write("p.json", pattern));
+  EXPECT_EQ(p.full_attention_every, 4);
+  EXPECT_FALSE(p.windowed_layer(3));
+  EXPECT_TRUE(p.windowed_layer(4));
+
+  std::string irregular = pattern;
+  irregular.replace(irregular.find("\"sliding_attention\""), 19, "\"full_attention\"");
+  const fs::path ip = write("i.json", irregular);
+  EXPECT_NE(config_error([&] { config::read_hf_config(ip); })
+                .find(ip.string() + ": key 'layer_types': only every n-th layer attending to the full sequence"),
+            std::string::npos);
+  std::string short_list = mistral;
+  short_list.replace(short_list.find("\"sliding_window\""), 0, "\"layer_types\": [\"full_attention\"], ");
+  EXPECT_NE(config_error([&] { config::read_hf_config(write("s.json", short_list)); })
+                .find("key 'layer_types': expected one entry per layer (32), found 1"),
+            std::string::npos);
+
+  const std::string qwen = R"({
+    "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+    "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+    "max_position_embeddings": 32768, "use_sliding_window": true, "sliding_window": 4096})";
+  EXPECT_NE(config_error([&] { config::read_hf_config(write("q.json", qwen)); })
+                .find("key 'use_sliding_window': Qwen's sliding window above max_window_layers is not modelled"),
+            std::string::npos);
+}
+
+// The workload keys: a window and the full-attention period are validated, override the Hugging
+// Face config, and ring attention over windowed layers is refused.
+TEST_F(HfConfig, SlidingWindowWorkloadKeys) {
+  write("hf.json", LLAMA_JSON);
+  const auto load = [&](const std::vector<std::string>& sets) {
+    std::vector<config::Override> o;
+    for (const auto& s : sets)
+      o.push_back(config::parse_override(s));
+    return config::load_workload(write("w.yaml", FROM_HF_YAML), o);
+  };
+  const WorkloadSpec w = load({"model.sliding_window=1024", "model.full_attention_every=4"});
+  EXPECT_EQ(w.model.sliding_window, 1024);
+  EXPECT_EQ(w.model.full_attention_every, 4);
+  EXPECT_NE(config_error([&] { load({"model.full_attention_every=2"}); })
+                .find("key 'model.full_attention_every': model.full_attention_every needs model.sliding_window > 0"),
+            std::string::npos);
+  EXPECT_NE(config_error([&] { load({"model.sliding_window=-1"}); })
+                .find("key 'model.sliding_window': expected an integer in 0.."),
+            std::string::npos);
+
+  const ClusterSpec cluster = config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
+                                                   {config::parse_override("cluster.nodes=2")});
+  const auto layout_error = [&](const std::vector<std::string>& sets) {
+    WorkloadSpec lw = load(sets);
+    try {
+      config::check_layout(cluster, lw);
+    } catch (const ModelError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(layout_error({"batch.global_batch=64", "model.sliding_window=1024", "parallel.cp=2"})
+                .find("parallel.cp = 2 with model.sliding_window = 1024 is not modelled"),
+            std::string::npos);
+  // A window of half the (4096-token) sequence is full attention: ring attention is fine.
+  EXPECT_EQ(layout_error({"batch.global_batch=64", "model.sliding_window=2048", "parallel.cp=2"}), "");
 }

@@ -453,3 +453,42 @@ TEST(BuildStep, NoCollectivesForUnitGroups) {
   EXPECT_EQ(prog.graph.size(), 4u * 4 * 4 + 2 * 4 + 1);
   EXPECT_EQ(prog.simulated_ranks, std::vector<Rank>{0});
 }
+
+// Sliding-window layers: their attention tasks carry the windowed FLOPs and query, the others
+// the full ones (every full_attention_every-th layer), in forward, backward, the selective
+// recomputation and the zero-bubble B/W split; over a step the attention tasks add up to the
+// model's per-layer FLOPs.
+TEST(BuildStep, SlidingWindowLayersCostTheirSpan) {
+  for (const Schedule s : {Schedule::ONE_F_ONE_B, Schedule::ZB_H1}) {
+    WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(8, 1024, 4096), 2, 4, 2, 8, 2, s);
+    w.model.sliding_window = 256;
+    w.model.full_attention_every = 2;
+    w.training.recompute = Recompute::SELECTIVE;
+    w.training.flash_attention = true;
+    BuildOptions o;
+    o.compute_time = [](const ComputeQuery& q) { return Seconds(q.windowed ? 1e-4 : 1e-3); };
+    const StepProgram prog = build_step(w, o);
+    const ModelSpec& m = w.model;
+    double attention_flops = 0;
+    int windowed = 0, full = 0;
+    for (const Task& t : prog.graph.tasks()) {
+      if (t.kind != TaskKind::COMPUTE || t.block != Block::ATTENTION || t.rank != 0)
+        continue;
+      const bool win = m.windowed_layer(t.layer);
+      (win ? windowed : full) += 1;
+      if (t.phase == Phase::FORWARD) { // (the zero-bubble split shares the backward's time)
+        EXPECT_EQ(t.duration.value(), win ? 1e-4 : 1e-3) << t.layer;
+      }
+      attention_flops += t.flops.value();
+    }
+    EXPECT_EQ(windowed, full) << "layers 0 and 1 of stage 0, each in every pass";
+    // Rank 0 holds layers 0 and 1: per micro-batch forward 1x, backward 2x + the recomputed core.
+    double expected = 0;
+    for (int layer : {0, 1}) {
+      const bool win = m.windowed_layer(layer);
+      expected += 3 * model::attention_block_forward_flops(m, 2, 2, win).value() +
+                  model::attention_core_flops(m, 2, 2, win).value();
+    }
+    EXPECT_LT(std::abs(attention_flops - 8 * expected) / expected, 1e-9) << static_cast<int>(s);
+  }
+}

@@ -335,3 +335,87 @@ TEST(BlockKernels, MlaProjectionsAndCore) {
 }
 
 } // namespace stepsim::kernels
+
+namespace stepsim::kernels {
+namespace {
+
+// Sliding-window attention: a windowed layer's fused core is the causal kernel over 2w positions
+// on b·s/(2w) sequences, i.e. b·s·w score products, half of the model-FLOPs count of
+// model::attention_core_flops (as every fused core); the rest of the block, the full-attention
+// layers and the unfused core (which computes the whole masked s × s) are as without a window;
+// a window of s/2 or more is full attention; the suite measures the windowed kernel's shapes.
+TEST(BlockKernels, SlidingWindowCore) {
+  WorkloadSpec w;
+  w.name = "windowed";
+  w.model = llama2_70b();
+  w.model.seq_len = 8192;
+  w.model.sliding_window = 128;
+  w.model.full_attention_every = 2;
+  w.parallel.tp = 8;
+  w.parallel.pp = 4;
+  w.batch.micro_batch = 2;
+  w.batch.global_batch = 2;
+  w.training.flash_attention = true;
+  for (StepPass pass : {StepPass::FORWARD, StepPass::BACKWARD}) {
+    const KernelKind kind = pass == StepPass::FORWARD ? KernelKind::ATTENTION_FWD : KernelKind::ATTENTION_BWD;
+    const auto full = block_kernels(w, StepBlock::ATTENTION, pass);
+    const auto windowed = block_kernels(w, StepBlock::ATTENTION, pass, true);
+    ASSERT_EQ(full.size(), windowed.size());
+    for (size_t i = 0; i < full.size(); ++i) {
+      if (full[i].shape.kind != kind) {
+        EXPECT_EQ(full[i].shape, windowed[i].shape);
+        EXPECT_EQ(full[i].time_factor, windowed[i].time_factor);
+        continue;
+      }
+      EXPECT_EQ(full[i].shape.seq, 8192);
+      EXPECT_EQ(full[i].time_factor, 1.0);
+      EXPECT_EQ(windowed[i].shape.seq, 256);
+      EXPECT_EQ(windowed[i].shape.batch, 2 * 32);
+      EXPECT_EQ(windowed[i].time_factor, 1.0);
+      if (pass == StepPass::FORWARD) {
+        EXPECT_DOUBLE_EQ(kernel_flops(windowed[i].shape).value() * windowed[i].time_factor,
+                         0.5 * model::attention_core_flops(w.model, 2, 8, true).value());
+      }
+    }
+    // The other blocks do not change.
+    const auto mlp = block_kernels(w, StepBlock::MLP, pass);
+    EXPECT_EQ(mlp.size(), block_kernels(w, StepBlock::MLP, pass, true).size());
+  }
+  const auto suite = workload_kernels(w);
+  for (const KernelShape &s : block_kernel_shapes(w)) {
+    if (s.kind == KernelKind::MEMCPY)
+      continue;
+    EXPECT_NE(std::find(suite.begin(), suite.end(), s), suite.end()) << describe(s);
+  }
+
+  // Unfused: the masked s × s either way.
+  w.training.flash_attention = false;
+  const auto unfused = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD, true);
+  const auto unfused_full = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  ASSERT_EQ(unfused.size(), unfused_full.size());
+  for (size_t i = 0; i < unfused.size(); ++i)
+    EXPECT_EQ(unfused[i].shape, unfused_full[i].shape);
+
+  // A window that does not divide the sequence: the nearest whole count of sequences, scaled.
+  w.training.flash_attention = true;
+  w.model.sliding_window = 3000; // 2·8192/6000 = 2.73 sequences of 6000
+  for (const KernelCall &c : block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD, true)) {
+    if (c.shape.kind != KernelKind::ATTENTION_FWD)
+      continue;
+    EXPECT_EQ(c.shape.seq, 6000);
+    EXPECT_EQ(c.shape.batch, 2);
+    EXPECT_DOUBLE_EQ(kernel_flops(c.shape).value() * c.time_factor,
+                     0.5 * model::attention_core_flops(w.model, 2, 8, true).value());
+  }
+  // A window of half the sequence or more: full attention.
+  w.model.sliding_window = 4096;
+  const auto wide = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD, true);
+  const auto plain = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  for (size_t i = 0; i < wide.size(); ++i) {
+    EXPECT_EQ(wide[i].shape, plain[i].shape);
+    EXPECT_EQ(wide[i].time_factor, plain[i].time_factor);
+  }
+}
+
+} // namespace
+} // namespace stepsim::kernels

@@ -197,3 +197,51 @@ TEST(Optimizer, TimeIsMemoryBound) {
   w.training.optimizer_bytes_per_param = 8;
   EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi / 4 * 2 * (8 + 2) / (2039e9 * 0.85)), 1e-14);
 }
+
+// Sliding-window attention (docs/model.md): a windowed layer's queries see w keys, counted as
+// 2w in the convention that counts a causal layer's whole s x s (so s^2 becomes s x min(s, 2w));
+// every n-th layer (full_attention_every) attends to the whole sequence; a window of at least
+// s/2 costs as full attention. Model FLOPs sum the layers each at its own span.
+TEST(Flops, SlidingWindowAttention) {
+  ModelSpec m = llama2_70b();
+  m.seq_len = 8192;
+  const double b = 2, s = 8192, a = 64, d = 128, t = 8, w = 128;
+  const double full = 2 * b * s * s * a * 2 * d / t;
+  EXPECT_EQ(model::attention_core_flops(m, 2, 8, true).value(), full); // no window: full
+  m.sliding_window = 128;
+  EXPECT_EQ(model::attention_core_flops(m, 2, 8, false).value(), full);
+  EXPECT_EQ(model::attention_core_flops(m, 2, 8, true).value(), 2 * b * s * (2 * w) * a * 2 * d / t);
+  EXPECT_EQ(model::attention_core_flops(m, 2, 8).value(), full);
+  EXPECT_EQ((model::attention_block_forward_flops(m, 2, 8, false) - model::attention_block_forward_flops(m, 2, 8, true))
+                .value(),
+            full - 2 * b * s * (2 * w) * a * 2 * d / t);
+  m.sliding_window = 4096; // 2w = s: the window covers what causal attention sees on average
+  EXPECT_EQ(model::attention_core_flops(m, 2, 8, true).value(), full);
+
+  // Which layers are windowed.
+  m.sliding_window = 128;
+  for (int64_t l = 0; l < 12; ++l)
+    EXPECT_TRUE(m.windowed_layer(l)) << l;
+  m.full_attention_every = 6; // Gemma 3: five local layers, then a global one
+  for (int64_t l = 0; l < 12; ++l)
+    EXPECT_EQ(m.windowed_layer(l), l != 5 && l != 11) << l;
+
+  // Model FLOPs: 80 layers, every other one windowed (40 of each).
+  m.full_attention_every = 2;
+  WorkloadSpec work = stepsim::test::workload(m, 8, 8, 1, 1);
+  work.batch.global_batch = 16;
+  ModelSpec plain = m;
+  plain.sliding_window = 0;
+  plain.full_attention_every = 0;
+  WorkloadSpec dense = work;
+  dense.model = plain;
+  const double core_saving = 40 * 2 * s * (s - 2 * w) * a * 2 * d; // per sequence
+  EXPECT_LT(rel(model::model_flops_per_step(dense).value() - model::model_flops_per_step(work).value(),
+                3 * 16 * core_saving),
+            1e-9);
+  // Selective recomputation repeats each layer's core at its own span.
+  work.training.recompute = Recompute::SELECTIVE;
+  const double cores = 40 * 2 * s * s * a * 2 * d + 40 * 2 * s * (2 * w) * a * 2 * d;
+  EXPECT_LT(rel(model::hardware_flops_per_step(work).value() - model::model_flops_per_step(work).value(), 16 * cores),
+            1e-9);
+}

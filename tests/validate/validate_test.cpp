@@ -258,6 +258,28 @@ TEST(Plan, RecordMlaReachesTheWorkload) {
   fs::remove_all(d);
 }
 
+// A record's sliding window (`model.sliding_window`, `model.full_attention_every`: extensions of
+// the schema) reaches the workload, whose windowed layers then cost less; gpt-oss is gated.
+TEST(Plan, RecordSlidingWindowReachesTheWorkload) {
+  const fs::path d = temp_dir("plan-window");
+  std::string text = "runs:\n" + small_run("w", "bf16");
+  text.replace(text.find("name: GPT-small"), 15, "name: gpt-oss-small");
+  text.replace(text.find("moe_experts: null}"), 18, "moe_experts: null, sliding_window: 64, full_attention_every: 2}");
+  write(d / "runs.yaml", text);
+  const validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                                                 {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_NE(p.workload_yaml.find("  sliding_window: 64\n  full_attention_every: 2\n"), std::string::npos)
+      << p.workload_yaml;
+  EXPECT_NE(p.workload_yaml.find("  mlp: swiglu\n"), std::string::npos) << p.workload_yaml;
+  write(d / "w.yaml", p.workload_yaml);
+  const WorkloadSpec w = config::load_workload(d / "w.yaml");
+  EXPECT_EQ(w.model.sliding_window, 64);
+  EXPECT_TRUE(w.model.windowed_layer(0));
+  EXPECT_FALSE(w.model.windowed_layer(1));
+  fs::remove_all(d);
+}
+
 // Framework defaults: a NeMo record without sp / zero_stage gets NeMo's sequence parallelism and
 // distributed optimizer (ZeRO-1), listed; Megatron-LM's keeps what it says. The MLP follows the
 // model family: Nemotron (GQA, squared ReLU) two GEMMs, Llama gated, unknown GQA gated.
@@ -599,7 +621,7 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
 TEST(Validate, EveryBundledRunMaps) {
   for (const auto& [file, at_least] : {std::pair{"tests/validate/data/measured_runs.yaml", 23u},
                                        std::pair{"tests/validate/data/fit_runs.yaml", 5u},
-                                       std::pair{"tests/validate/data/heldout_runs.yaml", 55u}}) {
+                                       std::pair{"tests/validate/data/heldout_runs.yaml", 58u}}) {
     const config::RunsFile f = config::load_runs(src(file));
     EXPECT_GE(f.runs.size(), at_least) << file;
     const fs::path d = temp_dir("maps");
