@@ -96,6 +96,17 @@ void moe_step_nvl72(benchmark::State& state) {
   measure(state, args, 256);
 }
 
+/// Llama 3.1 405B at 8192 tokens on 9216 H100s of the rail-optimised DGX H100 SuperPOD (1152 nodes;
+/// tp 8, pp 9, dp 128, full recomputation, 16 micro-batches): a routed fabric at Llama 3 scale.
+void llama_step_rail(benchmark::State& state) {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  const std::vector<std::string> args = {
+      STEPSIM_BINARY, "run", "--cluster", src + "/topologies/dgx-h100-superpod.yaml", "--workload",
+      src + "/workloads/llama3-405b-128k.yaml", "--set", "cluster.nodes=1152", "--set", "model.seq_len=8192",
+      "--set", "parallel.cp=1", "--set", "parallel.pp=9", "--set", "batch.global_batch=2048", "--quiet"};
+  measure(state, args, 9216);
+}
+
 } // namespace
 
 // Each repetition is one child process; the median over repetitions is the figure to quote.
@@ -112,5 +123,9 @@ BENCHMARK_CAPTURE(moe_step, deepseek_like_2048_ep64_no_sampling, "--no-sampling"
 BENCHMARK(moe_step_nvl72)
     ->Name("moe_step/deepseek_like_256gb200_ep64_in_rack")
     ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+
+BENCHMARK(llama_step_rail)
+    ->Name("llama_step/llama31_405b_9216h100_rail_optimized")
+    ->UseManualTime()->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
 
 BENCHMARK_MAIN();

@@ -6,10 +6,13 @@
 #include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/Link.hpp>
 #include <simgrid/s4u/NetZone.hpp>
+#include <simgrid/kernel/routing/NetPoint.hpp>
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
 
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace sg4 = simgrid::s4u;
 
@@ -159,14 +162,163 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
   return out;
 }
 
-/// Rail-optimised and graph fabrics: one shortest-path (Dijkstra, cached per source) zone over
-/// GPU hosts, per-node NVSwitch hosts (the hub of the node's NVLink star) and the fabric's
-/// switches (routers). A GPU's network edge goes from the GPU through its NIC to the switch its
-/// NIC hangs off. Routes take the fewest links. Zero-cost padding links steer them: with P pads
-/// on NVSwitch->GPU edges and P+1 on GPU->switch edges, GPU to GPU inside a node (2+P links)
-/// beats a detour through the NICs (3+P), and a transit through another GPU (4+2P+1 links) loses
-/// to any fabric path of at most P+1 switch hops (P = diameter - 1): cross-rail traffic goes
-/// through the spine (PXN is the algorithms' business, collectives/).
+/// The zone of rail-optimised and graph fabrics: GPU hosts, per-node NVSwitch hosts (the hub of
+/// the node's NVLink star) and the fabric's switches, routed by this zone itself. A route inside a
+/// node runs over NVLink (the source's port up, the destination's port down); a route between
+/// nodes leaves through the source GPU's NIC to the switch it hangs off, takes the switch path
+/// of fewest cables (breadth-first, ties to the earlier-listed cable) and enters the destination
+/// through its NIC. Each lookup costs the path's length: SimGrid's shortest-path zones search the
+/// whole graph of GPUs once per source GPU, which on a 16 k-GPU platform is most of a run.
+class SwitchGraphZone final : public simgrid::kernel::routing::NetZoneImpl {
+public:
+  using NetPoint = simgrid::kernel::routing::NetPoint;
+  using LinkImpl = simgrid::kernel::resource::StandardLinkImpl;
+  struct Hop {
+    LinkImpl* link = nullptr;
+    double latency = 0;
+  };
+  /// What a netpoint of this zone is: a GPU (node, NIC switch, its two NVLink ports) or a node's
+  /// NVSwitch host.
+  struct Endpoint {
+    bool gpu = false;
+    int node = -1;
+    int nic = -1;         ///< the node's NIC the GPU uses
+    Hop nvl_up, nvl_down; ///< GPU ports
+  };
+
+  explicit SwitchGraphZone(const std::string& name) : NetZoneImpl(name) {}
+
+  static Hop hop(sg4::Link* link) { return {link->get_impl(), link->get_latency()}; }
+
+  /// One directed cable between switches a and b.
+  void add_cable(int a, int b, sg4::Link* link) {
+    if (static_cast<size_t>(std::max(a, b)) >= out_.size())
+      out_.resize(static_cast<size_t>(std::max(a, b)) + 1);
+    out_[static_cast<size_t>(a)].push_back(static_cast<int>(cables_.size()));
+    cables_.push_back({a, b, hop(link)});
+  }
+  /// Node n: its NICs' links, the switch each hangs off and its NVLink bridge (PCIe, may be null).
+  void add_node(std::vector<Hop> nic_up, std::vector<Hop> nic_down, std::vector<int> nic_switch, Hop bridge) {
+    nodes_.push_back({std::move(nic_up), std::move(nic_down), std::move(nic_switch), bridge});
+  }
+  void add_endpoint(const sg4::Host* host, Endpoint e) {
+    const unsigned long id = host->get_netpoint()->id();
+    if (id >= endpoints_.size())
+      endpoints_.resize(id + 1);
+    endpoints_[id] = e;
+    known_.resize(std::max(known_.size(), static_cast<size_t>(id) + 1), false);
+    known_[id] = true;
+  }
+  void set_switch_count(size_t n) {
+    out_.resize(std::max(out_.size(), n));
+    paths_.assign(n, {});
+  }
+
+  void get_local_route(const NetPoint* src, const NetPoint* dst, simgrid::kernel::routing::Route* into,
+                       double* latency) override {
+    if (src == dst)
+      return;
+    const Endpoint& a = endpoint(src);
+    const Endpoint& b = endpoint(dst);
+    const auto add = [&](const Hop& h) {
+      if (h.link == nullptr)
+        return;
+      into->link_list_.push_back(h.link);
+      if (latency != nullptr)
+        *latency += h.latency;
+    };
+    const Node& na = nodes_.at(static_cast<size_t>(a.node));
+    if (a.node == b.node) { // NVLink through the node's hub
+      if (a.gpu)
+        add(a.nvl_up);
+      if (b.gpu) {
+        add(na.bridge);
+        add(b.nvl_down);
+      }
+      return;
+    }
+    if (!a.gpu || !b.gpu)
+      throw SimulationError("platform: no route from " + src->get_name() + " to " + dst->get_name() +
+                            " (a node's NVSwitch is reached from its own GPUs only)");
+    const Node& nb = nodes_.at(static_cast<size_t>(b.node));
+    add(na.nic_up.at(static_cast<size_t>(a.nic)));
+    const int from = na.nic_switch.at(static_cast<size_t>(a.nic));
+    const int to = nb.nic_switch.at(static_cast<size_t>(b.nic));
+    const std::vector<int>& path = switch_path(from, to);
+    for (int c : path)
+      add(cables_[static_cast<size_t>(c)].hop);
+    add(nb.nic_down.at(static_cast<size_t>(b.nic)));
+  }
+
+private:
+  struct Cable {
+    int a = 0, b = 0;
+    Hop hop;
+  };
+  struct Node {
+    std::vector<Hop> nic_up, nic_down;
+    std::vector<int> nic_switch;
+    Hop bridge;
+  };
+
+  const Endpoint& endpoint(const NetPoint* p) const {
+    const unsigned long id = p->id();
+    if (id >= endpoints_.size() || !known_[id])
+      throw SimulationError("platform: no route through " + p->get_name());
+    return endpoints_[id];
+  }
+
+  /// Cables from switch `from` to switch `to`, fewest first (breadth-first from `from`, cached
+  /// per source switch as the cable that reaches each switch).
+  const std::vector<int>& switch_path(int from, int to) {
+    auto& tree = paths_.at(static_cast<size_t>(from));
+    if (tree.reach.empty()) {
+      tree.reach.assign(out_.size(), -2);
+      tree.reach[static_cast<size_t>(from)] = -1;
+      std::vector<int> queue{from};
+      for (size_t q = 0; q < queue.size(); ++q)
+        for (int c : out_[static_cast<size_t>(queue[q])]) {
+          const int next = cables_[static_cast<size_t>(c)].b;
+          if (tree.reach[static_cast<size_t>(next)] == -2) {
+            tree.reach[static_cast<size_t>(next)] = c;
+            queue.push_back(next);
+          }
+        }
+      tree.to.assign(out_.size(), {});
+      tree.done.assign(out_.size(), false);
+    }
+    if (!tree.done[static_cast<size_t>(to)]) {
+      if (tree.reach[static_cast<size_t>(to)] == -2)
+        throw SimulationError("platform: the fabric's switch graph does not connect switch " + std::to_string(from) +
+                              " to switch " + std::to_string(to));
+      std::vector<int>& path = tree.to[static_cast<size_t>(to)];
+      for (int sw = to; sw != from;) {
+        const int c = tree.reach[static_cast<size_t>(sw)];
+        path.push_back(c);
+        sw = cables_[static_cast<size_t>(c)].a;
+      }
+      std::reverse(path.begin(), path.end());
+      tree.done[static_cast<size_t>(to)] = true;
+    }
+    return tree.to[static_cast<size_t>(to)];
+  }
+
+  struct Tree {
+    std::vector<int> reach; ///< per switch: the cable that reaches it (-1 the source, -2 unreached)
+    std::vector<std::vector<int>> to;
+    std::vector<bool> done;
+  };
+  std::vector<Cable> cables_;
+  std::vector<std::vector<int>> out_; ///< per switch: its outgoing cables
+  std::vector<Node> nodes_;
+  std::vector<Endpoint> endpoints_;
+  std::vector<bool> known_;
+  std::vector<Tree> paths_;
+};
+
+/// Rail-optimised and graph fabrics (SwitchGraphZone): a GPU's network edge goes from the GPU
+/// through its NIC to the switch its NIC hangs off; cross-rail traffic goes through the spine
+/// (PXN is the algorithms' business, collectives/).
 Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<double>& gpu_pstates) {
   const double nvl_bw = c.nvswitch.bandwidth.value() * c.nvswitch.efficiency;
   const double nvl_lat = c.nvswitch.latency.value() / 2.0;
@@ -216,42 +368,16 @@ Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<doub
       throw SimulationError("platform: graph fabric attaches " + std::to_string(nic_switch.size()) + " nodes, the cluster has " +
                             std::to_string(c.nodes));
   }
-  // Switch-graph diameter in hops (BFS from every switch): the padding that keeps routes off GPUs.
-  std::vector<std::vector<int>> adj(names.size());
-  for (const Cable& x : cables) {
-    adj[static_cast<size_t>(x.a)].push_back(x.b);
-    adj[static_cast<size_t>(x.b)].push_back(x.a);
-  }
-  int diameter = 0;
-  for (size_t s = 0; s < names.size(); ++s) {
-    std::vector<int> dist(names.size(), -1);
-    std::vector<size_t> queue{s};
-    dist[s] = 0;
-    for (size_t q = 0; q < queue.size(); ++q)
-      for (int t : adj[queue[q]])
-        if (dist[static_cast<size_t>(t)] < 0) {
-          dist[static_cast<size_t>(t)] = dist[queue[q]] + 1;
-          diameter = std::max(diameter, dist[static_cast<size_t>(t)]);
-          queue.push_back(static_cast<size_t>(t));
-        }
-  }
-  const int pads = std::max(1, diameter - 1);
-
-  sg4::NetZone* zone = sg4::create_dijkstra_zone("cluster", true);
+  auto* impl = new SwitchGraphZone("cluster");
+  sg4::NetZone* zone = impl->get_iface();
   out.timer = zone->create_host("timer", GPU_SPEED);
   out.timer->set_core_count(1 << 24);
   out.timer->seal();
-  std::vector<simgrid::kernel::routing::NetPoint*> routers;
-  for (const std::string& name : names)
-    routers.push_back(zone->create_router("sw-" + name));
+  impl->set_switch_count(names.size());
   for (const Cable& x : cables) {
     const std::string name = "sw-" + names[static_cast<size_t>(x.a)] + "-" + names[static_cast<size_t>(x.b)];
-    sg4::Link* ab = make_link(zone, name + "-fwd", x.bandwidth, x.latency + sw);
-    sg4::Link* ba = make_link(zone, name + "-bwd", x.bandwidth, x.latency + sw);
-    zone->add_route(routers[static_cast<size_t>(x.a)], routers[static_cast<size_t>(x.b)], nullptr, nullptr,
-                    {sg4::LinkInRoute(ab)}, false);
-    zone->add_route(routers[static_cast<size_t>(x.b)], routers[static_cast<size_t>(x.a)], nullptr, nullptr,
-                    {sg4::LinkInRoute(ba)}, false);
+    impl->add_cable(x.a, x.b, make_link(zone, name + "-fwd", x.bandwidth, x.latency + sw));
+    impl->add_cable(x.b, x.a, make_link(zone, name + "-bwd", x.bandwidth, x.latency + sw));
   }
   out.gpus.reserve(static_cast<size_t>(c.num_gpus()));
   for (int n = 0; n < c.nodes; ++n) {
@@ -259,36 +385,29 @@ Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<doub
     sg4::Host* hub = zone->create_host(node + "-switch", GPU_SPEED);
     hub->seal();
     out.switches.push_back(hub);
-    sg4::Link* bridge = nullptr;
+    impl->add_endpoint(hub, {.gpu = false, .node = n, .nic = -1, .nvl_up = {}, .nvl_down = {}});
+    SwitchGraphZone::Hop bridge;
     if (c.intra == IntraNodeKind::PCIE && c.pcie_host_bandwidth.value() > 0)
-      bridge = make_link(zone, node + "-pcie-bridge", c.pcie_host_bandwidth.value() * c.nvswitch.efficiency, 0.0);
-    std::vector<sg4::Link*> nic_up, nic_down;
+      bridge = SwitchGraphZone::hop(
+          make_link(zone, node + "-pcie-bridge", c.pcie_host_bandwidth.value() * c.nvswitch.efficiency, 0.0));
+    std::vector<SwitchGraphZone::Hop> nic_up, nic_down;
     for (int k = 0; k < c.nics_per_node; ++k) {
       // NIC link + half a switch latency on each side of the first/last switch.
-      nic_up.push_back(make_link(zone, node + "-nic" + std::to_string(k) + "-up", nic_bw, nic_lat + sw / 2.0));
-      nic_down.push_back(make_link(zone, node + "-nic" + std::to_string(k) + "-down", nic_bw, nic_lat + sw / 2.0));
+      nic_up.push_back(SwitchGraphZone::hop(
+          make_link(zone, node + "-nic" + std::to_string(k) + "-up", nic_bw, nic_lat + sw / 2.0)));
+      nic_down.push_back(SwitchGraphZone::hop(
+          make_link(zone, node + "-nic" + std::to_string(k) + "-down", nic_bw, nic_lat + sw / 2.0)));
     }
+    impl->add_node(std::move(nic_up), std::move(nic_down), nic_switch[static_cast<size_t>(n)], bridge);
     for (int g = 0; g < c.gpus_per_node; ++g) {
       sg4::Host* h = zone->create_host(node + "-gpu" + std::to_string(g), gpu_pstates);
       h->seal();
       out.gpus.push_back(h);
-      std::vector<sg4::LinkInRoute> up{sg4::LinkInRoute(make_link(zone, h->get_name() + "-nvl-up", nvl_bw, nvl_lat))};
-      std::vector<sg4::LinkInRoute> down;
-      for (int p = 0; p < pads; ++p)
-        down.emplace_back(make_link(zone, h->get_name() + "-pad" + std::to_string(p), UNLIMITED_BANDWIDTH, 0.0));
-      if (bridge != nullptr)
-        down.emplace_back(bridge);
-      down.emplace_back(make_link(zone, h->get_name() + "-nvl-down", nvl_bw, nvl_lat));
-      zone->add_route(h->get_netpoint(), hub->get_netpoint(), nullptr, nullptr, up, false);
-      zone->add_route(hub->get_netpoint(), h->get_netpoint(), nullptr, nullptr, down, false);
-      const int k = nic_of(c, g);
-      simgrid::kernel::routing::NetPoint* leaf =
-          routers.at(static_cast<size_t>(nic_switch[static_cast<size_t>(n)].at(static_cast<size_t>(k))));
-      std::vector<sg4::LinkInRoute> out_links{sg4::LinkInRoute(nic_up[static_cast<size_t>(k)])};
-      for (int p = 0; p <= pads; ++p)
-        out_links.emplace_back(make_link(zone, h->get_name() + "-nicpad" + std::to_string(p), UNLIMITED_BANDWIDTH, 0.0));
-      zone->add_route(h->get_netpoint(), leaf, nullptr, nullptr, out_links, false);
-      zone->add_route(leaf, h->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nic_down[static_cast<size_t>(k)])}, false);
+      impl->add_endpoint(h, {.gpu = true,
+                             .node = n,
+                             .nic = nic_of(c, g),
+                             .nvl_up = SwitchGraphZone::hop(make_link(zone, h->get_name() + "-nvl-up", nvl_bw, nvl_lat)),
+                             .nvl_down = SwitchGraphZone::hop(make_link(zone, h->get_name() + "-nvl-down", nvl_bw, nvl_lat))});
     }
   }
   zone->seal();

@@ -138,6 +138,23 @@ TEST(GraphFabric, ShortestPathRoutes) {
   EXPECT_TRUE(std::abs(bw - NIC) < 1e-3 || std::abs(bw - 12.5e9) < 1e-3) << bw;
 }
 
+// The routed zone breaks a tie between equal-hop switch paths towards the cable listed first:
+// leafA -> spine1 -> leafB (1 us per cable, 400 Gb/s) rather than spine2 (100 Gb/s), from every
+// GPU on those switches and back; a node's NVSwitch host is reached from its own GPUs only.
+TEST(GraphFabric, TiesGoToTheCableListedFirst) {
+  const ClusterSpec c = config::load_cluster(write_temp("ties.yaml", graph_cluster(GRAPH_FABRIC)));
+  const auto p = build(c);
+  for (const auto& [a, b] : {std::pair{0, 4}, std::pair{3, 7}, std::pair{4, 0}, std::pair{6, 1}}) {
+    EXPECT_NEAR(topology::route_latency(p, a, b).value(), NIC_LAT + 3 * SW + 2e-6, 1e-12) << a << " -> " << b;
+    EXPECT_NEAR(topology::route_bandwidth(p, a, b).value(), NIC, 1e-3) << a << " -> " << b;
+  }
+  std::vector<simgrid::s4u::Link*> links;
+  p.switches.at(2)->route_to(p.gpus.at(5), links, nullptr); // node 2's NVSwitch -> its GPU 1
+  EXPECT_EQ(links.size(), 1u);
+  links.clear();
+  EXPECT_THROW(p.switches.at(0)->route_to(p.gpus.at(4), links, nullptr), SimulationError);
+}
+
 // Schema errors name the file position of the offending value.
 TEST(GraphFabric, ErrorsNameFileLineColumn) {
   const auto expect_error = [](const std::string& fabric, const std::string& where, const std::string& what) {
