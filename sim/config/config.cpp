@@ -681,6 +681,33 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
     t.recompute = f->choice<Recompute>(
         {{"none", Recompute::NONE}, {"selective", Recompute::SELECTIVE}, {"full", Recompute::FULL}});
   }
+  if (auto f = m->find("recompute_modules")) {
+    if (t.recompute != Recompute::SELECTIVE)
+      f->fail("recompute_modules needs training.recompute: selective");
+    const YAML::Node& list = f->value();
+    if (!list.IsSequence() || list.size() == 0)
+      f->fail("expected a non-empty list of core_attn, layernorm, mlp, moe_act");
+    t.recompute_modules = RecomputeModules{.core_attn = false};
+    for (const YAML::Node& item : list) {
+      const std::string name = item.IsScalar() ? item.Scalar() : std::string();
+      bool RecomputeModules::*module = nullptr;
+      if (name == "core_attn")
+        module = &RecomputeModules::core_attn;
+      else if (name == "layernorm")
+        module = &RecomputeModules::layernorm;
+      else if (name == "mlp")
+        module = &RecomputeModules::mlp;
+      else if (name == "moe_act")
+        module = &RecomputeModules::moe_act;
+      else
+        f->fail("expected modules among core_attn, layernorm, mlp, moe_act, found '" +
+                (item.IsScalar() ? name : std::string("a non-scalar entry")) +
+                "' (Megatron's moe, shared_experts and mla_up_proj are not modelled)");
+      if (t.recompute_modules.*module)
+        f->fail("module '" + name + "' listed twice");
+      t.recompute_modules.*module = true;
+    }
+  }
   if (auto f = m->find("flash_attention")) {
     t.flash_attention = f->boolean();
   }
@@ -724,10 +751,17 @@ WorkloadSpec read_workload(const Document& doc) {
           {{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
   std::optional<MapReader> training;
   if (auto f = top.find("training")) {
-    training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "flash_attention", "zero3_prefetch",
-                       "cross_entropy"});
+    training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "recompute_modules", "flash_attention",
+                       "zero3_prefetch", "cross_entropy"});
   }
   w.training = read_training(training);
+  if (auto f = training ? training->find("recompute_modules") : std::nullopt) {
+    if (w.training.recompute_modules.mlp && w.model.moe.enabled())
+      f->fail("module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts model; its experts take "
+              "moe_act");
+    if (w.training.recompute_modules.moe_act && !w.model.moe.enabled())
+      f->fail("module 'moe_act' needs a mixture-of-experts model (model.moe.experts)");
+  }
   if (auto f = top.find("collectives")) {
     const auto coll = f->map({"tp", "pp", "dp", "ep", "cp"});
     const auto algorithm = [](const Field& a) {

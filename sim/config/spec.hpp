@@ -230,10 +230,25 @@ struct ParallelSpec {
   int ep = 1;               ///< expert parallelism: divides dp; experts / ep experts per GPU
 };
 
+/// What selective recomputation repeats before each layer's backward (Megatron-LM's
+/// recompute_modules; docs/model.md, "Selective recomputation"). The default is the attention core.
+struct RecomputeModules {
+  bool core_attn = true; ///< the attention core (QKᵀ, softmax, attention·V)
+  bool layernorm = false; ///< the norms: their outputs (the QKV and fc1 inputs) are not kept
+  bool mlp = false;       ///< the dense MLP block: only its input is kept (dense models)
+  bool moe_act = false;   ///< the experts' activation: its output (the fc2 input) is not kept
+  bool operator==(const RecomputeModules&) const = default;
+};
+
 struct TrainingSpec {
   Bytes dp_bucket = Bytes(25.0 * 1024 * 1024); ///< DP gradient bucket size
   double optimizer_bytes_per_param = 12;        ///< fp32 master + Adam m + v
   Recompute recompute = Recompute::NONE;
+  RecomputeModules recompute_modules;           ///< with recompute: selective
+  /// True when selective recomputation repeats `module` (a member of RecomputeModules).
+  [[nodiscard]] bool recomputes(bool RecomputeModules::*module) const {
+    return recompute == Recompute::SELECTIVE && recompute_modules.*module;
+  }
   bool flash_attention = false;  ///< fused attention: the s^2 attention scores are not stored
   int zero3_prefetch = 1;        ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
   CrossEntropy cross_entropy = CrossEntropy::FP32; ///< the loss's kernels (and logits memory)

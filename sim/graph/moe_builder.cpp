@@ -308,7 +308,7 @@ std::vector<TaskId> MoeCpEmitter::emit_cp_attention(const std::vector<Rank>& gro
   // One chunk: the local queries against one K,V block of s/cp tokens.
   const Flops chunk = model::attention_core_flops(local_, b, tp);
   const Flops proj = model::attention_block_forward_flops(local_, b, tp) - chunk;
-  const bool selective = w_.training.recompute == Recompute::SELECTIVE;
+  const bool selective = w_.training.recomputes(&RecomputeModules::core_attn);
   std::vector<TaskId> out(group.size(), NO_TASK);
   for (size_t i = 0; i < group.size(); ++i) {
     const Rank r = group[i];

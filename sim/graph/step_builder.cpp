@@ -154,9 +154,12 @@ private:
     if (phase == Phase::BACKWARD) {
       f = f * 2.0;
       bytes = bytes * 2.0;
-      // Selective recomputation repeats the attention core before the attention backward.
-      if (block == Block::ATTENTION && w_.training.recompute == Recompute::SELECTIVE)
+      // Selective recomputation repeats the attention core before the attention backward, and
+      // the dense MLP before its backward (recompute_modules).
+      if (block == Block::ATTENTION && w_.training.recomputes(&RecomputeModules::core_attn))
         f += model::attention_core_flops(m, b, tp, windowed);
+      if (block == Block::MLP && w_.training.recomputes(&RecomputeModules::mlp))
+        f += model::mlp_block_forward_flops(m, b, tp);
     }
     ComputeQuery q{.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes, .windowed = windowed};
     auto result = std::make_pair(o_.compute_time(q), q);

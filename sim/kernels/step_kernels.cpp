@@ -289,6 +289,29 @@ void forward(Calls &c, const RankDims &r, StepBlock block) {
   }
 }
 
+/// What selective recomputation repeats before `block`'s backward (recompute_modules): the
+/// attention core, the block's norm, the dense MLP's forward, the experts' activation.
+void selective_recompute(Calls &c, const RankDims &r, const TrainingSpec &t, StepBlock block) {
+  if (t.recompute != Recompute::SELECTIVE)
+    return;
+  const RecomputeModules &m = t.recompute_modules;
+  if (block == StepBlock::ATTENTION) {
+    if (m.layernorm)
+      c.norm(1.0, "input norm (recompute)");
+    if (m.core_attn)
+      c.attention_core(StepPass::RECOMPUTE, "attention fwd (recompute)");
+  } else if (block == StepBlock::MLP) {
+    if (m.mlp) {
+      forward(c, r, block); // norm, fc1, activation, fc2, residual: the block's input is kept
+      return;
+    }
+    if (m.layernorm)
+      c.norm(1.0, "post-attention norm (recompute)");
+    if (m.moe_act && r.experts > 0)
+      c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 1.0, "activation (recompute)");
+  }
+}
+
 void backward(Calls &c, const RankDims &r, StepBlock block) {
   switch (block) {
   case StepBlock::ATTENTION:
@@ -335,9 +358,8 @@ std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, St
     forward(c, r, block);
     break;
   case StepPass::BACKWARD:
-    // Selective recomputation repeats the attention core just before the attention backward.
-    if (block == StepBlock::ATTENTION && w.training.recompute == Recompute::SELECTIVE)
-      c.attention_core(StepPass::RECOMPUTE, "attention fwd (recompute)");
+    // Selective recomputation repeats its modules just before the block's backward.
+    selective_recompute(c, r, w.training, block);
     backward(c, r, block);
     break;
   case StepPass::RECOMPUTE:

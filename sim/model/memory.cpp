@@ -37,8 +37,13 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
   const double g = w.precision == Precision::FP8 ? 1.0 : 2.0;
   // Replicated across TP ranks without SP: norm inputs, the inputs of QKV and fc1, dropout masks.
   const double mask = m.dropout ? sb * h : 0.0; // a hidden dropout's 1-byte mask
-  const double attn_replicated = 2.0 * sb * h /*norm*/ + g * sb * h /*QKV in*/ + mask;
-  double mlp_replicated = 2.0 * sb * h /*norm*/ + g * sb * h /*fc1 in*/ + mask;
+  // Selective recomputation of the norms (recompute_modules: layernorm) re-derives their outputs,
+  // the QKV and fc1 inputs, in the backward; of the dense MLP keeps only its input.
+  const TrainingSpec& tr = w.training;
+  const double norm_out = tr.recomputes(&RecomputeModules::layernorm) ? 0.0 : g * sb * h;
+  const bool mlp_again = tr.recomputes(&RecomputeModules::mlp);
+  const double attn_replicated = 2.0 * sb * h /*norm*/ + norm_out /*QKV in*/ + mask;
+  double mlp_replicated = 2.0 * sb * h /*norm*/ + (mlp_again ? 0.0 : norm_out) /*fc1 in*/ + mask;
   if (m.moe.enabled()) // the dispatched tokens and the experts' outputs, top_k copies of each token
     mlp_replicated += 4.0 * d(m.moe.top_k) * sb * h;
   // Split by TP: Q, K, V, the projection input, the MLP's inner activations.
@@ -52,12 +57,16 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
     // Per latent its norm's input and the up-projection's input; the rotary key part.
     latent = (2.0 + g) * sb * d(mla.q_lora_rank + mla.kv_lora_rank) + 2.0 * sb * d(mla.qk_rope_head_dim);
   }
-  const double mlp_inner = m.mlp == MlpKind::SWIGLU ? (4.0 + g) * sb * f /*gate, up, product (fc2 in)*/
-                                                    : (2.0 + g) * sb * f /*GeLU in, fc2 in*/;
+  // The experts' activation recomputed (moe_act): its output, the fc2 input, is not kept.
+  const double g_fc2 = tr.recomputes(&RecomputeModules::moe_act) ? 0.0 : g;
+  double mlp_inner = m.mlp == MlpKind::SWIGLU ? (4.0 + g_fc2) * sb * f /*gate, up, product (fc2 in)*/
+                                              : (2.0 + g_fc2) * sb * f /*GeLU in, fc2 in*/;
+  if (mlp_again)
+    mlp_inner = 0.0;
   // The attention scores: softmax output 2, dropout mask 1, dropout output 2 (bytes per score);
   // without dropout the softmax output alone.
   double scores = (m.dropout ? 5.0 : 2.0) * a * s * s_full * b;
-  if (w.training.flash_attention || w.training.recompute == Recompute::SELECTIVE)
+  if (w.training.flash_attention || tr.recomputes(&RecomputeModules::core_attn))
     scores = 0.0;
 
   const double rep = sp ? 1.0 / t : 1.0;

@@ -159,9 +159,13 @@ Flops hardware_flops_per_step(const WorkloadSpec& w) {
   switch (w.training.recompute) {
   case Recompute::NONE:
     break;
-  case Recompute::SELECTIVE:
-    for (int64_t l = 0; l < m.layers; ++l)
-      extra_per_sequence += attention_core_flops(m, 1, 1, m.windowed_layer(l));
+  case Recompute::SELECTIVE: // the attention cores and the dense MLPs it repeats (norms, activations: ~0)
+    for (int64_t l = 0; l < m.layers; ++l) {
+      if (w.training.recompute_modules.core_attn)
+        extra_per_sequence += attention_core_flops(m, 1, 1, m.windowed_layer(l));
+      if (w.training.recompute_modules.mlp && !is_moe_layer(m, l))
+        extra_per_sequence += mlp_block_forward_flops(m, 1, 1);
+    }
     break;
   case Recompute::FULL:
     for (int64_t l = 0; l < m.layers; ++l)

@@ -70,8 +70,10 @@ graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph
   if (phase == graph::Phase::BACKWARD) {
     f = f * 2.0;
     bytes = bytes * 2.0;
-    if (block == graph::Block::ATTENTION && w.training.recompute == Recompute::SELECTIVE)
+    if (block == graph::Block::ATTENTION && w.training.recomputes(&RecomputeModules::core_attn))
       f += model::attention_core_flops(m, b, tp, windowed);
+    if (block == graph::Block::MLP && w.training.recomputes(&RecomputeModules::mlp))
+      f += model::mlp_block_forward_flops(m, b, tp);
   }
   return {.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes, .windowed = windowed};
 }
@@ -95,7 +97,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   local.seq_len /= std::max(1, par.cp);
   const double core = model::attention_core_flops(local, w.batch.micro_batch, par.tp).value();
   const double proj = model::attention_block_forward_flops(local, w.batch.micro_batch, par.tp).value() - core;
-  const double sel = w.training.recompute == Recompute::SELECTIVE ? 1.0 : 0.0;
+  const double sel = w.training.recomputes(&RecomputeModules::core_attn) ? 1.0 : 0.0;
   auto time = [&](Block b, Phase ph, int stage, bool windowed = false) {
     const graph::ComputeCost c = compute_time(block_query(w, b, ph, stage, windowed));
     double t = c.time.value();

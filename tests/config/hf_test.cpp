@@ -489,3 +489,36 @@ TEST_F(HfConfig, SlidingWindowWorkloadKeys) {
   // A window of half the (4096-token) sequence is full attention: ring attention is fine.
   EXPECT_EQ(layout_error({"batch.global_batch=64", "model.sliding_window=2048", "parallel.cp=2"}), "");
 }
+
+// training.recompute_modules: read with recompute: selective, each module once, the MLP module
+// for dense models and moe_act for MoE ones; anything else is an error naming the key.
+TEST_F(HfConfig, RecomputeModulesKey) {
+  write("hf.json", LLAMA_JSON);
+  const auto load = [&](const std::vector<std::string>& sets) {
+    std::vector<config::Override> o;
+    for (const auto& s : sets)
+      o.push_back(config::parse_override(s));
+    return config::load_workload(write("w.yaml", FROM_HF_YAML), o);
+  };
+  const WorkloadSpec w = load({"training.recompute=selective", "training.recompute_modules=[layernorm, mlp]"});
+  EXPECT_EQ(w.training.recompute_modules, (RecomputeModules{.core_attn = false, .layernorm = true, .mlp = true}));
+  EXPECT_EQ(load({"training.recompute=selective"}).training.recompute_modules, RecomputeModules{});
+  const auto error = [&](const std::vector<std::string>& sets) { return config_error([&] { load(sets); }); };
+  EXPECT_NE(error({"training.recompute_modules=[layernorm]"})
+                .find("key 'training.recompute_modules': recompute_modules needs training.recompute: selective"),
+            std::string::npos);
+  EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[moe]"})
+                .find("expected modules among core_attn, layernorm, mlp, moe_act, found 'moe'"),
+            std::string::npos);
+  EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[mlp, mlp]"}).find("listed twice"),
+            std::string::npos);
+  EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[]"}).find("a non-empty list"),
+            std::string::npos);
+  EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[moe_act]"})
+                .find("module 'moe_act' needs a mixture-of-experts model"),
+            std::string::npos);
+  EXPECT_NE(error({"model.moe={experts: 8, top_k: 2}", "training.recompute=selective",
+                   "training.recompute_modules=[mlp]"})
+                .find("module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts model"),
+            std::string::npos);
+}

@@ -492,3 +492,27 @@ TEST(BuildStep, SlidingWindowLayersCostTheirSpan) {
     EXPECT_LT(std::abs(attention_flops - 8 * expected) / expected, 1e-9) << static_cast<int>(s);
   }
 }
+
+// Selective recomputation of the dense MLP (recompute_modules: mlp): each MLP backward task
+// carries the repeated forward (3x the forward's FLOPs), and without core_attn the attention
+// backward carries no repeated core (2x).
+TEST(BuildStep, SelectiveMlpRecomputeInTheBackwardTasks) {
+  WorkloadSpec w = standard();
+  w.training.recompute = Recompute::SELECTIVE;
+  w.training.recompute_modules = {.core_attn = false, .mlp = true};
+  const StepProgram prog = build(w);
+  int mlp = 0, attn = 0;
+  for (const Task& t : prog.graph.tasks()) {
+    if (t.kind != TaskKind::COMPUTE || t.phase != Phase::BACKWARD)
+      continue;
+    if (t.block == Block::MLP) {
+      EXPECT_DOUBLE_EQ(t.flops.value(), 3 * model::mlp_block_forward_flops(w.model, 2, 2).value());
+      ++mlp;
+    } else if (t.block == Block::ATTENTION) {
+      EXPECT_DOUBLE_EQ(t.flops.value(), 2 * model::attention_block_forward_flops(w.model, 2, 2).value());
+      ++attn;
+    }
+  }
+  EXPECT_GT(mlp, 0);
+  EXPECT_EQ(mlp, attn);
+}

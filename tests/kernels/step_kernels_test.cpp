@@ -419,3 +419,49 @@ TEST(BlockKernels, SlidingWindowCore) {
 
 } // namespace
 } // namespace stepsim::kernels
+
+namespace stepsim::kernels {
+namespace {
+
+size_t count_role(const std::vector<KernelCall> &calls, const std::string &role) {
+  return static_cast<size_t>(
+      std::count_if(calls.begin(), calls.end(), [&](const KernelCall &c) { return std::string(c.role) == role; }));
+}
+
+// Selective recomputation by module: before each block's backward, layernorm repeats the block's
+// norm, mlp the dense MLP's whole forward (its GEMMs: the backward's FLOPs grow from 2x to 3x the
+// forward's), moe_act the experts' activation (MoE models), core_attn the attention core (the
+// default); the HFU numerator adds the repeated cores and MLPs.
+TEST(BlockKernels, SelectiveRecomputeModules) {
+  WorkloadSpec w = gpt3(8, 1);
+  w.training.recompute = Recompute::SELECTIVE;
+  const auto attn_default = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  EXPECT_EQ(count_role(attn_default, "attention fwd (recompute)"), 1u);
+  EXPECT_EQ(count_role(attn_default, "input norm (recompute)"), 0u);
+  w.training.recompute_modules = {.core_attn = false, .layernorm = true, .mlp = true};
+  const auto attn = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  EXPECT_EQ(count_role(attn, "attention fwd (recompute)"), 0u);
+  EXPECT_EQ(count_role(attn, "input norm (recompute)"), 1u);
+  EXPECT_EQ(attn.size(), attn_default.size());
+  const double mlp_fwd = flops_of(block_kernels(w, StepBlock::MLP, StepPass::FORWARD), KernelKind::GEMM);
+  EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, StepBlock::MLP, StepPass::BACKWARD), KernelKind::GEMM), 3 * mlp_fwd);
+  WorkloadSpec hw = w;
+  hw.batch.global_batch = 16;
+  WorkloadSpec plain = hw;
+  plain.training.recompute = Recompute::NONE;
+  EXPECT_NEAR(model::hardware_flops_per_step(hw).value() - model::model_flops_per_step(plain).value(),
+              16.0 * 96 * model::mlp_block_forward_flops(w.model, 1, 1).value(),
+              1e-9 * model::model_flops_per_step(plain).value());
+
+  WorkloadSpec moe = gpt3(8, 1);
+  moe.model.moe.experts = 16;
+  moe.model.moe.top_k = 2;
+  moe.model.moe.expert_ffn_hidden = moe.model.ffn_hidden;
+  moe.training.recompute = Recompute::SELECTIVE;
+  EXPECT_EQ(count_role(block_kernels(moe, StepBlock::MLP, StepPass::BACKWARD), "activation (recompute)"), 0u);
+  moe.training.recompute_modules.moe_act = true;
+  EXPECT_EQ(count_role(block_kernels(moe, StepBlock::MLP, StepPass::BACKWARD), "activation (recompute)"), 1u);
+}
+
+} // namespace
+} // namespace stepsim::kernels

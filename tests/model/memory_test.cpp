@@ -249,3 +249,40 @@ TEST(MemoryLedger, MlaActivationsAndKvBlock) {
     EXPECT_NEAR(model::cp_kv_block_bytes(w).value(), sb / 2 * a * (192 + 128) / t * 2, 1.0) << "tp " << t;
   }
 }
+
+// Selective recomputation by module (training.recompute_modules, docs/model.md): with GPT-3's
+// layer (GELU f = 4h, dropout, tp t without SP) the default core_attn leaves 10 + 24/t sbh;
+// layernorm also drops the two norm outputs (the QKV and fc1 inputs, 2 bytes each, replicated):
+// 4 sbh; mlp keeps only the dense MLP's input: its fc1 input (2 sbh), GeLU input (8/t sbh) and
+// fc2 input (8/t sbh) go; without core_attn the unfused scores (5 a s / (h t) sbh) come back.
+// An MoE layer's moe_act drops the experts' activation outputs, 2 top_k f_e sbh / (h t).
+TEST(MemoryLedger, SelectiveRecomputeModules) {
+  const ModelSpec m = test::gpt3_175b();
+  const double a = 96, s = 2048, h = 12288;
+  for (const int t : {1, 8}) {
+    WorkloadSpec w = test::workload(m, t, 8, 1, 8);
+    w.training.recompute = Recompute::SELECTIVE;
+    const double x = sbh(w);
+    const auto total = [&](RecomputeModules r) {
+      w.training.recompute_modules = r;
+      return model::stored_layer_activations(w).total().value();
+    };
+    EXPECT_NEAR(total({}), x * (10.0 + 24.0 / t), 1e-6 * x);
+    EXPECT_NEAR(total({.layernorm = true}), x * (6.0 + 24.0 / t), 1e-6 * x);
+    EXPECT_NEAR(total({.mlp = true}), x * (8.0 + 8.0 / t), 1e-6 * x);
+    EXPECT_NEAR(total({.layernorm = true, .mlp = true}), x * (6.0 + 8.0 / t), 1e-6 * x);
+    EXPECT_NEAR(total({.core_attn = false, .layernorm = true}), x * (6.0 + 24.0 / t + 5.0 * a * s / (h * t)),
+                1e-6 * x);
+  }
+  ModelSpec moe = test::llama2_70b();
+  moe.moe.experts = 8;
+  moe.moe.top_k = 2;
+  moe.moe.expert_ffn_hidden = moe.ffn_hidden;
+  WorkloadSpec e = test::workload(moe, 1, 4, 1, 8);
+  e.training.recompute = Recompute::SELECTIVE;
+  const double f = static_cast<double>(e.model.moe.top_k * e.model.moe.expert_ffn_hidden);
+  const double before = model::stored_layer_activations(e).total().value();
+  e.training.recompute_modules.moe_act = true;
+  EXPECT_NEAR(before - model::stored_layer_activations(e).total().value(),
+              2.0 * f * static_cast<double>(e.model.seq_len * e.batch.micro_batch), 1e-6 * before);
+}
