@@ -37,6 +37,8 @@ protected:
     std::ofstream(p) << text;
     return p;
   }
+  /// The FROM_HF_YAML workload (next to an hf.json written before) with `sets` as --set overrides.
+  WorkloadSpec load_from_hf(const std::vector<std::string>& sets) const;
   /// The message of the ConfigError `f` throws ("" when it throws none).
   template <class F> static std::string config_error(F f) {
     try {
@@ -77,6 +79,13 @@ batch: {global_batch: 8, micro_batch: 1}
 parallel: {tp: 1, pp: 1, schedule: 1f1b}
 precision: bf16
 )";
+
+WorkloadSpec HfConfig::load_from_hf(const std::vector<std::string>& sets) const {
+  std::vector<config::Override> o;
+  for (const auto& s : sets)
+    o.push_back(config::parse_override(s));
+  return config::load_workload(write("w.yaml", FROM_HF_YAML), o);
+}
 
 } // namespace
 
@@ -456,12 +465,7 @@ TEST_F(HfConfig, SlidingWindowKeys) {
 // Face config, and ring attention over windowed layers is refused.
 TEST_F(HfConfig, SlidingWindowWorkloadKeys) {
   write("hf.json", LLAMA_JSON);
-  const auto load = [&](const std::vector<std::string>& sets) {
-    std::vector<config::Override> o;
-    for (const auto& s : sets)
-      o.push_back(config::parse_override(s));
-    return config::load_workload(write("w.yaml", FROM_HF_YAML), o);
-  };
+  const auto load = [&](const std::vector<std::string>& sets) { return load_from_hf(sets); };
   const WorkloadSpec w = load({"model.sliding_window=1024", "model.full_attention_every=4"});
   EXPECT_EQ(w.model.sliding_window, 1024);
   EXPECT_EQ(w.model.full_attention_every, 4);
@@ -494,12 +498,7 @@ TEST_F(HfConfig, SlidingWindowWorkloadKeys) {
 // for dense models and moe_act for MoE ones; anything else is an error naming the key.
 TEST_F(HfConfig, RecomputeModulesKey) {
   write("hf.json", LLAMA_JSON);
-  const auto load = [&](const std::vector<std::string>& sets) {
-    std::vector<config::Override> o;
-    for (const auto& s : sets)
-      o.push_back(config::parse_override(s));
-    return config::load_workload(write("w.yaml", FROM_HF_YAML), o);
-  };
+  const auto load = [&](const std::vector<std::string>& sets) { return load_from_hf(sets); };
   const WorkloadSpec w = load({"training.recompute=selective", "training.recompute_modules=[layernorm, mlp]"});
   EXPECT_EQ(w.training.recompute_modules, (RecomputeModules{.core_attn = false, .layernorm = true, .mlp = true}));
   EXPECT_EQ(load({"training.recompute=selective"}).training.recompute_modules, RecomputeModules{});
