@@ -5,6 +5,7 @@
 #include "cli/job.hpp"
 #include "config/config.hpp"
 #include "model/memory.hpp"
+#include "planner/planner.hpp"
 #include "report/memory_timeline.hpp"
 
 #include <cstdio>
@@ -47,7 +48,8 @@ int memory_command(Args& args, std::ostream& out, std::ostream& err) {
 
   out << "stepsim memory: " << w.name << " on " << cluster.name << " (tp " << w.parallel.tp << ", pp "
       << w.parallel.pp << ", dp " << w.parallel.dp << ", zero " << w.parallel.zero_stage << ", micro-batch "
-      << w.batch.micro_batch << ", " << w.micro_batches() << " micro-batches)\n"
+      << w.batch.micro_batch << ", " << w.micro_batches() << " micro-batches, recompute "
+      << planner::recompute_name(w.training) << ")\n"
       << "  GiB per GPU   weights  gradients  optimizer  activations     other      peak  capacity  in-flight\n";
   bool fits = true;
   for (int p = 0; p < w.parallel.pp; ++p) {

@@ -46,13 +46,21 @@ std::string schedule_name(Schedule s) {
   return "?";
 }
 
-std::string recompute_name(Recompute r) {
-  switch (r) {
+std::string recompute_name(const TrainingSpec& t) {
+  switch (t.recompute) {
   case Recompute::NONE: return "none";
-  case Recompute::SELECTIVE: return "selective";
   case Recompute::FULL: return "full";
+  case Recompute::SELECTIVE: break;
   }
-  return "?";
+  if (t.recompute_modules == RecomputeModules{})
+    return "selective";
+  std::string modules;
+  const RecomputeModules& m = t.recompute_modules;
+  for (const auto& [on, name] : {std::pair{m.core_attn, "core_attn"}, std::pair{m.layernorm, "layernorm"},
+                                 std::pair{m.mlp, "mlp"}, std::pair{m.moe_act, "moe_act"}})
+    if (on)
+      modules += (modules.empty() ? "" : ",") + std::string(name);
+  return "selective[" + modules + "]";
 }
 
 std::string describe(const WorkloadSpec& w) {
@@ -61,7 +69,7 @@ std::string describe(const WorkloadSpec& w) {
          std::to_string(p.pp) + " dp" + std::to_string(p.dp) + (p.ep > 1 ? " ep" + std::to_string(p.ep) : std::string()) +
          " vp" +
          std::to_string(p.vp) + " mb" + std::to_string(w.batch.micro_batch) + " zero" + std::to_string(p.zero_stage) +
-         " " + recompute_name(w.training.recompute) + (p.sp ? " sp" : "") + " " + schedule_name(p.schedule);
+         " " + recompute_name(w.training) + (p.sp ? " sp" : "") + " " + schedule_name(p.schedule);
 }
 
 std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const WorkloadSpec& base,

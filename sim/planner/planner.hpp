@@ -63,7 +63,9 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
 /// "tp8 pp8 dp16 vp1 mb1 zero0 full sp 1f1b"
 std::string describe(const WorkloadSpec& w);
 std::string schedule_name(Schedule s);
-std::string recompute_name(Recompute r);
+/// "none", "full", "selective" (the attention core), or "selective[layernorm,moe_act]" for other
+/// recompute_modules.
+std::string recompute_name(const TrainingSpec& t);
 
 struct Candidate {
   WorkloadSpec workload;

@@ -329,3 +329,18 @@ TEST(Planner, SlidingWindowEstimateTracksSimulation) {
     EXPECT_LT(s, 1.5 * saving);
   }
 }
+
+// Layout names say which modules a selective recomputation repeats when they are not the default
+// attention core (the memory command prints the same).
+TEST(Planner, RecomputeNameListsNonDefaultModules) {
+  TrainingSpec t;
+  EXPECT_EQ(planner::recompute_name(t), "none");
+  t.recompute = Recompute::SELECTIVE;
+  EXPECT_EQ(planner::recompute_name(t), "selective");
+  t.recompute_modules = {.core_attn = false, .layernorm = true, .moe_act = true};
+  EXPECT_EQ(planner::recompute_name(t), "selective[layernorm,moe_act]");
+  t.recompute_modules.core_attn = true;
+  EXPECT_EQ(planner::recompute_name(t), "selective[core_attn,layernorm,moe_act]");
+  t.recompute = Recompute::FULL;
+  EXPECT_EQ(planner::recompute_name(t), "full");
+}
