@@ -403,11 +403,13 @@ Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<doub
       sg4::Host* h = zone->create_host(node + "-gpu" + std::to_string(g), gpu_pstates);
       h->seal();
       out.gpus.push_back(h);
+      sg4::Link* up = make_link(zone, h->get_name() + "-nvl-up", nvl_bw, nvl_lat);
+      sg4::Link* down = make_link(zone, h->get_name() + "-nvl-down", nvl_bw, nvl_lat);
       impl->add_endpoint(h, {.gpu = true,
                              .node = n,
                              .nic = nic_of(c, g),
-                             .nvl_up = SwitchGraphZone::hop(make_link(zone, h->get_name() + "-nvl-up", nvl_bw, nvl_lat)),
-                             .nvl_down = SwitchGraphZone::hop(make_link(zone, h->get_name() + "-nvl-down", nvl_bw, nvl_lat))});
+                             .nvl_up = SwitchGraphZone::hop(up),
+                             .nvl_down = SwitchGraphZone::hop(down)});
     }
   }
   zone->seal();
