@@ -943,7 +943,7 @@ void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
     if (moe.top_k > moe.experts)
       fail("model.moe.top_k = " + str(moe.top_k) + " exceeds model.moe.experts = " + str(moe.experts));
   }
-  if (p.cp > 1 && m.sliding_window > 0 && m.attention_span(true) < m.seq_len)
+  if (p.cp > 1 && m.window_below_sequence())
     fail("parallel.cp = " + str(p.cp) + " with model.sliding_window = " + str(m.sliding_window) +
          " is not modelled (ring attention over windowed layers); use cp = 1 or a window of at least seq_len / 2");
   if (p.cp > 1) {

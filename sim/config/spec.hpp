@@ -207,6 +207,8 @@ struct ModelSpec {
   [[nodiscard]] int64_t attention_span(bool windowed) const {
     return windowed && sliding_window > 0 ? std::min(seq_len, 2 * sliding_window) : seq_len;
   }
+  /// True when the window saves work: shorter than half the sequence (attention_span < seq_len).
+  [[nodiscard]] bool window_below_sequence() const { return attention_span(true) < seq_len; }
 };
 
 struct BatchSpec {

@@ -111,7 +111,7 @@ private:
   /// shorter than the sequence (else it costs as full attention).
   [[nodiscard]] bool windowed(Block block, int layer) const {
     const ModelSpec& m = w_.model;
-    return block == Block::ATTENTION && m.windowed_layer(layer) && m.attention_span(true) < m.seq_len;
+    return block == Block::ATTENTION && m.windowed_layer(layer) && m.window_below_sequence();
   }
 
   /// Duration and query of one block, cached per (block, phase, stage, windowed).

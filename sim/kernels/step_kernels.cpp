@@ -97,7 +97,7 @@ RankDims rank_dims(const WorkloadSpec &w, bool windowed = false) {
   // A windowed layer's fused core: each query's w keys, as the causal kernel over 2w positions
   // on b·s/(2w) sequences (b·s·w products either way, and the whole step's query tiles in one
   // launch, as a window-aware kernel runs them); a fractional count scales the nearest whole one.
-  if (windowed && r.flash && m.sliding_window > 0 && 2 * m.sliding_window < m.seq_len) {
+  if (windowed && r.flash && m.window_below_sequence()) {
     r.attn.seq = 2 * m.sliding_window;
     const double sequences = static_cast<double>(r.attn.batch) * static_cast<double>(m.seq_len) /
                              static_cast<double>(r.attn.seq);
@@ -397,7 +397,7 @@ std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w) {
   std::vector<StepBlock> blocks{StepBlock::ATTENTION, StepBlock::MLP, StepBlock::LOGITS};
   if (w.model.moe.enabled())
     blocks.push_back(StepBlock::ROUTER);
-  const bool windows = w.model.sliding_window > 0 && 2 * w.model.sliding_window < w.model.seq_len;
+  const bool windows = w.model.window_below_sequence();
   for (StepBlock b : blocks)
     for (StepPass p : {StepPass::FORWARD, StepPass::BACKWARD, StepPass::RECOMPUTE})
       for (bool windowed : {false, true}) {

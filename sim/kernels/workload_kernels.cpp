@@ -105,7 +105,7 @@ std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
     out.add(attention(KernelKind::ATTENTION_FWD, dt, attn));
     out.add(attention(KernelKind::ATTENTION_BWD, dt, attn));
     // Sliding-window layers run the causal kernel over 2w positions (block_kernels).
-    if (m.sliding_window > 0 && 2 * m.sliding_window < m.seq_len) {
+    if (m.window_below_sequence()) {
       for (StepPass pass : {StepPass::FORWARD, StepPass::BACKWARD})
         for (const KernelCall &call : block_kernels(w, StepBlock::ATTENTION, pass, true))
           if (call.shape.kind == KernelKind::ATTENTION_FWD || call.shape.kind == KernelKind::ATTENTION_BWD)

@@ -113,7 +113,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const ModelSpec& mod = w.model;
   const int64_t stage_layers = mod.layers / p, first_layer = (p - 1) * stage_layers;
   int64_t windowed_layers = 0;
-  if (mod.attention_span(true) < mod.seq_len)
+  if (mod.window_below_sequence())
     for (int64_t l = first_layer; l < first_layer + stage_layers; ++l)
       windowed_layers += mod.windowed_layer(l) ? 1 : 0;
   const double win_share = d(windowed_layers) / d(std::max<int64_t>(1, stage_layers));
