@@ -613,6 +613,8 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
     read_mla(*f, model.mla);
   check_mla(m, model);
   read_sliding_window(m, model);
+  if (auto f = m.find("mtp_layers"))
+    model.mtp_layers = f->integer(0, 16, "an integer in 0..16 (multi-token prediction depth)");
   if (from_hf) { // sizes the workload file did not override, as the Hugging Face config gave them
     const auto check = [&](const std::string& key, int64_t value, int64_t max) {
       if (value > max)
@@ -728,7 +730,7 @@ WorkloadSpec read_workload(const Document& doc) {
   w.model = read_model(
       top.require("model").map({"name", "from_hf", "layers", "hidden", "heads", "kv_heads", "head_dim", "mla", "ffn_hidden",
                                 "vocab", "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings",
-                                "dropout", "moe", "sliding_window", "full_attention_every"}),
+                                "dropout", "moe", "sliding_window", "full_attention_every", "mtp_layers"}),
       w.name, doc.file());
   const auto batch = top.require("batch").map({"global_batch", "micro_batch"});
   w.batch.global_batch = limited_int64(batch.require("global_batch"), INT_MAX_VALUE);

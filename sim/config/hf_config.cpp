@@ -244,6 +244,7 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
     m.moe.shared_experts = r.find_int("n_shared_experts", 0).value_or(0);
     m.moe.first_dense_layers = r.find_int("first_k_dense_replace", 0).value_or(0);
     m.moe.layer_freq = r.find_int("moe_layer_freq").value_or(1);
+    m.mtp_layers = r.find_int("num_nextn_predict_layers", 0).value_or(0);
   } else if (type == "qwen2_moe" || type == "qwen3_moe") {
     m.moe.experts = r.require_int("num_experts", "model.moe.experts");
     m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");

@@ -188,6 +188,11 @@ struct ModelSpec {
   /// With a window: layers i with (i + 1) % full_attention_every == 0 attend to the whole prefix
   /// (Gemma 2 and gpt-oss: 2, Gemma 3: 6); 0: every layer is windowed.
   int64_t full_attention_every = 0;
+  /// Multi-token prediction depth (DeepSeek-V3; Megatron's mtp_num_layers): per depth, on the last
+  /// pipeline stage, a projection of the hidden state and the next token's embedding (2h -> h), one
+  /// more transformer layer (global index layers + depth) and the shared output layer's logits and
+  /// loss again. 0: none.
+  int64_t mtp_layers = 0;
 
   [[nodiscard]] int64_t head_dim() const { return head_dim_set > 0 ? head_dim_set : hidden / heads; }
   /// Width of the query (and attention output) projection: heads x head_dim, = hidden by default.

@@ -137,8 +137,8 @@ private:
       bytes = layer_bytes * (f / layer_flops);
       break;
     case Block::LOGITS:
-      f = model::logits_forward_flops(m, b, tp);
-      bytes = model::logits_forward_bytes(m, b, tp, w_.precision);
+      f = model::output_forward_flops(m, b, tp); // with the multi-token-prediction outputs
+      bytes = model::output_forward_bytes(m, b, tp, w_.precision);
       break;
     case Block::ROUTER: {
       // The router GEMM of the GPU's tokens, and (roofline bytes) the two permutations of the
@@ -182,7 +182,7 @@ private:
       gemm = model::attention_block_forward_flops(m, b, grid_.tp) - model::attention_core_flops(m, b, grid_.tp);
       break;
     case Block::MLP: gemm = model::mlp_block_forward_flops(m, b, grid_.tp); break;
-    case Block::LOGITS: gemm = model::logits_forward_flops(m, b, grid_.tp); break;
+    case Block::LOGITS: gemm = model::output_forward_flops(m, b, grid_.tp); break;
     default: throw ModelError("internal: no backward split for block " + std::string(to_string(block)));
     }
     const double w_share = q.flops.value() > 0 ? std::clamp(gemm / q.flops, 0.0, 1.0) : 0.5;
@@ -331,10 +331,12 @@ private:
     if (vp_ == 1)
       return s;
     const int global = chunk * grid_.pp + p;
-    s.num_layers /= vp_;
+    s.num_layers = w_.model.layers / (static_cast<int64_t>(grid_.pp) * vp_);
     s.first_layer = s.num_layers * global;
     s.has_embedding = global == 0;
     s.has_output = global == grid_.pp * vp_ - 1;
+    if (s.has_output) // the multi-token-prediction layers follow the last chunk's own
+      s.num_layers += w_.model.mtp_layers;
     return s;
   }
 

@@ -32,6 +32,8 @@ struct RankDims {
   int64_t up_out = 0;    ///< f/t, or 2f/t for SwiGLU (gate and up fused)
   int64_t ffn = 0;       ///< f/t
   int64_t vocab = 0;     ///< V/t
+  int64_t mtp = 0;       ///< multi-token-prediction depth (more outputs on the LOGITS block)
+  int64_t mtp_out = 0;   ///< its projection's outputs per TP rank, h/t
   AttentionDims attn;
   double attn_repeat = 1; ///< the fused core's time factor (a windowed core's fractional sequences), else 1
   bool flash = true;      ///< fused attention core, else attention_core_kernels
@@ -85,6 +87,8 @@ RankDims rank_dims(const WorkloadSpec &w, bool windowed = false) {
   const bool swiglu = m.mlp == MlpKind::SWIGLU;
   r.up_out = (swiglu ? 2 : 1) * r.ffn;
   r.vocab = per_rank(m.vocab, t, "vocab");
+  r.mtp = m.mtp_layers;
+  r.mtp_out = r.mtp > 0 ? per_rank(m.hidden, t, "hidden") : 0;
   // MLA: every head its own keys and values; one width of the mean of the query/key and value
   // widths gives the core's FLOPs.
   r.attn = AttentionDims{.batch = w.batch.micro_batch,
@@ -279,6 +283,15 @@ void forward(Calls &c, const RankDims &r, StepBlock block) {
     c.norm(1.0, "final norm fwd");
     c.logits_fwd();
     c.loss_fwd();
+    // Multi-token prediction, per depth: the norms of the hidden state and of the next token's
+    // embedding, their projection (T, h, 2h; its layer is a task of its own), the output again.
+    for (int64_t d = 0; d < r.mtp; ++d) {
+      c.norm(2.0, "mtp input norms fwd");
+      c.linear_fwd(r.mtp_out, 2 * r.hidden, "mtp projection fwd", true);
+      c.norm(1.0, "mtp final norm fwd");
+      c.logits_fwd();
+      c.loss_fwd();
+    }
     return;
   case StepBlock::ROUTER:
     c.add(gemm(r.dtype, r.row_tokens, r.experts, r.hidden), 1.0, "router fwd");
@@ -332,6 +345,13 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
     c.norm(2.0, "post-attention norm bwd");
     return;
   case StepBlock::LOGITS:
+    for (int64_t d = 0; d < r.mtp; ++d) {
+      c.loss_bwd();
+      c.logits_bwd();
+      c.norm(2.0, "mtp final norm bwd");
+      c.linear_bwd(r.mtp_out, 2 * r.hidden, "mtp projection dgrad", "mtp projection wgrad", true);
+      c.norm(4.0, "mtp input norms bwd");
+    }
     c.loss_bwd();
     c.logits_bwd();
     c.norm(2.0, "final norm bwd");

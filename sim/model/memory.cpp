@@ -87,7 +87,10 @@ Bytes logits_activations(const WorkloadSpec& w) {
   // The logits kept for the loss's backward: fp32 (the log-softmax output), or 16-bit when one
   // fused kernel writes the gradient in place.
   const double logit_bytes = w.training.cross_entropy == CrossEntropy::FP32 ? 4.0 : 2.0;
-  return Bytes(2.0 * sb * d(m.hidden) + logit_bytes * sb * d(m.vocab) / w.parallel.tp);
+  // Multi-token prediction: each depth keeps its logits too, and its projection's input [h; h].
+  const double depth = d(m.mtp_layers);
+  return Bytes((2.0 * sb * d(m.hidden) + logit_bytes * sb * d(m.vocab) / w.parallel.tp) * (1.0 + depth) +
+               depth * 4.0 * sb * d(m.hidden));
 }
 
 InFlight in_flight_passes(const WorkloadSpec& w, int stage) {

@@ -70,11 +70,27 @@ double output_params(const ModelSpec& m, int tp, int pp) {
   double p = norm_params(m);
   if (!m.tied_embeddings || pp > 1)
     p += d(m.vocab) * d(m.hidden) / tp;
+  return p + mtp_params(m, tp, pp);
+}
+
+double mtp_params(const ModelSpec& m, int tp, int pp) {
+  if (m.mtp_layers <= 0)
+    return 0.0;
+  // Per depth: the projection of [hidden; next-token embedding] (2h x h, split by TP) and three
+  // norms (the two inputs' and the module's output); the layer itself is in stack_params. With
+  // pp > 1 the last stage also holds a copy of the input embedding (none more when the output
+  // layer already is one, tied).
+  const double h = d(m.hidden);
+  double p = d(m.mtp_layers) * (2.0 * h * h / tp + 3.0 * norm_params(m));
+  if (pp > 1 && !m.tied_embeddings)
+    p += d(m.vocab) * h / tp;
   return p;
 }
 
 double total_params(const ModelSpec& m) {
-  return stack_params(m, 0, m.layers, 1, 1).total() + embedding_params(m, 1) + output_params(m, 1, 1);
+  // The published count: the main model, without the multi-token-prediction modules.
+  return stack_params(m, 0, m.layers, 1, 1).total() + embedding_params(m, 1) + output_params(m, 1, 1) -
+         mtp_params(m, 1, 1);
 }
 
 StageLayout stage_layout(const WorkloadSpec& w, int stage) {
@@ -84,6 +100,8 @@ StageLayout stage_layout(const WorkloadSpec& w, int stage) {
   s.first_layer = s.num_layers * stage;
   s.has_embedding = stage == 0;
   s.has_output = stage == pp - 1;
+  if (s.has_output) // the multi-token-prediction layers follow the last layer
+    s.num_layers += w.model.mtp_layers;
   return s;
 }
 
@@ -147,10 +165,21 @@ Bytes logits_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Prec
 
 Flops model_flops_per_step(const WorkloadSpec& w) {
   const ModelSpec& m = w.model;
-  Flops per_sequence = logits_forward_flops(m, 1, 1);
-  for (int64_t l = 0; l < m.layers; ++l)
+  // The logits (and, per multi-token-prediction depth, its projection and logits again).
+  Flops per_sequence = output_forward_flops(m, 1, 1);
+  for (int64_t l = 0; l < m.layers + m.mtp_layers; ++l)
     per_sequence += layer_forward_flops_at(m, l);
   return per_sequence * (3.0 * d(w.batch.global_batch));
+}
+
+Bytes output_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Precision p) {
+  return logits_forward_bytes(m, micro_batch, tp, p) * (1.0 + d(m.mtp_layers));
+}
+
+Flops output_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  const double depth = d(m.mtp_layers);
+  const Flops projection(2.0 * d(micro_batch) * d(m.seq_len) * 2.0 * d(m.hidden) * d(m.hidden) / tp);
+  return logits_forward_flops(m, micro_batch, tp) * (1.0 + depth) + projection * depth;
 }
 
 Flops hardware_flops_per_step(const WorkloadSpec& w) {
@@ -160,7 +189,7 @@ Flops hardware_flops_per_step(const WorkloadSpec& w) {
   case Recompute::NONE:
     break;
   case Recompute::SELECTIVE: // the attention cores and the dense MLPs it repeats (norms, activations: ~0)
-    for (int64_t l = 0; l < m.layers; ++l) {
+    for (int64_t l = 0; l < m.layers + m.mtp_layers; ++l) {
       if (w.training.recompute_modules.core_attn)
         extra_per_sequence += attention_core_flops(m, 1, 1, m.windowed_layer(l));
       if (w.training.recompute_modules.mlp && !is_moe_layer(m, l))
@@ -168,7 +197,7 @@ Flops hardware_flops_per_step(const WorkloadSpec& w) {
     }
     break;
   case Recompute::FULL:
-    for (int64_t l = 0; l < m.layers; ++l)
+    for (int64_t l = 0; l < m.layers + m.mtp_layers; ++l)
       extra_per_sequence += layer_forward_flops_at(m, l);
     break;
   }

@@ -31,7 +31,14 @@ double embedding_params(const ModelSpec& m, int tp);
 /// V*h/tp (a tied output layer is a copy of the embedding when pp > 1, absent when pp == 1).
 double output_params(const ModelSpec& m, int tp, int pp);
 
-/// Whole model, no parallelism, tied weights counted once.
+/// The multi-token-prediction modules' own parameters on the last stage's TP rank (part of
+/// output_params): per depth the 2h x h projection / tp and three norms, plus an input-embedding
+/// copy V*h/tp when pp > 1 and the output layer is not tied. Their transformer layers (global
+/// indices layers .. layers + mtp_layers - 1) count in the stage's layers (stage_layout).
+double mtp_params(const ModelSpec& m, int tp, int pp);
+
+/// Whole model, no parallelism, tied weights counted once, without the multi-token-prediction
+/// modules (the published count).
 double total_params(const ModelSpec& m);
 
 /// Layers [first, first + count) on pipeline stage `stage`, and what else it holds.
@@ -42,7 +49,8 @@ struct StageLayout {
   bool has_output = false;    ///< stage pp-1 (final norm, logits, loss)
 };
 
-/// Uniform split of layers over `w.parallel.pp` stages (validated: layers % pp == 0).
+/// Uniform split of layers over `w.parallel.pp` stages (validated: layers % pp == 0); the last
+/// stage also runs the model.mtp_layers multi-token-prediction layers after its own.
 StageLayout stage_layout(const WorkloadSpec& w, int stage);
 
 /// Parameters held by one GPU of `stage` before any ZeRO sharding (Psi in MODEL.md §3).
@@ -73,6 +81,14 @@ Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 /// causal s x s is).
 Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp, bool windowed);
 
+/// Forward FLOPs of the output side of the last stage for one micro-batch on one TP rank: the
+/// logits, and per multi-token-prediction depth its 2h -> h projection (2*b*s*2h*h/tp) and the
+/// logits again.
+Flops output_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+
+/// Its HBM traffic: the logits' once per output (1 + mtp_layers).
+Bytes output_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Precision p);
+
 /// Forward FLOPs of the logits for one micro-batch on one TP rank: 2*b*s*h*V/tp.
 Flops logits_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 
@@ -84,7 +100,8 @@ Bytes layer_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Preci
 Bytes logits_forward_bytes(const ModelSpec& m, int64_t micro_batch, int tp, Precision p);
 
 /// Model FLOPs of one optimizer step (Korthikanti et al. 2022): 3 x forward FLOPs of all layers
-/// and the logits over global_batch sequences. For GPT it equals
+/// and the logits over global_batch sequences (with multi-token prediction its layers, projections
+/// and logits too, as Megatron-LM counts them). For GPT it equals
 /// 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)).
 Flops model_flops_per_step(const WorkloadSpec& w);
 

@@ -64,8 +64,8 @@ graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph
     f = model::router_forward_flops(m, tokens);
     bytes = model::router_forward_bytes(m, tokens, w.precision);
   } else {
-    f = model::logits_forward_flops(m, b, tp);
-    bytes = model::logits_forward_bytes(m, b, tp, w.precision);
+    f = model::output_forward_flops(m, b, tp);
+    bytes = model::output_forward_bytes(m, b, tp, w.precision);
   }
   if (phase == graph::Phase::BACKWARD) {
     f = f * 2.0;
@@ -131,7 +131,9 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // TP: blocking collectives after every block (2 per layer per pass, recompute included).
   const Link tp_link = link_for(cluster, t);
   const double tp_one = all_reduce(model::tp_collective_bytes(w).value(), t, tp_link);
-  const double layers = d(w.model.layers / p);
+  // The last stage's layers, with the multi-token-prediction ones.
+  const int64_t last_layers = model::stage_layout(w, static_cast<int>(p - 1)).num_layers;
+  const double layers = d(last_layers);
   const double tp_per_mb = layers * tp_one * (4.0 + (full ? 2.0 : 0.0));
 
   // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
@@ -141,9 +143,9 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   double moe_layers = 0, mlp_f_moe = 0, mlp_b_moe = 0, ep_per_mb = 0;
   if (w.model.moe.enabled()) {
     const int64_t first = (p - 1) * (w.model.layers / p);
-    moe_layers = d(model::moe_layers_in(w.model, first, w.model.layers / p));
+    moe_layers = d(model::moe_layers_in(w.model, first, last_layers));
     int64_t layer = first;
-    while (layer < w.model.layers && !model::is_moe_layer(w.model, layer))
+    while (layer < first + last_layers && !model::is_moe_layer(w.model, layer))
       ++layer;
     if (moe_layers > 0) {
       const double tokens = d(w.batch.micro_batch) * d(local.seq_len);

@@ -292,6 +292,16 @@ TEST_F(HfConfig, BundledMoeConfigs) {
   EXPECT_NEAR(model::total_params(ds) / 671e9, 1.0, 0.002) << model::total_params(ds);
   EXPECT_NEAR((model::active_params(ds) - model::embedding_params(ds, 1)) / 37e9, 1.0, 0.03)
       << model::active_params(ds);
+  // Its one multi-token-prediction depth (num_nextn_predict_layers): an MoE layer (index 61), the
+  // 2h x h projection and three norms. The HF checkpoint's 685B less the main model's 671B = 14B
+  // (rounded) also stores the module's copies of the embedding and of the output head, which
+  // training shares with the main model (none counted on a single pipeline stage).
+  EXPECT_EQ(ds.mtp_layers, 1);
+  EXPECT_TRUE(model::is_moe_layer(ds, 61));
+  const double mtp = model::layer_params_at(ds, 61, 1, 1).total() + model::mtp_params(ds, 1, 1);
+  EXPECT_NEAR((mtp + 2.0 * 7168.0 * 129280.0) / 14e9, 1.0, 0.05) << mtp;
+  EXPECT_NEAR(model::output_params(ds, 1, 1) - model::mtp_params(ds, 1, 1),
+              7168.0 * 129280.0 + 7168.0, 1.0); // the untied output layer and the final norm
 }
 
 // DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json): MLA without a query latent

@@ -516,3 +516,22 @@ TEST(BuildStep, SelectiveMlpRecomputeInTheBackwardTasks) {
   EXPECT_GT(mlp, 0);
   EXPECT_EQ(mlp, attn);
 }
+
+// Multi-token prediction: the last stage (with interleaving, the last model chunk) runs one more
+// layer (global index = layers) in every micro-batch's forward and backward; no other stage does.
+TEST(BuildStep, MultiTokenPredictionLayerOnTheLastStage) {
+  for (const Schedule s : {Schedule::ONE_F_ONE_B, Schedule::INTERLEAVED}) {
+    WorkloadSpec w = standard(s);
+    if (s == Schedule::INTERLEAVED)
+      w.parallel.vp = 2;
+    w.model.mtp_layers = 1;
+    const StepProgram prog = build(w);
+    std::map<int, int> forwards; // stage -> forward attention tasks of layer 8 (rank 0 of its TP group)
+    for (const Task& t : prog.graph.tasks())
+      if (t.kind == TaskKind::COMPUTE && t.block == Block::ATTENTION && t.layer == 8 && t.phase == Phase::FORWARD)
+        ++forwards[t.stage];
+    ASSERT_EQ(forwards.size(), 1u) << static_cast<int>(s);
+    EXPECT_EQ(forwards.begin()->first, 3);
+    EXPECT_EQ(forwards.begin()->second, 8 * 2) << "8 micro-batches on 2 TP ranks";
+  }
+}

@@ -286,3 +286,14 @@ TEST(MemoryLedger, SelectiveRecomputeModules) {
   EXPECT_NEAR(before - model::stored_layer_activations(e).total().value(),
               2.0 * f * static_cast<double>(e.model.seq_len * e.batch.micro_batch), 1e-6 * before);
 }
+
+// Multi-token prediction keeps each depth's logits (fp32 log-softmax, 4 bytes per logit / tp, and
+// the 16-bit final-norm input) and its projection's input [h; h].
+TEST(MemoryLedger, MultiTokenPredictionLogits) {
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 1, 8);
+  const double x = sbh(w), sb = x / 12288.0;
+  const double one = 2.0 * x + 4.0 * sb * 51200.0 / 8.0;
+  EXPECT_NEAR(model::logits_activations(w).value(), one, 1e-6 * one);
+  w.model.mtp_layers = 1;
+  EXPECT_NEAR(model::logits_activations(w).value(), 2.0 * one + 4.0 * x, 1e-6 * one);
+}

@@ -245,3 +245,26 @@ TEST(Flops, SlidingWindowAttention) {
   EXPECT_LT(rel(model::hardware_flops_per_step(work).value() - model::model_flops_per_step(work).value(), 16 * cores),
             1e-9);
 }
+
+// Multi-token prediction (model.mtp_layers, docs/model.md): per depth one more layer on the last
+// stage (stage_layout), its 2h x h projection, and the logits again; model FLOPs count them
+// (3 x forward per sequence): layer + 2*s*2h*h + 2*s*h*V per depth.
+TEST(Flops, MultiTokenPrediction) {
+  ModelSpec m = gpt3_175b();
+  WorkloadSpec w = stepsim::test::workload(m, 8, 8, 1, 8);
+  w.batch.global_batch = 8;
+  const double base = model::model_flops_per_step(w).value();
+  w.model.mtp_layers = 2;
+  const double s = 2048, h = 12288, V = 51200;
+  const double per_depth = model::layer_forward_flops(m, 1, 1).value() + 2 * s * 2 * h * h + 2 * s * h * V;
+  EXPECT_LT(rel(model::model_flops_per_step(w).value() - base, 3 * 8 * 2 * per_depth), 1e-9);
+  EXPECT_EQ(model::stage_layout(w, 7).num_layers, 12 + 2);
+  EXPECT_EQ(model::stage_layout(w, 6).num_layers, 12);
+  EXPECT_EQ(model::total_params(w.model), model::total_params(m));
+  // The last stage holds the two layers, two projections / tp and their norms (GPT-3's output
+  // layer is tied: with pp > 1 the last stage already holds the embedding's copy).
+  EXPECT_NEAR(model::params_on_rank(w, 7) - model::params_on_rank(stepsim::test::workload(m, 8, 8, 1, 8), 7),
+              2 * model::layer_params(m, 8) + 2 * (2 * h * h / 8 + 3 * 2 * h), 1.0);
+  EXPECT_DOUBLE_EQ(model::output_forward_flops(w.model, 1, 8).value(),
+                   3 * model::logits_forward_flops(m, 1, 8).value() + 2 * (2 * s * 2 * h * h / 8));
+}
