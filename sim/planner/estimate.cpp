@@ -108,15 +108,15 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
                                  : (proj + cp * core) / (proj + core);
     return t;
   };
-  // Attention per layer of the last stage: its windowed layers (a window shorter than the
-  // sequence; cp is 1 then) at their own cost.
+  // The last (slowest) stage's layers, with the multi-token-prediction ones. Attention per
+  // layer: its windowed layers (a window shorter than the sequence; cp is 1 then) at their own cost.
   const ModelSpec& mod = w.model;
-  const int64_t stage_layers = mod.layers / p, first_layer = (p - 1) * stage_layers;
+  const model::StageLayout last = model::stage_layout(w, static_cast<int>(p - 1));
   int64_t windowed_layers = 0;
   if (mod.window_below_sequence())
-    for (int64_t l = first_layer; l < first_layer + stage_layers; ++l)
+    for (int64_t l = last.first_layer; l < last.first_layer + last.num_layers; ++l)
       windowed_layers += mod.windowed_layer(l) ? 1 : 0;
-  const double win_share = d(windowed_layers) / d(std::max<int64_t>(1, stage_layers));
+  const double win_share = d(windowed_layers) / d(std::max<int64_t>(1, last.num_layers));
   const auto attention = [&](Phase ph) {
     return (1.0 - win_share) * time(Block::ATTENTION, ph, 0) +
            (win_share > 0 ? win_share * time(Block::ATTENTION, ph, 0, true) : 0.0);
@@ -131,9 +131,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // TP: blocking collectives after every block (2 per layer per pass, recompute included).
   const Link tp_link = link_for(cluster, t);
   const double tp_one = all_reduce(model::tp_collective_bytes(w).value(), t, tp_link);
-  // The last stage's layers, with the multi-token-prediction ones.
-  const int64_t last_layers = model::stage_layout(w, static_cast<int>(p - 1)).num_layers;
-  const double layers = d(last_layers);
+  const double layers = d(last.num_layers);
   const double tp_per_mb = layers * tp_one * (4.0 + (full ? 2.0 : 0.0));
 
   // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
@@ -142,10 +140,9 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // full recomputation) over the ep GPUs t apart, blocking.
   double moe_layers = 0, mlp_f_moe = 0, mlp_b_moe = 0, ep_per_mb = 0;
   if (w.model.moe.enabled()) {
-    const int64_t first = (p - 1) * (w.model.layers / p);
-    moe_layers = d(model::moe_layers_in(w.model, first, last_layers));
-    int64_t layer = first;
-    while (layer < first + last_layers && !model::is_moe_layer(w.model, layer))
+    moe_layers = d(model::moe_layers_in(w.model, last.first_layer, last.num_layers));
+    int64_t layer = last.first_layer;
+    while (layer < last.first_layer + last.num_layers && !model::is_moe_layer(w.model, layer))
       ++layer;
     if (moe_layers > 0) {
       const double tokens = d(w.batch.micro_batch) * d(local.seq_len);

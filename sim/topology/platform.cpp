@@ -181,7 +181,7 @@ public:
   /// NVSwitch host.
   struct Endpoint {
     bool gpu = false;
-    int node = -1;
+    int node = -1;        ///< -1: not a GPU or NVSwitch of this zone (the timer host)
     int nic = -1;         ///< the node's NIC the GPU uses
     Hop nvl_up, nvl_down; ///< GPU ports
   };
@@ -206,8 +206,6 @@ public:
     if (id >= endpoints_.size())
       endpoints_.resize(id + 1);
     endpoints_[id] = e;
-    known_.resize(std::max(known_.size(), static_cast<size_t>(id) + 1), false);
-    known_[id] = true;
   }
   void set_switch_count(size_t n) {
     out_.resize(std::max(out_.size(), n));
@@ -263,7 +261,7 @@ private:
 
   const Endpoint& endpoint(const NetPoint* p) const {
     const unsigned long id = p->id();
-    if (id >= endpoints_.size() || !known_[id])
+    if (id >= endpoints_.size() || endpoints_[id].node < 0)
       throw SimulationError("platform: no route through " + p->get_name());
     return endpoints_[id];
   }
@@ -312,7 +310,6 @@ private:
   std::vector<std::vector<int>> out_; ///< per switch: its outgoing cables
   std::vector<Node> nodes_;
   std::vector<Endpoint> endpoints_;
-  std::vector<bool> known_;
   std::vector<Tree> paths_;
 };
 
