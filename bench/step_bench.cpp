@@ -1,8 +1,8 @@
 // Speed and memory of whole-step simulations. SimGrid allows one simulation per process, so each
 // iteration runs `stepsim run` in a child process and measures its wall time and peak RSS
 // (wait4's rusage). Targets (docs/performance.md): GPT-3 175B on 1024 A100s (TP8 PP8 DP16)
-// in <= 5 s wall and <= 1 GB; 4096 GPUs (DP64), a 2048-GPU MoE (EP 64) and one with EP 64 inside
-// GB200 NVL72 racks reported.
+// in <= 5 s wall and <= 1 GB; 4096 GPUs (DP64), a 2048-GPU MoE (EP 64), one with EP 64 inside
+// GB200 NVL72 racks and a 256-GPU MoE with folded expert groups and combined 1F1B reported.
 
 #include <benchmark/benchmark.h>
 
@@ -96,6 +96,16 @@ void moe_step_nvl72(benchmark::State& state) {
   measure(state, args, 256);
 }
 
+/// The bundled Qwen3-235B-A22B on 256 H200s: EP 32 folded over TP 2 (each expert all-to-all spans
+/// four nodes) with combined 1F1B, whose paired passes run at once (docs/moe.md).
+void moe_step_folded_overlap(benchmark::State& state) {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  const std::vector<std::string> args = {
+      STEPSIM_BINARY, "run", "--cluster", src + "/topologies/h200-cluster.yaml", "--workload",
+      src + "/workloads/qwen3-235b-a22b.yaml", "--set", "cluster.nodes=32", "--quiet"};
+  measure(state, args, 256);
+}
+
 /// Llama 3.1 405B at 8192 tokens on 9216 H100s of the rail-optimised DGX H100 SuperPOD (1152 nodes;
 /// tp 8, pp 9, dp 128, full recomputation, 16 micro-batches): a routed fabric at Llama 3 scale.
 void llama_step_rail(benchmark::State& state) {
@@ -123,6 +133,10 @@ BENCHMARK_CAPTURE(moe_step, deepseek_like_2048_ep64_no_sampling, "--no-sampling"
 BENCHMARK(moe_step_nvl72)
     ->Name("moe_step/deepseek_like_256gb200_ep64_in_rack")
     ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+
+BENCHMARK(moe_step_folded_overlap)
+    ->Name("moe_step/qwen3_235b_256h200_ep32_folded_overlap")
+    ->UseManualTime()->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
 
 BENCHMARK(llama_step_rail)
     ->Name("llama_step/llama31_405b_9216h100_rail_optimized")

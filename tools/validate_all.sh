@@ -76,9 +76,11 @@ model, docs/model.md), the Llama 3.1 8B at 128 GPUs, 405B, Nemotron-4 15B/340B a
 (MoE) recipes, the fp8 table of NeMo's 24.07 performance summary, more rows of the MosaicML A100
 table whose MPT-13B/70B rows are above, MT-NLG 530B's three system-performance rows, and the dense
 fp8 rows on H100, GB200 and B200 of the Megatron Bridge performance summary (NeMo 26.02 and 25.11)
-with its Qwen3-30B-A3B MoE rows on H100 and its gpt-oss-120b rows (MoE with sliding-window
-attention) on GB200, B200 and H100 (small models, especially in fp8, fine-grained MoE, the 405B on
-Blackwell and the DeepSpeed stack of 2021 are the weak spots: docs/calibration.md).
+with its Qwen3-30B-A3B and Qwen3-235B-A22B MoE rows on H100 (the 235B's expert groups folded
+over the TP ranks) and its gpt-oss-120b rows (MoE with sliding-window attention) on GB200, B200 and
+H100, and the token-drop Qwen3 rows of its 25.09 table on H100, B200 and GB200 (small models,
+especially in fp8, fine-grained dropless MoE, the 405B on Blackwell and the DeepSpeed stack of 2021
+are the weak spots: docs/calibration.md).
 No calibration used them:
 the H100 knobs are fitted on the six H100 runs above, the GB200's GEMM efficiency on the GB200 run
 above, the A100 knob on four Megatron-LM runs of the reference table, and the fp8 GEMM ceiling is

@@ -661,6 +661,10 @@ ParallelSpec read_parallel(const MapReader& m) {
     p.cp = limited_int(*f, MAX_DEGREE);
   if (auto f = m.find("ep"))
     p.ep = limited_int(*f, MAX_DEGREE);
+  if (auto f = m.find("etp"))
+    p.etp = limited_int(*f, MAX_DEGREE);
+  if (auto f = m.find("ep_overlap"))
+    p.ep_overlap = f->boolean();
   return p;
 }
 
@@ -747,7 +751,7 @@ WorkloadSpec read_workload(const Document& doc) {
                 std::to_string(w.model.heads) + " x " + std::to_string(w.model.seq_len) +
                 "^2 attention scores, more than the 2^62 accepted");
   }
-  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep"}));
+  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep", "etp", "ep_overlap"}));
   w.precision =
       top.require("precision").choice<Precision>(
           {{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
@@ -932,18 +936,51 @@ void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
   const MoeSpec& moe = m.moe;
   if (p.ep > 1 && !moe.enabled())
     fail("parallel.ep = " + str(p.ep) + " needs a mixture-of-experts model (model.moe.experts)");
+  if (p.etp > 0 && !moe.enabled())
+    fail("parallel.etp = " + str(p.etp) + " needs a mixture-of-experts model (model.moe.experts)");
+  if (p.etp > 1 && p.etp != p.tp)
+    fail("parallel.etp = " + str(p.etp) + " is not modelled with parallel.tp = " + str(p.tp) +
+         ": use 1 (every expert whole on its GPU, the expert groups folded over the TP ranks) or tp (every "
+         "expert split like the dense MLP)");
   if (moe.enabled()) {
-    if (dp % p.ep != 0)
-      fail("parallel.ep = " + str(p.ep) + " does not divide parallel.dp = " + str(dp) +
-           " (expert parallelism subdivides the data-parallel group; expert-data-parallel size = dp / ep)");
+    const int etp = p.expert_tp();
+    if (!p.folds_experts()) {
+      if (dp % p.ep != 0)
+        fail("parallel.ep = " + str(p.ep) + " does not divide parallel.dp = " + str(dp) +
+             " (expert parallelism subdivides the data-parallel group; expert-data-parallel size = dp / ep; "
+             "parallel.etp below tp folds it over the tensor-parallel ranks too)");
+    } else {
+      const int64_t stage_gpus = static_cast<int64_t>(p.tp) * p.cp * dp;
+      if (stage_gpus % (static_cast<int64_t>(etp) * p.ep) != 0)
+        fail("parallel.etp*ep = " + str(etp) + "*" + str(p.ep) + " does not divide tp*cp*dp = " + str(stage_gpus) +
+             " (with etp < tp the expert groups fold over the GPUs of a pipeline stage)");
+      if (p.tp > 1 && !p.sp)
+        fail("parallel.etp = " + str(etp) + " below parallel.tp = " + str(p.tp) +
+             " needs parallel.sp: true (each TP rank routes its own share of the sequence)");
+    }
     if (moe.experts % p.ep != 0)
       fail("parallel.ep = " + str(p.ep) + " does not divide model.moe.experts = " + str(moe.experts) +
            " (every EP rank holds the same number of experts)");
-    if (moe.expert_ffn_hidden % p.tp != 0)
-      fail("parallel.tp = " + str(p.tp) + " does not divide model.moe.expert_ffn_hidden = " +
-           str(moe.expert_ffn_hidden) + " (every expert's MLP is split across TP ranks)");
+    if (moe.expert_ffn_hidden % etp != 0)
+      fail(std::string(p.folds_experts() ? "parallel.etp = " : "parallel.tp = ") + str(etp) +
+           " does not divide model.moe.expert_ffn_hidden = " + str(moe.expert_ffn_hidden) +
+           " (every expert's MLP is split across its expert-tensor-parallel GPUs)");
     if (moe.top_k > moe.experts)
       fail("model.moe.top_k = " + str(moe.top_k) + " exceeds model.moe.experts = " + str(moe.experts));
+  }
+  if (p.ep_overlap) {
+    if (!moe.enabled() || p.ep < 2)
+      fail("parallel.ep_overlap needs a mixture-of-experts model with parallel.ep >= 2 (it hides the expert "
+           "all-to-alls), found ep = " + str(p.ep));
+    if (p.pp > 1 && p.schedule != Schedule::INTERLEAVED)
+      fail("parallel.ep_overlap with parallel.pp = " + str(p.pp) +
+           " needs parallel.schedule = interleaved (Megatron-Core's combined 1F1B pairs the interleaved "
+           "schedule's steady-state passes)");
+    if (p.pp == 1 && p.schedule != Schedule::ONE_F_ONE_B)
+      fail("parallel.ep_overlap with parallel.pp = 1 needs parallel.schedule = 1f1b (each forward runs with the "
+           "previous micro-batch's backward)");
+    if (w.training.recompute == Recompute::FULL)
+      fail("parallel.ep_overlap cannot be combined with training.recompute = full (use none or selective)");
   }
   if (p.cp > 1 && m.window_below_sequence())
     fail("parallel.cp = " + str(p.cp) + " with model.sliding_window = " + str(m.sliding_window) +

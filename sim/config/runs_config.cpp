@@ -115,13 +115,16 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.hardware.inter_node = opt_text(*s, "inter_node");
   }
   if (auto s = opt_map(m, "parallelism",
-                       {"tp", "pp", "dp", "cp", "ep", "sp", "zero_stage", "fsdp", "virtual_pp", "schedule"}, ignored)) {
+                       {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "sp", "zero_stage", "fsdp", "virtual_pp",
+                        "schedule"},
+                       ignored)) {
     MeasuredParallelism& p = r.parallelism;
     p.tp = opt_int(*s, "tp");
     p.pp = opt_int(*s, "pp");
     p.dp = opt_int(*s, "dp");
     p.cp = opt_int(*s, "cp");
     p.ep = opt_int(*s, "ep");
+    p.etp = opt_int(*s, "etp");
     // sp: a degree (1 = off, the TP size = on), or a boolean (true: on, read as degree 2).
     if (auto f = s->find("sp"); f && !is_null(*f)) {
       const std::string t = f->scalar("an integer, a boolean or null");
@@ -131,6 +134,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
         p.sp = opt_int(*s, "sp");
     }
     p.virtual_pp = opt_int(*s, "virtual_pp");
+    if (auto f = s->find("ep_overlap"); f && !is_null(*f))
+      p.ep_overlap = f->boolean();
     p.zero_stage = opt_text(*s, "zero_stage");
     // fsdp: a boolean, or the sharding strategy's name: FULL_SHARD / HYBRID_SHARD shard the
     // parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2, taken as

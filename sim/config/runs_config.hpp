@@ -41,8 +41,10 @@ struct MeasuredHardware {
 
 struct MeasuredParallelism {
   std::optional<int64_t> tp, pp, dp, cp, ep, sp, virtual_pp;
+  std::optional<int64_t> etp; ///< expert tensor parallelism (an extension of the schema)
   std::string zero_stage;            ///< as written ("3", "1 (BF16_Optimizer ...)", "FSDP FULL_SHARD"), "" = null
   std::optional<bool> fsdp;
+  std::optional<bool> ep_overlap;    ///< combined 1F1B all-to-all overlap (an extension of the schema)
   std::string schedule;              ///< free text, "" = null
 };
 

@@ -234,7 +234,20 @@ struct ParallelSpec {
   bool pp_scatter_gather = false;
   int zero_stage = 0;       ///< 0, 1, 2 or 3 (3 = FSDP full shard)
   int cp = 1;               ///< context parallelism (ring attention): the sequence split over cp GPUs
-  int ep = 1;               ///< expert parallelism: divides dp; experts / ep experts per GPU
+  int ep = 1;               ///< expert parallelism: experts / ep experts per GPU
+  /// Expert tensor parallelism: the GPUs that split each expert's MLP. 0 = tp (every expert split
+  /// like the dense MLP; EP subdivides DP). 1 with tp > 1 keeps every expert whole and folds the
+  /// expert groups over the TP x CP x DP GPUs of a stage (Megatron-Core's MoE parallel folding with
+  /// expert_tensor_parallel_size = 1, docs/moe.md). Other values are refused.
+  int etp = 0;
+  /// Combined 1F1B (Megatron-Core's --overlap-moe-expert-parallel-comm): each steady-state forward
+  /// pass runs together with the adjacent backward pass of another micro-batch, so the expert
+  /// all-to-alls of one hide behind the other's compute (docs/moe.md). Needs MoE with ep > 1,
+  /// the interleaved schedule with pp > 1 (1f1b with pp = 1) and no full recomputation.
+  bool ep_overlap = false;
+  [[nodiscard]] int expert_tp() const { return etp > 0 ? etp : tp; }
+  /// True when the expert groups fold over the TP ranks (etp < tp).
+  [[nodiscard]] bool folds_experts() const { return expert_tp() < tp; }
 };
 
 /// What selective recomputation repeats before each layer's backward (Megatron-LM's

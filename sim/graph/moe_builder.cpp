@@ -96,20 +96,15 @@ std::vector<TaskId> MoeCpEmitter::emit(const std::vector<Rank>& group, Block blo
 
 TaskId MoeCpEmitter::ep_all_to_all(Rank r, int stage, int layer, int mb, Phase phase, int which,
                                    const std::vector<TaskId>& deps) {
-  const int t = grid_.tp_of(r);
-  const int c = grid_.cp_of(r);
-  const int k = grid_.dp_of(r);
-  const int j = k / grid_.ep;
-  const auto key = std::make_tuple(stage, t, c, j, layer, mb, static_cast<int>(phase), which);
+  const std::vector<Rank> members = grid_.ep_group(r);
+  // The group's first member names it.
+  const auto key = std::make_tuple(stage, static_cast<int>(members.front()), layer, mb, static_cast<int>(phase), which);
   TaskId id;
   if (auto it = a2a_.find(key); it != a2a_.end()) {
     id = it->second;
   } else {
     Task task = collective_task(CommGroup::EP, CollectiveOp::ALL_TO_ALL, Stream::EP_COMM, phase, stage, layer, mb,
                                 model::ep_all_to_all_bytes(w_));
-    std::vector<Rank> members;
-    for (int e = 0; e < grid_.ep; ++e)
-      members.push_back(grid_.rank(c + grid_.cp * (e + grid_.ep * j), stage, t));
     task.rank = members.front();
     id = g_.add_collective(task, members);
     a2a_.emplace(key, id);
@@ -130,21 +125,18 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
   ++passes;
   if (!per_micro_batch && passes != m_)
     return;
-  const int edp = grid_.dp / grid_.ep; // dp*cp / ep GPUs hold the same experts
-  if (edp <= 1)
+  if (grid_.edp() <= 1) // one GPU holds these experts: nothing to reduce
     return;
-  const int t = grid_.tp_of(r);
-  const int e = grid_.ep_of(r);
-  const auto key = std::make_tuple(stage, t, e, layer, per_micro_batch ? mb : -1);
+  const std::vector<Rank> members = grid_.edp_group(r);
+  const auto key = std::make_tuple(stage, static_cast<int>(members.front()), layer, per_micro_batch ? mb : -1);
   TaskId id;
   if (auto it = expert_reduce_.find(key); it != expert_reduce_.end()) {
     id = it->second;
   } else {
     Task task = collective_task(CommGroup::DP, per_micro_batch ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE,
                                 Stream::DP_COMM, Phase::BACKWARD, stage, layer, per_micro_batch ? mb : -1,
-                                Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep).expert *
+                                Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert *
                                       model::element_bytes(w_.precision)));
-    const std::vector<Rank> members = edp_members(r, stage);
     task.rank = members.front();
     id = g_.add_collective(task, members);
     expert_reduce_.emplace(key, id);
@@ -156,29 +148,18 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
   chain = id;
 }
 
-std::vector<Rank> MoeCpEmitter::edp_members(Rank r, int stage) const {
-  const int t = grid_.tp_of(r);
-  const int e = grid_.ep_of(r);
-  std::vector<Rank> members;
-  const int dp = grid_.dp / grid_.cp;
-  for (int jj = 0; jj < dp / grid_.ep; ++jj)
-    for (int c = 0; c < grid_.cp; ++c)
-      members.push_back(grid_.rank(c + grid_.cp * (e + grid_.ep * jj), stage, t));
-  return members;
-}
-
 TaskId MoeCpEmitter::expert_gather(Rank r, int stage, int layer, int mb, Phase phase, TaskId after, Bytes bytes,
                                    Bytes held) {
-  if (grid_.dp / grid_.ep <= 1) // dp*cp / ep GPUs hold the same experts: one holds them whole
+  if (grid_.edp() <= 1) // one GPU holds these experts whole
     return NO_TASK;
-  const auto key = std::make_tuple(stage, grid_.tp_of(r), grid_.ep_of(r), layer, mb, static_cast<int>(phase));
+  const std::vector<Rank> members = grid_.edp_group(r);
+  const auto key = std::make_tuple(stage, static_cast<int>(members.front()), layer, mb, static_cast<int>(phase));
   TaskId id;
   if (auto it = expert_gather_.find(key); it != expert_gather_.end()) {
     id = it->second;
   } else {
     Task task = collective_task(CommGroup::DP, CollectiveOp::ALL_GATHER, Stream::DP_COMM, phase, stage, layer, mb, bytes);
     task.param_alloc = held;
-    const std::vector<Rank> members = edp_members(r, stage);
     task.rank = members.front();
     id = g_.add_collective(task, members);
     expert_gather_.emplace(key, id);
@@ -204,8 +185,8 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
   const bool has_shared = m.moe.shared_experts > 0;
   auto experts = [&](Rank r) {
     const double pairs = representative_ep_ ? model::ep_max_rank_assignments(w_, layer)
-                                            : model::ep_rank_assignments(w_, layer, grid_.dp_of(r) % grid_.ep);
-    return model::routed_experts_forward_flops(m, pairs, tp) * f;
+                                            : model::ep_rank_assignments(w_, layer, grid_.ep_of(r));
+    return model::routed_experts_forward_flops(m, pairs, grid_.etp) * f;
   };
   const bool grads_final = split_ ? phase == Phase::WEIGHT_GRAD : phase == Phase::BACKWARD;
   std::vector<TaskId> out(group.size(), NO_TASK);

@@ -82,6 +82,9 @@ public:
   /// `after`. NO_TASK when that group is one GPU (the experts are not sharded).
   TaskId expert_gather(Rank r, int stage, int layer, int mb, Phase phase, TaskId after, Bytes bytes, Bytes held);
 
+  /// Rank r's last task on its EP stream (the chain the next all-to-all it issues follows).
+  TaskId& ep_chain(Rank r) { return ep_chain_[static_cast<size_t>(r)]; }
+
   /// The tasks a PP receive into `t` must precede: the first tasks of the block `t` ends, or `t`.
   [[nodiscard]] std::vector<TaskId> entry_of(TaskId t) const;
 
@@ -108,8 +111,6 @@ private:
                        const std::vector<TaskId>& deps);
   /// Expert gradients of `layer` reduced over rank r's expert-data-parallel group after `producer`.
   void expert_gradients(Rank r, int stage, int layer, int mb, TaskId producer);
-  /// The GPUs holding the same experts as rank r (same stage, TP and EP index; all CP ranks).
-  [[nodiscard]] std::vector<Rank> edp_members(Rank r, int stage) const;
 
   std::vector<TaskId> emit_moe(const std::vector<Rank>& group, Phase phase, int stage, int layer, int mb,
                                Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep,
@@ -129,9 +130,9 @@ private:
   double tokens_ = 0; ///< b * s / cp
   Bytes param_free_;  ///< ZeRO-3 parameters the block's last task frees (emit's argument)
   std::map<TaskId, std::vector<TaskId>> entry_;
-  std::map<std::tuple<int, int, int, int, int, int, int, int>, TaskId> a2a_;
-  std::map<std::tuple<int, int, int, int, int>, TaskId> expert_reduce_;
-  std::map<std::tuple<int, int, int, int, int, int>, TaskId> expert_gather_;
+  std::map<std::tuple<int, int, int, int, int, int>, TaskId> a2a_;           ///< (stage, first member, layer, mb, phase, which)
+  std::map<std::tuple<int, int, int, int>, TaskId> expert_reduce_;           ///< (stage, first member, layer, mb or -1)
+  std::map<std::tuple<int, int, int, int, int>, TaskId> expert_gather_;      ///< (stage, first member, layer, mb, phase)
   std::map<std::pair<Rank, int>, int>
       grad_passes_; ///< (rank, layer) -> passes that finalized expert gradients
   std::vector<TaskId> ep_chain_;

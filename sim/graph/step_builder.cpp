@@ -38,10 +38,18 @@ struct GradItem {
 class Builder {
 public:
   Builder(const WorkloadSpec& w, const BuildOptions& o) : w_(w), o_(o) {
-    grid_ = RankGrid{w.parallel.tp, w.parallel.pp, w.parallel.dp * w.parallel.cp, w.parallel.cp, w.parallel.ep};
+    grid_ = RankGrid{w.parallel.tp, w.parallel.pp, w.parallel.dp * w.parallel.cp, w.parallel.cp, w.parallel.ep,
+                     w.parallel.expert_tp()};
     m_ = static_cast<int>(w.micro_batches());
     // Folded: all CP ranks of one EP group, or of one EP rank with fold_ep (docs/moe.md).
     replicas_ = o.fold_dp ? grid_.cp * (o.fold_ep ? 1 : grid_.ep) : grid_.dp;
+    if (o.fold_dp && !o.fold_ep && grid_.folded()) {
+      // Expert groups folded over the TP ranks: the first replicas (whole CP groups) whose GPUs
+      // make up whole EP groups, etp*ep consecutive GPUs of a stage.
+      replicas_ = grid_.cp;
+      while ((grid_.tp * replicas_) % (grid_.etp * grid_.ep) != 0 && replicas_ < grid_.dp)
+        replicas_ += grid_.cp;
+    }
     zero_ = w.parallel.zero_stage;
     sp_ = w.parallel.sp && grid_.tp > 1;
     vp_ = std::max(1, w.parallel.vp);
@@ -271,8 +279,12 @@ private:
     };
     TaskId last;
     if (sp_) {
-      const TaskId rs = one(CollectiveOp::REDUCE_SCATTER, producers);
-      last = one(CollectiveOp::ALL_GATHER, {rs});
+      // A scale of 0 leaves that collective out (folded expert groups, moe_copies).
+      last = rs_scale > 0 ? one(CollectiveOp::REDUCE_SCATTER, producers) : NO_TASK;
+      if (ag_scale > 0)
+        last = one(CollectiveOp::ALL_GATHER, last != NO_TASK ? std::vector<TaskId>{last} : producers);
+      if (last == NO_TASK)
+        return;
     } else {
       last = one(CollectiveOp::ALL_REDUCE, producers);
     }
@@ -282,9 +294,13 @@ private:
 
   /// With sequence parallelism, the factor on the TP all-gather into and the reduce-scatter out
   /// of an MoE layer's experts: Megatron's all-to-all dispatcher gathers the routed copies of the
-  /// TP group's tokens (top_k per token) for the TP-split experts, not the tokens. 1 otherwise.
+  /// TP group's tokens (top_k per token) for the TP-split experts, not the tokens. 0 when the
+  /// expert groups fold over the TP ranks (etp = 1): each GPU routes its own sequence share, so
+  /// neither collective exists. 1 otherwise (and for a layer index below 0).
   double moe_copies(int layer) const {
-    return sp_ && model::is_moe_layer(w_.model, layer) ? static_cast<double>(w_.model.moe.top_k) : 1.0;
+    if (!sp_ || layer < 0 || !model::is_moe_layer(w_.model, layer))
+      return 1.0;
+    return grid_.folded() ? 0.0 : static_cast<double>(w_.model.moe.top_k);
   }
 
   // ---- DP ----------------------------------------------------------------------------------
@@ -350,7 +366,7 @@ private:
       layer_of.push_back(-1);
     }
     for (int64_t l = layout.num_layers - 1; l >= 0; --l) {
-      params.push_back(model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep).dense);
+      params.push_back(model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep, grid_.etp).dense);
       layer_of.push_back(static_cast<int>(l));
     }
     if (layout.has_embedding) {
@@ -394,7 +410,32 @@ private:
     int pass_index = 0;
     // Per chunk: passes that finalize gradients so far (BACKWARD, or W when backward is split).
     std::vector<int> grad_passes(static_cast<size_t>(vp_), 0);
-    for (const PassRef& pass : stage_order(w_.parallel.schedule, p, grid_.pp, m_, vp_)) {
+    const std::vector<PassRef> order = stage_order(w_.parallel.schedule, p, grid_.pp, m_, vp_);
+    // Combined 1F1B (parallel.ep_overlap): each forward next to a backward of another (chunk,
+    // micro-batch) forms a pair whose second pass runs alongside the first (pair_role 1, 2).
+    const std::vector<int> pair_role = combined_pairs(order);
+    pair_.assign(group.size(), PairState{});
+    TaskId pair_start_tp = NO_TASK;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const PassRef& pass = order[k];
+      const size_t tasks_before = g_.size();
+      if (pair_role[k] == 1) {
+        // Where the pair starts: its second pass follows this, not the first pass.
+        for (size_t i = 0; i < group.size(); ++i) {
+          pair_[i].start_compute = rs(group[i]).last_compute;
+          pair_[i].start_ep = moe_cp_->ep_chain(group[i]);
+        }
+        pair_start_tp = tp_chain;
+      } else if (pair_role[k] == 2) {
+        for (size_t i = 0; i < group.size(); ++i) {
+          RankState& st = rs(group[i]);
+          pair_[i].first_last = st.last_compute;
+          st.last_compute = pair_[i].start_compute;
+          st.pending_wait = NO_TASK; // the first pass's trailing collective: its own output's
+          moe_cp_->ep_chain(group[i]) = pair_[i].start_ep;
+        }
+        tp_chain = pair_start_tp;
+      }
       const model::StageLayout layout = chunk_layout(p, pass.chunk);
       const int n_layers = static_cast<int>(layout.num_layers);
       std::vector<double> item_params;
@@ -411,10 +452,10 @@ private:
           extra += model::embedding_params(w_.model, grid_.tp);
         if (l == n_layers - 1 && layout.has_output)
           extra += model::output_params(w_.model, grid_.tp, grid_.pp);
-        return model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep).dense + extra;
+        return model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep, grid_.etp).dense + extra;
       };
       auto expert_params = [&](int l) {
-        return model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep).expert;
+        return model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep, grid_.etp).expert;
       };
 
       const int mb = pass.micro_batch;
@@ -580,11 +621,15 @@ private:
                              split_ ? Bytes(0.0) : stored_.mlp + working_.mlp, first_dep, Bytes(0.0),
                              expert_shards(j, l, true));
           mark_first(&RankState::bwd_first, mlp);
-          // The experts' backward gathers and scatters the routed copies' gradients.
-          tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain, moe_copies(layer), moe_copies(layer));
+          // The experts' backward gathers and scatters the routed copies' gradients (folded: only
+          // the gradient all-gathered for the attention block's backward).
+          tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain, moe_copies(layer),
+                  grid_.folded() && moe_copies(layer) == 0.0 ? 1.0 : moe_copies(layer));
           auto attn = compute(group, Block::ATTENTION, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
                               split_ ? Bytes(0.0) : stored_.attention + working_.attention, {}, gathered_bytes(l));
-          tp_comm(group, attn, Phase::BACKWARD, p, layer, mb, tp_chain);
+          // The gradient all-gathered for the MLP below, unless that is a folded MoE layer.
+          tp_comm(group, attn, Phase::BACKWARD, p, layer, mb, tp_chain, 1.0,
+                  grid_.folded() ? std::min(1.0, moe_copies(layer - 1)) : 1.0);
           mark_last(&RankState::bwd_last, attn);
           freer[static_cast<size_t>(j)] = attn;
           if (!split_) {
@@ -601,8 +646,54 @@ private:
         if (st.pending_wait != NO_TASK && !weight)
           (fwd ? st.fwd_out_wait : st.bwd_out_wait)[slot] = st.pending_wait;
       }
+      if (pair_role[k] == 2) {
+        // The pair ends when both passes have: the second's last compute task also waits for the
+        // first's (what follows waits for it). Its compute, TP and EP tasks run alongside the
+        // first pass's: trace lane 1.
+        for (size_t i = 0; i < group.size(); ++i) {
+          const TaskId last = rs(group[i]).last_compute;
+          if (pair_[i].first_last != NO_TASK && last != NO_TASK && last != pair_[i].first_last)
+            g_.add_edge(pair_[i].first_last, last);
+        }
+        for (TaskId id = tasks_before; id < g_.size(); ++id) {
+          Task& t = g_.mutable_task(id);
+          if (t.stream == Stream::COMPUTE || t.stream == Stream::TP_COMM || t.stream == Stream::EP_COMM)
+            t.lane = 1;
+        }
+      }
       ++pass_index;
     }
+  }
+
+  /// Per rank of the TP group being built: where the current combined 1F1B pair started (its last
+  /// compute and EP tasks before it) and the first pass's last compute task.
+  struct PairState {
+    TaskId start_compute = NO_TASK;
+    TaskId start_ep = NO_TASK;
+    TaskId first_last = NO_TASK;
+  };
+  std::vector<PairState> pair_;
+
+  /// Combined 1F1B pairs of a stage's pass order: 0 alone, 1 the first, 2 the second of a pair.
+  /// Greedy from the start: a forward and a backward next to each other, of different (chunk,
+  /// micro-batch), pair up (the interleaved schedule's steady state: forward k + warm-up with
+  /// backward k; without a pipeline: each forward with the previous micro-batch's backward).
+  std::vector<int> combined_pairs(const std::vector<PassRef>& order) const {
+    std::vector<int> role(order.size(), 0);
+    if (!w_.parallel.ep_overlap)
+      return role;
+    for (size_t k = 0; k + 1 < order.size(); ++k) {
+      const PassRef& a = order[k];
+      const PassRef& b = order[k + 1];
+      const bool f_and_b = (a.phase == Phase::FORWARD && b.phase == Phase::BACKWARD) ||
+                           (a.phase == Phase::BACKWARD && b.phase == Phase::FORWARD);
+      if (f_and_b && (a.micro_batch != b.micro_batch || a.chunk != b.chunk)) {
+        role[k] = 1;
+        role[k + 1] = 2;
+        ++k;
+      }
+    }
+    return role;
   }
 
   // ---- PP ----------------------------------------------------------------------------------
@@ -688,7 +779,7 @@ private:
     for (int d = 0; d < replicas_; ++d) {
       const Rank r = grid_.rank(d, p, t);
       RankState& st = rs(r);
-      const double params = model::optimizer_params_on_rank(w_, p); // ZeRO: dense / (dp*cp), experts / (dp*cp/ep)
+      const double params = model::optimizer_params_on_rank(w_, p); // ZeRO: dense / (dp*cp), experts / expert_data_parallel
       const Bytes moved(params * 2.0 * (w_.training.optimizer_bytes_per_param + 2.0));
       ComputeQuery q{.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = p,
                      .flops = Flops(params * 12.0), .bytes = moved};

@@ -15,21 +15,63 @@ namespace stepsim::graph {
 /// Megatron rank order: tp fastest-varying, then cp, then dp, then pp (docs/moe.md). `dp` counts
 /// the GPUs that hold the same weights: data-parallel x context-parallel ranks (workload dp * cp,
 /// the group dense gradients are reduced over); `d` in rank(d, p, t) is cp_index + cp * dp_index.
-/// Expert parallelism subdivides the data-parallel index: ep_index = dp_index % ep.
+/// Expert groups: with etp = tp, expert parallelism subdivides the data-parallel index (ep_index =
+/// dp_index % ep; all CP ranks hold the same experts). With etp < tp they fold over the GPUs of a
+/// stage (MoE parallel folding): a GPU's index q = t + tp * d within its stage splits as etp
+/// fastest, then ep, then the expert-data-parallel index.
 struct RankGrid {
   int tp = 1;
   int pp = 1;
   int dp = 1; ///< dp * cp of the workload
   int cp = 1;
   int ep = 1;
+  int etp = 1; ///< expert tensor parallelism (tp unless the expert groups fold, ParallelSpec::etp)
   [[nodiscard]] Rank rank(int d, int p, int t) const { return t + tp * (d + dp * p); }
   [[nodiscard]] int tp_of(Rank r) const { return r % tp; }
   /// The workload's data-parallel index (without the CP index).
   [[nodiscard]] int dp_of(Rank r) const { return (r / tp) % dp / cp; }
   [[nodiscard]] int cp_of(Rank r) const { return (r / tp) % cp; }
-  [[nodiscard]] int ep_of(Rank r) const { return dp_of(r) % ep; }
   [[nodiscard]] int pp_of(Rank r) const { return r / (tp * dp); }
   [[nodiscard]] int size() const { return tp * pp * dp; }
+  [[nodiscard]] bool folded() const { return etp < tp; }
+  /// The GPU's index within its pipeline stage.
+  [[nodiscard]] int stage_index(Rank r) const { return r % (tp * dp); }
+  [[nodiscard]] int ep_of(Rank r) const { return folded() ? stage_index(r) / etp % ep : dp_of(r) % ep; }
+  /// GPUs holding the same experts: dp / ep, or tp * dp / (etp * ep) folded.
+  [[nodiscard]] int edp() const { return folded() ? tp * dp / (etp * ep) : dp / ep; }
+  /// Rank r's EP group (its ep members in EP-index order).
+  [[nodiscard]] std::vector<Rank> ep_group(Rank r) const {
+    std::vector<Rank> out;
+    const int p = pp_of(r);
+    if (folded()) {
+      const int q = stage_index(r);
+      const int first = q % etp + etp * ep * (q / (etp * ep));
+      for (int e = 0; e < ep; ++e)
+        out.push_back(p * tp * dp + first + etp * e);
+    } else {
+      const int j = dp_of(r) / ep;
+      for (int e = 0; e < ep; ++e)
+        out.push_back(rank(cp_of(r) + cp * (e + ep * j), p, tp_of(r)));
+    }
+    return out;
+  }
+  /// Rank r's expert-data-parallel group: the GPUs of its stage holding the same experts.
+  [[nodiscard]] std::vector<Rank> edp_group(Rank r) const {
+    std::vector<Rank> out;
+    const int p = pp_of(r);
+    if (folded()) {
+      const int q = stage_index(r);
+      const int first = q % (etp * ep);
+      for (int j = 0; j < edp(); ++j)
+        out.push_back(p * tp * dp + first + etp * ep * j);
+    } else {
+      const int e = ep_of(r);
+      for (int j = 0; j < dp / cp / ep; ++j)
+        for (int c = 0; c < cp; ++c)
+          out.push_back(rank(c + cp * (e + ep * j), p, tp_of(r)));
+    }
+    return out;
+  }
 };
 
 /// What a compute task does, for the compute-time model.

@@ -97,6 +97,12 @@ TaskId StepGraph::add_collective(Task t, std::span<const Rank> ranks) {
   return add_task(t);
 }
 
+Task& StepGraph::mutable_task(TaskId id) {
+  if (finalized_)
+    throw SimulationError("step graph: a task cannot change after finalize()");
+  return tasks_.at(id);
+}
+
 void StepGraph::add_edge(TaskId before, TaskId after) {
   if (finalized_)
     throw SimulationError("StepGraph::add_edge after finalize()");

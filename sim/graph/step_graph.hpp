@@ -54,6 +54,9 @@ struct Task {
   CommGroup group = CommGroup::NONE;
   CollectiveOp op = CollectiveOp::ALL_REDUCE;
   Stream stream = Stream::COMPUTE;
+  /// 1 for the second pass of a combined 1F1B pair (parallel.ep_overlap): it runs alongside the
+  /// first, so traces draw its compute, TP and EP tasks on threads of their own. 0 otherwise.
+  uint8_t lane = 0;
   Rank rank = -1;          ///< compute: the GPU; collective: the first simulated participant
   int32_t stage = -1;      ///< pipeline stage (PP send: the sending stage)
   int32_t layer = -1;      ///< global layer index, -1 when not a layer task
@@ -101,6 +104,8 @@ public:
 
   [[nodiscard]] size_t size() const { return tasks_.size(); }
   [[nodiscard]] const Task& task(TaskId id) const { return tasks_[id]; }
+  /// A task to amend while building (not after finalize()).
+  [[nodiscard]] Task& mutable_task(TaskId id);
   [[nodiscard]] const std::vector<Task>& tasks() const { return tasks_; }
   [[nodiscard]] std::span<const Rank> participants(const Task& t) const {
     return {rank_pool_.data() + t.ranks_begin, t.ranks_count};

@@ -121,11 +121,11 @@ Bytes gathered_layer_bytes(const WorkloadSpec& w) {
   if (!w.model.moe.enabled())
     return Bytes(layer_params(w.model, w.parallel.tp) * held);
   // MoE: the largest layer's dense part, plus its local experts when their expert-data-parallel
-  // group shards them (dp*cp/ep > 1).
-  const int64_t edp = static_cast<int64_t>(w.parallel.dp) * std::max(1, w.parallel.cp) / std::max(1, w.parallel.ep);
+  // group shards them (expert_data_parallel > 1).
+  const int64_t edp = expert_data_parallel(w.parallel);
   double most = 0;
   for (int64_t l = 0; l < w.model.layers; ++l) {
-    const LayerParams p = layer_params_at(w.model, l, w.parallel.tp, w.parallel.ep);
+    const LayerParams p = layer_params_at(w.model, l, w.parallel.tp, w.parallel.ep, w.parallel.expert_tp());
     most = std::max(most, p.dense + (edp > 1 ? p.expert : 0.0));
   }
   return Bytes(most * held);
@@ -141,12 +141,12 @@ Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic) {
 
 MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage) {
   // Dense parameters are sharded by ZeRO over the dp*cp GPUs holding them, expert parameters
-  // over their expert-data-parallel group of dp*cp/ep GPUs (docs/moe.md).
+  // over their expert-data-parallel group (dp*cp/ep GPUs, tp*cp*dp/(etp*ep) folded; docs/moe.md).
   const double psi = params_on_rank(w, stage);
   const double psi_expert = expert_params_on_rank(w, stage);
   const double psi_dense = psi - psi_expert;
   const double dp = static_cast<double>(w.parallel.dp) * std::max(1, w.parallel.cp);
-  const double edp = dp / std::max(1, w.parallel.ep);
+  const double edp = static_cast<double>(expert_data_parallel(w.parallel));
   const int zero = w.parallel.zero_stage;
   const double e = element_bytes(w.precision);
   const auto sharded = [&](int from_stage) {
@@ -159,7 +159,9 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
   if (zero < 3) {
     const StageLayout s = stage_layout(w, stage);
     l.weights += Bytes(fp8_weight_bytes(w.precision) *
-                       stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep).total());
+                       stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep,
+                                                   w.parallel.expert_tp())
+                                          .total());
   }
   l.gradients = Bytes(e * sharded(2));
   l.optimizer = Bytes(w.training.optimizer_bytes_per_param * sharded(1));

@@ -54,24 +54,24 @@ double expert_params(const ModelSpec& m) {
   return mlp_matrices(m) * d(m.hidden) * d(m.moe.expert_ffn_hidden);
 }
 
-LayerParams layer_params_at(const ModelSpec& m, int64_t layer, int tp, int ep) {
+LayerParams layer_params_at(const ModelSpec& m, int64_t layer, int tp, int ep, int etp) {
   const double dense_layer = layer_params(m, tp);
   if (!is_moe_layer(m, layer))
     return {dense_layer, 0.0};
   const double router = d(m.hidden) * d(m.moe.experts);
   const double shared = d(m.moe.shared_experts) * expert_params(m) / tp;
-  const double routed = d(m.moe.experts) / ep * expert_params(m) / tp;
+  const double routed = d(m.moe.experts) / ep * expert_params(m) / etp;
   return {dense_layer - dense_mlp_params(m, tp) + router + shared, routed};
 }
 
-LayerParams stack_params(const ModelSpec& m, int64_t first, int64_t count, int tp, int ep) {
+LayerParams stack_params(const ModelSpec& m, int64_t first, int64_t count, int tp, int ep, int etp) {
   LayerParams sum;
   if (!m.moe.enabled()) {
     sum.dense = d(count) * layer_params(m, tp);
     return sum;
   }
   for (int64_t l = first; l < first + count; ++l) {
-    const LayerParams p = layer_params_at(m, l, tp, ep);
+    const LayerParams p = layer_params_at(m, l, tp, ep, etp);
     sum.dense += p.dense;
     sum.expert += p.expert;
   }
@@ -104,8 +104,8 @@ Flops shared_experts_forward_flops(const ModelSpec& m, double tokens, int tp) {
   return Flops(2.0 * tokens * d(m.moe.shared_experts) * expert_params(m) / tp);
 }
 
-Flops routed_experts_forward_flops(const ModelSpec& m, double assignments, int tp) {
-  return Flops(2.0 * assignments * expert_params(m) / tp);
+Flops routed_experts_forward_flops(const ModelSpec& m, double assignments, int etp) {
+  return Flops(2.0 * assignments * expert_params(m) / etp);
 }
 
 std::vector<double> expert_loads(const ModelSpec& m, int64_t layer, double assignments) {
@@ -151,10 +151,16 @@ double local_tokens(const WorkloadSpec& w) {
 
 namespace {
 
-/// Every EP rank's assignments in `layer`: the EP group routes the tokens of its ep GPUs together.
+/// Tokens one EP rank contributes per micro-batch: those of its etp GPUs, each holding 1/tp of
+/// the TP group's b*s/cp (b*s/cp itself in the unfolded layout, etp = tp).
+double ep_rank_tokens(const WorkloadSpec& w) {
+  return local_tokens(w) * d(w.parallel.expert_tp()) / d(std::max(1, w.parallel.tp));
+}
+
+/// Every EP rank's assignments in `layer`: the EP group routes the tokens of its ep ranks together.
 std::vector<double> ep_group_loads(const WorkloadSpec& w, int64_t layer) {
   const int ep = std::max(1, w.parallel.ep);
-  const double assignments = local_tokens(w) * d(w.model.moe.top_k) * ep;
+  const double assignments = ep_rank_tokens(w) * d(w.model.moe.top_k) * ep;
   return ep_rank_loads(expert_loads(w.model, layer, assignments), ep);
 }
 
@@ -171,7 +177,7 @@ double ep_max_rank_assignments(const WorkloadSpec& w, int64_t layer) {
 }
 
 double ep_imbalance(const WorkloadSpec& w, int64_t layer) {
-  const double mean = local_tokens(w) * d(w.model.moe.top_k);
+  const double mean = ep_rank_tokens(w) * d(w.model.moe.top_k);
   return mean > 0 ? ep_max_rank_assignments(w, layer) / mean : 1.0;
 }
 
@@ -184,7 +190,13 @@ Bytes ep_all_to_all_bytes(const WorkloadSpec& w) {
 
 double expert_params_on_rank(const WorkloadSpec& w, int stage) {
   const StageLayout s = stage_layout(w, stage);
-  return stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep).expert;
+  return stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep, w.parallel.expert_tp())
+      .expert;
+}
+
+int64_t expert_data_parallel(const ParallelSpec& p) {
+  const int64_t gpus = static_cast<int64_t>(std::max(1, p.tp)) * std::max(1, p.cp) * std::max(1, p.dp);
+  return std::max<int64_t>(1, gpus / (static_cast<int64_t>(p.expert_tp()) * std::max(1, p.ep)));
 }
 
 double optimizer_params_on_rank(const WorkloadSpec& w, int stage) {
@@ -193,7 +205,7 @@ double optimizer_params_on_rank(const WorkloadSpec& w, int stage) {
     return all;
   const double expert = expert_params_on_rank(w, stage);
   const double dp = static_cast<double>(w.parallel.dp) * std::max(1, w.parallel.cp);
-  return (all - expert) / dp + expert / (dp / std::max(1, w.parallel.ep));
+  return (all - expert) / dp + expert / d(expert_data_parallel(w.parallel));
 }
 
 Bytes cp_kv_block_bytes(const WorkloadSpec& w) {

@@ -22,19 +22,19 @@ int64_t moe_layers_in(const ModelSpec& m, int64_t first, int64_t count);
 /// Weights of one expert MLP without parallelism: 3*h*f_e (SwiGLU) or 2*h*f_e (GELU), no biases.
 double expert_params(const ModelSpec& m);
 
-/// Parameters of one layer on one GPU of a TP group of `tp` and an EP group of `ep`, by the group
-/// their gradients are reduced over: `dense` (attention, norms, router, shared experts, or the
-/// whole dense layer) over DP x CP; `expert` (the experts/ep routed experts, each split by TP) over
-/// the expert-data-parallel group.
+/// Parameters of one layer on one GPU of a TP group of `tp`, an EP group of `ep` and an expert
+/// tensor-parallel group of `etp`, by the group their gradients are reduced over: `dense`
+/// (attention, norms, router, shared experts, or the whole dense layer) over DP x CP; `expert` (the
+/// experts/ep routed experts, each split over etp GPUs) over the expert-data-parallel group.
 struct LayerParams {
   double dense = 0;
   double expert = 0;
   [[nodiscard]] double total() const { return dense + expert; }
 };
-LayerParams layer_params_at(const ModelSpec& m, int64_t layer, int tp, int ep);
+LayerParams layer_params_at(const ModelSpec& m, int64_t layer, int tp, int ep, int etp);
 
 /// Sum of layer_params_at over layers [first, first + count).
-LayerParams stack_params(const ModelSpec& m, int64_t first, int64_t count, int tp, int ep);
+LayerParams stack_params(const ModelSpec& m, int64_t first, int64_t count, int tp, int ep, int etp);
 
 /// Parameters one token uses: all of them except the routed experts it is not sent to (top_k of
 /// `experts` per MoE layer). Equals total_params for a dense model.
@@ -56,9 +56,9 @@ Bytes router_forward_bytes(const ModelSpec& m, double tokens, Precision p);
 /// Shared experts' forward FLOPs for `tokens` tokens on one TP rank: 2*tokens*n*h*f_e*S/tp.
 Flops shared_experts_forward_flops(const ModelSpec& m, double tokens, int tp);
 
-/// Routed experts' forward FLOPs for `assignments` token-expert pairs on one TP rank:
-/// 2*assignments*n*h*f_e/tp (a grouped GEMM over the local experts).
-Flops routed_experts_forward_flops(const ModelSpec& m, double assignments, int tp);
+/// Routed experts' forward FLOPs for `assignments` token-expert pairs on one GPU of an expert
+/// tensor-parallel group of `etp`: 2*assignments*n*h*f_e/etp (a grouped GEMM over the local experts).
+Flops routed_experts_forward_flops(const ModelSpec& m, double assignments, int etp);
 
 /// Tokens each of the E experts of layer `layer` receives when `assignments` token-expert pairs
 /// are routed (tokens x top_k). UNIFORM: assignments/E each. ZIPF: the expert of popularity rank
@@ -72,8 +72,10 @@ std::vector<double> expert_loads(const ModelSpec& m, int64_t layer, double assig
 std::vector<double> ep_rank_loads(const std::vector<double>& loads, int ep);
 
 /// Token-expert pairs one MoE layer processes per micro-batch on EP rank `ep_rank` (all its local
-/// experts together). Each GPU contributes b*s/cp tokens; every TP rank of an EP rank processes
-/// the same pairs with 1/tp of each expert. Balanced routing gives b*s/cp*top_k.
+/// experts together). An EP rank stands for etp GPUs that together route b*s/cp*etp/tp tokens (a
+/// TP group's b*s/cp when etp = tp; one GPU's sequence share b*s/(cp*tp) when etp = 1) and every
+/// one of them processes the same pairs with 1/etp of each expert. Balanced routing gives
+/// b*s/cp*etp/tp*top_k.
 double ep_rank_assignments(const WorkloadSpec& w, int64_t layer, int ep_rank);
 
 /// The most loaded EP rank's assignments in `layer` (the pace of the layer's combine).
@@ -95,8 +97,12 @@ Bytes cp_kv_block_bytes(const WorkloadSpec& w);
 /// Expert parameters one GPU of pipeline stage `stage` holds (part of params_on_rank).
 double expert_params_on_rank(const WorkloadSpec& w, int stage);
 
+/// GPUs holding the same experts (the expert-data-parallel group): tp*cp*dp / (etp*ep), which is
+/// dp*cp/ep when etp = tp.
+int64_t expert_data_parallel(const ParallelSpec& p);
+
 /// Parameters the optimizer of `stage` updates on one GPU: all it holds, or with ZeRO >= 1 the
-/// dense ones / (dp*cp) plus the expert ones / (dp*cp/ep).
+/// dense ones / (dp*cp) plus the expert ones / expert_data_parallel.
 double optimizer_params_on_rank(const WorkloadSpec& w, int stage);
 
 /// SplitMix64 (Steele, Lea, Flood 2014): the next value of `state` (which it advances).

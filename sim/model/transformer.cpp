@@ -89,7 +89,7 @@ double mtp_params(const ModelSpec& m, int tp, int pp) {
 
 double total_params(const ModelSpec& m) {
   // The published count: the main model, without the multi-token-prediction modules.
-  return stack_params(m, 0, m.layers, 1, 1).total() + embedding_params(m, 1) + output_params(m, 1, 1) -
+  return stack_params(m, 0, m.layers, 1, 1, 1).total() + embedding_params(m, 1) + output_params(m, 1, 1) -
          mtp_params(m, 1, 1);
 }
 
@@ -107,7 +107,7 @@ StageLayout stage_layout(const WorkloadSpec& w, int stage) {
 
 double params_on_rank(const WorkloadSpec& w, int stage) {
   const StageLayout s = stage_layout(w, stage);
-  double p = stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep).total();
+  double p = stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep, w.parallel.expert_tp()).total();
   if (s.has_embedding)
     p += embedding_params(w.model, w.parallel.tp);
   if (s.has_output)

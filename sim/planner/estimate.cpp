@@ -137,7 +137,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
   // the shared and the most loaded EP rank's routed experts as the dense MLP block scaled by
   // FLOPs; per layer and micro-batch a dispatch and a combine all-to-all each way (and again in a
-  // full recomputation) over the ep GPUs t apart, blocking.
+  // full recomputation) over the ep GPUs t (folded: etp) apart, blocking.
   double moe_layers = 0, mlp_f_moe = 0, mlp_b_moe = 0, ep_per_mb = 0;
   if (w.model.moe.enabled()) {
     moe_layers = d(model::moe_layers_in(w.model, last.first_layer, last.num_layers));
@@ -146,7 +146,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
       ++layer;
     if (moe_layers > 0) {
       const double tokens = d(w.batch.micro_batch) * d(local.seq_len);
-      const Flops experts = model::routed_experts_forward_flops(w.model, model::ep_max_rank_assignments(w, layer), par.tp) +
+      const Flops experts = model::routed_experts_forward_flops(w.model, model::ep_max_rank_assignments(w, layer), par.expert_tp()) +
                             model::shared_experts_forward_flops(w.model, tokens, par.tp);
       const double scale = experts / block_query(w, Block::MLP, Phase::FORWARD, 0).flops;
       mlp_f_moe = time(Block::ROUTER, Phase::FORWARD, 0) + mlp_f * scale;
@@ -155,9 +155,11 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
       if (par.ep > 1) {
         // Each GPU sends 1/ep of the payload to every peer: to the ep peers in its node over
         // NVLink, to the others over its NIC share, both at once.
-        const Link ep_link = link_for(cluster, t * par.ep);
+        // EP peers are t GPUs apart, or etp when the expert groups fold over the TP ranks.
+        const int64_t stride = par.folds_experts() ? par.expert_tp() : t;
+        const Link ep_link = link_for(cluster, stride * par.ep);
         const Link nvlink = link_for(cluster, 1);
-        const int64_t in_node = std::clamp<int64_t>(cluster.gpus_per_node / t, 1, par.ep);
+        const int64_t in_node = std::clamp<int64_t>(cluster.gpus_per_node / stride, 1, par.ep);
         const double bytes = model::ep_all_to_all_bytes(w).value() / d(par.ep);
         const double a2a = d(par.ep - 1) * ep_link.alpha + std::max(d(in_node - 1) * bytes / nvlink.beta,
                                                                     d(par.ep - in_node) * bytes / ep_link.beta);
@@ -225,7 +227,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
     }
     const double bucket = std::min(grads, w.training.dp_bucket.value());
     const double last_pass = t_b / d(v); // backward of the last chunk pass overlaps the reduction
-    const int64_t edp = dp / std::max(1, par.ep);
+    const int64_t edp = model::expert_data_parallel(par);
     if (expert_grads > 0 && edp > 1 && par.zero_stage < 3) {
       const double expert_layer = moe_layers > 0 ? expert_grads / moe_layers : expert_grads;
       dp_exposed += par.zero_stage == 2
@@ -253,9 +255,9 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
       double per_layer = gather(model::layer_params(w.model, par.tp) * e, dp, dp_link);
       if (w.model.moe.enabled()) {
         per_layer = 0;
-        const int64_t edp = dp / std::max(1, par.ep);
+        const int64_t edp = model::expert_data_parallel(par);
         for (int64_t l = 0; l < w.model.layers; ++l) {
-          const model::LayerParams lp = model::layer_params_at(w.model, l, par.tp, par.ep);
+          const model::LayerParams lp = model::layer_params_at(w.model, l, par.tp, par.ep, par.expert_tp());
           per_layer = std::max(per_layer, gather(lp.dense * e, dp, dp_link) + gather(lp.expert * e, edp, dp_link));
         }
       }

@@ -27,7 +27,8 @@ std::vector<int> divisors(int64_t n, int64_t limit) {
 
 bool same_layout(const WorkloadSpec& a, const WorkloadSpec& b) {
   const ParallelSpec &x = a.parallel, &y = b.parallel;
-  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep && x.vp == y.vp &&
+  return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep &&
+         x.expert_tp() == y.expert_tp() && x.vp == y.vp &&
          x.schedule == y.schedule && x.sp == y.sp &&
          x.zero_stage == y.zero_stage && a.batch.micro_batch == b.batch.micro_batch &&
          a.training.recompute == b.training.recompute;
@@ -67,6 +68,8 @@ std::string describe(const WorkloadSpec& w) {
   const ParallelSpec& p = w.parallel;
   return "tp" + std::to_string(p.tp) + (p.cp > 1 ? " cp" + std::to_string(p.cp) : std::string()) + " pp" +
          std::to_string(p.pp) + " dp" + std::to_string(p.dp) + (p.ep > 1 ? " ep" + std::to_string(p.ep) : std::string()) +
+         (p.folds_experts() ? " etp" + std::to_string(p.etp) : std::string()) +
+         (p.ep_overlap ? " ep_overlap" : "") +
          " vp" +
          std::to_string(p.vp) + " mb" + std::to_string(w.batch.micro_batch) + " zero" + std::to_string(p.zero_stage) +
          " " + recompute_name(w.training) + (p.sp ? " sp" : "") + " " + schedule_name(p.schedule);
@@ -117,11 +120,16 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
                 if (base.model.layers % (static_cast<int64_t>(pp) * vp) == 0)
                   schedules.emplace_back(Schedule::INTERLEAVED, vp);
           }
-          // Expert parallelism (MoE): every ep dividing both dp and the experts.
+          // Expert parallelism (MoE): every ep dividing both dp and the experts; with the workload's
+          // etp below tp (folded expert groups), every ep dividing tp*cp*dp/etp and the experts.
           std::vector<int> eps{base.parallel.ep};
           if (space.vary_ep && base.model.moe.enabled()) {
             eps.clear();
-            for (int e : divisors(dp, base.model.moe.experts))
+            const int etp = base.parallel.etp;
+            const int64_t pool = etp > 0 && etp < tp && tp % etp == 0
+                                     ? static_cast<int64_t>(tp) * cp * dp / etp
+                                     : static_cast<int64_t>(dp);
+            for (int e : divisors(pool, base.model.moe.experts))
               if (base.model.moe.experts % e == 0)
                 eps.push_back(e);
           }

@@ -167,7 +167,9 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
   const Attributor attributor(g, start, end);
   graph::TimeSources source_time; // seconds per source, over all simulated compute tasks
 
-  // Compute tasks of a rank appear in stream order (ascending id).
+  // Compute tasks per simulated rank, visited below in start order (stream order, ascending id,
+  // unless a combined 1F1B pair runs two passes at once: parallel.ep_overlap).
+  std::vector<std::vector<TaskId>> computes(ranks.size());
   for (TaskId id = 0; id < g.size(); ++id) {
     const graph::Task& t = g.task(id);
     if (t.kind == graph::TaskKind::COLLECTIVE) {
@@ -189,20 +191,29 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
         }
       continue;
     }
-    const int i = index_of(t.rank);
-    if (i < 0)
-      continue;
-    Ledger& l = ledgers[static_cast<size_t>(i)];
-    const double a = last_end[static_cast<size_t>(i)], b = start[id].value();
-    if (b - a > EPS)
-      attributor.explain(a, b, id, l);
-    l.compute += end[id] - start[id];
-    const double busy = (end[id] - start[id]).value();
-    source_time.measured += busy * t.sources.measured;
-    source_time.interpolated += busy * t.sources.interpolated;
-    source_time.modelled += busy * t.sources.modelled;
-    source_time.roofline += busy * t.sources.roofline;
-    last_end[static_cast<size_t>(i)] = std::max(a, end[id].value());
+    if (const int i = index_of(t.rank); i >= 0)
+      computes[static_cast<size_t>(i)].push_back(id);
+  }
+  for (size_t i = 0; i < computes.size(); ++i) {
+    std::vector<TaskId>& ids = computes[i];
+    std::stable_sort(ids.begin(), ids.end(), [&](TaskId x, TaskId y) { return start[x] < start[y]; });
+    Ledger& l = ledgers[i];
+    for (const TaskId id : ids) {
+      const graph::Task& t = g.task(id);
+      const double a = last_end[i], b = start[id].value();
+      if (b - a > EPS)
+        attributor.explain(a, b, id, l);
+      // Busy time is the union of the compute intervals: tasks of two passes running at once
+      // share the GPU, so their overlap counts once.
+      const double from = a - b > EPS ? a : b;
+      l.compute += Seconds(std::max(0.0, end[id].value() - from));
+      const double busy = (end[id] - start[id]).value();
+      source_time.measured += busy * t.sources.measured;
+      source_time.interpolated += busy * t.sources.interpolated;
+      source_time.modelled += busy * t.sources.modelled;
+      source_time.roofline += busy * t.sources.roofline;
+      last_end[i] = std::max(a, end[id].value());
+    }
   }
   // After a GPU's last compute task: communication it still takes part in (e.g. the ZeRO
   // parameter all-gather after the optimizer) is exposed; the rest waits for the others.

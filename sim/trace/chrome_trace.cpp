@@ -148,11 +148,17 @@ std::string_view category(const Task& t) {
 /// Thread ids: the compute, tp, pp and dp streams (0-3), two for the receiving side of pipeline
 /// sends (4, 5), the ep and cp streams (6, 7) and the receiving side of CP ring sends (8). A GPU
 /// receives from neighbours whose sends are not ordered with each other nor with its own sends,
-/// so drawing them on its own comm thread would overlap slices there.
+/// so drawing them on its own comm thread would overlap slices there. The second pass of a
+/// combined 1F1B pair (Task::lane 1) runs alongside the first: its compute, tp and ep tasks get
+/// threads 9-11.
 constexpr int PP_RECV_FWD_TID = 4; ///< activations from the previous stage
 constexpr int PP_RECV_BWD_TID = 5; ///< gradients from the next stage
 constexpr int CP_RECV_TID = graph::STREAM_COUNT + 2; ///< K,V blocks from the previous CP rank
-constexpr int THREAD_COUNT = graph::STREAM_COUNT + 3;
+constexpr int PAIRED_COMPUTE_TID = graph::STREAM_COUNT + 3;
+constexpr int PAIRED_TP_TID = graph::STREAM_COUNT + 4;
+constexpr int PAIRED_EP_TID = graph::STREAM_COUNT + 5;
+constexpr int THREAD_COUNT = graph::STREAM_COUNT + 6;
+static_assert(THREAD_COUNT <= 16, "RankTable::threads holds one bit per thread");
 
 int stream_tid(Stream s) {
   const int i = static_cast<int>(s);
@@ -160,6 +166,12 @@ int stream_tid(Stream s) {
 }
 
 std::string_view thread_name(int tid) {
+  if (tid == PAIRED_COMPUTE_TID)
+    return "compute (paired pass)";
+  if (tid == PAIRED_TP_TID)
+    return "tp comm (paired pass)";
+  if (tid == PAIRED_EP_TID)
+    return "ep comm (paired pass)";
   if (tid == PP_RECV_FWD_TID)
     return "pp recv fwd";
   if (tid == PP_RECV_BWD_TID)
@@ -169,12 +181,30 @@ std::string_view thread_name(int tid) {
   return graph::to_string(static_cast<Stream>(tid < PP_RECV_FWD_TID ? tid : tid - 2));
 }
 
+/// Display order: each paired-pass thread right after its stream's thread.
+int thread_sort_index(int tid) {
+  switch (tid) {
+  case PAIRED_COMPUTE_TID: return 2 * stream_tid(Stream::COMPUTE) + 1;
+  case PAIRED_TP_TID: return 2 * stream_tid(Stream::TP_COMM) + 1;
+  case PAIRED_EP_TID: return 2 * stream_tid(Stream::EP_COMM) + 1;
+  default: return 2 * tid;
+  }
+}
+
 /// The thread on which participant `index` (ring order) of task `t` is drawn.
 int thread_of(const Task& t, size_t index) {
   if (t.kind == TaskKind::COLLECTIVE && t.op == CollectiveOp::SEND && index == 1) {
     if (t.group == CommGroup::CP)
       return CP_RECV_TID;
     return t.phase == Phase::BACKWARD ? PP_RECV_BWD_TID : PP_RECV_FWD_TID;
+  }
+  if (t.lane != 0) {
+    switch (t.stream) {
+    case Stream::COMPUTE: return PAIRED_COMPUTE_TID;
+    case Stream::TP_COMM: return PAIRED_TP_TID;
+    case Stream::EP_COMM: return PAIRED_EP_TID;
+    default: break;
+    }
   }
   return stream_tid(t.stream);
 }
@@ -403,7 +433,7 @@ void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
       sep();
       put_metadata_event(out, "thread_sort_index", r, s, true);
       out.put("\"sort_index\":");
-      out.put_int(s);
+      out.put_int(thread_sort_index(s));
       out.put("}}");
     }
     out.maybe_flush();
@@ -470,7 +500,7 @@ void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
         if (const auto consumer = send_consumer(g, id, parts[1])) {
           const int64_t cts = std::max<int64_t>(to_ns(in.start[*consumer]), 0);
           const int64_t cdur = std::max<int64_t>(to_ns(in.end[*consumer]) - cts, 0);
-          flow('f', parts[1], static_cast<int>(Stream::COMPUTE), inside(cts, cdur), id);
+          flow('f', parts[1], thread_of(g.task(*consumer), 0), inside(cts, cdur), id);
         } else {
           flow('f', parts[1], thread_of(t, 1), inside(ts, dur), id);
         }

@@ -178,6 +178,24 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   const int64_t ep = par.ep.value_or(1);
   const int64_t gpus = p.num_gpus;
   const int64_t dp = (gpus > 0 && gpus % (tp * pp * cp) == 0) ? gpus / (tp * pp * cp) : 0;
+  // Expert tensor parallelism: the record's `etp` (an extension of the schema), else 1 (expert
+  // groups folded over the TP ranks, Megatron-Core's MoE parallel folding) where the experts of a
+  // TP > 1 layout are not split like the dense MLP: ep does not divide dp, or a Megatron Bridge
+  // recipe, whose MoE recipes set expert_tensor_parallel_size = 1. 0: not written (etp = tp).
+  int64_t etp = 0;
+  std::string etp_why;
+  if (m.moe_experts.value_or(0) > 1 && tp > 1) {
+    if (par.etp) {
+      etp = *par.etp;
+    } else if (dp > 0 && ep > 1 && dp % ep != 0) {
+      etp = 1;
+      etp_why = "etp=1 (ep " + std::to_string(ep) + " does not divide dp " + std::to_string(dp) +
+                ": expert groups folded over the tensor-parallel ranks)";
+    } else if (has(lower(run.framework), "megatron-bridge")) {
+      etp = 1;
+      etp_why = "etp=1 (framework '" + run.framework + "')";
+    }
+  }
   {
     std::ostringstream l;
     l << "tp" << tp << " pp" << pp;
@@ -186,6 +204,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     l << " dp" << dp;
     if (ep > 1)
       l << " ep" << ep;
+    if (etp > 0 && etp < tp)
+      l << " etp" << etp;
     if (par.virtual_pp.value_or(1) > 1)
       l << " vp" << *par.virtual_pp;
     p.layout = l.str();
@@ -430,6 +450,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     w << "  sp: true\n";
   if (sp && !par.sp)
     p.defaults.emplace_back("sp=true (framework '" + run.framework + "')");
+  if (etp > 0) {
+    w << "  etp: " << etp << "\n";
+    if (!etp_why.empty())
+      p.defaults.emplace_back(etp_why);
+  }
+  if (par.ep_overlap.value_or(false))
+    w << "  ep_overlap: true\n"; // the record's (an extension of the schema)
   // Megatron-LM (2021-22) splits pipeline messages across the TP ranks and all-gathers them on
   // the receiving stage (Narayanan et al. 2021, sec. 4.1; on by default there). DeepSpeed's
   // pipeline engine sends whole activations: Megatron-DeepSpeed, and Megatron-LM's layers under

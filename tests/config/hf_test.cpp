@@ -141,7 +141,7 @@ TEST_F(HfConfig, HeadDimApartFromHiddenOverHeads) {
   const ModelSpec q = config::read_hf_config(qwen);
   EXPECT_EQ(q.head_dim(), 128);
   EXPECT_EQ(q.q_dim(), 8192);
-  const double non_embedding = model::stack_params(q, 0, q.layers, 1, 1).total();
+  const double non_embedding = model::stack_params(q, 0, q.layers, 1, 1, 1).total();
   EXPECT_NEAR(non_embedding / 1e9, 31.2, 0.05);
   EXPECT_NEAR(model::total_params(q) / 1e9, 32.8, 0.05);
   // The attention block's FLOPs follow the 8192-wide projections: 2·T·(2·h·q + 2·h·kv) plus the
@@ -298,7 +298,7 @@ TEST_F(HfConfig, BundledMoeConfigs) {
   // training shares with the main model (none counted on a single pipeline stage).
   EXPECT_EQ(ds.mtp_layers, 1);
   EXPECT_TRUE(model::is_moe_layer(ds, 61));
-  const double mtp = model::layer_params_at(ds, 61, 1, 1).total() + model::mtp_params(ds, 1, 1);
+  const double mtp = model::layer_params_at(ds, 61, 1, 1, 1).total() + model::mtp_params(ds, 1, 1);
   EXPECT_NEAR((mtp + 2.0 * 7168.0 * 129280.0) / 14e9, 1.0, 0.05) << mtp;
   EXPECT_NEAR(model::output_params(ds, 1, 1) - model::mtp_params(ds, 1, 1),
               7168.0 * 129280.0 + 7168.0, 1.0); // the untied output layer and the final norm
@@ -333,7 +333,7 @@ TEST_F(HfConfig, BundledWorkloadsPassLayoutChecks) {
     const char* cluster = "h200-cluster";
   };
   for (const Case c : {Case{"mixtral-8x7b", 8, 8}, Case{"deepseek-v3-like", 32, 32}, Case{"llama3-405b-128k", 28, 1},
-                       Case{"gpt-oss-120b", 8, 64, "dgx-b200"}}) {
+                       Case{"gpt-oss-120b", 8, 64, "dgx-b200"}, Case{"qwen3-235b-a22b", 32, 128}}) {
     const ClusterSpec cluster =
         config::load_cluster(SOURCE_DIR / "topologies" / (std::string(c.cluster) + ".yaml"),
                              {config::parse_override("cluster.nodes=" + std::to_string(c.nodes))});
@@ -375,6 +375,38 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
                 .find("needs model.seq_len = 1000 divisible by cp = 16"),
             std::string::npos);
   EXPECT_EQ(layout_error({"parallel.cp=4", "model.moe={experts: 8, top_k: 2}", "parallel.ep=4"}), "");
+  // Expert tensor parallelism: 1 (folded expert groups) or tp; folding needs SP and etp*ep
+  // dividing the GPUs of a stage, and may then exceed dp (here 8).
+  const std::vector<std::string> moe_tp2 = {"model.moe={experts: 32, top_k: 2}", "parallel.tp=2", "parallel.sp=true"};
+  auto with = [&](std::vector<std::string> sets, const std::vector<std::string>& more) {
+    sets.insert(sets.end(), more.begin(), more.end());
+    return layout_error(sets);
+  };
+  EXPECT_NE(layout_error({"parallel.etp=1"}).find("parallel.etp = 1 needs a mixture-of-experts model"),
+            std::string::npos);
+  EXPECT_NE(with(moe_tp2, {"parallel.etp=4"}).find("parallel.etp = 4 is not modelled with parallel.tp = 2"),
+            std::string::npos);
+  EXPECT_NE(with(moe_tp2, {"parallel.ep=16"}).find("parallel.ep = 16 does not divide parallel.dp = 8"),
+            std::string::npos);
+  EXPECT_EQ(with(moe_tp2, {"parallel.ep=16", "parallel.etp=1"}), "");
+  EXPECT_EQ(with(moe_tp2, {"parallel.ep=4", "parallel.etp=2"}), "");
+  EXPECT_NE(with(moe_tp2, {"parallel.ep=32", "parallel.etp=1"}).find("parallel.etp*ep = 1*32 does not divide tp*cp*dp = 16"),
+            std::string::npos);
+  EXPECT_NE(layout_error({"model.moe={experts: 32, top_k: 2}", "parallel.tp=2", "parallel.ep=16", "parallel.etp=1"})
+                .find("needs parallel.sp: true"),
+            std::string::npos);
+  // Combined 1F1B (ep_overlap): MoE with ep >= 2, interleaved with a pipeline (1f1b without),
+  // no full recomputation.
+  const std::vector<std::string> moe_ep = {"model.moe={experts: 8, top_k: 2}", "parallel.ep=4", "parallel.ep_overlap=true"};
+  EXPECT_EQ(layout_error(moe_ep), "");
+  EXPECT_NE(layout_error({"parallel.ep_overlap=true"}).find("parallel.ep_overlap needs a mixture-of-experts model"),
+            std::string::npos);
+  EXPECT_NE(with(moe_ep, {"parallel.schedule=gpipe"}).find("with parallel.pp = 1 needs parallel.schedule = 1f1b"),
+            std::string::npos);
+  EXPECT_NE(with(moe_ep, {"parallel.pp=2", "model.layers=32"}).find("needs parallel.schedule = interleaved"),
+            std::string::npos);
+  EXPECT_NE(with(moe_ep, {"training.recompute=full"}).find("cannot be combined with training.recompute = full"),
+            std::string::npos);
   // tp*cp*pp*dp = GPUs; dp derived with cp.
   std::vector<config::Override> o = {config::parse_override("parallel.cp=4")};
   o.push_back(config::parse_override("batch.global_batch=64"));
@@ -422,6 +454,20 @@ TEST_F(HfConfig, GptOssConfigGivesWindowsAndExperts) {
   EXPECT_FALSE(m.windowed_layer(35));
   EXPECT_NEAR(model::total_params(m) / 1e9, 116.83, 0.05);
   EXPECT_NEAR((model::active_params(m) - model::embedding_params(m, 1)) / 1e9, 5.13, 0.02);
+}
+
+// Qwen3-235B-A22B (its model card: 235 B parameters, 22 B activated): 94 layers of 128 experts of
+// 1536 (top-8) and 64 heads of 128 on a hidden size of 4096. By hand: per layer 64*128*4096*2 +
+// 2*4*128*4096 (attention) + 4096*128 (router) + 128*3*4096*1536 (experts) = 2.4887 B, 94 of them
+// plus untied embeddings of 151936 x 4096 twice: 235.1 B; active: 8 experts instead of 128 per layer.
+TEST_F(HfConfig, Qwen3MoeConfigGivesTheModelCardsCounts) {
+  const ModelSpec m = config::read_hf_config(SOURCE_DIR / "workloads/hf/qwen3-235b-a22b.json");
+  EXPECT_EQ(m.moe.experts, 128);
+  EXPECT_EQ(m.moe.top_k, 8);
+  EXPECT_EQ(m.moe.expert_ffn_hidden, 1536);
+  EXPECT_EQ(m.q_dim(), 8192);
+  EXPECT_NEAR(model::total_params(m) / 235.1e9, 1.0, 0.005) << model::total_params(m);
+  EXPECT_NEAR(model::active_params(m) / 22.2e9, 1.0, 0.02) << model::active_params(m);
 }
 
 // Sliding windows from other configs: Mistral's sliding_window on every layer (null: none), a

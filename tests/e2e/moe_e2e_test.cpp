@@ -54,8 +54,8 @@ double mean_duration(const fs::path& csv, const std::string& group) {
 } // namespace
 
 // Each bundled MoE / CP workload runs at the node count its header names; compute + bubble +
-// exposed tp, pp, dp, ep, cp + other idle = step time; MoE runs expose EP time, CP runs move ring
-// bytes.
+// exposed tp, pp, dp, ep, cp + other idle = step time (with combined 1F1B too: Qwen3-235B-A22B,
+// whose paired passes' busy time counts once); MoE runs expose EP time, CP runs move ring bytes.
 TEST(MoeEndToEnd, BundledWorkloadsRunAndAccountForEveryGroup) {
   struct Case {
     const char* workload;
@@ -63,7 +63,7 @@ TEST(MoeEndToEnd, BundledWorkloadsRunAndAccountForEveryGroup) {
     const char* group;
   };
   for (const Case c : {Case{"mixtral-8x7b", 8, "ep"}, Case{"deepseek-v3-like", 32, "ep"},
-                       Case{"llama3-405b-128k", 28, "cp"}}) {
+                       Case{"llama3-405b-128k", 28, "cp"}, Case{"qwen3-235b-a22b", 32, "ep"}}) {
     const fs::path out = fresh_temp_dir(c.workload);
     const Result r =
         run_stepsim("run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") +
@@ -144,7 +144,7 @@ TEST(MoeEndToEnd, AllToAllSeesTheFabric) {
 // simulates one EP rank (and every CP rank) of one replica, observing its all-to-alls from its
 // node; without sampling, one EP group of DP replicas; without folding, everything. With ZeRO-3
 // (FSDP with experts) as well: its expert gathers span expert-data-parallel groups of 4.
-void expect_folded_equals_unfolded(const std::string& extra) {
+void expect_folded_equals_unfolded(const std::string& extra, int one_group_gpus = 32) {
   const std::string args = "run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") +
                            " --workload " + src("workloads/mixtral-8x7b.yaml") +
                            " --set cluster.nodes=8 --set model.layers=8 --set batch.global_batch=32"
@@ -162,7 +162,7 @@ void expect_folded_equals_unfolded(const std::string& extra) {
     fs::remove_all(out);
   }
   EXPECT_EQ(gpus[0], 8);  // tp 2 * cp 2 * pp 2: one EP rank
-  EXPECT_EQ(gpus[1], 32); // tp 2 * cp 2 * pp 2 * ep 4: one EP group
+  EXPECT_EQ(gpus[1], one_group_gpus); // tp 2 * cp 2 * pp 2 * ep 4: one EP group
   EXPECT_EQ(gpus[2], 64);
   EXPECT_NEAR(step[0], step[2], 1e-9 * step[2]);
   EXPECT_NEAR(step[1], step[2], 1e-9 * step[2]);
@@ -197,3 +197,55 @@ TEST(MoeEndToEnd, InNodeAllToAllKeepsTheObservedGpusFlows) {
 }
 
 TEST(MoeEndToEnd, FoldedEqualsUnfoldedWithZero3) { expect_folded_equals_unfolded(" --set parallel.zero_stage=3"); }
+
+// Combined 1F1B (parallel.ep_overlap) on an MoE whose expert groups span four nodes (32 experts,
+// ep 32 folded over tp 2): the all-to-alls of each steady-state pass hide behind the other pass's
+// compute, so the step is shorter and less of it is exposed EP communication, while the compute
+// (the union of busy time) stays the same; the trace draws the second pass of each pair on
+// threads of its own, and no thread has overlapping slices.
+TEST(MoeEndToEnd, CombinedOneFOneBHidesExpertAllToAlls) {
+  const std::string args = "run --cluster " + src("topologies/h200-cluster.yaml") + " --workload " +
+                           src("workloads/mixtral-8x7b.yaml") +
+                           " --set cluster.nodes=8 --set model.layers=8 --set batch.global_batch=64"
+                           " --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.vp=2"
+                           " --set model.moe.experts=32 --set parallel.ep=32 --set parallel.etp=1";
+  nlohmann::json j[2];
+  for (int i = 0; i < 2; ++i) {
+    const fs::path out = fresh_temp_dir("ep_overlap" + std::to_string(i));
+    const Result r = run_stepsim(args + (i ? " --set parallel.ep_overlap=true" : "") + " --out " + out.string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    j[i] = nlohmann::json::parse(slurp(out / "summary.json"));
+    if (i == 1) {
+      const auto trace = nlohmann::json::parse(slurp(out / "trace.json"));
+      std::set<std::string> names;
+      std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> slices;
+      for (const auto& e : trace["traceEvents"]) {
+        if (e["ph"] == "M" && e["name"] == "thread_name")
+          names.insert(e["args"]["name"].get<std::string>());
+        if (e["ph"] == "X")
+          slices[{e["pid"].get<int>(), e["tid"].get<int>()}].emplace_back(e["ts"].get<double>(),
+                                                                          e["ts"].get<double>() + e["dur"].get<double>());
+      }
+      EXPECT_EQ(names.count("compute (paired pass)"), 1u);
+      EXPECT_EQ(names.count("ep comm (paired pass)"), 1u);
+      for (auto& [thread, list] : slices) {
+        std::sort(list.begin(), list.end());
+        for (size_t k = 1; k < list.size(); ++k)
+          EXPECT_GE(list[k].first, list[k - 1].second - 1e-3) << thread.first << "/" << thread.second;
+      }
+    }
+    fs::remove_all(out);
+  }
+  const double step[2] = {j[0]["step_time_s"].get<double>(), j[1]["step_time_s"].get<double>()};
+  const double ep[2] = {j[0]["exposed_comm_s"]["ep"].get<double>(), j[1]["exposed_comm_s"]["ep"].get<double>()};
+  EXPECT_LT(step[1], 0.97 * step[0]) << step[0] << " -> " << step[1];
+  EXPECT_LT(ep[1], 0.9 * ep[0]) << ep[0] << " -> " << ep[1];
+  EXPECT_NEAR(j[1]["compute_s"].get<double>(), j[0]["compute_s"].get<double>(), 0.01 * j[0]["compute_s"].get<double>());
+  EXPECT_LE(j[1]["compute_s"].get<double>(), step[1]);
+}
+
+// Expert groups folded over the TP ranks (etp 1): an EP group of 4 is the 2 TP ranks of the CP
+// pair's 2 GPUs, so one replica (tp 2 * cp 2 * pp 2 = 8 GPUs) holds whole EP groups.
+TEST(MoeEndToEnd, FoldedEqualsUnfoldedWithExpertGroupsOverTp) {
+  expect_folded_equals_unfolded(" --set parallel.etp=1", 8);
+}

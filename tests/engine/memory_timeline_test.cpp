@@ -115,7 +115,7 @@ TEST(MemoryTimeline, Zero3WithExpertsGathersBoundedLayers) {
   w.parallel.zero_stage = 3;
   w.training.zero3_prefetch = 1;
   const double layer = model::gathered_layer_bytes(w).value();
-  const model::LayerParams p = model::layer_params_at(w.model, 1, 1, 2);
+  const model::LayerParams p = model::layer_params_at(w.model, 1, 1, 2, 1);
   EXPECT_DOUBLE_EQ(layer, (p.dense + p.expert) * 2.0);
   expect_zero3_gathered_bounded(w, layer);
 }

@@ -93,7 +93,7 @@ TEST(ExpertParallel, GroupsFollowMegatronOrder) {
       saw_expert_reduce = true;
       EXPECT_EQ(parts.size(), 2u); // dp / ep
       EXPECT_EQ(g.ep_of(parts[0]), g.ep_of(parts[1]));
-      EXPECT_DOUBLE_EQ(t.bytes.value(), model::layer_params_at(w.model, t.layer, 2, 4).expert * 2.0);
+      EXPECT_DOUBLE_EQ(t.bytes.value(), model::layer_params_at(w.model, t.layer, 2, 4, 2).expert * 2.0);
     } else if (t.group == CommGroup::DP) {
       saw_dense_reduce = true;
       EXPECT_EQ(parts.size(), 8u);
@@ -124,10 +124,10 @@ TEST(ExpertParallel, Zero3GathersExpertsOverTheirExpertDataParallelGroup) {
     if (expert) {
       EXPECT_EQ(g.ep_of(parts[0]), g.ep_of(parts[1]));
       EXPECT_EQ(g.tp_of(parts[0]), g.tp_of(parts[1]));
-      EXPECT_DOUBLE_EQ(t.bytes.value(), model::layer_params_at(w.model, t.layer, 2, 4).expert * e);
+      EXPECT_DOUBLE_EQ(t.bytes.value(), model::layer_params_at(w.model, t.layer, 2, 4, 2).expert * e);
     } else {
       ASSERT_EQ(parts.size(), 8u);
-      double dense = model::layer_params_at(w.model, t.layer, 2, 4).dense;
+      double dense = model::layer_params_at(w.model, t.layer, 2, 4, 2).dense;
       if (t.layer == 0)
         dense += model::embedding_params(w.model, 2);
       if (t.layer == w.model.layers - 1)
@@ -276,10 +276,142 @@ TEST(ExpertParallel, FoldEpKeepsOneRankWithTheLargestLoad) {
   }
 }
 
+// Folded expert groups (etp = 1 < tp, MoE parallel folding): a GPU's index q = t + tp*d in its
+// stage splits as ep fastest, then the expert-data-parallel index. EP groups are ep consecutive GPUs
+// of a stage, across TP ranks; expert gradients reduce over the tp*dp/ep GPUs with the same EP
+// index and carry whole experts (not split by TP); each GPU's experts do the same FLOPs as with the
+// experts split over TP, since it routes its own 1/tp of the tokens.
+TEST(ExpertParallel, FoldedGroupsSpanTheTpRanks) {
+  WorkloadSpec w = moe(2, 1, 8, 4, 1);
+  w.parallel.sp = true;
+  const graph::StepProgram unfolded_experts = build(w, false);
+  w.parallel.etp = 1;
+  const auto prog = build(w, false);
+  const graph::RankGrid& g = prog.grid;
+  ASSERT_TRUE(g.folded());
+  EXPECT_EQ(g.edp(), 4);
+  bool saw_a2a = false, saw_expert_reduce = false;
+  for (const graph::Task& t : prog.graph.tasks()) {
+    if (t.kind != graph::TaskKind::COLLECTIVE)
+      continue;
+    const auto parts = prog.graph.participants(t);
+    if (t.group == CommGroup::EP) {
+      saw_a2a = true;
+      ASSERT_EQ(parts.size(), 4u);
+      std::set<int> tps, eps;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        EXPECT_EQ(g.stage_index(parts[i]) / 4, g.stage_index(parts[0]) / 4); // 4 consecutive GPUs
+        tps.insert(g.tp_of(parts[i]));
+        eps.insert(g.ep_of(parts[i]));
+      }
+      EXPECT_EQ(tps.size(), 2u);
+      EXPECT_EQ(eps.size(), 4u);
+    } else if (t.group == CommGroup::DP && t.layer >= 0) {
+      saw_expert_reduce = true;
+      ASSERT_EQ(parts.size(), 4u); // tp*dp / ep
+      for (graph::Rank r : parts)
+        EXPECT_EQ(g.ep_of(r), g.ep_of(parts[0]));
+      // 8 experts / ep 4 = 2 whole experts of 3*h*f each.
+      EXPECT_DOUBLE_EQ(t.bytes.value(), 2.0 * 3.0 * 512 * 1024 * 2.0);
+      EXPECT_DOUBLE_EQ(t.bytes.value(), model::layer_params_at(w.model, t.layer, 2, 4, 1).expert * 2.0);
+    }
+  }
+  EXPECT_TRUE(saw_a2a);
+  EXPECT_TRUE(saw_expert_reduce);
+  auto expert_flops = [](const graph::StepProgram& p) {
+    double f = 0;
+    for (const graph::Task& t : p.graph.tasks())
+      if (t.block == Block::EXPERTS && t.rank == 0)
+        f += t.flops.value();
+    return f;
+  };
+  EXPECT_GT(expert_flops(prog), 0.0);
+  EXPECT_DOUBLE_EQ(expert_flops(prog), expert_flops(unfolded_experts));
+}
+
+// With folded expert groups and SP, an MoE layer's tokens stay split over the TP ranks: no TP
+// all-gather into the experts nor reduce-scatter out of them. Per layer and pass: forward the
+// attention's reduce-scatter and the all-gather into the next layer; backward the all-gather into
+// the attention's backward and its reduce-scatter, plus the all-gather into a dense MLP below.
+TEST(ExpertParallel, FoldedMoeLayersSkipTheTpCollectivesAroundTheExperts) {
+  WorkloadSpec w = moe(2, 1, 4, 2, 1);
+  w.model.moe.first_dense_layers = 1; // layer 0 dense, layers 1-3 MoE
+  w.parallel.sp = true;
+  w.parallel.etp = 1;
+  const double s = model::tp_collective_bytes(w).value();
+  const graph::StepProgram prog = build(w);
+  auto tp_bytes = [&](int layer, Phase phase) {
+    double sum = 0;
+    for (const graph::Task& t : prog.graph.tasks())
+      if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.layer == layer && t.phase == phase &&
+          t.micro_batch == 0 && prog.graph.participants(t).front() == 0)
+        sum += t.bytes.value();
+    return sum;
+  };
+  EXPECT_DOUBLE_EQ(tp_bytes(0, Phase::FORWARD), 4 * s);
+  EXPECT_DOUBLE_EQ(tp_bytes(0, Phase::BACKWARD), 4 * s);
+  EXPECT_DOUBLE_EQ(tp_bytes(1, Phase::FORWARD), 2 * s);
+  EXPECT_DOUBLE_EQ(tp_bytes(1, Phase::BACKWARD), 3 * s);
+  for (int layer : {2, 3}) {
+    EXPECT_DOUBLE_EQ(tp_bytes(layer, Phase::FORWARD), 2 * s) << layer;
+    EXPECT_DOUBLE_EQ(tp_bytes(layer, Phase::BACKWARD), 2 * s) << layer;
+  }
+}
+
+// Combined 1F1B (parallel.ep_overlap) without a pipeline: F0 B0 F1 B1 F2 B2 F3 B3 pairs each
+// forward with the previous micro-batch's backward, (B0, F1), (B1, F2), (B2, F3). The second pass
+// of a pair (lane 1) starts from where the pair started, not after the first pass; the pair ends
+// when both have (the second's last compute task waits for the first's).
+TEST(ExpertParallel, CombinedPairsRunTheSecondPassAlongsideTheFirst) {
+  WorkloadSpec w = moe(1, 1, 4, 4, 4);
+  w.parallel.ep_overlap = true;
+  const graph::StepProgram prog = build(w);
+  const graph::StepGraph& g = prog.graph;
+  // Rank 0's compute tasks per (phase, micro-batch), in stream (id) order.
+  std::map<std::pair<Phase, int>, std::vector<graph::TaskId>> passes;
+  for (graph::TaskId id = 0; id < g.size(); ++id) {
+    const graph::Task& t = g.task(id);
+    if (t.kind == graph::TaskKind::COMPUTE && t.rank == 0 && t.phase != Phase::OPTIMIZER)
+      passes[{t.phase, t.micro_batch}].push_back(id);
+  }
+  ASSERT_EQ(passes.size(), 8u);
+  for (const auto& [key, ids] : passes)
+    for (graph::TaskId id : ids) {
+      const bool second = key.first == Phase::FORWARD && key.second > 0;
+      EXPECT_EQ(g.task(id).lane, second ? 1 : 0) << "mb " << key.second;
+    }
+  auto preds = [&](graph::TaskId id) {
+    const auto p = g.predecessors(id);
+    return std::set<graph::TaskId>(p.begin(), p.end());
+  };
+  for (int mb = 1; mb < 4; ++mb) {
+    const auto& fwd = passes.at({Phase::FORWARD, mb});
+    const auto& bwd = passes.at({Phase::BACKWARD, mb - 1});
+    const auto& before = passes.at({Phase::FORWARD, mb - 1}); // the pass before the pair
+    // The second pass (F mb) starts after the pass before the pair, not after B mb-1.
+    const auto first_preds = preds(fwd.front());
+    EXPECT_EQ(first_preds.count(before.back()), 1u) << mb;
+    for (graph::TaskId b : bwd)
+      EXPECT_EQ(first_preds.count(b), 0u) << mb;
+    // The pair ends when both passes have.
+    EXPECT_EQ(preds(fwd.back()).count(bwd.back()), 1u) << mb;
+  }
+  // Without the option: one stream order, lane 0 everywhere.
+  w.parallel.ep_overlap = false;
+  const graph::StepProgram plain = build(w);
+  for (const graph::Task& t : plain.graph.tasks())
+    EXPECT_EQ(t.lane, 0);
+}
+
 // Folding simulates every CP rank and one EP group (ep consecutive DP ranks).
 TEST(ExpertParallel, FoldingKeepsOneEpGroup) {
   const auto prog = build(moe(2, 2, 8, 4, 2));
   EXPECT_EQ(prog.simulated_ranks.size(), 2u * 2u * 4u);
+  // Folded expert groups of ep 4 GPUs: two replicas of tp 2 hold one.
+  WorkloadSpec w = moe(2, 2, 8, 4, 2);
+  w.parallel.sp = true;
+  w.parallel.etp = 1;
+  EXPECT_EQ(build(w).simulated_ranks.size(), 2u * 2u * 2u);
 }
 
 // CP = 2 halves the attention FLOPs per GPU (queries s/2 against all s keys; projections of s/2

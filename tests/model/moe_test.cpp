@@ -52,7 +52,7 @@ TEST(MoeParams, Mixtral8x7bTotalAndActiveWithinOnePercent) {
 // A dense model's parameters are unchanged by the MoE split (all dense, no expert part).
 TEST(MoeParams, DenseModelHasNoExpertParameters) {
   const ModelSpec m = test::llama2_70b();
-  const model::LayerParams p = model::stack_params(m, 0, m.layers, 8, 1);
+  const model::LayerParams p = model::stack_params(m, 0, m.layers, 8, 1, 8);
   EXPECT_DOUBLE_EQ(p.expert, 0.0);
   EXPECT_DOUBLE_EQ(p.dense, static_cast<double>(m.layers) * model::layer_params(m, 8));
   EXPECT_DOUBLE_EQ(model::active_params(m), model::total_params(m));
@@ -61,10 +61,33 @@ TEST(MoeParams, DenseModelHasNoExpertParameters) {
 // EP divides the routed experts over ep GPUs, TP splits each expert: expert part = E/ep*3hf/tp.
 TEST(MoeParams, ExpertsSplitByEpAndTp) {
   const ModelSpec m = mixtral();
-  const model::LayerParams one = model::layer_params_at(m, 0, 1, 1);
-  const model::LayerParams split = model::layer_params_at(m, 0, 2, 4);
+  const model::LayerParams one = model::layer_params_at(m, 0, 1, 1, 1);
+  const model::LayerParams split = model::layer_params_at(m, 0, 2, 4, 2);
   EXPECT_DOUBLE_EQ(one.expert, 8.0 * 3.0 * 4096 * 14336);
   EXPECT_DOUBLE_EQ(split.expert, one.expert / 8.0);
+}
+
+// Folded expert groups (etp = 1 < tp): every expert whole on its GPU, E/ep of them; they are
+// sharded by ZeRO over tp*cp*dp/ep GPUs (the dense parameters still over dp*cp).
+TEST(MoeParams, FoldedExpertsAreWholeAndShardedOverTheFoldedGroup) {
+  const ModelSpec m = mixtral();
+  EXPECT_DOUBLE_EQ(model::layer_params_at(m, 0, 2, 4, 1).expert, 2.0 * 3.0 * 4096 * 14336);
+  EXPECT_DOUBLE_EQ(model::layer_params_at(m, 0, 2, 4, 1).dense, model::layer_params_at(m, 0, 2, 4, 2).dense);
+  WorkloadSpec w;
+  w.model = m;
+  w.parallel.tp = 2;
+  w.parallel.dp = 4;
+  w.parallel.cp = 2;
+  w.parallel.ep = 8;
+  w.parallel.sp = true;
+  EXPECT_EQ(model::expert_data_parallel(w.parallel), 1);  // legacy: dp*cp/ep = 8/8
+  w.parallel.etp = 1;
+  EXPECT_EQ(model::expert_data_parallel(w.parallel), 2);  // folded: 2*2*4/8
+  w.parallel.zero_stage = 1;
+  const double expert = model::expert_params_on_rank(w, 0);
+  EXPECT_DOUBLE_EQ(expert, 32.0 * 8.0 / 8.0 * 3.0 * 4096 * 14336); // 32 layers, 1 whole expert each
+  EXPECT_DOUBLE_EQ(model::optimizer_params_on_rank(w, 0),
+                   (model::params_on_rank(w, 0) - expert) / 8.0 + expert / 2.0);
 }
 
 // DeepSeek-V3 style: the first k layers are dense, then every layer % freq == 0 is MoE.

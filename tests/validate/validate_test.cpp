@@ -621,7 +621,7 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
 TEST(Validate, EveryBundledRunMaps) {
   for (const auto& [file, at_least] : {std::pair{"tests/validate/data/measured_runs.yaml", 23u},
                                        std::pair{"tests/validate/data/fit_runs.yaml", 5u},
-                                       std::pair{"tests/validate/data/heldout_runs.yaml", 58u}}) {
+                                       std::pair{"tests/validate/data/heldout_runs.yaml", 64u}}) {
     const config::RunsFile f = config::load_runs(src(file));
     EXPECT_GE(f.runs.size(), at_least) << file;
     const fs::path d = temp_dir("maps");
@@ -634,6 +634,32 @@ TEST(Validate, EveryBundledRunMaps) {
     }
     fs::remove_all(d);
   }
+}
+
+// Expert tensor parallelism in the mapping: a record whose ep does not divide dp (Qwen3-235B-A22B
+// on 256 H100s: tp 2, dp 16, ep 32) folds its expert groups over the TP ranks (etp 1), listed as
+// a default; Megatron Bridge's MoE recipes set etp 1 with any ep; other frameworks keep etp = tp.
+TEST(Validate, ExpertGroupsFoldOverTpWhereTheRecordNeedsIt) {
+  const config::RunsFile f = config::load_runs(src("tests/validate/data/heldout_runs.yaml"));
+  const validate::PlanOptions o{.topologies = src("topologies"), .calibration = true, .extra = {}};
+  int checked = 0;
+  for (const config::MeasuredRun& run : f.runs) {
+    const validate::RunPlan p = validate::plan_run(run, o);
+    const bool has_etp = p.workload_yaml.find("  etp: 1\n") != std::string::npos;
+    if (run.id == "mbridge2509_qwen3_235b_a22b_256h100_fp8_tokendrop") {
+      EXPECT_TRUE(has_etp) << p.workload_yaml;
+      EXPECT_NE(p.layout.find("ep32 etp1"), std::string::npos) << p.layout;
+      bool listed = false;
+      for (const std::string& d : p.defaults)
+        listed = listed || d.find("etp=1 (ep 32 does not divide dp 16") != std::string::npos;
+      EXPECT_TRUE(listed);
+      ++checked;
+    } else if (run.id == "dgxc_grok1_314b_512h100_bf16") { // NeMo 2024, tp 4, ep 8 = dp 8
+      EXPECT_FALSE(has_etp) << p.workload_yaml;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2);
 }
 
 // fp8 training against published measurements that no calibration saw (tests/validate/data/
