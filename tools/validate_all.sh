@@ -78,7 +78,8 @@ table whose MPT-13B/70B rows are above, MT-NLG 530B's three system-performance r
 fp8 rows on H100, GB200 and B200 of the Megatron Bridge performance summary (NeMo 26.02 and 25.11)
 with its Qwen3-30B-A3B and Qwen3-235B-A22B MoE rows on H100 (the 235B's expert groups folded
 over the TP ranks) and its gpt-oss-120b rows (MoE with sliding-window attention) on GB200, B200 and
-H100, and the token-drop Qwen3 rows of its 25.09 table on H100, B200 and GB200 (small models,
+H100, its DeepSeek-V3 rows in bf16 and fp8 (GB200, B200, H100), and the token-drop Qwen3 rows of
+its 25.09 table on H100, B200 and GB200 (small models,
 especially in fp8, fine-grained dropless MoE, the 405B on Blackwell and the DeepSpeed stack of 2021
 are the weak spots: docs/calibration.md).
 No calibration used them:

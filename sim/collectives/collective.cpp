@@ -519,11 +519,14 @@ struct LaneFigures {
   int rounds = 0;
 };
 
-void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form, const TopologyView& v) {
+void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form, const TopologyView& v,
+                       const NodeDeduplication& dedup) {
   Builder b(p);
   const int n = static_cast<int>(gpus.size());
   const double piece = size.value() / n;
   const auto groups = by_node(gpus, v);
+  // A piece to a remote node carries its share of deduplicated tokens (1 without deduplication).
+  const double remote_piece = piece * remote_copy_share(dedup, static_cast<int>(groups.size()));
   bool uniform = true;
   for (const auto& g : groups)
     uniform = uniform && g.size() == groups.front().size();
@@ -579,14 +582,16 @@ void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size
         for (int32_t d : g)
           if (v.local_of(d) == v.local_of(s))
             rep = d;
-        b.add(s, rep, piece * static_cast<double>(g.size()));
+        b.add(s, rep, remote_piece * static_cast<double>(g.size()));
       }
     }
     double fine = 0.0, coarse = 0.0;
-    for (const LaneFigures& f : lane) {
+    for (size_t l = 0; l < LANES; ++l) {
+      const LaneFigures& f = lane[l];
       if (f.rounds == 0)
         continue;
-      const double transfer = std::isfinite(f.beta) ? f.rounds * piece / f.beta : 0.0;
+      const double bytes = l == NET ? remote_piece : piece;
+      const double transfer = std::isfinite(f.beta) ? f.rounds * bytes / f.beta : 0.0;
       fine = std::max(fine, f.rounds * f.alpha + transfer);
       coarse = std::max(coarse, f.alpha + transfer);
     }
@@ -613,11 +618,12 @@ void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size
       int64_t& received = last_recv[ln][static_cast<size_t>(q)];
       const int32_t from = pxn_proxy(s, t);
       int64_t hop = -1;
+      const double bytes = remote ? remote_piece : piece;
       if (from != s) {
-        hop = b.add(s, from, piece, {last_hop[static_cast<size_t>(r)]});
+        hop = b.add(s, from, bytes, {last_hop[static_cast<size_t>(r)]});
         last_hop[static_cast<size_t>(r)] = hop;
       }
-      const int64_t f = b.add(from, t, piece, {sent, received, hop});
+      const int64_t f = b.add(from, t, bytes, {sent, received, hop});
       sent = f;
       received = f;
     }
@@ -810,8 +816,22 @@ Algorithm choose(Op op, std::span<const int32_t> gpus, Bytes size, const Topolog
 
 // ---- expansion ------------------------------------------------------------------------------------
 
+double remote_copy_share(const NodeDeduplication& d, int nodes) {
+  if (d.experts <= 0 || d.top_k <= 0 || nodes < 2 || d.top_k > d.experts)
+    return 1.0;
+  // Experts per node (the group's experts split evenly over its nodes); a token's top_k experts
+  // are distinct: P(none on the node) = prod_i (E - E_node - i) / (E - i).
+  const double e = static_cast<double>(d.experts);
+  const double on_node = e / nodes;
+  double none = 1.0;
+  for (int64_t i = 0; i < d.top_k; ++i)
+    none *= std::max(0.0, e - on_node - static_cast<double>(i)) / (e - static_cast<double>(i));
+  const double copies = static_cast<double>(d.top_k) / nodes; // routed copies per token for the node
+  return std::min(1.0, (1.0 - none) / copies);
+}
+
 FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, Form form,
-                   const TopologyView& view) {
+                   const TopologyView& view, const NodeDeduplication& dedup) {
   const int n = static_cast<int>(gpus.size());
   if (op == Op::SEND)
     return expand_ring(op, gpus, size, form, view.latency);
@@ -844,7 +864,7 @@ FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm a
   case Algorithm::TREE: append_tree_all_reduce(prog, gpus, size, form, view); break;
   case Algorithm::HIERARCHICAL: append_hierarchical(prog, gpus, size, form, view); break;
   case Algorithm::NVLS: append_nvls(prog, gpus, size, form, view); break;
-  case Algorithm::PAIRWISE: append_all_to_all(prog, gpus, size, form, view); break;
+  case Algorithm::PAIRWISE: append_all_to_all(prog, gpus, size, form, view, dedup); break;
   case Algorithm::AUTO: break;
   }
   return prog;

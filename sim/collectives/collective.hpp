@@ -69,11 +69,26 @@ Algorithm choose(Op op, std::span<const int32_t> gpus, Bytes size, const Topolog
 /// can use on every node it spans (1 inside a single node or with one GPU per node).
 int channels(std::span<const int32_t> gpus, const TopologyView& view);
 
+/// An expert all-to-all whose dispatcher sends each token once to every node holding one of its
+/// experts (DeepEP / HybridEP: then over NVLink to the experts' GPUs), instead of one copy per
+/// routed expert: `experts` spread evenly over the group, `top_k` per token (uniform routing).
+/// experts == 0: every routed copy travels (NCCL all-to-all).
+struct NodeDeduplication {
+  int64_t experts = 0;
+  int64_t top_k = 0;
+};
+
+/// With deduplication, the bytes a GPU sends to a remote node over the bytes of its routed
+/// copies for that node: P(a token has at least one of its top_k distinct experts among the
+/// experts/nodes of the node) / (top_k / nodes). 1 without deduplication or for one node.
+double remote_copy_share(const NodeDeduplication& d, int nodes);
+
 /// Expands one collective into flows. `size` is nccl-tests' size (the full buffer; all-to-all:
 /// the bytes each rank holds, size/n to each peer). `algorithm` AUTO resolves with choose();
 /// an algorithm that is not applicable throws SimulationError. Empty for n == 1 or size == 0.
+/// `dedup` scales an all-to-all's cross-node pieces by remote_copy_share.
 FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, Form form,
-                   const TopologyView& view);
+                   const TopologyView& view, const NodeDeduplication& dedup = {});
 
 /// nccl-tests bus bandwidth factor: algbw x factor = busbw. 2(n-1)/n all-reduce, (n-1)/n
 /// all-gather / reduce-scatter / all-to-all, 1 broadcast / reduce / p2p.

@@ -665,6 +665,8 @@ ParallelSpec read_parallel(const MapReader& m) {
     p.etp = limited_int(*f, MAX_DEGREE);
   if (auto f = m.find("ep_overlap"))
     p.ep_overlap = f->boolean();
+  if (auto f = m.find("ep_dispatch"))
+    p.ep_dispatch = f->choice<EpDispatch>({{"all_to_all", EpDispatch::ALL_TO_ALL}, {"deduplicated", EpDispatch::DEDUPLICATED}});
   return p;
 }
 
@@ -751,7 +753,7 @@ WorkloadSpec read_workload(const Document& doc) {
                 std::to_string(w.model.heads) + " x " + std::to_string(w.model.seq_len) +
                 "^2 attention scores, more than the 2^62 accepted");
   }
-  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep", "etp", "ep_overlap"}));
+  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep", "etp", "ep_overlap", "ep_dispatch"}));
   w.precision =
       top.require("precision").choice<Precision>(
           {{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
@@ -968,6 +970,9 @@ void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
     if (moe.top_k > moe.experts)
       fail("model.moe.top_k = " + str(moe.top_k) + " exceeds model.moe.experts = " + str(moe.experts));
   }
+  if (p.ep_dispatch == EpDispatch::DEDUPLICATED && (!moe.enabled() || p.ep < 2))
+    fail("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model with parallel.ep >= 2, found ep = " +
+         str(p.ep));
   if (p.ep_overlap) {
     if (!moe.enabled() || p.ep < 2)
       fail("parallel.ep_overlap needs a mixture-of-experts model with parallel.ep >= 2 (it hides the expert "

@@ -73,7 +73,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
   }
   if (auto s = opt_map(m, "model", {"name", "params_b", "layers", "hidden", "ffn_hidden", "attn_heads", "kv_heads",
                                     "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "head_dim", "mla",
-                                    "sliding_window", "full_attention_every", "notes"},
+                                    "sliding_window", "full_attention_every", "moe_ffn_hidden", "moe_first_dense",
+                                    "mtp_layers", "notes"},
                               ignored)) {
     r.model.name = opt_text(*s, "name");
     r.model.layers = opt_int(*s, "layers");
@@ -101,6 +102,9 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     }
     r.model.sliding_window = opt_int(*s, "sliding_window");
     r.model.full_attention_every = opt_int(*s, "full_attention_every");
+    r.model.moe_ffn_hidden = opt_int(*s, "moe_ffn_hidden");
+    r.model.moe_first_dense = opt_int(*s, "moe_first_dense");
+    r.model.mtp_layers = opt_int(*s, "mtp_layers");
     r.model.notes = opt_text(*s, "notes");
     r.model.params_b = opt_number(*s, "params_b");
   }
@@ -115,7 +119,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.hardware.inter_node = opt_text(*s, "inter_node");
   }
   if (auto s = opt_map(m, "parallelism",
-                       {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "sp", "zero_stage", "fsdp", "virtual_pp",
+                       {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "sp", "zero_stage", "fsdp", "virtual_pp",
                         "schedule"},
                        ignored)) {
     MeasuredParallelism& p = r.parallelism;
@@ -136,6 +140,11 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     p.virtual_pp = opt_int(*s, "virtual_pp");
     if (auto f = s->find("ep_overlap"); f && !is_null(*f))
       p.ep_overlap = f->boolean();
+    if (auto f = s->find("ep_dispatch"); f && !is_null(*f)) {
+      p.ep_dispatch = f->scalar("all_to_all or deduplicated");
+      if (p.ep_dispatch != "all_to_all" && p.ep_dispatch != "deduplicated")
+        f->fail("expected all_to_all or deduplicated, found '" + p.ep_dispatch + "'");
+    }
     p.zero_stage = opt_text(*s, "zero_stage");
     // fsdp: a boolean, or the sharding strategy's name: FULL_SHARD / HYBRID_SHARD shard the
     // parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2, taken as

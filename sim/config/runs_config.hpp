@@ -27,6 +27,10 @@ struct MeasuredModel {
   /// Sliding-window attention (extensions of the schema): the window, and every how-many-th layer
   /// attends to the full sequence (model.sliding_window, model.full_attention_every).
   std::optional<int64_t> sliding_window, full_attention_every;
+  /// Extensions of the schema for DeepSeek-style MoE: the experts' inner size when ffn_hidden is the
+  /// dense layers' (model.moe.expert_ffn_hidden), the leading dense layers
+  /// (model.moe.first_dense_layers) and the multi-token-prediction depth (model.mtp_layers).
+  std::optional<int64_t> moe_ffn_hidden, moe_first_dense, mtp_layers;
   std::string notes;
 };
 
@@ -45,6 +49,7 @@ struct MeasuredParallelism {
   std::string zero_stage;            ///< as written ("3", "1 (BF16_Optimizer ...)", "FSDP FULL_SHARD"), "" = null
   std::optional<bool> fsdp;
   std::optional<bool> ep_overlap;    ///< combined 1F1B all-to-all overlap (an extension of the schema)
+  std::string ep_dispatch;           ///< "deduplicated" (DeepEP / HybridEP) or "all_to_all" (an extension), "" = not given
   std::string schedule;              ///< free text, "" = null
 };
 

@@ -22,6 +22,9 @@ enum class PositionEmbedding { LEARNED, ROTARY };
 /// schedules split backward into input-gradient (B) and weight-gradient (W) passes.
 enum class Schedule { GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZB_H2 };
 enum class Recompute { NONE, SELECTIVE, FULL };
+/// How expert all-to-alls move tokens: every routed copy (NCCL all-to-all), or each token once to
+/// every node holding one of its experts, then over NVLink (DeepEP / HybridEP dispatchers).
+enum class EpDispatch { ALL_TO_ALL, DEDUPLICATED };
 /// How the loss runs over the logits: FP32 = the logits cast to fp32, log-softmax, its backward
 /// and the cast back as separate kernels (PyTorch autocast, Megatron's vocab-parallel
 /// cross-entropy); FUSED = one 16-bit kernel that writes the gradient in place.
@@ -245,6 +248,9 @@ struct ParallelSpec {
   /// all-to-alls of one hide behind the other's compute (docs/moe.md). Needs MoE with ep > 1,
   /// the interleaved schedule with pp > 1 (1f1b with pp = 1) and no full recomputation.
   bool ep_overlap = false;
+  /// Expert all-to-all dispatcher (docs/moe.md): ALL_TO_ALL sends every routed copy; DEDUPLICATED
+  /// sends a token once to each node holding one of its experts (cross-node bytes shrink).
+  EpDispatch ep_dispatch = EpDispatch::ALL_TO_ALL;
   [[nodiscard]] int expert_tp() const { return etp > 0 ? etp : tp; }
   /// True when the expert groups fold over the TP ranks (etp < tp).
   [[nodiscard]] bool folds_experts() const { return expert_tp() < tp; }

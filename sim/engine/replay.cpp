@@ -267,7 +267,10 @@ private:
                         " GPUs of this group (docs/collectives.md lists what each algorithm runs; auto "
                         "picks one that can)");
     result_.algorithm[id] = algorithm;
-    rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_);
+    rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_,
+                                     t.group == graph::CommGroup::EP && op == collectives::Op::ALL_TO_ALL
+                                         ? options_.ep_dedup
+                                         : collectives::NodeDeduplication{});
     if ((options_.sample_above_ranks > 0 && ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||
         (options_.sample_ep && t.group == graph::CommGroup::EP))
       sample_flows(rc.program, options_.sample_ep && t.group == graph::CommGroup::EP);

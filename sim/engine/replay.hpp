@@ -35,6 +35,9 @@ struct ReplayOptions {
   /// per EP group (graph::BuildOptions::fold_ep), whose all-to-alls are then observed from that
   /// rank's node only.
   bool sample_ep = false;
+  /// Expert all-to-alls (EP group) with a deduplicating dispatcher: cross-node pieces carry
+  /// collectives::remote_copy_share of their routed copies (parallel.ep_dispatch). experts 0: off.
+  collectives::NodeDeduplication ep_dedup{};
 };
 
 /// A task that finished: its id in the graph and its simulated interval.

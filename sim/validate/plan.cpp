@@ -401,7 +401,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
       w << "    top_k: " << *m.moe_topk << "\n";
     if (m.moe_shared_experts)
       w << "    shared_experts: " << *m.moe_shared_experts << "\n";
+    if (m.moe_ffn_hidden)
+      w << "    expert_ffn_hidden: " << *m.moe_ffn_hidden << "\n";
+    if (m.moe_first_dense)
+      w << "    first_dense_layers: " << *m.moe_first_dense << "\n";
   }
+  if (m.mtp_layers)
+    w << "  mtp_layers: " << *m.mtp_layers << "\n";
   int64_t micro = run.batch.micro_batch.value_or(0);
   const int64_t accum = run.batch.grad_accum.value_or(0);
   if (micro == 0 && accum > 0 && dp > 0 && *global_batch % (dp * accum) == 0) {
@@ -457,6 +463,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   if (par.ep_overlap.value_or(false))
     w << "  ep_overlap: true\n"; // the record's (an extension of the schema)
+  if (!par.ep_dispatch.empty())
+    w << "  ep_dispatch: " << par.ep_dispatch << "\n"; // the record's (an extension of the schema)
   // Megatron-LM (2021-22) splits pipeline messages across the TP ranks and all-gathers them on
   // the receiving stage (Narayanan et al. 2021, sec. 4.1; on by default there). DeepSpeed's
   // pipeline engine sends whole activations: Megatron-DeepSpeed, and Megatron-LM's layers under

@@ -187,3 +187,38 @@ TEST(Collective, ExpandChecksAndVolumes) {
       sent += f.bytes;
   EXPECT_NEAR(sent, 15.0 / 16 * S, 1e-6 * S);
 }
+
+// A deduplicating expert dispatcher (DeepEP / HybridEP) sends a token once to each remote node
+// holding one of its experts. With E = 16 experts over 2 nodes (8 each) and top-2 routing a token
+// reaches the other node with P = 1 - (8/16)(7/15) = 23/30, against 2/2 = 1 routed copy there:
+// cross-node bytes x 23/30. Intra-node pieces, and a group inside one node, are unchanged; the
+// coarse and fine forms move the same bytes.
+TEST(Collective, DeduplicatedAllToAllShrinksCrossNodeBytes) {
+  const NodeDeduplication d{.experts = 16, .top_k = 2};
+  EXPECT_DOUBLE_EQ(remote_copy_share(d, 2), 23.0 / 30.0);
+  EXPECT_DOUBLE_EQ(remote_copy_share(d, 1), 1.0);
+  EXPECT_DOUBLE_EQ(remote_copy_share({}, 4), 1.0);
+  // Top-1: every copy goes to a different token's node, nothing to deduplicate.
+  EXPECT_DOUBLE_EQ(remote_copy_share({.experts = 16, .top_k = 1}, 4), 1.0);
+  const TopologyView v = view_of(4, 4);
+  const Bytes size(8.0e6); // per rank; 1e6 to each of the 8 peers
+  for (Form form : {Form::COARSE, Form::FINE}) {
+    double plain_remote = 0, plain_local = 0, dedup_remote = 0, dedup_local = 0;
+    for (int k = 0; k < 2; ++k) {
+      const FlowProgram p = expand(Op::ALL_TO_ALL, first(8), size, Algorithm::PAIRWISE, form, v,
+                                   k ? d : NodeDeduplication{});
+      for (const Flow& f : p.flows) {
+        const bool remote = v.node_of(f.src) != v.node_of(f.dst);
+        (k ? (remote ? dedup_remote : dedup_local) : (remote ? plain_remote : plain_local)) += f.bytes;
+      }
+    }
+    EXPECT_NEAR(plain_remote, 8 * 4 * 1.0e6, 1.0) << static_cast<int>(form); // 8 ranks x 4 remote peers
+    EXPECT_NEAR(dedup_remote, plain_remote * 23.0 / 30.0, 1.0) << static_cast<int>(form);
+    EXPECT_NEAR(dedup_local, plain_local, 1.0) << static_cast<int>(form);
+  }
+  const FlowProgram in_node = expand(Op::ALL_TO_ALL, first(4), size, Algorithm::PAIRWISE, Form::COARSE, v, d);
+  double bytes = 0;
+  for (const Flow& f : in_node.flows)
+    bytes += f.bytes;
+  EXPECT_NEAR(bytes, 4 * 3 * 2.0e6, 1.0);
+}

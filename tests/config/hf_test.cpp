@@ -407,6 +407,9 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
             std::string::npos);
   EXPECT_NE(with(moe_ep, {"training.recompute=full"}).find("cannot be combined with training.recompute = full"),
             std::string::npos);
+  EXPECT_EQ(with(moe_ep, {"parallel.ep_dispatch=deduplicated"}), "");
+  EXPECT_NE(layout_error({"parallel.ep_dispatch=deduplicated"}).find("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model"),
+            std::string::npos);
   // tp*cp*pp*dp = GPUs; dp derived with cp.
   std::vector<config::Override> o = {config::parse_override("parallel.cp=4")};
   o.push_back(config::parse_override("batch.global_batch=64"));

@@ -621,7 +621,7 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
 TEST(Validate, EveryBundledRunMaps) {
   for (const auto& [file, at_least] : {std::pair{"tests/validate/data/measured_runs.yaml", 23u},
                                        std::pair{"tests/validate/data/fit_runs.yaml", 5u},
-                                       std::pair{"tests/validate/data/heldout_runs.yaml", 64u}}) {
+                                       std::pair{"tests/validate/data/heldout_runs.yaml", 68u}}) {
     const config::RunsFile f = config::load_runs(src(file));
     EXPECT_GE(f.runs.size(), at_least) << file;
     const fs::path d = temp_dir("maps");
@@ -639,6 +639,7 @@ TEST(Validate, EveryBundledRunMaps) {
 // Expert tensor parallelism in the mapping: a record whose ep does not divide dp (Qwen3-235B-A22B
 // on 256 H100s: tp 2, dp 16, ep 32) folds its expert groups over the TP ranks (etp 1), listed as
 // a default; Megatron Bridge's MoE recipes set etp 1 with any ep; other frameworks keep etp = tp.
+// DeepSeek-V3's record extensions reach the workload.
 TEST(Validate, ExpertGroupsFoldOverTpWhereTheRecordNeedsIt) {
   const config::RunsFile f = config::load_runs(src("tests/validate/data/heldout_runs.yaml"));
   const validate::PlanOptions o{.topologies = src("topologies"), .calibration = true, .extra = {}};
@@ -657,9 +658,17 @@ TEST(Validate, ExpertGroupsFoldOverTpWhereTheRecordNeedsIt) {
     } else if (run.id == "dgxc_grok1_314b_512h100_bf16") { // NeMo 2024, tp 4, ep 8 = dp 8
       EXPECT_FALSE(has_etp) << p.workload_yaml;
       ++checked;
+    } else if (run.id == "mbridge2509_deepseek_v3_1024h100_fp8") { // Megatron Bridge, ep 64 = dp 64
+      EXPECT_TRUE(has_etp) << p.workload_yaml;
+      // DeepSeek's extensions of the schema: the experts' width besides the dense MLP's, the
+      // leading dense layers and the multi-token-prediction depth.
+      for (const char* line : {"  ffn_hidden: 18432\n", "    expert_ffn_hidden: 2048\n", "    first_dense_layers: 3\n",
+                               "  mtp_layers: 1\n", "    shared_experts: 1\n"})
+        EXPECT_NE(p.workload_yaml.find(line), std::string::npos) << line << p.workload_yaml;
+      ++checked;
     }
   }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(checked, 3);
 }
 
 // fp8 training against published measurements that no calibration saw (tests/validate/data/
