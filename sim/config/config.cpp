@@ -665,6 +665,17 @@ ParallelSpec read_parallel(const MapReader& m) {
     p.etp = limited_int(*f, MAX_DEGREE);
   if (auto f = m.find("ep_overlap"))
     p.ep_overlap = f->boolean();
+  if (auto f = m.find("chunk_layers")) {
+    const YAML::Node& list = f->value();
+    if (!list.IsSequence() || list.size() == 0)
+      f->fail("expected a non-empty list of layer counts, one per model chunk (pp*vp of them)");
+    for (const YAML::Node& item : list) {
+      int64_t n = -1;
+      if (!item.IsScalar() || !YAML::convert<int64_t>::decode(item, n) || n < 0 || n > 100000)
+        f->fail("expected layer counts in 0..100000, found '" + (item.IsScalar() ? item.Scalar() : std::string("a non-scalar entry")) + "'");
+      p.chunk_layers.push_back(n);
+    }
+  }
   if (auto f = m.find("ep_dispatch"))
     p.ep_dispatch = f->choice<EpDispatch>({{"all_to_all", EpDispatch::ALL_TO_ALL}, {"deduplicated", EpDispatch::DEDUPLICATED}});
   return p;
@@ -753,7 +764,7 @@ WorkloadSpec read_workload(const Document& doc) {
                 std::to_string(w.model.heads) + " x " + std::to_string(w.model.seq_len) +
                 "^2 attention scores, more than the 2^62 accepted");
   }
-  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep", "etp", "ep_overlap", "ep_dispatch"}));
+  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers"}));
   w.precision =
       top.require("precision").choice<Precision>(
           {{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
@@ -913,7 +924,7 @@ void check_schedule(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
     if (p.pp < 2)
       fail("parallel.schedule = interleaved needs parallel.pp >= 2, found pp = " + str(p.pp));
     const int64_t chunks = static_cast<int64_t>(p.pp) * p.vp;
-    if (w.model.layers % chunks != 0)
+    if (p.chunk_layers.empty() && w.model.layers % chunks != 0)
       fail("parallel.pp*vp = " + str(p.pp) + "*" + str(p.vp) + " = " + str(chunks) + " does not divide model.layers = " +
            str(w.model.layers) + " (every model chunk holds the same number of layers)");
     const int64_t per_step = w.batch.micro_batch * dp;
@@ -1066,8 +1077,25 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
   divides("parallel.tp", tp, "model.kv_heads", m.kv_heads, "key/value heads are split across TP ranks");
   divides("parallel.tp", tp, "model.ffn_hidden", m.ffn_hidden, "the MLP is split across TP ranks");
   divides("parallel.tp", tp, "model.vocab", m.vocab, "the embedding and logits are split across TP ranks");
-  divides("parallel.pp", pp, "model.layers", m.layers,
-          "every pipeline stage holds the same number of layers");
+  if (workload.parallel.chunk_layers.empty()) {
+    divides("parallel.pp", pp, "model.layers", m.layers,
+            "every pipeline stage holds the same number of layers; parallel.chunk_layers splits them unevenly");
+  } else {
+    const auto& c = workload.parallel.chunk_layers;
+    const int64_t chunks = static_cast<int64_t>(pp) * std::max(1, workload.parallel.vp);
+    if (static_cast<int64_t>(c.size()) != chunks)
+      fail("parallel.chunk_layers lists " + str(static_cast<int64_t>(c.size())) + " model chunks, expected pp*vp = " +
+           str(chunks));
+    int64_t sum = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      sum += c[i];
+      if (c[i] == 0 && i + 1 != c.size())
+        fail("parallel.chunk_layers[" + str(static_cast<int64_t>(i)) +
+             "] = 0: only the last model chunk (it holds the output layer) may have no layers");
+    }
+    if (sum != m.layers)
+      fail("parallel.chunk_layers adds up to " + str(sum) + " layers, expected model.layers = " + str(m.layers));
+  }
 
   const auto per_step = checked_mul(workload.batch.micro_batch, dp);
   if (!per_step || workload.batch.global_batch % *per_step != 0) {

@@ -119,7 +119,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.hardware.inter_node = opt_text(*s, "inter_node");
   }
   if (auto s = opt_map(m, "parallelism",
-                       {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "sp", "zero_stage", "fsdp", "virtual_pp",
+                       {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers", "sp", "zero_stage", "fsdp",
+                        "virtual_pp",
                         "schedule"},
                        ignored)) {
     MeasuredParallelism& p = r.parallelism;
@@ -140,6 +141,16 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     p.virtual_pp = opt_int(*s, "virtual_pp");
     if (auto f = s->find("ep_overlap"); f && !is_null(*f))
       p.ep_overlap = f->boolean();
+    if (auto f = s->find("chunk_layers"); f && !is_null(*f)) {
+      if (!f->value().IsSequence())
+        f->fail("expected a list of layer counts, one per model chunk");
+      for (const YAML::Node& item : f->value()) {
+        int64_t n = -1;
+        if (!item.IsScalar() || !YAML::convert<int64_t>::decode(item, n) || n < 0)
+          f->fail("expected non-negative layer counts");
+        p.chunk_layers.push_back(n);
+      }
+    }
     if (auto f = s->find("ep_dispatch"); f && !is_null(*f)) {
       p.ep_dispatch = f->scalar("all_to_all or deduplicated");
       if (p.ep_dispatch != "all_to_all" && p.ep_dispatch != "deduplicated")

@@ -50,6 +50,7 @@ struct MeasuredParallelism {
   std::optional<bool> fsdp;
   std::optional<bool> ep_overlap;    ///< combined 1F1B all-to-all overlap (an extension of the schema)
   std::string ep_dispatch;           ///< "deduplicated" (DeepEP / HybridEP) or "all_to_all" (an extension), "" = not given
+  std::vector<int64_t> chunk_layers; ///< layers per model chunk (an extension of the schema), empty = not given
   std::string schedule;              ///< free text, "" = null
 };
 

@@ -243,6 +243,11 @@ struct ParallelSpec {
   /// expert groups over the TP x CP x DP GPUs of a stage (Megatron-Core's MoE parallel folding with
   /// expert_tensor_parallel_size = 1, docs/moe.md). Other values are refused.
   int etp = 0;
+  /// Layers of each model chunk, pp*vp of them in global chunk order (chunk c runs on stage
+  /// c % pp as its local chunk c / pp); empty = model.layers split evenly. The first chunk also
+  /// holds the embedding, the last the output layer (and the multi-token-prediction layers), so a
+  /// shorter first and last chunk balance them (Megatron-Core's pipeline layouts).
+  std::vector<int64_t> chunk_layers;
   /// Combined 1F1B (Megatron-Core's --overlap-moe-expert-parallel-comm): each steady-state forward
   /// pass runs together with the adjacent backward pass of another micro-batch, so the expert
   /// all-to-alls of one hide behind the other's compute (docs/moe.md). Needs MoE with ep > 1,

@@ -340,21 +340,10 @@ private:
     return id;
   }
 
-  /// Layers of local model chunk `chunk` of stage `p`: global chunk chunk*pp + p of pp*vp equal ones;
-  /// the embedding sits in global chunk 0, the output in the last one. vp = 1: the stage's layout.
-  model::StageLayout chunk_layout(int p, int chunk) const {
-    model::StageLayout s = model::stage_layout(w_, p);
-    if (vp_ == 1)
-      return s;
-    const int global = chunk * grid_.pp + p;
-    s.num_layers = w_.model.layers / (static_cast<int64_t>(grid_.pp) * vp_);
-    s.first_layer = s.num_layers * global;
-    s.has_embedding = global == 0;
-    s.has_output = global == grid_.pp * vp_ - 1;
-    if (s.has_output) // the multi-token-prediction layers follow the last chunk's own
-      s.num_layers += w_.model.mtp_layers;
-    return s;
-  }
+  /// Layers of local model chunk `chunk` of stage `p`: global chunk chunk*pp + p (model::chunk_span:
+  /// even, or parallel.chunk_layers); the embedding sits in global chunk 0, the output (and the
+  /// MTP layers) in the last one.
+  model::StageLayout chunk_layout(int p, int chunk) const { return model::chunk_span(w_, chunk * grid_.pp + p); }
 
   /// Gradient items of a stage (or chunk) in backward order: output layer, layers last to first, embedding.
   /// Index i of the result: 0..; `layer_of[i]` is the local layer (-1 output, -2 embedding).
@@ -599,6 +588,7 @@ private:
         if (layout.has_output) {
           auto logits = compute(group, Block::LOGITS, Phase::BACKWARD, p, -1, mb, Bytes(0.0), logits_free);
           mark_first(&RankState::bwd_first, logits);
+          mark_last(&RankState::bwd_last, logits); // a last chunk without layers ends here
           if (!split_)
             item_done(logits);
         }

@@ -156,13 +156,8 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
   l.weights = Bytes(e * sharded(3));
   // fp8 training: each layer's fp8 weight and its fp8 transpose, cast once per step (ZeRO-3
   // casts the gathered layers instead: zero3_gathered).
-  if (zero < 3) {
-    const StageLayout s = stage_layout(w, stage);
-    l.weights += Bytes(fp8_weight_bytes(w.precision) *
-                       stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep,
-                                                   w.parallel.expert_tp())
-                                          .total());
-  }
+  if (zero < 3)
+    l.weights += Bytes(fp8_weight_bytes(w.precision) * stage_params(w, stage).total());
   l.gradients = Bytes(e * sharded(2));
   l.optimizer = Bytes(w.training.optimizer_bytes_per_param * sharded(1));
   Bytes buffers(0.0);
@@ -190,7 +185,11 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   // With interleaving a pass covers one model chunk (num_layers / vp layers) and only the last
   // chunk's passes carry logits.
   const InFlight in_flight = in_flight_passes(w, stage);
-  const Bytes layers = stored_layer_activations(w).total() * (d(layout.num_layers) / std::max(1, w.parallel.vp));
+  // Uneven chunks (parallel.chunk_layers): every pass is counted at the stage's largest chunk.
+  const double pass_layers = w.parallel.chunk_layers.empty()
+                                 ? d(layout.num_layers) / std::max(1, w.parallel.vp)
+                                 : d(largest_chunk_layers(w, stage));
+  const Bytes layers = stored_layer_activations(w).total() * pass_layers;
   const Bytes logits = layout.has_output ? logits_activations(w) : Bytes(0.0);
   l.activations = layers * d(in_flight.passes) + logits * (d(in_flight.output_passes) - 1.0) +
                   std::max(logits, recompute_working_set(w).total());
@@ -201,7 +200,8 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
     const double held = element_bytes(w.precision) + fp8_weight_bytes(w.precision);
     const double emb = layout.has_embedding ? embedding_params(w.model, w.parallel.tp) * held : 0.0;
     const double out = layout.has_output ? output_params(w.model, w.parallel.tp, w.parallel.pp) * held : 0.0;
-    const int64_t chunk_layers = layout.num_layers / std::max(1, w.parallel.vp);
+    const int64_t chunk_layers = w.parallel.chunk_layers.empty() ? layout.num_layers / std::max(1, w.parallel.vp)
+                                                                  : largest_chunk_layers(w, stage);
     const double ends = chunk_layers > window ? std::max(emb, out) : emb + out;
     l.zero3_gathered = gathered_layer_bytes(w) * static_cast<double>(window) + Bytes(ends);
   }

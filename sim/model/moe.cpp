@@ -189,9 +189,7 @@ Bytes ep_all_to_all_bytes(const WorkloadSpec& w) {
 }
 
 double expert_params_on_rank(const WorkloadSpec& w, int stage) {
-  const StageLayout s = stage_layout(w, stage);
-  return stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep, w.parallel.expert_tp())
-      .expert;
+  return stage_params(w, stage).expert;
 }
 
 int64_t expert_data_parallel(const ParallelSpec& p) {

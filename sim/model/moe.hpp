@@ -36,6 +36,10 @@ LayerParams layer_params_at(const ModelSpec& m, int64_t layer, int tp, int ep, i
 /// Sum of layer_params_at over layers [first, first + count).
 LayerParams stack_params(const ModelSpec& m, int64_t first, int64_t count, int tp, int ep, int etp);
 
+/// The layer parameters one GPU of pipeline stage `stage` holds: its model chunks' layers (uneven
+/// or interleaved chunks counted exactly), the last stage's MTP layers included.
+LayerParams stage_params(const WorkloadSpec& w, int stage);
+
 /// Parameters one token uses: all of them except the routed experts it is not sent to (top_k of
 /// `experts` per MoE layer). Equals total_params for a dense model.
 double active_params(const ModelSpec& m);

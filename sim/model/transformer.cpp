@@ -93,21 +93,86 @@ double total_params(const ModelSpec& m) {
          mtp_params(m, 1, 1);
 }
 
-StageLayout stage_layout(const WorkloadSpec& w, int stage) {
-  const int pp = w.parallel.pp;
+std::vector<int64_t> chunk_layer_counts(const WorkloadSpec& w) {
+  if (!w.parallel.chunk_layers.empty())
+    return w.parallel.chunk_layers;
+  const int64_t chunks = static_cast<int64_t>(std::max(1, w.parallel.pp)) * std::max(1, w.parallel.vp);
+  return std::vector<int64_t>(static_cast<size_t>(chunks), w.model.layers / chunks);
+}
+
+StageLayout chunk_span(const WorkloadSpec& w, int chunk) {
+  const std::vector<int64_t> counts = chunk_layer_counts(w);
   StageLayout s;
-  s.num_layers = w.model.layers / pp;
-  s.first_layer = s.num_layers * stage;
-  s.has_embedding = stage == 0;
-  s.has_output = stage == pp - 1;
+  for (int i = 0; i < chunk; ++i)
+    s.first_layer += counts[static_cast<size_t>(i)];
+  s.num_layers = counts[static_cast<size_t>(chunk)];
+  s.has_embedding = chunk == 0;
+  s.has_output = chunk + 1 == static_cast<int>(counts.size());
   if (s.has_output) // the multi-token-prediction layers follow the last layer
     s.num_layers += w.model.mtp_layers;
   return s;
 }
 
+StageLayout stage_layout(const WorkloadSpec& w, int stage) {
+  const int pp = w.parallel.pp;
+  const int vp = std::max(1, w.parallel.vp);
+  if (vp == 1)
+    return chunk_span(w, stage);
+  StageLayout s;
+  if (w.parallel.chunk_layers.empty()) { // even chunks: the stage's share, counted contiguously
+    s.num_layers = w.model.layers / pp;
+    s.first_layer = s.num_layers * stage;
+  } else {
+    s.first_layer = chunk_span(w, stage).first_layer;
+    for (int v = 0; v < vp; ++v)
+      s.num_layers += w.parallel.chunk_layers[static_cast<size_t>(v * pp + stage)];
+  }
+  s.has_embedding = stage == 0;
+  s.has_output = stage == pp - 1;
+  if (s.has_output)
+    s.num_layers += w.model.mtp_layers;
+  return s;
+}
+
+int64_t largest_chunk_layers(const WorkloadSpec& w, int stage) {
+  const int pp = w.parallel.pp;
+  const int vp = std::max(1, w.parallel.vp);
+  int64_t most = 0;
+  for (int v = 0; v < vp; ++v)
+    most = std::max(most, chunk_span(w, v * pp + stage).num_layers);
+  return most;
+}
+
+namespace {
+
+/// Parameters of the layers of `stage`'s chunks (exactly which layers, with uneven chunks or an
+/// interleaved schedule), the last stage's MTP layers included.
+LayerParams stage_layer_params(const WorkloadSpec& w, int stage) {
+  const int vp = std::max(1, w.parallel.vp);
+  if (w.parallel.chunk_layers.empty()) {
+    const StageLayout s = stage_layout(w, stage);
+    return stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep, w.parallel.expert_tp());
+  }
+  LayerParams sum;
+  for (int v = 0; v < vp; ++v) {
+    const StageLayout c = chunk_span(w, v * w.parallel.pp + stage);
+    const LayerParams p =
+        stack_params(w.model, c.first_layer, c.num_layers, w.parallel.tp, w.parallel.ep, w.parallel.expert_tp());
+    sum.dense += p.dense;
+    sum.expert += p.expert;
+  }
+  return sum;
+}
+
+} // namespace
+
+LayerParams stage_params(const WorkloadSpec& w, int stage) {
+  return stage_layer_params(w, stage);
+}
+
 double params_on_rank(const WorkloadSpec& w, int stage) {
   const StageLayout s = stage_layout(w, stage);
-  double p = stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep, w.parallel.expert_tp()).total();
+  double p = stage_layer_params(w, stage).total();
   if (s.has_embedding)
     p += embedding_params(w.model, w.parallel.tp);
   if (s.has_output)

@@ -6,6 +6,7 @@
 #include "core/units.hpp"
 
 #include <cstdint>
+#include <vector>
 
 namespace stepsim::model {
 
@@ -49,9 +50,23 @@ struct StageLayout {
   bool has_output = false;    ///< stage pp-1 (final norm, logits, loss)
 };
 
-/// Uniform split of layers over `w.parallel.pp` stages (validated: layers % pp == 0); the last
-/// stage also runs the model.mtp_layers multi-token-prediction layers after its own.
+/// Layers of each of the pp*vp model chunks in global order: parallel.chunk_layers, or
+/// model.layers split evenly (validated: divisible).
+std::vector<int64_t> chunk_layer_counts(const WorkloadSpec& w);
+
+/// Global model chunk `chunk` (0..pp*vp-1): its first layer, its layers, and whether it holds the
+/// embedding (chunk 0) or the output (the last, which also runs the model.mtp_layers
+/// multi-token-prediction layers after its own).
+StageLayout chunk_span(const WorkloadSpec& w, int chunk);
+
+/// The layers of pipeline stage `stage`: with vp = 1 its one chunk (chunk_span); with vp > 1 all
+/// its chunks' layers counted from its first chunk's first layer (the layers themselves are not
+/// contiguous: stage_params counts them exactly), the last stage's including the MTP layers.
 StageLayout stage_layout(const WorkloadSpec& w, int stage);
+
+/// The largest model chunk of `stage`, in layers (the MTP layers included on the last stage's
+/// last chunk): what one of its pipeline passes keeps.
+int64_t largest_chunk_layers(const WorkloadSpec& w, int stage);
 
 /// Parameters held by one GPU of `stage` before any ZeRO sharding (Psi in MODEL.md §3).
 double params_on_rank(const WorkloadSpec& w, int stage);

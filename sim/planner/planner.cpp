@@ -152,6 +152,10 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
                     w.parallel.dp = dp;
                     w.parallel.vp = vp;
                     w.parallel.schedule = schedule;
+                    // The workload's uneven chunks fit its own pp*vp only: others split evenly.
+                    if (static_cast<int64_t>(pp) * vp !=
+                        static_cast<int64_t>(base.parallel.pp) * std::max(1, base.parallel.vp))
+                      w.parallel.chunk_layers.clear();
                     w.parallel.sp = sp;
                     w.parallel.zero_stage = zero;
                     w.batch.micro_batch = mb;

@@ -407,6 +407,18 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
             std::string::npos);
   EXPECT_NE(with(moe_ep, {"training.recompute=full"}).find("cannot be combined with training.recompute = full"),
             std::string::npos);
+  // Uneven model chunks: one count per chunk (pp*vp), adding up to the layers (32 here), none empty
+  // but the last.
+  EXPECT_EQ(layout_error({"parallel.pp=2", "parallel.dp=8", "parallel.chunk_layers=[15, 17]"}), "");
+  EXPECT_NE(layout_error({"parallel.pp=2", "parallel.dp=8", "parallel.chunk_layers=[15, 16]"})
+                .find("parallel.chunk_layers adds up to 31 layers, expected model.layers = 32"),
+            std::string::npos);
+  EXPECT_NE(layout_error({"parallel.pp=2", "parallel.dp=8", "parallel.chunk_layers=[32]"})
+                .find("parallel.chunk_layers lists 1 model chunks, expected pp*vp = 2"),
+            std::string::npos);
+  EXPECT_NE(layout_error({"parallel.pp=2", "parallel.dp=8", "parallel.chunk_layers=[0, 32]"})
+                .find("only the last model chunk (it holds the output layer) may have no layers"),
+            std::string::npos);
   EXPECT_EQ(with(moe_ep, {"parallel.ep_dispatch=deduplicated"}), "");
   EXPECT_NE(layout_error({"parallel.ep_dispatch=deduplicated"}).find("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model"),
             std::string::npos);

@@ -403,6 +403,38 @@ TEST(ExpertParallel, CombinedPairsRunTheSecondPassAlongsideTheFirst) {
     EXPECT_EQ(t.lane, 0);
 }
 
+// Uneven model chunks (parallel.chunk_layers): 6 layers over pp 2 x vp 2 as [1, 2, 3, 0] put layer
+// 0 on stage 0's first chunk, layers 1-2 on stage 1's, 3-5 on stage 0's second and only the output
+// layer on stage 1's second; every micro-batch still runs each layer once per pass.
+TEST(PipelineLayout, UnevenChunksPlaceTheirLayers) {
+  WorkloadSpec w = test::workload(test::small_gpt(6, 512, 256), 1, 2, 1, 4);
+  w.parallel.schedule = Schedule::INTERLEAVED;
+  w.parallel.vp = 2;
+  w.parallel.chunk_layers = {1, 2, 3, 0};
+  const graph::StepProgram prog = build(w);
+  std::map<int, std::set<int>> layers_of_stage;
+  std::map<std::pair<int, int>, int> passes; // (layer, phase) -> tasks of micro-batch 0
+  bool logits_on_last = false;
+  for (const graph::Task& t : prog.graph.tasks()) {
+    if (t.kind != graph::TaskKind::COMPUTE || t.micro_batch != 0)
+      continue;
+    if (t.block == Block::ATTENTION) {
+      layers_of_stage[t.stage].insert(t.layer);
+      ++passes[{t.layer, static_cast<int>(t.phase)}];
+    }
+    if (t.block == Block::LOGITS)
+      logits_on_last = logits_on_last || t.stage == 1;
+  }
+  EXPECT_EQ(layers_of_stage[0], (std::set<int>{0, 3, 4, 5}));
+  EXPECT_EQ(layers_of_stage[1], (std::set<int>{1, 2}));
+  EXPECT_TRUE(logits_on_last);
+  for (const auto& [key, n] : passes)
+    EXPECT_EQ(n, 1) << "layer " << key.first;
+  EXPECT_EQ(passes.size(), 12u); // 6 layers x forward, backward
+  // Parameters per stage follow the chunks: stage 0 holds 4 layers and the embedding.
+  EXPECT_DOUBLE_EQ(model::params_on_rank(w, 0), 4 * model::layer_params(w.model, 1) + model::embedding_params(w.model, 1));
+}
+
 // Folding simulates every CP rank and one EP group (ep consecutive DP ranks).
 TEST(ExpertParallel, FoldingKeepsOneEpGroup) {
   const auto prog = build(moe(2, 2, 8, 4, 2));

@@ -671,6 +671,37 @@ TEST(Validate, ExpertGroupsFoldOverTpWhereTheRecordNeedsIt) {
   EXPECT_EQ(checked, 3);
 }
 
+// Layers that do not split evenly over the model chunks: with the embedding and the loss counted
+// as a layer each they do (BLOOM's 70 + 2 over 12 stages: DeepSpeed's type:transformer|embedding;
+// Llama 3.1 405B's 126 + 2 over 64 chunks: Megatron-Core's account_for_embedding/loss), so the
+// first and last chunks get one layer less; a record may give its own chunk_layers.
+TEST(Validate, UnevenLayersSplitOverChunksAsTheFrameworksDo) {
+  const config::RunsFile ref = config::load_runs(src("tests/validate/data/measured_runs.yaml"));
+  const config::RunsFile held = config::load_runs(src("tests/validate/data/heldout_runs.yaml"));
+  const validate::PlanOptions o{.topologies = src("topologies"), .calibration = true, .extra = {}};
+  int checked = 0;
+  for (const config::RunsFile* f : {&ref, &held})
+    for (const config::MeasuredRun& run : f->runs) {
+      const validate::RunPlan p = validate::plan_run(run, o);
+      if (run.id == "bloom176b_384gpu") {
+        EXPECT_NE(p.workload_yaml.find("  layers: 70\n"), std::string::npos) << p.workload_yaml;
+        EXPECT_NE(p.workload_yaml.find("  chunk_layers: [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]\n"), std::string::npos)
+            << p.workload_yaml;
+        ++checked;
+      } else if (run.id == "mbridge2602_llama31_405b_1024h100_fp8") {
+        EXPECT_NE(p.workload_yaml.find("  layers: 126\n"), std::string::npos) << p.workload_yaml;
+        EXPECT_NE(p.workload_yaml.find("  chunk_layers: [1, 2, 2,"), std::string::npos) << p.workload_yaml;
+        EXPECT_NE(p.workload_yaml.find(", 2, 1]\n"), std::string::npos) << p.workload_yaml;
+        ++checked;
+      } else if (run.id == "mbridge2509_deepseek_v3_1024h100_fp8") { // the recipe's Et|(tt|)*30mL
+        EXPECT_NE(p.workload_yaml.find("  chunk_layers: [1, 2,"), std::string::npos) << p.workload_yaml;
+        EXPECT_NE(p.workload_yaml.find(", 2, 0]\n"), std::string::npos) << p.workload_yaml;
+        ++checked;
+      }
+    }
+  EXPECT_EQ(checked, 3);
+}
+
 // fp8 training against published measurements that no calibration saw (tests/validate/data/
 // heldout_runs.yaml: NVIDIA's DGX Cloud recipes, fp8 columns at scale and a small model at 128
 // GPUs): the H100 calibration (fitted on other columns of these tables) plus the published fp8
