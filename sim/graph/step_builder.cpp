@@ -614,12 +614,12 @@ private:
           // The experts' backward gathers and scatters the routed copies' gradients (folded: only
           // the gradient all-gathered for the attention block's backward).
           tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain, moe_copies(layer),
-                  grid_.folded() && moe_copies(layer) == 0.0 ? 1.0 : moe_copies(layer));
+                  grid_.folded() ? 1.0 : moe_copies(layer));
           auto attn = compute(group, Block::ATTENTION, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
                               split_ ? Bytes(0.0) : stored_.attention + working_.attention, {}, gathered_bytes(l));
           // The gradient all-gathered for the MLP below, unless that is a folded MoE layer.
           tp_comm(group, attn, Phase::BACKWARD, p, layer, mb, tp_chain, 1.0,
-                  grid_.folded() ? std::min(1.0, moe_copies(layer - 1)) : 1.0);
+                  grid_.folded() ? moe_copies(layer - 1) : 1.0);
           mark_last(&RankState::bwd_last, attn);
           freer[static_cast<size_t>(j)] = attn;
           if (!split_) {

@@ -143,11 +143,7 @@ int64_t largest_chunk_layers(const WorkloadSpec& w, int stage) {
   return most;
 }
 
-namespace {
-
-/// Parameters of the layers of `stage`'s chunks (exactly which layers, with uneven chunks or an
-/// interleaved schedule), the last stage's MTP layers included.
-LayerParams stage_layer_params(const WorkloadSpec& w, int stage) {
+LayerParams stage_params(const WorkloadSpec& w, int stage) {
   const int vp = std::max(1, w.parallel.vp);
   if (w.parallel.chunk_layers.empty()) {
     const StageLayout s = stage_layout(w, stage);
@@ -164,15 +160,9 @@ LayerParams stage_layer_params(const WorkloadSpec& w, int stage) {
   return sum;
 }
 
-} // namespace
-
-LayerParams stage_params(const WorkloadSpec& w, int stage) {
-  return stage_layer_params(w, stage);
-}
-
 double params_on_rank(const WorkloadSpec& w, int stage) {
   const StageLayout s = stage_layout(w, stage);
-  double p = stage_layer_params(w, stage).total();
+  double p = stage_params(w, stage).total();
   if (s.has_embedding)
     p += embedding_params(w.model, w.parallel.tp);
   if (s.has_output)
