@@ -132,7 +132,9 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const Link tp_link = link_for(cluster, t);
   const double tp_one = all_reduce(model::tp_collective_bytes(w).value(), t, tp_link);
   const double layers = d(last.num_layers);
-  const double tp_per_mb = layers * tp_one * (4.0 + (full ? 2.0 : 0.0));
+  // Folded expert groups (etp 1 < tp): an MoE layer keeps half of them (no all-gather into its
+  // experts, no reduce-scatter out of them; docs/moe.md), counted once the MoE layers are known.
+  double tp_per_mb = layers * tp_one * (4.0 + (full ? 2.0 : 0.0));
 
   // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
   // the shared and the most loaded EP rank's routed experts as the dense MLP block scaled by
@@ -168,6 +170,8 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
     }
   }
   const double dense_layers = layers - moe_layers;
+  if (par.folds_experts() && par.sp)
+    tp_per_mb -= moe_layers * tp_one * (2.0 + (full ? 1.0 : 0.0));
 
   // Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), TP; each of the
   // v chunk passes each way also pays the host's pass overhead.
@@ -186,6 +190,11 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const double t_w = split ? layers * (att_b * gemm_share(Block::ATTENTION) + mlp_b * gemm_share(Block::MLP)) +
                                  lg_b * gemm_share(Block::LOGITS)
                            : 0.0;
+  // Combined 1F1B (ep_overlap): a pair's all-to-alls run under the other pass's compute, but each
+  // pass's own all-to-alls stay between its blocks and the two passes' share the network: about
+  // the longer pass's compute is hidden (the simulation decides; docs/planner.md).
+  if (par.ep_overlap)
+    ep_per_mb = std::max(0.0, ep_per_mb - std::max(t_f, t_b));
   const double per_mb = t_f + t_b + tp_per_mb + ep_per_mb;
 
   Estimate est;

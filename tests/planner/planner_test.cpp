@@ -207,11 +207,14 @@ TEST(Planner, MoeEstimateTracksSimulation) {
   c32.nodes = 32;
   WorkloadSpec ds = config::load_workload(SRC + "/workloads/deepseek-v3-like.yaml");
   config::check_layout(c32, ds);
-  const auto ds_sims = planner::simulate_all(c32, {ds}, 1);
-  ASSERT_EQ(ds_sims.size(), 1u);
-  const std::vector<std::pair<ClusterSpec, WorkloadSpec>> cases{{c, specs[0]}, {c, specs[1]}, {c32, ds}};
+  // Folded expert groups (etp 1) with combined 1F1B: Qwen3-235B-A22B, EP 32 over four nodes.
+  WorkloadSpec qwen = config::load_workload(SRC + "/workloads/qwen3-235b-a22b.yaml");
+  config::check_layout(c32, qwen);
+  const auto ds_sims = planner::simulate_all(c32, {ds, qwen}, 2);
+  ASSERT_EQ(ds_sims.size(), 2u);
+  const std::vector<std::pair<ClusterSpec, WorkloadSpec>> cases{{c, specs[0]}, {c, specs[1]}, {c32, ds}, {c32, qwen}};
   for (size_t i = 0; i < cases.size(); ++i) {
-    const auto& sim = i < 2 ? mixtral_sims[i] : ds_sims[0];
+    const auto& sim = i < 2 ? mixtral_sims[i] : ds_sims[i - 2];
     ASSERT_TRUE(sim.ok) << sim.error;
     const auto& [cluster, w] = cases[i];
     const planner::Estimate e = planner::estimate_step(cluster, w, runner::compute_time_model(cluster, w));
