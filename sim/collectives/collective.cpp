@@ -821,13 +821,17 @@ double remote_copy_share(const NodeDeduplication& d, int nodes) {
     return 1.0;
   // Experts per node (the group's experts split evenly over its nodes); a token's top_k experts
   // are distinct: P(none on the node) = prod_i (E - E_node - i) / (E - i).
-  const double e = static_cast<double>(d.experts);
-  const double on_node = e / nodes;
+  const double on_node = static_cast<double>(d.experts) / nodes;
+  // Group-limited routing with one group per node: the node is among the token's chosen groups
+  // with probability group_top_k/nodes, and its experts compete with those of the other chosen ones.
+  const bool limited = d.groups == nodes && d.group_top_k > 0 && d.group_top_k < d.groups;
+  const double chosen = limited ? static_cast<double>(d.group_top_k) / nodes : 1.0;
+  const double e = limited ? on_node * static_cast<double>(d.group_top_k) : static_cast<double>(d.experts);
   double none = 1.0;
   for (int64_t i = 0; i < d.top_k; ++i)
     none *= std::max(0.0, e - on_node - static_cast<double>(i)) / (e - static_cast<double>(i));
   const double copies = static_cast<double>(d.top_k) / nodes; // routed copies per token for the node
-  return std::min(1.0, (1.0 - none) / copies);
+  return std::min(1.0, chosen * (1.0 - none) / copies);
 }
 
 FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, Form form,

@@ -76,11 +76,17 @@ int channels(std::span<const int32_t> gpus, const TopologyView& view);
 struct NodeDeduplication {
   int64_t experts = 0;
   int64_t top_k = 0;
+  /// Group-limited routing: a token's experts come from group_top_k of `groups` equal groups.
+  /// Counted when the groups are the group's nodes (groups == nodes); 0 = no limit.
+  int64_t groups = 0;
+  int64_t group_top_k = 0;
 };
 
 /// With deduplication, the bytes a GPU sends to a remote node over the bytes of its routed
 /// copies for that node: P(a token has at least one of its top_k distinct experts among the
-/// experts/nodes of the node) / (top_k / nodes). 1 without deduplication or for one node.
+/// experts/nodes of the node) / (top_k / nodes). With group-limited routing whose groups are the
+/// nodes, P = (group_top_k/nodes) x P(one of the top_k, drawn from the chosen groups' experts,
+/// is on the node). 1 without deduplication or for one node.
 double remote_copy_share(const NodeDeduplication& d, int nodes);
 
 /// Expands one collective into flows. `size` is nccl-tests' size (the full buffer; all-to-all:

@@ -439,7 +439,7 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
     m.fail("first_dense_layers = " + std::to_string(moe.first_dense_layers) + " leaves no MoE layer among model.layers = " +
            std::to_string(model.layers));
   if (auto f = m.find("routing")) {
-    const auto r = f->map({"distribution", "zipf_exponent", "seed"});
+    const auto r = f->map({"distribution", "zipf_exponent", "seed", "groups", "group_top_k"});
     if (auto d = r.find("distribution"))
       moe.routing.distribution = d->choice<RoutingDistribution>(
           {{"uniform", RoutingDistribution::UNIFORM}, {"zipf", RoutingDistribution::ZIPF}});
@@ -447,6 +447,21 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
       moe.routing.zipf_exponent = z->number("a number >= 0", [](double v) { return v >= 0.0; });
     if (auto sd = r.find("seed"))
       moe.routing.seed = static_cast<uint64_t>(sd->integer(0, INT64_MAX_VALUE, "a non-negative integer"));
+    if (auto g = r.find("groups"))
+      moe.routing.groups = g->integer(0, 65536, "an integer in 0..65536 (0: no group limit)");
+    if (auto g = r.find("group_top_k"))
+      moe.routing.group_top_k = g->integer(0, 65536, "an integer in 0..65536");
+  }
+  const RoutingSpec& rt = moe.routing;
+  if (rt.groups > 0 || rt.group_top_k > 0) {
+    if (rt.groups < 1 || moe.experts % rt.groups != 0)
+      m.fail("routing.groups = " + std::to_string(rt.groups) + " must divide moe.experts = " +
+             std::to_string(moe.experts) + " (equal expert groups)");
+    if (rt.group_top_k < 1 || rt.group_top_k > rt.groups ||
+        rt.group_top_k * (moe.experts / rt.groups) < moe.top_k)
+      m.fail("routing.group_top_k = " + std::to_string(rt.group_top_k) + " must be in 1..groups = " +
+             std::to_string(rt.groups) + " and its groups must hold top_k = " + std::to_string(moe.top_k) +
+             " experts");
   }
 }
 

@@ -245,6 +245,11 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
     m.moe.first_dense_layers = r.find_int("first_k_dense_replace", 0).value_or(0);
     m.moe.layer_freq = r.find_int("moe_layer_freq").value_or(1);
     m.mtp_layers = r.find_int("num_nextn_predict_layers", 0).value_or(0);
+    // Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4); 1 group is no limit.
+    if (const int64_t g = r.find_int("n_group", 0).value_or(0); g > 1) {
+      m.moe.routing.groups = g;
+      m.moe.routing.group_top_k = r.find_int("topk_group", 1).value_or(g);
+    }
   } else if (type == "qwen2_moe" || type == "qwen3_moe") {
     m.moe.experts = r.require_int("num_experts", "model.moe.experts");
     m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");

@@ -74,7 +74,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
   if (auto s = opt_map(m, "model", {"name", "params_b", "layers", "hidden", "ffn_hidden", "attn_heads", "kv_heads",
                                     "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "head_dim", "mla",
                                     "sliding_window", "full_attention_every", "moe_ffn_hidden", "moe_first_dense",
-                                    "mtp_layers", "notes"},
+                                    "mtp_layers", "moe_groups", "moe_group_topk", "notes"},
                               ignored)) {
     r.model.name = opt_text(*s, "name");
     r.model.layers = opt_int(*s, "layers");
@@ -105,6 +105,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.model.moe_ffn_hidden = opt_int(*s, "moe_ffn_hidden");
     r.model.moe_first_dense = opt_int(*s, "moe_first_dense");
     r.model.mtp_layers = opt_int(*s, "mtp_layers");
+    r.model.moe_groups = opt_int(*s, "moe_groups");
+    r.model.moe_group_topk = opt_int(*s, "moe_group_topk");
     r.model.notes = opt_text(*s, "notes");
     r.model.params_b = opt_number(*s, "params_b");
   }

@@ -31,6 +31,8 @@ struct MeasuredModel {
   /// dense layers' (model.moe.expert_ffn_hidden), the leading dense layers
   /// (model.moe.first_dense_layers) and the multi-token-prediction depth (model.mtp_layers).
   std::optional<int64_t> moe_ffn_hidden, moe_first_dense, mtp_layers;
+  /// Group-limited routing (an extension of the schema): model.moe.routing.groups / group_top_k.
+  std::optional<int64_t> moe_groups, moe_group_topk;
   std::string notes;
 };
 

@@ -134,6 +134,11 @@ struct RoutingSpec {
   RoutingDistribution distribution = RoutingDistribution::UNIFORM;
   double zipf_exponent = 1.0; ///< ZIPF only, >= 0
   uint64_t seed = 0;          ///< picks which experts are popular in each layer
+  /// Group-limited routing (DeepSeek-V3: 8 groups, 4 per token): the experts form `groups`
+  /// equal groups and a token picks its top_k among `group_top_k` of them. 0 = no limit. It only
+  /// changes the deduplicated dispatch's traffic (parallel.ep_dispatch, docs/moe.md).
+  int64_t groups = 0;
+  int64_t group_top_k = 0;
 };
 
 /// Mixture-of-experts MLP (docs/moe.md). `experts == 0`: a dense model.

@@ -206,7 +206,10 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
     replay_options.sample_above_ranks = SAMPLE_ABOVE_RANKS;
   replay_options.sample_ep = fold_ep;
   if (workload.parallel.ep_dispatch == EpDispatch::DEDUPLICATED)
-    replay_options.ep_dedup = {.experts = workload.model.moe.experts, .top_k = workload.model.moe.top_k};
+    replay_options.ep_dedup = {.experts = workload.model.moe.experts,
+                               .top_k = workload.model.moe.top_k,
+                               .groups = workload.model.moe.routing.groups,
+                               .group_top_k = workload.model.moe.routing.group_top_k};
   engine::Replay replay(sim.program, cluster, replay_options);
   sim.result = replay.run();
   sim.summary = report::summarize(sim.program, sim.result.start, sim.result.end, cluster, workload);

@@ -417,6 +417,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
       w << "    expert_ffn_hidden: " << *m.moe_ffn_hidden << "\n";
     if (m.moe_first_dense)
       w << "    first_dense_layers: " << *m.moe_first_dense << "\n";
+    if (m.moe_groups && m.moe_group_topk)
+      w << "    routing: {groups: " << *m.moe_groups << ", group_top_k: " << *m.moe_group_topk << "}\n";
   }
   if (m.mtp_layers)
     w << "  mtp_layers: " << *m.mtp_layers << "\n";

@@ -200,6 +200,13 @@ TEST(Collective, DeduplicatedAllToAllShrinksCrossNodeBytes) {
   EXPECT_DOUBLE_EQ(remote_copy_share({}, 4), 1.0);
   // Top-1: every copy goes to a different token's node, nothing to deduplicate.
   EXPECT_DOUBLE_EQ(remote_copy_share({.experts = 16, .top_k = 1}, 4), 1.0);
+  // Group-limited routing, one group per node: 16 experts in 4 groups of 4, top-2 from 2 groups.
+  // A node is among a token's 2 groups with P 2/4, then holds one of its 2 experts (drawn from
+  // the 8 of the chosen groups) with P 1 - (4/8)(3/7) = 11/14: P = 11/28 per token, against
+  // 2/4 routed copies: 11/14.
+  EXPECT_DOUBLE_EQ(remote_copy_share({.experts = 16, .top_k = 2, .groups = 4, .group_top_k = 2}, 4), 11.0 / 14.0);
+  // Groups that are not the nodes: the limit is not counted.
+  EXPECT_DOUBLE_EQ(remote_copy_share({.experts = 16, .top_k = 2, .groups = 8, .group_top_k = 2}, 2), 23.0 / 30.0);
   const TopologyView v = view_of(4, 4);
   const Bytes size(8.0e6); // per rank; 1e6 to each of the 8 peers
   for (Form form : {Form::COARSE, Form::FINE}) {

@@ -279,6 +279,9 @@ TEST_F(HfConfig, BundledMoeConfigs) {
   EXPECT_EQ(ds.moe.shared_experts, 1);
   EXPECT_EQ(ds.moe.first_dense_layers, 3);
   EXPECT_EQ(ds.moe.expert_ffn_hidden, 2048);
+  EXPECT_EQ(ds.moe.routing.groups, 8); // n_group: group-limited routing, 4 groups per token
+  EXPECT_EQ(ds.moe.routing.group_top_k, 4);
+  EXPECT_EQ(mixtral.moe.routing.groups, 0);
   EXPECT_FALSE(model::is_moe_layer(ds, 2));
   EXPECT_TRUE(model::is_moe_layer(ds, 3));
   // Multi-head latent attention (DeepSeek-V3 report, sec. 2.1): query latent 1536, key/value
@@ -420,6 +423,10 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
                 .find("only the last model chunk (it holds the output layer) may have no layers"),
             std::string::npos);
   EXPECT_EQ(with(moe_ep, {"parallel.ep_dispatch=deduplicated"}), "");
+  const std::string bad_groups = config_error([&] {
+    load_from_hf({"model.moe={experts: 8, top_k: 2, routing: {groups: 3, group_top_k: 1}}"});
+  });
+  EXPECT_NE(bad_groups.find("routing.groups = 3 must divide moe.experts = 8"), std::string::npos) << bad_groups;
   EXPECT_NE(layout_error({"parallel.ep_dispatch=deduplicated"}).find("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model"),
             std::string::npos);
   // tp*cp*pp*dp = GPUs; dp derived with cp.
