@@ -720,7 +720,7 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
       f->fail("recompute_modules needs training.recompute: selective");
     const YAML::Node& list = f->value();
     if (!list.IsSequence() || list.size() == 0)
-      f->fail("expected a non-empty list of core_attn, layernorm, mlp, moe_act");
+      f->fail("expected a non-empty list of core_attn, layernorm, mlp, moe_act, mla_up_proj");
     t.recompute_modules = RecomputeModules{.core_attn = false};
     for (const YAML::Node& item : list) {
       const std::string name = item.IsScalar() ? item.Scalar() : std::string();
@@ -733,10 +733,12 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
         module = &RecomputeModules::mlp;
       else if (name == "moe_act")
         module = &RecomputeModules::moe_act;
+      else if (name == "mla_up_proj")
+        module = &RecomputeModules::mla_up_proj;
       else
-        f->fail("expected modules among core_attn, layernorm, mlp, moe_act, found '" +
+        f->fail("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found '" +
                 (item.IsScalar() ? name : std::string("a non-scalar entry")) +
-                "' (Megatron's moe, shared_experts and mla_up_proj are not modelled)");
+                "' (Megatron's moe and shared_experts are not modelled)");
       if (t.recompute_modules.*module)
         f->fail("module '" + name + "' listed twice");
       t.recompute_modules.*module = true;
@@ -795,6 +797,8 @@ WorkloadSpec read_workload(const Document& doc) {
               "moe_act");
     if (w.training.recompute_modules.moe_act && !w.model.moe.enabled())
       f->fail("module 'moe_act' needs a mixture-of-experts model (model.moe.experts)");
+    if (w.training.recompute_modules.mla_up_proj && !w.model.mla.enabled())
+      f->fail("module 'mla_up_proj' needs multi-head latent attention (model.mla)");
   }
   if (auto f = top.find("collectives")) {
     const auto coll = f->map({"tp", "pp", "dp", "ep", "cp"});

@@ -55,13 +55,23 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
                      std::vector<std::string>& ignored) {
   const Field entry(doc, path, node, node);
   const MapReader m = entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
-                                 "recompute", "precision", "framework", "measured", "derived", "notes"},
+                                 "recompute", "recompute_modules", "precision", "framework", "measured", "derived",
+                                 "notes"},
                                 &ignored);
   MeasuredRun r;
   r.where = doc.location(path, node);
   r.id = m.require("id").string();
   r.group = opt_text(m, "group");
   r.recompute = opt_text(m, "recompute");
+  if (auto f = m.find("recompute_modules"); f && !is_null(*f)) {
+    if (!f->value().IsSequence() || f->value().size() == 0)
+      f->fail("expected a non-empty list of module names");
+    for (const YAML::Node& item : f->value()) {
+      if (!item.IsScalar())
+        f->fail("expected module names");
+      r.recompute_modules.push_back(item.Scalar());
+    }
+  }
   r.precision = opt_text(m, "precision");
   r.framework = opt_text(m, "framework");
   // A missing key reads as an undefined node, which must be tested before it is asked anything.

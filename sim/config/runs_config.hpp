@@ -76,6 +76,9 @@ struct MeasuredRun {
   MeasuredParallelism parallelism;
   MeasuredBatch batch;
   std::string recompute;  ///< free text, "" = null
+  /// What a selective recomputation repeats (an extension of the schema: Megatron's
+  /// recompute_modules, names as training.recompute_modules), empty = not given.
+  std::vector<std::string> recompute_modules;
   std::string precision;  ///< free text, "" = null
   std::string framework;
   /// source.year when the source is a mapping with an integer year (the rest of `source` is

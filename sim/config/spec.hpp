@@ -273,6 +273,7 @@ struct RecomputeModules {
   bool layernorm = false; ///< the norms: their outputs (the QKV and fc1 inputs) are not kept
   bool mlp = false;       ///< the dense MLP block: only its input is kept (dense models)
   bool moe_act = false;   ///< the experts' activation: its output (the fc2 input) is not kept
+  bool mla_up_proj = false; ///< MLA's per-head up-projections: their outputs (Q, K, V) are not kept
   bool operator==(const RecomputeModules&) const = default;
 };
 

@@ -168,6 +168,8 @@ private:
         f += model::attention_core_flops(m, b, tp, windowed);
       if (block == Block::MLP && w_.training.recomputes(&RecomputeModules::mlp))
         f += model::mlp_block_forward_flops(m, b, tp);
+      if (block == Block::ATTENTION && w_.training.recomputes(&RecomputeModules::mla_up_proj))
+        f += model::mla_up_projection_flops(m, b, tp);
     }
     ComputeQuery q{.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes, .windowed = windowed};
     auto result = std::make_pair(o_.compute_time(q), q);

@@ -311,6 +311,11 @@ void selective_recompute(Calls &c, const RankDims &r, const TrainingSpec &t, Ste
   if (block == StepBlock::ATTENTION) {
     if (m.layernorm)
       c.norm(1.0, "input norm (recompute)");
+    if (m.mla_up_proj && r.mla) {
+      if (r.q_lora > 0)
+        c.linear_fwd(r.q_up_out, r.q_lora, "q up-proj (recompute)", false);
+      c.linear_fwd(r.kv_up_out, r.kv_lora, "kv up-proj (recompute)", false);
+    }
     if (m.core_attn)
       c.attention_core(StepPass::RECOMPUTE, "attention fwd (recompute)");
   } else if (block == StepBlock::MLP) {

@@ -53,7 +53,9 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
   if (m.mla.enabled()) {
     const MlaSpec& mla = m.mla;
     const double qk = a * d(mla.qk_head_dim()), v = a * d(mla.v_head_dim);
-    attn_split = 2.0 * sb * qk /*Q*/ + 2.0 * sb * qk /*K*/ + 2.0 * sb * v /*V*/ + g * sb * v /*proj in*/;
+    // The up-projections recomputed (mla_up_proj): Q, K and V are not kept, only the latents.
+    const double qkv = tr.recomputes(&RecomputeModules::mla_up_proj) ? 0.0 : 2.0 * sb * (qk + qk + v);
+    attn_split = qkv + g * sb * v /*proj in*/;
     // Per latent its norm's input and the up-projection's input; the rotary key part.
     latent = (2.0 + g) * sb * d(mla.q_lora_rank + mla.kv_lora_rank) + 2.0 * sb * d(mla.qk_rope_head_dim);
   }

@@ -183,6 +183,16 @@ Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int
   return Flops(2.0 * tokens * attention_gemm_weights(m, tp)) + attention_core_flops(m, micro_batch, tp, windowed);
 }
 
+Flops mla_up_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  if (!m.mla.enabled())
+    return Flops(0.0);
+  const MlaSpec& a = m.mla;
+  const double heads = d(m.heads);
+  const double q = d(a.q_lora_rank) * heads * d(a.qk_head_dim()); // 0 with one full query projection
+  const double kv = d(a.kv_lora_rank) * heads * d(a.qk_nope_head_dim + a.v_head_dim);
+  return Flops(2.0 * d(micro_batch) * d(m.seq_len) * (q + kv) / tp);
+}
+
 Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
   const double tokens = d(micro_batch) * d(m.seq_len);
   return Flops(2.0 * tokens * mlp_matrices(m) * d(m.hidden) * d(m.ffn_hidden) / tp);
@@ -249,6 +259,8 @@ Flops hardware_flops_per_step(const WorkloadSpec& w) {
         extra_per_sequence += attention_core_flops(m, 1, 1, m.windowed_layer(l));
       if (w.training.recompute_modules.mlp && !is_moe_layer(m, l))
         extra_per_sequence += mlp_block_forward_flops(m, 1, 1);
+      if (w.training.recompute_modules.mla_up_proj)
+        extra_per_sequence += mla_up_projection_flops(m, 1, 1);
     }
     break;
   case Recompute::FULL:

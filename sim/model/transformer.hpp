@@ -83,6 +83,11 @@ Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int
 /// (ModelSpec::windowed_layer).
 Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp, bool windowed);
 
+/// Forward FLOPs of MLA's per-head up-projections (query latent to queries, key/value latent to
+/// keys and values) of one layer, one micro-batch, one TP rank: 2*b*s*(q_lora*a*d_qk +
+/// kv_lora*a*(qk_nope + d_v))/tp; 0 without MLA. Selective recomputation (mla_up_proj) repeats it.
+Flops mla_up_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+
 /// Forward FLOPs of the MLP block of one layer, one micro-batch, one TP rank:
 /// 2*b*s*n_mlp*h*f/tp.
 Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);

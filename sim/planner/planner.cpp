@@ -58,7 +58,8 @@ std::string recompute_name(const TrainingSpec& t) {
   std::string modules;
   const RecomputeModules& m = t.recompute_modules;
   for (const auto& [on, name] : {std::pair{m.core_attn, "core_attn"}, std::pair{m.layernorm, "layernorm"},
-                                 std::pair{m.mlp, "mlp"}, std::pair{m.moe_act, "moe_act"}})
+                                 std::pair{m.mlp, "mlp"}, std::pair{m.moe_act, "moe_act"},
+                                 std::pair{m.mla_up_proj, "mla_up_proj"}})
     if (on)
       modules += (modules.empty() ? "" : ",") + std::string(name);
   return "selective[" + modules + "]";

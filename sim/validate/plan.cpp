@@ -532,7 +532,9 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
 
   const std::string rc = lower(run.recompute);
   std::string recompute;
-  if (rc.empty()) {
+  if (rc.empty() && !run.recompute_modules.empty()) {
+    recompute = "selective"; // the modules a selective recomputation repeats
+  } else if (rc.empty()) {
     recompute = "none";
     p.defaults.emplace_back("recompute=none");
   } else if (has(rc, "selective")) {
@@ -562,6 +564,12 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
                           (run.framework.empty() ? "none" : run.framework) + "'" +
                           (recent ? ", source year " + std::to_string(*run.year) : std::string()) + ")");
   w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << (flash ? "true" : "false") << "\n";
+  if (!run.recompute_modules.empty()) {
+    w << "  recompute_modules: [";
+    for (size_t i = 0; i < run.recompute_modules.size(); ++i)
+      w << (i ? ", " : "") << run.recompute_modules[i];
+    w << "]\n";
+  }
   p.workload_yaml = w.str();
 
   // Calibration knobs, then the caller's trial values.

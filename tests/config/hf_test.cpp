@@ -427,6 +427,10 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
     load_from_hf({"model.moe={experts: 8, top_k: 2, routing: {groups: 3, group_top_k: 1}}"});
   });
   EXPECT_NE(bad_groups.find("routing.groups = 3 must divide moe.experts = 8"), std::string::npos) << bad_groups;
+  const std::string no_mla = config_error([&] {
+    load_from_hf({"training.recompute=selective", "training.recompute_modules=[mla_up_proj]"});
+  });
+  EXPECT_NE(no_mla.find("module 'mla_up_proj' needs multi-head latent attention"), std::string::npos) << no_mla;
   EXPECT_NE(layout_error({"parallel.ep_dispatch=deduplicated"}).find("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model"),
             std::string::npos);
   // tp*cp*pp*dp = GPUs; dp derived with cp.
@@ -585,7 +589,7 @@ TEST_F(HfConfig, RecomputeModulesKey) {
                 .find("key 'training.recompute_modules': recompute_modules needs training.recompute: selective"),
             std::string::npos);
   EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[moe]"})
-                .find("expected modules among core_attn, layernorm, mlp, moe_act, found 'moe'"),
+                .find("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found 'moe'"),
             std::string::npos);
   EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[mlp, mlp]"}).find("listed twice"),
             std::string::npos);

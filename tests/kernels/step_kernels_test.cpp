@@ -461,6 +461,21 @@ TEST(BlockKernels, SelectiveRecomputeModules) {
   EXPECT_EQ(count_role(block_kernels(moe, StepBlock::MLP, StepPass::BACKWARD), "activation (recompute)"), 0u);
   moe.training.recompute_modules.moe_act = true;
   EXPECT_EQ(count_role(block_kernels(moe, StepBlock::MLP, StepPass::BACKWARD), "activation (recompute)"), 1u);
+
+  // mla_up_proj: the attention backward repeats the two up-projection GEMMs, whose FLOPs are
+  // model::mla_up_projection_flops.
+  WorkloadSpec mla = gpt3(8, 1);
+  mla.model.kv_heads = mla.model.heads;
+  mla.model.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
+                          .qk_rope_head_dim = 64, .v_head_dim = 128};
+  mla.training.recompute = Recompute::SELECTIVE;
+  const double without = flops_of(block_kernels(mla, StepBlock::ATTENTION, StepPass::BACKWARD), KernelKind::GEMM);
+  mla.training.recompute_modules.mla_up_proj = true;
+  const auto with_up = block_kernels(mla, StepBlock::ATTENTION, StepPass::BACKWARD);
+  EXPECT_EQ(count_role(with_up, "q up-proj (recompute)"), 1u);
+  EXPECT_EQ(count_role(with_up, "kv up-proj (recompute)"), 1u);
+  EXPECT_NEAR(flops_of(with_up, KernelKind::GEMM) - without,
+              model::mla_up_projection_flops(mla.model, mla.batch.micro_batch, 8).value(), 1e-6 * without);
 }
 
 } // namespace

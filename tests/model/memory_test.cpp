@@ -285,6 +285,19 @@ TEST(MemoryLedger, SelectiveRecomputeModules) {
   e.training.recompute_modules.moe_act = true;
   EXPECT_NEAR(before - model::stored_layer_activations(e).total().value(),
               2.0 * f * static_cast<double>(e.model.seq_len * e.batch.micro_batch), 1e-6 * before);
+  // MLA's up-projections recomputed (mla_up_proj): the per-head Q, K (a x (128 + 64) each) and V
+  // (a x 128) are not kept, 2 bytes each, split by TP: 2 sb a (192 + 192 + 128) / t; the latents stay.
+  ModelSpec mla = test::llama2_70b();
+  mla.kv_heads = mla.heads;
+  mla.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64,
+                    .v_head_dim = 128};
+  WorkloadSpec l = test::workload(mla, 2, 4, 1, 8);
+  l.training.recompute = Recompute::SELECTIVE;
+  const double kept = model::stored_layer_activations(l).total().value();
+  l.training.recompute_modules.mla_up_proj = true;
+  const double sb_l = static_cast<double>(l.model.seq_len * l.batch.micro_batch);
+  EXPECT_NEAR(kept - model::stored_layer_activations(l).total().value(),
+              2.0 * sb_l * static_cast<double>(mla.heads) * (192.0 + 192.0 + 128.0) / 2.0, 1e-6 * kept);
 }
 
 // Multi-token prediction keeps each depth's logits (fp32 log-softmax, 4 bytes per logit / tp, and

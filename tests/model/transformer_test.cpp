@@ -149,6 +149,30 @@ TEST(Flops, HardwareFlopsWithRecompute) {
   EXPECT_LT(rel(model::hardware_flops_per_step(w).value(), model::model_flops_per_step(w).value() + 4 * B * s * s * h * l), 1e-12);
 }
 
+// MLA's up-projections (DeepSeek-V3: query latent 1536 -> 128 heads x (128 + 64), key/value latent
+// 512 -> 128 x (128 + 128)): 2 s (1536 * 128 * 192 + 512 * 128 * 256) per sequence and layer, which
+// selective recomputation with mla_up_proj adds to the hardware FLOPs of each of the 61 layers.
+TEST(Flops, MlaUpProjectionRecompute) {
+  ModelSpec m = gpt3_175b();
+  m.layers = 61;
+  m.hidden = 7168;
+  m.heads = 128;
+  m.kv_heads = 128;
+  m.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64,
+                  .v_head_dim = 128};
+  const double s = static_cast<double>(m.seq_len);
+  const double up = 2.0 * s * (1536.0 * 128 * 192 + 512.0 * 128 * 256);
+  EXPECT_DOUBLE_EQ(model::mla_up_projection_flops(m, 1, 1).value(), up);
+  EXPECT_DOUBLE_EQ(model::mla_up_projection_flops(m, 2, 4).value(), up * 2 / 4);
+  EXPECT_DOUBLE_EQ(model::mla_up_projection_flops(gpt3_175b(), 1, 1).value(), 0.0);
+  WorkloadSpec w = stepsim::test::workload(m, 1, 1, 1, 8);
+  w.training.recompute = Recompute::SELECTIVE;
+  const double core_only = model::hardware_flops_per_step(w).value();
+  w.training.recompute_modules.mla_up_proj = true;
+  EXPECT_LT(rel(model::hardware_flops_per_step(w).value() - core_only, up * 61 * static_cast<double>(w.batch.global_batch)),
+            1e-12);
+}
+
 // Roofline: time = max(flops / (peak * eff_c), bytes / (hbm * eff_m)).
 TEST(Roofline, PicksMaxOfComputeAndMemory) {
   const GpuSpec g = stepsim::test::a100();
