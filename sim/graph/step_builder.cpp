@@ -405,7 +405,7 @@ private:
     // Combined 1F1B (parallel.ep_overlap): each forward next to a backward of another (chunk,
     // micro-batch) forms a pair whose second pass runs alongside the first (pair_role 1, 2).
     const std::vector<int> pair_role = combined_pairs(order);
-    pair_.assign(group.size(), PairState{});
+    std::vector<PairState> pair(group.size());
     TaskId pair_start_tp = NO_TASK;
     for (size_t k = 0; k < order.size(); ++k) {
       const PassRef& pass = order[k];
@@ -413,17 +413,17 @@ private:
       if (pair_role[k] == 1) {
         // Where the pair starts: its second pass follows this, not the first pass.
         for (size_t i = 0; i < group.size(); ++i) {
-          pair_[i].start_compute = rs(group[i]).last_compute;
-          pair_[i].start_ep = moe_cp_->ep_chain(group[i]);
+          pair[i].start_compute = rs(group[i]).last_compute;
+          pair[i].start_ep = moe_cp_->ep_chain(group[i]);
         }
         pair_start_tp = tp_chain;
       } else if (pair_role[k] == 2) {
         for (size_t i = 0; i < group.size(); ++i) {
           RankState& st = rs(group[i]);
-          pair_[i].first_last = st.last_compute;
-          st.last_compute = pair_[i].start_compute;
+          pair[i].first_last = st.last_compute;
+          st.last_compute = pair[i].start_compute;
           st.pending_wait = NO_TASK; // the first pass's trailing collective: its own output's
-          moe_cp_->ep_chain(group[i]) = pair_[i].start_ep;
+          moe_cp_->ep_chain(group[i]) = pair[i].start_ep;
         }
         tp_chain = pair_start_tp;
       }
@@ -644,8 +644,8 @@ private:
         // first pass's: trace lane 1.
         for (size_t i = 0; i < group.size(); ++i) {
           const TaskId last = rs(group[i]).last_compute;
-          if (pair_[i].first_last != NO_TASK && last != NO_TASK && last != pair_[i].first_last)
-            g_.add_edge(pair_[i].first_last, last);
+          if (pair[i].first_last != NO_TASK && last != NO_TASK && last != pair[i].first_last)
+            g_.add_edge(pair[i].first_last, last);
         }
         for (TaskId id = tasks_before; id < g_.size(); ++id) {
           Task& t = g_.mutable_task(id);
@@ -664,7 +664,6 @@ private:
     TaskId start_ep = NO_TASK;
     TaskId first_last = NO_TASK;
   };
-  std::vector<PairState> pair_;
 
   /// Combined 1F1B pairs of a stage's pass order: 0 alone, 1 the first, 2 the second of a pair.
   /// Greedy from the start: a forward and a backward next to each other, of different (chunk,

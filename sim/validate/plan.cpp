@@ -63,6 +63,16 @@ int64_t head_dim_from_params(const config::MeasuredModel& m, bool swiglu, int64_
   return best;
 }
 
+/// A YAML flow sequence: "[a, b, c]".
+template <class T> std::string flow_list(const std::vector<T>& items) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < items.size(); ++i)
+    out << (i ? ", " : "") << items[i];
+  out << ']';
+  return out.str();
+}
+
 } // namespace
 
 std::string calibration_kind(const std::string& family) {
@@ -462,12 +472,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   if (par.virtual_pp.value_or(1) > 1)
     w << "  vp: " << *par.virtual_pp << "\n";
-  if (!chunk_layers.empty()) {
-    w << "  chunk_layers: [";
-    for (size_t i = 0; i < chunk_layers.size(); ++i)
-      w << (i ? ", " : "") << chunk_layers[i];
-    w << "]\n";
-  }
+  if (!chunk_layers.empty())
+    w << "  chunk_layers: " << flow_list(chunk_layers) << "\n";
   // NeMo's recipes turn sequence parallelism on whenever tp > 1 (`sequence_parallel: true`, e.g.
   // the GPT-3 175B recipe's configuration); the records leave it empty.
   const bool nemo = has(run.framework, "nemo");
@@ -564,12 +570,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
                           (run.framework.empty() ? "none" : run.framework) + "'" +
                           (recent ? ", source year " + std::to_string(*run.year) : std::string()) + ")");
   w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << (flash ? "true" : "false") << "\n";
-  if (!run.recompute_modules.empty()) {
-    w << "  recompute_modules: [";
-    for (size_t i = 0; i < run.recompute_modules.size(); ++i)
-      w << (i ? ", " : "") << run.recompute_modules[i];
-    w << "]\n";
-  }
+  if (!run.recompute_modules.empty())
+    w << "  recompute_modules: " << flow_list(run.recompute_modules) << "\n";
   p.workload_yaml = w.str();
 
   // Calibration knobs, then the caller's trial values.
