@@ -61,7 +61,9 @@ void write_all(int fd, const std::string& text) {
     const runner::Simulation sim = runner::simulate(cluster, workload);
     write_file_atomically(dir / "summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
     std::ostringstream v;
-    v << std::setprecision(17) << "ok " << sim.summary.step_time.value();
+    const report::MemoryReport& mem = sim.summary.memory;
+    v << std::setprecision(17) << "ok " << sim.summary.step_time.value() << ' ' << mem.worst.peak().value() << ' '
+      << mem.capacity.value() << ' ' << mem.worst_stage;
     verdict = v.str();
   } catch (const std::exception& e) {
     verdict = "error " + one_line(e.what());
@@ -224,7 +226,8 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
       RunResult& r = results[c.index];
       r.wall_s = std::chrono::duration<double>(Clock::now() - c.started).count();
       if (c.data.rfind("ok ", 0) == 0) {
-        r.step_time_s = std::stod(c.data.substr(3));
+        std::istringstream verdict(c.data.substr(3));
+        verdict >> r.step_time_s >> r.peak_bytes >> r.capacity_bytes >> r.peak_stage;
         r.status = RunStatus::OK;
         r.predicted = predicted_metric(r.plan, Seconds(r.step_time_s));
         r.error_pct = (r.predicted - r.plan.measured) / r.plan.measured * 100.0;
@@ -271,6 +274,18 @@ ErrorStats error_stats(const std::vector<RunResult>& results) {
   return s;
 }
 
+MemoryStats memory_stats(const std::vector<RunResult>& results) {
+  MemoryStats m;
+  for (const RunResult& r : results) {
+    if (r.status != RunStatus::OK)
+      continue;
+    ++m.checked;
+    if (r.fits())
+      ++m.fitting;
+  }
+  return m;
+}
+
 void print_table(std::ostream& out, const std::vector<RunResult>& results) {
   std::size_t w_id = 2;
   std::size_t w_layout = 6;
@@ -301,6 +316,19 @@ void print_table(std::ostream& out, const std::vector<RunResult>& results) {
     any = true;
     out << "  " << r.plan.id << " (" << r.plan.num_gpus << " GPUs, " << r.plan.layout << "): " << to_string(r.status)
         << ": " << r.reason << '\n';
+  }
+  const MemoryStats mem = memory_stats(results);
+  if (mem.checked > 0) {
+    out << "\nmemory: the ledger fits " << mem.fitting << " of " << mem.checked << " simulated runs in GPU memory";
+    if (mem.fitting == mem.checked)
+      out << '\n';
+    else
+      out << "; the rest ran, so for each the ledger over-counts or the record lacks a memory setting:\n";
+    for (const RunResult& r : results) {
+      if (r.status == RunStatus::OK && !r.fits())
+        out << "  " << r.plan.id << ": peak " << fmt(r.peak_bytes / 1073741824.0, 1) << " GiB of "
+            << fmt(r.capacity_bytes / 1073741824.0, 1) << " (pipeline stage " << r.peak_stage << ")\n";
+    }
   }
   any = false;
   for (const RunResult& r : results) {

@@ -35,6 +35,13 @@ struct RunResult {
   double error_pct = 0;    ///< (predicted - measured) / measured * 100
   double step_time_s = 0;  ///< simulated step time
   double wall_s = 0;       ///< host time of the simulation
+  /// The memory ledger's verdict (OK rows): the worst GPU's peak, its capacity and its stage.
+  double peak_bytes = 0;
+  double capacity_bytes = 0;
+  int peak_stage = 0;
+  /// Whether the ledger fits the run in GPU memory. Every measured run ran, so a run that does
+  /// not fit points at a ledger that over-counts or at a memory setting the record lacks.
+  [[nodiscard]] bool fits() const { return peak_bytes <= capacity_bytes; }
 };
 
 /// Plans, checks and simulates every run of `runs` (or of options.only), file order in the
@@ -42,6 +49,13 @@ struct RunResult {
 /// id of options.only is not in the file, Error when processes cannot be created.
 std::vector<RunResult> validate_runs(const config::RunsFile& runs, const ValidateOptions& options,
                                      std::ostream* progress);
+
+/// How many simulated (OK) runs the memory ledger fits in GPU memory.
+struct MemoryStats {
+  int checked = 0;
+  int fitting = 0;
+};
+MemoryStats memory_stats(const std::vector<RunResult>& results);
 
 struct ErrorStats {
   int validated = 0;      ///< OK rows

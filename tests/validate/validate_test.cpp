@@ -566,6 +566,28 @@ TEST(Validate, OutputFormatAndSkippedRuns) {
   fs::remove_all(d);
 }
 
+// Every measured run ran, so the memory ledger should fit it: validate says how many of the
+// simulated runs it fits and lists the others with their peak. A run with 1024 sequences of 1024
+// tokens per micro-batch and no recomputation cannot fit: Korthikanti's sbh(34/t + 5as/(ht)) of
+// activations (no fused attention) over its 4 layers alone is 57 GiB, plus the fp32 logits.
+TEST(Validate, MemoryVerdictListsRunsTheLedgerDoesNotFit) {
+  const fs::path d = temp_dir("memory");
+  std::string huge = small_run("huge", "bf16");
+  huge.replace(huge.find("micro_batch: 1, global_batch_seqs: 4"), 36, "micro_batch: 1024, global_batch_seqs: 1024");
+  huge.replace(huge.find("recompute: full"), 15, "recompute: none");
+  write(d / "runs.yaml", "runs:\n" + small_run("small", "bf16") + huge);
+  const Result r = run_stepsim("validate " + (d / "runs.yaml").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("memory: the ledger fits 1 of 2 simulated runs in GPU memory;"), std::string::npos) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(\n  huge: peak ([0-9.]+) GiB of 80\.0 \(pipeline stage 0\))")))
+      << r.output;
+  const double per_layer = 1024.0 * 1024 * 1024 * (34.0 / 8 + 5.0 * 16 * 1024 / (1024.0 * 8));
+  EXPECT_GE(std::stod(m[1]), 4 * per_layer / 1073741824.0) << r.output;
+  EXPECT_EQ(r.output.find("  small: peak"), std::string::npos) << r.output;
+  fs::remove_all(d);
+}
+
 // Several runs files read as one (stepsim calibrate A.yaml B.yaml): runs in order, the source
 // names both, and an id in two files is an error naming both.
 TEST(Validate, SeveralRunsFilesReadAsOne) {
