@@ -49,7 +49,11 @@ int memory_command(Args& args, std::ostream& out, std::ostream& err) {
   out << "stepsim memory: " << w.name << " on " << cluster.name << " (tp " << w.parallel.tp << ", pp "
       << w.parallel.pp << ", dp " << w.parallel.dp << ", zero " << w.parallel.zero_stage << ", micro-batch "
       << w.batch.micro_batch << ", " << w.micro_batches() << " micro-batches, recompute "
-      << planner::recompute_name(w.training) << ")\n"
+      << planner::recompute_name(w.training)
+      << (w.training.offload_layers > 0
+              ? ", " + std::to_string(w.training.offload_layers) + " layers per chunk offloaded"
+              : std::string())
+      << (w.training.fp8_params ? ", fp8 weights" : "") << ")\n"
       << "  GiB per GPU   weights  gradients  optimizer  activations     other      peak  capacity  in-flight\n";
   bool fits = true;
   for (int p = 0; p < w.parallel.pp; ++p) {

@@ -301,7 +301,8 @@ ClusterSpec read_cluster(const Document& doc) {
   const auto gpu = top.require("gpu").map(
       {"kind", "peak_flops", "hbm_capacity", "hbm_bandwidth", "compute_efficiency", "memory_efficiency",
        "runtime_overhead", "allocator_fragmentation", "profile", "overlap_slowdown",
-       "gemm_efficiency", "memory_bound_efficiency", "launch_overhead", "pass_overhead"});
+       "gemm_efficiency", "memory_bound_efficiency", "launch_overhead", "pass_overhead",
+       "host_bandwidth"});
   c.gpu.kind = gpu.require("kind").string();
   const auto peak = gpu.require("peak_flops").map({"bf16", "fp16", "fp8"});
   if (!peak.has("bf16") && !peak.has("fp16")) {
@@ -352,6 +353,9 @@ ClusterSpec read_cluster(const Document& doc) {
   }
   if (auto f = gpu.find("launch_overhead")) {
     c.gpu.launch_overhead = latency(*f);
+  }
+  if (auto f = gpu.find("host_bandwidth")) {
+    c.gpu.host_bandwidth = positive_bandwidth(*f);
   }
   if (auto f = gpu.find("pass_overhead")) {
     c.gpu.pass_overhead = latency(*f);
@@ -753,6 +757,14 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
   if (auto f = m->find("cross_entropy")) {
     t.cross_entropy = f->choice<CrossEntropy>({{"fp32", CrossEntropy::FP32}, {"fused", CrossEntropy::FUSED}});
   }
+  if (auto f = m->find("fp8_params")) {
+    t.fp8_params = f->boolean();
+  }
+  if (auto f = m->find("offload_layers")) {
+    t.offload_layers = f->integer(0, 1 << 20, "an integer >= 0");
+    if (t.offload_layers > 0 && t.recompute != Recompute::NONE)
+      f->fail("activation offloading needs training.recompute: none (Megatron does not offload recomputed layers)");
+  }
   return t;
 }
 
@@ -788,9 +800,25 @@ WorkloadSpec read_workload(const Document& doc) {
   std::optional<MapReader> training;
   if (auto f = top.find("training")) {
     training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "recompute_modules", "flash_attention",
-                       "zero3_prefetch", "cross_entropy"});
+                       "zero3_prefetch", "cross_entropy", "fp8_params", "offload_layers"});
   }
   w.training = read_training(training);
+  if (auto f = training ? training->find("fp8_params") : std::nullopt; f && w.training.fp8_params &&
+                                                                      w.precision != Precision::FP8)
+    f->fail("fp8 primary weights need precision: fp8");
+  if (auto f = training ? training->find("offload_layers") : std::nullopt; f && w.training.offload_layers > 0) {
+    // Megatron offloads fewer layers than a model chunk holds: the smallest non-empty chunk.
+    int64_t smallest = w.model.layers / std::max<int64_t>(1, int64_t{w.parallel.pp} * std::max(1, w.parallel.vp));
+    if (!w.parallel.chunk_layers.empty()) {
+      smallest = w.model.layers;
+      for (int64_t n : w.parallel.chunk_layers)
+        if (n > 0)
+          smallest = std::min(smallest, n);
+    }
+    if (w.training.offload_layers >= smallest)
+      f->fail("expected fewer layers than a model chunk holds (" + std::to_string(smallest) + "), got " +
+              std::to_string(w.training.offload_layers));
+  }
   if (auto f = training ? training->find("recompute_modules") : std::nullopt) {
     if (w.training.recompute_modules.mlp && w.model.moe.enabled())
       f->fail("module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts model; its experts take "
@@ -1054,6 +1082,10 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
     fail(std::string("precision: ") + precision_name(workload.precision) + " needs gpu.peak_flops." +
          precision_name(workload.precision) + ", which " + cluster_name + " does not give for " +
          cluster.gpu.kind);
+  }
+  if (workload.training.offload_layers > 0 && cluster.gpu.host_bandwidth.value() <= 0) {
+    fail("training.offload_layers moves activations to host memory and needs gpu.host_bandwidth (GPU <-> host, "
+         "per direction), which " + cluster_name + " does not give");
   }
   if (workload.precision == Precision::FP8 && cluster.gpu.peak_bf16.value() <= 0) {
     fail("precision: fp8 runs the attention core, logits and norms in bf16 and needs gpu.peak_flops.bf16, which " +

@@ -55,8 +55,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
                      std::vector<std::string>& ignored) {
   const Field entry(doc, path, node, node);
   const MapReader m = entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
-                                 "recompute", "recompute_modules", "precision", "framework", "measured", "derived",
-                                 "notes"},
+                                 "recompute", "recompute_modules", "fp8_params", "offload_layers",
+                                 "optimizer_bytes_per_param", "precision", "framework", "measured", "derived", "notes"},
                                 &ignored);
   MeasuredRun r;
   r.where = doc.location(path, node);
@@ -72,6 +72,12 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
       r.recompute_modules.push_back(item.Scalar());
     }
   }
+  if (auto f = m.find("fp8_params"); f && !is_null(*f))
+    r.fp8_params = f->boolean();
+  if (auto f = m.find("offload_layers"); f && !is_null(*f))
+    r.offload_layers = f->integer(0, 1 << 20, "an integer >= 0");
+  if (auto f = m.find("optimizer_bytes_per_param"); f && !is_null(*f))
+    r.optimizer_bytes_per_param = f->number("a number in [0, 1024]", [](double v) { return v >= 0.0 && v <= 1024.0; });
   r.precision = opt_text(m, "precision");
   r.framework = opt_text(m, "framework");
   // A missing key reads as an undefined node, which must be tested before it is asked anything.

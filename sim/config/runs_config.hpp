@@ -79,6 +79,11 @@ struct MeasuredRun {
   /// What a selective recomputation repeats (an extension of the schema: Megatron's
   /// recompute_modules, names as training.recompute_modules), empty = not given.
   std::vector<std::string> recompute_modules;
+  /// Memory settings of the run's recipe (extensions of the schema, as the workload's training
+  /// keys of the same names): fp8 primary weights, activation offloading, optimizer state bytes.
+  std::optional<bool> fp8_params;
+  std::optional<int64_t> offload_layers;
+  std::optional<double> optimizer_bytes_per_param;
   std::string precision;  ///< free text, "" = null
   std::string framework;
   /// source.year when the source is a mapping with an integer year (the rest of `source` is

@@ -69,6 +69,9 @@ struct GpuSpec {
   /// chunk, forward or backward: the framework's schedule step and its p2p setup), added to the
   /// pass's first compute task. >= 0, default 0.
   Seconds pass_overhead = Seconds(0.0);
+  /// GPU <-> host memory bandwidth per direction and GPU (PCIe, or NVLink-C2C on Grace
+  /// superchips): the rate of activation offloading. 0 = not given.
+  BytesPerSec host_bandwidth = BytesPerSec(0.0);
 };
 
 /// A class of link: bandwidth per direction, one-way latency, achieved fraction of bandwidth.
@@ -289,6 +292,14 @@ struct TrainingSpec {
   bool flash_attention = false;  ///< fused attention: the s^2 attention scores are not stored
   int zero3_prefetch = 1;        ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
   CrossEntropy cross_entropy = CrossEntropy::FP32; ///< the loss's kernels (and logits memory)
+  /// fp8 primary weights (Transformer Engine's fp8_model_init, Megatron's fp8_param_gather): the
+  /// model holds its weights in fp8 (1 byte and the fp8 transpose) instead of 16-bit weights plus
+  /// fp8 copies, and the distributed optimizer gathers the updated weights in fp8. fp8 only.
+  bool fp8_params = false;
+  /// Activation offloading (Megatron's cpu_offloading_num_layers): the first N layers of every
+  /// model chunk move their stored activations to host memory during the forward and bring them
+  /// back before their backward (docs/model.md). 0 = none; no recomputation with it.
+  int64_t offload_layers = 0;
 };
 
 /// Algorithm forced per communication group (AUTO: chosen by the cost model).

@@ -251,6 +251,36 @@ private:
     return ids;
   }
 
+  // ---- activation offloading (training.offload_layers) -----------------------------------
+
+  /// Whether chunk-local layer `l` keeps its activations in host memory.
+  [[nodiscard]] bool offloaded(int l) const { return l < w_.training.offload_layers; }
+
+  /// The activations layer `l` keeps on the GPU between its forward and its backward: none when
+  /// offloaded (the staging copy in flight is a buffer of the ledger's, model::persistent_memory).
+  [[nodiscard]] model::LayerActivations kept_activations(int l) const {
+    return offloaded(l) ? model::LayerActivations{} : stored_;
+  }
+
+  /// An offloaded layer's copy to (forward) or from (backward) host memory runs beside its
+  /// compute on a copy engine; when it takes longer than the layer's compute on a rank (the tasks
+  /// created since `layer_start`), the layer's last task `last` waits for the rest of it.
+  void offload_copy(const std::vector<Rank>& group, int l, size_t layer_start, const std::vector<TaskId>& last) {
+    if (!offloaded(l))
+      return;
+    const Seconds copy = stored_.total() / o_.host_bandwidth;
+    for (size_t i = 0; i < group.size() && i < last.size(); ++i) {
+      Seconds busy(0.0);
+      for (size_t id = layer_start; id < g_.size(); ++id) {
+        const Task& t = g_.task(static_cast<TaskId>(id));
+        if (t.kind == TaskKind::COMPUTE && t.rank == group[i])
+          busy += t.duration;
+      }
+      if (copy > busy)
+        g_.mutable_task(last[i]).duration += copy - busy;
+    }
+  }
+
   // ---- TP ----------------------------------------------------------------------------------
 
   /// A TP-group collective of the full b*s*h activation (all-reduce, or SP / pipeline scatter-gather pieces).
@@ -393,8 +423,9 @@ private:
       st.fwd_first.assign(static_cast<size_t>(m_) * static_cast<size_t>(vp_), NO_TASK);
       st.fwd_last = st.bwd_first = st.bwd_last = st.fwd_out_wait = st.bwd_out_wait = st.fwd_first;
     }
-    const double e = model::element_bytes(w_.precision);
-    const double held = e + model::fp8_weight_bytes(w_.precision); // a gathered parameter's memory
+    const double e = model::element_bytes(w_.precision);  // a gradient's bytes
+    const double wb = model::weight_bytes(w_);             // a gathered parameter's bytes
+    const double held = wb + model::fp8_weight_bytes(w_);  // and its memory
     const Bytes logits_act = model::logits_activations(w_);
 
     TaskId tp_chain = NO_TASK;
@@ -497,11 +528,11 @@ private:
             const int t = static_cast<int>(i);
             const TaskId after = j - prefetch - 1 >= 0 ? freer[static_cast<size_t>(j - prefetch - 1)][i] : NO_TASK;
             gather[static_cast<size_t>(j)][i] =
-                dp_collective(group[i], p, t, {pass_index, 0, j}, CollectiveOp::ALL_GATHER, Bytes(params * e),
+                dp_collective(group[i], p, t, {pass_index, 0, j}, CollectiveOp::ALL_GATHER, Bytes(params * wb),
                               pass.phase, layer, mb, after, Bytes(params * held));
             if (experts > 0)
               xgather[static_cast<size_t>(j)][i] = moe_cp_->expert_gather(
-                  group[i], p, layer, mb, pass.phase, after, Bytes(experts * e), Bytes(experts * held));
+                  group[i], p, layer, mb, pass.phase, after, Bytes(experts * wb), Bytes(experts * held));
           }
         }
       };
@@ -553,13 +584,16 @@ private:
           issue_gathers_up_to(j + prefetch);
           const int l = j;
           const int layer = static_cast<int>(layout.first_layer + l);
-          auto attn = compute(group, Block::ATTENTION, Phase::FORWARD, p, layer, mb, stored_.attention, Bytes(0.0),
+          const size_t layer_start = g_.size();
+          const model::LayerActivations kept = kept_activations(l);
+          auto attn = compute(group, Block::ATTENTION, Phase::FORWARD, p, layer, mb, kept.attention, Bytes(0.0),
                               gather_of(j));
           mark_first(&RankState::fwd_first, attn);
           tp_comm(group, attn, Phase::FORWARD, p, layer, mb, tp_chain, 1.0, moe_copies(layer));
-          auto mlp = compute(group, Block::MLP, Phase::FORWARD, p, layer, mb, stored_.mlp, Bytes(0.0), {},
+          auto mlp = compute(group, Block::MLP, Phase::FORWARD, p, layer, mb, kept.mlp, Bytes(0.0), {},
                              gathered_bytes(l), expert_shards(j, l, true));
           tp_comm(group, mlp, Phase::FORWARD, p, layer, mb, tp_chain, moe_copies(layer), 1.0);
+          offload_copy(group, l, layer_start, mlp);
           freer[static_cast<size_t>(j)] = mlp;
           mark_last(&RankState::fwd_last, mlp);
         }
@@ -576,9 +610,10 @@ private:
         for (int j = 0; j < n_layers; ++j) {
           const int l = n_layers - 1 - j;
           const int layer = static_cast<int>(layout.first_layer + l);
-          compute(group, Block::MLP, Phase::WEIGHT_GRAD, p, layer, mb, Bytes(0.0), stored_.mlp + working_.mlp);
+          const model::LayerActivations kept = kept_activations(l);
+          compute(group, Block::MLP, Phase::WEIGHT_GRAD, p, layer, mb, Bytes(0.0), kept.mlp + working_.mlp);
           auto attn = compute(group, Block::ATTENTION, Phase::WEIGHT_GRAD, p, layer, mb, Bytes(0.0),
-                              stored_.attention + working_.attention);
+                              kept.attention + working_.attention);
           zero3_reduce(j, l, layer, attn);
           item_done(attn);
         }
@@ -599,6 +634,8 @@ private:
           const int l = n_layers - 1 - j;
           const int layer = static_cast<int>(layout.first_layer + l);
           std::vector<TaskId> first_dep = gather_of(j);
+          const size_t layer_start = g_.size();
+          const model::LayerActivations kept = kept_activations(l);
           if (w_.training.recompute == Recompute::FULL) {
             auto ra = compute(group, Block::ATTENTION, Phase::RECOMPUTE, p, layer, mb, working_.attention, Bytes(0.0),
                               first_dep);
@@ -610,7 +647,7 @@ private:
             first_dep.clear();
           }
           auto mlp = compute(group, Block::MLP, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
-                             split_ ? Bytes(0.0) : stored_.mlp + working_.mlp, first_dep, Bytes(0.0),
+                             split_ ? Bytes(0.0) : kept.mlp + working_.mlp, first_dep, Bytes(0.0),
                              expert_shards(j, l, true));
           mark_first(&RankState::bwd_first, mlp);
           // The experts' backward gathers and scatters the routed copies' gradients (folded: only
@@ -618,7 +655,8 @@ private:
           tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain, moe_copies(layer),
                   grid_.folded() ? 1.0 : moe_copies(layer));
           auto attn = compute(group, Block::ATTENTION, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
-                              split_ ? Bytes(0.0) : stored_.attention + working_.attention, {}, gathered_bytes(l));
+                              split_ ? Bytes(0.0) : kept.attention + working_.attention, {}, gathered_bytes(l));
+          offload_copy(group, l, layer_start, attn);
           // The gradient all-gathered for the MLP below, unless that is a folded MoE layer.
           tp_comm(group, attn, Phase::BACKWARD, p, layer, mb, tp_chain, 1.0,
                   grid_.folded() ? moe_copies(layer - 1) : 1.0);
@@ -766,7 +804,7 @@ private:
     std::vector<int> item_layer;
     gradient_items(model::stage_layout(w_, p), item_params, item_layer);
     const auto item_buckets = buckets(item_params);
-    const double e = model::element_bytes(w_.precision);
+    const double e = model::weight_bytes(w_); // the updated weights, gathered as stored
     for (int d = 0; d < replicas_; ++d) {
       const Rank r = grid_.rank(d, p, t);
       RankState& st = rs(r);

@@ -111,6 +111,8 @@ struct BuildOptions {
   /// Fixed host-side cost of each pipeline pass, added to its first compute task on every rank
   /// (`gpu.pass_overhead`, docs/calibration.md).
   Seconds pass_overhead = Seconds(0.0);
+  /// GPU <-> host bandwidth per direction (`gpu.host_bandwidth`): activation offloading's rate.
+  BytesPerSec host_bandwidth = BytesPerSec(0.0);
 };
 
 /// The DAG plus what downstream needs to interpret it.

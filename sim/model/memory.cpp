@@ -44,8 +44,12 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
   const bool mlp_again = tr.recomputes(&RecomputeModules::mlp);
   const double attn_replicated = 2.0 * sb * h /*norm*/ + norm_out /*QKV in*/ + mask;
   double mlp_replicated = 2.0 * sb * h /*norm*/ + (mlp_again ? 0.0 : norm_out) /*fc1 in*/ + mask;
-  if (m.moe.enabled()) // the dispatched tokens and the experts' outputs, top_k copies of each token
-    mlp_replicated += 4.0 * d(m.moe.top_k) * sb * h;
+  // MoE: top_k copies of each token, dispatched: the experts' fc1 input, kept as its fp8 cast in
+  // fp8 training like every linear input. The routing weights scale the experts' activation
+  // (Megatron-Core's weighted SwiGLU), whose stored input gives their gradient, so the experts'
+  // outputs are not kept.
+  if (m.moe.enabled())
+    mlp_replicated += g * d(m.moe.top_k) * sb * h;
   // Split by TP: Q, K, V, the projection input, the MLP's inner activations.
   const double q = d(m.q_dim()); // = h unless model.head_dim sets another head width
   double attn_split = 2.0 * sb * q /*Q*/ + 2.0 * sb * kv /*K*/ + 2.0 * sb * kv /*V*/ + g * sb * q /*proj in*/;
@@ -119,7 +123,7 @@ int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage) {
 }
 
 Bytes gathered_layer_bytes(const WorkloadSpec& w) {
-  const double held = element_bytes(w.precision) + fp8_weight_bytes(w.precision);
+  const double held = weight_bytes(w) + fp8_weight_bytes(w);
   if (!w.model.moe.enabled())
     return Bytes(layer_params(w.model, w.parallel.tp) * held);
   // MoE: the largest layer's dense part, plus its local experts when their expert-data-parallel
@@ -133,8 +137,14 @@ Bytes gathered_layer_bytes(const WorkloadSpec& w) {
   return Bytes(most * held);
 }
 
-double fp8_weight_bytes(Precision p) {
-  return p == Precision::FP8 ? 2.0 : 0.0;
+double fp8_weight_bytes(const WorkloadSpec& w) {
+  if (w.precision != Precision::FP8)
+    return 0.0;
+  return w.training.fp8_params ? 1.0 : 2.0;
+}
+
+double weight_bytes(const WorkloadSpec& w) {
+  return w.training.fp8_params ? 1.0 : element_bytes(w.precision);
 }
 
 Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic) {
@@ -155,11 +165,11 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
     return zero >= from_stage ? psi_dense / dp + psi_expert / edp : psi;
   };
   MemoryLedger l;
-  l.weights = Bytes(e * sharded(3));
+  l.weights = Bytes(weight_bytes(w) * sharded(3));
   // fp8 training: each layer's fp8 weight and its fp8 transpose, cast once per step (ZeRO-3
   // casts the gathered layers instead: zero3_gathered).
   if (zero < 3)
-    l.weights += Bytes(fp8_weight_bytes(w.precision) * stage_params(w, stage).total());
+    l.weights += Bytes(fp8_weight_bytes(w) * stage_params(w, stage).total());
   l.gradients = Bytes(e * sharded(2));
   l.optimizer = Bytes(w.training.optimizer_bytes_per_param * sharded(1));
   Bytes buffers(0.0);
@@ -173,6 +183,8 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
     buffers += ep_all_to_all_bytes(w) * 2.0; // dispatch and combine
   if (w.parallel.cp > 1)
     buffers += cp_kv_block_bytes(w) * 2.0;   // the K,V block in flight and the one in use
+  if (w.training.offload_layers > 0)         // one offloaded layer's activations on their way
+    buffers += stored_layer_activations(w).total();
   l.comm_buffers = buffers;
   l.runtime = gpu.runtime_overhead;
   return l;
@@ -191,7 +203,8 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   const double pass_layers = w.parallel.chunk_layers.empty()
                                  ? d(layout.num_layers) / std::max(1, w.parallel.vp)
                                  : d(largest_chunk_layers(w, stage));
-  const Bytes layers = stored_layer_activations(w).total() * pass_layers;
+  // Activation offloading: the first offload_layers layers of each chunk keep nothing on the GPU.
+  const Bytes layers = stored_layer_activations(w).total() * (pass_layers - d(w.training.offload_layers));
   const Bytes logits = layout.has_output ? logits_activations(w) : Bytes(0.0);
   l.activations = layers * d(in_flight.passes) + logits * (d(in_flight.output_passes) - 1.0) +
                   std::max(logits, recompute_working_set(w).total());
@@ -199,7 +212,7 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
     // The window of prefetch + 1 gathered layers; the chunk's first layer brings the embedding
     // and its last the output layer with it (both at once only when the window spans the chunk).
     const int64_t window = w.training.zero3_prefetch + 1;
-    const double held = element_bytes(w.precision) + fp8_weight_bytes(w.precision);
+    const double held = weight_bytes(w) + fp8_weight_bytes(w);
     const double emb = layout.has_embedding ? embedding_params(w.model, w.parallel.tp) * held : 0.0;
     const double out = layout.has_output ? output_params(w.model, w.parallel.tp, w.parallel.pp) * held : 0.0;
     const int64_t chunk_layers = w.parallel.chunk_layers.empty() ? layout.num_layers / std::max(1, w.parallel.vp)

@@ -54,12 +54,17 @@ Bytes gathered_layer_bytes(const WorkloadSpec& w);
 
 /// Memory of one GPU of a stage. `activations` and `zero3_gathered` are at the peak; `other`
 /// is communication buffers plus runtime overhead plus allocator fragmentation.
-/// Bytes per layer parameter of the fp8 weight copies (fp8 training: the weight and its
-/// transpose, 2; otherwise 0).
-double fp8_weight_bytes(Precision p);
+/// Bytes per layer parameter of the fp8 weight copies beside the stored weights: fp8 training,
+/// the fp8 weight and its transpose (2), or with fp8 primary weights (training.fp8_params) the
+/// transpose alone (1); otherwise 0.
+double fp8_weight_bytes(const WorkloadSpec& w);
+
+/// Bytes of one stored weight, as the distributed optimizer gathers it after its update and
+/// ZeRO-3 before use: 1 with fp8 primary weights, else the 16-bit element.
+double weight_bytes(const WorkloadSpec& w);
 
 struct MemoryLedger {
-  Bytes weights;        ///< 2*Psi (ZeRO-3: /dp); fp8 training adds 2 bytes per layer parameter
+  Bytes weights;        ///< 2*Psi (ZeRO-3: /dp); fp8 training adds 2 bytes per layer parameter (fp8_params: 1*Psi + 1)
   Bytes gradients;      ///< 2*Psi (ZeRO-2/3: /dp)
   Bytes optimizer;      ///< K*Psi (ZeRO-1/2/3: /dp)
   Bytes activations;    ///< stored activations of the in-flight micro-batches (+ recompute working set)

@@ -86,7 +86,8 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const ParallelSpec& par = w.parallel;
   const int64_t p = par.pp, v = std::max(1, par.vp), t = par.tp, dp = par.dp;
   const int64_t m = w.micro_batches();
-  const double e = model::element_bytes(w.precision);
+  const double e = model::element_bytes(w.precision); // a gradient's bytes
+  const double wb = model::weight_bytes(w);            // a gathered weight's bytes
   const bool full = w.training.recompute == Recompute::FULL;
   const bool split = par.schedule == Schedule::ZB_H1 || par.schedule == Schedule::ZB_H2;
 
@@ -248,11 +249,13 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
     switch (par.zero_stage) {
     case 0: dp_exposed += std::max(all_reduce(grads, dp, dp_link) - last_pass, all_reduce(bucket, dp, dp_link)); break;
     case 1:
-      dp_exposed += std::max(gather(grads, dp, dp_link) - last_pass, gather(bucket, dp, dp_link)) + gather(grads, dp, dp_link);
+      dp_exposed += std::max(gather(grads, dp, dp_link) - last_pass, gather(bucket, dp, dp_link)) +
+                    gather(grads * wb / e, dp, dp_link);
       break;
     case 2: {
       const double rs = gather(grads, dp, dp_link) / d(v);
-      dp_exposed += d(m * v) * std::max(0.0, rs - t_b / d(v)) + gather(bucket, dp, dp_link) + gather(grads, dp, dp_link);
+      dp_exposed += d(m * v) * std::max(0.0, rs - t_b / d(v)) + gather(bucket, dp, dp_link) +
+                    gather(grads * wb / e, dp, dp_link);
       break;
     }
     default: {
@@ -261,13 +264,13 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
       // gather queues behind the backward's last reduce-scatter on the DP stream: both are
       // exposed once per micro-batch and chunk.
       // MoE: the largest layer's dense part over dp, its local experts over dp/ep (docs/moe.md).
-      double per_layer = gather(model::layer_params(w.model, par.tp) * e, dp, dp_link);
+      double per_layer = gather(model::layer_params(w.model, par.tp) * wb, dp, dp_link);
       if (w.model.moe.enabled()) {
         per_layer = 0;
         const int64_t edp = model::expert_data_parallel(par);
         for (int64_t l = 0; l < w.model.layers; ++l) {
           const model::LayerParams lp = model::layer_params_at(w.model, l, par.tp, par.ep, par.expert_tp());
-          per_layer = std::max(per_layer, gather(lp.dense * e, dp, dp_link) + gather(lp.expert * e, edp, dp_link));
+          per_layer = std::max(per_layer, gather(lp.dense * wb, dp, dp_link) + gather(lp.expert * wb, edp, dp_link));
         }
       }
       const double passes = d(m * v);

@@ -197,7 +197,8 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
   graph::BuildOptions build{.fold_dp = options.fold_dp,
                             .fold_ep = fold_ep,
                             .compute_time = compute_time_model(cluster, workload, table),
-                            .pass_overhead = cluster.gpu.pass_overhead};
+                            .pass_overhead = cluster.gpu.pass_overhead,
+                            .host_bandwidth = cluster.gpu.host_bandwidth};
   sim.program = graph::build_step(workload, build);
   engine::ReplayOptions replay_options{.collective_form = options.collective_form,
                                        .algorithms = workload.collectives,

@@ -417,6 +417,14 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   w << "  ffn_hidden: " << *ffn << "\n  vocab: " << *m.vocab << "\n  seq_len: " << *m.seq_len << "\n";
   w << "  mlp: " << (swiglu ? "swiglu" : "gelu") << "\n";
   p.defaults.emplace_back(std::string("mlp=") + (swiglu ? "swiglu" : "gelu") + " (" + why + ")");
+  // Families published and trained without dropout (their configurations set the hidden and
+  // attention dropout to 0): no dropout masks among the stored activations (docs/model.md).
+  for (const char* family : {"llama", "mistral", "mixtral", "qwen", "deepseek", "gemma", "nemotron", "gpt-oss"})
+    if (has(m.name, family)) {
+      w << "  dropout: false\n";
+      p.defaults.emplace_back(std::string("dropout=false (") + family + ")");
+      break;
+    }
   if (m.moe_experts.value_or(0) > 1) {
     w << "  moe:\n    experts: " << *m.moe_experts << "\n";
     if (m.moe_topk)
@@ -572,6 +580,19 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << (flash ? "true" : "false") << "\n";
   if (!run.recompute_modules.empty())
     w << "  recompute_modules: " << flow_list(run.recompute_modules) << "\n";
+  // Memory settings of the recipe (docs/model.md). Megatron Bridge's FP8 current-scaling recipes
+  // keep fp8 primary weights (fp8_param_gather); a record may say otherwise.
+  bool fp8_params = run.fp8_params.value_or(false);
+  if (!run.fp8_params && precision == "fp8" && has(fw, "bridge")) {
+    fp8_params = true;
+    p.defaults.emplace_back("fp8_params=true (fp8 primary weights, framework '" + run.framework + "')");
+  }
+  if (fp8_params)
+    w << "  fp8_params: true\n";
+  if (run.offload_layers.value_or(0) > 0)
+    w << "  offload_layers: " << *run.offload_layers << "\n";
+  if (run.optimizer_bytes_per_param)
+    w << "  optimizer_bytes_per_param: " << *run.optimizer_bytes_per_param << "\n";
   p.workload_yaml = w.str();
 
   // Calibration knobs, then the caller's trial values.

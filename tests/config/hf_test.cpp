@@ -603,3 +603,29 @@ TEST_F(HfConfig, RecomputeModulesKey) {
                 .find("module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts model"),
             std::string::npos);
 }
+
+// training.fp8_params needs fp8 training; training.offload_layers needs a host link in the
+// cluster (gpu.host_bandwidth) and fewer layers than a model chunk holds.
+TEST_F(HfConfig, Fp8ParamsAndOffloadKeys) {
+  write("hf.json", LLAMA_JSON);
+  const auto load = [&](const std::vector<std::string>& sets) { return load_from_hf(sets); };
+  const auto error = [&](const std::vector<std::string>& sets) { return config_error([&] { load(sets); }); };
+  EXPECT_TRUE(load({"precision=fp8", "training.fp8_params=true"}).training.fp8_params);
+  EXPECT_NE(error({"precision=bf16", "training.fp8_params=true"}).find("fp8 primary weights need precision: fp8"),
+            std::string::npos);
+  EXPECT_EQ(load({"training.offload_layers=3"}).training.offload_layers, 3);
+  EXPECT_NE(error({"training.offload_layers=3", "training.recompute=selective"})
+                .find("activation offloading needs training.recompute: none"),
+            std::string::npos);
+  EXPECT_NE(error({"training.offload_layers=-1"}).find("key 'training.offload_layers'"), std::string::npos);
+  ClusterSpec cluster = config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
+                                             {config::parse_override("cluster.nodes=2")});
+  cluster.gpu.host_bandwidth = BytesPerSec(0.0);
+  WorkloadSpec w = load({"training.offload_layers=3"});
+  try {
+    config::check_layout(cluster, w);
+    ADD_FAILURE() << "offloading without a host link was accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs gpu.host_bandwidth"), std::string::npos) << e.what();
+  }
+}

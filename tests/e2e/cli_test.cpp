@@ -216,3 +216,41 @@ TEST(EndToEnd, MemoryCommandMatchesSimulatedPeak) {
   EXPECT_EQ(run_stepsim("memory " + common + " --set training.recompute=none --fail-on-oom").code, 3);
   fs::remove_all(out);
 }
+
+// Activation offloading: with training.offload_layers = 2 of tiny-gpt's 4 layers (pp 1, one
+// micro-batch per replica) and a host link of 1 MB/s, each offloaded layer's copy out (forward)
+// and back (backward) takes far longer than its compute, so the step grows by four copies of one
+// layer's activations at the host rate; the ledger keeps the one layer in flight as a buffer and
+// drops the two offloaded layers' activations. The memory command agrees with the simulated peak.
+TEST(EndToEnd, OffloadedLayersCopyAtTheHostRate) {
+  const std::string common = "--cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                             src("workloads/tiny-gpt.yaml") +
+                             " --set cluster.nodes=1 --set parallel.tp=1 --set parallel.pp=1 --set parallel.schedule=1f1b";
+  const fs::path base = fresh_temp_dir("offload-none");
+  const fs::path off = fresh_temp_dir("offload-two");
+  ASSERT_EQ(run_stepsim("run --quiet --no-trace " + common + " --out " + base.string()).code, 0);
+  const std::string offload = common + " --set training.offload_layers=2 --set cluster.gpu.host_bandwidth=1MBps";
+  const Result r = run_stepsim("run --quiet --no-trace " + offload + " --out " + off.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto a = nlohmann::json::parse(slurp(base / "summary.json"));
+  const auto b = nlohmann::json::parse(slurp(off / "summary.json"));
+  const double layer = b["memory"]["other"]["comm_buffers_bytes"].get<double>() -
+                       a["memory"]["other"]["comm_buffers_bytes"].get<double>();
+  ASSERT_GT(layer, 0.0);
+  const double copies = 4.0 * layer / 1e6;
+  EXPECT_NEAR(b["step_time_s"].get<double>() - a["step_time_s"].get<double>(), copies, 1e-3 * copies);
+  EXPECT_NEAR(a["memory"]["activations_bytes"].get<double>() - b["memory"]["activations_bytes"].get<double>(),
+              2.0 * layer, 1e-6 * layer);
+  const Result m = run_stepsim("memory " + offload);
+  ASSERT_EQ(m.code, 0) << m.out;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", b["memory"]["peak_bytes"].get<double>() / (1024.0 * 1024 * 1024));
+  EXPECT_NE(m.out.find(text), std::string::npos) << "simulated peak " << text << " GiB not in:\n" << m.out;
+  // Offloading needs no recomputation and fewer layers than a model chunk holds.
+  EXPECT_EQ(run_stepsim("memory " + offload + " --set training.offload_layers=4").code, 2);
+  const Result rc = run_stepsim("memory " + offload + " --set training.recompute=full");
+  EXPECT_EQ(rc.code, 2);
+  EXPECT_NE(rc.out.find("training.offload_layers"), std::string::npos) << rc.out;
+  fs::remove_all(base);
+  fs::remove_all(off);
+}

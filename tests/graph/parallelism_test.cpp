@@ -80,6 +80,23 @@ TEST(Zero, Stages1And2Volumes) {
   EXPECT_NEAR(volume(build(w), 0, CommGroup::DP), (m + 1) / 2.0 * base, 1e-6 * base);
 }
 
+// fp8 primary weights (training.fp8_params) gather the updated weights in fp8: ZeRO-1's DP
+// volume, a gradient reduce-scatter (2 bytes per parameter) plus a weight all-gather, goes from
+// 2 + 2 to 2 + 1 bytes; ZeRO-3's forward and backward gathers halve too (2 + 2 + 2 -> 1 + 1 + 2).
+TEST(Zero, Fp8PrimaryWeightsGatherInFp8) {
+  const int dp = 4;
+  WorkloadSpec w = small(2, 2, dp, 3);
+  w.precision = Precision::FP8;
+  for (const int zero : {1, 3}) {
+    w.parallel.zero_stage = zero;
+    w.training.fp8_params = false;
+    const double plain = volume(build(w), 0, CommGroup::DP);
+    w.training.fp8_params = true;
+    const double fp8 = volume(build(w), 0, CommGroup::DP);
+    EXPECT_NEAR(fp8 / plain, zero == 1 ? 3.0 / 4.0 : 4.0 / 6.0, 1e-9) << "zero " << zero;
+  }
+}
+
 // ZeRO-3 gathers are annotated with the bytes they bring in, and the compute task that last uses
 // the layer frees them: per rank, gathered bytes allocated == freed.
 TEST(Zero, Stage3GatheredParametersBalance) {

@@ -310,3 +310,49 @@ TEST(MemoryLedger, MultiTokenPredictionLogits) {
   w.model.mtp_layers = 1;
   EXPECT_NEAR(model::logits_activations(w).value(), 2.0 * one + 4.0 * x, 1e-6 * one);
 }
+
+// fp8 primary weights (training.fp8_params): the weights are held in fp8 with their transpose, 2
+// bytes per parameter instead of the 16-bit weight plus both fp8 copies (4); gradients and
+// optimizer states do not change; the gathered-layer bytes of ZeRO-3 halve (4 -> 2).
+TEST(MemoryLedger, Fp8PrimaryWeightsHalveTheWeights) {
+  const GpuSpec gpu = test::a100();
+  for (const int zero : {0, 1, 3}) {
+    WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 4, 8);
+    w.precision = Precision::FP8;
+    w.parallel.zero_stage = zero;
+    WorkloadSpec p = w;
+    p.training.fp8_params = true;
+    const double psi = model::params_on_rank(w, 3);
+    const model::MemoryLedger a = model::persistent_memory(w, gpu, 3);
+    const model::MemoryLedger b = model::persistent_memory(p, gpu, 3);
+    if (zero < 3) {
+      EXPECT_NEAR(a.weights.value(), 4.0 * psi, 1.0) << zero;
+      EXPECT_NEAR(b.weights.value(), 2.0 * psi, 1.0) << zero;
+    } else {
+      EXPECT_NEAR(a.weights.value(), 2.0 * psi / 4, 1.0);
+      EXPECT_NEAR(b.weights.value(), 1.0 * psi / 4, 1.0);
+      EXPECT_NEAR(model::gathered_layer_bytes(p).value() * 2.0, model::gathered_layer_bytes(w).value(), 1.0);
+    }
+    EXPECT_DOUBLE_EQ(a.gradients.value(), b.gradients.value());
+    EXPECT_DOUBLE_EQ(a.optimizer.value(), b.optimizer.value());
+    EXPECT_DOUBLE_EQ(model::weight_bytes(p), 1.0);
+    EXPECT_DOUBLE_EQ(model::weight_bytes(w), 2.0);
+  }
+}
+
+// Activation offloading (training.offload_layers = N): each in-flight pass keeps the stored
+// activations of its chunk's layers but the first N; one layer's activations, the copy in flight,
+// count as a buffer.
+TEST(MemoryLedger, OffloadedLayersKeepNoActivations) {
+  const GpuSpec gpu = test::a100();
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 1, 8); // 12 layers per stage
+  w.training.flash_attention = true;
+  WorkloadSpec o = w;
+  o.training.offload_layers = 5;
+  const double layer = model::stored_layer_activations(w).total().value();
+  const double passes = static_cast<double>(model::in_flight_passes(w, 0).passes);
+  const model::MemoryLedger a = model::static_memory(w, gpu, 0);
+  const model::MemoryLedger b = model::static_memory(o, gpu, 0);
+  EXPECT_NEAR(a.activations.value() - b.activations.value(), 5.0 * layer * passes, 1.0);
+  EXPECT_NEAR(b.comm_buffers.value() - a.comm_buffers.value(), layer, 1.0);
+}

@@ -193,3 +193,26 @@ TEST(MoeMemory, ExpertStatesPerRankAndSharding) {
   const model::MemoryLedger z1 = model::persistent_memory(w, gpu, 0);
   EXPECT_DOUBLE_EQ(z1.optimizer.value(), 12.0 * ((psi - experts) / 8.0 + experts / 2.0));
 }
+
+// An MoE layer's stored activations beyond a dense layer's norms and attention: the experts' inner
+// activations of top_k tokens ((4 + g)·k·f_e per token with SwiGLU: gate, up, and the fc2 input as
+// g bytes) and the k dispatched copies of each token, the experts' fc1 input, g bytes per value
+// (2 in bf16, 1 as the fp8 cast); the routing weights scale the activation (weighted SwiGLU), so
+// the experts' outputs are not kept. Both terms halve the fc1-input bytes in fp8.
+TEST(MoeMemory, DispatchedTokensAreKeptAsTheExpertsFc1Input) {
+  WorkloadSpec w = moe_workload(1, 4, 8);
+  w.training.flash_attention = true;
+  w.model.dropout = false;
+  WorkloadSpec dense = w;
+  dense.model.moe = MoeSpec{};
+  dense.model.ffn_hidden = 2 * 14336; // the same (top_k + S)·f_e inner width as the MoE layer
+  const double sbh = 4096.0 * 1 * 4096;
+  const double k = 2;
+  const double mlp_moe = model::stored_layer_activations(w).mlp.value();
+  const double mlp_dense = model::stored_layer_activations(dense).mlp.value();
+  EXPECT_NEAR(mlp_moe - mlp_dense, 2.0 * k * sbh, 1.0);
+  w.precision = Precision::FP8;
+  dense.precision = Precision::FP8;
+  EXPECT_NEAR(model::stored_layer_activations(w).mlp.value() - model::stored_layer_activations(dense).mlp.value(),
+              1.0 * k * sbh, 1.0);
+}

@@ -2,7 +2,9 @@
 // conventions of the published figures, the output format, the calibration re-derivation and
 // the Kineto trace import.
 
+#include "config/config.hpp"
 #include "config/runs_config.hpp"
+#include "model/memory.hpp"
 #include "core/error.hpp"
 #include "validate/calibrate.hpp"
 #include "validate/flops.hpp"
@@ -12,8 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -313,6 +317,46 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
   EXPECT_NE(megatron.workload_yaml.find("  mlp: swiglu\n"), std::string::npos) << megatron.workload_yaml;
   const validate::RunPlan unknown = plan_of(small_run("u", "bf16"), "Megatron-LM", "Model-X");
   EXPECT_NE(unknown.workload_yaml.find("  mlp: swiglu\n"), std::string::npos) << unknown.workload_yaml;
+}
+
+// Memory settings of a recipe: Megatron Bridge's fp8 recipes keep fp8 primary weights (listed as
+// a default; a record may say false), records may give activation offloading and the optimizer's
+// bytes per parameter, and families trained without dropout store no dropout masks.
+TEST(Plan, RecipeMemorySettings) {
+  auto plan_of = [](std::string text, const std::string& framework, const std::string& extra) {
+    text.replace(text.find("Megatron-LM"), 11, framework);
+    text.replace(text.find("GPT-small"), 9, "Llama-small");
+    text.replace(text.find("kv_heads: 16"), 12, "kv_heads: 4");
+    text.replace(text.find("recompute: full"), 15, "recompute: none" + extra);
+    const fs::path d = temp_dir("recipe");
+    write(d / "runs.yaml", "runs:\n" + text);
+    const config::RunsFile f = config::load_runs(d / "runs.yaml");
+    fs::remove_all(d);
+    return validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  };
+  const auto joined = [](const validate::RunPlan& p) {
+    std::string s;
+    for (const auto& x : p.defaults)
+      s += x + ";";
+    return s;
+  };
+  std::string h100 = small_run("b", "fp8");
+  h100.replace(h100.find("A100-SXM4-80GB"), 14, "H100-SXM5-80GB");
+  const validate::RunPlan bridge = plan_of(h100, "NeMo Megatron-Bridge (25.11 container)", "");
+  ASSERT_TRUE(bridge.skip_reason.empty()) << bridge.skip_reason;
+  EXPECT_NE(bridge.workload_yaml.find("  fp8_params: true\n"), std::string::npos) << bridge.workload_yaml;
+  EXPECT_NE(joined(bridge).find("fp8_params=true (fp8 primary weights"), std::string::npos) << joined(bridge);
+  EXPECT_NE(bridge.workload_yaml.find("  dropout: false\n"), std::string::npos) << bridge.workload_yaml;
+  EXPECT_NE(joined(bridge).find("dropout=false (llama)"), std::string::npos) << joined(bridge);
+  const validate::RunPlan said = plan_of(h100, "NeMo Megatron-Bridge (25.11 container)",
+                                         "\n  fp8_params: false\n  offload_layers: 2\n  optimizer_bytes_per_param: 8");
+  ASSERT_TRUE(said.skip_reason.empty()) << said.skip_reason;
+  EXPECT_EQ(said.workload_yaml.find("fp8_params"), std::string::npos) << said.workload_yaml;
+  EXPECT_NE(said.workload_yaml.find("  offload_layers: 2\n"), std::string::npos) << said.workload_yaml;
+  EXPECT_NE(said.workload_yaml.find("  optimizer_bytes_per_param: 8\n"), std::string::npos) << said.workload_yaml;
+  // Other frameworks keep 16-bit weights beside their fp8 copies.
+  const validate::RunPlan nemo = plan_of(h100, "NeMo 24.09", "");
+  EXPECT_EQ(nemo.workload_yaml.find("fp8_params"), std::string::npos) << nemo.workload_yaml;
 }
 
 // Schedules by name: zero-bubble schedules map to the simulator's; DualPipe (forward/backward
@@ -656,6 +700,55 @@ TEST(Validate, EveryBundledRunMaps) {
     }
     fs::remove_all(d);
   }
+}
+
+// Every bundled measured run ran, so the memory ledger (the static one `stepsim memory` prints)
+// should fit it. The runs listed here it does not fit, each within the stated margin and for the
+// stated reason (docs/calibration.md, "Memory"); a listed run that comes to fit fails the test, so
+// the list stays the ledger's true misses.
+TEST(Validate, TheLedgerFitsTheBundledRunsButTheListedOnes) {
+  const std::map<std::string, double> misses = {
+      // The distributed optimizer over dp = 2 and 16 micro-batches in flight leave no room for
+      // the ledger's 10 % allocator allowance.
+      {"dgxc_nemotron4_340b_128h100_bf16", 1.06},
+      {"dgxc_nemotron4_340b_128h100_fp8", 1.09},
+      // Sequences of 8192 at micro-batch 3: over by less than the allocator allowance.
+      {"mosaic_mpt_3b_s8192_8a100_80gb", 1.03},
+      // Over by less than the allocator allowance (10 % of the activations).
+      {"mbridge2511_llama31_405b_256gb200_fp8", 1.04},
+      {"mbridge2602_llama31_405b_256gb200_fp8", 1.04},
+      {"mbridge2511_llama3_70b_64gb200_fp8", 1.07},
+      {"mbridge2602_llama3_70b_64gb200_fp8", 1.07},
+      // The performance summary's micro-batch 4, where the recipes run 1 on H100.
+      {"mbridge2511_gpt_oss_120b_64h100_bf16", 1.25},
+  };
+  int checked = 0;
+  for (const char* file : {"tests/validate/data/measured_runs.yaml", "tests/validate/data/fit_runs.yaml",
+                           "tests/validate/data/heldout_runs.yaml"}) {
+    const config::RunsFile f = config::load_runs(src(file));
+    const fs::path d = temp_dir("fits");
+    for (const config::MeasuredRun& run : f.runs) {
+      const validate::RunPlan p = validate::plan_run(run, {.topologies = src("topologies"), .calibration = true, .extra = {}});
+      ASSERT_TRUE(p.skip_reason.empty()) << run.id << ": " << p.skip_reason;
+      write(d / "w.yaml", p.workload_yaml);
+      const ClusterSpec cluster = config::load_cluster(p.cluster_file, p.overrides);
+      WorkloadSpec w = config::load_workload(d / "w.yaml", p.overrides);
+      config::check_layout(cluster, w);
+      double peak = 0;
+      for (int stage = 0; stage < w.parallel.pp; ++stage)
+        peak = std::max(peak, model::static_memory(w, cluster.gpu, stage).peak().value());
+      const double over = peak / cluster.gpu.hbm_capacity.value();
+      if (const auto it = misses.find(run.id); it != misses.end()) {
+        EXPECT_GT(over, 1.0) << run.id << " now fits: take it off the list";
+        EXPECT_LE(over, it->second) << run.id;
+      } else {
+        EXPECT_LE(over, 1.0) << run.id << ": peak " << peak / 1073741824.0 << " GiB";
+      }
+      ++checked;
+    }
+    fs::remove_all(d);
+  }
+  EXPECT_GE(checked, 96);
 }
 
 // Expert tensor parallelism in the mapping: a record whose ep does not divide dp (Qwen3-235B-A22B
