@@ -708,10 +708,9 @@ TEST(Validate, EveryBundledRunMaps) {
 // the list stays the ledger's true misses.
 TEST(Validate, TheLedgerFitsTheBundledRunsButTheListedOnes) {
   const std::map<std::string, double> misses = {
-      // The distributed optimizer over dp = 2 and 16 micro-batches in flight leave no room for
-      // the ledger's 10 % allocator allowance.
-      {"dgxc_nemotron4_340b_128h100_bf16", 1.06},
-      {"dgxc_nemotron4_340b_128h100_fp8", 1.09},
+      // fp8 weight copies beside the 16-bit ones, the distributed optimizer over dp = 2 and 9
+      // micro-batches in flight: over by less than the ledger's 10 % allocator allowance.
+      {"dgxc_nemotron4_340b_128h100_fp8", 1.03},
       // Sequences of 8192 at micro-batch 3: over by less than the allocator allowance.
       {"mosaic_mpt_3b_s8192_8a100_80gb", 1.03},
       // Over by less than the allocator allowance (10 % of the activations).
@@ -748,7 +747,7 @@ TEST(Validate, TheLedgerFitsTheBundledRunsButTheListedOnes) {
     }
     fs::remove_all(d);
   }
-  EXPECT_GE(checked, 96);
+  EXPECT_EQ(checked, 96);
 }
 
 // Expert tensor parallelism in the mapping: a record whose ep does not divide dp (Qwen3-235B-A22B
