@@ -806,19 +806,7 @@ WorkloadSpec read_workload(const Document& doc) {
   if (auto f = training ? training->find("fp8_params") : std::nullopt; f && w.training.fp8_params &&
                                                                       w.precision != Precision::FP8)
     f->fail("fp8 primary weights need precision: fp8");
-  if (auto f = training ? training->find("offload_layers") : std::nullopt; f && w.training.offload_layers > 0) {
-    // Megatron offloads fewer layers than a model chunk holds: the smallest non-empty chunk.
-    int64_t smallest = w.model.layers / std::max<int64_t>(1, int64_t{w.parallel.pp} * std::max(1, w.parallel.vp));
-    if (!w.parallel.chunk_layers.empty()) {
-      smallest = w.model.layers;
-      for (int64_t n : w.parallel.chunk_layers)
-        if (n > 0)
-          smallest = std::min(smallest, n);
-    }
-    if (w.training.offload_layers >= smallest)
-      f->fail("expected fewer layers than a model chunk holds (" + std::to_string(smallest) + "), got " +
-              std::to_string(w.training.offload_layers));
-  }
+
   if (auto f = training ? training->find("recompute_modules") : std::nullopt) {
     if (w.training.recompute_modules.mlp && w.model.moe.enabled())
       f->fail("module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts model; its experts take "
@@ -1146,6 +1134,18 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
     }
     if (sum != m.layers)
       fail("parallel.chunk_layers adds up to " + str(sum) + " layers, expected model.layers = " + str(m.layers));
+  }
+  if (const int64_t n = workload.training.offload_layers; n > 0) {
+    // Megatron offloads fewer layers than a model chunk holds, and none it recomputes.
+    int64_t smallest = m.layers / (static_cast<int64_t>(pp) * std::max(1, workload.parallel.vp));
+    for (int64_t c : workload.parallel.chunk_layers)
+      if (c > 0)
+        smallest = std::min(smallest, c);
+    if (n >= smallest)
+      fail("training.offload_layers = " + str(n) + " must be fewer than a model chunk's layers (" + str(smallest) +
+           ")");
+    if (workload.training.recompute != Recompute::NONE)
+      fail("training.offload_layers needs training.recompute: none (Megatron does not offload recomputed layers)");
   }
 
   const auto per_step = checked_mul(workload.batch.micro_batch, dp);

@@ -177,8 +177,17 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), TP; each of the
   // v chunk passes each way also pays the host's pass overhead.
   const double pass = d(v) * cluster.gpu.pass_overhead.value();
-  const double t_f = layers * att_f + dense_layers * mlp_f + moe_layers * mlp_f_moe + lg_f + pass;
-  const double t_b = layers * (att_b + att_r) + dense_layers * (mlp_b + mlp_r) + moe_layers * mlp_b_moe + lg_b + pass;
+  double t_f = layers * att_f + dense_layers * mlp_f + moe_layers * mlp_f_moe + lg_f + pass;
+  double t_b = layers * (att_b + att_r) + dense_layers * (mlp_b + mlp_r) + moe_layers * mlp_b_moe + lg_b + pass;
+  // Activation offloading, as the builder: an offloaded layer's copy out (forward) and back
+  // (backward) at gpu.host_bandwidth runs beside the layer's compute, which waits for the rest.
+  if (w.training.offload_layers > 0 && cluster.gpu.host_bandwidth.value() > 0 && layers > 0) {
+    const double copy = (model::stored_layer_activations(w).total() / cluster.gpu.host_bandwidth).value();
+    const double offloaded = d(w.training.offload_layers) * d(v);
+    const double layer_f = (t_f - lg_f - pass) / layers, layer_b = (t_b - lg_b - pass) / layers;
+    t_f += offloaded * std::max(0.0, copy - layer_f);
+    t_b += offloaded * std::max(0.0, copy - layer_b);
+  }
   // W share of backward: the weight-gradient GEMMs, as many FLOPs as the forward's GEMMs.
   const auto gemm_share = [&](Block b) {
     const graph::ComputeQuery fq = block_query(w, b, Phase::FORWARD, 0);

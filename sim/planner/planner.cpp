@@ -31,7 +31,7 @@ bool same_layout(const WorkloadSpec& a, const WorkloadSpec& b) {
          x.expert_tp() == y.expert_tp() && x.vp == y.vp &&
          x.schedule == y.schedule && x.sp == y.sp &&
          x.zero_stage == y.zero_stage && a.batch.micro_batch == b.batch.micro_batch &&
-         a.training.recompute == b.training.recompute;
+         a.training.recompute == b.training.recompute; // offloading is what the planner adds to make it fit
 }
 
 } // namespace
@@ -73,7 +73,9 @@ std::string describe(const WorkloadSpec& w) {
          (p.ep_overlap ? " ep_overlap" : "") +
          " vp" +
          std::to_string(p.vp) + " mb" + std::to_string(w.batch.micro_batch) + " zero" + std::to_string(p.zero_stage) +
-         " " + recompute_name(w.training) + (p.sp ? " sp" : "") + " " + schedule_name(p.schedule);
+         " " + recompute_name(w.training) +
+         (w.training.offload_layers > 0 ? " offload" + std::to_string(w.training.offload_layers) : std::string()) +
+         (p.sp ? " sp" : "") + " " + schedule_name(p.schedule);
 }
 
 std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const WorkloadSpec& base,
@@ -184,6 +186,29 @@ bool fits_in_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
   return peak_memory(cluster, w) <= cluster.gpu.hbm_capacity;
 }
 
+bool offload_to_fit(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpace& space, Bytes& peak) {
+  if (!space.try_offload || cluster.gpu.host_bandwidth.value() <= 0 || w.training.recompute != Recompute::NONE ||
+      w.training.offload_layers > 0)
+    return false;
+  // Each offloaded layer per chunk lowers the peak (the ledger is monotone in it): the first that
+  // fits is the fewest. check_layout bounds it by the smallest chunk.
+  for (int64_t n = 1;; ++n) {
+    WorkloadSpec o = w;
+    o.training.offload_layers = n;
+    try {
+      config::check_layout(cluster, o);
+    } catch (const Error&) {
+      return false;
+    }
+    const Bytes p = peak_memory(cluster, o);
+    if (p <= cluster.gpu.hbm_capacity) {
+      w = std::move(o);
+      peak = p;
+      return true;
+    }
+  }
+}
+
 PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const PlanOptions& options) {
   PlanResult r;
   auto t0 = std::chrono::steady_clock::now();
@@ -193,9 +218,10 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
 
   t0 = std::chrono::steady_clock::now();
   const auto table = runner::load_kernel_table(cluster);
-  for (const WorkloadSpec& w : all) {
-    const Bytes peak = peak_memory(cluster, w);
-    if (peak > cluster.gpu.hbm_capacity)
+  for (const WorkloadSpec& layout : all) {
+    WorkloadSpec w = layout;
+    Bytes peak = peak_memory(cluster, w);
+    if (peak > cluster.gpu.hbm_capacity && !offload_to_fit(cluster, w, options.space, peak))
       continue;
     const Estimate est = estimate_step(cluster, w, runner::compute_time_model(cluster, w, table));
     r.ranked.push_back({w, est, peak, same_layout(w, given)});

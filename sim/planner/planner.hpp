@@ -20,6 +20,10 @@ struct SearchSpace {
   int max_tp = 0;      ///< largest TP degree; 0 = 2 x gpus_per_node (TP across nodes is allowed, and slow)
   bool vary_zero = true;
   bool vary_recompute = true;
+  /// A layout without recomputation that does not fit is tried again with activation offloading
+  /// (training.offload_layers): the fewest layers per model chunk that make it fit, when the
+  /// cluster gives gpu.host_bandwidth.
+  bool try_offload = true;
   bool vary_sp = true;
   bool vary_schedule = true;
   bool vary_ep = true; ///< MoE: every ep dividing dp and the experts (else the workload's)
@@ -40,6 +44,11 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
 
 /// True when every pipeline stage's static ledger (model::static_memory) fits in HBM.
 bool fits_in_memory(const ClusterSpec& cluster, const WorkloadSpec& w);
+
+/// With SearchSpace::try_offload, a layout without recomputation that does not fit takes the
+/// fewest offloaded layers per model chunk (training.offload_layers) that make it fit: `w` and
+/// `peak` are updated and true returned; false when none does or offloading does not apply.
+bool offload_to_fit(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpace& space, Bytes& peak);
 
 /// Highest static-ledger peak over the stages.
 Bytes peak_memory(const ClusterSpec& cluster, const WorkloadSpec& w);

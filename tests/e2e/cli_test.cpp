@@ -247,7 +247,11 @@ TEST(EndToEnd, OffloadedLayersCopyAtTheHostRate) {
   std::snprintf(text, sizeof text, "%.2f", b["memory"]["peak_bytes"].get<double>() / (1024.0 * 1024 * 1024));
   EXPECT_NE(m.out.find(text), std::string::npos) << "simulated peak " << text << " GiB not in:\n" << m.out;
   // Offloading needs no recomputation and fewer layers than a model chunk holds.
-  EXPECT_EQ(run_stepsim("memory " + offload + " --set training.offload_layers=4").code, 2);
+  const Result all = run_stepsim("memory " + offload + " --set training.offload_layers=4");
+  EXPECT_EQ(all.code, 2);
+  EXPECT_NE(all.out.find("training.offload_layers = 4 must be fewer than a model chunk's layers (4)"),
+            std::string::npos)
+      << all.out;
   const Result rc = run_stepsim("memory " + offload + " --set training.recompute=full");
   EXPECT_EQ(rc.code, 2);
   EXPECT_NE(rc.out.find("training.offload_layers"), std::string::npos) << rc.out;
