@@ -760,10 +760,8 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
   if (auto f = m->find("fp8_params")) {
     t.fp8_params = f->boolean();
   }
-  if (auto f = m->find("offload_layers")) {
+  if (auto f = m->find("offload_layers")) { // bounded by the layout (check_layout)
     t.offload_layers = f->integer(0, 1 << 20, "an integer >= 0");
-    if (t.offload_layers > 0 && t.recompute != Recompute::NONE)
-      f->fail("activation offloading needs training.recompute: none (Megatron does not offload recomputed layers)");
   }
   return t;
 }
@@ -806,7 +804,6 @@ WorkloadSpec read_workload(const Document& doc) {
   if (auto f = training ? training->find("fp8_params") : std::nullopt; f && w.training.fp8_params &&
                                                                       w.precision != Precision::FP8)
     f->fail("fp8 primary weights need precision: fp8");
-
   if (auto f = training ? training->find("recompute_modules") : std::nullopt) {
     if (w.training.recompute_modules.mlp && w.model.moe.enabled())
       f->fail("module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts model; its experts take "
