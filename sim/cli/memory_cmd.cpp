@@ -56,8 +56,10 @@ int memory_command(Args& args, std::ostream& out, std::ostream& err) {
       << (w.training.fp8_params ? ", fp8 weights" : "") << ")\n"
       << "  GiB per GPU   weights  gradients  optimizer  activations     other      peak  capacity  in-flight\n";
   bool fits = true;
+  Bytes host(0.0); // offloaded activations, the most any stage holds
   for (int p = 0; p < w.parallel.pp; ++p) {
     const model::MemoryLedger l = model::static_memory(w, cluster.gpu, p);
+    host = std::max(host, l.host);
     const bool ok = l.peak() <= cluster.gpu.hbm_capacity;
     fits = fits && ok;
     char stage[32];
@@ -67,9 +69,17 @@ int memory_command(Args& args, std::ostream& out, std::ostream& err) {
         << cell(cluster.gpu.hbm_capacity) << "  " << model::in_flight_micro_batches(w, p) << (ok ? "" : "  DOES NOT FIT")
         << '\n';
   }
+  if (host.value() > 0) {
+    const bool host_fits = cluster.gpu.host_memory.value() <= 0 || host <= cluster.gpu.host_memory;
+    out << "  host memory for offloaded activations: " << report::gib(host) << " per GPU"
+        << (cluster.gpu.host_memory.value() > 0 ? " of " + report::gib(cluster.gpu.host_memory) : std::string())
+        << (host_fits ? "" : "  DOES NOT FIT") << '\n';
+    fits = fits && host_fits;
+  }
   out << (fits ? "  fits in memory\n" : "  *** DOES NOT FIT IN MEMORY ***\n");
   if (!fits && fail_on_oom) {
-    err << "stepsim: a pipeline stage does not fit in " << report::gib(cluster.gpu.hbm_capacity) << '\n';
+    err << "stepsim: a pipeline stage does not fit in " << report::gib(cluster.gpu.hbm_capacity)
+        << (cluster.gpu.host_memory.value() > 0 ? " (or its offloaded activations in host memory)" : "") << '\n';
     return 3;
   }
   return 0;

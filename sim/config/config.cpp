@@ -302,7 +302,7 @@ ClusterSpec read_cluster(const Document& doc) {
       {"kind", "peak_flops", "hbm_capacity", "hbm_bandwidth", "compute_efficiency", "memory_efficiency",
        "runtime_overhead", "allocator_fragmentation", "profile", "overlap_slowdown",
        "gemm_efficiency", "memory_bound_efficiency", "launch_overhead", "pass_overhead",
-       "host_bandwidth"});
+       "host_bandwidth", "host_memory"});
   c.gpu.kind = gpu.require("kind").string();
   const auto peak = gpu.require("peak_flops").map({"bf16", "fp16", "fp8"});
   if (!peak.has("bf16") && !peak.has("fp16")) {
@@ -356,6 +356,9 @@ ClusterSpec read_cluster(const Document& doc) {
   }
   if (auto f = gpu.find("host_bandwidth")) {
     c.gpu.host_bandwidth = positive_bandwidth(*f);
+  }
+  if (auto f = gpu.find("host_memory")) {
+    c.gpu.host_memory = positive_bytes(*f);
   }
   if (auto f = gpu.find("pass_overhead")) {
     c.gpu.pass_overhead = latency(*f);

@@ -72,6 +72,9 @@ struct GpuSpec {
   /// GPU <-> host memory bandwidth per direction and GPU (PCIe, or NVLink-C2C on Grace
   /// superchips): the rate of activation offloading. 0 = not given.
   BytesPerSec host_bandwidth = BytesPerSec(0.0);
+  /// Host memory per GPU (the node's RAM over its GPUs): the room for offloaded activations.
+  /// 0 = not given (not checked).
+  Bytes host_memory = Bytes(0.0);
 };
 
 /// A class of link: bandwidth per direction, one-way latency, achieved fraction of bandwidth.

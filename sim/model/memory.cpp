@@ -147,6 +147,12 @@ double weight_bytes(const WorkloadSpec& w) {
   return w.training.fp8_params ? 1.0 : element_bytes(w.precision);
 }
 
+Bytes offloaded_activations(const WorkloadSpec& w, int stage) {
+  if (w.training.offload_layers <= 0)
+    return Bytes(0.0);
+  return stored_layer_activations(w).total() * d(w.training.offload_layers) * d(in_flight_passes(w, stage).passes);
+}
+
 Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic) {
   return dynamic * std::max(0.0, gpu.allocator_fragmentation - 1.0);
 }
@@ -221,6 +227,7 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
     l.zero3_gathered = gathered_layer_bytes(w) * static_cast<double>(window) + Bytes(ends);
   }
   l.fragmentation = fragmentation_of(gpu, l.activations + l.zero3_gathered + l.comm_buffers);
+  l.host = offloaded_activations(w, stage);
   return l;
 }
 

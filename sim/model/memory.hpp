@@ -72,6 +72,7 @@ struct MemoryLedger {
   Bytes comm_buffers;   ///< DP bucket, PP send/receive and TP buffers
   Bytes runtime;        ///< CUDA context and library workspaces
   Bytes fragmentation;  ///< (allocator_fragmentation - 1) x dynamic memory
+  Bytes host;           ///< offloaded activations held in host memory (not part of the GPU's peak)
   [[nodiscard]] Bytes other() const { return zero3_gathered + comm_buffers + runtime + fragmentation; }
   [[nodiscard]] Bytes peak() const { return weights + gradients + optimizer + activations + other(); }
 };
@@ -84,6 +85,10 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
 /// Activations = n*(layers' stored) + (n-1)*logits + max(logits, recompute working set) with n
 /// micro-batches in flight (logits only on the last stage).
 MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage);
+
+/// Host memory one GPU of `stage` holds for offloaded activations (training.offload_layers): the
+/// offloaded layers of every pass in flight.
+Bytes offloaded_activations(const WorkloadSpec& w, int stage);
 
 /// Fragmentation added to a dynamic peak: (allocator_fragmentation - 1) x dynamic.
 Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic);

@@ -183,7 +183,16 @@ Bytes peak_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
 }
 
 bool fits_in_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
-  return peak_memory(cluster, w) <= cluster.gpu.hbm_capacity;
+  return peak_memory(cluster, w) <= cluster.gpu.hbm_capacity && fits_host_memory(cluster, w);
+}
+
+bool fits_host_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
+  if (cluster.gpu.host_memory.value() <= 0)
+    return true;
+  for (int s = 0; s < w.parallel.pp; ++s)
+    if (model::offloaded_activations(w, s) > cluster.gpu.host_memory)
+      return false;
+  return true;
 }
 
 bool offload_to_fit(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpace& space, Bytes& peak) {
@@ -200,6 +209,8 @@ bool offload_to_fit(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpa
     } catch (const Error&) {
       return false;
     }
+    if (!fits_host_memory(cluster, o)) // more offloaded layers only need more of it
+      return false;
     const Bytes p = peak_memory(cluster, o);
     if (p <= cluster.gpu.hbm_capacity) {
       w = std::move(o);
@@ -221,7 +232,8 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
   for (const WorkloadSpec& layout : all) {
     WorkloadSpec w = layout;
     Bytes peak = peak_memory(cluster, w);
-    if (peak > cluster.gpu.hbm_capacity && !offload_to_fit(cluster, w, options.space, peak))
+    if ((peak > cluster.gpu.hbm_capacity || !fits_host_memory(cluster, w)) &&
+        !offload_to_fit(cluster, w, options.space, peak))
       continue;
     const Estimate est = estimate_step(cluster, w, runner::compute_time_model(cluster, w, table));
     r.ranked.push_back({w, est, peak, same_layout(w, given)});

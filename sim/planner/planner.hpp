@@ -42,8 +42,12 @@ struct SearchSpace {
 std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const WorkloadSpec& base,
                                             const SearchSpace& space = {});
 
-/// True when every pipeline stage's static ledger (model::static_memory) fits in HBM.
+/// True when every pipeline stage's static ledger (model::static_memory) fits in HBM, and its
+/// offloaded activations in the host memory per GPU (gpu.host_memory, when given).
 bool fits_in_memory(const ClusterSpec& cluster, const WorkloadSpec& w);
+
+/// True when no stage's offloaded activations exceed gpu.host_memory (or it is not given).
+bool fits_host_memory(const ClusterSpec& cluster, const WorkloadSpec& w);
 
 /// With SearchSpace::try_offload, a layout without recomputation that does not fit takes the
 /// fewest offloaded layers per model chunk (training.offload_layers) that make it fit: `w` and

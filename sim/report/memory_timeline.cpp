@@ -101,6 +101,8 @@ MemoryReport memory_timeline(const graph::StepProgram& program, const std::vecto
       rep.tracks.push_back(std::move(track));
     }
     model::MemoryLedger l = base;
+    l.host = model::offloaded_activations(workload, stage);
+    rep.host_peak = std::max(rep.host_peak, l.host);
     l.zero3_gathered = Bytes(std::max(0.0, peak_gathered));
     l.activations = Bytes(peak_dynamic) - l.zero3_gathered;
     l.fragmentation = model::fragmentation_of(cluster.gpu, Bytes(peak_dynamic) + base.comm_buffers);
@@ -114,8 +116,10 @@ MemoryReport memory_timeline(const graph::StepProgram& program, const std::vecto
       rep.worst_stage = stage;
     }
   }
-  rep.fits_in_memory = worst_peak <= rep.capacity.value();
-  if (!rep.fits_in_memory) {
+  rep.host_capacity = cluster.gpu.host_memory;
+  const bool host_fits = rep.host_capacity.value() <= 0 || rep.host_peak <= rep.host_capacity;
+  rep.fits_in_memory = worst_peak <= rep.capacity.value() && host_fits;
+  if (worst_peak > rep.capacity.value()) {
     const model::MemoryLedger& l = rep.worst;
     rep.reason = "GPU " + std::to_string(rep.worst_rank) + " (pipeline stage " + std::to_string(rep.worst_stage) +
                  ") needs " + gib(l.peak()) + " but has " + gib(rep.capacity) + ": over by " +
@@ -124,6 +128,10 @@ MemoryReport memory_timeline(const graph::StepProgram& program, const std::vecto
                  std::to_string(model::in_flight_micro_batches(workload, rep.worst_stage)) +
                  " micro-batches in flight), other " + gib(l.other());
   }
+  if (!host_fits)
+    rep.reason += std::string(rep.reason.empty() ? "" : "; ") + "the offloaded activations need " +
+                  gib(rep.host_peak) + " of host memory per GPU, which has " + gib(rep.host_capacity) +
+                  " (gpu.host_memory)";
   return rep;
 }
 

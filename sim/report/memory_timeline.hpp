@@ -21,6 +21,8 @@ struct MemoryReport {
   int worst_stage = 0;
   model::MemoryLedger worst;           ///< its ledger at its peak
   Bytes capacity;                      ///< HBM capacity of one GPU
+  Bytes host_peak;                     ///< most host memory a GPU holds for offloaded activations
+  Bytes host_capacity;                 ///< host memory per GPU (0 = not given, not checked)
   std::vector<Bytes> stage_peaks;      ///< highest peak per pipeline stage
   std::string reason;                  ///< when it does not fit: which GPU, by how much, why
   std::vector<CounterSeries> tracks;   ///< bytes in use per simulated GPU (only when asked for)

@@ -347,13 +347,17 @@ void write_summary_json(std::ostream& out, const Summary& s) {
                             {"fragmentation_bytes", mem.worst.fragmentation.value()}};
   m["peak_bytes"] = mem.worst.peak().value();
   m["capacity_bytes"] = mem.capacity.value();
+  m["host_offload_bytes"] = mem.host_peak.value();
   ordered_json peaks = ordered_json::array();
   for (const Bytes& b : mem.stage_peaks)
     peaks.push_back(b.value());
   m["stage_peak_bytes"] = peaks;
   if (!mem.fits_in_memory)
     m["oom"] = ordered_json{{"gpu", mem.worst_rank},
-                            {"over_by_bytes", (mem.worst.peak() - mem.capacity).value()},
+                            {"over_by_bytes", std::max(0.0, (mem.worst.peak() - mem.capacity).value())},
+                            {"host_over_by_bytes", mem.host_capacity.value() > 0
+                                                       ? std::max(0.0, (mem.host_peak - mem.host_capacity).value())
+                                                       : 0.0},
                             {"reason", mem.reason}};
   j["memory"] = m;
   j["tasks"] = s.tasks;
@@ -401,6 +405,10 @@ void print_summary_table(std::ostream& out, const Summary& s) {
   row("peak memory (worst GPU)", gib(s.memory.worst.peak()) + " of " + gib(s.memory.capacity) + " (GPU " +
                                       std::to_string(s.memory.worst_rank) + ", stage " +
                                       std::to_string(s.memory.worst_stage) + ")");
+  if (s.memory.host_peak.value() > 0)
+    row("host memory (offloaded)", gib(s.memory.host_peak) + (s.memory.host_capacity.value() > 0
+                                                                  ? " of " + gib(s.memory.host_capacity) + " per GPU"
+                                                                  : std::string(" per GPU")));
   out << "  per stage:  stage  bubble  peak memory  compute     exposed tp / pp / dp\n";
   for (const StageMetrics& st : s.stages) {
     const size_t k = static_cast<size_t>(st.stage);

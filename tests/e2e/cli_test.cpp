@@ -241,6 +241,22 @@ TEST(EndToEnd, OffloadedLayersCopyAtTheHostRate) {
   EXPECT_NEAR(b["step_time_s"].get<double>() - a["step_time_s"].get<double>(), copies, 1e-3 * copies);
   EXPECT_NEAR(a["memory"]["activations_bytes"].get<double>() - b["memory"]["activations_bytes"].get<double>(),
               2.0 * layer, 1e-6 * layer);
+  // The two offloaded layers of the one pass in flight wait in host memory; with less host memory
+  // per GPU than that, the run does not fit and says why.
+  EXPECT_NEAR(b["memory"]["host_offload_bytes"].get<double>(), 2.0 * layer, 1e-6 * layer);
+  EXPECT_EQ(a["memory"]["host_offload_bytes"].get<double>(), 0.0);
+  const fs::path tight = fresh_temp_dir("offload-tight");
+  ASSERT_EQ(run_stepsim("run --quiet --no-trace " + offload + " --set cluster.gpu.host_memory=1KiB --out " +
+                        tight.string())
+                .code,
+            0);
+  const auto c = nlohmann::json::parse(slurp(tight / "summary.json"));
+  EXPECT_FALSE(c["fits_in_memory"].get<bool>());
+  EXPECT_NEAR(c["memory"]["oom"]["host_over_by_bytes"].get<double>(), 2.0 * layer - 1024.0, 1e-6 * layer);
+  EXPECT_EQ(c["memory"]["oom"]["over_by_bytes"].get<double>(), 0.0);
+  EXPECT_NE(c["memory"]["oom"]["reason"].get<std::string>().find("gpu.host_memory"), std::string::npos);
+  EXPECT_EQ(run_stepsim("memory " + offload + " --set cluster.gpu.host_memory=1KiB --fail-on-oom").code, 3);
+  fs::remove_all(tight);
   const Result m = run_stepsim("memory " + offload);
   ASSERT_EQ(m.code, 0) << m.out;
   char text[32];

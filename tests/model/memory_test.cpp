@@ -355,4 +355,8 @@ TEST(MemoryLedger, OffloadedLayersKeepNoActivations) {
   const model::MemoryLedger b = model::static_memory(o, gpu, 0);
   EXPECT_NEAR(a.activations.value() - b.activations.value(), 5.0 * layer * passes, 1.0);
   EXPECT_NEAR(b.comm_buffers.value() - a.comm_buffers.value(), layer, 1.0);
+  // The offloaded layers of every pass in flight wait in host memory.
+  EXPECT_NEAR(b.host.value(), 5.0 * layer * passes, 1.0);
+  EXPECT_NEAR(model::offloaded_activations(o, 0).value(), 5.0 * layer * passes, 1.0);
+  EXPECT_EQ(a.host.value(), 0.0);
 }

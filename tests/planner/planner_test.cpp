@@ -398,4 +398,9 @@ TEST(Planner, OffloadsTheFewestLayersThatFit) {
   no_link.gpu.host_bandwidth = BytesPerSec(0.0);
   WorkloadSpec none = w;
   EXPECT_FALSE(planner::offload_to_fit(no_link, none, {}, peak));
+  // Nor when the host memory per GPU cannot hold the offloaded activations.
+  ClusterSpec small_host = c;
+  small_host.gpu.host_memory = model::offloaded_activations(o, 0) * 0.5;
+  EXPECT_FALSE(planner::offload_to_fit(small_host, none, {}, peak));
+  EXPECT_FALSE(planner::fits_in_memory(small_host, o));
 }
