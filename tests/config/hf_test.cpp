@@ -48,6 +48,16 @@ protected:
     }
     return "";
   }
+  /// The message of the ModelError check_layout throws for load_from_hf(sets) on `cluster`.
+  std::string layout_error(const ClusterSpec& cluster, const std::vector<std::string>& sets) const {
+    WorkloadSpec w = load_from_hf(sets);
+    try {
+      config::check_layout(cluster, w);
+    } catch (const ModelError& e) {
+      return e.what();
+    }
+    return "";
+  }
   fs::path dir_;
 };
 
@@ -351,17 +361,9 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
   const ClusterSpec cluster = config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
                                                    {config::parse_override("cluster.nodes=2")});
   write("hf.json", LLAMA_JSON);
-  const auto layout_error = [&](const std::vector<std::string>& sets) {
-    std::vector<config::Override> o = {config::parse_override("batch.global_batch=64")};
-    for (const auto& s : sets)
-      o.push_back(config::parse_override(s));
-    WorkloadSpec w = config::load_workload(write("w.yaml", FROM_HF_YAML), o);
-    try {
-      config::check_layout(cluster, w);
-    } catch (const ModelError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+  const auto layout_error = [&](std::vector<std::string> sets) {
+    sets.insert(sets.begin(), "batch.global_batch=64");
+    return HfConfig::layout_error(cluster, sets);
   };
   EXPECT_NE(layout_error({"parallel.ep=2"}).find("parallel.ep = 2 needs a mixture-of-experts model"),
             std::string::npos);
@@ -560,20 +562,11 @@ TEST_F(HfConfig, SlidingWindowWorkloadKeys) {
 
   const ClusterSpec cluster = config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
                                                    {config::parse_override("cluster.nodes=2")});
-  const auto layout_error = [&](const std::vector<std::string>& sets) {
-    WorkloadSpec lw = load(sets);
-    try {
-      config::check_layout(cluster, lw);
-    } catch (const ModelError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  EXPECT_NE(layout_error({"batch.global_batch=64", "model.sliding_window=1024", "parallel.cp=2"})
+  EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "model.sliding_window=1024", "parallel.cp=2"})
                 .find("parallel.cp = 2 with model.sliding_window = 1024 is not modelled"),
             std::string::npos);
   // A window of half the (4096-token) sequence is full attention: ring attention is fine.
-  EXPECT_EQ(layout_error({"batch.global_batch=64", "model.sliding_window=2048", "parallel.cp=2"}), "");
+  EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "model.sliding_window=2048", "parallel.cp=2"}), "");
 }
 
 // training.recompute_modules: read with recompute: selective, each module once, the MLP module
@@ -617,20 +610,11 @@ TEST_F(HfConfig, Fp8ParamsAndOffloadKeys) {
   EXPECT_NE(error({"training.offload_layers=-1"}).find("key 'training.offload_layers'"), std::string::npos);
   ClusterSpec cluster = config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
                                              {config::parse_override("cluster.nodes=2")});
-  const auto layout_error = [&](const ClusterSpec& c, std::vector<std::string> sets) {
-    sets.push_back("batch.global_batch=64");
-    WorkloadSpec w = load(sets);
-    try {
-      config::check_layout(c, w);
-    } catch (const ModelError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  EXPECT_EQ(layout_error(cluster, {"training.offload_layers=3"}), "");
-  EXPECT_NE(layout_error(cluster, {"training.offload_layers=3", "training.recompute=selective"})
+  EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3"}), "");
+  EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3", "training.recompute=selective"})
                 .find("training.offload_layers needs training.recompute: none"),
             std::string::npos);
   cluster.gpu.host_bandwidth = BytesPerSec(0.0);
-  EXPECT_NE(layout_error(cluster, {"training.offload_layers=3"}).find("needs gpu.host_bandwidth"), std::string::npos);
+  EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3"}).find("needs gpu.host_bandwidth"),
+            std::string::npos);
 }
