@@ -263,21 +263,24 @@ private:
   }
 
   /// An offloaded layer's copy to (forward) or from (backward) host memory runs beside its
-  /// compute on a copy engine; when it takes longer than the layer's compute on a rank (the tasks
-  /// created since `layer_start`), the layer's last task `last` waits for the rest of it.
-  void offload_copy(const std::vector<Rank>& group, int l, size_t layer_start, const std::vector<TaskId>& last) {
+  /// compute on a copy engine; when it takes longer than the layer's compute on a rank (the
+  /// compute tasks created since `layer_start`), the layer's last compute task waits for the rest.
+  void offload_copy(const std::vector<Rank>& group, int l, size_t layer_start) {
     if (!offloaded(l))
       return;
     const Seconds copy = stored_.total() / o_.host_bandwidth;
-    for (size_t i = 0; i < group.size() && i < last.size(); ++i) {
+    for (const Rank r : group) {
       Seconds busy(0.0);
+      TaskId last = NO_TASK;
       for (size_t id = layer_start; id < g_.size(); ++id) {
         const Task& t = g_.task(static_cast<TaskId>(id));
-        if (t.kind == TaskKind::COMPUTE && t.rank == group[i])
+        if (t.kind == TaskKind::COMPUTE && t.rank == r) {
           busy += t.duration;
+          last = static_cast<TaskId>(id);
+        }
       }
-      if (copy > busy)
-        g_.mutable_task(last[i]).duration += copy - busy;
+      if (last != NO_TASK && copy > busy)
+        g_.mutable_task(last).duration += copy - busy;
     }
   }
 
@@ -593,7 +596,7 @@ private:
           auto mlp = compute(group, Block::MLP, Phase::FORWARD, p, layer, mb, kept.mlp, Bytes(0.0), {},
                              gathered_bytes(l), expert_shards(j, l, true));
           tp_comm(group, mlp, Phase::FORWARD, p, layer, mb, tp_chain, moe_copies(layer), 1.0);
-          offload_copy(group, l, layer_start, mlp);
+          offload_copy(group, l, layer_start);
           freer[static_cast<size_t>(j)] = mlp;
           mark_last(&RankState::fwd_last, mlp);
         }
@@ -656,7 +659,7 @@ private:
                   grid_.folded() ? 1.0 : moe_copies(layer));
           auto attn = compute(group, Block::ATTENTION, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
                               split_ ? Bytes(0.0) : kept.attention + working_.attention, {}, gathered_bytes(l));
-          offload_copy(group, l, layer_start, attn);
+          offload_copy(group, l, layer_start);
           // The gradient all-gathered for the MLP below, unless that is a folded MoE layer.
           tp_comm(group, attn, Phase::BACKWARD, p, layer, mb, tp_chain, 1.0,
                   grid_.folded() ? moe_copies(layer - 1) : 1.0);

@@ -3,6 +3,7 @@
 // order, and the CP ring: per-GPU attention FLOPs / cp plus (cp-1) K,V sends per layer.
 
 #include "graph/step_builder.hpp"
+#include "model/memory.hpp"
 #include "model/moe.hpp"
 #include "model/transformer.hpp"
 
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace stepsim;
 using graph::Block;
@@ -510,4 +512,34 @@ TEST(ContextParallel, DenseGradientsSpanDpTimesCp) {
       EXPECT_EQ(t.ranks_count, 4u);
     }
   EXPECT_TRUE(saw);
+}
+
+// Activation offloading of MoE layers: an offloaded layer's copy out (forward) and back
+// (backward) at gpu.host_bandwidth extends its compute to the copy time on every rank, the wait
+// sitting on its last compute task (the experts', before the combine all-to-all), never on a
+// collective; layers not offloaded keep their compute.
+TEST(ExpertParallel, OffloadedMoeLayersWaitForTheirCopies) {
+  WorkloadSpec w = moe(1, 1, 4, 4, 2); // 4 layers, one chunk per stage
+  w.training.offload_layers = 2;
+  graph::BuildOptions o;
+  o.compute_time = [](const graph::ComputeQuery& q) { return Seconds(q.flops.value() * 1e-15); };
+  o.host_bandwidth = BytesPerSec(1e6); // copies far longer than any layer's compute
+  const auto prog = graph::build_step(w, o);
+  const double copy = model::stored_layer_activations(w).total().value() / 1e6;
+  std::map<std::tuple<int, int, int, int>, double> busy; // (rank, layer, mb, phase) -> compute seconds
+  for (const graph::Task& t : prog.graph.tasks()) {
+    if (t.kind == graph::TaskKind::COLLECTIVE) {
+      EXPECT_EQ(t.duration.value(), 0.0);
+    } else if (t.layer >= 0) {
+      busy[{t.rank, t.layer, t.micro_batch, static_cast<int>(t.phase)}] += t.duration.value();
+    }
+  }
+  ASSERT_FALSE(busy.empty());
+  for (const auto& [key, seconds] : busy) {
+    const int layer = std::get<1>(key);
+    if (layer < 2)
+      EXPECT_NEAR(seconds, copy, 1e-9 * copy) << "layer " << layer;
+    else
+      EXPECT_LT(seconds, 1e-3 * copy) << "layer " << layer;
+  }
 }
