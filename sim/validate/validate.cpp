@@ -63,7 +63,8 @@ void write_all(int fd, const std::string& text) {
     std::ostringstream v;
     const report::MemoryReport& mem = sim.summary.memory;
     v << std::setprecision(17) << "ok " << sim.summary.step_time.value() << ' ' << mem.worst.peak().value() << ' '
-      << mem.capacity.value() << ' ' << mem.worst_stage;
+      << mem.capacity.value() << ' ' << mem.worst_stage << ' ' << mem.host_peak.value() << ' '
+      << (mem.fits_in_memory ? 1 : 0);
     verdict = v.str();
   } catch (const std::exception& e) {
     verdict = "error " + one_line(e.what());
@@ -227,7 +228,9 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
       r.wall_s = std::chrono::duration<double>(Clock::now() - c.started).count();
       if (c.data.rfind("ok ", 0) == 0) {
         std::istringstream verdict(c.data.substr(3));
-        verdict >> r.step_time_s >> r.peak_bytes >> r.capacity_bytes >> r.peak_stage;
+        int fits = 1;
+        verdict >> r.step_time_s >> r.peak_bytes >> r.capacity_bytes >> r.peak_stage >> r.host_bytes >> fits;
+        r.fits_memory = fits != 0;
         r.status = RunStatus::OK;
         r.predicted = predicted_metric(r.plan, Seconds(r.step_time_s));
         r.error_pct = (r.predicted - r.plan.measured) / r.plan.measured * 100.0;
@@ -327,7 +330,9 @@ void print_table(std::ostream& out, const std::vector<RunResult>& results) {
     for (const RunResult& r : results) {
       if (r.status == RunStatus::OK && !r.fits())
         out << "  " << r.plan.id << ": peak " << fmt(r.peak_bytes / 1073741824.0, 1) << " GiB of "
-            << fmt(r.capacity_bytes / 1073741824.0, 1) << " (pipeline stage " << r.peak_stage << ")\n";
+            << fmt(r.capacity_bytes / 1073741824.0, 1) << " (pipeline stage " << r.peak_stage << ")"
+            << (r.host_bytes > 0 ? ", " + fmt(r.host_bytes / 1073741824.0, 1) + " GiB offloaded to host memory" : "")
+            << "\n";
     }
   }
   any = false;

@@ -35,13 +35,16 @@ struct RunResult {
   double error_pct = 0;    ///< (predicted - measured) / measured * 100
   double step_time_s = 0;  ///< simulated step time
   double wall_s = 0;       ///< host time of the simulation
-  /// The memory ledger's verdict (OK rows): the worst GPU's peak, its capacity and its stage.
+  /// The memory ledger's verdict (OK rows): the worst GPU's peak, its capacity and its stage, the
+  /// host memory offloaded activations take, and whether it all fits (summary.json's
+  /// fits_in_memory). Every measured run ran, so a run that does not fit points at a ledger that
+  /// over-counts or at a memory setting the record lacks.
   double peak_bytes = 0;
   double capacity_bytes = 0;
   int peak_stage = 0;
-  /// Whether the ledger fits the run in GPU memory. Every measured run ran, so a run that does
-  /// not fit points at a ledger that over-counts or at a memory setting the record lacks.
-  [[nodiscard]] bool fits() const { return peak_bytes <= capacity_bytes; }
+  double host_bytes = 0;
+  bool fits_memory = true;
+  [[nodiscard]] bool fits() const { return fits_memory; }
 };
 
 /// Plans, checks and simulates every run of `runs` (or of options.only), file order in the
