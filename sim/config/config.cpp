@@ -766,6 +766,9 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
   if (auto f = m->find("offload_layers")) { // bounded by the layout (check_layout)
     t.offload_layers = f->integer(0, 1 << 20, "an integer >= 0");
   }
+  if (auto f = m->find("recompute_layers")) { // with recompute: full (check_layout)
+    t.recompute_layers = f->integer(0, 1 << 20, "an integer >= 0 (0: every layer)");
+  }
   return t;
 }
 
@@ -801,7 +804,8 @@ WorkloadSpec read_workload(const Document& doc) {
   std::optional<MapReader> training;
   if (auto f = top.find("training")) {
     training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "recompute_modules", "flash_attention",
-                       "zero3_prefetch", "cross_entropy", "fp8_params", "offload_layers"});
+                       "zero3_prefetch", "cross_entropy", "fp8_params", "offload_layers",
+                       "recompute_layers"});
   }
   w.training = read_training(training);
   if (auto f = training ? training->find("fp8_params") : std::nullopt; f && w.training.fp8_params &&
@@ -1147,6 +1151,9 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
     if (workload.training.recompute != Recompute::NONE)
       fail("training.offload_layers needs training.recompute: none (Megatron does not offload recomputed layers)");
   }
+  if (workload.training.recompute_layers > 0 && workload.training.recompute != Recompute::FULL)
+    fail("training.recompute_layers = " + str(workload.training.recompute_layers) +
+         " needs training.recompute: full");
 
   const auto per_step = checked_mul(workload.batch.micro_batch, dp);
   if (!per_step || workload.batch.global_batch % *per_step != 0) {

@@ -292,6 +292,14 @@ struct TrainingSpec {
   [[nodiscard]] bool recomputes(bool RecomputeModules::*module) const {
     return recompute == Recompute::SELECTIVE && recompute_modules.*module;
   }
+  /// With recompute: full, Megatron's recompute_method block with recompute_num_layers = N: only
+  /// the first N layers of every model chunk are recomputed, the others keep their activations.
+  /// 0 = every layer.
+  int64_t recompute_layers = 0;
+  /// Whether full recomputation repeats the layer at index `l` within its model chunk.
+  [[nodiscard]] bool recomputes_layer(int64_t l) const {
+    return recompute == Recompute::FULL && (recompute_layers == 0 || l < recompute_layers);
+  }
   bool flash_attention = false;  ///< fused attention: the s^2 attention scores are not stored
   int zero3_prefetch = 1;        ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
   CrossEntropy cross_entropy = CrossEntropy::FP32; ///< the loss's kernels (and logits memory)

@@ -256,10 +256,16 @@ private:
   /// Whether chunk-local layer `l` keeps its activations in host memory.
   [[nodiscard]] bool offloaded(int l) const { return l < w_.training.offload_layers; }
 
-  /// The activations layer `l` keeps on the GPU between its forward and its backward: none when
-  /// offloaded (the staging copy in flight is a buffer of the ledger's, model::persistent_memory).
+  /// The activations chunk-local layer `l` keeps on the GPU between its forward and its backward:
+  /// none when offloaded (the staging copy in flight is a buffer of the ledger's,
+  /// model::persistent_memory); its input when fully recomputed; otherwise all it stores (with
+  /// recompute: full and recompute_layers, a layer past the recomputed ones keeps the working set).
   [[nodiscard]] model::LayerActivations kept_activations(int l) const {
-    return offloaded(l) ? model::LayerActivations{} : stored_;
+    if (offloaded(l))
+      return {};
+    if (w_.training.recompute == Recompute::FULL && !w_.training.recomputes_layer(l))
+      return working_;
+    return stored_;
   }
 
   /// An offloaded layer's copy to (forward) or from (backward) host memory runs beside its
@@ -639,7 +645,11 @@ private:
           std::vector<TaskId> first_dep = gather_of(j);
           const size_t layer_start = g_.size();
           const model::LayerActivations kept = kept_activations(l);
-          if (w_.training.recompute == Recompute::FULL) {
+          // A recomputed layer's backward also frees the working set its recomputation allocated.
+          const bool again = w_.training.recomputes_layer(l);
+          const model::LayerActivations freed{kept.attention + (again ? working_.attention : Bytes(0.0)),
+                                              kept.mlp + (again ? working_.mlp : Bytes(0.0))};
+          if (again) {
             auto ra = compute(group, Block::ATTENTION, Phase::RECOMPUTE, p, layer, mb, working_.attention, Bytes(0.0),
                               first_dep);
             mark_first(&RankState::bwd_first, ra);
@@ -650,15 +660,14 @@ private:
             first_dep.clear();
           }
           auto mlp = compute(group, Block::MLP, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
-                             split_ ? Bytes(0.0) : kept.mlp + working_.mlp, first_dep, Bytes(0.0),
-                             expert_shards(j, l, true));
+                             split_ ? Bytes(0.0) : freed.mlp, first_dep, Bytes(0.0), expert_shards(j, l, true));
           mark_first(&RankState::bwd_first, mlp);
           // The experts' backward gathers and scatters the routed copies' gradients (folded: only
           // the gradient all-gathered for the attention block's backward).
           tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain, moe_copies(layer),
                   grid_.folded() ? 1.0 : moe_copies(layer));
           auto attn = compute(group, Block::ATTENTION, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
-                              split_ ? Bytes(0.0) : kept.attention + working_.attention, {}, gathered_bytes(l));
+                              split_ ? Bytes(0.0) : freed.attention, {}, gathered_bytes(l));
           offload_copy(group, l, layer_start);
           // The gradient all-gathered for the MLP below, unless that is a folded MoE layer.
           tp_comm(group, attn, Phase::BACKWARD, p, layer, mb, tp_chain, 1.0,

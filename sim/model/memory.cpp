@@ -209,8 +209,16 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   const double pass_layers = w.parallel.chunk_layers.empty()
                                  ? d(layout.num_layers) / std::max(1, w.parallel.vp)
                                  : d(largest_chunk_layers(w, stage));
-  // Activation offloading: the first offload_layers layers of each chunk keep nothing on the GPU.
-  const Bytes layers = stored_layer_activations(w).total() * (pass_layers - d(w.training.offload_layers));
+  // Full recomputation of the first recompute_layers layers of each chunk (all when 0): they keep
+  // their input only, the others everything. Offloading: the first offload_layers layers of each
+  // chunk keep nothing on the GPU.
+  const double recomputed = w.training.recompute != Recompute::FULL ? 0.0
+                            : w.training.recompute_layers == 0  ? pass_layers
+                                                                : std::min(d(w.training.recompute_layers), pass_layers);
+  const Bytes plain = w.training.recompute == Recompute::FULL ? recompute_working_set(w).total()
+                                                              : stored_layer_activations(w).total();
+  const Bytes layers = stored_layer_activations(w).total() * recomputed +
+                       plain * (pass_layers - recomputed - d(w.training.offload_layers));
   const Bytes logits = layout.has_output ? logits_activations(w) : Bytes(0.0);
   l.activations = layers * d(in_flight.passes) + logits * (d(in_flight.output_passes) - 1.0) +
                   std::max(logits, recompute_working_set(w).total());

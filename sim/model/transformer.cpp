@@ -263,9 +263,18 @@ Flops hardware_flops_per_step(const WorkloadSpec& w) {
         extra_per_sequence += mla_up_projection_flops(m, 1, 1);
     }
     break;
-  case Recompute::FULL:
-    for (int64_t l = 0; l < m.layers + m.mtp_layers; ++l)
-      extra_per_sequence += layer_forward_flops_at(m, l);
+  case Recompute::FULL: // every layer, or the first recompute_layers of each model chunk
+    if (w.training.recompute_layers == 0) {
+      for (int64_t l = 0; l < m.layers + m.mtp_layers; ++l)
+        extra_per_sequence += layer_forward_flops_at(m, l);
+      break;
+    }
+    for (int c = 0; c < static_cast<int>(chunk_layer_counts(w).size()); ++c) {
+      const StageLayout chunk = chunk_span(w, c);
+      for (int64_t l = 0; l < chunk.num_layers; ++l)
+        if (w.training.recomputes_layer(l))
+          extra_per_sequence += layer_forward_flops_at(m, chunk.first_layer + l);
+    }
     break;
   }
   return model_flops_per_step(w) + extra_per_sequence * d(w.batch.global_batch);

@@ -124,8 +124,16 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   };
   const double att_f = attention(Phase::FORWARD), mlp_f = time(Block::MLP, Phase::FORWARD, 0);
   const double att_b = attention(Phase::BACKWARD), mlp_b = time(Block::MLP, Phase::BACKWARD, 0);
-  const double att_r = full ? attention(Phase::RECOMPUTE) : 0.0;
-  const double mlp_r = full ? time(Block::MLP, Phase::RECOMPUTE, 0) : 0.0;
+  // Full recomputation: the share rf of the last stage's layers it repeats (recompute_layers of
+  // each chunk, or all); the recomputation's time, TP and EP collectives are charged per layer
+  // times rf.
+  const double last_chunk_layers = d(last.num_layers) / d(v);
+  const double rf = !full ? 0.0
+                    : w.training.recompute_layers == 0 || last_chunk_layers <= 0
+                        ? 1.0
+                        : std::min(d(w.training.recompute_layers), last_chunk_layers) / last_chunk_layers;
+  const double att_r = rf > 0 ? rf * attention(Phase::RECOMPUTE) : 0.0;
+  const double mlp_r = rf > 0 ? rf * time(Block::MLP, Phase::RECOMPUTE, 0) : 0.0;
   const double lg_f = time(Block::LOGITS, Phase::FORWARD, static_cast<int>(p - 1));
   const double lg_b = time(Block::LOGITS, Phase::BACKWARD, static_cast<int>(p - 1));
 
@@ -135,7 +143,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const double layers = d(last.num_layers);
   // Folded expert groups (etp 1 < tp): an MoE layer keeps half of them (no all-gather into its
   // experts, no reduce-scatter out of them; docs/moe.md), counted once the MoE layers are known.
-  double tp_per_mb = layers * tp_one * (4.0 + (full ? 2.0 : 0.0));
+  double tp_per_mb = layers * tp_one * (4.0 + 2.0 * rf);
 
   // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
   // the shared and the most loaded EP rank's routed experts as the dense MLP block scaled by
@@ -154,7 +162,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
       const double scale = experts / block_query(w, Block::MLP, Phase::FORWARD, 0).flops;
       mlp_f_moe = time(Block::ROUTER, Phase::FORWARD, 0) + mlp_f * scale;
       mlp_b_moe = time(Block::ROUTER, Phase::BACKWARD, 0) + mlp_b * scale +
-                  (full ? time(Block::ROUTER, Phase::FORWARD, 0) + mlp_r * scale : 0.0);
+                  (rf > 0 ? rf * time(Block::ROUTER, Phase::FORWARD, 0) + mlp_r * scale : 0.0);
       if (par.ep > 1) {
         // Each GPU sends 1/ep of the payload to every peer: to the ep peers in its node over
         // NVLink, to the others over its NIC share, both at once.
@@ -166,13 +174,13 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
         const double bytes = model::ep_all_to_all_bytes(w).value() / d(par.ep);
         const double a2a = d(par.ep - 1) * ep_link.alpha + std::max(d(in_node - 1) * bytes / nvlink.beta,
                                                                     d(par.ep - in_node) * bytes / ep_link.beta);
-        ep_per_mb = moe_layers * a2a * (4.0 + (full ? 2.0 : 0.0));
+        ep_per_mb = moe_layers * a2a * (4.0 + 2.0 * rf);
       }
     }
   }
   const double dense_layers = layers - moe_layers;
   if (par.folds_experts() && par.sp)
-    tp_per_mb -= moe_layers * tp_one * (2.0 + (full ? 1.0 : 0.0));
+    tp_per_mb -= moe_layers * tp_one * (2.0 + rf);
 
   // Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), TP; each of the
   // v chunk passes each way also pays the host's pass overhead.

@@ -3,6 +3,7 @@
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "model/memory.hpp"
+#include "model/transformer.hpp"
 #include "runner/simulate.hpp"
 
 #include <algorithm>
@@ -50,7 +51,8 @@ std::string schedule_name(Schedule s) {
 std::string recompute_name(const TrainingSpec& t) {
   switch (t.recompute) {
   case Recompute::NONE: return "none";
-  case Recompute::FULL: return "full";
+  case Recompute::FULL:
+    return t.recompute_layers > 0 ? "full[" + std::to_string(t.recompute_layers) + " per chunk]" : "full";
   case Recompute::SELECTIVE: break;
   }
   if (t.recompute_modules == RecomputeModules{})
@@ -163,6 +165,8 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
                     w.parallel.zero_stage = zero;
                     w.batch.micro_batch = mb;
                     w.training.recompute = rc;
+                    if (rc != Recompute::FULL) // the workload's recompute_layers belong to full recomputation
+                      w.training.recompute_layers = 0;
                     if (accepted(w))
                       out.push_back(std::move(w));
                   }
@@ -220,6 +224,26 @@ bool offload_to_fit(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpa
   }
 }
 
+void recompute_fewest(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpace& space, Bytes& peak) {
+  if (!space.fewest_recomputed || w.training.recompute != Recompute::FULL || w.training.recompute_layers > 0)
+    return;
+  // The ledger grows with each layer not recomputed: the first count that fits is the fewest.
+  int64_t smallest = w.model.layers;
+  for (const int64_t c : model::chunk_layer_counts(w))
+    if (c > 0)
+      smallest = std::min(smallest, c);
+  for (int64_t n = 1; n < smallest; ++n) {
+    WorkloadSpec o = w;
+    o.training.recompute_layers = n;
+    const Bytes p = peak_memory(cluster, o);
+    if (p <= cluster.gpu.hbm_capacity) {
+      w = std::move(o);
+      peak = p;
+      return;
+    }
+  }
+}
+
 PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const PlanOptions& options) {
   PlanResult r;
   auto t0 = std::chrono::steady_clock::now();
@@ -229,16 +253,30 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
 
   t0 = std::chrono::steady_clock::now();
   const auto table = runner::load_kernel_table(cluster);
+  const auto rank = [&](const WorkloadSpec& w, Bytes peak, bool is_given) {
+    const Estimate est = estimate_step(cluster, w, runner::compute_time_model(cluster, w, table));
+    r.ranked.push_back({w, est, peak, is_given});
+  };
   for (const WorkloadSpec& layout : all) {
     WorkloadSpec w = layout;
     Bytes peak = peak_memory(cluster, w);
     if ((peak > cluster.gpu.hbm_capacity || !fits_host_memory(cluster, w)) &&
         !offload_to_fit(cluster, w, options.space, peak))
       continue;
-    const Estimate est = estimate_step(cluster, w, runner::compute_time_model(cluster, w, table));
-    r.ranked.push_back({w, est, peak, same_layout(w, given)});
+    ++r.fit;
+    const bool is_given = same_layout(w, given);
+    WorkloadSpec fewer = w;
+    Bytes fewer_peak = peak;
+    recompute_fewest(cluster, fewer, options.space, fewer_peak);
+    if (fewer.training.recompute_layers == w.training.recompute_layers) {
+      rank(w, peak, is_given);
+      continue;
+    }
+    // The workload's own layout stays as given, beside its variant recomputing fewer layers.
+    if (is_given)
+      rank(w, peak, true);
+    rank(fewer, fewer_peak, false);
   }
-  r.fit = r.ranked.size();
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
     return a.estimate.step < b.estimate.step;
   });

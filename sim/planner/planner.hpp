@@ -24,6 +24,9 @@ struct SearchSpace {
   /// (training.offload_layers): the fewest layers per model chunk that make it fit, when the
   /// cluster gives gpu.host_bandwidth.
   bool try_offload = true;
+  /// A layout with full recomputation of every layer that fits is tried with fewer: the fewest
+  /// recomputed layers per model chunk (training.recompute_layers) that still fit, which is faster.
+  bool fewest_recomputed = true;
   bool vary_sp = true;
   bool vary_schedule = true;
   bool vary_ep = true; ///< MoE: every ep dividing dp and the experts (else the workload's)
@@ -53,6 +56,11 @@ bool fits_host_memory(const ClusterSpec& cluster, const WorkloadSpec& w);
 /// fewest offloaded layers per model chunk (training.offload_layers) that make it fit: `w` and
 /// `peak` are updated and true returned; false when none does or offloading does not apply.
 bool offload_to_fit(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpace& space, Bytes& peak);
+
+/// With SearchSpace::fewest_recomputed, a fitting layout that fully recomputes every layer takes
+/// the fewest recomputed layers per model chunk (training.recompute_layers) that still fit: `w`
+/// and `peak` are updated when fewer than all do.
+void recompute_fewest(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpace& space, Bytes& peak);
 
 /// Highest static-ledger peak over the stages.
 Bytes peak_memory(const ClusterSpec& cluster, const WorkloadSpec& w);
@@ -109,8 +117,10 @@ struct PlanOptions {
 
 struct PlanResult {
   size_t enumerated = 0;
-  size_t fit = 0;
-  std::vector<Candidate> ranked;       ///< fitting layouts by estimate, best first (all of them)
+  size_t fit = 0;                      ///< layouts that fit (with offloading where it takes that)
+  /// Fitting layouts by estimate, best first (all of them; the workload's own layout, when it
+  /// recomputes every layer, also beside its variant recomputing fewer).
+  std::vector<Candidate> ranked;
   std::vector<Candidate> simulated;    ///< the ones simulated: top K (+ the given layout)
   std::vector<Simulated> outcomes;     ///< parallel to `simulated`
   double enumerate_s = 0, estimate_s = 0, simulate_s = 0;

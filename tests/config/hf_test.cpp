@@ -614,6 +614,13 @@ TEST_F(HfConfig, Fp8ParamsAndOffloadKeys) {
   EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3", "training.recompute=selective"})
                 .find("training.offload_layers needs training.recompute: none"),
             std::string::npos);
+  // Recomputing the first N layers of each chunk is a form of full recomputation.
+  EXPECT_EQ(load({"training.recompute=full", "training.recompute_layers=2"}).training.recompute_layers, 2);
+  EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "training.recompute=full", "training.recompute_layers=2"}),
+            "");
+  EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.recompute_layers=2"})
+                .find("training.recompute_layers = 2 needs training.recompute: full"),
+            std::string::npos);
   cluster.gpu.host_bandwidth = BytesPerSec(0.0);
   EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3"}).find("needs gpu.host_bandwidth"),
             std::string::npos);

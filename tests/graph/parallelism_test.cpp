@@ -211,3 +211,46 @@ TEST(MemoryAnnotations, ActivationsBalancePerRank) {
     }
   }
 }
+
+// Full recomputation of the first N layers of each model chunk (training.recompute_layers,
+// Megatron's block method): N layers' recompute tasks per micro-batch (2 per layer) and their TP
+// collectives (2 more all-reduces each); the other layers keep everything and are not repeated.
+// Every rank's allocations are still freed, and a layer past the recomputed ones allocates the
+// whole working set in its forward.
+TEST(Recompute, FirstLayersOfEachChunkOnly) {
+  const int64_t m = 4;
+  WorkloadSpec w = test::workload(test::small_gpt(8), 2, 2, 1, m, 1, Schedule::INTERLEAVED);
+  w.parallel.vp = 2; // 2 chunks of 2 layers per stage
+  w.training.recompute = Recompute::FULL;
+  const auto all = build(w);
+  w.training.recompute_layers = 1;
+  const auto first = build(w);
+  w.training.recompute = Recompute::NONE;
+  w.training.recompute_layers = 0;
+  const auto none = build(w);
+  EXPECT_EQ(count(all, 0, graph::Phase::RECOMPUTE), static_cast<size_t>(2 * 4 * m));
+  EXPECT_EQ(count(first, 0, graph::Phase::RECOMPUTE), static_cast<size_t>(2 * 2 * m)); // 1 of 2 per chunk
+  const double tp_none = volume(none, 0, CommGroup::TP), tp_first = volume(first, 0, CommGroup::TP);
+  EXPECT_NEAR(tp_first, tp_none * 5.0 / 4.0, 1e-6 * tp_none); // half the layers add 2 to 4
+  for (graph::Rank r : first.simulated_ranks) {
+    double alloc = 0, freed = 0;
+    for (const graph::Task& t : first.graph.tasks())
+      if (t.kind == graph::TaskKind::COMPUTE && t.rank == r) {
+        alloc += t.act_alloc.value();
+        freed += t.act_free.value();
+      }
+    EXPECT_NEAR(alloc, freed, 1e-6 * alloc) << "rank " << r;
+  }
+  // Stage 0 holds layers 0, 1 (chunk 0) and 4, 5 (chunk 1): layer 0 keeps its input, layer 1 all.
+  WorkloadSpec full = w;
+  full.training.recompute = Recompute::FULL;
+  const double input = model::stored_layer_activations(full).total().value();
+  const double plain = model::recompute_working_set(full).total().value();
+  double fwd_alloc[2] = {0, 0};
+  for (const graph::Task& t : first.graph.tasks())
+    if (t.rank == 0 && t.phase == graph::Phase::FORWARD && t.micro_batch == 0 && (t.layer == 0 || t.layer == 1))
+      fwd_alloc[t.layer] += t.act_alloc.value();
+  EXPECT_NEAR(fwd_alloc[0], input, 1e-6 * input);
+  EXPECT_NEAR(fwd_alloc[1], plain, 1e-6 * plain);
+  EXPECT_GT(plain, 2.0 * input);
+}

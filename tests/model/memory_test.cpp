@@ -360,3 +360,23 @@ TEST(MemoryLedger, OffloadedLayersKeepNoActivations) {
   EXPECT_NEAR(model::offloaded_activations(o, 0).value(), 5.0 * layer * passes, 1.0);
   EXPECT_EQ(a.host.value(), 0.0);
 }
+
+// Full recomputation of the first N layers of each chunk (training.recompute_layers): a pass in
+// flight keeps N layers' inputs and the other layers' whole stored activations, so the ledger
+// lies between all and none, N layers' worth from the one and L - N from the other.
+TEST(MemoryLedger, RecomputingTheFirstLayersOfEachChunk) {
+  const GpuSpec gpu = test::a100();
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 1, 8); // 12 layers per stage
+  w.training.flash_attention = true;
+  w.training.recompute = Recompute::FULL;
+  const double input = model::stored_layer_activations(w).total().value();
+  const double plain = model::recompute_working_set(w).total().value();
+  const double passes = static_cast<double>(model::in_flight_passes(w, 0).passes);
+  const double all = model::static_memory(w, gpu, 0).activations.value();
+  WorkloadSpec part = w;
+  part.training.recompute_layers = 4;
+  EXPECT_NEAR(model::static_memory(part, gpu, 0).activations.value() - all, 8.0 * (plain - input) * passes,
+              1e-6 * all);
+  part.training.recompute_layers = 12; // every layer of the chunk: the same as all
+  EXPECT_NEAR(model::static_memory(part, gpu, 0).activations.value(), all, 1e-6 * all);
+}

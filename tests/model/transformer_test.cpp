@@ -147,6 +147,13 @@ TEST(Flops, HardwareFlopsWithRecompute) {
   EXPECT_LT(rel(model::hardware_flops_per_step(w).value(), 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))), 1e-9);
   w.training.recompute = Recompute::SELECTIVE;
   EXPECT_LT(rel(model::hardware_flops_per_step(w).value(), model::model_flops_per_step(w).value() + 4 * B * s * s * h * l), 1e-12);
+  // Full recomputation of the first 3 of each stage's 12 layers (recompute_layers): a quarter of
+  // the layers' forward again, 24 l h^2 (1 + s/(6h)) B s / 4.
+  w.training.recompute = Recompute::FULL;
+  w.training.recompute_layers = 3;
+  EXPECT_LT(rel(model::hardware_flops_per_step(w).value(),
+                model::model_flops_per_step(w).value() + 24 * B * s * l * h * h * (1 + s / (6 * h)) / 4),
+            1e-9);
 }
 
 // MLA's up-projections (DeepSeek-V3: query latent 1536 -> 128 heads x (128 + 64), key/value latent

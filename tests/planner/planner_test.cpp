@@ -404,3 +404,59 @@ TEST(Planner, OffloadsTheFewestLayersThatFit) {
   EXPECT_FALSE(planner::offload_to_fit(small_host, none, {}, peak));
   EXPECT_FALSE(planner::fits_in_memory(small_host, o));
 }
+
+// Full recomputation of the first layers of each chunk in the estimate: GPT-3 175B on the
+// SuperPOD (tp 8, pp 8, 1F1B) recomputing 6 of each stage's 12 layers lies between none and all,
+// within 10 % of its simulation, and the layout's name says so.
+TEST(Planner, PartialFullRecomputationEstimateTracksSimulation) {
+  const ClusterSpec c = superpod();
+  WorkloadSpec w = gpt3(c);
+  w.training.recompute = Recompute::FULL;
+  w.training.recompute_layers = 6;
+  config::check_layout(c, w);
+  EXPECT_NE(planner::describe(w).find("full[6 per chunk]"), std::string::npos) << planner::describe(w);
+  WorkloadSpec all = w;
+  all.training.recompute_layers = 0;
+  const auto sims = planner::simulate_all(c, {w, all}, 2);
+  ASSERT_TRUE(sims.at(0).ok) << sims.at(0).error;
+  ASSERT_TRUE(sims.at(1).ok) << sims.at(1).error;
+  const planner::Estimate e = planner::estimate_step(c, w, runner::compute_time_model(c, w));
+  const planner::Estimate e_all = planner::estimate_step(c, all, runner::compute_time_model(c, all));
+  EXPECT_LT(e.step.value(), e_all.step.value());
+  EXPECT_LT(sims[0].step_s, sims[1].step_s);
+  EXPECT_NEAR(e.step.value(), sims[0].step_s, 0.10 * sims[0].step_s);
+  std::printf("recompute 6 of 12: estimated %.3f s, simulated %.3f s (all: %.3f s simulated)\n", e.step.value(),
+              sims[0].step_s, sims[1].step_s);
+}
+
+// The planner's fewest recomputed layers: GPT-3 175B as the bundled workload runs it (tp 8, pp 8,
+// 1F1B, every layer recomputed) fits with only the first 5 of each stage's 12 layers recomputed,
+// not with 4; the plan keeps the workload's own layout as given and ranks the variant beside it.
+TEST(Planner, RecomputesTheFewestLayersThatFit) {
+  const ClusterSpec c = superpod();
+  const WorkloadSpec w = gpt3(c);
+  ASSERT_EQ(w.training.recompute, Recompute::FULL);
+  WorkloadSpec fewer = w;
+  Bytes peak = planner::peak_memory(c, w);
+  planner::recompute_fewest(c, fewer, {}, peak);
+  const int64_t n = fewer.training.recompute_layers;
+  EXPECT_EQ(n, 5);
+  EXPECT_TRUE(planner::fits_in_memory(c, fewer));
+  WorkloadSpec one_less = fewer;
+  one_less.training.recompute_layers = n - 1;
+  EXPECT_FALSE(planner::fits_in_memory(c, one_less));
+  planner::PlanOptions o;
+  o.simulate = false;
+  o.space.micro_batches = {1};
+  o.space.max_tp = 8;
+  o.space.vary_zero = o.space.vary_recompute = o.space.vary_sp = o.space.vary_schedule = false;
+  const planner::PlanResult r = planner::plan(c, w, o);
+  const auto given = std::find_if(r.ranked.begin(), r.ranked.end(), [](const planner::Candidate& k) { return k.given; });
+  ASSERT_NE(given, r.ranked.end());
+  EXPECT_EQ(given->workload.training.recompute_layers, 0);
+  const auto variant = std::find_if(r.ranked.begin(), r.ranked.end(), [&](const planner::Candidate& k) {
+    return !k.given && planner::describe(k.workload) == planner::describe(fewer);
+  });
+  ASSERT_NE(variant, r.ranked.end());
+  EXPECT_LT(variant->estimate.step.value(), given->estimate.step.value());
+}
