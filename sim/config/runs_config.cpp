@@ -56,7 +56,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
   const Field entry(doc, path, node, node);
   const MapReader m = entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
                                  "recompute", "recompute_modules", "fp8_params", "offload_layers",
-                                 "optimizer_bytes_per_param", "precision", "framework", "measured", "derived", "notes"},
+                                 "recompute_layers", "optimizer_bytes_per_param", "precision", "framework", "measured", "derived", "notes"},
                                 &ignored);
   MeasuredRun r;
   r.where = doc.location(path, node);
@@ -76,6 +76,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.fp8_params = f->boolean();
   if (auto f = m.find("offload_layers"); f && !is_null(*f))
     r.offload_layers = f->integer(0, 1 << 20, "an integer >= 0");
+  if (auto f = m.find("recompute_layers"); f && !is_null(*f))
+    r.recompute_layers = f->integer(0, 1 << 20, "an integer >= 0");
   if (auto f = m.find("optimizer_bytes_per_param"); f && !is_null(*f))
     r.optimizer_bytes_per_param = f->number("a number in [0, 1024]", [](double v) { return v >= 0.0 && v <= 1024.0; });
   r.precision = opt_text(m, "precision");

@@ -83,6 +83,7 @@ struct MeasuredRun {
   /// keys of the same names): fp8 primary weights, activation offloading, optimizer state bytes.
   std::optional<bool> fp8_params;
   std::optional<int64_t> offload_layers;
+  std::optional<int64_t> recompute_layers; ///< with full recomputation, the first N layers of each chunk
   std::optional<double> optimizer_bytes_per_param;
   std::string precision;  ///< free text, "" = null
   std::string framework;

@@ -591,6 +591,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     w << "  fp8_params: true\n";
   if (run.offload_layers.value_or(0) > 0)
     w << "  offload_layers: " << *run.offload_layers << "\n";
+  if (run.recompute_layers.value_or(0) > 0)
+    w << "  recompute_layers: " << *run.recompute_layers << "\n";
   if (run.optimizer_bytes_per_param)
     w << "  optimizer_bytes_per_param: " << *run.optimizer_bytes_per_param << "\n";
   p.workload_yaml = w.str();

@@ -350,6 +350,18 @@ TEST(Plan, RecipeMemorySettings) {
   EXPECT_NE(joined(bridge).find("dropout=false (llama)"), std::string::npos) << joined(bridge);
   const validate::RunPlan said = plan_of(h100, "NeMo Megatron-Bridge (25.11 container)",
                                          "\n  fp8_params: false\n  offload_layers: 2\n  optimizer_bytes_per_param: 8");
+  // Full recomputation of the first layers of each chunk (the block method).
+  std::string text = small_run("block", "bf16");
+  text.replace(text.find("recompute: full"), 15, "recompute: full\n  recompute_layers: 2");
+  const fs::path d = temp_dir("block");
+  write(d / "runs.yaml", "runs:\n" + text);
+  validate::RunPlan block = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                                               {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  EXPECT_NE(block.workload_yaml.find("  recompute: full\n"), std::string::npos) << block.workload_yaml;
+  EXPECT_NE(block.workload_yaml.find("  recompute_layers: 2\n"), std::string::npos) << block.workload_yaml;
+  write(d / "w.yaml", block.workload_yaml);
+  EXPECT_GT(validate::check_plan(block, d / "w.yaml"), 0.0) << block.skip_reason;
+  fs::remove_all(d);
   ASSERT_TRUE(said.skip_reason.empty()) << said.skip_reason;
   EXPECT_EQ(said.workload_yaml.find("fp8_params"), std::string::npos) << said.workload_yaml;
   EXPECT_NE(said.workload_yaml.find("  offload_layers: 2\n"), std::string::npos) << said.workload_yaml;
