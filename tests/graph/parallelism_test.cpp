@@ -50,6 +50,20 @@ size_t count(const graph::StepProgram& prog, graph::Rank r, graph::Phase phase) 
 
 WorkloadSpec small(int tp, int pp, int dp, int64_t m) { return test::workload(test::small_gpt(4), tp, pp, dp, m); }
 
+/// Every simulated rank's activation allocations are freed by the end of the step.
+void expect_activations_balance(const graph::StepProgram& prog) {
+  for (graph::Rank r : prog.simulated_ranks) {
+    double alloc = 0, freed = 0;
+    for (const graph::Task& t : prog.graph.tasks())
+      if (t.kind == graph::TaskKind::COMPUTE && t.rank == r) {
+        alloc += t.act_alloc.value();
+        freed += t.act_free.value();
+      }
+    EXPECT_GT(alloc, 0.0) << "rank " << r;
+    EXPECT_NEAR(alloc, freed, 1e-6 * alloc) << "rank " << r;
+  }
+}
+
 } // namespace
 
 // ZeRO-3 moves 1.5x the DP volume of plain data parallelism (one micro-batch): parameters
@@ -198,17 +212,7 @@ TEST(MemoryAnnotations, ActivationsBalancePerRank) {
   for (const Recompute rc : {Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL}) {
     WorkloadSpec w = small(2, 2, 2, 4);
     w.training.recompute = rc;
-    const auto prog = build(w);
-    for (graph::Rank r : prog.simulated_ranks) {
-      double alloc = 0, freed = 0;
-      for (const graph::Task& t : prog.graph.tasks())
-        if (t.kind == graph::TaskKind::COMPUTE && t.rank == r) {
-          alloc += t.act_alloc.value();
-          freed += t.act_free.value();
-        }
-      EXPECT_GT(alloc, 0.0);
-      EXPECT_NEAR(alloc, freed, 1e-6 * alloc);
-    }
+    expect_activations_balance(build(w));
   }
 }
 
@@ -232,15 +236,7 @@ TEST(Recompute, FirstLayersOfEachChunkOnly) {
   EXPECT_EQ(count(first, 0, graph::Phase::RECOMPUTE), static_cast<size_t>(2 * 2 * m)); // 1 of 2 per chunk
   const double tp_none = volume(none, 0, CommGroup::TP), tp_first = volume(first, 0, CommGroup::TP);
   EXPECT_NEAR(tp_first, tp_none * 5.0 / 4.0, 1e-6 * tp_none); // half the layers add 2 to 4
-  for (graph::Rank r : first.simulated_ranks) {
-    double alloc = 0, freed = 0;
-    for (const graph::Task& t : first.graph.tasks())
-      if (t.kind == graph::TaskKind::COMPUTE && t.rank == r) {
-        alloc += t.act_alloc.value();
-        freed += t.act_free.value();
-      }
-    EXPECT_NEAR(alloc, freed, 1e-6 * alloc) << "rank " << r;
-  }
+  expect_activations_balance(first);
   // Stage 0 holds layers 0, 1 (chunk 0) and 4, 5 (chunk 1): layer 0 keeps its input, layer 1 all.
   WorkloadSpec full = w;
   full.training.recompute = Recompute::FULL;

@@ -34,6 +34,30 @@ WorkloadSpec gpt3(const ClusterSpec& c) {
   return w;
 }
 
+/// Ranks (without simulating) the layouts of `w` that keep its micro-batch, ZeRO stage,
+/// recomputation, SP and schedule, with tp up to max_tp.
+planner::PlanResult plan_fixed(const ClusterSpec& c, const WorkloadSpec& w, int max_tp) {
+  planner::PlanOptions o;
+  o.simulate = false;
+  o.space.micro_batches = {w.batch.micro_batch};
+  o.space.max_tp = max_tp;
+  o.space.vary_zero = o.space.vary_recompute = o.space.vary_sp = o.space.vary_schedule = false;
+  return planner::plan(c, w, o);
+}
+
+/// `w` fits, and with one layer per chunk fewer of `knob` (offloaded or recomputed) it does not.
+void expect_fewest(const ClusterSpec& c, const WorkloadSpec& w, int64_t TrainingSpec::*knob) {
+  EXPECT_TRUE(planner::fits_in_memory(c, w)) << planner::describe(w);
+  WorkloadSpec fewer = w;
+  fewer.training.*knob -= 1;
+  EXPECT_FALSE(planner::fits_in_memory(c, fewer)) << planner::describe(fewer);
+}
+
+/// The ranked candidate marked as the workload's own layout (end() when none fits).
+std::vector<planner::Candidate>::const_iterator given_of(const planner::PlanResult& r) {
+  return std::find_if(r.ranked.begin(), r.ranked.end(), [](const planner::Candidate& k) { return k.given; });
+}
+
 } // namespace
 
 // Enumeration proposes only layouts check_layout accepts, each once, covering every schedule.
@@ -375,16 +399,9 @@ TEST(Planner, OffloadsTheFewestLayersThatFit) {
   const int64_t n = o.training.offload_layers;
   EXPECT_GT(n, 0);
   EXPECT_LE(peak, c.gpu.hbm_capacity);
-  WorkloadSpec fewer = o;
-  fewer.training.offload_layers = n - 1;
-  EXPECT_FALSE(planner::fits_in_memory(c, fewer));
-  planner::PlanOptions opts;
-  opts.simulate = false;
-  opts.space.micro_batches = {2};
-  opts.space.max_tp = 1;
-  opts.space.vary_zero = opts.space.vary_recompute = opts.space.vary_sp = opts.space.vary_schedule = false;
-  const planner::PlanResult r = planner::plan(c, w, opts);
-  const auto it = std::find_if(r.ranked.begin(), r.ranked.end(), [](const planner::Candidate& k) { return k.given; });
+  expect_fewest(c, o, &TrainingSpec::offload_layers);
+  const planner::PlanResult r = plan_fixed(c, w, 1);
+  const auto it = given_of(r);
   ASSERT_NE(it, r.ranked.end());
   EXPECT_EQ(it->workload.training.offload_layers, n);
   EXPECT_NE(planner::describe(it->workload).find(" offload" + std::to_string(n) + " "), std::string::npos);
@@ -439,19 +456,10 @@ TEST(Planner, RecomputesTheFewestLayersThatFit) {
   WorkloadSpec fewer = w;
   Bytes peak = planner::peak_memory(c, w);
   planner::recompute_fewest(c, fewer, {}, peak);
-  const int64_t n = fewer.training.recompute_layers;
-  EXPECT_EQ(n, 5);
-  EXPECT_TRUE(planner::fits_in_memory(c, fewer));
-  WorkloadSpec one_less = fewer;
-  one_less.training.recompute_layers = n - 1;
-  EXPECT_FALSE(planner::fits_in_memory(c, one_less));
-  planner::PlanOptions o;
-  o.simulate = false;
-  o.space.micro_batches = {1};
-  o.space.max_tp = 8;
-  o.space.vary_zero = o.space.vary_recompute = o.space.vary_sp = o.space.vary_schedule = false;
-  const planner::PlanResult r = planner::plan(c, w, o);
-  const auto given = std::find_if(r.ranked.begin(), r.ranked.end(), [](const planner::Candidate& k) { return k.given; });
+  EXPECT_EQ(fewer.training.recompute_layers, 5);
+  expect_fewest(c, fewer, &TrainingSpec::recompute_layers);
+  const planner::PlanResult r = plan_fixed(c, w, 8);
+  const auto given = given_of(r);
   ASSERT_NE(given, r.ranked.end());
   EXPECT_EQ(given->workload.training.recompute_layers, 0);
   const auto variant = std::find_if(r.ranked.begin(), r.ranked.end(), [&](const planner::Candidate& k) {
