@@ -24,7 +24,7 @@ constexpr const char* CALIBRATE_USAGE = R"(usage: stepsim calibrate RUNS.yaml [M
 
 Fits the calibration knobs of one GPU kind (cluster keys, the same value for every run of that
 kind) on the chosen runs of measured-runs files (several are read as one; run ids must differ
-across them) by minimising the median |error| of the fit set
+across them) by minimising the mean |error| of the fit set
 (golden-section search per knob, coordinate descent over knobs). Prints the fitted values; with
 --write stores them in TOPOLOGIES/calibration/<gpu kind>.yaml. See docs/calibration.md.
 
@@ -119,7 +119,8 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
       << " evaluations:\n";
   for (const auto& v : r.values)
     out << "  " << v.key << " = " << v.text() << '\n';
-  out << "fit median_abs_error_pct=" << r.fit_median_abs_error_pct << '\n';
+  out << "fit mean_abs_error_pct=" << r.fit_mean_abs_error_pct
+      << " median_abs_error_pct=" << r.fit_median_abs_error_pct << '\n';
   const std::string text = validate::calibration_yaml(r, runs.source);
   fs::path target = out_file;
   if (write && target.empty())

@@ -272,7 +272,7 @@ CalibrationFile load_calibration(const std::filesystem::path& file) {
     out.knobs.push_back(Override{"cluster." + key, value.scalar("a scalar value")});
   }
   if (auto f = top.find("fit"); f && !is_null(*f)) {
-    const auto fit = f->map({"runs", "objective", "median_abs_error_pct", "search", "note"});
+    const auto fit = f->map({"runs", "objective", "mean_abs_error_pct", "median_abs_error_pct", "search", "note"});
     if (auto r = fit.find("runs")) {
       if (!r->value().IsSequence())
         r->fail("expected a list of run ids, found " + detail::describe(r->value()));
@@ -281,7 +281,11 @@ CalibrationFile load_calibration(const std::filesystem::path& file) {
         out.fit_runs.push_back(Field(doc, "fit.runs[" + std::to_string(i++) + "]", id, id).string());
     }
     out.objective = opt_text(fit, "objective");
-    out.fit_error_pct = opt_number(fit, "median_abs_error_pct");
+    // The objective's value: the mean |error| (older files: the median).
+    const std::optional<double> median = opt_number(fit, "median_abs_error_pct");
+    out.fit_error_pct = opt_number(fit, "mean_abs_error_pct");
+    if (!out.fit_error_pct)
+      out.fit_error_pct = median;
     (void)opt_text(fit, "search");
     (void)opt_text(fit, "note");
   }

@@ -73,6 +73,7 @@ public:
         build_tp_group(d, p);
     build_pp_sends();
     moe_cp_->finish();
+    build_grad_sync();
     for (int p = 0; p < grid_.pp; ++p)
       for (int t = 0; t < grid_.tp; ++t)
         build_optimizer(p, t);
@@ -304,12 +305,14 @@ private:
   /// reduce-scatter then an all-gather of the same payload (times `rs_scale`, `ag_scale`: an MoE
   /// layer's experts gather and scatter the routed copies, moe_copies). The next compute waits.
   void tp_comm(const std::vector<Rank>& group, const std::vector<TaskId>& producers, Phase phase, int stage,
-               int layer, int mb, TaskId& tp_chain, double rs_scale = 1.0, double ag_scale = 1.0) {
+               int layer, int mb, TaskId& tp_chain, double rs_scale = 1.0, double ag_scale = 1.0,
+               CommRole role = CommRole::NONE) {
     if (grid_.tp == 1)
       return;
     auto one = [&](CollectiveOp op, const std::vector<TaskId>& deps) {
       Task t = tp_task(op, phase, group.front(), stage, layer, mb);
       t.bytes = t.bytes * (op == CollectiveOp::REDUCE_SCATTER ? rs_scale : op == CollectiveOp::ALL_GATHER ? ag_scale : 1.0);
+      t.role = role;
       const TaskId id = g_.add_collective(t, group);
       for (TaskId p : deps)
         g_.add_edge(p, id);
@@ -328,6 +331,43 @@ private:
         return;
     } else {
       last = one(CollectiveOp::ALL_REDUCE, producers);
+    }
+    for (Rank r : group)
+      rs(r).pending_wait = last;
+  }
+
+  /// Each rank's last compute task (those that have one): what a collective issued between two
+  /// compute tasks of the group waits for.
+  std::vector<TaskId> last_computes(const std::vector<Rank>& group) {
+    std::vector<TaskId> out;
+    for (Rank r : group)
+      if (rs(r).last_compute != NO_TASK)
+        out.push_back(rs(r).last_compute);
+    return out;
+  }
+
+  /// The vocabulary-parallel cross-entropy of each output head (the model's, and one per
+  /// multi-token-prediction depth) sums three per-token fp32 values over the TP ranks: the logits'
+  /// maximum, the exponentials' sum and the target's logit. Three small all-reduces after the
+  /// logits' forward; latency-bound. The next compute waits for the last.
+  void loss_all_reduces(const std::vector<Rank>& group, const std::vector<TaskId>& producers, int stage, int mb,
+                        TaskId& tp_chain) {
+    if (grid_.tp == 1)
+      return;
+    const Bytes bytes(static_cast<double>(w_.batch.micro_batch) * static_cast<double>(w_.model.seq_len) /
+                      std::max(1, w_.parallel.cp) * 4.0);
+    const int64_t count = 3 * (1 + w_.model.mtp_layers);
+    TaskId last = NO_TASK;
+    for (int64_t i = 0; i < count; ++i) {
+      Task t = tp_task(CollectiveOp::ALL_REDUCE, Phase::FORWARD, group.front(), stage, -1, mb);
+      t.bytes = bytes;
+      t.role = CommRole::LOSS;
+      last = g_.add_collective(t, group);
+      for (TaskId p : producers)
+        g_.add_edge(p, last);
+      if (tp_chain != NO_TASK)
+        g_.add_edge(tp_chain, last);
+      tp_chain = last;
     }
     for (Rank r : group)
       rs(r).pending_wait = last;
@@ -593,6 +633,10 @@ private:
           issue_gathers_up_to(j + prefetch);
           const int l = j;
           const int layer = static_cast<int>(layout.first_layer + l);
+          // The vocabulary-parallel embedding's output is summed over the TP ranks (an all-reduce,
+          // or with SP a reduce-scatter and the first layer's all-gather) before the first layer.
+          if (j == 0 && layout.has_embedding)
+            tp_comm(group, last_computes(group), Phase::FORWARD, p, -1, mb, tp_chain, 1.0, 1.0, CommRole::EMBEDDING);
           const size_t layer_start = g_.size();
           const model::LayerActivations kept = kept_activations(l);
           auto attn = compute(group, Block::ATTENTION, Phase::FORWARD, p, layer, mb, kept.attention, Bytes(0.0),
@@ -610,6 +654,7 @@ private:
           auto logits = compute(group, Block::LOGITS, Phase::FORWARD, p, -1, mb, logits_act, Bytes(0.0));
           mark_first(&RankState::fwd_first, logits);
           mark_last(&RankState::fwd_last, logits);
+          loss_all_reduces(group, logits, p, mb, tp_chain);
         }
       } else if (weight) {
         // Zero-bubble W pass: weight-gradient GEMMs only (no TP collective); frees the activations
@@ -637,6 +682,11 @@ private:
           mark_last(&RankState::bwd_last, logits); // a last chunk without layers ends here
           if (!split_)
             item_done(logits);
+          // The output layer's input gradient is summed over the TP ranks (an all-reduce, or with
+          // SP a reduce-scatter and the last layer's all-gather; none into folded experts).
+          const int last_layer = static_cast<int>(layout.first_layer + layout.num_layers) - 1;
+          tp_comm(group, logits, Phase::BACKWARD, p, -1, mb, tp_chain, 1.0,
+                  grid_.folded() && n_layers > 0 ? moe_copies(last_layer) : 1.0, CommRole::LOGITS);
         }
         for (int j = 0; j < n_layers; ++j) {
           issue_gathers_up_to(j + prefetch);
@@ -806,6 +856,58 @@ private:
           }
         }
       }
+    }
+  }
+
+  // ---- end of step: the gradients' last synchronization ------------------------------------
+
+  /// After the DP reduction and before the optimizer (Megatron's finalize_model_grads and the
+  /// gradient clipping): with SP, the gradients of the replicated weights computed on sequence
+  /// shards all-reduce over the TP group; with pp > 1 and a copy of the input embedding on the
+  /// last stage (a tied output layer, or the multi-token-prediction modules' embedding), the two
+  /// copies' gradients all-reduce between the first and the last stage; then the gradient norm
+  /// (and with fp16 the overflow check) all-reduces over the replica's tp*pp GPUs (Megatron's
+  /// model-parallel group; its distributed optimizer also spans the DP replicas, whose
+  /// latency this leaves out), so every optimizer waits for the slowest stage's gradients. Each waits for its GPUs' compute, DP stream and pending
+  /// collective; the next one on a GPU waits for it.
+  void build_grad_sync() {
+    auto sync = [&](CommGroup group, Stream stream, int stage, Bytes bytes, CommRole role,
+                    const std::vector<Rank>& ranks) {
+      Task t = detail::collective_task(group, CollectiveOp::ALL_REDUCE, stream, Phase::OPTIMIZER, stage, -1, -1, bytes);
+      t.rank = ranks.front();
+      t.role = role;
+      const TaskId id = g_.add_collective(t, ranks);
+      for (Rank r : ranks) {
+        RankState& st = rs(r);
+        for (TaskId dep : {st.last_compute, st.dp_chain, st.pending_wait})
+          if (dep != NO_TASK)
+            g_.add_edge(dep, id);
+        st.pending_wait = id;
+      }
+    };
+    const double e = model::element_bytes(w_.precision); // a gradient's bytes, as the DP buckets
+    for (int d = 0; d < replicas_; ++d) {
+      std::vector<Rank> all; // the replica's model-parallel group
+      for (int p = 0; p < grid_.pp; ++p) {
+        std::vector<Rank> group;
+        for (int t = 0; t < grid_.tp; ++t)
+          group.push_back(grid_.rank(d, p, t));
+        all.insert(all.end(), group.begin(), group.end());
+        if (sp_)
+          sync(CommGroup::TP, Stream::TP_COMM, p, Bytes(model::sequence_parallel_grad_params(w_, p) * e),
+               CommRole::NORM_GRADS, group);
+      }
+      if (grid_.pp > 1 && (w_.model.tied_embeddings || w_.model.mtp_layers > 0)) {
+        const Bytes bytes(static_cast<double>(w_.model.vocab) * static_cast<double>(w_.model.hidden) / grid_.tp * e);
+        for (int t = 0; t < grid_.tp; ++t)
+          sync(CommGroup::PP, Stream::PP_COMM, 0, bytes, CommRole::TIED_EMBEDDING,
+               {grid_.rank(d, 0, t), grid_.rank(d, grid_.pp - 1, t)});
+      }
+      if (all.size() < 2)
+        continue;
+      std::sort(all.begin(), all.end());
+      for (int i = 0; i < (w_.precision == Precision::FP16 ? 2 : 1); ++i)
+        sync(CommGroup::DP, Stream::DP_COMM, -1, Bytes(4.0), CommRole::GRAD_NORM, all);
     }
   }
 

@@ -33,6 +33,19 @@ std::string_view to_string(CommGroup g) {
   return "?";
 }
 
+std::string_view to_string(CommRole r) {
+  switch (r) {
+  case CommRole::NONE: return "";
+  case CommRole::EMBEDDING: return "embedding";
+  case CommRole::LOGITS: return "logits";
+  case CommRole::LOSS: return "loss";
+  case CommRole::NORM_GRADS: return "norm grads";
+  case CommRole::TIED_EMBEDDING: return "embedding grads";
+  case CommRole::GRAD_NORM: return "grad norm";
+  }
+  return "?";
+}
+
 std::string_view to_string(Phase p) {
   switch (p) {
   case Phase::FORWARD: return "forward";

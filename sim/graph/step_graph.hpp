@@ -37,6 +37,11 @@ struct TimeSources {
   double roofline = 0;
 };
 
+/// What a collective outside the per-layer pattern is for (traces name it; 0 for the others):
+/// the vocabulary-parallel embedding's and output layer's TP collectives, the cross-entropy's
+/// all-reduces, and the end of step's gradient synchronization (docs/model.md, "Communication").
+enum class CommRole : uint8_t { NONE, EMBEDDING, LOGITS, LOSS, NORM_GRADS, TIED_EMBEDDING, GRAD_NORM };
+
 /// The stream a task occupies on each participating GPU.
 enum class Stream { COMPUTE, TP_COMM, PP_COMM, DP_COMM, EP_COMM, CP_COMM };
 inline constexpr int STREAM_COUNT = 6;
@@ -46,6 +51,7 @@ std::string_view to_string(CommGroup g);
 std::string_view to_string(Phase p);
 std::string_view to_string(Block b);
 std::string_view to_string(Stream s);
+std::string_view to_string(CommRole r);
 
 struct Task {
   TaskKind kind = TaskKind::COMPUTE;
@@ -57,6 +63,7 @@ struct Task {
   /// 1 for the second pass of a combined 1F1B pair (parallel.ep_overlap): it runs alongside the
   /// first, so traces draw its compute, TP and EP tasks on threads of their own. 0 otherwise.
   uint8_t lane = 0;
+  CommRole role = CommRole::NONE; ///< collectives only
   Rank rank = -1;          ///< compute: the GPU; collective: the first simulated participant
   int32_t stage = -1;      ///< pipeline stage (PP send: the sending stage)
   int32_t layer = -1;      ///< global layer index, -1 when not a layer task

@@ -87,6 +87,23 @@ double mtp_params(const ModelSpec& m, int tp, int pp) {
   return p;
 }
 
+double sequence_parallel_grad_params(const WorkloadSpec& w, int stage) {
+  const ModelSpec& m = w.model;
+  const int pp = std::max(1, w.parallel.pp);
+  const int vp = std::max(1, w.parallel.vp);
+  const double per_layer = 2.0 * norm_params(m) + mla_norm_params(m) + (m.bias ? 2.0 * d(m.hidden) : 0.0);
+  double p = 0;
+  for (int c = 0; c < vp; ++c) {
+    const StageLayout span = chunk_span(w, c * pp + stage);
+    p += d(span.num_layers) * per_layer;
+    if (m.moe.enabled())
+      p += d(moe_layers_in(m, span.first_layer, span.num_layers)) * d(m.hidden) * d(m.moe.experts);
+    if (span.has_output)
+      p += norm_params(m);
+  }
+  return p;
+}
+
 double total_params(const ModelSpec& m) {
   // The published count: the main model, without the multi-token-prediction modules.
   return stack_params(m, 0, m.layers, 1, 1, 1).total() + embedding_params(m, 1) + output_params(m, 1, 1) -

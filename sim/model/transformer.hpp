@@ -38,6 +38,12 @@ double output_params(const ModelSpec& m, int tp, int pp);
 /// indices layers .. layers + mtp_layers - 1) count in the stage's layers (stage_layout).
 double mtp_params(const ModelSpec& m, int tp, int pp);
 
+/// Weights replicated on every TP rank of `stage` whose gradients sequence parallelism leaves
+/// partial (each rank computes them on its share of the sequence): the norms (the layers', MLA's
+/// latent norms and the final norm), the row-parallel biases and the MoE routers. Megatron
+/// all-reduces their gradients over the TP group before the optimizer.
+double sequence_parallel_grad_params(const WorkloadSpec& w, int stage);
+
 /// Whole model, no parallelism, tied weights counted once, without the multi-token-prediction
 /// modules (the published count).
 double total_params(const ModelSpec& m);

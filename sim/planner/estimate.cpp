@@ -144,6 +144,10 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // Folded expert groups (etp 1 < tp): an MoE layer keeps half of them (no all-gather into its
   // experts, no reduce-scatter out of them; docs/moe.md), counted once the MoE layers are known.
   double tp_per_mb = layers * tp_one * (4.0 + 2.0 * rf);
+  // Outside the layers (as the builder): the output layer's input gradient and the
+  // cross-entropy's three per-token fp32 all-reduces; a single stage also sums the embedding.
+  tp_per_mb += tp_one * (p == 1 ? 2.0 : 1.0) +
+               3.0 * d(1 + w.model.mtp_layers) * all_reduce(d(w.batch.micro_batch) * d(local.seq_len) * 4.0, t, tp_link);
 
   // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
   // the shared and the most loaded EP rank's routed experts as the dense MLP block scaled by

@@ -112,14 +112,17 @@ std::string fmt_double(const char* f, double v) {
   return buf;
 }
 
-/// Seconds with a unit that keeps three or four significant digits: "19.03 s", "412.5 ms", "8.3 us".
+/// Seconds with a unit and four significant digits, trailing zeros kept so that a column lines
+/// up: "19.03 s", "24.00 s", "412.5 ms", "8.300 us"; zero is "0 s".
 std::string human_time(double s) {
   const double a = std::abs(s);
-  if (a >= 1.0 || a == 0.0)
-    return fmt_double("%.4g s", s);
+  if (a == 0.0)
+    return "0 s";
+  if (a >= 1.0)
+    return fmt_double("%#.4g s", s);
   if (a >= 1e-3)
-    return fmt_double("%.4g ms", s * 1e3);
-  return fmt_double("%.4g us", s * 1e6);
+    return fmt_double("%#.4g ms", s * 1e3);
+  return fmt_double("%#.4g us", s * 1e6);
 }
 
 } // namespace

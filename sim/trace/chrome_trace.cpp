@@ -242,7 +242,8 @@ private:
 };
 
 /// Slice name, e.g. "fwd attn L12 mb3", "logits fwd mb2", "optimizer", "tp all_reduce L3 mb1",
-/// "pp send fwd mb4", "dp all_reduce bucket 2". Names contain no characters that need escaping.
+/// "tp reduce_scatter logits mb0", "pp send fwd mb4", "dp all_reduce bucket 2",
+/// "dp all_reduce grad norm". Names contain no characters that need escaping.
 void task_name(const Task& t, Text& name) {
   name.clear();
   bool with_layer = t.layer >= 0;
@@ -262,6 +263,8 @@ void task_name(const Task& t, Text& name) {
     (name << " bucket ").num(int64_t{t.bucket});
   } else {
     name << graph::to_string(t.group) << ' ' << graph::to_string(t.op);
+    if (t.role != graph::CommRole::NONE)
+      name << ' ' << graph::to_string(t.role);
   }
   if (with_layer)
     (name << " L").num(int64_t{t.layer});
@@ -287,6 +290,8 @@ void task_args(const graph::StepGraph& g, const Task& t, Text& args) {
       (args << ",\"hbm_bytes\":").num(t.bytes.value());
   } else {
     args << ",\"op\":\"" << graph::to_string(t.op) << '"';
+    if (t.role != graph::CommRole::NONE)
+      args << ",\"role\":\"" << graph::to_string(t.role) << '"';
     if (t.layer >= 0)
       (args << ",\"layer\":").num(int64_t{t.layer});
     if (t.bucket >= 0)

@@ -1,6 +1,6 @@
 #pragma once
 // `stepsim calibrate`: fit the per-GPU-kind knobs (cluster keys such as gpu.gemm_efficiency) on
-// a chosen subset of measured runs by minimising the median |error| (docs/calibration.md). The
+// a chosen subset of measured runs by minimising the mean |error| (docs/calibration.md). The
 // same knob value applies to every run of that GPU kind: there is no per-run or per-model factor.
 
 #include "config/runs_config.hpp"
@@ -41,12 +41,13 @@ struct CalibrationResult {
   std::string gpu_kind;                 ///< the calibration file's gpu.kind
   std::vector<std::string> fit_runs;
   std::vector<KnobValue> values;
+  double fit_mean_abs_error_pct = 0;   ///< the objective at the fitted values
   double fit_median_abs_error_pct = 0;
   int evaluations = 0;                  ///< knob settings simulated
 };
 
 /// Fits the knobs on `fit_ids` (all of one GPU kind; throws ConfigError otherwise or when a run
-/// cannot be simulated). Each knob is a golden-section search on the median |error| of the fit
+/// cannot be simulated). Each knob is a golden-section search on the mean |error| of the fit
 /// runs, starting from the middle of its range. `log` (may be null) gets one line per trial.
 CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std::string>& fit_ids,
                             const CalibrateOptions& options, std::ostream* log);

@@ -273,6 +273,9 @@ ErrorStats error_stats(const std::vector<RunResult>& results) {
     const std::size_t n = errs.size();
     s.median_abs = n % 2 == 1 ? errs[n / 2] : 0.5 * (errs[n / 2 - 1] + errs[n / 2]);
     s.max_abs = errs.back();
+    for (double e : errs)
+      s.mean_abs += e;
+    s.mean_abs /= static_cast<double>(n);
   }
   return s;
 }

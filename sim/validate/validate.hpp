@@ -64,6 +64,7 @@ struct ErrorStats {
   int validated = 0;      ///< OK rows
   int skipped = 0;        ///< SKIPPED and FAILED rows
   double median_abs = 0;  ///< median |error_pct| over OK rows (0 when none)
+  double mean_abs = 0;    ///< mean |error_pct| over OK rows (0 when none)
   double max_abs = 0;
 };
 

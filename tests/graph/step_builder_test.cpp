@@ -253,13 +253,20 @@ TEST(BuildStep, ComputeChainFollowsSchedule) {
 
 // MODEL.md §4, TP: 2 all-reduces of b s h 2 bytes per layer per micro-batch forward and 2
 // backward: per TP group per step 4 (l/pp) m b s h 2 bytes; each waits for the producing
-// compute on every TP rank and the next compute on every TP rank waits for it.
+// compute on every TP rank and the next compute on every TP rank waits for it. Outside the
+// layers (Megatron's vocabulary-parallel embedding and output layer): the first stage sums the
+// embedding's output (one b s h 2 all-reduce per micro-batch, before layer 0), the last stage the
+// output layer's input gradient (one per micro-batch, after the logits' backward) and the
+// cross-entropy's three per-token fp32 values (3 all-reduces of b s 4 bytes after the logits'
+// forward).
 TEST(BuildStep, TpBytesPerGroup) {
   const WorkloadSpec w = standard();
   const StepProgram prog = build(w);
   const StepGraph& g = prog.graph;
   std::map<std::vector<Rank>, double> bytes;
   std::map<std::vector<Rank>, int> count;
+  std::map<std::pair<CommRole, int>, std::vector<double>> outside; // (role, stage) -> bytes
+  const double b = 2, s = 512, h = 1024, l = 8, pp = 4, m = 8;
   for (TaskId id = 0; id < g.size(); ++id) {
     const Task& t = g.task(id);
     if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::TP)
@@ -267,6 +274,28 @@ TEST(BuildStep, TpBytesPerGroup) {
     EXPECT_EQ(t.op, CollectiveOp::ALL_REDUCE);
     EXPECT_EQ(t.stream, Stream::TP_COMM);
     const auto ranks = ranks_of(g, t);
+    if (t.role != CommRole::NONE) {
+      outside[{t.role, t.stage}].push_back(t.bytes.value());
+      ASSERT_EQ(ranks.size(), 2u);
+      std::set<Rank> consumers;
+      for (TaskId c : g.successors(id)) {
+        if (g.task(c).kind != TaskKind::COMPUTE)
+          continue;
+        consumers.insert(g.task(c).rank);
+        if (t.role == CommRole::EMBEDDING) { // layer 0's forward waits for it
+          EXPECT_TRUE(g.task(c).layer == 0 && g.task(c).phase == Phase::FORWARD && g.task(c).micro_batch == t.micro_batch);
+        }
+      }
+      for (TaskId p : g.predecessors(id)) {
+        if (g.task(p).kind == TaskKind::COMPUTE && t.role == CommRole::LOGITS) {
+          EXPECT_TRUE(g.task(p).block == Block::LOGITS && g.task(p).phase == Phase::BACKWARD);
+        }
+      }
+      if (t.role == CommRole::EMBEDDING || t.role == CommRole::LOGITS) {
+        EXPECT_EQ(consumers, std::set<Rank>(ranks.begin(), ranks.end()));
+      }
+      continue;
+    }
     bytes[ranks] += t.bytes.value();
     ++count[ranks];
     // Producers on every TP rank; consumers on every TP rank (or end of pass / step).
@@ -279,13 +308,21 @@ TEST(BuildStep, TpBytesPerGroup) {
         EXPECT_EQ(g.task(p).phase, t.phase);
       }
     EXPECT_EQ(producers, std::set<Rank>(ranks.begin(), ranks.end()));
+    // (Or through the collectives outside the layers that follow it: a pass's trailing all-reduce
+    // on the first stage precedes the next forward's embedding all-reduce, which layer 0 waits
+    // for; the step's last one precedes the gradient norm's, which the optimizer waits for.)
     std::set<Rank> consumers;
-    for (TaskId s : g.successors(id))
+    std::vector<TaskId> next(g.successors(id).begin(), g.successors(id).end());
+    while (!next.empty()) {
+      const TaskId s = next.back();
+      next.pop_back();
       if (g.task(s).kind == TaskKind::COMPUTE)
         consumers.insert(g.task(s).rank);
-    EXPECT_EQ(consumers, std::set<Rank>(ranks.begin(), ranks.end())) << "all-reduce " << id;
+      else if (g.task(s).role != CommRole::NONE)
+        next.insert(next.end(), g.successors(s).begin(), g.successors(s).end());
+    }
+    EXPECT_TRUE(std::includes(consumers.begin(), consumers.end(), ranks.begin(), ranks.end())) << "all-reduce " << id;
   }
-  const double b = 2, s = 512, h = 1024, l = 8, pp = 4, m = 8;
   EXPECT_EQ(bytes.size(), 4u); // one TP group per stage (replica 0 only)
   for (const auto& [ranks, total] : bytes) {
     ASSERT_EQ(ranks.size(), 2u);
@@ -293,6 +330,10 @@ TEST(BuildStep, TpBytesPerGroup) {
     EXPECT_EQ(total, 4 * (l / pp) * m * b * s * h * 2);
     EXPECT_EQ(count[ranks], 4 * 2 * 8);
   }
+  EXPECT_EQ(outside.size(), 3u);
+  EXPECT_EQ(outside[std::pair(CommRole::EMBEDDING, 0)], std::vector<double>(8, b * s * h * 2));
+  EXPECT_EQ(outside[std::pair(CommRole::LOGITS, 3)], std::vector<double>(8, b * s * h * 2));
+  EXPECT_EQ(outside[std::pair(CommRole::LOSS, 3)], std::vector<double>(3 * 8, b * s * 4));
 }
 
 // MODEL.md §4, PP: per stage boundary per TP rank, b s h 2 bytes forward and the same backward
@@ -306,7 +347,7 @@ TEST(BuildStep, PpBytesPerBoundary) {
     std::map<std::pair<int, int>, double> bytes; // (lower stage, tp rank) -> bytes
     for (TaskId id = 0; id < g.size(); ++id) {
       const Task& t = g.task(id);
-      if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::PP)
+      if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::PP || t.role == CommRole::TIED_EMBEDDING)
         continue;
       EXPECT_EQ(t.op, CollectiveOp::SEND);
       EXPECT_EQ(t.stream, Stream::PP_COMM);
@@ -356,7 +397,7 @@ TEST(BuildStep, SendWaitsForTrailingTpAllReduce) {
   }
   for (TaskId id = 0; id < g.size(); ++id) {
     const Task& t = g.task(id);
-    if (t.group != CommGroup::PP)
+    if (t.group != CommGroup::PP || t.op != CollectiveOp::SEND)
       continue;
     const auto it = last_ar.find({t.stage, t.micro_batch, static_cast<int>(t.phase)});
     ASSERT_NE(it, last_ar.end());
@@ -376,7 +417,7 @@ TEST(BuildStep, DpBucketsCoverGradients) {
     std::map<std::pair<int, int>, std::vector<TaskId>> buckets;
     for (TaskId id = 0; id < g.size(); ++id) {
       const Task& t = g.task(id);
-      if (t.group != CommGroup::DP)
+      if (t.group != CommGroup::DP || t.role == CommRole::GRAD_NORM)
         continue;
       EXPECT_EQ(t.op, CollectiveOp::ALL_REDUCE);
       EXPECT_EQ(t.stream, Stream::DP_COMM);
@@ -419,7 +460,8 @@ TEST(BuildStep, DpBucketsCoverGradients) {
 }
 
 // fold_dp = false: every replica's compute exists (every rank simulated, same task counts as
-// replica 0), TP and PP traffic per replica as in the folded graph, DP buckets unchanged.
+// replica 0), TP and PP traffic per replica as in the folded graph, DP buckets unchanged; each
+// replica's gradient norm all-reduce (over its own tp*pp GPUs) is its own.
 TEST(BuildStep, NoFoldSimulatesEveryReplica) {
   const WorkloadSpec w = standard();
   const StepProgram folded = build(w, true);
@@ -432,16 +474,100 @@ TEST(BuildStep, NoFoldSimulatesEveryReplica) {
   EXPECT_EQ(by_rank.size(), 16u);
   for (const auto& [r, ids] : by_rank)
     EXPECT_EQ(ids.size(), compute_by_rank(folded.graph).at(full.grid.rank(0, full.grid.pp_of(r), full.grid.tp_of(r))).size());
-  auto count = [](const StepGraph& g, CommGroup grp) {
+  auto count = [](const StepGraph& g, CommGroup grp, bool norm = false) {
     size_t n = 0;
     for (const Task& t : g.tasks())
-      n += t.group == grp;
+      n += t.group == grp && (t.role == CommRole::GRAD_NORM) == norm;
     return n;
   };
   EXPECT_EQ(count(full.graph, CommGroup::TP), 2 * count(folded.graph, CommGroup::TP));
   EXPECT_EQ(count(full.graph, CommGroup::PP), 2 * count(folded.graph, CommGroup::PP));
   EXPECT_EQ(count(full.graph, CommGroup::DP), count(folded.graph, CommGroup::DP));
+  EXPECT_EQ(count(folded.graph, CommGroup::DP, true), 1u);
+  EXPECT_EQ(count(full.graph, CommGroup::DP, true), 2u);
   EXPECT_EQ(full.graph.size(), 2 * folded.graph.size() - count(folded.graph, CommGroup::DP));
+}
+
+// The collectives outside the layers with sequence parallelism (Megatron-Core): the embedding's
+// output is reduce-scattered and layer 0's input all-gathered, the output layer's input gradient
+// reduce-scattered and the last layer's output gradient all-gathered, b s h 2 bytes each, once per
+// micro-batch; then at the end of the step (finalize_model_grads and the gradient clipping), after
+// every GPU's last DP bucket: per stage one TP all-reduce of the gradients SP leaves partial (per
+// layer two LayerNorms, 2h each, and the two row-parallel biases, h each; the final LayerNorm on
+// the last stage), per TP rank one all-reduce of the tied embedding's gradient (V h / t) between
+// the first and the last stage, and one all-reduce of the gradient norm (one fp32) over the
+// replica's t p GPUs, which every optimizer waits for; fp16 adds the overflow check's.
+TEST(BuildStep, CollectivesOutsideTheLayers) {
+  for (Precision precision : {Precision::BF16, Precision::FP16}) {
+    WorkloadSpec w = standard();
+    w.parallel.sp = true;
+    w.precision = precision;
+    const StepProgram prog = build(w);
+    const StepGraph& g = prog.graph;
+    const double b = 2, s = 512, h = 1024, v = 32000, t = 2, m = 8;
+    std::map<std::tuple<CommRole, CollectiveOp, int>, std::vector<double>> seen; // (role, op, stage) -> bytes
+    std::vector<TaskId> norms;
+    for (TaskId id = 0; id < g.size(); ++id) {
+      const Task& task = g.task(id);
+      if (task.kind != TaskKind::COLLECTIVE || task.role == CommRole::NONE)
+        continue;
+      seen[{task.role, task.op, task.stage}].push_back(task.bytes.value());
+      const auto ranks = ranks_of(g, task);
+      switch (task.role) {
+      case CommRole::TIED_EMBEDDING:
+        ASSERT_EQ(ranks.size(), 2u);
+        EXPECT_EQ(prog.grid.pp_of(ranks[0]), 0);
+        EXPECT_EQ(prog.grid.pp_of(ranks[1]), 3);
+        EXPECT_EQ(prog.grid.tp_of(ranks[0]), prog.grid.tp_of(ranks[1]));
+        break;
+      case CommRole::GRAD_NORM: {
+        EXPECT_EQ(ranks.size(), 8u); // t * p of replica 0
+        norms.push_back(id);
+        // After every GPU's DP buckets.
+        for (TaskId other = 0; other < g.size(); ++other)
+          if (g.task(other).group == CommGroup::DP && g.task(other).bucket >= 0 &&
+              g.task(other).phase == Phase::BACKWARD) {
+            EXPECT_TRUE(reaches(g, other, id)) << "bucket " << other;
+          }
+        break;
+      }
+      default: EXPECT_EQ(ranks.size(), 2u); break; // a TP group
+      }
+    }
+    const std::vector<double> per_mb(8, b * s * h * 2);
+    EXPECT_EQ((seen[{CommRole::EMBEDDING, CollectiveOp::REDUCE_SCATTER, 0}]), per_mb);
+    EXPECT_EQ((seen[{CommRole::EMBEDDING, CollectiveOp::ALL_GATHER, 0}]), per_mb);
+    EXPECT_EQ((seen[{CommRole::LOGITS, CollectiveOp::REDUCE_SCATTER, 3}]), per_mb);
+    EXPECT_EQ((seen[{CommRole::LOGITS, CollectiveOp::ALL_GATHER, 3}]), per_mb);
+    EXPECT_EQ((seen[{CommRole::LOSS, CollectiveOp::ALL_REDUCE, 3}]), std::vector<double>(3 * m, b * s * 4));
+    for (int stage = 0; stage < 4; ++stage)
+      EXPECT_EQ((seen[{CommRole::NORM_GRADS, CollectiveOp::ALL_REDUCE, stage}]),
+                std::vector<double>(1, (2 * (2 * 2 * h + 2 * h) + (stage == 3 ? 2 * h : 0)) * 2))
+          << "stage " << stage;
+    EXPECT_EQ((seen[{CommRole::TIED_EMBEDDING, CollectiveOp::ALL_REDUCE, 0}]), std::vector<double>(2, v * h / t * 2));
+    EXPECT_EQ((seen[{CommRole::GRAD_NORM, CollectiveOp::ALL_REDUCE, -1}]),
+              std::vector<double>(precision == Precision::FP16 ? 2 : 1, 4.0));
+    // Every optimizer waits for the last gradient-norm all-reduce.
+    ASSERT_FALSE(norms.empty());
+    int optimizers = 0;
+    for (TaskId id = 0; id < g.size(); ++id)
+      if (g.task(id).block == Block::OPTIMIZER) {
+        ++optimizers;
+        EXPECT_TRUE(has_edge(g, norms.back(), id));
+      }
+    EXPECT_EQ(optimizers, 8);
+  }
+  // Untied, or without a pipeline: no embedding copy to synchronize; no SP: no partial gradients.
+  WorkloadSpec untied = standard();
+  untied.model.tied_embeddings = false;
+  WorkloadSpec flat = stepsim::test::workload(stepsim::test::small_gpt(8), 2, 1, 2, 8, 2);
+  for (const WorkloadSpec& w : {untied, flat}) {
+    const StepProgram prog = build(w);
+    for (const Task& task : prog.graph.tasks()) {
+      EXPECT_NE(task.role, CommRole::TIED_EMBEDDING);
+      EXPECT_NE(task.role, CommRole::NORM_GRADS);
+    }
+  }
 }
 
 // Degenerate parallelism: tp = 1 has no TP collectives, pp = 1 no sends, dp = 1 no DP buckets.

@@ -263,7 +263,9 @@ TEST(ChromeTrace, NamesAndArgs) {
     if (e.at("ph") == "X")
       names.insert(e.at("name").get<std::string>());
   for (const char* n : {"fwd attn L0 mb0", "bwd mlp L3 mb3", "logits fwd mb2", "logits bwd mb0", "optimizer",
-                        "tp all_reduce L1 mb1", "pp send fwd mb3", "pp send bwd mb2", "dp all_reduce bucket 0"})
+                        "tp all_reduce L1 mb1", "pp send fwd mb3", "pp send bwd mb2", "dp all_reduce bucket 0",
+                        "tp all_reduce embedding mb0", "tp all_reduce logits mb1", "tp all_reduce loss mb2",
+                        "dp all_reduce grad norm"})
     EXPECT_TRUE(names.count(n)) << n;
 
   for (const json& e : doc.at("traceEvents")) {
@@ -290,8 +292,14 @@ TEST(ChromeTrace, NamesAndArgs) {
     if (name.rfind("pp send bwd", 0) == 0) {
       EXPECT_TRUE(tid == 2 || tid == 5) << tid;
     }
-    if (e.at("cat") == "dp") {
+    if (e.at("cat") == "dp" && name == "dp all_reduce grad norm") {
+      // One fp32 value over the replica's tp*pp GPUs, before the optimizer.
+      EXPECT_EQ(a.at("role"), "grad norm");
+      EXPECT_EQ(a.at("bytes"), 4);
+      EXPECT_EQ(a.at("ranks"), 4);
+    } else if (e.at("cat") == "dp") {
       EXPECT_TRUE(a.contains("bucket"));
+      EXPECT_FALSE(a.contains("role"));
       EXPECT_GT(a.at("bytes").get<double>(), 0);
       EXPECT_EQ(a.at("ranks"), 2);
     }
