@@ -757,6 +757,9 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
   if (auto f = m->find("zero3_prefetch")) {
     t.zero3_prefetch = static_cast<int>(f->integer(0, 64, "an integer in 0..64"));
   }
+  if (auto f = m->find("overlap_param_gather")) {
+    t.overlap_param_gather = f->boolean();
+  }
   if (auto f = m->find("cross_entropy")) {
     t.cross_entropy = f->choice<CrossEntropy>({{"fp32", CrossEntropy::FP32}, {"fused", CrossEntropy::FUSED}});
   }
@@ -804,8 +807,8 @@ WorkloadSpec read_workload(const Document& doc) {
   std::optional<MapReader> training;
   if (auto f = top.find("training")) {
     training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "recompute_modules", "flash_attention",
-                       "zero3_prefetch", "cross_entropy", "fp8_params", "offload_layers",
-                       "recompute_layers"});
+                       "zero3_prefetch", "overlap_param_gather", "cross_entropy", "fp8_params",
+                       "offload_layers", "recompute_layers"});
   }
   w.training = read_training(training);
   if (auto f = training ? training->find("fp8_params") : std::nullopt; f && w.training.fp8_params &&
@@ -1151,6 +1154,9 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
     if (workload.training.recompute != Recompute::NONE)
       fail("training.offload_layers needs training.recompute: none (Megatron does not offload recomputed layers)");
   }
+  if (workload.training.overlap_param_gather && workload.parallel.zero_stage != 1 && workload.parallel.zero_stage != 2)
+    fail("training.overlap_param_gather overlaps the distributed optimizer's parameter all-gather and needs "
+         "parallel.zero_stage 1 or 2, found " + str(workload.parallel.zero_stage));
   if (workload.training.recompute_layers > 0 && workload.training.recompute != Recompute::FULL)
     fail("training.recompute_layers = " + str(workload.training.recompute_layers) +
          " needs training.recompute: full");

@@ -302,6 +302,10 @@ struct TrainingSpec {
   }
   bool flash_attention = false;  ///< fused attention: the s^2 attention scores are not stored
   int zero3_prefetch = 1;        ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
+  /// ZeRO-1/2 (Megatron's distributed optimizer, overlap_param_gather): the updated parameters are
+  /// all-gathered bucket by bucket under the next step's forward instead of after the optimizer;
+  /// each layer's first forward waits for its bucket (docs/model.md).
+  bool overlap_param_gather = false;
   CrossEntropy cross_entropy = CrossEntropy::FP32; ///< the loss's kernels (and logits memory)
   /// fp8 primary weights (Transformer Engine's fp8_model_init, Megatron's fp8_param_gather): the
   /// model holds its weights in fp8 (1 byte and the fp8 transpose) instead of 16-bit weights plus

@@ -461,6 +461,54 @@ private:
     return out;
   }
 
+  // ---- ZeRO-1/2 parameter all-gathers under the forward (training.overlap_param_gather) -------
+
+  /// Per model chunk, its DP buckets' parameter all-gathers (per TP rank) and which bucket holds
+  /// each gradient item.
+  struct ParamGathers {
+    std::vector<std::vector<std::vector<TaskId>>> gather; ///< [chunk][bucket][tp rank]
+    std::vector<std::vector<size_t>> bucket_of;           ///< [chunk][item]
+    /// What the forward of item `item` of `chunk` waits for (none without the overlap).
+    [[nodiscard]] std::vector<TaskId> of(int chunk, size_t item) const {
+      if (gather.empty())
+        return {};
+      const auto c = static_cast<size_t>(chunk);
+      return gather[c][bucket_of[c][item]];
+    }
+  };
+
+  /// Megatron's distributed optimizer with overlap_param_gather: the parameters the previous
+  /// step's optimizer updated are all-gathered bucket by bucket as the forward reaches them, so a
+  /// step starts with the gathers on the DP stream, chunk by chunk in forward order (a chunk's
+  /// buckets from its first layers to its output layer), and a chunk's first forward waits, layer
+  /// by layer, for its bucket. The step then ends with the optimizer: the same period as the
+  /// steady state of consecutive steps.
+  ParamGathers overlapped_param_gathers(const std::vector<Rank>& group, int p, double weight_bytes) {
+    ParamGathers out;
+    if (!w_.training.overlap_param_gather || (zero_ != 1 && zero_ != 2) || grid_.dp == 1)
+      return out;
+    out.gather.resize(static_cast<size_t>(vp_));
+    out.bucket_of.resize(static_cast<size_t>(vp_));
+    for (int c = 0; c < vp_; ++c) {
+      std::vector<double> params;
+      std::vector<int> layer_of;
+      gradient_items(chunk_layout(p, c), params, layer_of);
+      const auto bk = buckets(params);
+      auto& of = out.bucket_of[static_cast<size_t>(c)];
+      for (size_t b = 0, i = 0; b < bk.size(); ++b)
+        for (; i <= bk[b].first; ++i)
+          of.push_back(b);
+      auto& gathers = out.gather[static_cast<size_t>(c)];
+      gathers.resize(bk.size());
+      for (size_t b = bk.size(); b-- > 0;)
+        for (size_t i = 0; i < group.size(); ++i)
+          gathers[b].push_back(dp_collective(group[i], p, static_cast<int>(i), {-2, c, static_cast<int>(b)},
+                                             CollectiveOp::ALL_GATHER, Bytes(bk[b].second * weight_bytes),
+                                             Phase::FORWARD, -1, -1, NO_TASK, Bytes(0.0), static_cast<int>(b)));
+    }
+    return out;
+  }
+
   // ---- one TP group's passes ----------------------------------------------------------------
 
   void build_tp_group(int d, int p) {
@@ -481,6 +529,8 @@ private:
     int pass_index = 0;
     // Per chunk: passes that finalize gradients so far (BACKWARD, or W when backward is split).
     std::vector<int> grad_passes(static_cast<size_t>(vp_), 0);
+    const ParamGathers param_gathers = overlapped_param_gathers(group, p, wb);
+    std::vector<char> chunk_forwarded(static_cast<size_t>(vp_), 0);
     const std::vector<PassRef> order = stage_order(w_.parallel.schedule, p, grid_.pp, m_, vp_);
     // Combined 1F1B (parallel.ep_overlap): each forward next to a backward of another (chunk,
     // micro-batch) forms a pair whose second pass runs alongside the first (pair_role 1, 2).
@@ -531,6 +581,12 @@ private:
 
       const int mb = pass.micro_batch;
       const size_t slot = static_cast<size_t>(pass.chunk) * static_cast<size_t>(m_) + static_cast<size_t>(mb);
+      // The chunk's first forward waits, layer by layer, for the parameter all-gathers issued at
+      // the step's start (overlap_param_gather); item i of the chunk's gradient items.
+      const bool first_forward = pass.phase == Phase::FORWARD && !chunk_forwarded[static_cast<size_t>(pass.chunk)]++;
+      auto param_gather_of = [&](size_t i) {
+        return first_forward ? param_gathers.of(pass.chunk, i) : std::vector<TaskId>{};
+      };
       for (Rank r : group)
         rs(r).pass_overhead = o_.pass_overhead;
       const bool fwd = pass.phase == Phase::FORWARD;
@@ -639,8 +695,10 @@ private:
             tp_comm(group, last_computes(group), Phase::FORWARD, p, -1, mb, tp_chain, 1.0, 1.0, CommRole::EMBEDDING);
           const size_t layer_start = g_.size();
           const model::LayerActivations kept = kept_activations(l);
+          // ZeRO-3's gather of the layer, or the overlapped ZeRO-1/2 gather of its bucket.
+          const size_t item = (layout.has_output ? 1 : 0) + static_cast<size_t>(n_layers - 1 - l);
           auto attn = compute(group, Block::ATTENTION, Phase::FORWARD, p, layer, mb, kept.attention, Bytes(0.0),
-                              gather_of(j));
+                              gathers ? gather_of(j) : param_gather_of(item));
           mark_first(&RankState::fwd_first, attn);
           tp_comm(group, attn, Phase::FORWARD, p, layer, mb, tp_chain, 1.0, moe_copies(layer));
           auto mlp = compute(group, Block::MLP, Phase::FORWARD, p, layer, mb, kept.mlp, Bytes(0.0), {},
@@ -651,7 +709,8 @@ private:
           mark_last(&RankState::fwd_last, mlp);
         }
         if (layout.has_output) {
-          auto logits = compute(group, Block::LOGITS, Phase::FORWARD, p, -1, mb, logits_act, Bytes(0.0));
+          auto logits = compute(group, Block::LOGITS, Phase::FORWARD, p, -1, mb, logits_act, Bytes(0.0),
+                                param_gather_of(0));
           mark_first(&RankState::fwd_first, logits);
           mark_last(&RankState::fwd_last, logits);
           loss_all_reduces(group, logits, p, mb, tp_chain);
@@ -940,8 +999,9 @@ private:
         g_.add_edge(st.pending_wait, opt);
       st.pending_wait = NO_TASK;
       st.last_compute = opt;
-      // ZeRO-1/2: every rank updated its shard; gather the updated parameters.
-      if ((zero_ == 1 || zero_ == 2) && grid_.dp > 1) {
+      // ZeRO-1/2: every rank updated its shard; gather the updated parameters (unless the next
+      // step's forward does, overlapped_param_gathers).
+      if ((zero_ == 1 || zero_ == 2) && grid_.dp > 1 && !w_.training.overlap_param_gather) {
         TaskId producer = opt;
         for (size_t b = 0; b < item_buckets.size(); ++b) {
           dp_collective(r, p, t, {-1, 3, static_cast<int>(b)}, CollectiveOp::ALL_GATHER,

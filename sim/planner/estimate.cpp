@@ -267,16 +267,23 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
                         : std::max(all_reduce(expert_grads, edp, dp_link) - last_pass,
                                    all_reduce(expert_layer, edp, dp_link));
     }
+    // ZeRO-1/2's parameter all-gather: after the optimizer, or with overlap_param_gather under
+    // the next step's forward. The first stage's first forward pass waits for its chunk's
+    // buckets layer by layer, and every later stage waits for that pass: what the gathers take
+    // beyond one chunk forward (t_F/v), or at least one bucket, is exposed.
+    const double param_gather = gather(grads * wb / e, dp, dp_link);
+    const double param_exposed =
+        w.training.overlap_param_gather
+            ? std::max(gather(bucket * wb / e, dp, dp_link), param_gather / d(v) - t_f / d(v))
+            : param_gather;
     switch (par.zero_stage) {
     case 0: dp_exposed += std::max(all_reduce(grads, dp, dp_link) - last_pass, all_reduce(bucket, dp, dp_link)); break;
     case 1:
-      dp_exposed += std::max(gather(grads, dp, dp_link) - last_pass, gather(bucket, dp, dp_link)) +
-                    gather(grads * wb / e, dp, dp_link);
+      dp_exposed += std::max(gather(grads, dp, dp_link) - last_pass, gather(bucket, dp, dp_link)) + param_exposed;
       break;
     case 2: {
       const double rs = gather(grads, dp, dp_link) / d(v);
-      dp_exposed += d(m * v) * std::max(0.0, rs - t_b / d(v)) + gather(bucket, dp, dp_link) +
-                    gather(grads * wb / e, dp, dp_link);
+      dp_exposed += d(m * v) * std::max(0.0, rs - t_b / d(v)) + gather(bucket, dp, dp_link) + param_exposed;
       break;
     }
     default: {

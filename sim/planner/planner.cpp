@@ -163,6 +163,10 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
                       w.parallel.chunk_layers.clear();
                     w.parallel.sp = sp;
                     w.parallel.zero_stage = zero;
+                    // The workload's overlap_param_gather applies to the distributed optimizer's
+                    // stages (1, 2) only: other stages have no such all-gather.
+                    if (zero != 1 && zero != 2)
+                      w.training.overlap_param_gather = false;
                     w.batch.micro_batch = mb;
                     w.training.recompute = rc;
                     if (rc != Recompute::FULL) // the workload's recompute_layers belong to full recomputation

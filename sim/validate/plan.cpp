@@ -589,6 +589,12 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   if (fp8_params)
     w << "  fp8_params: true\n";
+  // NeMo's and Megatron Bridge's recipes overlap the distributed optimizer's parameter all-gather
+  // with the forward (overlap_param_gather; NeMo 1.0: overlap_param_sync).
+  if (nemo && (zero == 1 || zero == 2) && dp > 1) {
+    w << "  overlap_param_gather: true\n";
+    p.defaults.emplace_back("overlap_param_gather=true (framework '" + run.framework + "')");
+  }
   if (run.offload_layers.value_or(0) > 0)
     w << "  offload_layers: " << *run.offload_layers << "\n";
   if (run.recompute_layers.value_or(0) > 0)

@@ -624,4 +624,15 @@ TEST_F(HfConfig, Fp8ParamsAndOffloadKeys) {
   cluster.gpu.host_bandwidth = BytesPerSec(0.0);
   EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3"}).find("needs gpu.host_bandwidth"),
             std::string::npos);
+  // Overlapping the parameter all-gather needs one: the distributed optimizer's (ZeRO-1 or 2).
+  EXPECT_TRUE(load({"training.overlap_param_gather=true"}).training.overlap_param_gather);
+  EXPECT_NE(error({"training.overlap_param_gather=maybe"}).find("key 'training.overlap_param_gather'"), std::string::npos);
+  EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "parallel.zero_stage=1", "training.overlap_param_gather=true"}),
+            "");
+  for (const char* zero : {"parallel.zero_stage=0", "parallel.zero_stage=3"})
+    EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", zero, "training.overlap_param_gather=true"})
+                  .find("training.overlap_param_gather overlaps the distributed optimizer's parameter all-gather and "
+                        "needs parallel.zero_stage 1 or 2"),
+              std::string::npos)
+        << zero;
 }

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 using namespace stepsim;
 using graph::CollectiveOp;
 using graph::CommGroup;
@@ -94,6 +96,70 @@ TEST(Zero, Stages1And2Volumes) {
   EXPECT_NEAR(volume(build(w), 0, CommGroup::DP), base, 1e-6 * base);
   w.parallel.zero_stage = 2;
   EXPECT_NEAR(volume(build(w), 0, CommGroup::DP), (m + 1) / 2.0 * base, 1e-6 * base);
+}
+
+// overlap_param_gather (Megatron's distributed optimizer): the parameter all-gathers move from
+// after the optimizer to the step's start, the same buckets and bytes (the DP volume of ZeRO-1 and
+// 2 unchanged), chunk by chunk in forward order (buckets from the last index to 0, as the forward
+// meets them). Only each chunk's first forward waits for them, each layer for its own bucket; no
+// gather waits for any compute or follows an optimizer.
+TEST(Zero, OverlappedParameterGatherMovesTheGathersUnderTheForward) {
+  for (const int zero : {1, 2}) {
+    WorkloadSpec w = test::workload(test::small_gpt(8), 2, 2, 4, 6); // two layers per model chunk
+    w.parallel.zero_stage = zero;
+    w.parallel.vp = 2;
+    w.parallel.schedule = Schedule::INTERLEAVED;
+    w.training.dp_bucket = Bytes(4.0 * 1024 * 1024); // several buckets per chunk
+    const auto plain = build(w);
+    w.training.overlap_param_gather = true;
+    const auto overlapped = build(w);
+    EXPECT_NEAR(volume(overlapped, 0, CommGroup::DP), volume(plain, 0, CommGroup::DP), 1e-6 * volume(plain, 0, CommGroup::DP));
+    const graph::StepGraph& g = overlapped.graph;
+    std::map<graph::Rank, std::vector<std::pair<int, int>>> order; // rank 0's gathers: (micro_batch, bucket)
+    int waited = 0;
+    for (graph::TaskId id = 0; id < g.size(); ++id) {
+      const graph::Task& t = g.task(id);
+      if (t.kind != graph::TaskKind::COLLECTIVE || t.op != CollectiveOp::ALL_GATHER || t.group != CommGroup::DP)
+        continue;
+      EXPECT_EQ(t.phase, graph::Phase::FORWARD) << "zero " << zero;
+      for (graph::TaskId pred : g.predecessors(id)) {
+        EXPECT_NE(g.task(pred).kind, graph::TaskKind::COMPUTE);
+      }
+      for (graph::TaskId s : g.successors(id)) {
+        const graph::Task& c = g.task(s);
+        if (c.kind != graph::TaskKind::COMPUTE)
+          continue;
+        ++waited;
+        EXPECT_EQ(c.phase, graph::Phase::FORWARD);
+        EXPECT_EQ(c.micro_batch, 0); // the chunk's first forward only
+        EXPECT_TRUE(c.block == graph::Block::ATTENTION || c.block == graph::Block::LOGITS);
+      }
+      if (g.participants(t).front() == 0)
+        order[0].push_back({t.micro_batch, t.bucket});
+    }
+    EXPECT_GT(waited, 0);
+    // Rank 0 (stage 0, two chunks): each chunk's buckets from the highest index down to 0.
+    const auto& seq = order[0];
+    ASSERT_EQ(seq.size(), 5u); // chunk 0: embedding and two layers; chunk 1: two layers
+    int restarts = 0;
+    for (size_t i = 1; i < seq.size(); ++i) {
+      if (seq[i].second >= seq[i - 1].second) {
+        ++restarts;
+      } else {
+        EXPECT_EQ(seq[i].second, seq[i - 1].second - 1);
+      }
+    }
+    EXPECT_EQ(restarts, 1) << "one run of buckets per chunk";
+    EXPECT_EQ(seq.back().second, 0);
+    // Nothing gathers after the optimizer.
+    for (graph::TaskId id = 0; id < g.size(); ++id) {
+      if (g.task(id).block != graph::Block::OPTIMIZER)
+        continue;
+      for (graph::TaskId s : g.successors(id)) {
+        EXPECT_NE(g.task(s).op, CollectiveOp::ALL_GATHER);
+      }
+    }
+  }
 }
 
 // fp8 primary weights (training.fp8_params) gather the updated weights in fp8: ZeRO-1's DP

@@ -310,10 +310,24 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
   EXPECT_NE(defaults.find("sp=true (framework 'NeMo 24.09')"), std::string::npos) << defaults;
   EXPECT_NE(defaults.find("zero_stage=1 (distributed optimizer"), std::string::npos) << defaults;
   EXPECT_NE(defaults.find("mlp=gelu (nemotron)"), std::string::npos) << defaults;
+  // NeMo overlaps the distributed optimizer's parameter all-gather with the forward (with dp > 1:
+  // here 16 GPUs, tp 8).
+  EXPECT_EQ(nemo.workload_yaml.find("overlap_param_gather"), std::string::npos) << nemo.workload_yaml;
+  std::string two = small_run("n2", "bf16");
+  two.replace(two.find("num_gpus: 8"), 11, "num_gpus: 16");
+  two.replace(two.find("dp: 1"), 5, "dp: 2");
+  const validate::RunPlan nemo2 = plan_of(two, "NeMo 24.09", "Nemotron-4 mini");
+  ASSERT_TRUE(nemo2.skip_reason.empty()) << nemo2.skip_reason;
+  EXPECT_NE(nemo2.workload_yaml.find("  overlap_param_gather: true\n"), std::string::npos) << nemo2.workload_yaml;
+  std::string defaults2;
+  for (const auto& s : nemo2.defaults)
+    defaults2 += s + ";";
+  EXPECT_NE(defaults2.find("overlap_param_gather=true (framework 'NeMo 24.09')"), std::string::npos) << defaults2;
 
   const validate::RunPlan megatron = plan_of(small_run("m", "bf16"), "Megatron-LM", "Llama-small");
   EXPECT_EQ(megatron.workload_yaml.find("  sp: true"), std::string::npos) << megatron.workload_yaml;
   EXPECT_NE(megatron.workload_yaml.find("  zero_stage: 0\n"), std::string::npos) << megatron.workload_yaml;
+  EXPECT_EQ(megatron.workload_yaml.find("overlap_param_gather"), std::string::npos) << megatron.workload_yaml;
   EXPECT_NE(megatron.workload_yaml.find("  mlp: swiglu\n"), std::string::npos) << megatron.workload_yaml;
   const validate::RunPlan unknown = plan_of(small_run("u", "bf16"), "Megatron-LM", "Model-X");
   EXPECT_NE(unknown.workload_yaml.find("  mlp: swiglu\n"), std::string::npos) << unknown.workload_yaml;
