@@ -130,13 +130,11 @@ TEST(FoldDp, SameStepTimeOnSymmetricCluster) {
 
 namespace {
 
-/// tp=2, pp=2, one micro-batch, stage s on node s; NVLink free, each GPU's own NIC at 25 GB/s
-/// with no latency. Step time with and without Megatron's pipeline scatter/gather.
-double scatter_gather_step(bool scatter_gather) {
-  const auto r = run_in_child([scatter_gather] {
-    WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4), 2, 2, 1, 1, 1);
-    w.parallel.pp_scatter_gather = scatter_gather;
-    ClusterSpec cluster = stepsim::test::free_comm_cluster(2, 2);
+/// The step time of `w` (in a child process) on `nodes` nodes of `gpus_per_node` GPUs with free
+/// NVLink and each GPU's own NIC at 25 GB/s with no latency, every compute block 1 ms.
+double nic_bound_step(const WorkloadSpec& w, int nodes, int gpus_per_node) {
+  const auto r = run_in_child([&w, nodes, gpus_per_node] {
+    ClusterSpec cluster = stepsim::test::free_comm_cluster(nodes, gpus_per_node);
     cluster.nic = LinkSpec{BytesPerSec(25e9), Seconds(0.0), 1.0};
     BuildOptions o;
     o.compute_time = [](const ComputeQuery&) { return Seconds(1e-3); };
@@ -145,6 +143,14 @@ double scatter_gather_step(bool scatter_gather) {
   });
   EXPECT_TRUE(r.ok) << r.error;
   return r.ok ? r.values[0] : NAN;
+}
+
+/// tp=2, pp=2, one micro-batch, stage s on node s. Step time with and without Megatron's
+/// pipeline scatter/gather.
+double scatter_gather_step(bool scatter_gather) {
+  WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4), 2, 2, 1, 1, 1);
+  w.parallel.pp_scatter_gather = scatter_gather;
+  return nic_bound_step(w, 2, 2);
 }
 
 } // namespace
@@ -262,23 +268,13 @@ TEST(Replay, CollectiveOpMapping) {
 
 namespace {
 
-/// ZeRO-1 over dp = 4 GPUs, one per node (free NVLink, each GPU's NIC at 25 GB/s, no latency),
-/// one micro-batch, 1 ms per compute block, every gradient item its own DP bucket.
+/// ZeRO-1 over dp = 4 GPUs, one per node, one micro-batch, every gradient item its own DP bucket.
 double param_gather_step(bool overlap) {
-  const auto r = run_in_child([overlap] {
-    WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4), 1, 1, 4, 1, 1);
-    w.parallel.zero_stage = 1;
-    w.training.dp_bucket = Bytes(1.0);
-    w.training.overlap_param_gather = overlap;
-    ClusterSpec cluster = stepsim::test::free_comm_cluster(4, 1);
-    cluster.nic = LinkSpec{BytesPerSec(25e9), Seconds(0.0), 1.0};
-    BuildOptions o;
-    o.compute_time = [](const ComputeQuery&) { return Seconds(1e-3); };
-    const StepProgram prog = build_step(w, o);
-    return std::vector<double>{stepsim::test::step_time(prog, cluster, engine::CollectiveForm::AUTO)};
-  });
-  EXPECT_TRUE(r.ok) << r.error;
-  return r.ok ? r.values[0] : NAN;
+  WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4), 1, 1, 4, 1, 1);
+  w.parallel.zero_stage = 1;
+  w.training.dp_bucket = Bytes(1.0);
+  w.training.overlap_param_gather = overlap;
+  return nic_bound_step(w, 4, 1);
 }
 
 } // namespace
