@@ -146,8 +146,10 @@ std::string kineto_category(const std::string& kernel_name) {
     return "nccl:" + collective_of(n);
   if (contains(n, "flash") || contains(n, "fmha") || contains(n, "sdpa") || contains(n, "attention"))
     return "attention";
+  // cuBLAS/cuBLASLt (xmma, nvjet, gemv), CUTLASS, and torch.compile's Triton matmul templates
+  // (triton_tem_fused_mm, ..._addmm, ..._bmm).
   if (contains(n, "gemm") || contains(n, "cutlass") || contains(n, "xmma") || contains(n, "nvjet") ||
-      contains(n, "cublas"))
+      contains(n, "cublas") || contains(n, "gemv") || (contains(n, "triton_tem") && contains(n, "mm")))
     return "gemm";
   return "elementwise";
 }

@@ -993,6 +993,10 @@ TEST(Compare, KinetoTraceBreakdown) {
   EXPECT_EQ(validate::kineto_category("ncclKernel_AllReduce_RING_LL_Sum_bfloat16(ncclWorkElem)"), "nccl:all_reduce");
   EXPECT_EQ(validate::kineto_category("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"), "nccl:send_recv");
   EXPECT_EQ(validate::kineto_category("void at::native::vectorized_elementwise_kernel<4>"), "elementwise");
+  EXPECT_EQ(validate::kineto_category("triton_tem_fused_addmm_3"), "gemm");
+  EXPECT_EQ(validate::kineto_category("void gemv2T_kernel_val<int, int, __nv_bfloat16>"), "gemm");
+  EXPECT_EQ(validate::kineto_category("triton_poi_fused_add_mul_0"), "elementwise");
+  EXPECT_EQ(validate::kineto_category("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16"), "attention");
 
   // Two steps on two GPUs. Per step on each GPU: GEMM 0-400 us, flash 400-500, elementwise
   // 500-550, an all-reduce 450-700 (overlapped 450-550 by compute, so 150 us exposed).
