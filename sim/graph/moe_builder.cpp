@@ -121,6 +121,10 @@ TaskId MoeCpEmitter::ep_all_to_all(Rank r, int stage, int layer, int mb, Phase p
 
 void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId producer) {
   const int per_micro_batch = w_.parallel.zero_stage >= 2 ? 1 : 0;
+  // ZeRO-1 reduce-scatters and gathers the updated experts back: one all-reduce of the same volume
+  // at the end of backward, unless the gather runs under the next forward (overlap_param_gather,
+  // the step builder's) and only the reduce-scatter is left here.
+  const bool scatter = per_micro_batch || w_.training.overlap_param_gather;
   int& passes = grad_passes_[{r, layer}];
   ++passes;
   if (!per_micro_batch && passes != m_)
@@ -133,7 +137,7 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
   if (auto it = expert_reduce_.find(key); it != expert_reduce_.end()) {
     id = it->second;
   } else {
-    Task task = collective_task(CommGroup::DP, per_micro_batch ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE,
+    Task task = collective_task(CommGroup::DP, scatter ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE,
                                 Stream::DP_COMM, Phase::BACKWARD, stage, layer, per_micro_batch ? mb : -1,
                                 Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert *
                                       model::element_bytes(w_.precision)));

@@ -468,6 +468,19 @@ private:
   struct ParamGathers {
     std::vector<std::vector<std::vector<TaskId>>> gather; ///< [chunk][bucket][tp rank]
     std::vector<std::vector<size_t>> bucket_of;           ///< [chunk][item]
+    /// [chunk] local layer -> its routed experts' gather over their expert-data-parallel group,
+    /// per TP rank (MoE layers whose experts have one).
+    std::vector<std::map<int, std::vector<TaskId>>> experts;
+    /// What the first forward of `chunk`'s local layer `l` passes to its experts' compute.
+    [[nodiscard]] detail::MoeCpEmitter::ExpertShards experts_of(int chunk, int l) const {
+      detail::MoeCpEmitter::ExpertShards xs;
+      if (experts.empty())
+        return xs;
+      const auto& m = experts[static_cast<size_t>(chunk)];
+      if (auto it = m.find(l); it != m.end())
+        xs.gather = it->second;
+      return xs;
+    }
     /// What the forward of item `item` of `chunk` waits for (none without the overlap).
     [[nodiscard]] std::vector<TaskId> of(int chunk, size_t item) const {
       if (gather.empty())
@@ -480,19 +493,22 @@ private:
   /// Megatron's distributed optimizer with overlap_param_gather: the parameters the previous
   /// step's optimizer updated are all-gathered bucket by bucket as the forward reaches them, so a
   /// step starts with the gathers on the DP stream, chunk by chunk in forward order (a chunk's
-  /// buckets from its first layers to its output layer), and a chunk's first forward waits, layer
-  /// by layer, for its bucket. The step then ends with the optimizer: the same period as the
-  /// steady state of consecutive steps.
+  /// buckets from its first layers to its output layer, each followed by its MoE layers' routed
+  /// experts over their expert-data-parallel group), and a chunk's first forward waits, layer by
+  /// layer, for its bucket (and the experts' compute for theirs). The step then ends with the
+  /// optimizer: the same period as the steady state of consecutive steps.
   ParamGathers overlapped_param_gathers(const std::vector<Rank>& group, int p, double weight_bytes) {
     ParamGathers out;
     if (!w_.training.overlap_param_gather || (zero_ != 1 && zero_ != 2) || grid_.dp == 1)
       return out;
     out.gather.resize(static_cast<size_t>(vp_));
     out.bucket_of.resize(static_cast<size_t>(vp_));
+    out.experts.resize(static_cast<size_t>(vp_));
     for (int c = 0; c < vp_; ++c) {
+      const model::StageLayout layout = chunk_layout(p, c);
       std::vector<double> params;
       std::vector<int> layer_of;
-      gradient_items(chunk_layout(p, c), params, layer_of);
+      gradient_items(layout, params, layer_of);
       const auto bk = buckets(params);
       auto& of = out.bucket_of[static_cast<size_t>(c)];
       for (size_t b = 0, i = 0; b < bk.size(); ++b)
@@ -500,11 +516,29 @@ private:
           of.push_back(b);
       auto& gathers = out.gather[static_cast<size_t>(c)];
       gathers.resize(bk.size());
-      for (size_t b = bk.size(); b-- > 0;)
+      for (size_t b = bk.size(); b-- > 0;) {
         for (size_t i = 0; i < group.size(); ++i)
           gathers[b].push_back(dp_collective(group[i], p, static_cast<int>(i), {-2, c, static_cast<int>(b)},
                                              CollectiveOp::ALL_GATHER, Bytes(bk[b].second * weight_bytes),
                                              Phase::FORWARD, -1, -1, NO_TASK, Bytes(0.0), static_cast<int>(b)));
+        // The bucket's MoE layers' experts, first layer first (items run last layer first).
+        const size_t first_item = b == 0 ? 0 : bk[b - 1].first + 1;
+        for (size_t item = bk[b].first + 1; item-- > first_item;) {
+          const int l = layer_of[item];
+          if (l < 0)
+            continue;
+          const int layer = static_cast<int>(layout.first_layer + l);
+          const double experts = model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert;
+          if (experts <= 0)
+            continue;
+          std::vector<TaskId> ids;
+          for (const Rank r : group)
+            ids.push_back(moe_cp_->expert_gather(r, p, layer, -1, Phase::FORWARD, NO_TASK,
+                                                 Bytes(experts * weight_bytes), Bytes(0.0)));
+          if (ids.front() != NO_TASK)
+            out.experts[static_cast<size_t>(c)][l] = std::move(ids);
+        }
+      }
     }
     return out;
   }
@@ -702,7 +736,10 @@ private:
           mark_first(&RankState::fwd_first, attn);
           tp_comm(group, attn, Phase::FORWARD, p, layer, mb, tp_chain, 1.0, moe_copies(layer));
           auto mlp = compute(group, Block::MLP, Phase::FORWARD, p, layer, mb, kept.mlp, Bytes(0.0), {},
-                             gathered_bytes(l), expert_shards(j, l, true));
+                             gathered_bytes(l),
+                             gathers ? expert_shards(j, l, true)
+                             : first_forward ? param_gathers.experts_of(pass.chunk, l)
+                                             : detail::MoeCpEmitter::ExpertShards{});
           tp_comm(group, mlp, Phase::FORWARD, p, layer, mb, tp_chain, moe_copies(layer), 1.0);
           offload_copy(group, l, layer_start);
           freer[static_cast<size_t>(j)] = mlp;
@@ -1010,6 +1047,18 @@ private:
           producer = NO_TASK;
         }
       }
+      // ZeRO-2's experts, reduce-scattered every micro-batch, are gathered back likewise (ZeRO-1's
+      // are all-reduced at the end of backward: the same volume).
+      if (zero_ == 2 && !w_.training.overlap_param_gather)
+        for (int c = 0; c < vp_; ++c) {
+          const model::StageLayout span = chunk_layout(p, c);
+          for (int64_t l = 0; l < span.num_layers; ++l) {
+            const int layer = static_cast<int>(span.first_layer + l);
+            const double experts = model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert;
+            if (experts > 0)
+              moe_cp_->expert_gather(r, p, layer, -1, Phase::OPTIMIZER, opt, Bytes(experts * e), Bytes(0.0));
+          }
+        }
     }
   }
 

@@ -259,23 +259,29 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
     const double bucket = std::min(grads, w.training.dp_bucket.value());
     const double last_pass = t_b / d(v); // backward of the last chunk pass overlaps the reduction
     const int64_t edp = model::expert_data_parallel(par);
+    // The experts' parameters, gathered back after the optimizer (ZeRO-2) or under the forward
+    // (overlap_param_gather), as the dense ones below.
+    const bool overlap = w.training.overlap_param_gather;
+    const auto gathered_back = [&](double bytes, double piece, int64_t n) {
+      const double all = gather(bytes * wb / e, n, dp_link);
+      return overlap ? std::max(gather(piece * wb / e, n, dp_link), all / d(v) - t_f / d(v)) : all;
+    };
     if (expert_grads > 0 && edp > 1 && par.zero_stage < 3) {
       const double expert_layer = moe_layers > 0 ? expert_grads / moe_layers : expert_grads;
-      dp_exposed += par.zero_stage == 2
-                        ? d(m * v) * std::max(0.0, gather(expert_grads, edp, dp_link) / d(v) - t_b / d(v)) +
-                              gather(expert_layer, edp, dp_link)
-                        : std::max(all_reduce(expert_grads, edp, dp_link) - last_pass,
-                                   all_reduce(expert_layer, edp, dp_link));
+      if (par.zero_stage == 2)
+        dp_exposed += d(m * v) * std::max(0.0, gather(expert_grads, edp, dp_link) / d(v) - t_b / d(v)) +
+                      gather(expert_layer, edp, dp_link) + gathered_back(expert_grads, expert_layer, edp);
+      else if (overlap) // ZeRO-1 with the gather under the forward: the reduce-scatter stays
+        dp_exposed += std::max(gather(expert_grads, edp, dp_link) - last_pass, gather(expert_layer, edp, dp_link)) +
+                      gathered_back(expert_grads, expert_layer, edp);
+      else // ZeRO-1: an all-reduce of the same volume as the reduce-scatter and the gather
+        dp_exposed += std::max(all_reduce(expert_grads, edp, dp_link) - last_pass, all_reduce(expert_layer, edp, dp_link));
     }
     // ZeRO-1/2's parameter all-gather: after the optimizer, or with overlap_param_gather under
     // the next step's forward. The first stage's first forward pass waits for its chunk's
     // buckets layer by layer, and every later stage waits for that pass: what the gathers take
     // beyond one chunk forward (t_F/v), or at least one bucket, is exposed.
-    const double param_gather = gather(grads * wb / e, dp, dp_link);
-    const double param_exposed =
-        w.training.overlap_param_gather
-            ? std::max(gather(bucket * wb / e, dp, dp_link), param_gather / d(v) - t_f / d(v))
-            : param_gather;
+    const double param_exposed = gathered_back(grads, bucket, dp);
     switch (par.zero_stage) {
     case 0: dp_exposed += std::max(all_reduce(grads, dp, dp_link) - last_pass, all_reduce(bucket, dp, dp_link)); break;
     case 1:

@@ -144,7 +144,7 @@ TEST(MoeEndToEnd, AllToAllSeesTheFabric) {
 // simulates one EP rank (and every CP rank) of one replica, observing its all-to-alls from its
 // node; without sampling, one EP group of DP replicas; without folding, everything. With ZeRO-3
 // (FSDP with experts) as well: its expert gathers span expert-data-parallel groups of 4.
-void expect_folded_equals_unfolded(const std::string& extra, int one_group_gpus = 32) {
+void expect_folded_equals_unfolded(const std::string& extra, int one_group_gpus = 32, double tolerance = 1e-9) {
   const std::string args = "run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") +
                            " --workload " + src("workloads/mixtral-8x7b.yaml") +
                            " --set cluster.nodes=8 --set model.layers=8 --set batch.global_batch=32"
@@ -164,8 +164,8 @@ void expect_folded_equals_unfolded(const std::string& extra, int one_group_gpus 
   EXPECT_EQ(gpus[0], 8);  // tp 2 * cp 2 * pp 2: one EP rank
   EXPECT_EQ(gpus[1], one_group_gpus); // tp 2 * cp 2 * pp 2 * ep 4: one EP group
   EXPECT_EQ(gpus[2], 64);
-  EXPECT_NEAR(step[0], step[2], 1e-9 * step[2]);
-  EXPECT_NEAR(step[1], step[2], 1e-9 * step[2]);
+  EXPECT_NEAR(step[0], step[2], tolerance * step[2]);
+  EXPECT_NEAR(step[1], step[2], tolerance * step[2]);
 }
 
 TEST(MoeEndToEnd, FoldedEqualsUnfolded) { expect_folded_equals_unfolded(""); }
@@ -197,6 +197,19 @@ TEST(MoeEndToEnd, InNodeAllToAllKeepsTheObservedGpusFlows) {
 }
 
 TEST(MoeEndToEnd, FoldedEqualsUnfoldedWithZero3) { expect_folded_equals_unfolded(" --set parallel.zero_stage=3"); }
+
+// The distributed optimizer's gathers under the forward, the experts' over their own groups.
+TEST(MoeEndToEnd, FoldedEqualsUnfoldedWithOverlappedParameterGather) {
+  expect_folded_equals_unfolded(" --set training.overlap_param_gather=true");
+}
+
+// ZeRO-2 reduce-scatters the experts' gradients every micro-batch, while the other EP ranks'
+// expert groups do the same on the same rails: simulating one EP rank leaves those flows out
+// (docs/moe.md, "Not modelled yet"). Here that is 5e-6 of the step (the bound: 1e-5), and the
+// experts' gathers after the optimizer add nothing to it.
+TEST(MoeEndToEnd, FoldedNearlyEqualsUnfoldedWithZero2) {
+  expect_folded_equals_unfolded(" --set parallel.zero_stage=2", 32, 1e-5);
+}
 
 // Combined 1F1B (parallel.ep_overlap) on an MoE whose expert groups span four nodes (32 experts,
 // ep 32 folded over tp 2): the all-to-alls of each steady-state pass hide behind the other pass's

@@ -543,3 +543,48 @@ TEST(ExpertParallel, OffloadedMoeLayersWaitForTheirCopies) {
       EXPECT_LT(seconds, 1e-3 * copy) << "layer " << layer;
   }
 }
+
+// The routed experts' parameters under the distributed optimizer (expert-data-parallel group of
+// dp/ep GPUs, S = a layer's local experts at 2 bytes): ZeRO-1 all-reduces them at the end of
+// backward, 2(n-1)/n S; with overlap_param_gather it reduce-scatters them there and gathers them
+// at the step's start, (n-1)/n S each, the same volume, the gather before the layer's first
+// forward experts and after nothing else; ZeRO-2 reduce-scatters every micro-batch and gathers
+// once after the optimizer: (m + 1)(n-1)/n S.
+TEST(ExpertParallel, ExpertParametersFollowTheDistributedOptimizer) {
+  const int64_t m = 3;
+  WorkloadSpec w = moe(1, 1, 8, 4, m); // expert-data-parallel groups of 2
+  const double s = model::layer_params_at(w.model, 0, 1, 4, 1).expert * 2.0;
+  ASSERT_GT(s, 0.0);
+  // Per expert-data-parallel collective of layer 0 on rank 0: (op, phase) -> bytes at bus volume.
+  auto expert_traffic = [&](const WorkloadSpec& spec) {
+    const auto prog = build(spec);
+    std::map<std::pair<CollectiveOp, Phase>, double> out;
+    for (graph::TaskId id = 0; id < prog.graph.size(); ++id) {
+      const graph::Task& t = prog.graph.task(id);
+      const auto parts = prog.graph.participants(t);
+      if (t.group != CommGroup::DP || t.layer != 0 || parts.size() != 2 || parts.front() != 0)
+        continue;
+      out[{t.op, t.phase}] += (t.op == CollectiveOp::ALL_REDUCE ? 1.0 : 0.5) * t.bytes.value();
+      if (t.op == CollectiveOp::ALL_GATHER && t.phase == Phase::FORWARD) {
+        EXPECT_TRUE(prog.graph.predecessors(id).empty() ||
+                    prog.graph.task(prog.graph.predecessors(id)[0]).kind == graph::TaskKind::COLLECTIVE);
+        bool gates_experts = false;
+        for (graph::TaskId c : prog.graph.successors(id))
+          gates_experts |= prog.graph.task(c).block == Block::EXPERTS && prog.graph.task(c).micro_batch == 0 &&
+                           prog.graph.task(c).phase == Phase::FORWARD;
+        EXPECT_TRUE(gates_experts);
+      }
+    }
+    return out;
+  };
+  w.parallel.zero_stage = 1;
+  using Key = std::pair<CollectiveOp, Phase>;
+  EXPECT_EQ(expert_traffic(w), (std::map<Key, double>{{{CollectiveOp::ALL_REDUCE, Phase::BACKWARD}, s}}));
+  w.training.overlap_param_gather = true;
+  EXPECT_EQ(expert_traffic(w), (std::map<Key, double>{{{CollectiveOp::REDUCE_SCATTER, Phase::BACKWARD}, 0.5 * s},
+                                                       {{CollectiveOp::ALL_GATHER, Phase::FORWARD}, 0.5 * s}}));
+  w.parallel.zero_stage = 2;
+  w.training.overlap_param_gather = false;
+  EXPECT_EQ(expert_traffic(w), (std::map<Key, double>{{{CollectiveOp::REDUCE_SCATTER, Phase::BACKWARD}, 0.5 * s * m},
+                                                       {{CollectiveOp::ALL_GATHER, Phase::OPTIMIZER}, 0.5 * s}}));
+}
