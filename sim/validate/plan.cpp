@@ -426,6 +426,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
       break;
     }
   if (m.moe_experts.value_or(0) > 1) {
+    p.moe = true;
     w << "  moe:\n    experts: " << *m.moe_experts << "\n";
     if (m.moe_topk)
       w << "    top_k: " << *m.moe_topk << "\n";

@@ -46,6 +46,7 @@ struct RunPlan {
   TflopsBasis basis = TflopsBasis::MODEL;
   FlopsShape shape;                      ///< for the FLOP conventions
   double peak_tflops = 0;                ///< for MFU: the source's assumed peak (or the GPU's)
+  bool moe = false;                      ///< a mixture-of-experts model
 };
 
 /// The GPU family of a record's hardware ("A100-SXM4-80GB", "a100_80gb" -> "A100"), or "". An

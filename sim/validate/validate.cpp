@@ -7,6 +7,7 @@
 #include "runner/simulate.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -336,6 +337,25 @@ void print_table(std::ostream& out, const std::vector<RunResult>& results) {
             << fmt(r.capacity_bytes / 1073741824.0, 1) << " (pipeline stage " << r.peak_stage << ")"
             << (r.host_bytes > 0 ? ", " + fmt(r.host_bytes / 1073741824.0, 1) + " GiB offloaded to host memory" : "")
             << "\n";
+    }
+  }
+  // The error by GPU family and by model kind, when the runs mix them.
+  std::map<std::string, std::vector<RunResult>> groups;
+  for (const RunResult& r : results)
+    if (r.status == RunStatus::OK) {
+      groups["GPU " + (r.plan.gpu_kind.empty() ? std::string("unknown") : r.plan.gpu_kind)].push_back(r);
+      groups[r.plan.moe ? "model MoE" : "model dense"].push_back(r);
+    }
+  const auto kinds = [&](const std::string& prefix) {
+    return std::count_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first.starts_with(prefix); });
+  };
+  if (kinds("GPU ") > 1 || kinds("model ") > 1) {
+    out << "\nerror by group (|error %|):\n";
+    for (const auto& [name, rows] : groups) {
+      const ErrorStats s = error_stats(rows);
+      out << "  " << std::left << std::setw(16) << name << std::right << std::setw(4) << s.validated
+          << " runs  median " << std::setw(6) << fmt(s.median_abs, 2) << "  mean " << std::setw(6) << fmt(s.mean_abs, 2)
+          << "  max " << std::setw(7) << fmt(s.max_abs, 2) << '\n';
     }
   }
   any = false;

@@ -1051,3 +1051,35 @@ TEST(Compare, KinetoTraceBreakdown) {
   EXPECT_NE(huge.output.find((d / "huge.json").string() + ": not valid JSON"), std::string::npos) << huge.output;
   fs::remove_all(d);
 }
+
+// The table's error by group: per GPU family and per model kind (dense, MoE), each group's run
+// count, median, mean and max |error| over its OK rows; skipped rows count nowhere, and a set of
+// one family and one kind prints no groups.
+TEST(Validate, ErrorByGpuFamilyAndModelKind) {
+  auto row = [](const std::string& id, const std::string& gpu, bool moe, double err, bool ok = true) {
+    validate::RunResult r;
+    r.plan.id = id;
+    r.plan.gpu_kind = gpu;
+    r.plan.moe = moe;
+    r.plan.layout = "tp1";
+    r.plan.measured = 1.0;
+    r.status = ok ? validate::RunStatus::OK : validate::RunStatus::SKIPPED;
+    r.error_pct = err;
+    r.predicted = 1.0 + err / 100;
+    return r;
+  };
+  const std::vector<validate::RunResult> mixed{row("a", "H100", false, 2.0), row("b", "H100", true, -10.0),
+                                               row("c", "A100", false, 4.0), row("d", "A100", false, -1.0),
+                                               row("e", "A100", true, 50.0, false)};
+  std::ostringstream out;
+  validate::print_table(out, mixed);
+  const std::string text = out.str();
+  ASSERT_NE(text.find("error by group (|error %|):"), std::string::npos) << text;
+  EXPECT_NE(text.find("  GPU A100           2 runs  median   2.50  mean   2.50  max    4.00\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  GPU H100           2 runs  median   6.00  mean   6.00  max   10.00\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  model MoE          1 runs  median  10.00  mean  10.00  max   10.00\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  model dense        3 runs  median   2.00  mean   2.33  max    4.00\n"), std::string::npos) << text;
+  std::ostringstream single;
+  validate::print_table(single, {row("a", "H100", false, 2.0), row("f", "H100", false, 3.0)});
+  EXPECT_EQ(single.str().find("error by group"), std::string::npos) << single.str();
+}
