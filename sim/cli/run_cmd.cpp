@@ -26,7 +26,8 @@ options:
   --set PATH=VALUE       override a key; PATH is dotted into the workload, or starts with
                          `cluster.` for the cluster (repeatable), e.g. --set parallel.pp=4
   --no-trace             do not write trace.json
-  --csv                  also write DIR/tasks.csv (one row per task)
+  --csv                  also write DIR/tasks.csv (one row per task; `role` names the
+                         collectives outside the layers)
   --collectives FORM     auto | fine | coarse  (how collectives expand into flows; default auto)
   --no-fold              simulate every DP replica instead of one (slower, same answer on
                          symmetric fabrics)

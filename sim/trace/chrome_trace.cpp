@@ -555,7 +555,7 @@ void write_task_csv(std::ostream& stream, const TraceInput& in) {
   check_input(in);
   const graph::StepGraph& g = in.program.graph;
   Sink out(stream);
-  out.put("task,kind,rank,stream,phase,block,group,op,stage,layer,micro_batch,start_s,end_s,bytes,flops\n");
+  out.put("task,kind,rank,stream,phase,block,group,op,stage,layer,micro_batch,start_s,end_s,bytes,flops,role\n");
   for (TaskId id = 0; id < g.size(); ++id) {
     const Task& t = g.task(id);
     const bool compute = t.kind == TaskKind::COMPUTE;
@@ -587,6 +587,8 @@ void write_task_csv(std::ostream& stream, const TraceInput& in) {
     out.put_double(t.bytes.value());
     out.put(',');
     out.put_double(t.flops.value());
+    out.put(',');
+    out.put(graph::to_string(t.role)); // empty for the layers' collectives and compute
     out.put('\n');
     out.maybe_flush();
   }

@@ -322,10 +322,10 @@ TEST(TaskCsv, OneRowPerTask) {
   std::istringstream lines(s.str());
   std::string line;
   ASSERT_TRUE(std::getline(lines, line));
-  EXPECT_EQ(line, "task,kind,rank,stream,phase,block,group,op,stage,layer,micro_batch,start_s,end_s,bytes,flops");
-  size_t rows = 0;
+  EXPECT_EQ(line, "task,kind,rank,stream,phase,block,group,op,stage,layer,micro_batch,start_s,end_s,bytes,flops,role");
+  size_t rows = 0, roles = 0;
   while (std::getline(lines, line)) {
-    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 14) << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 15) << line;
     const auto comma = line.find(',');
     EXPECT_EQ(std::stoul(line.substr(0, comma)), rows);
     // start_s and end_s read back exactly.
@@ -333,12 +333,19 @@ TEST(TaskCsv, OneRowPerTask) {
     std::istringstream fields(line);
     for (std::string c; std::getline(fields, c, ',');)
       cols.push_back(c);
-    ASSERT_EQ(cols.size(), 15u) << line;
+    // The last column names a collective outside the layers (empty otherwise: getline drops it).
+    const std::string_view role = graph::to_string(f.program.graph.task(static_cast<graph::TaskId>(rows)).role);
+    ASSERT_EQ(cols.size(), role.empty() ? 15u : 16u) << line;
+    if (!role.empty()) {
+      EXPECT_EQ(cols[15], role);
+      ++roles;
+    }
     EXPECT_EQ(std::stod(cols[11]), f.result.start[rows].value());
     EXPECT_EQ(std::stod(cols[12]), f.result.end[rows].value());
     ++rows;
   }
   EXPECT_EQ(rows, f.program.graph.size());
+  EXPECT_GT(roles, 0u);
   std::ostringstream again;
   write_task_csv(again, f.input());
   EXPECT_EQ(s.str(), again.str());
