@@ -963,9 +963,9 @@ private:
   /// last stage (a tied output layer, or the multi-token-prediction modules' embedding), the two
   /// copies' gradients all-reduce between the first and the last stage; then the gradient norm
   /// (and with fp16 the overflow check) all-reduces over the replica's tp*pp GPUs (Megatron's
-  /// model-parallel group; its distributed optimizer also spans the DP replicas, whose
-  /// latency this leaves out), so every optimizer waits for the slowest stage's gradients. Each waits for its GPUs' compute, DP stream and pending
-  /// collective; the next one on a GPU waits for it.
+  /// model-parallel group; its distributed optimizer also spans the DP replicas, whose latency
+  /// this leaves out), so every optimizer waits for the slowest stage's gradients. Each waits for
+  /// its GPUs' compute, DP stream and pending collective; the next one on a GPU waits for it.
   void build_grad_sync() {
     auto sync = [&](CommGroup group, Stream stream, int stage, Bytes bytes, CommRole role,
                     const std::vector<Rank>& ranks) {

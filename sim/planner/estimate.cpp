@@ -146,8 +146,8 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   double tp_per_mb = layers * tp_one * (4.0 + 2.0 * rf);
   // Outside the layers (as the builder): the output layer's input gradient and the
   // cross-entropy's three per-token fp32 all-reduces; a single stage also sums the embedding.
-  tp_per_mb += tp_one * (p == 1 ? 2.0 : 1.0) +
-               3.0 * d(1 + w.model.mtp_layers) * all_reduce(d(w.batch.micro_batch) * d(local.seq_len) * 4.0, t, tp_link);
+  const double loss_one = all_reduce(d(w.batch.micro_batch) * d(local.seq_len) * 4.0, t, tp_link);
+  tp_per_mb += tp_one * (p == 1 ? 2.0 : 1.0) + 3.0 * d(1 + w.model.mtp_layers) * loss_one;
 
   // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
   // the shared and the most loaded EP rank's routed experts as the dense MLP block scaled by
@@ -275,7 +275,8 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
         dp_exposed += std::max(gather(expert_grads, edp, dp_link) - last_pass, gather(expert_layer, edp, dp_link)) +
                       gathered_back(expert_grads, expert_layer, edp);
       else // ZeRO-1: an all-reduce of the same volume as the reduce-scatter and the gather
-        dp_exposed += std::max(all_reduce(expert_grads, edp, dp_link) - last_pass, all_reduce(expert_layer, edp, dp_link));
+        dp_exposed += std::max(all_reduce(expert_grads, edp, dp_link) - last_pass,
+                               all_reduce(expert_layer, edp, dp_link));
     }
     // ZeRO-1/2's parameter all-gather: after the optimizer, or with overlap_param_gather under
     // the next step's forward. The first stage's first forward pass waits for its chunk's
