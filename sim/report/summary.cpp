@@ -113,11 +113,14 @@ std::string fmt_double(const char* f, double v) {
 }
 
 /// Seconds with a unit and four significant digits, trailing zeros kept so that a column lines
-/// up: "19.03 s", "24.00 s", "412.5 ms", "8.300 us"; zero is "0 s".
+/// up: "19.03 s", "24.00 s", "412.5 ms", "8.300 us"; zero is "0 s", a thousand seconds and more
+/// whole seconds ("1235 s").
 std::string human_time(double s) {
   const double a = std::abs(s);
   if (a == 0.0)
     return "0 s";
+  if (a >= 999.95)
+    return fmt_double("%.0f s", s);
   if (a >= 1.0)
     return fmt_double("%#.4g s", s);
   if (a >= 1e-3)
