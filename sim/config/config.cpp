@@ -760,6 +760,9 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
   if (auto f = m->find("overlap_param_gather")) {
     t.overlap_param_gather = f->boolean();
   }
+  if (auto f = m->find("grad_reduce_in_fp32")) {
+    t.grad_reduce_in_fp32 = f->boolean();
+  }
   if (auto f = m->find("cross_entropy")) {
     t.cross_entropy = f->choice<CrossEntropy>({{"fp32", CrossEntropy::FP32}, {"fused", CrossEntropy::FUSED}});
   }
@@ -807,8 +810,8 @@ WorkloadSpec read_workload(const Document& doc) {
   std::optional<MapReader> training;
   if (auto f = top.find("training")) {
     training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "recompute_modules", "flash_attention",
-                       "zero3_prefetch", "overlap_param_gather", "cross_entropy", "fp8_params",
-                       "offload_layers", "recompute_layers"});
+                       "zero3_prefetch", "overlap_param_gather", "grad_reduce_in_fp32", "cross_entropy",
+                       "fp8_params", "offload_layers", "recompute_layers"});
   }
   w.training = read_training(training);
   if (auto f = training ? training->find("fp8_params") : std::nullopt; f && w.training.fp8_params &&

@@ -306,6 +306,10 @@ struct TrainingSpec {
   /// all-gathered bucket by bucket under the next step's forward instead of after the optimizer;
   /// each layer's first forward waits for its bucket (docs/model.md).
   bool overlap_param_gather = false;
+  /// Gradients accumulated and reduced over DP in fp32 (Megatron's grad_reduce_in_fp32 /
+  /// accumulate_allreduce_grads_in_fp32, NeMo's grad_sync_dtype: fp32): 4 bytes per gradient in
+  /// the DP reductions and in the gradient buffer instead of the 16-bit element's 2.
+  bool grad_reduce_in_fp32 = false;
   CrossEntropy cross_entropy = CrossEntropy::FP32; ///< the loss's kernels (and logits memory)
   /// fp8 primary weights (Transformer Engine's fp8_model_init, Megatron's fp8_param_gather): the
   /// model holds its weights in fp8 (1 byte and the fp8 transpose) instead of 16-bit weights plus

@@ -140,7 +140,7 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
     Task task = collective_task(CommGroup::DP, scatter ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE,
                                 Stream::DP_COMM, Phase::BACKWARD, stage, layer, per_micro_batch ? mb : -1,
                                 Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert *
-                                      model::element_bytes(w_.precision)));
+                                      model::grad_bytes(w_)));
     task.rank = members.front();
     id = g_.add_collective(task, members);
     expert_reduce_.emplace(key, id);

@@ -554,7 +554,7 @@ private:
       st.fwd_first.assign(static_cast<size_t>(m_) * static_cast<size_t>(vp_), NO_TASK);
       st.fwd_last = st.bwd_first = st.bwd_last = st.fwd_out_wait = st.bwd_out_wait = st.fwd_first;
     }
-    const double e = model::element_bytes(w_.precision);  // a gradient's bytes
+    const double e = model::grad_bytes(w_);                // a gradient's bytes
     const double wb = model::weight_bytes(w_);             // a gathered parameter's bytes
     const double held = wb + model::fp8_weight_bytes(w_);  // and its memory
     const Bytes logits_act = model::logits_activations(w_);
@@ -981,7 +981,7 @@ private:
         st.pending_wait = id;
       }
     };
-    const double e = model::element_bytes(w_.precision); // a gradient's bytes, as the DP buckets
+    const double e = model::grad_bytes(w_); // a gradient's bytes, as the DP buckets
     for (int d = 0; d < replicas_; ++d) {
       std::vector<Rank> all; // the replica's model-parallel group
       for (int p = 0; p < grid_.pp; ++p) {

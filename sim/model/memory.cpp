@@ -166,7 +166,7 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
   const double dp = static_cast<double>(w.parallel.dp) * std::max(1, w.parallel.cp);
   const double edp = static_cast<double>(expert_data_parallel(w.parallel));
   const int zero = w.parallel.zero_stage;
-  const double e = element_bytes(w.precision);
+  const double e = grad_bytes(w);
   const auto sharded = [&](int from_stage) {
     return zero >= from_stage ? psi_dense / dp + psi_expert / edp : psi;
   };

@@ -318,9 +318,9 @@ Bytes pp_message_bytes(const WorkloadSpec& w) {
   return w.parallel.sp || w.parallel.pp_scatter_gather ? full / w.parallel.tp : full;
 }
 
-Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage) {
-  return Bytes(params_on_rank(w, stage) * element_bytes(w.precision));
-}
+Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage) { return Bytes(params_on_rank(w, stage) * grad_bytes(w)); }
+
+double grad_bytes(const WorkloadSpec& w) { return w.training.grad_reduce_in_fp32 ? 4.0 : element_bytes(w.precision); }
 
 Seconds optimizer_time(const WorkloadSpec& w, const GpuSpec& gpu, int stage) {
   const double params = optimizer_params_on_rank(w, stage);

@@ -151,6 +151,10 @@ Bytes pp_message_bytes(const WorkloadSpec& w);
 /// Gradient bytes one rank of `stage` all-reduces over DP per step: params_on_rank * bytes.
 Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage);
 
+/// Bytes of one gradient as it is held and reduced over DP: 4 with training.grad_reduce_in_fp32,
+/// else the 16-bit element's.
+double grad_bytes(const WorkloadSpec& w);
+
 /// Time of the Adam update on one rank of `stage`: memory-bound; per parameter it updates (1/dp
 /// of them with ZeRO >= 1) it reads the gradient and the optimizer state and writes the state
 /// and the 16-bit weight: 2*(optimizer_bytes_per_param + 2) bytes.

@@ -86,7 +86,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const ParallelSpec& par = w.parallel;
   const int64_t p = par.pp, v = std::max(1, par.vp), t = par.tp, dp = par.dp;
   const int64_t m = w.micro_batches();
-  const double e = model::element_bytes(w.precision); // a gradient's bytes
+  const double e = model::grad_bytes(w); // a gradient's bytes
   const double wb = model::weight_bytes(w);            // a gathered weight's bytes
   const bool full = w.training.recompute == Recompute::FULL;
   const bool split = par.schedule == Schedule::ZB_H1 || par.schedule == Schedule::ZB_H2;

@@ -162,6 +162,24 @@ TEST(Zero, OverlappedParameterGatherMovesTheGathersUnderTheForward) {
   }
 }
 
+// Gradients reduced in fp32 (training.grad_reduce_in_fp32): the gradient reductions carry 4 bytes
+// per parameter instead of 2 and the parameter gathers keep the weights' 2. ZeRO-0: an all-reduce
+// of gradients, 2x; ZeRO-1: reduce-scatter + gather, (4 + 2) / (2 + 2); ZeRO-3: two gathers and
+// a reduce-scatter, (2 + 2 + 4) / (2 + 2 + 2). The ledger's gradients double.
+TEST(Zero, GradientsReducedInFp32) {
+  WorkloadSpec w = small(2, 2, 4, 3);
+  for (const int zero : {0, 1, 3}) {
+    w.parallel.zero_stage = zero;
+    w.training.grad_reduce_in_fp32 = false;
+    const double plain = volume(build(w), 0, CommGroup::DP);
+    const double grads = model::persistent_memory(w, test::a100(), 0).gradients.value();
+    w.training.grad_reduce_in_fp32 = true;
+    const double fp32 = volume(build(w), 0, CommGroup::DP);
+    EXPECT_NEAR(fp32 / plain, zero == 0 ? 2.0 : zero == 1 ? 6.0 / 4.0 : 8.0 / 6.0, 1e-9) << "zero " << zero;
+    EXPECT_DOUBLE_EQ(model::persistent_memory(w, test::a100(), 0).gradients.value(), 2.0 * grads) << "zero " << zero;
+  }
+}
+
 // fp8 primary weights (training.fp8_params) gather the updated weights in fp8: ZeRO-1's DP
 // volume, a gradient reduce-scatter (2 bytes per parameter) plus a weight all-gather, goes from
 // 2 + 2 to 2 + 1 bytes; ZeRO-3's forward and backward gathers halve too (2 + 2 + 2 -> 1 + 1 + 2).
