@@ -313,13 +313,7 @@ private:
       Task t = tp_task(op, phase, group.front(), stage, layer, mb);
       t.bytes = t.bytes * (op == CollectiveOp::REDUCE_SCATTER ? rs_scale : op == CollectiveOp::ALL_GATHER ? ag_scale : 1.0);
       t.role = role;
-      const TaskId id = g_.add_collective(t, group);
-      for (TaskId p : deps)
-        g_.add_edge(p, id);
-      if (tp_chain != NO_TASK)
-        g_.add_edge(tp_chain, id);
-      tp_chain = id;
-      return id;
+      return chain_tp(t, group, deps, tp_chain);
     };
     TaskId last;
     if (sp_) {
@@ -334,6 +328,17 @@ private:
     }
     for (Rank r : group)
       rs(r).pending_wait = last;
+  }
+
+  /// Adds TP collective `t` over `group` after `deps` and the group's previous TP collective.
+  TaskId chain_tp(const Task& t, const std::vector<Rank>& group, const std::vector<TaskId>& deps, TaskId& tp_chain) {
+    const TaskId id = g_.add_collective(t, group);
+    for (TaskId p : deps)
+      g_.add_edge(p, id);
+    if (tp_chain != NO_TASK)
+      g_.add_edge(tp_chain, id);
+    tp_chain = id;
+    return id;
   }
 
   /// Each rank's last compute task (those that have one): what a collective issued between two
@@ -362,12 +367,7 @@ private:
       Task t = tp_task(CollectiveOp::ALL_REDUCE, Phase::FORWARD, group.front(), stage, -1, mb);
       t.bytes = bytes;
       t.role = CommRole::LOSS;
-      last = g_.add_collective(t, group);
-      for (TaskId p : producers)
-        g_.add_edge(p, last);
-      if (tp_chain != NO_TASK)
-        g_.add_edge(tp_chain, last);
-      tp_chain = last;
+      last = chain_tp(t, group, producers, tp_chain);
     }
     for (Rank r : group)
       rs(r).pending_wait = last;

@@ -68,6 +68,14 @@ std::string src(const std::string& rel) {
 }
 
 /// A small run in the measured_runs.yaml schema: Korthikanti 22B-like on 8 A100s, smaller.
+/// A plan's defaults, each followed by ';' (for finding one in a failure message's text).
+std::string joined_defaults(const validate::RunPlan& p) {
+  std::string out;
+  for (const auto& s : p.defaults)
+    out += s + ";";
+  return out;
+}
+
 std::string small_run(const std::string& id, const std::string& precision, const std::string& extra_measured = "") {
   return "- id: " + id + R"(
   group: test
@@ -184,9 +192,7 @@ TEST(Plan, DefaultsAreListedAndMetricPreference) {
   const validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
   EXPECT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_EQ(p.metric, validate::Metric::ITERATION_TIME); // preferred over tflops_per_gpu
-  std::string defaults;
-  for (const auto& s : p.defaults)
-    defaults += s + ";";
+  const std::string defaults = joined_defaults(p);
   EXPECT_NE(defaults.find("micro_batch=1"), std::string::npos) << defaults;
   EXPECT_NE(defaults.find("precision=bf16"), std::string::npos) << defaults;
   EXPECT_NE(p.workload_yaml.find("recompute: full"), std::string::npos);
@@ -213,9 +219,7 @@ TEST(Plan, HeadWidthFromTheParameterCount) {
   const validate::RunPlan q = plan_of("32.8");
   ASSERT_TRUE(q.skip_reason.empty()) << q.skip_reason;
   EXPECT_NE(q.workload_yaml.find("  head_dim: 128\n"), std::string::npos) << q.workload_yaml;
-  std::string defaults;
-  for (const auto& s : q.defaults)
-    defaults += s + ";";
+  const std::string defaults = joined_defaults(q);
   EXPECT_NE(defaults.find("head_dim=128"), std::string::npos) << defaults;
   EXPECT_EQ(plan_of("25.1").workload_yaml.find("head_dim"), std::string::npos);
   EXPECT_EQ(plan_of("null").workload_yaml.find("head_dim"), std::string::npos);
@@ -304,9 +308,7 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
   EXPECT_NE(nemo.workload_yaml.find("  sp: true\n"), std::string::npos) << nemo.workload_yaml;
   EXPECT_NE(nemo.workload_yaml.find("  zero_stage: 1\n"), std::string::npos) << nemo.workload_yaml;
   EXPECT_NE(nemo.workload_yaml.find("  mlp: gelu\n"), std::string::npos) << nemo.workload_yaml;
-  std::string defaults;
-  for (const auto& s : nemo.defaults)
-    defaults += s + ";";
+  const std::string defaults = joined_defaults(nemo);
   EXPECT_NE(defaults.find("sp=true (framework 'NeMo 24.09')"), std::string::npos) << defaults;
   EXPECT_NE(defaults.find("zero_stage=1 (distributed optimizer"), std::string::npos) << defaults;
   EXPECT_NE(defaults.find("mlp=gelu (nemotron)"), std::string::npos) << defaults;
@@ -319,9 +321,7 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
   const validate::RunPlan nemo2 = plan_of(two, "NeMo 24.09", "Nemotron-4 mini");
   ASSERT_TRUE(nemo2.skip_reason.empty()) << nemo2.skip_reason;
   EXPECT_NE(nemo2.workload_yaml.find("  overlap_param_gather: true\n"), std::string::npos) << nemo2.workload_yaml;
-  std::string defaults2;
-  for (const auto& s : nemo2.defaults)
-    defaults2 += s + ";";
+  const std::string defaults2 = joined_defaults(nemo2);
   EXPECT_NE(defaults2.find("overlap_param_gather=true (framework 'NeMo 24.09')"), std::string::npos) << defaults2;
 
   const validate::RunPlan megatron = plan_of(small_run("m", "bf16"), "Megatron-LM", "Llama-small");
@@ -463,9 +463,7 @@ TEST(Plan, InterNodeNicsFromText) {
   for (const auto& o : p.overrides)
     overrides += o.path + "=" + o.value + ";";
   EXPECT_NE(overrides.find("cluster.nics.count=4;cluster.nics.bandwidth=100Gbps;"), std::string::npos) << overrides;
-  std::string defaults;
-  for (const auto& s : p.defaults)
-    defaults += s + ";";
+  const std::string defaults = joined_defaults(p);
   EXPECT_NE(defaults.find("nics=4x100Gbps (hardware.inter_node)"), std::string::npos) << defaults;
 }
 
@@ -581,9 +579,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     const ClusterSpec c64 = config::load_cluster(p.cluster_file, p.overrides);
     EXPECT_EQ(c64.gpus_per_node, 64);
     EXPECT_EQ(c64.nodes, 2);
-    std::string defaults;
-    for (const auto& s : p.defaults)
-      defaults += s + ";";
+    const std::string defaults = joined_defaults(p);
     EXPECT_NE(defaults.find("gpus_per_node=64 (64 GPUs of each NVL72 rack"), std::string::npos) << defaults;
     fs::remove_all(d);
   }
