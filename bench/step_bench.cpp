@@ -117,6 +117,16 @@ void llama_step_rail(benchmark::State& state) {
   measure(state, args, 9216);
 }
 
+/// `stepsim plan` for GPT-3 175B on the 1024-A100 pod: enumerate and rank every layout, then
+/// simulate the top 3 and the workload's own layout with 2 jobs (what Planner.Gpt3BeatsMegatronLayout
+/// checks for correctness; its speed is measured here, not in the test).
+void gpt3_plan(benchmark::State& state) {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  const std::vector<std::string> args = {STEPSIM_BINARY, "plan", "--cluster", src + "/topologies/dgx-a100-superpod.yaml",
+                                         "--workload", src + "/workloads/gpt3-175b.yaml", "--top", "3", "--jobs", "2"};
+  measure(state, args, 1024);
+}
+
 } // namespace
 
 // Each repetition is one child process; the median over repetitions is the figure to quote.
@@ -141,5 +151,9 @@ BENCHMARK(moe_step_folded_overlap)
 BENCHMARK(llama_step_rail)
     ->Name("llama_step/llama31_405b_9216h100_rail_optimized")
     ->UseManualTime()->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+
+BENCHMARK(gpt3_plan)
+    ->Name("plan/gpt3_175b_1024a100_top3_j2")
+    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
 
 BENCHMARK_MAIN();

@@ -1,6 +1,6 @@
 // Writes the bundled modelled profiles (kernels_profiles/data/<gpu-kind>.csv) from the
 // efficiency model, calibrated to published best cases. Usage:
-//   stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB|GB200-186GB --date YYYY-MM-DD --out FILE
+//   stepsim_gen_profile --gpu V100-SXM2-32GB|A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB|GB200-186GB --date YYYY-MM-DD --out FILE
 // Deterministic: the same arguments give the same bytes.
 
 #include "core/atomic_file.hpp"
@@ -151,6 +151,35 @@ void blackwell(GpuFacts &f, const std::string &kind, const char *name, double pe
 }
 
 bool facts_for(const std::string &kind, GpuFacts &f) {
+  if (kind == "V100-SXM2-32GB") {
+    // Volta: fp16 tensor cores only (no bf16, no fp8). No published V100 GEMM measurement is in
+    // the reference data: the anchor is the A100 SXM's published fraction of peak (267.9 / 312,
+    // mamf-finder) applied to the V100's 125 TFLOP/s, at 8192^3, in fp16.
+    GpuFacts a100;
+    facts_for("A100-SXM4-80GB", a100);
+    f.gpu.kind = kind;
+    f.gpu.peak_fp16 = FlopsPerSec(125e12);
+    f.gpu.hbm_capacity = Bytes(32.0 * 1024 * 1024 * 1024);
+    f.gpu.hbm_bandwidth = BytesPerSec(900e9);
+    f.header = common_header(kind);
+    f.header.gpu = "Tesla V100-SXM2-32GB";
+    f.header.sm_count = 80;
+    f.header.compute_capability = "7.0";
+    f.header.sm_clock_mhz = 1530;
+    f.header.mem_clock_mhz = 877;
+    f.header.l2_bytes = 6 * 1024 * 1024;
+    f.header.sources[0] = "gemm ceiling: assumed, the A100 SXM's fraction of peak (267.9/312 TFLOP/s bf16, "
+                          "mamf-finder) applied to the V100's fp16 peak (no published V100 measurement used; "
+                          "kernels_profiles/run_suite.sh on the GPU replaces it)";
+    f.header.sources.push_back("V100 SXM2 32GB: 125 TFLOP/s fp16 tensor-core peak (640 tensor cores at 1530 MHz), no "
+                               "bf16 or fp8, 900 GB/s HBM2, 32 GB, 80 SMs: NVIDIA Tesla V100 datasheet; the "
+                               "DGX-2's V100 SXM3 32GB has the same die and peak");
+    const double fraction = a100.best_gemm_tflops * 1e12 / a100.gpu.peak_bf16.value();
+    f.best_gemm_tflops = std::round(fraction * 125.0 * 10) / 10;
+    f.best_gemm = gemm(Dtype::FP16, 8192, 8192, 8192);
+    f.gemm_impl = "assumed_a100_fraction";
+    return true;
+  }
   if (kind == "A100-SXM4-80GB") {
     f.gpu.kind = kind;
     f.gpu.peak_bf16 = FlopsPerSec(312e12);
@@ -269,7 +298,12 @@ KernelProfile generate(const GpuFacts &f, const std::string &date) {
   KernelProfile out;
   out.header = anchors.header;
   out.rows = anchors.rows;
-  for (const KernelShape &s : reference_profile_shapes()) {
+  // A GPU without bf16 tensor cores (V100) gets the reference GEMMs and attention in fp16, its
+  // 16-bit format (memory-bound kernels move the same bytes in either).
+  const bool fp16_only = table.peak(Dtype::BF16).value() <= 0;
+  for (KernelShape s : reference_profile_shapes()) {
+    if (fp16_only && s.dtype == Dtype::BF16 && is_compute_bound(s.kind))
+      s.dtype = Dtype::FP16;
     if (s == f.best_gemm || s == copy || (f.best_fp8_gemm_tflops > 0 && s == f.best_fp8_gemm) ||
         (f.attention_fwd_tflops > 0 && (s == f.attention_anchor || s == attention_bwd)))
       continue;
@@ -282,7 +316,7 @@ KernelProfile generate(const GpuFacts &f, const std::string &date) {
 
 int usage() {
   std::cerr
-      << "usage: stepsim_gen_profile --gpu A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB|GB200-186GB --date YYYY-MM-DD --out FILE\n";
+      << "usage: stepsim_gen_profile --gpu V100-SXM2-32GB|A100-SXM4-80GB|A100-SXM4-40GB|H100-SXM5-80GB|H200-SXM-141GB|B200-SXM-180GB|GB200-186GB --date YYYY-MM-DD --out FILE\n";
   return 2;
 }
 
@@ -306,7 +340,7 @@ int main(int argc, char **argv) {
     return usage();
   GpuFacts facts;
   if (!facts_for(gpu, facts)) {
-    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (A100-SXM4-80GB, A100-SXM4-40GB, H100-SXM5-80GB, H200-SXM-141GB, B200-SXM-180GB, GB200-186GB)\n";
+    std::cerr << "stepsim_gen_profile: unknown GPU kind '" << gpu << "' (V100-SXM2-32GB, A100-SXM4-80GB, A100-SXM4-40GB, H100-SXM5-80GB, H200-SXM-141GB, B200-SXM-180GB, GB200-186GB)\n";
     return 2;
   }
   try {

@@ -120,8 +120,10 @@ KernelTable::KernelTable(KernelProfile profile, const GpuSpec &gpu, KernelTableO
     throw ConfigError(where + ": sm_count must be > 0");
   if (h.launch_overhead.value() <= 0)
     throw ConfigError(where + ": launch_overhead_s must be > 0");
-  if (gpu.peak_bf16.value() <= 0 || gpu.peak_fp16.value() <= 0)
-    throw ConfigError(where + ": GPU '" + gpu.kind + "' needs peak bf16 and fp16 FLOP/s > 0");
+  // A GPU may lack one 16-bit format (a V100 has fp16 tensor cores and no bf16): its kernels of
+  // that format are rejected at lookup, as fp8 ones are below compute capability 8.9.
+  if (gpu.peak_bf16.value() <= 0 && gpu.peak_fp16.value() <= 0)
+    throw ConfigError(where + ": GPU '" + gpu.kind + "' needs a peak bf16 or fp16 FLOP/s > 0");
   if (gpu.hbm_bandwidth.value() <= 0)
     throw ConfigError(where + ": GPU '" + gpu.kind + "' needs an HBM bandwidth > 0");
   peaks_[index(Dtype::BF16)] = gpu.peak_bf16;

@@ -76,6 +76,8 @@ template <class T> std::string flow_list(const std::vector<T>& items) {
 } // namespace
 
 std::string calibration_kind(const std::string& family) {
+  if (family == "V100" || family == "V100-16GB")
+    return "V100-SXM2-32GB";
   if (family == "A100")
     return "A100-SXM4-80GB";
   if (family == "A100-40GB")
@@ -105,7 +107,7 @@ std::string gpu_family(const config::MeasuredHardware& hw) {
   // A GB200 is no B200 in a DGX: its NVLink domain is the 72-GPU rack.
   if (has(hw.gpu, "gb200"))
     return "GB200";
-  for (const char* f : {"a100", "h100", "h800", "h200", "b200"})
+  for (const char* f : {"v100", "a100", "h100", "h800", "h200", "b200"})
     if (has(hw.gpu, f)) {
       std::string out(f);
       out[0] = static_cast<char>('A' + (out[0] - 'a'));
@@ -113,12 +115,18 @@ std::string gpu_family(const config::MeasuredHardware& hw) {
           hw.gpu_mem_gb ? *hw.gpu_mem_gb < 60 : (has(hw.gpu, "40gb") || has(hw.gpu, "40 gb") || has(hw.gpu, "_40g"));
       if (out == "A100" && gb40)
         out += "-40GB";
+      const bool gb16 =
+          hw.gpu_mem_gb ? *hw.gpu_mem_gb < 24 : (has(hw.gpu, "16gb") || has(hw.gpu, "16 gb") || has(hw.gpu, "_16g"));
+      if (out == "V100" && gb16)
+        out += "-16GB";
       return out;
     }
   return "";
 }
 
-std::string bundled_topology(const std::string& family, int64_t nodes) {
+std::string bundled_topology(const std::string& family, int64_t nodes, int64_t gpus_per_node) {
+  if (family == "V100" || family == "V100-16GB")
+    return gpus_per_node == 16 ? "dgx2-v100.yaml" : "dgx1-v100.yaml";
   if (family == "A100")
     return "dgx-a100-superpod.yaml";
   if (family == "A100-40GB")
@@ -336,7 +344,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     return skip("num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node));
   const int64_t nodes = gpus / per_node;
   p.overrides.push_back({"cluster.nodes", std::to_string(nodes)});
-  const std::string topo = bundled_topology(p.gpu_kind, nodes);
+  const std::string topo = bundled_topology(p.gpu_kind, nodes, per_node);
   p.cluster_file = options.topologies / topo;
   if (nodes > 1) {
     // The node's NICs as the record states them (the fabric's kind, latency and efficiency stay
@@ -356,6 +364,11 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
       p.defaults.emplace_back("nics of " + topo + " (hardware.inter_node " +
                               (run.hardware.inter_node.empty() ? "not given" : "states no rate") + ")");
     }
+  }
+  if (p.gpu_kind == "V100-16GB") {
+    // The 16 GB V100: the 32 GB part's die, clocks and HBM2 bandwidth with half the memory.
+    p.overrides.push_back({"cluster.gpu.hbm_capacity", "16GiB"});
+    p.defaults.emplace_back("V100 16 GB = the V100 32 GB profile with hbm_capacity 16GiB");
   }
   if (p.gpu_kind == "H800") {
     // H800 SXM: the H100 die with NVLink cut to 400 GB/s bidirectional.

@@ -50,16 +50,18 @@ struct RunPlan {
 };
 
 /// The GPU family of a record's hardware ("A100-SXM4-80GB", "a100_80gb" -> "A100"), or "". An
-/// A100 with 40 GB ("A100-SXM4-40GB", or gpu_mem_gb 40) is "A100-40GB": its HBM differs.
+/// A100 with 40 GB ("A100-SXM4-40GB", or gpu_mem_gb 40) is "A100-40GB": its HBM differs. A V100
+/// with 16 GB is "V100-16GB" (its capacity differs, not its bandwidth).
 std::string gpu_family(const config::MeasuredHardware& hw);
 
 /// The gpu.kind of a family's bundled profile, topology and calibration file ("A100" ->
-/// "A100-SXM4-80GB"; the H800 takes the H100's), or "".
+/// "A100-SXM4-80GB"; the H800 takes the H100's, a 16 GB V100 the 32 GB part's), or "".
 std::string calibration_kind(const std::string& family);
 
-/// The bundled topology file name for a family and node count ("dgx-a100-superpod.yaml"), or ""
+/// The bundled topology file name for a family, node count and GPUs per node
+/// ("dgx-a100-superpod.yaml"; a V100 node of 16 GPUs is a DGX-2, of other counts a DGX-1), or ""
 /// when there is none.
-std::string bundled_topology(const std::string& family, int64_t nodes);
+std::string bundled_topology(const std::string& family, int64_t nodes, int64_t gpus_per_node = 8);
 
 /// A node's inter-node NICs as a record's `hardware.inter_node` text states them.
 struct NodeNics {

@@ -238,6 +238,40 @@ TEST_P(BundledProfile, LoadsAndMatchesThePublishedBestCase) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, BundledProfile, ::testing::Values(0, 1, 2, 3, 4, 5));
 
+// A V100 has fp16 tensor cores and neither bf16 nor fp8. Its modelled profile is anchored at the
+// A100's published fraction of peak (267.9 / 312) on its own fp16 peak; bf16 kernels are refused.
+TEST(BundledProfile, V100HasFp16TensorCoresOnly) {
+  GpuSpec v100 = gpu("V100-SXM2-32GB", 125, 0, 32.0 * 1024 * 1024 * 1024, 900);
+  v100.peak_bf16 = FlopsPerSec(0);
+  const KernelTable t = KernelTable::load(kSourceDir + "/kernels_profiles/data/V100-SXM2-32GB.csv", v100);
+  EXPECT_EQ(t.profile().header.sm_count, 80);
+  EXPECT_DOUBLE_EQ(t.peak(Dtype::FP16).value(), 125e12);
+  EXPECT_DOUBLE_EQ(t.peak(Dtype::BF16).value(), 0.0);
+  EXPECT_DOUBLE_EQ(t.peak(Dtype::FP8_E4M3).value(), 0.0);
+  const double best = 267.9 / 312.0;
+  EXPECT_NEAR(gemm_efficiency(t, gemm(Dtype::FP16, 8192, 8192, 8192)), best, 1e-3);
+  for (const KernelShape &s : {gemm(Dtype::FP16, 8192, 49152, 12288), gemm(Dtype::FP16, 8192, 36864, 12288)}) {
+    const double eff = gemm_efficiency(t, s);
+    EXPECT_LE(eff, best * (1 + 1e-3)) << describe(s);
+    EXPECT_GT(eff, best * 0.95) << describe(s);
+  }
+  EXPECT_THROW((void)t.lookup(gemm(Dtype::BF16, 4096, 4096, 4096)), ModelError);
+  EXPECT_THROW((void)t.lookup(gemm(Dtype::FP8_E4M3, 4096, 4096, 4096)), ModelError);
+  // The reference shapes' GEMMs and attention are covered in fp16, the rest as written.
+  for (KernelShape s : reference_profile_shapes()) {
+    if (s.dtype == Dtype::FP8_E4M3)
+      continue;
+    if (is_compute_bound(s.kind))
+      s.dtype = Dtype::FP16;
+    EXPECT_EQ(t.lookup(s).source, Source::MODELLED) << describe(s);
+  }
+  const KernelShape copy = elementwise(KernelKind::MEMCPY, Dtype::FP16, int64_t{1} << 31);
+  EXPECT_NEAR(kernel_bytes(copy).value() / t.lookup(copy).time.value() / 900e9, 0.9, 0.01);
+  // A GPU needs one 16-bit peak at least.
+  v100.peak_fp16 = FlopsPerSec(0);
+  EXPECT_THROW((void)KernelTable::load(kSourceDir + "/kernels_profiles/data/V100-SXM2-32GB.csv", v100), ConfigError);
+}
+
 // The H200 is the H100's die with faster HBM: GEMMs take the same time, memory-bound kernels
 // scale with the bandwidth (4800 vs 3350 GB/s).
 TEST(BundledProfile, H200IsTheH100WithFasterMemory) {

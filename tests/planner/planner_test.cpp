@@ -167,7 +167,7 @@ TEST(Planner, Gpt3BeatsMegatronLayout) {
   }
   ASSERT_GT(megatron, 0.0) << "the workload's own layout was not simulated";
   EXPECT_LE(best, megatron) << best_name;
-  EXPECT_LT(wall, 60.0);
+  // Its speed is a benchmark (bench/step_bench.cpp, plan/gpt3_175b_1024a100_top3_j2), not asserted.
   std::printf("planner: %zu layouts, %zu fit; best %s %.3f s vs Megatron TP8 PP8 1F1B full %.3f s; %.1f s wall\n",
               r.enumerated, r.fit, best_name.c_str(), best, megatron, wall);
 }

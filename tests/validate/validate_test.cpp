@@ -583,6 +583,56 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     EXPECT_NE(defaults.find("gpus_per_node=64 (64 GPUs of each NVL72 rack"), std::string::npos) << defaults;
     fs::remove_all(d);
   }
+  // V100: fp16 only; 16 GPUs per node is a DGX-2, other counts a DGX-1; the 16 GB part keeps the
+  // 32 GB part's profile with its own capacity.
+  hw = {};
+  hw.gpu = "Tesla V100-SXM3-32GB";
+  EXPECT_EQ(validate::gpu_family(hw), "V100");
+  hw.gpu = "V100 SXM2";
+  hw.gpu_mem_gb = 16;
+  EXPECT_EQ(validate::gpu_family(hw), "V100-16GB");
+  EXPECT_EQ(validate::calibration_kind("V100"), "V100-SXM2-32GB");
+  EXPECT_EQ(validate::calibration_kind("V100-16GB"), "V100-SXM2-32GB");
+  EXPECT_EQ(validate::bundled_topology("V100", 32, 16), "dgx2-v100.yaml");
+  EXPECT_EQ(validate::bundled_topology("V100-16GB", 4, 8), "dgx1-v100.yaml");
+  {
+    const fs::path d = temp_dir("volta");
+    const auto plan_of = [&](const std::string& precision, const std::string& hardware) {
+      std::string text = small_run("volta", precision);
+      const std::string from = "gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8, peak_tflops_assumed: 312";
+      text.replace(text.find(from), from.size(), hardware);
+      text.replace(text.find("tp: 8, pp: 1, dp: 1,"), 20, "tp: 8, pp: 1, dp: 4,");
+      text.replace(text.find("global_batch_seqs: 4,"), 21, "global_batch_seqs: 16,");
+      write(d / "runs.yaml", "runs:\n" + text);
+      validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                                               {.topologies = src("topologies"), .calibration = true, .extra = {}});
+      EXPECT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+      write(d / "w.yaml", p.workload_yaml);
+      return p;
+    };
+    validate::RunPlan p = plan_of("fp16 mixed", "gpu: V100-SXM3-32GB, num_gpus: 32, gpus_per_node: 16, "
+                                                "inter_node: 8x 100 Gb/s EDR InfiniBand");
+    EXPECT_EQ(p.cluster_file.filename(), "dgx2-v100.yaml");
+    EXPECT_NEAR(validate::check_plan(p, d / "w.yaml"), 125.0, 1e-9) << p.skip_reason;
+    ClusterSpec c = config::load_cluster(p.cluster_file, p.overrides);
+    EXPECT_EQ(c.gpu.kind, "V100-SXM2-32GB");
+    EXPECT_EQ(c.gpus_per_node, 16);
+    EXPECT_EQ(c.nodes, 2);
+    EXPECT_EQ(c.nics_per_node, 8);
+    EXPECT_DOUBLE_EQ(c.gpu.hbm_capacity.value(), 32.0 * 1024 * 1024 * 1024);
+    EXPECT_DOUBLE_EQ(c.gpu.gemm_efficiency, 0.835); // the A100's, transferred
+    p = plan_of("fp16", "gpu: V100-SXM2-16GB, gpu_mem_gb: 16, num_gpus: 32, gpus_per_node: 8");
+    EXPECT_EQ(p.cluster_file.filename(), "dgx1-v100.yaml");
+    EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
+    c = config::load_cluster(p.cluster_file, p.overrides);
+    EXPECT_DOUBLE_EQ(c.gpu.hbm_capacity.value(), 16.0 * 1024 * 1024 * 1024);
+    EXPECT_EQ(c.nodes, 4);
+    // bf16 on a V100 is skipped by the loader, naming the missing peak.
+    p = plan_of("bf16", "gpu: V100-SXM2-32GB, num_gpus: 32, gpus_per_node: 8");
+    EXPECT_EQ(validate::check_plan(p, d / "w.yaml"), 0.0);
+    EXPECT_NE(p.skip_reason.find("gpu.peak_flops.bf16"), std::string::npos) << p.skip_reason;
+    fs::remove_all(d);
+  }
   std::string text = small_run("forty", "bf16");
   text.replace(text.find("gpu: A100-SXM4-80GB"), 19, "gpu: A100-SXM4-40GB");
   const fs::path d = temp_dir("forty");
@@ -941,6 +991,7 @@ TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"H100-SXM5-80GB", "dgx-h100"},
                                   std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}, std::pair{"H200-SXM-141GB", "h200-cluster"},
                                   std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"},
+                                  std::pair{"V100-SXM2-32GB", "dgx2-v100"}, std::pair{"V100-SXM2-32GB", "dgx1-v100"},
                                   std::pair{"B200-SXM-180GB", "dgx-b200"}, std::pair{"GB200-186GB", "gb200-nvl72"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
@@ -957,6 +1008,7 @@ TEST(Calibration, BundledTopologiesCarryTheCalibratedKnobs) {
   for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"A100-SXM4-80GB", "fat-tree-2to1"},
                                   std::pair{"H100-SXM5-80GB", "dgx-h100"}, std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"},
                                   std::pair{"H200-SXM-141GB", "h200-cluster"}, std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"},
+                                  std::pair{"V100-SXM2-32GB", "dgx2-v100"}, std::pair{"V100-SXM2-32GB", "dgx1-v100"},
                                   std::pair{"B200-SXM-180GB", "dgx-b200"}, std::pair{"GB200-186GB", "gb200-nvl72"}}) {
     const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec plain = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"));
