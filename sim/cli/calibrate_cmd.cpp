@@ -86,6 +86,12 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   }
   if (options.rounds < 1 || options.rounds > 100 || !(options.tolerance > 0))
     throw ConfigError("--rounds must be in 1..100 and --tolerance > 0");
+  // The search is golden-section on a grid of that step: at most 10^6 steps per knob's range
+  // (about 30 simulations of the fit runs per knob and round).
+  for (const validate::Knob& k : options.knobs)
+    if ((k.hi - k.lo) / options.tolerance > 1e6)
+      throw ConfigError("--tolerance " + tolerance + ": knob " + k.key + "'s range [" + std::to_string(k.lo) + ", " +
+                        std::to_string(k.hi) + "] would be more than 10^6 grid steps; give a larger step");
   if (!fit_file.empty()) {
     std::istringstream in(read_input_file(fit_file, "fit-set file"));
     for (std::string line; std::getline(in, line);) {

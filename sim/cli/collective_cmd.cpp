@@ -11,6 +11,7 @@
 #include "engine/replay.hpp"
 #include "graph/step_builder.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -49,13 +50,21 @@ graph::CollectiveOp graph_op(collectives::Op op) {
   return graph::CollectiveOp::ALL_REDUCE;
 }
 
+/// One message size: whole bytes, from 1 B to 1 TiB (a step's largest collective is a few GiB).
+Bytes parse_size(const std::string& text) {
+  const Bytes b = config::parse_bytes(text, "--sizes");
+  if (!(b.value() >= 1) || b.value() > std::ldexp(1.0, 40) || b.value() != std::floor(b.value()))
+    throw ConfigError("--sizes: expected whole bytes from 1B to 1TiB, found '" + text + "'");
+  return b;
+}
+
 std::vector<Bytes> parse_sizes(const std::string& text) {
   const auto colon = text.find(':');
   if (colon == std::string::npos)
-    return {config::parse_bytes(text, "--sizes")};
-  const Bytes lo = config::parse_bytes(text.substr(0, colon), "--sizes");
-  const Bytes hi = config::parse_bytes(text.substr(colon + 1), "--sizes");
-  if (lo.value() <= 0 || hi < lo)
+    return {parse_size(text)};
+  const Bytes lo = parse_size(text.substr(0, colon));
+  const Bytes hi = parse_size(text.substr(colon + 1));
+  if (hi < lo)
     throw ConfigError("--sizes: expected A:B with 0 < A <= B, found '" + text + "'");
   std::vector<Bytes> out;
   for (Bytes s = lo; s <= hi; s = s * 2.0)
@@ -93,6 +102,8 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--op/--algorithm: ") + e.what());
   }
+  if (op == collectives::Op::SEND && algorithm != collectives::Algorithm::AUTO)
+    throw ConfigError("--algorithm " + algorithm_text + ": a point-to-point send has no algorithm to choose (omit it)");
   int n = 0;
   try {
     n = std::stoi(gpus_text);

@@ -50,10 +50,12 @@ int dispatch(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return 2;
   }
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    args.finish(); // `stepsim help run` is not a thing: `stepsim run --help` is
     usage(out);
     return 0;
   }
   if (cmd == "version" || cmd == "--version") {
+    args.finish();
     out << "stepsim " << VERSION << '\n';
     return 0;
   }

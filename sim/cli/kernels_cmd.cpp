@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "cli/job.hpp"
 #include "config/config.hpp"
+#include "core/error.hpp"
 #include "core/atomic_file.hpp"
 #include "kernels/profile.hpp"
 #include "kernels/workload_kernels.hpp"
@@ -44,6 +45,10 @@ int kernels_command(Args& args, std::ostream& out, std::ostream& /*err*/) {
   const std::string out_file = args.value("--out", "");
   const std::vector<config::Override> overrides = overrides_from(args);
   args.finish();
+  if (cluster_file.empty())
+    for (const config::Override& o : overrides)
+      if (o.path.starts_with("cluster."))
+        throw ConfigError("--set " + o.path + "=" + o.value + ": a cluster key needs --cluster FILE");
 
   WorkloadSpec workload = config::load_workload(workload_file, overrides);
   std::vector<std::string> comments = {"workload: " + workload.name};

@@ -5,8 +5,10 @@
 #include "core/error.hpp"
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <new>
+#include <string>
 
 namespace {
 
@@ -31,6 +33,10 @@ int main(int argc, char** argv) {
     fail("error", e.what(), 2);
   } catch (const stepsim::SimulationError& e) {
     fail("simulation error", e.what(), 1);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the system refuses (a name too long, no permission): a usage problem, named.
+    const std::string path = e.path1().empty() ? std::string() : " '" + e.path1().string() + "'";
+    fail("error", ("cannot access" + path + ": " + e.code().message()).c_str(), 2);
   } catch (const std::bad_alloc&) {
     fail("error", "out of memory (the configuration is too large for this machine)", 1);
   } catch (const std::exception& e) {

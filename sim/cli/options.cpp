@@ -2,6 +2,8 @@
 
 #include "core/error.hpp"
 
+#include <string>
+
 namespace stepsim::cli {
 
 Args::Args(int argc, char** argv) {
@@ -33,25 +35,19 @@ Args::Args(int argc, char** argv) {
 }
 
 std::string Args::required(const std::string& name) {
-  for (Item& it : items_)
-    if (it.name == name) {
-      it.used = true;
-      if (!it.has_value)
-        throw ConfigError("option " + name + " needs a value");
-      return it.value;
-    }
-  throw ConfigError("missing required option " + name + " (see `stepsim " + command_ + " --help`)");
+  const std::vector<std::string> all = values(name);
+  if (all.empty())
+    throw ConfigError("missing required option " + name + " (see `stepsim " + command_ + " --help`)");
+  if (all.size() > 1)
+    throw ConfigError("option " + name + " is given " + std::to_string(all.size()) + " times; it takes one value");
+  return all.front();
 }
 
 std::string Args::value(const std::string& name, const std::string& fallback) {
-  for (Item& it : items_)
-    if (it.name == name) {
-      it.used = true;
-      if (!it.has_value)
-        throw ConfigError("option " + name + " needs a value");
-      return it.value;
-    }
-  return fallback;
+  const std::vector<std::string> all = values(name);
+  if (all.size() > 1)
+    throw ConfigError("option " + name + " is given " + std::to_string(all.size()) + " times; it takes one value");
+  return all.empty() ? fallback : all.front();
 }
 
 std::vector<std::string> Args::values(const std::string& name) {
@@ -61,6 +57,8 @@ std::vector<std::string> Args::values(const std::string& name) {
       it.used = true;
       if (!it.has_value)
         throw ConfigError("option " + name + " needs a value");
+      if (it.value.empty())
+        throw ConfigError("option " + name + " needs a non-empty value");
       out.push_back(it.value);
     }
   return out;

@@ -28,21 +28,22 @@ options:
   --top K             simulate the K best estimates (default 3; 0: estimates only)
   --jobs N            simulations at once (default 1)
   --micro-batches L   comma-separated micro-batch sizes to try (default 1,2,4,8)
-  --max-vp N          largest interleaving degree to try (default 8)
+  --max-vp N          largest interleaving degree to try (default 8, at most 128)
   --max-tp N          largest TP degree (default 2 x gpus_per_node)
   --estimates N       also list the N best estimates (default 10)
   --set PATH=VALUE    override a key (repeatable), as for `stepsim run`
 )";
 
-int positive(const std::string& option, const std::string& text, int min) {
+int positive(const std::string& option, const std::string& text, int min, int max = 1 << 20) {
   try {
     size_t used = 0;
     const int v = std::stoi(text, &used);
-    if (used == text.size() && v >= min)
+    if (used == text.size() && v >= min && v <= max)
       return v;
   } catch (const std::exception&) {
   }
-  throw ConfigError(option + ": expected an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  throw ConfigError(option + ": expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                    "], got '" + text + "'");
 }
 
 std::string fmt(const char* f, double v) {
@@ -72,9 +73,11 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::string gpus_text = args.value("--gpus", "");
   planner::PlanOptions options;
   options.top = positive("--top", args.value("--top", "3"), 0);
-  options.jobs = positive("--jobs", args.value("--jobs", "1"), 1);
-  options.space.max_vp = positive("--max-vp", args.value("--max-vp", "8"), 1);
-  options.space.max_tp = positive("--max-tp", args.value("--max-tp", "0"), 0);
+  options.jobs = positive("--jobs", args.value("--jobs", "1"), 1, 4096);
+  // Enumeration grows with the interleaving degree: 128 chunks per stage is beyond any recipe.
+  options.space.max_vp = positive("--max-vp", args.value("--max-vp", "8"), 1, 128);
+  const std::string max_tp = args.value("--max-tp", "");
+  options.space.max_tp = max_tp.empty() ? 0 : positive("--max-tp", max_tp, 1);
   const int show = positive("--estimates", args.value("--estimates", "10"), 0);
   const std::string mbs = args.value("--micro-batches", "");
   args.finish();

@@ -57,8 +57,20 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
                                   .fold_dp = !args.flag("--no-fold"),
                                   .sample_collectives = !args.flag("--no-sampling")};
   args.finish();
+  if (write_csv && out_dir.empty())
+    throw ConfigError("--csv writes DIR/tasks.csv: give --out DIR");
 
   const Job job = load_job(cluster_file, workload_file, overrides);
+  if (!out_dir.empty()) {
+    // Every output or none: refuse before simulating what could not be written.
+    const std::filesystem::path dir(out_dir);
+    std::vector<std::filesystem::path> targets = {dir / "summary.json"};
+    if (write_trace)
+      targets.push_back(dir / "trace.json");
+    if (write_csv)
+      targets.push_back(dir / "tasks.csv");
+    check_output_targets(targets);
+  }
   const ClusterSpec& cluster = job.cluster;
   const WorkloadSpec& workload = job.workload;
 

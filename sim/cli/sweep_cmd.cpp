@@ -96,6 +96,7 @@ int sweep_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::string merge_dir = args.value("--merge", "");
   const std::string out_dir = args.value("--out", "");
   std::string jobs_text = args.value("--jobs", "");
+  bool jobs_given = !jobs_text.empty();
   const std::string shard_text = args.value("--shard", "");
   const std::string timeout_text = args.value("--timeout", "");
   const bool retry_failed = args.flag("--retry-failed");
@@ -110,8 +111,10 @@ int sweep_command(Args& args, std::ostream& out, std::ostream& err) {
       if (i + 1 >= pos.size())
         throw ConfigError("option -j needs a value");
       jobs_text = pos[++i];
+      jobs_given = true;
     } else if (pos[i].starts_with("-j")) {
       jobs_text = pos[i].substr(2);
+      jobs_given = true;
     } else if (pos[i].starts_with("-")) {
       throw ConfigError("unknown option " + pos[i] + " for `stepsim sweep`");
     } else {
@@ -136,7 +139,7 @@ int sweep_command(Args& args, std::ostream& out, std::ostream& err) {
 
   sweep::SweepOptions options{.sweep_file = files.front(),
                               .out_dir = out_dir,
-                              .jobs = jobs_text.empty() ? 0 : parse_jobs(jobs_text),
+                              .jobs = jobs_given ? parse_jobs(jobs_text) : 0,
                               .shard = shard_text.empty() ? std::nullopt
                                                           : std::optional<sweep::Shard>(sweep::parse_shard(shard_text)),
                               .timeout_s = timeout_text.empty() ? 0.0 : parse_timeout(timeout_text),

@@ -3,10 +3,12 @@
 #include "config/hf_config.hpp"
 #include "config/yaml_tree.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -337,8 +339,8 @@ ClusterSpec read_cluster(const Document& doc) {
       std::filesystem::path p(text);
       if (p.is_relative() && f->where().rfind("--set ", 0) != 0)
         p = std::filesystem::path(doc.file()).parent_path() / p;
-      if (!std::filesystem::is_regular_file(p))
-        f->fail("no such kernel profile '" + p.lexically_normal().string() + "' (or `none` for the roofline)");
+      if (const std::string why = input_file_problem(p); !why.empty())
+        f->fail("kernel profile '" + p.lexically_normal().string() + "': " + why + " (or `none` for the roofline)");
       c.gpu.profile = p.lexically_normal().string();
     }
   }
@@ -463,7 +465,8 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   if (rt.groups > 0 || rt.group_top_k > 0) {
     if (rt.groups < 1 || moe.experts % rt.groups != 0)
       m.fail("routing.groups = " + std::to_string(rt.groups) + " must divide moe.experts = " +
-             std::to_string(moe.experts) + " (equal expert groups)");
+             std::to_string(moe.experts) + " (equal expert groups; no group limit is groups = group_top_k = 0, "
+             "and group_top_k is " + std::to_string(rt.group_top_k) + ")");
     if (rt.group_top_k < 1 || rt.group_top_k > rt.groups ||
         rt.group_top_k * (moe.experts / rt.groups) < moe.top_k)
       m.fail("routing.group_top_k = " + std::to_string(rt.group_top_k) + " must be in 1..groups = " +
@@ -540,8 +543,8 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
     std::filesystem::path p(f->string());
     if (p.is_relative() && f->where().rfind("--set ", 0) != 0)
       p = std::filesystem::path(workload_file).parent_path() / p;
-    if (!std::filesystem::is_regular_file(p))
-      f->fail("no such Hugging Face config '" + p.lexically_normal().string() + "'");
+    if (const std::string why = input_file_problem(p); !why.empty())
+      f->fail("Hugging Face config '" + p.lexically_normal().string() + "': " + why);
     try {
       model = read_hf_config(p.lexically_normal());
     } catch (const ConfigError& e) {

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/json_message.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -176,9 +177,9 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
     root = json::parse(text);
   } catch (const json::parse_error& e) {
     throw ConfigError(name + ":" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) +
-                      ": JSON syntax error: " + e.what());
+                      ": JSON syntax error: " + json_message(e));
   } catch (const json::exception& e) { // e.g. a number out of double's range
-    throw ConfigError(name + ": not readable JSON: " + e.what());
+    throw ConfigError(name + ": not readable JSON: " + json_message(e));
   }
   if (!root.is_object())
     throw ConfigError(name + ":1:1: expected a JSON object (a Hugging Face config.json), found " +

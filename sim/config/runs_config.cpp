@@ -3,6 +3,7 @@
 #include "config/yaml_tree.hpp"
 #include "core/error.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 #include <map>
@@ -26,6 +27,23 @@ std::optional<int64_t> opt_int(const MapReader& m, std::string_view key) {
   if (!f || is_null(*f))
     return std::nullopt;
   return f->integer(0, std::numeric_limits<int64_t>::max(), "a non-negative integer or null");
+}
+
+/// A count that must be at least 1 when given (layers, GPUs, parallel degrees, batch sizes).
+std::optional<int64_t> opt_count(const MapReader& m, std::string_view key) {
+  const auto f = m.find(key);
+  if (!f || is_null(*f))
+    return std::nullopt;
+  return f->integer(1, std::numeric_limits<int64_t>::max(), "an integer >= 1 or null");
+}
+
+/// A figure that must be > 0 when given (a peak, a memory size). Measured figures may be 0: such
+/// a run is skipped with its reason (validate), not refused.
+std::optional<double> opt_positive(const MapReader& m, std::string_view key) {
+  const auto f = m.find(key);
+  if (!f || is_null(*f))
+    return std::nullopt;
+  return f->number("a number > 0 or null", [](double v) { return v > 0.0; });
 }
 
 std::optional<double> opt_number(const MapReader& m, std::string_view key) {
@@ -61,6 +79,14 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
   MeasuredRun r;
   r.where = doc.location(path, node);
   r.id = m.require("id").string();
+  // The id names the run's folder under --out: a plain file name.
+  const bool plain = !r.id.empty() && r.id.size() <= 200 && r.id != "." && r.id != ".." &&
+                     std::all_of(r.id.begin(), r.id.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+                     });
+  if (!plain)
+    m.require("id").fail("expected 1 to 200 letters, digits, '.', '_' or '-' (it names the run's output folder), "
+                         "found '" + r.id.substr(0, 80) + (r.id.size() > 80 ? "...'" : "'"));
   r.group = opt_text(m, "group");
   r.recompute = opt_text(m, "recompute");
   if (auto f = m.find("recompute_modules"); f && !is_null(*f)) {
@@ -95,17 +121,17 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
                                     "mtp_layers", "moe_groups", "moe_group_topk", "notes"},
                               ignored)) {
     r.model.name = opt_text(*s, "name");
-    r.model.layers = opt_int(*s, "layers");
-    r.model.hidden = opt_int(*s, "hidden");
-    r.model.ffn_hidden = opt_int(*s, "ffn_hidden");
-    r.model.heads = opt_int(*s, "attn_heads");
-    r.model.kv_heads = opt_int(*s, "kv_heads");
-    r.model.vocab = opt_int(*s, "vocab");
-    r.model.seq_len = opt_int(*s, "seq_len");
-    r.model.moe_experts = opt_int(*s, "moe_experts");
-    r.model.moe_topk = opt_int(*s, "moe_topk");
+    r.model.layers = opt_count(*s, "layers");
+    r.model.hidden = opt_count(*s, "hidden");
+    r.model.ffn_hidden = opt_count(*s, "ffn_hidden");
+    r.model.heads = opt_count(*s, "attn_heads");
+    r.model.kv_heads = opt_count(*s, "kv_heads");
+    r.model.vocab = opt_count(*s, "vocab");
+    r.model.seq_len = opt_count(*s, "seq_len");
+    r.model.moe_experts = opt_count(*s, "moe_experts");
+    r.model.moe_topk = opt_count(*s, "moe_topk");
     r.model.moe_shared_experts = opt_int(*s, "moe_shared_experts");
-    r.model.head_dim = opt_int(*s, "head_dim");
+    r.model.head_dim = opt_count(*s, "head_dim");
     if (auto a = opt_map(*s, "mla", {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
                          ignored)) {
       const auto kv = opt_int(*a, "kv_lora_rank"), nope = opt_int(*a, "qk_nope_head_dim"), v = opt_int(*a, "v_head_dim");
@@ -118,24 +144,24 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
                             .qk_rope_head_dim = opt_int(*a, "qk_rope_head_dim").value_or(0),
                             .v_head_dim = *v};
     }
-    r.model.sliding_window = opt_int(*s, "sliding_window");
-    r.model.full_attention_every = opt_int(*s, "full_attention_every");
-    r.model.moe_ffn_hidden = opt_int(*s, "moe_ffn_hidden");
+    r.model.sliding_window = opt_count(*s, "sliding_window");
+    r.model.full_attention_every = opt_count(*s, "full_attention_every");
+    r.model.moe_ffn_hidden = opt_count(*s, "moe_ffn_hidden");
     r.model.moe_first_dense = opt_int(*s, "moe_first_dense");
     r.model.mtp_layers = opt_int(*s, "mtp_layers");
-    r.model.moe_groups = opt_int(*s, "moe_groups");
-    r.model.moe_group_topk = opt_int(*s, "moe_group_topk");
+    r.model.moe_groups = opt_count(*s, "moe_groups");
+    r.model.moe_group_topk = opt_count(*s, "moe_group_topk");
     r.model.notes = opt_text(*s, "notes");
-    r.model.params_b = opt_number(*s, "params_b");
+    r.model.params_b = opt_positive(*s, "params_b");
   }
   if (auto s = opt_map(m, "hardware", {"gpu", "gpu_mem_gb", "num_gpus", "gpus_per_node", "intra_node", "inter_node",
                                        "peak_tflops_assumed", "system"}, ignored)) {
     r.hardware.gpu = opt_text(*s, "gpu");
-    r.hardware.num_gpus = opt_int(*s, "num_gpus");
-    r.hardware.gpus_per_node = opt_int(*s, "gpus_per_node");
-    r.hardware.peak_tflops = opt_number(*s, "peak_tflops_assumed");
+    r.hardware.num_gpus = opt_count(*s, "num_gpus");
+    r.hardware.gpus_per_node = opt_count(*s, "gpus_per_node");
+    r.hardware.peak_tflops = opt_positive(*s, "peak_tflops_assumed");
     r.hardware.system = opt_text(*s, "system");
-    r.hardware.gpu_mem_gb = opt_number(*s, "gpu_mem_gb");
+    r.hardware.gpu_mem_gb = opt_positive(*s, "gpu_mem_gb");
     r.hardware.inter_node = opt_text(*s, "inter_node");
   }
   if (auto s = opt_map(m, "parallelism",
@@ -144,12 +170,12 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
                         "schedule"},
                        ignored)) {
     MeasuredParallelism& p = r.parallelism;
-    p.tp = opt_int(*s, "tp");
-    p.pp = opt_int(*s, "pp");
-    p.dp = opt_int(*s, "dp");
-    p.cp = opt_int(*s, "cp");
-    p.ep = opt_int(*s, "ep");
-    p.etp = opt_int(*s, "etp");
+    p.tp = opt_count(*s, "tp");
+    p.pp = opt_count(*s, "pp");
+    p.dp = opt_count(*s, "dp");
+    p.cp = opt_count(*s, "cp");
+    p.ep = opt_count(*s, "ep");
+    p.etp = opt_count(*s, "etp");
     // sp: a degree (1 = off, the TP size = on), or a boolean (true: on, read as degree 2).
     if (auto f = s->find("sp"); f && !is_null(*f)) {
       const std::string t = f->scalar("an integer, a boolean or null");
@@ -158,7 +184,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
       else
         p.sp = opt_int(*s, "sp");
     }
-    p.virtual_pp = opt_int(*s, "virtual_pp");
+    p.virtual_pp = opt_count(*s, "virtual_pp");
     if (auto f = s->find("ep_overlap"); f && !is_null(*f))
       p.ep_overlap = f->boolean();
     if (auto f = s->find("chunk_layers"); f && !is_null(*f)) {
@@ -177,6 +203,14 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
         f->fail("expected all_to_all or deduplicated, found '" + p.ep_dispatch + "'");
     }
     p.zero_stage = opt_text(*s, "zero_stage");
+    // A stage is 0..3, optionally followed by a note ("1 (distributed optimizer)"); a name
+    // ("ZeRO-3", "fsdp") is mapped later or skipped with its reason.
+    if (!p.zero_stage.empty() && std::isdigit(static_cast<unsigned char>(p.zero_stage[0])) != 0) {
+      const char next = p.zero_stage.size() > 1 ? p.zero_stage[1] : ' ';
+      if (p.zero_stage[0] > '3' || !(next == ' ' || next == '('))
+        s->require("zero_stage").fail("expected 0, 1, 2 or 3 (optionally followed by a note), found '" +
+                                      p.zero_stage + "'");
+    }
     // fsdp: a boolean, or the sharding strategy's name: FULL_SHARD / HYBRID_SHARD shard the
     // parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2, taken as
     // the zero_stage when that is empty); NO_SHARD is plain data parallelism.
@@ -198,10 +232,10 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     p.schedule = opt_text(*s, "schedule");
   }
   if (auto s = opt_map(m, "batch", {"micro_batch", "global_batch_seqs", "global_batch_tokens", "grad_accum"}, ignored)) {
-    r.batch.micro_batch = opt_int(*s, "micro_batch");
-    r.batch.global_batch_seqs = opt_int(*s, "global_batch_seqs");
-    r.batch.global_batch_tokens = opt_int(*s, "global_batch_tokens");
-    r.batch.grad_accum = opt_int(*s, "grad_accum");
+    r.batch.micro_batch = opt_count(*s, "micro_batch");
+    r.batch.global_batch_seqs = opt_count(*s, "global_batch_seqs");
+    r.batch.global_batch_tokens = opt_count(*s, "global_batch_tokens");
+    r.batch.grad_accum = opt_count(*s, "grad_accum");
   }
   if (auto s = opt_map(m, "measured", {"tflops_per_gpu", "tflops_basis", "mfu_pct", "hfu_pct", "iteration_time_s",
                                        "tokens_per_s_per_gpu", "tokens_per_s_total", "aggregate_pflops", "other"}, ignored)) {

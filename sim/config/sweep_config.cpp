@@ -2,11 +2,13 @@
 
 #include "config/yaml_tree.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace stepsim::config {
 
@@ -100,6 +102,10 @@ SweepFile load_sweep(const std::filesystem::path& file) {
   s.workload_text = top.require("workload").string();
   s.cluster = base / s.cluster_text;
   s.workload = base / s.workload_text;
+  // Every configuration reads both files: a missing one is the sweep file's error, not a row's.
+  for (const auto& [key, path] : {std::pair{"cluster", s.cluster}, std::pair{"workload", s.workload}})
+    if (const std::string why = input_file_problem(path); !why.empty())
+      top.require(key).fail("'" + path.lexically_normal().string() + "': " + why);
 
   if (auto f = top.find("set")) {
     s.fixed = read_overrides(doc, "set", f->value(), f->value());

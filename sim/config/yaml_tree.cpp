@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <system_error>
+#include <vector>
 
 namespace stepsim::config::detail {
 
@@ -73,11 +74,19 @@ std::string describe(const YAML::Node& node) {
 
 Document::Document(const std::filesystem::path& file) : file_(file.string()) {
   const std::string text = read_input_file(file);
+  std::vector<YAML::Node> documents;
   try {
-    root_ = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(format_mark(file_, e.mark) + ": YAML syntax error: " + e.msg);
   }
+  // One document per file: a second one (after `---`) would otherwise be ignored unread.
+  for (std::size_t i = 1; i < documents.size(); ++i)
+    if (!documents[i].IsNull())
+      throw ConfigError(format_mark(file_, documents[i].Mark()) +
+                        ": a second YAML document (after '---'); a stepsim file holds one");
+  if (!documents.empty())
+    root_ = documents.front();
 }
 
 void Document::apply(const std::string& path, const std::string& value, const std::string& shown) {

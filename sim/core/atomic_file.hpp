@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <ostream>
+#include <vector>
 
 namespace stepsim {
 
@@ -12,5 +13,10 @@ namespace stepsim {
 /// Creates missing parent directories. Throws Error if any step fails (the target is untouched).
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(std::ostream&)>& write);
+
+/// Before a command computes outputs it will write as a set: throws ConfigError naming the first
+/// of `paths` that cannot be written (a directory in its place, a parent that cannot be created,
+/// a directory that refuses new files), so that a failure leaves none of them written.
+void check_output_targets(const std::vector<std::filesystem::path>& paths);
 
 } // namespace stepsim

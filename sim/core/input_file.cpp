@@ -7,17 +7,25 @@
 
 namespace stepsim {
 
-std::string read_input_file(const std::filesystem::path& file, const std::string& what) {
-  const std::string prefix = file.string() + ": cannot read the " + what + ": ";
+std::string input_file_problem(const std::filesystem::path& file) {
   std::error_code ec;
   const auto status = std::filesystem::status(file, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return ec.message(); // e.g. a name too long, a path through a file
   if (ec || !std::filesystem::exists(status))
-    throw ConfigError(prefix + "it does not exist");
+    return "it does not exist";
   if (std::filesystem::is_directory(status))
-    throw ConfigError(prefix + "it is a directory");
+    return "it is a directory";
   // Regular files, and pipes (`--workload <(...)`); not devices such as /dev/zero.
   if (!std::filesystem::is_regular_file(status) && !std::filesystem::is_fifo(status))
-    throw ConfigError(prefix + "it is not a regular file");
+    return "it is not a regular file";
+  return "";
+}
+
+std::string read_input_file(const std::filesystem::path& file, const std::string& what) {
+  const std::string prefix = file.string() + ": cannot read the " + what + ": ";
+  if (const std::string why = input_file_problem(file); !why.empty())
+    throw ConfigError(prefix + why);
   std::ifstream in(file, std::ios::binary);
   if (!in.is_open())
     throw ConfigError(prefix + "it cannot be opened (permissions?)");

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/json_message.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,8 @@
 #include <fstream>
 #include <iomanip>
 #include <set>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace stepsim::validate {
@@ -48,13 +51,26 @@ Json read_json(const std::filesystem::path& file) {
       throw ConfigError(file.string() + ": not a Chrome trace (expected an object with a traceEvents list)");
     return j;
   } catch (const Json::exception& e) { // syntax, or a number out of double's range
-    throw ConfigError(file.string() + ": not valid JSON: " + e.what());
+    throw ConfigError(file.string() + ": not valid JSON: " + json_message(e));
   }
 }
 
 double number(const Json& e, const char* key) {
   const auto it = e.find(key);
   return it != e.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+/// An event's `ts` or `dur` in seconds: a number of microseconds, >= 0; a duration at most 10^12
+/// µs (11.6 days). Anything else is an error naming the file, the event and the key.
+double event_time(const std::filesystem::path& file, std::size_t index, const Json& e, const char* key) {
+  const auto it = e.find(key);
+  const double limit = std::string_view(key) == "dur" ? 1e12 : 1e18;
+  if (it == e.end() || !it->is_number() || !(it->get<double>() >= 0) || it->get<double>() > limit)
+    throw ConfigError(file.string() + ": traceEvents[" + std::to_string(index) + "] ('" +
+                      (e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : std::string()) +
+                      "'): expected '" + key + "' as microseconds in [0, " + (limit == 1e12 ? "1e12" : "1e18") +
+                      "], found " + (it == e.end() ? std::string("nothing") : it->dump()));
+  return it->get<double>() * 1e-6;
 }
 
 std::string text(const Json& e, const char* key) {
@@ -161,22 +177,25 @@ TraceBreakdown read_kineto_trace(const std::filesystem::path& file) {
   std::map<std::string, double> comm;
   std::set<std::string> step_names;
   double step_sum = 0;
+  std::size_t index = 0;
   for (const Json& e : j["traceEvents"]) {
+    const std::size_t i = index++;
     if (!e.is_object() || text(e, "ph") != "X")
       continue;
     const std::string name = text(e, "name");
     const std::string cat = lower(text(e, "cat"));
-    const double ts = number(e, "ts") * 1e-6;
-    const double dur = number(e, "dur") * 1e-6;
-    if (name.rfind("ProfilerStep#", 0) == 0 && (cat == "user_annotation" || cat == "cpu_op" || cat.empty())) {
+    const bool step = name.rfind("ProfilerStep#", 0) == 0 && (cat == "user_annotation" || cat == "cpu_op" || cat.empty());
+    const bool kernel = cat == "kernel";
+    const bool memop = cat == "gpu_memcpy" || cat == "gpu_memset";
+    if (!step && !kernel && !memop)
+      continue;
+    const double ts = event_time(file, i, e, "ts");
+    const double dur = event_time(file, i, e, "dur");
+    if (step) {
       if (step_names.insert(name).second)
         step_sum += dur;
       continue;
     }
-    const bool kernel = cat == "kernel";
-    const bool memop = cat == "gpu_memcpy" || cat == "gpu_memset";
-    if (!kernel && !memop)
-      continue;
     int64_t device = static_cast<int64_t>(number(e, "pid"));
     if (const auto a = e.find("args"); a != e.end() && a->is_object() && a->contains("device") && (*a)["device"].is_number())
       device = (*a)["device"].get<int64_t>();
@@ -190,6 +209,10 @@ TraceBreakdown read_kineto_trace(const std::filesystem::path& file) {
       d.compute.push_back({ts, ts + dur});
     }
   }
+  if (devices.empty())
+    throw ConfigError(file.string() +
+                      ": no GPU kernel events (ph 'X', cat 'kernel', 'gpu_memcpy' or 'gpu_memset'): not a PyTorch "
+                      "profiler trace of a GPU run (record it with ProfilerActivity.CUDA)");
   const int steps = static_cast<int>(step_names.size());
   return finish(devices, compute, comm, steps > 0 ? step_sum / steps : 0.0, steps);
 }
@@ -199,13 +222,15 @@ TraceBreakdown read_stepsim_trace(const std::filesystem::path& file) {
   std::map<int64_t, Device> devices;
   std::map<std::string, double> compute;
   std::map<std::string, double> comm;
+  std::size_t index = 0;
   for (const Json& e : j["traceEvents"]) {
+    const std::size_t i = index++;
     if (!e.is_object() || text(e, "ph") != "X")
       continue;
     const std::string name = text(e, "name");
     const std::string cat = text(e, "cat");
-    const double ts = number(e, "ts") * 1e-6;
-    const double dur = number(e, "dur") * 1e-6;
+    const double ts = event_time(file, i, e, "ts");
+    const double dur = event_time(file, i, e, "dur");
     Device& d = devices[static_cast<int64_t>(number(e, "pid"))];
     if (cat == "compute") {
       std::string block = "other";
@@ -219,6 +244,8 @@ TraceBreakdown read_stepsim_trace(const std::filesystem::path& file) {
       d.comm.push_back({ts, ts + dur});
     }
   }
+  if (devices.empty())
+    throw ConfigError(file.string() + ": no task events (ph 'X'): not a trace.json written by `stepsim run`");
   return finish(devices, compute, comm, 0.0, 1);
 }
 

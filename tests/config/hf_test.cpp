@@ -258,8 +258,9 @@ TEST_F(HfConfig, SyntaxErrorAndMissingFile) {
   std::string yaml = FROM_HF_YAML;
   yaml.replace(yaml.find("hf.json"), 7, "missing.json");
   const std::string missing = config_error([&] { config::load_workload(write("a.yaml", yaml)); });
-  EXPECT_NE(missing.find("a.yaml:3:12: key 'model.from_hf': no such Hugging Face config"), std::string::npos)
+  EXPECT_NE(missing.find("a.yaml:3:12: key 'model.from_hf': Hugging Face config"), std::string::npos)
       << missing;
+  EXPECT_NE(missing.find("missing.json': it does not exist"), std::string::npos) << missing;
 }
 
 // The size limits hold for sizes a Hugging Face config gives too, reported at the from_hf key

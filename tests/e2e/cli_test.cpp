@@ -167,6 +167,68 @@ TEST(EndToEnd, UnknownOptionAndMissingFile) {
   EXPECT_EQ(run_stepsim("frobnicate").code, 2);
 }
 
+// Command-line misuse is a usage error (exit 2) that says what is wrong, never a silent default:
+// an option twice, an empty value, --csv without --out, an extra word after `version`, a cluster
+// override without a cluster, a bound crossed (the planner's --max-vp, calibrate's --tolerance,
+// collective sizes), a forced algorithm for a point-to-point send.
+TEST(EndToEnd, CommandLineMisuseExitsTwo) {
+  const std::string tiny = "--cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
+                           " --set cluster.nodes=1";
+  const auto expect = [](const std::string& args, const std::string& says) {
+    const Result r = run_stepsim(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << args << "\n" << r.out;
+  };
+  expect("run " + tiny + " --cluster " + src("topologies/dgx-b200.yaml"), "option --cluster is given 2 times");
+  expect("run " + tiny + " --out ''", "option --out needs a non-empty value");
+  expect("run " + tiny + " --csv", "--csv writes DIR/tasks.csv: give --out DIR");
+  expect("version extra", "unexpected argument 'extra'");
+  expect("kernels --workload " + src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=2",
+         "--set cluster.nodes=2: a cluster key needs --cluster FILE");
+  expect("plan " + tiny + " --top 0 --max-vp 2147483647", "--max-vp: expected an integer in [1, 128]");
+  expect("plan " + tiny + " --top 0 --max-tp 0", "--max-tp: expected an integer in [1,");
+  const std::string collective = "collective --cluster " + src("topologies/dgx-h100.yaml") + " --gpus 8 ";
+  expect(collective + "--op all_reduce --sizes 1.5B", "expected whole bytes from 1B to 1TiB, found '1.5B'");
+  expect(collective + "--op all_reduce --sizes 0B:1MiB", "expected whole bytes from 1B to 1TiB, found '0B'");
+  expect(collective + "--op all_reduce --sizes 1e30B", "expected whole bytes from 1B to 1TiB");
+  expect(collective + "--op p2p --algorithm tree", "a point-to-point send has no algorithm to choose");
+  expect("calibrate " + src("tests/validate/data/measured_runs.yaml") +
+             " --fit narayanan21_t1_1p7B --knob gpu.pass_overhead=0:1:ms --tolerance 1e-300",
+         "would be more than 10^6 grid steps");
+}
+
+// Outputs are checked before the step is simulated: with a directory where trace.json would go,
+// the run fails (exit 2, naming it) and writes no summary.json either.
+TEST(EndToEnd, UnwritableOutputFailsBeforeWritingAny) {
+  const fs::path out = fresh_temp_dir("blocked");
+  fs::create_directories(out / "trace.json");
+  const Result r = run_stepsim(tiny_args(out));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("trace.json: it is a directory"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
+  fs::remove_all(out);
+}
+
+// A second YAML document in a file is refused where it starts (it would be ignored unread), and a
+// path the system refuses (a name over 255 bytes) is named at its key, exit 2.
+TEST(EndToEnd, SecondYamlDocumentAndUnreadablePathsAreNamed) {
+  const fs::path dir = fresh_temp_dir("docs");
+  fs::create_directories(dir);
+  const fs::path two = dir / "two.yaml";
+  std::ofstream(two) << slurp(src("workloads/tiny-gpt.yaml")) << "---\nmodel: 7\n";
+  const std::string cluster = " --cluster " + src("topologies/dgx-h100.yaml") + " --set cluster.nodes=1";
+  Result r = run_stepsim("memory --workload " + two.string() + cluster);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("a second YAML document"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(two.string() + ":"), std::string::npos) << r.out;
+  r = run_stepsim("memory --workload " + src("workloads/tiny-gpt.yaml") + cluster + " --set model.from_hf=" +
+                  std::string(300, 'x'));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("key 'model.from_hf'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("File name too long"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
 // A failed run leaves no partial output behind (outputs are written whole or not at all).
 TEST(EndToEnd, FailedRunWritesNothing) {
   const fs::path out = fresh_temp_dir("fail");

@@ -207,6 +207,19 @@ TEST_F(SweepTest, MalformedSweepFileExits2WithFileLine) {
   }
   const Result missing = run_stepsim("sweep " + (dir_ / "nope.yaml").string() + " --out " + (dir_ / "out").string());
   EXPECT_EQ(missing.code, 2) << missing.out;
+  // A cluster or workload file that cannot be read is the sweep file's error, not one skipped row
+  // per configuration.
+  for (const std::string& cluster : {std::string("/nonexistent.yaml"), dir_.string(), std::string("5")}) {
+    std::string text = slurp(write_sweep("nocluster", "grid:\n  parallel.tp: [1, 2]\n"));
+    text.replace(text.find("cluster: "), 9 + src("topologies/dgx-h100.yaml").size(), "cluster: " + cluster);
+    spit(dir_ / "nocluster.yaml", text);
+    const Result r = run_stepsim("sweep " + (dir_ / "nocluster.yaml").string() + " --out " + (dir_ / "out").string());
+    EXPECT_EQ(r.code, 2) << cluster << "\n" << r.out;
+    EXPECT_NE(r.out.find("nocluster.yaml:2:10: key 'cluster'"), std::string::npos) << r.out;
+  }
+  const Result empty_jobs = run_stepsim("sweep " + big_sweep().string() + " --out x -j ''");
+  EXPECT_EQ(empty_jobs.code, 2) << empty_jobs.out;
+  EXPECT_NE(empty_jobs.out.find("-j/--jobs: expected a positive integer"), std::string::npos) << empty_jobs.out;
   const Result bad_shard = run_stepsim("sweep " + big_sweep().string() + " --out x --shard 2/2");
   EXPECT_EQ(bad_shard.code, 2) << bad_shard.out;
   EXPECT_NE(bad_shard.out.find("--shard"), std::string::npos) << bad_shard.out;

@@ -152,6 +152,37 @@ TEST(RunsFile, MalformedNumberNamesFileLineAndKey) {
   fs::remove_all(d);
 }
 
+// Counts (parallel degrees, GPUs, batch sizes, model sizes) are >= 1, a ZeRO stage is 0..3, and a
+// run id is a plain file name (it names the run's output folder): anything else is a malformed
+// file, named with its line and key, exit 2, before any run is mapped (a tp of 0 once divided by
+// zero there).
+TEST(RunsFile, CountsStagesAndIdsAreChecked) {
+  const fs::path d = temp_dir("counts");
+  const auto refused = [&](const std::string& from, const std::string& to, const std::string& key) {
+    std::string text = "runs:\n" + small_run("a", "bf16");
+    text.replace(text.find(from), from.size(), to);
+    write(d / "runs.yaml", text);
+    const Result r = run_stepsim("validate " + (d / "runs.yaml").string());
+    EXPECT_EQ(r.code, 2) << to << "\n" << r.output;
+    EXPECT_NE(r.output.find("runs.yaml:"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(key), std::string::npos) << to << "\n" << r.output;
+  };
+  refused("tp: 8,", "tp: 0,", "parallelism.tp': expected an integer >= 1 or null");
+  refused("pp: 1,", "pp: 0,", "parallelism.pp'");
+  refused("cp: null,", "cp: 0,", "parallelism.cp'");
+  refused("micro_batch: 1,", "micro_batch: 0,", "batch.micro_batch'");
+  refused("gpus_per_node: 8,", "gpus_per_node: 0,", "hardware.gpus_per_node'");
+  refused("zero_stage: 0,", "zero_stage: 1.5,", "zero_stage': expected 0, 1, 2 or 3");
+  refused("zero_stage: 0,", "zero_stage: 1e308,", "zero_stage': expected 0, 1, 2 or 3");
+  refused("- id: a", "- id: ../a", "id': expected 1 to 200 letters, digits");
+  // A stage with a note, and a name, still read.
+  std::string text = "runs:\n" + small_run("a", "bf16");
+  text.replace(text.find("zero_stage: 0,"), 14, "zero_stage: 1 (distributed optimizer),");
+  write(d / "ok.yaml", text);
+  EXPECT_EQ(config::load_runs(d / "ok.yaml").runs.at(0).parallelism.zero_stage, "1 (distributed optimizer)");
+  fs::remove_all(d);
+}
+
 // Unknown keys (a new section, a new field, a misspelling) are read past with a warning naming
 // file:line:col, the key and the closest known one; duplicate ids and wrong shapes stay errors.
 TEST(RunsFile, UnknownKeysWarnDuplicateIdsAndWrongShapesFail) {
@@ -1097,6 +1128,24 @@ TEST(Compare, KinetoTraceBreakdown) {
   const Result huge = run_stepsim("compare --measured " + (d / "huge.json").string() + " --simulated " + (d / "sim.json").string());
   EXPECT_EQ(huge.code, 2) << huge.output;
   EXPECT_NE(huge.output.find((d / "huge.json").string() + ": not valid JSON"), std::string::npos) << huge.output;
+  EXPECT_EQ(huge.output.find("[json.exception"), std::string::npos) << huge.output; // the library's tag
+  // A trace with no GPU kernels, and a kernel without a valid duration, are refused by name.
+  const auto compare_measured = [&](const std::string& name, const std::string& json) {
+    write(d / name, json);
+    return run_stepsim("compare --measured " + (d / name).string() + " --simulated " + (d / "sim.json").string());
+  };
+  for (const char* empty : {R"({"traceEvents": []})", "[]"}) {
+    const Result r = compare_measured("empty.json", empty);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("empty.json: no GPU kernel events"), std::string::npos) << r.output;
+  }
+  for (const char* dur : {R"("dur": -1)", R"("dur": "x")", R"("dur": 1e300)", R"("other": 1)"}) {
+    const Result r = compare_measured(
+        "dur.json", std::string(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "ts": 5, )") + dur + "}]}");
+    EXPECT_EQ(r.code, 2) << dur << "\n" << r.output;
+    EXPECT_NE(r.output.find("dur.json: traceEvents[0] ('k'): expected 'dur' as microseconds"), std::string::npos)
+        << dur << "\n" << r.output;
+  }
   fs::remove_all(d);
 }
 
