@@ -609,6 +609,14 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     w << "  overlap_param_gather: true\n";
     p.defaults.emplace_back("overlap_param_gather=true (framework '" + run.framework + "')");
   }
+  // torchtitan's FSDP2 reduces gradients in fp32 under bf16 parameters (its default
+  // MixedPrecisionPolicy: mixed_precision_param bfloat16, mixed_precision_reduce float32).
+  // MosaicML's reference configs use Composer's PURE mixed precision: bf16 reductions.
+  if (has(fw, "torchtitan") && zero == 3 && precision != "fp16") {
+    w << "  grad_reduce_in_fp32: true\n";
+    p.defaults.emplace_back("grad_reduce_in_fp32=true (framework '" + run.framework +
+                            "': FSDP2 mixed_precision_reduce float32)");
+  }
   if (run.offload_layers.value_or(0) > 0)
     w << "  offload_layers: " << *run.offload_layers << "\n";
   if (run.recompute_layers.value_or(0) > 0)

@@ -552,6 +552,31 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
   fs::remove_all(d);
 }
 
+// torchtitan's FSDP2 reduces gradients in fp32 (its default reduce dtype under bf16 parameters);
+// MosaicML's Composer configs (PURE) and FSDP without a framework reduce in bf16.
+TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
+  const fs::path d = temp_dir("titan");
+  const auto plan_for = [&](const std::string& framework) {
+    std::string text = "runs:\n" + small_run("t", "bf16");
+    text.replace(text.find("zero_stage: 0, fsdp: null"), 25, "zero_stage: null, fsdp: FULL_SHARD");
+    text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
+    write(d / "runs.yaml", text);
+    return validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                              {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  };
+  validate::RunPlan p = plan_for("torchtitan (FSDP2, torch.compile)");
+  EXPECT_NE(p.workload_yaml.find("zero_stage: 3"), std::string::npos) << p.workload_yaml;
+  EXPECT_NE(p.workload_yaml.find("grad_reduce_in_fp32: true"), std::string::npos) << p.workload_yaml;
+  EXPECT_NE(joined_defaults(p).find("grad_reduce_in_fp32=true (framework 'torchtitan"), std::string::npos);
+  write(d / "w.yaml", p.workload_yaml);
+  EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
+  for (const char* other : {"MosaicML Composer / llm-foundry", "PyTorch FSDP"}) {
+    p = plan_for(other);
+    EXPECT_EQ(p.workload_yaml.find("grad_reduce_in_fp32"), std::string::npos) << other;
+  }
+  fs::remove_all(d);
+}
+
 // A 40 GB A100 (by name or by gpu_mem_gb) maps to its own profile and topology: its HBM is 40 GB
 // at 1555 GB/s, not the 80 GB part's 2039 GB/s. A B200 has its own; a GB200 none.
 TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
