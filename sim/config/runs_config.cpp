@@ -247,7 +247,7 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     f.iteration_time_s = opt_number(*s, "iteration_time_s");
     f.tokens_per_s_per_gpu = opt_number(*s, "tokens_per_s_per_gpu");
     f.tokens_per_s_total = opt_number(*s, "tokens_per_s_total");
-    (void)opt_number(*s, "aggregate_pflops");
+    f.aggregate_pflops = opt_number(*s, "aggregate_pflops");
   }
   return r;
 }

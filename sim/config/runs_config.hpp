@@ -64,6 +64,7 @@ struct MeasuredBatch {
 struct MeasuredFigures {
   std::optional<double> tflops_per_gpu, mfu_pct, hfu_pct, iteration_time_s;
   std::optional<double> tokens_per_s_per_gpu, tokens_per_s_total;
+  std::optional<double> aggregate_pflops;      ///< the whole job's sustained PFLOP/s
   std::string tflops_basis; ///< the source's FLOP convention, free text
 };
 

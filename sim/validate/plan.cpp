@@ -99,6 +99,7 @@ const char* to_string(Metric m) {
   case Metric::TFLOPS_PER_GPU: return "tflops_per_gpu";
   case Metric::MFU: return "mfu_pct";
   case Metric::TOKENS_PER_S: return "tokens_per_s_per_gpu";
+  case Metric::HFU: return "hfu_pct";
   }
   return "?";
 }
@@ -246,8 +247,21 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   } else if (f.tokens_per_s_total && gpus > 0) {
     p.metric = Metric::TOKENS_PER_S;
     p.measured = *f.tokens_per_s_total / static_cast<double>(gpus);
+  } else if (f.aggregate_pflops && gpus > 0) {
+    // The whole job's sustained PFLOP/s: TFLOP/s per GPU under the source's basis.
+    p.metric = Metric::TFLOPS_PER_GPU;
+    p.measured = *f.aggregate_pflops * 1000.0 / static_cast<double>(gpus);
+    p.basis = tflops_basis(f.tflops_basis);
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%.4g", p.measured);
+    p.defaults.emplace_back(std::string("tflops_per_gpu=") + shown + " (measured.aggregate_pflops over " +
+                            std::to_string(gpus) + " GPUs)");
+  } else if (f.hfu_pct) {
+    p.metric = Metric::HFU;
+    p.measured = *f.hfu_pct;
   } else {
-    return skip("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct or tokens/s)");
+    return skip("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct, tokens/s, aggregate_pflops or "
+                "hfu_pct)");
   }
   if (!(p.measured > 0) || !std::isfinite(p.measured)) // an error relative to it would be infinite
     return skip("the measured " + std::string(to_string(p.metric)) + " is " + std::to_string(p.measured) +
@@ -656,11 +670,18 @@ double check_plan(RunPlan& plan, const std::filesystem::path& workload_file) {
   return 0;
 }
 
-double predicted_metric(const RunPlan& plan, Seconds step_time) {
+double predicted_metric(const RunPlan& plan, Seconds step_time, StepFlops flops) {
+  const Flops model = flops.model > 0 ? Flops(flops.model) : model_flops(plan.shape);
   switch (plan.metric) {
   case Metric::ITERATION_TIME: return step_time.value();
-  case Metric::TFLOPS_PER_GPU: return tflops_per_gpu(step_flops(plan.basis, plan.shape), step_time, plan.num_gpus);
-  case Metric::MFU: return 100.0 * tflops_per_gpu(model_flops(plan.shape), step_time, plan.num_gpus) / plan.peak_tflops;
+  case Metric::TFLOPS_PER_GPU:
+    return tflops_per_gpu(plan.basis == TflopsBasis::MEGATRON_RECOMPUTE ? megatron_recompute_flops(plan.shape) : model,
+                          step_time, plan.num_gpus);
+  case Metric::MFU: return 100.0 * tflops_per_gpu(model, step_time, plan.num_gpus) / plan.peak_tflops;
+  case Metric::HFU: {
+    const Flops hardware = flops.hardware > 0 ? Flops(flops.hardware) : model;
+    return 100.0 * tflops_per_gpu(hardware, step_time, plan.num_gpus) / plan.peak_tflops;
+  }
   case Metric::TOKENS_PER_S:
     return plan.shape.global_batch * plan.shape.seq_len / step_time.value() / static_cast<double>(plan.num_gpus);
   }

@@ -18,11 +18,12 @@ namespace stepsim::validate {
 enum class Metric {
   ITERATION_TIME, ///< measured.iteration_time_s, seconds
   TFLOPS_PER_GPU, ///< measured.tflops_per_gpu under the source's basis, TFLOP/s
-  MFU,            ///< measured.mfu_pct (72-coefficient model FLOPs), percent
-  TOKENS_PER_S,   ///< measured.tokens_per_s_per_gpu, tokens/s per GPU
+  MFU,            ///< measured.mfu_pct (the model's FLOPs: 3 x forward, no recomputation), percent
+  TOKENS_PER_S,   ///< measured.tokens_per_s_per_gpu (or _total / GPUs), tokens/s per GPU
+  HFU,            ///< measured.hfu_pct (with the recomputed FLOPs), percent
 };
 
-const char* to_string(Metric m); ///< "iteration_time_s", "tflops_per_gpu", "mfu_pct", "tokens_per_s_per_gpu"
+const char* to_string(Metric m); ///< "iteration_time_s", "tflops_per_gpu", "mfu_pct", "tokens_per_s_per_gpu", "hfu_pct"
 
 struct PlanOptions {
   std::filesystem::path topologies;         ///< folder holding the bundled topologies
@@ -86,7 +87,18 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options);
 /// (0 when skipped).
 double check_plan(RunPlan& plan, const std::filesystem::path& workload_file);
 
-/// The predicted figure of `plan.metric` for a simulated step time.
-double predicted_metric(const RunPlan& plan, Seconds step_time);
+/// FLOPs of one simulated step, as summary.json counts them for the model's own architecture
+/// (grouped-query attention, gated MLPs, routed experts, windows): model FLOPs (3 x forward) and
+/// hardware FLOPs (with what is recomputed). 0 when unknown.
+struct StepFlops {
+  double model = 0;
+  double hardware = 0;
+};
+
+/// The predicted figure of `plan.metric` for a simulated step time. MFU, HFU and model-basis
+/// TFLOP/s count the architecture's FLOPs (`flops`; for a GPT layer they equal the 72-coefficient
+/// formula), falling back on the GPT formula when `flops` is unknown; Megatron's eq. 3 basis is
+/// that formula by definition.
+double predicted_metric(const RunPlan& plan, Seconds step_time, StepFlops flops = {});
 
 } // namespace stepsim::validate

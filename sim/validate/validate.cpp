@@ -63,9 +63,13 @@ void write_all(int fd, const std::string& text) {
     write_file_atomically(dir / "summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
     std::ostringstream v;
     const report::MemoryReport& mem = sim.summary.memory;
+    // The step's model and hardware FLOPs as the summary counts them for this architecture.
+    const report::Summary& s = sim.summary;
+    const double model_flops = s.tflops_per_gpu * 1e12 * s.step_time.value() * s.num_gpus;
+    const double hardware_flops = s.mfu > 0 ? model_flops * s.hfu / s.mfu : 0.0;
     v << std::setprecision(17) << "ok " << sim.summary.step_time.value() << ' ' << mem.worst.peak().value() << ' '
       << mem.capacity.value() << ' ' << mem.worst_stage << ' ' << mem.host_peak.value() << ' '
-      << (mem.fits_in_memory ? 1 : 0);
+      << (mem.fits_in_memory ? 1 : 0) << ' ' << model_flops << ' ' << hardware_flops;
     verdict = v.str();
   } catch (const std::exception& e) {
     verdict = "error " + one_line(e.what());
@@ -230,10 +234,12 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
       if (c.data.rfind("ok ", 0) == 0) {
         std::istringstream verdict(c.data.substr(3));
         int fits = 1;
-        verdict >> r.step_time_s >> r.peak_bytes >> r.capacity_bytes >> r.peak_stage >> r.host_bytes >> fits;
+        StepFlops flops;
+        verdict >> r.step_time_s >> r.peak_bytes >> r.capacity_bytes >> r.peak_stage >> r.host_bytes >> fits >>
+            flops.model >> flops.hardware;
         r.fits_memory = fits != 0;
         r.status = RunStatus::OK;
-        r.predicted = predicted_metric(r.plan, Seconds(r.step_time_s));
+        r.predicted = predicted_metric(r.plan, Seconds(r.step_time_s), flops);
         r.error_pct = (r.predicted - r.plan.measured) / r.plan.measured * 100.0;
         r.reason = r.plan.defaults.empty() ? "" : "defaults: " + join(r.plan.defaults, "; ");
       } else {

@@ -13,13 +13,14 @@
 #include "validate/validate.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -61,6 +62,13 @@ fs::path temp_dir(const std::string& name) {
 
 void write(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::string src(const std::string& rel) {
@@ -970,6 +978,72 @@ TEST(Validate, Fp8RunsAreHeldOutAndWithinTenPercent) {
     ++rows;
   }
   EXPECT_EQ(rows, 3);
+  fs::remove_all(d);
+}
+
+// Utilisation counts the model's own FLOPs: a grouped-query, gated (Llama-like) record's MFU is
+// the summary's model FLOPs over the step and the source's peak, not the GPT formula's (which
+// would count a 4h two-GEMM MLP and full heads); an hfu_pct record compares the summary's hardware
+// FLOPs (with the recomputed forward); an aggregate_pflops record is TFLOP/s per GPU under its
+// basis (Megatron's eq. 3 here: the formula by definition).
+TEST(Validate, UtilisationCountsTheArchitecturesFlops) {
+  const fs::path d = temp_dir("flops");
+  std::string llama = small_run("llama", "bf16");
+  llama.replace(llama.find("name: GPT-small"), 15, "name: llama-small");
+  llama.replace(llama.find("ffn_hidden: 4096"), 16, "ffn_hidden: 2816");
+  llama.replace(llama.find("kv_heads: 16"), 12, "kv_heads: 8");
+  llama.replace(llama.find("mfu_pct: null"), 13, "mfu_pct: 40");
+  llama.replace(llama.find("iteration_time_s: 0.05"), 22, "iteration_time_s: null");
+  std::string hfu = small_run("hfu", "bf16");
+  hfu.replace(hfu.find("hfu_pct: null"), 13, "hfu_pct: 50");
+  hfu.replace(hfu.find("iteration_time_s: 0.05"), 22, "iteration_time_s: null");
+  std::string agg = small_run("agg", "bf16");
+  agg.replace(agg.find("tflops_basis: null"), 18, "tflops_basis: Megatron eq.3 (includes recompute)");
+  agg.replace(agg.find("iteration_time_s: 0.05"), 22, "iteration_time_s: null, aggregate_pflops: 1.0");
+  write(d / "runs.yaml", "runs:\n" + llama + hfu + agg);
+  const Result r = run_stepsim("validate " + (d / "runs.yaml").string() + " -j3 --out " + (d / "out").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("validated 3 runs, skipped 0"), std::string::npos) << r.output;
+  std::map<std::string, std::vector<std::string>> rows;
+  std::ifstream csv(d / "out" / "validation.csv");
+  std::string line;
+  std::getline(csv, line);
+  while (std::getline(csv, line)) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');)
+      cols.push_back(c);
+    ASSERT_GE(cols.size(), 7u) << line;
+    rows[cols[0]] = cols;
+  }
+  ASSERT_EQ(rows.size(), 3u);
+  const auto summary = [&](const std::string& id) {
+    return nlohmann::json::parse(slurp(d / "out" / "runs" / id / "summary.json"));
+  };
+  const validate::FlopsShape shape{.global_batch = 4, .seq_len = 1024, .layers = 4, .hidden = 1024, .vocab = 51200};
+
+  EXPECT_EQ(rows["llama"][2], "mfu_pct");
+  const auto sl = summary("llama");
+  const double mfu = std::stod(rows["llama"][4]);
+  EXPECT_NEAR(mfu, 100.0 * sl["tflops_per_gpu"].get<double>() / 312.0, 1e-4 * mfu);
+  const double gpt_formula =
+      100.0 * validate::tflops_per_gpu(validate::model_flops(shape), Seconds(sl["step_time_s"].get<double>()), 8) / 312.0;
+  EXPECT_GT(std::fabs(mfu / gpt_formula - 1.0), 0.02) << mfu << " vs the GPT formula's " << gpt_formula;
+
+  EXPECT_EQ(rows["hfu"][2], "hfu_pct");
+  const auto sh = summary("hfu");
+  const double hfu_pred = std::stod(rows["hfu"][4]);
+  EXPECT_NEAR(hfu_pred, 100.0 * sh["hfu"].get<double>(), 1e-4 * hfu_pred);
+  // Full recomputation adds the layers' forward (a third of their model FLOPs), not the logits':
+  // HFU / MFU = 1 + (1 + s/6h) / (3 (1 + s/6h + V/12lh)) for a GPT layer.
+  const double layers = 1.0 + 1024.0 / (6 * 1024), logits = 51200.0 / (12.0 * 4 * 1024);
+  EXPECT_NEAR(hfu_pred / (100.0 * sh["mfu"].get<double>()), 1.0 + layers / (3 * (layers + logits)), 1e-3);
+
+  EXPECT_EQ(rows["agg"][2], "tflops_per_gpu");
+  EXPECT_NEAR(std::stod(rows["agg"][3]), 1000.0 / 8, 1e-6);
+  const double eq3 = validate::tflops_per_gpu(validate::megatron_recompute_flops(shape),
+                                              Seconds(summary("agg")["step_time_s"].get<double>()), 8);
+  EXPECT_NEAR(std::stod(rows["agg"][4]), eq3, 1e-4 * eq3);
   fs::remove_all(d);
 }
 
