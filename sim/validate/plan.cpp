@@ -331,6 +331,22 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   p.gpu_kind = gpu_family(run.hardware);
   if (p.gpu_kind.empty())
     return skip("no bundled topology for GPU '" + run.hardware.gpu + "'");
+  // PCIe cards (A100 PCIe, H100 PCIe or NVL) run lower clocks and join by NVLink bridges or PCIe,
+  // not an NVSwitch: no bundled topology stands for them.
+  if (has(run.hardware.gpu, "pcie") ||
+      (p.gpu_kind == "H100" && (has(run.hardware.gpu, " nvl") || has(run.hardware.gpu, "-nvl"))))
+    return skip("no bundled topology for the PCIe card '" + run.hardware.gpu +
+                "' (the bundled ones are SXM parts on NVSwitch)");
+  if (has(run.hardware.gpu, "gh200")) {
+    // Grace Hopper: the H100's die with HBM3e (the 144 GB part: 4.9 TB/s), the H200 profile's.
+    p.defaults.emplace_back("GH200 = the H200 profile (same GH100 die and HBM3e)" +
+                            std::string(run.hardware.gpu_mem_gb ? ", hbm_capacity from gpu_mem_gb" : ""));
+    if (run.hardware.gpu_mem_gb) {
+      char cap[32];
+      std::snprintf(cap, sizeof cap, "%gGB", *run.hardware.gpu_mem_gb);
+      p.overrides.push_back({"cluster.gpu.hbm_capacity", cap});
+    }
+  }
   int64_t per_node = run.hardware.gpus_per_node.value_or(0);
   if (p.gpu_kind == "GB200") {
     // The simulator's node is the NVLink domain: a GB200 NVL72 rack, whatever the record counts

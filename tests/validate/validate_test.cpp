@@ -560,6 +560,36 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
   fs::remove_all(d);
 }
 
+// A PCIe card (no NVSwitch, lower clocks) has no bundled topology and is skipped with that reason,
+// never mapped onto the SXM part's; a GH200 takes the H200 profile (same die, HBM3e) with its own
+// memory size.
+TEST(Plan, PcieCardsAreSkippedAndGraceHopperIsTheH200) {
+  const fs::path d = temp_dir("pcie");
+  const auto plan_for = [&](const std::string& hardware) {
+    std::string text = "runs:\n" + small_run("c", "bf16");
+    const std::string from = "gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8, peak_tflops_assumed: 312";
+    text.replace(text.find(from), from.size(), hardware);
+    write(d / "runs.yaml", text);
+    return validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                              {.topologies = src("topologies"), .calibration = true, .extra = {}});
+  };
+  for (const char* card : {"A100-PCIE-40GB", "NVIDIA H100 PCIe", "H100 NVL"}) {
+    const validate::RunPlan p = plan_for(std::string("gpu: ") + card + ", num_gpus: 8, gpus_per_node: 8");
+    EXPECT_NE(p.skip_reason.find("no bundled topology for the PCIe card"), std::string::npos) << card << ": " << p.skip_reason;
+  }
+  validate::RunPlan p = plan_for("gpu: GH200, gpu_mem_gb: 96, num_gpus: 8, gpus_per_node: 4");
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_EQ(p.cluster_file.filename(), "h200-cluster.yaml");
+  write(d / "w.yaml", p.workload_yaml);
+  EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
+  const ClusterSpec c = config::load_cluster(p.cluster_file, p.overrides);
+  EXPECT_EQ(c.gpu.kind, "H200-SXM-141GB");
+  EXPECT_DOUBLE_EQ(c.gpu.hbm_capacity.value(), 96e9);
+  EXPECT_EQ(c.gpus_per_node, 4);
+  EXPECT_NE(joined_defaults(p).find("GH200 = the H200 profile"), std::string::npos);
+  fs::remove_all(d);
+}
+
 // torchtitan's FSDP2 reduces gradients in fp32 (its default reduce dtype under bf16 parameters);
 // MosaicML's Composer configs (PURE) and FSDP without a framework reduce in bf16.
 TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
