@@ -211,7 +211,13 @@ void KernelTable::calibrate(const GpuSpec &gpu) {
       if (is_compute_bound(kind)) {
         if (peaks_[di].value() <= 0)
           continue;
-        if (const ProfileRow *r = best_row(kind, &dtype)) {
+        // fp16 and bf16 run the same tensor cores at the same peak (Ampere on): a 16-bit dtype
+        // without rows of its own takes the other's calibration whole, ceiling and shape scale.
+        const Dtype other = dtype == Dtype::BF16 ? Dtype::FP16 : Dtype::BF16;
+        const bool sibling = (dtype == Dtype::BF16 || dtype == Dtype::FP16) &&
+                             peaks_[index(other)].value() == peaks_[di].value();
+        const ProfileRow *own = best_row(kind, &dtype);
+        if (const ProfileRow *r = own ? own : sibling ? best_row(kind, &other) : nullptr) {
           c = from_row(*r);
         } else {
           c.ceiling = gemm_eff[di] * relative_ceiling(kind);
