@@ -76,8 +76,10 @@ int64_t limited_int64(const Field& f, int64_t max) {
 
 int limited_int(const Field& f, int64_t max) { return static_cast<int>(limited_int64(f, max)); }
 
+/// An efficiency: a fraction of a peak, at least 0.001 (the sanity limit: below it a time would
+/// overflow to infinity or round to nonsense; docs/schema.md, "Size limits").
 double fraction(const Field& f) {
-  return f.number("a number in (0, 1]", [](double v) { return v > 0.0 && v <= 1.0; });
+  return f.number("a number in [0.001, 1] (the sanity limit)", [](double v) { return v >= 1e-3 && v <= 1.0; });
 }
 
 Bytes nonnegative_bytes(const Field& f) {
@@ -170,6 +172,10 @@ void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpe
   for (std::string_view key : {"tiers", "leaves_per_pod", "spine_oversubscription"})
     if (c.fabric.kind != FabricKind::FAT_TREE && fabric.has(key))
       fabric.require(key).fail("only for kind: fat_tree");
+  // A graph's links give its capacities and its attachments the nodes' switches.
+  for (std::string_view key : {"nodes_per_leaf", "oversubscription"})
+    if (graph && fabric.has(key))
+      fabric.require(key).fail("not for kind: graph (its links and attach entries give the capacities and leaves)");
   if (auto f = fabric.find("tiers"))
     c.fabric.tiers = static_cast<int>(f->integer(2, 3, "2 or 3"));
   for (std::string_view key : {"leaves_per_pod", "spine_oversubscription"})
@@ -185,8 +191,11 @@ void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpe
   if (!graph)
     return;
 
-  // Switches: unique names.
+  // Switches: unique names, at most 4096 (a routed fabric's lookups cost its path lengths; a chain
+  // of thousands of switches would make every route a long walk).
   const Field switches = fabric.require("switches");
+  if (switches.value().IsSequence() && switches.value().size() > 4096)
+    switches.fail("expected at most 4096 switches (the size limit), found " + std::to_string(switches.value().size()));
   std::size_t i = 0;
   for (const YAML::Node& node : list_of(switches, "a list of switch names")) {
     const Field name(doc, "fabric.switches[" + std::to_string(i++) + "]", node, node);
@@ -345,7 +354,7 @@ ClusterSpec read_cluster(const Document& doc) {
     }
   }
   if (auto f = gpu.find("overlap_slowdown")) {
-    c.gpu.overlap_slowdown = f->number("a number >= 1", [](double v) { return v >= 1.0; });
+    c.gpu.overlap_slowdown = f->number("a number in [1, 10] (the sanity limit)", [](double v) { return v >= 1.0 && v <= 10.0; });
   }
   if (auto f = gpu.find("gemm_efficiency")) {
     c.gpu.gemm_efficiency = fraction(*f);
@@ -596,7 +605,10 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
   }
   // The attention widths obey the hidden size's limit: heads x head_dim (and a whole step's
   // tokens times it) must stay far inside 64-bit element counts.
-  if (model.head_dim_set > 0 && model.q_dim() > MAX_HIDDEN) {
+  // (Sizes a Hugging Face config gave beyond their own limits are refused at the end; the product
+  // is only formed within them.)
+  if (model.head_dim_set > 0 && model.heads <= MAX_HEADS && model.head_dim_set <= MAX_HEAD_DIM &&
+      model.q_dim() > MAX_HIDDEN) {
     const std::string why = "heads x head_dim = " + std::to_string(model.heads) + " x " +
                             std::to_string(model.head_dim_set) + " = " + std::to_string(model.q_dim()) +
                             ", more than the " + std::to_string(MAX_HIDDEN) + " accepted (the limit of model.hidden)";
@@ -636,11 +648,13 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
     read_moe(*f, model, model.moe);
   if (auto f = m.find("mla"))
     read_mla(*f, model.mla);
-  check_mla(m, model);
   read_sliding_window(m, model);
   if (auto f = m.find("mtp_layers"))
     model.mtp_layers = f->integer(0, 16, "an integer in 0..16 (multi-token prediction depth)");
-  if (from_hf) { // sizes the workload file did not override, as the Hugging Face config gave them
+  if (from_hf) {
+    // Sizes the workload file did not override, as the Hugging Face config gave them, obey the
+    // limits of the workload keys (docs/schema.md, "Size limits") before any product of them is
+    // formed below: a config is as likely to hold a typo as a workload file.
     const auto check = [&](const std::string& key, int64_t value, int64_t max) {
       if (value > max)
         m.require("from_hf").fail("the Hugging Face config gives model." + key + " = " + std::to_string(value) +
@@ -649,8 +663,23 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
     for (const SizeLimit& l : MODEL_SIZE_LIMITS)
       check(std::string(l.key), model.*l.field, l.max);
     check("moe.experts", model.moe.experts, MAX_EXPERTS);
+    check("moe.top_k", model.moe.top_k, MAX_EXPERTS);
     check("moe.expert_ffn_hidden", model.moe.expert_ffn_hidden, MAX_FFN);
+    check("moe.shared_experts", model.moe.shared_experts, MAX_EXPERTS);
+    check("moe.first_dense_layers", model.moe.first_dense_layers, MAX_LAYERS);
+    check("moe.moe_layer_freq", model.moe.layer_freq, MAX_LAYERS);
+    check("moe.routing.groups", model.moe.routing.groups, 65536);
+    check("moe.routing.group_top_k", model.moe.routing.group_top_k, 65536);
+    check("mla.q_lora_rank", model.mla.q_lora_rank, MAX_HIDDEN);
+    check("mla.kv_lora_rank", model.mla.kv_lora_rank, MAX_HIDDEN);
+    check("mla.qk_nope_head_dim", model.mla.qk_nope_head_dim, MAX_HEAD_DIM);
+    check("mla.qk_rope_head_dim", model.mla.qk_rope_head_dim, MAX_HEAD_DIM);
+    check("mla.v_head_dim", model.mla.v_head_dim, MAX_HEAD_DIM);
+    check("sliding_window", model.sliding_window, MAX_SEQ_LEN);
+    check("full_attention_every", model.full_attention_every, MAX_LAYERS);
+    check("mtp_layers", model.mtp_layers, 16);
   }
+  check_mla(m, model);
   return model;
 }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -173,8 +174,19 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
   const std::string name = file.string();
   const std::string text = read_input_file(file);
   json root;
+  // A key given twice in one object would otherwise keep its last value unseen: refuse it.
+  std::vector<std::set<std::string>> keys;
+  const json::parser_callback_t unique_keys = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+      throw ConfigError(name + ": key '" + parsed.get<std::string>() + "' is given twice in one object");
+    return true;
+  };
   try {
-    root = json::parse(text);
+    root = json::parse(text, unique_keys);
   } catch (const json::parse_error& e) {
     throw ConfigError(name + ":" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) +
                       ": JSON syntax error: " + json_message(e));
@@ -223,7 +235,10 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
   m.bias = false;
   m.tied_embeddings = r.find_bool("tie_word_embeddings").value_or(false);
   // These families have no hidden dropout; attention dropout only when the config sets one.
-  m.dropout = r.find_number("attention_dropout").value_or(0.0) > 0.0;
+  const double attention_dropout = r.find_number("attention_dropout").value_or(0.0);
+  if (attention_dropout > 1.0)
+    r.fail("attention_dropout", "expected a probability in [0, 1], found " + std::to_string(attention_dropout));
+  m.dropout = attention_dropout > 0.0;
 
   if (type == "mixtral" || type == "gpt_oss") {
     m.moe.experts = r.require_int("num_local_experts", "model.moe.experts");

@@ -205,9 +205,11 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     p.zero_stage = opt_text(*s, "zero_stage");
     // A stage is 0..3, optionally followed by a note ("1 (distributed optimizer)"); a name
     // ("ZeRO-3", "fsdp") is mapped later or skipped with its reason.
-    if (!p.zero_stage.empty() && std::isdigit(static_cast<unsigned char>(p.zero_stage[0])) != 0) {
+    const bool signed_number = p.zero_stage.size() > 1 && (p.zero_stage[0] == '-' || p.zero_stage[0] == '+') &&
+                               std::isdigit(static_cast<unsigned char>(p.zero_stage[1])) != 0;
+    if (signed_number || (!p.zero_stage.empty() && std::isdigit(static_cast<unsigned char>(p.zero_stage[0])) != 0)) {
       const char next = p.zero_stage.size() > 1 ? p.zero_stage[1] : ' ';
-      if (p.zero_stage[0] > '3' || !(next == ' ' || next == '('))
+      if (signed_number || p.zero_stage[0] > '3' || !(next == ' ' || next == '('))
         s->require("zero_stage").fail("expected 0, 1, 2 or 3 (optionally followed by a note), found '" +
                                       p.zero_stage + "'");
     }

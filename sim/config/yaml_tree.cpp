@@ -65,7 +65,7 @@ std::string describe(const YAML::Node& node) {
     return "a mapping";
   }
   if (node.IsSequence()) {
-    return "a list";
+    return "a list of " + std::to_string(node.size()) + (node.size() == 1 ? " item" : " items");
   }
   return "'" + node.Scalar() + "'";
 }

@@ -92,23 +92,26 @@ public:
   }
 
 private:
-  /// The graph has a few tasks per layer, pass and simulated GPU (about 3 measured, plus the
-  /// collectives). Refuse one that could not be held in memory before allocating any of it: a
-  /// typo such as 10^9 layers would otherwise exhaust the machine's memory.
+  /// The graph has a few tasks per layer, pass and simulated GPU (about 2.5 measured without
+  /// context parallelism; the ring attention of cp ranks adds its steps: about 5 at cp 2 and 9 at
+  /// cp 4, bounded here by 3 cp). Refuse one that could not be held in memory before allocating any
+  /// of it: a typo such as 10^9 layers, or cp 8 on a long pipeline, would otherwise exhaust the
+  /// machine's memory.
   void refuse_oversized() const {
-    constexpr double kMaxLayerPasses = 1e7; // ~3e7 tasks, ~8 GB
+    constexpr double kMaxLayerPasses = 1e7; // at 3 tasks each: ~3e7 tasks, ~8 GB
     const double per_gpu = static_cast<double>(w_.model.layers) / grid_.pp;
     const double passes = static_cast<double>(m_) * (split_ ? 3.0 : 2.0);
     const double gpus = static_cast<double>(replicas_) * grid_.pp * grid_.tp;
     const double layer_passes = per_gpu * passes * gpus;
-    if (layer_passes <= kMaxLayerPasses)
+    const double per_pass = 3.0 * grid_.cp; // tasks per layer pass, an upper bound
+    if (layer_passes * per_pass <= kMaxLayerPasses * 3.0)
       return;
-    char text[256];
+    char text[320];
     std::snprintf(text, sizeof text,
                   "the step would compile into %.3g layer passes (%.3g layers per GPU x %.0f passes x %.0f "
-                  "simulated GPUs), more than the %.0e the engine holds in memory (about 3 tasks each); use "
-                  "fewer model.layers or micro-batches",
-                  layer_passes, per_gpu, passes, gpus, kMaxLayerPasses);
+                  "simulated GPUs) of about %.0f tasks each, more than the %.0e tasks the engine holds in "
+                  "memory; use fewer model.layers, micro-batches or context-parallel ranks",
+                  layer_passes, per_gpu, passes, gpus, per_pass, kMaxLayerPasses * 3.0);
     throw ModelError(text);
   }
 

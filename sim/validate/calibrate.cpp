@@ -1,6 +1,8 @@
 #include "validate/calibrate.hpp"
 
+#include "config/config.hpp"
 #include "core/error.hpp"
+#include "validate/plan.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -86,9 +88,12 @@ Knob parse_knob(const std::string& text) {
     throw bad();
   }
   if (!(k.lo < k.hi))
-    throw bad();
-  if (parts.size() == 3)
+    throw ConfigError("--knob " + text + ": expected LO < HI, found " + parts[0] + " and " + parts[1]);
+  if (parts.size() == 3) {
     k.unit = parts[2];
+    if (k.unit.empty())
+      throw ConfigError("--knob " + text + ": the unit after the second ':' is empty (omit it, or give e.g. us)");
+  }
   return k;
 }
 
@@ -104,12 +109,19 @@ CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std:
     throw ConfigError("calibrate: no knobs");
   CalibrationResult out;
   out.fit_runs = fit_ids;
+  for (std::size_t i = 0; i < fit_ids.size(); ++i)
+    if (std::find(fit_ids.begin(), fit_ids.begin() + static_cast<std::ptrdiff_t>(i), fit_ids[i]) !=
+        fit_ids.begin() + static_cast<std::ptrdiff_t>(i))
+      throw ConfigError("calibrate: fit run '" + fit_ids[i] + "' is given twice");
   // One GPU kind only: the knobs are per GPU kind.
   std::string family;
+  const config::MeasuredRun* first = nullptr;
   for (const auto& id : fit_ids) {
     const auto it = std::find_if(runs.runs.begin(), runs.runs.end(), [&](const auto& r) { return r.id == id; });
     if (it == runs.runs.end())
       throw ConfigError(runs.source + ": no run with id '" + id + "'");
+    if (first == nullptr)
+      first = &*it;
     const std::string f = gpu_family(it->hardware);
     if (!family.empty() && f != family)
       throw ConfigError("calibrate: the fit runs mix GPU kinds (" + family + ", " + f +
@@ -119,6 +131,20 @@ CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std:
   out.gpu_kind = calibration_kind(family);
   if (out.gpu_kind.empty())
     throw ConfigError("calibrate: no bundled topology for the fit runs' GPU");
+  // Each knob's range must be values the cluster accepts, before any run is simulated.
+  const RunPlan plan = plan_run(*first, {.topologies = options.validate.topologies, .calibration = false, .extra = {}});
+  if (plan.skip_reason.empty())
+    for (const Knob& k : options.knobs)
+      for (const double v : {k.lo, k.hi}) {
+        std::vector<config::Override> o = plan.overrides;
+        o.push_back({"cluster." + k.key, number(v) + k.unit});
+        try {
+          (void)config::load_cluster(plan.cluster_file, o);
+        } catch (const ConfigError& e) {
+          throw ConfigError("--knob " + k.key + "=" + number(k.lo) + ":" + number(k.hi) + (k.unit.empty() ? "" : ":") +
+                            k.unit + ": the cluster refuses " + number(v) + k.unit + ": " + e.what());
+        }
+      }
 
   std::vector<double> values;
   for (const Knob& k : options.knobs)

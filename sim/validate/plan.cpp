@@ -366,6 +366,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   if (gpus < per_node) {
     p.overrides.push_back({"cluster.gpus_per_node", std::to_string(gpus)});
+    p.defaults.emplace_back("gpus_per_node=" + std::to_string(gpus) + " (the job's " + std::to_string(gpus) +
+                            " GPUs, fewer than the node's " + std::to_string(per_node) + ")");
     per_node = gpus;
   } else if (per_node != 8) {
     p.overrides.push_back({"cluster.gpus_per_node", std::to_string(per_node)});

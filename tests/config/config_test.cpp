@@ -493,14 +493,19 @@ TEST_F(ConfigTest, RejectsEfficiencyOutsideZeroToOne) {
   const std::string high = replace(CLUSTER, "compute_efficiency: 0.70", "compute_efficiency: 1.2");
   expect_contains(cluster_error(high),
                   {in_cluster(high, "compute_efficiency: ^1.2"), "key 'gpu.compute_efficiency'",
-                   "expected a number in (0, 1], found 1.2"});
+                   "expected a number in [0.001, 1] (the sanity limit), found 1.2"});
   const std::string zero = replace(CLUSTER, "  efficiency: 0.80", "  efficiency: 0");
   expect_contains(cluster_error(zero), {in_cluster(zero, "  efficiency: ^0\n"), "key 'nvswitch.efficiency'",
-                                        "expected a number in (0, 1], found 0"});
+                                        "expected a number in [0.001, 1] (the sanity limit), found 0"});
+  // Below 0.001 a time would overflow or round to nonsense (an NVSwitch at 1e-300 of its rate once
+  // gave a 63-digit step time): the sanity limit.
+  const std::string tiny = replace(CLUSTER, "  efficiency: 0.80", "  efficiency: 1e-300");
+  expect_contains(cluster_error(tiny), {in_cluster(tiny, "  efficiency: ^1e-300"), "key 'nvswitch.efficiency'",
+                                        "expected a number in [0.001, 1] (the sanity limit), found 1e-300"});
   const std::string text = replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: high");
   expect_contains(cluster_error(text),
                   {in_cluster(text, "memory_efficiency: ^high"), "key 'gpu.memory_efficiency'",
-                   "expected a number in (0, 1], found 'high' (not a number)"});
+                   "expected a number in [0.001, 1] (the sanity limit), found 'high' (not a number)"});
   const std::string nan = replace(CLUSTER, "  efficiency: 0.96", "  efficiency: .nan");
   expect_contains(cluster_error(nan),
                   {in_cluster(nan, "efficiency: ^.nan"), "key 'nics.efficiency'", "not a number"});

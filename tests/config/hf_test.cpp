@@ -14,6 +14,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 
@@ -23,6 +24,13 @@ namespace fs = std::filesystem;
 using namespace stepsim;
 
 const fs::path SOURCE_DIR = STEPSIM_SOURCE_DIR;
+
+std::string slurp_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 class HfConfig : public ::testing::Test {
 protected:
@@ -275,6 +283,42 @@ TEST_F(HfConfig, SizesBeyondTheLimitsAreRefused) {
             std::string::npos)
       << msg;
   EXPECT_NO_THROW(config::load_workload(write("b.yaml", FROM_HF_YAML), {config::parse_override("model.layers=32")}));
+}
+
+// Every size a config gives obeys its workload key's limit, the MoE and MLA ones too (a head width
+// of 2^63 - 1 once reached the kernels as a negative size, 2^63 shared experts a negative memory
+// ledger); a key given twice in one object and an attention dropout above 1 are refused.
+TEST_F(HfConfig, EveryConfigSizeIsLimitedAndKeysAreUnique) {
+  const std::string v2 = slurp_file(SOURCE_DIR / "workloads/hf/deepseek-v3.json");
+  struct Case {
+    std::string key, value, says;
+  };
+  for (const Case& c : {Case{"qk_nope_head_dim", "9223372036854775807", "model.mla.qk_nope_head_dim = 9223372036854775807"},
+                        Case{"v_head_dim", "4611686018427387904", "model.mla.v_head_dim"},
+                        Case{"n_shared_experts", "9223372036854775807", "model.moe.shared_experts"},
+                        Case{"moe_layer_freq", "9223372036854775807", "model.moe.moe_layer_freq"},
+                        Case{"num_nextn_predict_layers", "100", "model.mtp_layers = 100"}}) {
+    std::string json = v2;
+    const std::string from = "\"" + c.key + "\": ";
+    const auto at = json.find(from);
+    ASSERT_NE(at, std::string::npos) << c.key;
+    const auto end = json.find_first_of(",}", at);
+    json.replace(at + from.size(), end - at - from.size(), c.value);
+    write("hf.json", json);
+    const std::string msg = config_error([&] { config::load_workload(write("a.yaml", FROM_HF_YAML)); });
+    EXPECT_NE(msg.find("key 'model.from_hf': the Hugging Face config gives " + c.says), std::string::npos)
+        << c.key << ": " << msg;
+  }
+  std::string twice = LLAMA_JSON;
+  twice.replace(twice.rfind('}'), 1, ", \"hidden_size\": 1}");
+  write("hf.json", twice);
+  std::string msg = config_error([&] { config::load_workload(write("a.yaml", FROM_HF_YAML)); });
+  EXPECT_NE(msg.find("key 'hidden_size' is given twice in one object"), std::string::npos) << msg;
+  std::string dropout = LLAMA_JSON;
+  dropout.replace(dropout.rfind('}'), 1, ", \"attention_dropout\": 1.5}");
+  write("hf.json", dropout);
+  msg = config_error([&] { config::load_workload(write("a.yaml", FROM_HF_YAML)); });
+  EXPECT_NE(msg.find("key 'attention_dropout': expected a probability in [0, 1]"), std::string::npos) << msg;
 }
 
 // Mixtral fields: num_local_experts, num_experts_per_tok; DeepSeek: routed, shared, first dense.

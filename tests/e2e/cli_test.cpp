@@ -152,9 +152,13 @@ TEST(EndToEnd, ErrorsFoundWhileRunningExitTwo) {
   const Result forced = run_stepsim(base + " --set parallel.zero_stage=2 --set collectives.dp=tree");
   EXPECT_EQ(forced.code, 2) << forced.out;
   EXPECT_NE(forced.out.find("'collectives.dp' = tree: cannot run reduce_scatter"), std::string::npos) << forced.out;
+  // An efficiency so small that a kernel would take forever is refused as the value it is.
   const Result tiny = run_stepsim(base + " --set cluster.gpu.gemm_efficiency=1e-320");
   EXPECT_EQ(tiny.code, 2) << tiny.out;
-  EXPECT_NE(tiny.out.find("would take inf s"), std::string::npos) << tiny.out;
+  EXPECT_NE(tiny.out.find("--set cluster.gpu.gemm_efficiency=1e-320: key 'gpu.gemm_efficiency': expected a number in "
+                          "[0.001, 1] (the sanity limit)"),
+            std::string::npos)
+      << tiny.out;
   EXPECT_FALSE(fs::exists(out / "summary.json"));
   fs::remove_all(out);
 }
@@ -195,6 +199,12 @@ TEST(EndToEnd, CommandLineMisuseExitsTwo) {
   expect("calibrate " + src("tests/validate/data/measured_runs.yaml") +
              " --fit narayanan21_t1_1p7B --knob gpu.pass_overhead=0:1:ms --tolerance 1e-300",
          "would be more than 10^6 grid steps");
+  const std::string calibrate = "calibrate " + src("tests/validate/data/measured_runs.yaml") + " --fit narayanan21_t1_1p7B";
+  // A knob range the cluster refuses is named before anything is simulated.
+  expect(calibrate + " --knob gpu.gemm_efficiency=0:2",
+         "--knob gpu.gemm_efficiency=0:2: the cluster refuses 0: --set cluster.gpu.gemm_efficiency=0");
+  expect(calibrate + " --knob gpu.gemm_efficiency=1:0.5", "expected LO < HI, found 1 and 0.5");
+  expect(calibrate + ",narayanan21_t1_1p7B", "fit run 'narayanan21_t1_1p7B' is given twice");
 }
 
 // Outputs are checked before the step is simulated: with a directory where trace.json would go,

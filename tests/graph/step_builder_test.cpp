@@ -119,6 +119,17 @@ TEST(BuildStep, RefusesGraphsTooLargeToHold) {
     }
   }
   EXPECT_NO_THROW((void)build(standard()));
+  // Context parallelism's ring steps multiply the tasks of each layer pass (3 cp each, bounded):
+  // cp 8 doubles the simulated GPUs and charges 24 tasks a pass, so 1/16 of the layers reach it.
+  WorkloadSpec ring = standard();
+  ring.parallel.cp = 8;
+  ring.model.layers = 312504 / 16 + 4;
+  try {
+    (void)build(ring);
+    ADD_FAILURE() << "built a cp 8 graph past the task limit";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("of about 24 tasks each"), std::string::npos) << e.what();
+  }
 }
 
 // Per simulated rank: (l/pp) layers x m micro-batches x 4 blocks (attention and MLP, forward

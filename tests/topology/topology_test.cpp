@@ -185,6 +185,20 @@ TEST(GraphFabric, ErrorsNameFileLineColumn) {
   expect_error("fabric: {kind: fat_tree, tiers: 4}\n", "8:", "2 or 3");
   expect_error("fabric: {kind: fat_tree, leaves_per_pod: 4}\n", "8:", "only with tiers: 3");
   expect_error("fabric: {kind: rail_optimized, tiers: 3}\n", "8:", "only for kind: fat_tree");
+  // A graph takes its capacities from its links: the fat tree's keys would be ignored, so they are
+  // refused; a list of the wrong length says its length; a graph of 5000 switches is over the limit.
+  const std::string graph_tail = ", switches: [a, b], links: [{between: [a, b], bandwidth: 1GBps}],"
+                                 " attach: [{nodes: [0, 3], switch: a}]}\n";
+  expect_error("fabric: {kind: graph, oversubscription: 2" + graph_tail, "8:", "not for kind: graph");
+  expect_error("fabric: {kind: graph, nodes_per_leaf: 4" + graph_tail, "8:", "not for kind: graph");
+  expect_error("fabric:\n  kind: graph\n  switches: [a, b]\n  links: [{between: [a], bandwidth: 1GBps}]\n"
+               "  attach: [{nodes: [0, 3], switch: a}]\n",
+               "11:", "expected two switch names, found a list of 1 item");
+  std::string many = "fabric:\n  kind: graph\n  switches: [";
+  for (int i = 0; i < 5000; ++i)
+    many += (i ? ", s" : "s") + std::to_string(i);
+  many += "]\n  links: [{between: [s0, s1], bandwidth: 1GBps}]\n  attach: [{nodes: [0, 3], switch: s0}]\n";
+  expect_error(many, "10:", "expected at most 4096 switches (the size limit), found 5000");
 }
 
 // Three-tier keys parse into FabricSpec.

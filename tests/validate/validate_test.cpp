@@ -182,6 +182,7 @@ TEST(RunsFile, CountsStagesAndIdsAreChecked) {
   refused("gpus_per_node: 8,", "gpus_per_node: 0,", "hardware.gpus_per_node'");
   refused("zero_stage: 0,", "zero_stage: 1.5,", "zero_stage': expected 0, 1, 2 or 3");
   refused("zero_stage: 0,", "zero_stage: 1e308,", "zero_stage': expected 0, 1, 2 or 3");
+  refused("zero_stage: 0,", "zero_stage: -1,", "zero_stage': expected 0, 1, 2 or 3");
   refused("- id: a", "- id: ../a", "id': expected 1 to 200 letters, digits");
   // A stage with a note, and a name, still read.
   std::string text = "runs:\n" + small_run("a", "bf16");
