@@ -503,16 +503,25 @@ void read_sliding_window(const MapReader& m, ModelSpec& model) {
 }
 
 /// model.mla (docs/schema.md): the latent ranks and head widths of multi-head latent attention.
+/// Over an MLA a Hugging Face config gave, each key is optional and overrides its one value.
 void read_mla(const Field& f, MlaSpec& mla) {
   const auto m = f.map({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
-  mla = MlaSpec{};
+  const bool over_config = mla.enabled();
+  if (!over_config)
+    mla = MlaSpec{};
+  const auto size = [&](std::string_view key, int64_t& out, int64_t max) {
+    if (auto v = m.find(key))
+      out = limited_int64(*v, max);
+    else if (!over_config)
+      out = limited_int64(m.require(key), max);
+  };
   if (auto q = m.find("q_lora_rank")) // 0: queries through one full projection (DeepSeek-V2-Lite)
     mla.q_lora_rank = q->integer(0, MAX_HIDDEN, "an integer in 0.." + std::to_string(MAX_HIDDEN));
-  mla.kv_lora_rank = limited_int64(m.require("kv_lora_rank"), MAX_HIDDEN);
-  mla.qk_nope_head_dim = limited_int64(m.require("qk_nope_head_dim"), MAX_HEAD_DIM);
+  size("kv_lora_rank", mla.kv_lora_rank, MAX_HIDDEN);
+  size("qk_nope_head_dim", mla.qk_nope_head_dim, MAX_HEAD_DIM);
   if (auto r = m.find("qk_rope_head_dim"))
     mla.qk_rope_head_dim = r->integer(0, MAX_HEAD_DIM, "an integer in 0.." + std::to_string(MAX_HEAD_DIM));
-  mla.v_head_dim = limited_int64(m.require("v_head_dim"), MAX_HEAD_DIM);
+  size("v_head_dim", mla.v_head_dim, MAX_HEAD_DIM);
 }
 
 /// Multi-head latent attention replaces the head layout: no model.head_dim, every head its own

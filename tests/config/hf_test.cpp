@@ -321,6 +321,17 @@ TEST_F(HfConfig, EveryConfigSizeIsLimitedAndKeysAreUnique) {
   EXPECT_NE(msg.find("key 'attention_dropout': expected a probability in [0, 1]"), std::string::npos) << msg;
 }
 
+// A key of model.mla over a config's MLA overrides that one value; the others stay the config's.
+TEST_F(HfConfig, MlaKeyOverridesOneValueOfTheConfig) {
+  const WorkloadSpec w = config::load_workload(SOURCE_DIR / "workloads/deepseek-v3-like.yaml",
+                                               {config::parse_override("model.mla.v_head_dim=64")});
+  const ModelSpec ds = config::read_hf_config(SOURCE_DIR / "workloads/hf/deepseek-v3.json");
+  EXPECT_EQ(w.model.mla.v_head_dim, 64);
+  EXPECT_EQ(w.model.mla.kv_lora_rank, ds.mla.kv_lora_rank);
+  EXPECT_EQ(w.model.mla.qk_nope_head_dim, ds.mla.qk_nope_head_dim);
+  EXPECT_EQ(w.model.mla.q_lora_rank, ds.mla.q_lora_rank);
+}
+
 // Mixtral fields: num_local_experts, num_experts_per_tok; DeepSeek: routed, shared, first dense.
 TEST_F(HfConfig, BundledMoeConfigs) {
   const ModelSpec mixtral = config::read_hf_config(SOURCE_DIR / "workloads/hf/mixtral-8x7b.json");
