@@ -906,15 +906,6 @@ std::string str(int64_t v) {
   return std::to_string(v);
 }
 
-const char* precision_name(Precision p) {
-  switch (p) {
-  case Precision::BF16: return "bf16";
-  case Precision::FP16: return "fp16";
-  case Precision::FP8: return "fp8";
-  }
-  return "bf16";
-}
-
 int64_t edit_distance(std::string_view a, std::string_view b) {
   // Optimal string alignment: insertions, deletions, substitutions, adjacent transpositions.
   const std::size_t n = a.size();

@@ -348,6 +348,16 @@ struct WorkloadSpec {
 };
 
 /// Peak dense FLOP/s of `gpu` at `p`.
+/// "bf16", "fp16" or "fp8", as the workload file writes it.
+inline const char* precision_name(Precision p) {
+  switch (p) {
+  case Precision::BF16: return "bf16";
+  case Precision::FP16: return "fp16";
+  case Precision::FP8: return "fp8";
+  }
+  return "bf16";
+}
+
 inline FlopsPerSec peak_flops(const GpuSpec& gpu, Precision p) {
   switch (p) {
   case Precision::BF16: return gpu.peak_bf16;

@@ -677,8 +677,16 @@ double check_plan(RunPlan& plan, const std::filesystem::path& workload_file) {
     WorkloadSpec workload = config::load_workload(workload_file, plan.overrides);
     config::check_layout(cluster, workload);
     const double peak = peak_flops(cluster.gpu, workload.precision).value() / 1e12;
-    if (plan.peak_tflops <= 0)
+    if (plan.peak_tflops <= 0) {
       plan.peak_tflops = peak;
+      // Sources differ on the peak of an fp8 run's utilisation (fp8's, or bf16's): say which.
+      if (plan.metric == Metric::MFU || plan.metric == Metric::HFU) {
+        char text[160];
+        std::snprintf(text, sizeof text, "peak_tflops=%g (the GPU's %s peak; the record gives no peak_tflops_assumed)",
+                      peak, precision_name(workload.precision));
+        plan.defaults.emplace_back(text);
+      }
+    }
     return peak;
   } catch (const ConfigError& e) {
     plan.skip_reason = std::string("not accepted by the loader: ") + e.what();

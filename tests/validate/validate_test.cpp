@@ -1024,6 +1024,7 @@ TEST(Validate, UtilisationCountsTheArchitecturesFlops) {
   llama.replace(llama.find("ffn_hidden: 4096"), 16, "ffn_hidden: 2816");
   llama.replace(llama.find("kv_heads: 16"), 12, "kv_heads: 8");
   llama.replace(llama.find("mfu_pct: null"), 13, "mfu_pct: 40");
+  llama.replace(llama.find(", peak_tflops_assumed: 312"), 26, ""); // the GPU's, listed as a default
   llama.replace(llama.find("iteration_time_s: 0.05"), 22, "iteration_time_s: null");
   std::string hfu = small_run("hfu", "bf16");
   hfu.replace(hfu.find("hfu_pct: null"), 13, "hfu_pct: 50");
@@ -1054,6 +1055,9 @@ TEST(Validate, UtilisationCountsTheArchitecturesFlops) {
   const validate::FlopsShape shape{.global_batch = 4, .seq_len = 1024, .layers = 4, .hidden = 1024, .vocab = 51200};
 
   EXPECT_EQ(rows["llama"][2], "mfu_pct");
+  EXPECT_NE(r.output.find("peak_tflops=312 (the GPU's bf16 peak; the record gives no peak_tflops_assumed)"),
+            std::string::npos)
+      << r.output;
   const auto sl = summary("llama");
   const double mfu = std::stod(rows["llama"][4]);
   EXPECT_NEAR(mfu, 100.0 * sl["tflops_per_gpu"].get<double>() / 312.0, 1e-4 * mfu);
