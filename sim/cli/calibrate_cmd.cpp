@@ -9,6 +9,7 @@
 #include "validate/calibrate.hpp"
 
 #include <filesystem>
+#include <stdexcept>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -79,19 +80,31 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   if (pos.empty())
     throw ConfigError("expected a runs file (usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] --fit ID,ID,...)");
   try {
-    options.rounds = std::stoi(rounds);
-    options.tolerance = std::stod(tolerance);
+    std::size_t used_rounds = 0;
+    std::size_t used_tolerance = 0;
+    options.rounds = std::stoi(rounds, &used_rounds);
+    options.tolerance = std::stod(tolerance, &used_tolerance);
+    if (used_rounds != rounds.size() || used_tolerance != tolerance.size())
+      throw std::invalid_argument("trailing characters");
   } catch (const std::exception&) {
-    throw ConfigError("--rounds/--tolerance: expected numbers, got '" + rounds + "', '" + tolerance + "'");
+    throw ConfigError("--rounds/--tolerance: expected an integer and a number, got '" + rounds + "', '" + tolerance +
+                      "'");
   }
   if (options.rounds < 1 || options.rounds > 100 || !(options.tolerance > 0))
     throw ConfigError("--rounds must be in 1..100 and --tolerance > 0");
   // The search is golden-section on a grid of that step: at most 10^6 steps per knob's range
   // (about 30 simulations of the fit runs per knob and round).
-  for (const validate::Knob& k : options.knobs)
+  for (std::size_t i = 0; i < options.knobs.size(); ++i) {
+    const validate::Knob& k = options.knobs[i];
+    const std::string range = "knob " + k.key + "'s range [" + std::to_string(k.lo) + ", " + std::to_string(k.hi) + "]";
     if ((k.hi - k.lo) / options.tolerance > 1e6)
-      throw ConfigError("--tolerance " + tolerance + ": knob " + k.key + "'s range [" + std::to_string(k.lo) + ", " +
-                        std::to_string(k.hi) + "] would be more than 10^6 grid steps; give a larger step");
+      throw ConfigError("--tolerance " + tolerance + ": " + range + " would be more than 10^6 grid steps; give a larger step");
+    if (options.tolerance > 0.5 * (k.hi - k.lo))
+      throw ConfigError("--tolerance " + tolerance + ": " + range + " holds fewer than two grid steps; give a smaller step");
+    for (std::size_t j = 0; j < i; ++j)
+      if (options.knobs[j].key == k.key)
+        throw ConfigError("--knob " + k.key + " is given twice");
+  }
   if (!fit_file.empty()) {
     std::istringstream in(read_input_file(fit_file, "fit-set file"));
     for (std::string line; std::getline(in, line);) {
@@ -107,6 +120,9 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   }
   options.validate.topologies = validate::topologies_dir(topologies);
   namespace fs = std::filesystem;
+  // Where the result goes is checked before the fit runs, not after.
+  if (!out_file.empty())
+    check_output_targets({fs::path(out_file)});
   options.validate.work_dir = fs::temp_directory_path() / ("stepsim-calibrate-" + std::to_string(::getpid()));
 
   const config::RunsFile runs = config::load_runs(std::vector<std::filesystem::path>(pos.begin(), pos.end()));

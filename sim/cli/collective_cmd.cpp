@@ -98,9 +98,13 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   collectives::Algorithm algorithm;
   try {
     op = collectives::parse_op(op_text);
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string("--op: ") + e.what());
+  }
+  try {
     algorithm = collectives::parse_algorithm(algorithm_text);
   } catch (const ConfigError& e) {
-    throw ConfigError(std::string("--op/--algorithm: ") + e.what());
+    throw ConfigError(std::string("--algorithm: ") + e.what());
   }
   if (op == collectives::Op::SEND && algorithm != collectives::Algorithm::AUTO)
     throw ConfigError("--algorithm " + algorithm_text + ": a point-to-point send has no algorithm to choose (omit it)");

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "validate/validate.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -62,9 +63,12 @@ int validate_command(Args& args, std::ostream& out, std::ostream& err) {
                                   : "expected one runs file, got " + std::to_string(pos.size()));
   if (!timeout_text.empty()) {
     try {
-      options.timeout_s = std::stod(timeout_text);
+      std::size_t used = 0;
+      options.timeout_s = std::stod(timeout_text, &used);
+      if (used != timeout_text.size() || !(options.timeout_s > 0) || !std::isfinite(options.timeout_s))
+        throw std::invalid_argument("not a positive time");
     } catch (const std::exception&) {
-      throw ConfigError("--timeout: expected seconds, got '" + timeout_text + "'");
+      throw ConfigError("--timeout: expected seconds > 0, got '" + timeout_text + "'");
     }
   }
   options.topologies = validate::topologies_dir(topologies);

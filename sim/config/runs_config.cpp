@@ -46,6 +46,14 @@ std::optional<double> opt_positive(const MapReader& m, std::string_view key) {
   return f->number("a number > 0 or null", [](double v) { return v > 0.0; });
 }
 
+/// A utilisation in percent: 0..100 when given.
+std::optional<double> opt_percent(const MapReader& m, std::string_view key) {
+  const auto f = m.find(key);
+  if (!f || is_null(*f))
+    return std::nullopt;
+  return f->number("a percentage in [0, 100] or null", [](double v) { return v >= 0.0 && v <= 100.0; });
+}
+
 std::optional<double> opt_number(const MapReader& m, std::string_view key) {
   const auto f = m.find(key);
   if (!f || is_null(*f))
@@ -217,7 +225,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     // parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2, taken as
     // the zero_stage when that is empty); NO_SHARD is plain data parallelism.
     if (auto f = s->find("fsdp"); f && !is_null(*f)) {
-      const std::string t = f->scalar("a boolean, a sharding strategy or null");
+      const std::string t = f->scalar("a boolean, a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, "
+                                      "NO_SHARD) or null");
       std::string u;
       for (char c : t)
         u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -227,8 +236,11 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
           p.zero_stage = "2 (" + t + ")";
       } else if (u.find("SHARD") != std::string::npos) {
         p.fsdp = u.find("NO_SHARD") == std::string::npos;
-      } else {
+      } else if (u == "TRUE" || u == "FALSE") {
         p.fsdp = f->boolean();
+      } else {
+        f->fail("expected a boolean or a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD), "
+                "found '" + t + "'");
       }
     }
     p.schedule = opt_text(*s, "schedule");
@@ -244,8 +256,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     MeasuredFigures& f = r.measured;
     f.tflops_per_gpu = opt_number(*s, "tflops_per_gpu");
     f.tflops_basis = opt_text(*s, "tflops_basis");
-    f.mfu_pct = opt_number(*s, "mfu_pct");
-    f.hfu_pct = opt_number(*s, "hfu_pct");
+    f.mfu_pct = opt_percent(*s, "mfu_pct");
+    f.hfu_pct = opt_percent(*s, "hfu_pct");
     f.iteration_time_s = opt_number(*s, "iteration_time_s");
     f.tokens_per_s_per_gpu = opt_number(*s, "tokens_per_s_per_gpu");
     f.tokens_per_s_total = opt_number(*s, "tokens_per_s_total");

@@ -131,11 +131,12 @@ CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std:
   out.gpu_kind = calibration_kind(family);
   if (out.gpu_kind.empty())
     throw ConfigError("calibrate: no bundled topology for the fit runs' GPU");
-  // Each knob's range must be values the cluster accepts, before any run is simulated.
+  // Each knob's range must be values the cluster accepts, before any run is simulated: its ends and
+  // its midpoint, where the search starts (a knob of whole numbers, such as nodes, fails there).
   const RunPlan plan = plan_run(*first, {.topologies = options.validate.topologies, .calibration = false, .extra = {}});
   if (plan.skip_reason.empty())
     for (const Knob& k : options.knobs)
-      for (const double v : {k.lo, k.hi}) {
+      for (const double v : {k.lo, k.hi, 0.5 * (k.lo + k.hi)}) {
         std::vector<config::Override> o = plan.overrides;
         o.push_back({"cluster." + k.key, number(v) + k.unit});
         try {

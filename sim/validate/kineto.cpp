@@ -112,7 +112,7 @@ TraceBreakdown finish(const std::map<int64_t, Device>& devices, std::map<std::st
   TraceBreakdown b;
   b.devices = static_cast<int>(devices.size());
   b.steps = std::max(1, steps);
-  const double per = static_cast<double>(std::max(1, b.devices) * b.steps);
+  const double per = static_cast<double>(std::max(1, b.devices)) * static_cast<double>(b.steps); // no int overflow
   for (auto& [k, v] : compute) {
     b.compute_s[k] = v / per;
     b.compute_total_s += v / per;

@@ -201,12 +201,10 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // groups folded over the TP ranks, Megatron-Core's MoE parallel folding) where the experts of a
   // TP > 1 layout are not split like the dense MLP: ep does not divide dp, or a Megatron Bridge
   // recipe, whose MoE recipes set expert_tensor_parallel_size = 1. 0: not written (etp = tp).
-  int64_t etp = 0;
+  int64_t etp = par.etp.value_or(0); // the record's own, whatever the layout: the loader judges it
   std::string etp_why;
-  if (m.moe_experts.value_or(0) > 1 && tp > 1) {
-    if (par.etp) {
-      etp = *par.etp;
-    } else if (dp > 0 && ep > 1 && dp % ep != 0) {
+  if (m.moe_experts.value_or(0) > 1 && tp > 1 && !par.etp) {
+    if (dp > 0 && ep > 1 && dp % ep != 0) {
       etp = 1;
       etp_why = "etp=1 (ep " + std::to_string(ep) + " does not divide dp " + std::to_string(dp) +
                 ": expert groups folded over the tensor-parallel ranks)";
@@ -263,9 +261,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     return skip("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct, tokens/s, aggregate_pflops or "
                 "hfu_pct)");
   }
-  if (!(p.measured > 0) || !std::isfinite(p.measured)) // an error relative to it would be infinite
-    return skip("the measured " + std::string(to_string(p.metric)) + " is " + std::to_string(p.measured) +
-                ", not a positive figure");
+  // An error relative to zero, or to a denormal, would be infinite or meaningless.
+  if (!(p.measured >= 1e-6) || !std::isfinite(p.measured)) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", p.measured);
+    return skip("the measured " + std::string(to_string(p.metric)) + " is " + shown +
+                ", not a positive figure (at least 1e-6)");
+  }
 
   // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs);
   // an unknown family with grouped-query attention is taken as gated.
@@ -364,6 +366,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     per_node = 8;
     p.defaults.emplace_back("gpus_per_node=8");
   }
+  const int64_t node_size = per_node; // the record's machine, before a small job narrows it
   if (gpus < per_node) {
     p.overrides.push_back({"cluster.gpus_per_node", std::to_string(gpus)});
     p.defaults.emplace_back("gpus_per_node=" + std::to_string(gpus) + " (the job's " + std::to_string(gpus) +
@@ -376,7 +379,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     return skip("num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node));
   const int64_t nodes = gpus / per_node;
   p.overrides.push_back({"cluster.nodes", std::to_string(nodes)});
-  const std::string topo = bundled_topology(p.gpu_kind, nodes, per_node);
+  const std::string topo = bundled_topology(p.gpu_kind, nodes, node_size);
   p.cluster_file = options.topologies / topo;
   if (nodes > 1) {
     // The node's NICs as the record states them (the fabric's kind, latency and efficiency stay
@@ -397,6 +400,9 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
                               (run.hardware.inter_node.empty() ? "not given" : "states no rate") + ")");
     }
   }
+  if ((p.gpu_kind == "V100" || p.gpu_kind == "V100-16GB") && run.hardware.gpu_mem_gb && *run.hardware.gpu_mem_gb > 34)
+    return skip("hardware.gpu_mem_gb " + std::to_string(static_cast<int64_t>(*run.hardware.gpu_mem_gb)) +
+                " does not match a V100 (16 or 32 GB)");
   if (p.gpu_kind == "V100-16GB") {
     // The 16 GB V100: the 32 GB part's die, clocks and HBM2 bandwidth with half the memory.
     p.overrides.push_back({"cluster.gpu.hbm_capacity", "16GiB"});

@@ -205,6 +205,17 @@ TEST(EndToEnd, CommandLineMisuseExitsTwo) {
          "--knob gpu.gemm_efficiency=0:2: the cluster refuses 0: --set cluster.gpu.gemm_efficiency=0");
   expect(calibrate + " --knob gpu.gemm_efficiency=1:0.5", "expected LO < HI, found 1 and 0.5");
   expect(calibrate + ",narayanan21_t1_1p7B", "fit run 'narayanan21_t1_1p7B' is given twice");
+  expect(calibrate + " --knob gpu.gemm_efficiency=0.5:1 --knob gpu.gemm_efficiency=0.6:0.9",
+         "--knob gpu.gemm_efficiency is given twice");
+  expect(calibrate + " --rounds 1.5", "--rounds/--tolerance: expected an integer and a number");
+  expect(calibrate + " --knob gpu.gemm_efficiency=0.5:1 --tolerance 2", "holds fewer than two grid steps");
+  expect(calibrate + " --knob nodes=1:4", "the cluster refuses 2.5");
+  expect("validate " + src("tests/validate/data/measured_runs.yaml") + " --timeout 0", "--timeout: expected seconds > 0");
+  expect(collective + "--op bogus", "--op: expected");
+  // A precision the GPU lacks rules out every layout: the planner says why instead of "nothing fits".
+  expect("plan --cluster " + src("topologies/dgx2-v100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
+             " --top 0",
+         "precision: bf16 needs gpu.peak_flops.bf16");
 }
 
 // Outputs are checked before the step is simulated: with a directory where trace.json would go,

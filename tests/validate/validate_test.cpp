@@ -184,6 +184,8 @@ TEST(RunsFile, CountsStagesAndIdsAreChecked) {
   refused("zero_stage: 0,", "zero_stage: 1e308,", "zero_stage': expected 0, 1, 2 or 3");
   refused("zero_stage: 0,", "zero_stage: -1,", "zero_stage': expected 0, 1, 2 or 3");
   refused("- id: a", "- id: ../a", "id': expected 1 to 200 letters, digits");
+  refused("mfu_pct: null", "mfu_pct: 150", "mfu_pct': expected a percentage in [0, 100]");
+  refused("fsdp: null", "fsdp: full", "expected a boolean or a sharding strategy (FULL_SHARD");
   // A stage with a note, and a name, still read.
   std::string text = "runs:\n" + small_run("a", "bf16");
   text.replace(text.find("zero_stage: 0,"), 14, "zero_stage: 1 (distributed optimizer),");
@@ -722,6 +724,19 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     c = config::load_cluster(p.cluster_file, p.overrides);
     EXPECT_DOUBLE_EQ(c.gpu.hbm_capacity.value(), 16.0 * 1024 * 1024 * 1024);
     EXPECT_EQ(c.nodes, 4);
+    // A DGX-2 job on fewer GPUs than a node stays on the DGX-2's NVSwitch, not the DGX-1's mesh.
+    p = plan_of("fp16", "gpu: V100-SXM3-32GB, num_gpus: 8, gpus_per_node: 16");
+    EXPECT_EQ(p.cluster_file.filename(), "dgx2-v100.yaml");
+    // A V100 with 80 GB does not exist: the record contradicts itself and is skipped.
+    {
+      std::string text = small_run("volta", "fp16");
+      const std::string from = "gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8, peak_tflops_assumed: 312";
+      text.replace(text.find(from), from.size(), "gpu: V100-SXM2-16GB, gpu_mem_gb: 80, num_gpus: 8, gpus_per_node: 8");
+      write(d / "runs.yaml", "runs:\n" + text);
+      const validate::RunPlan bad = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                                                       {.topologies = src("topologies"), .calibration = true, .extra = {}});
+      EXPECT_NE(bad.skip_reason.find("gpu_mem_gb 80 does not match a V100"), std::string::npos) << bad.skip_reason;
+    }
     // bf16 on a V100 is skipped by the loader, naming the missing peak.
     p = plan_of("bf16", "gpu: V100-SXM2-32GB, num_gpus: 32, gpus_per_node: 8");
     EXPECT_EQ(validate::check_plan(p, d / "w.yaml"), 0.0);
@@ -832,6 +847,13 @@ TEST(Validate, NonPositiveMeasuredFigureIsSkipped) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("skipped: the measured iteration_time_s is"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("validated 0 runs, skipped 1"), std::string::npos) << r.output;
+  // A denormal figure is no reference either: its relative error would print hundreds of digits.
+  text.replace(text.find("iteration_time_s: -0"), 20, "iteration_time_s: 1e-300");
+  write(d / "runs.yaml", text);
+  const Result tiny = run_stepsim("validate " + (d / "runs.yaml").string());
+  EXPECT_EQ(tiny.code, 0) << tiny.output;
+  EXPECT_NE(tiny.output.find("skipped: the measured iteration_time_s is 1e-300, not a positive figure"), std::string::npos)
+      << tiny.output;
   fs::remove_all(d);
 }
 
