@@ -102,10 +102,7 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
   }
   WorkloadSpec given = config::load_workload(workload_file, overrides);
   // A precision the GPU has no peak for rules out every layout: say so, not "nothing fits".
-  if (peak_flops(cluster.gpu, given.precision).value() <= 0)
-    throw ConfigError(workload_file + ": precision: " + precision_name(given.precision) + " needs gpu.peak_flops." +
-                      precision_name(given.precision) + ", which " + cluster_file + " does not give for " +
-                      cluster.gpu.kind);
+  config::check_precision(cluster, given);
   bool given_valid = true;
   try {
     WorkloadSpec checked = given;

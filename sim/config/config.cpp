@@ -1088,6 +1088,15 @@ void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
 
 } // namespace
 
+void check_precision(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+  if (peak_flops(cluster.gpu, workload.precision).value() > 0)
+    return;
+  throw ModelError((workload.source.empty() ? std::string("workload") : workload.source) + ": precision: " +
+                   precision_name(workload.precision) + " needs gpu.peak_flops." + precision_name(workload.precision) +
+                   ", which " + (cluster.source.empty() ? cluster.name : cluster.source) + " does not give for " +
+                   cluster.gpu.kind);
+}
+
 void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
   const std::string prefix = (workload.source.empty() ? std::string("workload") : workload.source) + ": ";
   const std::string cluster_name = cluster.source.empty() ? cluster.name : cluster.source;
@@ -1108,11 +1117,7 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
     fail("batch: global_batch and micro_batch must be >= 1, found " + str(workload.batch.global_batch) +
          " and " + str(workload.batch.micro_batch));
   }
-  if (peak_flops(cluster.gpu, workload.precision).value() <= 0) {
-    fail(std::string("precision: ") + precision_name(workload.precision) + " needs gpu.peak_flops." +
-         precision_name(workload.precision) + ", which " + cluster_name + " does not give for " +
-         cluster.gpu.kind);
-  }
+  check_precision(cluster, workload);
   if (workload.training.offload_layers > 0 && cluster.gpu.host_bandwidth.value() <= 0) {
     fail("training.offload_layers moves activations to host memory and needs gpu.host_bandwidth (GPU <-> host, "
          "per direction), which " + cluster_name + " does not give");

@@ -36,6 +36,10 @@ WorkloadSpec load_workload(const std::filesystem::path& file, const std::vector<
 /// Throws ModelError naming the reason (tp*pp*dp != GPUs, heads % tp, layers % pp, ...).
 void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload);
 
+/// The part of check_layout no layout can mend: the cluster's GPU has a peak for the workload's
+/// precision (a V100 has no bf16). Throws ModelError naming both files.
+void check_precision(const ClusterSpec& cluster, const WorkloadSpec& workload);
+
 // Unit parsing (exposed for tests and other modules' data files). Each throws ConfigError with
 // `where` (e.g. "file.yaml:3:7: key 'gpu.hbm_capacity'") prefixed to the message.
 Bytes parse_bytes(const std::string& text, const std::string& where);            ///< "80GiB", "40MB", "1024B"
