@@ -519,6 +519,9 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     return skip("schedule '" + par.schedule + "' is not modelled (bidirectional pipeline with forward/backward overlap)");
   if (par.virtual_pp.value_or(1) > 1) {
     w << "  schedule: interleaved\n";
+    if (!sched.empty() && !has(sched, "interleav") && !has(sched, "1f1b"))
+      p.defaults.emplace_back("schedule=interleaved (virtual_pp " + std::to_string(*par.virtual_pp) +
+                              "; the record's '" + par.schedule + "' runs one chunk per stage)");
   } else if (has(sched, "zb-h2")) {
     w << "  schedule: zb-h2\n";
   } else if (has(sched, "zb-h1")) {
@@ -592,6 +595,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     precision = "bf16";
   else if (has(run.precision, "fp16"))
     precision = "fp16";
+  else if (!run.precision.empty() && lower(run.precision) != "null")
+    return skip("precision '" + run.precision + "' is not modelled (bf16, fp16 or fp8 training)");
   else
     p.defaults.emplace_back("precision=bf16");
   w << "precision: " << precision << "\n";

@@ -593,6 +593,29 @@ TEST(Plan, PcieCardsAreSkippedAndGraceHopperIsTheH200) {
   fs::remove_all(d);
 }
 
+// A precision the simulator does not train in (fp32, TF32, fp4) is skipped with the reason, not
+// run as bf16; a zero-bubble schedule named with interleaving says which one ran.
+TEST(Plan, UnmodelledPrecisionIsSkippedAndTheScheduleTakenIsListed) {
+  const fs::path d = temp_dir("prec");
+  for (const char* precision : {"fp32", "tf32", "nvfp4"}) {
+    write(d / "runs.yaml", "runs:\n" + small_run("p", precision));
+    const validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                                                   {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    EXPECT_NE(p.skip_reason.find(std::string("precision '") + precision + "' is not modelled"), std::string::npos)
+        << p.skip_reason;
+  }
+  std::string text = "runs:\n" + small_run("z", "bf16");
+  text.replace(text.find("tp: 8, pp: 1,"), 13, "tp: 2, pp: 2,");
+  text.replace(text.find("virtual_pp: null, schedule: 1F1B"), 32, "virtual_pp: 2, schedule: zb-h1");
+  write(d / "runs.yaml", text);
+  const validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
+                                                 {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  EXPECT_NE(p.workload_yaml.find("schedule: interleaved"), std::string::npos) << p.workload_yaml;
+  EXPECT_NE(joined_defaults(p).find("schedule=interleaved (virtual_pp 2; the record's 'zb-h1'"), std::string::npos)
+      << joined_defaults(p);
+  fs::remove_all(d);
+}
+
 // torchtitan's FSDP2 reduces gradients in fp32 (its default reduce dtype under bf16 parameters);
 // MosaicML's Composer configs (PURE) and FSDP without a framework reduce in bf16.
 TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
