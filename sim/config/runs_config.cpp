@@ -22,43 +22,44 @@ bool is_null(const Field& f) {
   return !f.value().IsDefined() || f.value().IsNull();
 }
 
-std::optional<int64_t> opt_int(const MapReader& m, std::string_view key) {
+/// An optional integer of at least `min` (null or absent: nullopt).
+std::optional<int64_t> opt_integer(const MapReader& m, std::string_view key, int64_t min, const char* what) {
   const auto f = m.find(key);
   if (!f || is_null(*f))
     return std::nullopt;
-  return f->integer(0, std::numeric_limits<int64_t>::max(), "a non-negative integer or null");
+  return f->integer(min, std::numeric_limits<int64_t>::max(), what);
+}
+
+/// An optional number that `ok` accepts (null or absent: nullopt).
+std::optional<double> opt_figure(const MapReader& m, std::string_view key, const char* what, bool (*ok)(double)) {
+  const auto f = m.find(key);
+  if (!f || is_null(*f))
+    return std::nullopt;
+  return f->number(what, ok);
+}
+
+std::optional<int64_t> opt_int(const MapReader& m, std::string_view key) {
+  return opt_integer(m, key, 0, "a non-negative integer or null");
 }
 
 /// A count that must be at least 1 when given (layers, GPUs, parallel degrees, batch sizes).
 std::optional<int64_t> opt_count(const MapReader& m, std::string_view key) {
-  const auto f = m.find(key);
-  if (!f || is_null(*f))
-    return std::nullopt;
-  return f->integer(1, std::numeric_limits<int64_t>::max(), "an integer >= 1 or null");
+  return opt_integer(m, key, 1, "an integer >= 1 or null");
 }
 
 /// A figure that must be > 0 when given (a peak, a memory size). Measured figures may be 0: such
 /// a run is skipped with its reason (validate), not refused.
 std::optional<double> opt_positive(const MapReader& m, std::string_view key) {
-  const auto f = m.find(key);
-  if (!f || is_null(*f))
-    return std::nullopt;
-  return f->number("a number > 0 or null", [](double v) { return v > 0.0; });
+  return opt_figure(m, key, "a number > 0 or null", [](double v) { return v > 0.0; });
 }
 
 /// A utilisation in percent: 0..100 when given.
 std::optional<double> opt_percent(const MapReader& m, std::string_view key) {
-  const auto f = m.find(key);
-  if (!f || is_null(*f))
-    return std::nullopt;
-  return f->number("a percentage in [0, 100] or null", [](double v) { return v >= 0.0 && v <= 100.0; });
+  return opt_figure(m, key, "a percentage in [0, 100] or null", [](double v) { return v >= 0.0 && v <= 100.0; });
 }
 
 std::optional<double> opt_number(const MapReader& m, std::string_view key) {
-  const auto f = m.find(key);
-  if (!f || is_null(*f))
-    return std::nullopt;
-  return f->number("a non-negative number or null", [](double v) { return v >= 0.0; });
+  return opt_figure(m, key, "a non-negative number or null", [](double v) { return v >= 0.0; });
 }
 
 std::string opt_text(const MapReader& m, std::string_view key) {

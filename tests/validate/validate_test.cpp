@@ -100,6 +100,14 @@ std::string small_run(const std::string& id, const std::string& precision, const
 )";
 }
 
+/// Writes `runs_text` (a whole runs file) to DIR/runs.yaml and plans its first run on the bundled
+/// topologies.
+validate::RunPlan plan_first(const fs::path& dir, const std::string& runs_text, bool calibration) {
+  write(dir / "runs.yaml", runs_text);
+  return validate::plan_run(config::load_runs(dir / "runs.yaml").runs.at(0),
+                            {.topologies = src("topologies"), .calibration = calibration, .extra = {}});
+}
+
 } // namespace
 
 // ---- FLOP conventions ---------------------------------------------------------------------
@@ -254,9 +262,7 @@ TEST(Plan, HeadWidthFromTheParameterCount) {
                  "{name: Qwen3-32B, params_b: " + params_b +
                      ", layers: 64, hidden: 5120, ffn_hidden: 25600, attn_heads: 64, kv_heads: 8, vocab: 151936, "
                      "seq_len: 4096,");
-    write(d / "runs.yaml", text);
-    return validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                              {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    return plan_first(d, text, false);
   };
   const validate::RunPlan q = plan_of("32.8");
   ASSERT_TRUE(q.skip_reason.empty()) << q.skip_reason;
@@ -282,9 +288,7 @@ TEST(Plan, RecordMlaReachesTheWorkload) {
   text.replace(text.find("moe_experts: null}"), 18,
                "moe_experts: null, mla: {q_lora_rank: 256, kv_lora_rank: 128, qk_nope_head_dim: 64, "
                "qk_rope_head_dim: 32, v_head_dim: 64}}");
-  write(d / "runs.yaml", text);
-  const validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                                                 {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  const validate::RunPlan p = plan_first(d, text, false);
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_NE(p.workload_yaml.find("  mla: {q_lora_rank: 256, kv_lora_rank: 128, qk_nope_head_dim: 64, "
                                  "qk_rope_head_dim: 32, v_head_dim: 64}\n"),
@@ -315,9 +319,7 @@ TEST(Plan, RecordSlidingWindowReachesTheWorkload) {
   std::string text = "runs:\n" + small_run("w", "bf16");
   text.replace(text.find("name: GPT-small"), 15, "name: gpt-oss-small");
   text.replace(text.find("moe_experts: null}"), 18, "moe_experts: null, sliding_window: 64, full_attention_every: 2}");
-  write(d / "runs.yaml", text);
-  const validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                                                 {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  const validate::RunPlan p = plan_first(d, text, false);
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_NE(p.workload_yaml.find("  sliding_window: 64\n  full_attention_every: 2\n"), std::string::npos)
       << p.workload_yaml;
@@ -410,9 +412,7 @@ TEST(Plan, RecipeMemorySettings) {
   std::string text = small_run("block", "bf16");
   text.replace(text.find("recompute: full"), 15, "recompute: full\n  recompute_layers: 2");
   const fs::path d = temp_dir("block");
-  write(d / "runs.yaml", "runs:\n" + text);
-  validate::RunPlan block = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                                               {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  validate::RunPlan block = plan_first(d, "runs:\n" + text, false);
   EXPECT_NE(block.workload_yaml.find("  recompute: full\n"), std::string::npos) << block.workload_yaml;
   EXPECT_NE(block.workload_yaml.find("  recompute_layers: 2\n"), std::string::npos) << block.workload_yaml;
   write(d / "w.yaml", block.workload_yaml);
@@ -572,9 +572,7 @@ TEST(Plan, PcieCardsAreSkippedAndGraceHopperIsTheH200) {
     std::string text = "runs:\n" + small_run("c", "bf16");
     const std::string from = "gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8, peak_tflops_assumed: 312";
     text.replace(text.find(from), from.size(), hardware);
-    write(d / "runs.yaml", text);
-    return validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                              {.topologies = src("topologies"), .calibration = true, .extra = {}});
+    return plan_first(d, text, true);
   };
   for (const char* card : {"A100-PCIE-40GB", "NVIDIA H100 PCIe", "H100 NVL"}) {
     const validate::RunPlan p = plan_for(std::string("gpu: ") + card + ", num_gpus: 8, gpus_per_node: 8");
@@ -598,18 +596,14 @@ TEST(Plan, PcieCardsAreSkippedAndGraceHopperIsTheH200) {
 TEST(Plan, UnmodelledPrecisionIsSkippedAndTheScheduleTakenIsListed) {
   const fs::path d = temp_dir("prec");
   for (const char* precision : {"fp32", "tf32", "nvfp4"}) {
-    write(d / "runs.yaml", "runs:\n" + small_run("p", precision));
-    const validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                                                   {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    const validate::RunPlan p = plan_first(d, "runs:\n" + small_run("p", precision), false);
     EXPECT_NE(p.skip_reason.find(std::string("precision '") + precision + "' is not modelled"), std::string::npos)
         << p.skip_reason;
   }
   std::string text = "runs:\n" + small_run("z", "bf16");
   text.replace(text.find("tp: 8, pp: 1,"), 13, "tp: 2, pp: 2,");
   text.replace(text.find("virtual_pp: null, schedule: 1F1B"), 32, "virtual_pp: 2, schedule: zb-h1");
-  write(d / "runs.yaml", text);
-  const validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                                                 {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  const validate::RunPlan p = plan_first(d, text, false);
   EXPECT_NE(p.workload_yaml.find("schedule: interleaved"), std::string::npos) << p.workload_yaml;
   EXPECT_NE(joined_defaults(p).find("schedule=interleaved (virtual_pp 2; the record's 'zb-h1'"), std::string::npos)
       << joined_defaults(p);
@@ -624,9 +618,7 @@ TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
     std::string text = "runs:\n" + small_run("t", "bf16");
     text.replace(text.find("zero_stage: 0, fsdp: null"), 25, "zero_stage: null, fsdp: FULL_SHARD");
     text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
-    write(d / "runs.yaml", text);
-    return validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                              {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    return plan_first(d, text, false);
   };
   validate::RunPlan p = plan_for("torchtitan (FSDP2, torch.compile)");
   EXPECT_NE(p.workload_yaml.find("zero_stage: 3"), std::string::npos) << p.workload_yaml;
@@ -692,9 +684,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     text.replace(text.find("num_gpus: 144"), 13, "num_gpus: 128");
     text.replace(text.find("dp: 18,"), 7, "dp: 16,");
     text.replace(text.find("global_batch_seqs: 36,"), 22, "global_batch_seqs: 32,");
-    write(d / "runs.yaml", "runs:\n" + text);
-    p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                           {.topologies = src("topologies"), .calibration = true, .extra = {}});
+    p = plan_first(d, "runs:\n" + text, true);
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
     const ClusterSpec c64 = config::load_cluster(p.cluster_file, p.overrides);
     EXPECT_EQ(c64.gpus_per_node, 64);
@@ -723,9 +713,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
       text.replace(text.find(from), from.size(), hardware);
       text.replace(text.find("tp: 8, pp: 1, dp: 1,"), 20, "tp: 8, pp: 1, dp: 4,");
       text.replace(text.find("global_batch_seqs: 4,"), 21, "global_batch_seqs: 16,");
-      write(d / "runs.yaml", "runs:\n" + text);
-      validate::RunPlan p = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                                               {.topologies = src("topologies"), .calibration = true, .extra = {}});
+      validate::RunPlan p = plan_first(d, "runs:\n" + text, true);
       EXPECT_TRUE(p.skip_reason.empty()) << p.skip_reason;
       write(d / "w.yaml", p.workload_yaml);
       return p;
@@ -755,9 +743,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
       std::string text = small_run("volta", "fp16");
       const std::string from = "gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8, peak_tflops_assumed: 312";
       text.replace(text.find(from), from.size(), "gpu: V100-SXM2-16GB, gpu_mem_gb: 80, num_gpus: 8, gpus_per_node: 8");
-      write(d / "runs.yaml", "runs:\n" + text);
-      const validate::RunPlan bad = validate::plan_run(config::load_runs(d / "runs.yaml").runs.at(0),
-                                                       {.topologies = src("topologies"), .calibration = true, .extra = {}});
+      const validate::RunPlan bad = plan_first(d, "runs:\n" + text, true);
       EXPECT_NE(bad.skip_reason.find("gpu_mem_gb 80 does not match a V100"), std::string::npos) << bad.skip_reason;
     }
     // bf16 on a V100 is skipped by the loader, naming the missing peak.
