@@ -143,6 +143,9 @@ private:
     case Block::ATTENTION:
       f = model::attention_block_forward_flops(m, b, tp, windowed);
       bytes = layer_bytes * (model::attention_block_forward_flops(m, b, tp) / layer_flops);
+      // Context parallelism: the GPU's s/cp queries meet all s keys, cp ring chunks of the
+      // local core (MoeCpEmitter shares the block's time among them by these FLOPs).
+      f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(w_.parallel.cp - 1);
       break;
     case Block::MLP:
       f = model::mlp_block_forward_flops(m, b, tp);
@@ -169,7 +172,7 @@ private:
       // Selective recomputation repeats the attention core before the attention backward, and
       // the dense MLP before its backward (recompute_modules).
       if (block == Block::ATTENTION && w_.training.recomputes(&RecomputeModules::core_attn))
-        f += model::attention_core_flops(m, b, tp, windowed);
+        f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(w_.parallel.cp);
       if (block == Block::MLP && w_.training.recomputes(&RecomputeModules::mlp))
         f += model::mlp_block_forward_flops(m, b, tp);
       if (block == Block::ATTENTION && w_.training.recomputes(&RecomputeModules::mla_up_proj))
@@ -188,7 +191,8 @@ private:
   /// core's backward, a selectively recomputed core). Time, FLOPs and bytes split in that ratio.
   std::pair<ComputeCost, ComputeQuery> split_cost(Block block, Phase phase, int stage, bool windowed) {
     auto [c, q] = cost(block, Phase::BACKWARD, stage, windowed);
-    const ModelSpec& m = w_.model;
+    ModelSpec m = w_.model; // the s/cp tokens of one GPU, as cost() counts them
+    m.seq_len /= w_.parallel.cp;
     const int64_t b = w_.batch.micro_batch;
     Flops gemm;
     switch (block) {

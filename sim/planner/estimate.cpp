@@ -56,6 +56,7 @@ graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph
   if (block == graph::Block::ATTENTION) {
     f = model::attention_block_forward_flops(m, b, tp, windowed);
     bytes = layer_bytes * (model::attention_block_forward_flops(m, b, tp) / layer_flops);
+    f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(std::max(1, w.parallel.cp) - 1);
   } else if (block == graph::Block::MLP) {
     f = model::mlp_block_forward_flops(m, b, tp);
     bytes = layer_bytes * (f / layer_flops);
@@ -71,7 +72,7 @@ graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph
     f = f * 2.0;
     bytes = bytes * 2.0;
     if (block == graph::Block::ATTENTION && w.training.recomputes(&RecomputeModules::core_attn))
-      f += model::attention_core_flops(m, b, tp, windowed);
+      f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(std::max(1, w.parallel.cp));
     if (block == graph::Block::MLP && w.training.recomputes(&RecomputeModules::mlp))
       f += model::mlp_block_forward_flops(m, b, tp);
   }
@@ -91,22 +92,16 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const bool full = w.training.recompute == Recompute::FULL;
   const bool split = par.schedule == Schedule::ZB_H1 || par.schedule == Schedule::ZB_H2;
 
-  // Context parallelism, as the builder: blocks of s/cp tokens (kernel profiles see the whole
-  // sequence, so their times are divided by cp), and a GPU's attention core runs cp ring chunks.
+  // Context parallelism, as the builder: blocks of s/cp tokens whose attention core meets all s
+  // keys (block_query), and kernel profiles see the whole sequence, so their times are divided by cp.
   const double cp = d(std::max(1, par.cp));
   ModelSpec local = w.model;
   local.seq_len /= std::max(1, par.cp);
-  const double core = model::attention_core_flops(local, w.batch.micro_batch, par.tp).value();
-  const double proj = model::attention_block_forward_flops(local, w.batch.micro_batch, par.tp).value() - core;
-  const double sel = w.training.recomputes(&RecomputeModules::core_attn) ? 1.0 : 0.0;
   auto time = [&](Block b, Phase ph, int stage, bool windowed = false) {
     const graph::ComputeCost c = compute_time(block_query(w, b, ph, stage, windowed));
     double t = c.time.value();
     if (cp > 1 && c.sources.roofline < 1.0)
       t /= cp;
-    if (cp > 1 && b == Block::ATTENTION)
-      t *= ph == Phase::BACKWARD ? (2.0 * proj + cp * (2.0 + sel) * core) / (2.0 * proj + (2.0 + sel) * core)
-                                 : (proj + cp * core) / (proj + core);
     return t;
   };
   // The last (slowest) stage's layers, with the multi-token-prediction ones. Attention per
@@ -214,9 +209,9 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
                            : 0.0;
   // Combined 1F1B (ep_overlap): a pair's all-to-alls run under the other pass's compute, but each
   // pass's own all-to-alls stay between its blocks and the two passes' share the network: about
-  // the longer pass's compute is hidden (the simulation decides; docs/planner.md).
+  // the shorter pass's compute is hidden (the simulation decides; docs/planner.md).
   if (par.ep_overlap)
-    ep_per_mb = std::max(0.0, ep_per_mb - std::max(t_f, t_b));
+    ep_per_mb = std::max(0.0, ep_per_mb - std::min(t_f, t_b));
   const double per_mb = t_f + t_b + tp_per_mb + ep_per_mb;
 
   Estimate est;
