@@ -157,6 +157,28 @@ TEST(MoeEndToEnd, RingAttentionChargesOneGpuItsShareOfTheBlock) {
   EXPECT_NEAR(bwd[1] * 4.0, bwd[0], 1e-9 * bwd[0]);
 }
 
+// Zero-bubble schedules split a block's backward into B and W by FLOPs: the MLP's input and
+// weight gradients are the same GEMMs' FLOPs, so each takes half, also with context parallelism
+// (the split once compared the whole sequence's weight-gradient FLOPs with a GPU's s/cp tokens
+// and gave W everything, B nothing).
+TEST(MoeEndToEnd, ZeroBubbleSplitsTheMlpBackwardInHalvesUnderContextParallelism) {
+  const fs::path out = fresh_temp_dir("zbcp");
+  const Result r = run_stepsim("run --quiet --no-trace --csv --cluster " + src("topologies/dgx-h100.yaml") +
+                               " --workload " + src("workloads/llama2-70b.yaml") +
+                               " --set model.layers=4 --set batch.global_batch=8 --set parallel.tp=8"
+                               " --set parallel.pp=2 --set parallel.cp=2 --set parallel.schedule=zb-h1"
+                               " --set cluster.nodes=4 --set cluster.gpu.pass_overhead=0us"
+                               " --set cluster.gpu.overlap_slowdown=1 --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const double b = block_time(out / "tasks.csv", "backward", "mlp");
+  const double w = block_time(out / "tasks.csv", "weight_grad", "mlp");
+  const double f = block_time(out / "tasks.csv", "forward", "mlp");
+  fs::remove_all(out);
+  ASSERT_GT(f, 0.0);
+  EXPECT_NEAR(b, w, 1e-9 * w);
+  EXPECT_GT(b + w, 1.5 * f); // the backward's two GEMMs per forward GEMM
+}
+
 // The all-to-all runs over the real fabric: EP across two nodes (16 ranks, NICs) takes more than
 // twice as long as EP inside a node (8 ranks, NVLink) for the same b*s*k*h*2 bytes, and on a
 // rail-optimised fabric (PXN: NVLink to the peer's rail, then one rail) it is faster than on a
