@@ -121,6 +121,14 @@ TEST(MoeEndToEnd, TraceHasEpAndCpThreads) {
   fs::remove_all(out);
 }
 
+/// `stepsim run` of Llama 2 70B at tp 8 on DGX H100s writing tasks.csv, without the per-pass
+/// overhead and the compute slowdown under communication (task durations are the blocks' times).
+std::string llama_tasks_run() {
+  return "run --quiet --no-trace --csv --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+         src("workloads/llama2-70b.yaml") +
+         " --set parallel.tp=8 --set cluster.gpu.pass_overhead=0us --set cluster.gpu.overlap_slowdown=1";
+}
+
 /// Sum of the durations of rank 0's compute tasks of `block` in `phase` for layer 0, micro-batch 0.
 double block_time(const fs::path& csv, const std::string& phase, const std::string& block) {
   double sum = 0;
@@ -136,11 +144,9 @@ double block_time(const fs::path& csv, const std::string& phase, const std::stri
 // core when the CP ranks balance it (docs/moe.md), in the forward and the backward; each chunk
 // alone was once charged that share (at cp 4 the block took 2.2x as long).
 TEST(MoeEndToEnd, RingAttentionChargesOneGpuItsShareOfTheBlock) {
-  const std::string base = "run --quiet --no-trace --csv --cluster " + src("topologies/dgx-h100.yaml") +
-                           " --workload " + src("workloads/llama2-70b.yaml") +
+  const std::string base = llama_tasks_run() +
                            " --set model.layers=2 --set batch.global_batch=1 --set batch.micro_batch=1"
-                           " --set parallel.tp=8 --set parallel.pp=1 --set parallel.schedule=1f1b"
-                           " --set cluster.gpu.pass_overhead=0us --set cluster.gpu.overlap_slowdown=1";
+                           " --set parallel.pp=1 --set parallel.schedule=1f1b";
   double fwd[2], bwd[2];
   for (int i = 0; i < 2; ++i) {
     const fs::path out = fresh_temp_dir("cpshare" + std::to_string(i));
@@ -163,12 +169,10 @@ TEST(MoeEndToEnd, RingAttentionChargesOneGpuItsShareOfTheBlock) {
 // and gave W everything, B nothing).
 TEST(MoeEndToEnd, ZeroBubbleSplitsTheMlpBackwardInHalvesUnderContextParallelism) {
   const fs::path out = fresh_temp_dir("zbcp");
-  const Result r = run_stepsim("run --quiet --no-trace --csv --cluster " + src("topologies/dgx-h100.yaml") +
-                               " --workload " + src("workloads/llama2-70b.yaml") +
-                               " --set model.layers=4 --set batch.global_batch=8 --set parallel.tp=8"
-                               " --set parallel.pp=2 --set parallel.cp=2 --set parallel.schedule=zb-h1"
-                               " --set cluster.nodes=4 --set cluster.gpu.pass_overhead=0us"
-                               " --set cluster.gpu.overlap_slowdown=1 --out " + out.string());
+  const Result r = run_stepsim(llama_tasks_run() +
+                               " --set model.layers=4 --set batch.global_batch=8 --set parallel.pp=2"
+                               " --set parallel.cp=2 --set parallel.schedule=zb-h1 --set cluster.nodes=4 --out " +
+                               out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   const double b = block_time(out / "tasks.csv", "backward", "mlp");
   const double w = block_time(out / "tasks.csv", "weight_grad", "mlp");
