@@ -78,9 +78,9 @@ template <class T> std::string flow_list(const std::vector<T>& items) {
 std::string calibration_kind(const std::string& family) {
   if (family == "V100" || family == "V100-16GB")
     return "V100-SXM2-32GB";
-  if (family == "A100")
+  if (family == "A100" || family == "A800")
     return "A100-SXM4-80GB";
-  if (family == "A100-40GB")
+  if (family == "A100-40GB" || family == "A800-40GB")
     return "A100-SXM4-40GB";
   if (family == "H100" || family == "H800")
     return "H100-SXM5-80GB";
@@ -108,13 +108,13 @@ std::string gpu_family(const config::MeasuredHardware& hw) {
   // A GB200 is no B200 in a DGX: its NVLink domain is the 72-GPU rack.
   if (has(hw.gpu, "gb200"))
     return "GB200";
-  for (const char* f : {"v100", "a100", "h100", "h800", "h200", "b200"})
+  for (const char* f : {"v100", "a100", "a800", "h100", "h800", "h200", "b200"})
     if (has(hw.gpu, f)) {
       std::string out(f);
       out[0] = static_cast<char>('A' + (out[0] - 'a'));
       const bool gb40 =
           hw.gpu_mem_gb ? *hw.gpu_mem_gb < 60 : (has(hw.gpu, "40gb") || has(hw.gpu, "40 gb") || has(hw.gpu, "_40g"));
-      if (out == "A100" && gb40)
+      if ((out == "A100" || out == "A800") && gb40)
         out += "-40GB";
       const bool gb16 =
           hw.gpu_mem_gb ? *hw.gpu_mem_gb < 24 : (has(hw.gpu, "16gb") || has(hw.gpu, "16 gb") || has(hw.gpu, "_16g"));
@@ -128,9 +128,9 @@ std::string gpu_family(const config::MeasuredHardware& hw) {
 std::string bundled_topology(const std::string& family, int64_t nodes, int64_t gpus_per_node) {
   if (family == "V100" || family == "V100-16GB")
     return gpus_per_node == 16 ? "dgx2-v100.yaml" : "dgx1-v100.yaml";
-  if (family == "A100")
+  if (family == "A100" || family == "A800")
     return "dgx-a100-superpod.yaml";
-  if (family == "A100-40GB")
+  if (family == "A100-40GB" || family == "A800-40GB")
     return "dgx-a100-40gb-superpod.yaml";
   if (family == "H100" || family == "H800")
     return nodes <= 32 ? "dgx-h100.yaml" : "dgx-h100-superpod.yaml";
@@ -408,10 +408,11 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     p.overrides.push_back({"cluster.gpu.hbm_capacity", "16GiB"});
     p.defaults.emplace_back("V100 16 GB = the V100 32 GB profile with hbm_capacity 16GiB");
   }
-  if (p.gpu_kind == "H800") {
-    // H800 SXM: the H100 die with NVLink cut to 400 GB/s bidirectional.
+  if (p.gpu_kind == "H800" || p.gpu_kind == "A800" || p.gpu_kind == "A800-40GB") {
+    // H800 and A800 SXM: the H100 / A100 die with NVLink cut to 400 GB/s bidirectional.
     p.overrides.push_back({"cluster.nvswitch.bandwidth", "200GBps"});
-    p.defaults.emplace_back("H800 = H100 SXM with NVLink 200 GB/s per direction");
+    p.defaults.emplace_back(p.gpu_kind == "H800" ? "H800 = H100 SXM with NVLink 200 GB/s per direction"
+                                                 : "A800 = A100 SXM with NVLink 200 GB/s per direction");
   }
   p.peak_tflops = run.hardware.peak_tflops.value_or(0);
 

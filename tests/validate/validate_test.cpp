@@ -565,8 +565,8 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
 
 // A PCIe card (no NVSwitch, lower clocks) has no bundled topology and is skipped with that reason,
 // never mapped onto the SXM part's; a GH200 takes the H200 profile (same die, HBM3e) with its own
-// memory size.
-TEST(Plan, PcieCardsAreSkippedAndGraceHopperIsTheH200) {
+// memory size; an A800 or H800 the A100's or H100's with its slower NVLink.
+TEST(Plan, PcieCardsAreSkippedGraceHopperAndExportPartsMapOntoTheirDies) {
   const fs::path d = temp_dir("pcie");
   const auto plan_for = [&](const std::string& hardware) {
     std::string text = "runs:\n" + small_run("c", "bf16");
@@ -588,6 +588,23 @@ TEST(Plan, PcieCardsAreSkippedAndGraceHopperIsTheH200) {
   EXPECT_DOUBLE_EQ(c.gpu.hbm_capacity.value(), 96e9);
   EXPECT_EQ(c.gpus_per_node, 4);
   EXPECT_NE(joined_defaults(p).find("GH200 = the H200 profile"), std::string::npos);
+  // The export parts: the A100 / H100 die with NVLink at 400 GB/s bidirectional (200 per
+  // direction, of the A100's 300 and the H100's 450), on the same topologies and calibration.
+  for (const auto& [card, topo, kind, calibrated] :
+       {std::tuple{"A800-SXM4-80GB", "dgx-a100-superpod.yaml", "A100-SXM4-80GB", "A100-SXM4-80GB"},
+        std::tuple{"NVIDIA A800 40GB", "dgx-a100-40gb-superpod.yaml", "A100-SXM4-40GB", "A100-SXM4-40GB"},
+        std::tuple{"H800 SXM5", "dgx-h100.yaml", "H100-SXM5-80GB", "H100-SXM5-80GB"}}) {
+    p = plan_for(std::string("gpu: ") + card + ", num_gpus: 8, gpus_per_node: 8");
+    ASSERT_TRUE(p.skip_reason.empty()) << card << ": " << p.skip_reason;
+    EXPECT_EQ(p.cluster_file.filename(), topo) << card;
+    const ClusterSpec x = config::load_cluster(p.cluster_file, p.overrides);
+    EXPECT_EQ(x.gpu.kind, kind) << card;
+    EXPECT_DOUBLE_EQ(x.nvswitch.bandwidth.value(), 200e9) << card;
+    config::MeasuredHardware named;
+    named.gpu = card;
+    EXPECT_EQ(validate::calibration_kind(validate::gpu_family(named)), calibrated) << card;
+    EXPECT_NE(joined_defaults(p).find("with NVLink 200 GB/s per direction"), std::string::npos) << card;
+  }
   fs::remove_all(d);
 }
 
