@@ -63,6 +63,23 @@ int64_t head_dim_from_params(const config::MeasuredModel& m, bool swiglu, int64_
   return best;
 }
 
+/// The micro-batch size of a run: the record's, else global_batch / (dp * grad_accum) when that
+/// divides, else 1; `why` says which default it took ("" for the record's own).
+int64_t micro_batch_of(const config::MeasuredRun& run, int64_t global_batch, int64_t dp, std::string& why) {
+  int64_t micro = run.batch.micro_batch.value_or(0);
+  const int64_t accum = run.batch.grad_accum.value_or(0);
+  why.clear();
+  if (micro == 0 && accum > 0 && dp > 0 && global_batch % (dp * accum) == 0) {
+    // Micro-batches per replica = gradient-accumulation steps.
+    micro = global_batch / (dp * accum);
+    why = "micro_batch=" + std::to_string(micro) + " (global_batch / (dp * grad_accum))";
+  } else if (micro == 0) {
+    micro = 1;
+    why = "micro_batch=1";
+  }
+  return micro;
+}
+
 /// A YAML flow sequence: "[a, b, c]".
 template <class T> std::string flow_list(const std::vector<T>& items) {
   std::ostringstream out;
@@ -426,8 +443,30 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // partitioning of BLOOM; Megatron-Core's account_for_embedding/loss_in_pipeline_split, as NeMo
   // splits Llama 3.1 405B's 126 layers over 64 chunks): the first and last chunks one layer
   // short; else padded to a multiple.
+  // A record that names the interleaved schedule without its virtual stages runs the smallest
+  // interleaving, two model chunks per GPU, where the layers and micro-batches allow it (Megatron's
+  // rule: micro-batches per pipeline a multiple of pp); else plain 1F1B. Either way it is listed.
+  // "1F1B / interleaved not stated" names no schedule.
+  const std::string sched = lower(par.schedule);
+  const bool interleaved_named =
+      has(sched, "interleav") && !has(sched, "not stated") && !has(sched, "/") && !has(sched, " or ");
+  int64_t vp = std::max<int64_t>(1, par.virtual_pp.value_or(1));
+  if (pp > 1 && vp == 1 && interleaved_named) {
+    std::string ignored;
+    const int64_t per_step = micro_batch_of(run, *global_batch, dp, ignored) * dp;
+    const int64_t m_count = per_step > 0 ? *global_batch / per_step : 0;
+    const bool fits = m_count > 0 && m_count % pp == 0 && (*m.layers % (2 * pp) == 0 || (*m.layers + 2) % (2 * pp) == 0);
+    if (fits) {
+      vp = 2;
+      p.layout += " vp2";
+    }
+    p.defaults.emplace_back(fits ? "vp=2 (the record's schedule '" + par.schedule + "' gives no virtual_pp)"
+                                 : "schedule=1f1b (the record's '" + par.schedule +
+                                       "' gives no virtual_pp, and two model chunks per GPU do not fit its "
+                                       "layers or micro-batches)");
+  }
   int64_t layers = *m.layers;
-  const int64_t chunks = pp * std::max<int64_t>(1, par.virtual_pp.value_or(1));
+  const int64_t chunks = pp * vp;
   std::vector<int64_t> chunk_layers = par.chunk_layers;
   if (chunk_layers.empty() && chunks > 1 && layers % chunks != 0) {
     const int64_t n = (layers + 2) / chunks;
@@ -493,16 +532,10 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
   if (m.mtp_layers)
     w << "  mtp_layers: " << *m.mtp_layers << "\n";
-  int64_t micro = run.batch.micro_batch.value_or(0);
-  const int64_t accum = run.batch.grad_accum.value_or(0);
-  if (micro == 0 && accum > 0 && dp > 0 && *global_batch % (dp * accum) == 0) {
-    // Micro-batches per replica = gradient-accumulation steps.
-    micro = *global_batch / (dp * accum);
-    p.defaults.emplace_back("micro_batch=" + std::to_string(micro) + " (global_batch / (dp * grad_accum))");
-  } else if (micro == 0) {
-    micro = 1;
-    p.defaults.emplace_back("micro_batch=1");
-  }
+  std::string micro_default;
+  const int64_t micro = micro_batch_of(run, *global_batch, dp, micro_default);
+  if (!micro_default.empty())
+    p.defaults.push_back(micro_default);
   w << "batch:\n  global_batch: " << *global_batch << "\n  micro_batch: " << micro << "\n";
   w << "parallel:\n  tp: " << tp << "\n  pp: " << pp << "\n";
   if (!par.tp)
@@ -513,15 +546,14 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     w << "  cp: " << cp << "\n";
   if (ep > 1)
     w << "  ep: " << ep << "\n";
-  const std::string sched = lower(par.schedule);
   // DualPipe (DeepSeek-V3) overlaps one micro-batch's forward with another's backward, all-to-alls
   // included: a different step, not a 1F1B variant (docs/schedules.md).
   if (pp > 1 && (has(sched, "dualpipe") || has(sched, "dual pipe")))
     return skip("schedule '" + par.schedule + "' is not modelled (bidirectional pipeline with forward/backward overlap)");
-  if (par.virtual_pp.value_or(1) > 1) {
+  if (vp > 1) {
     w << "  schedule: interleaved\n";
     if (!sched.empty() && !has(sched, "interleav") && !has(sched, "1f1b"))
-      p.defaults.emplace_back("schedule=interleaved (virtual_pp " + std::to_string(*par.virtual_pp) +
+      p.defaults.emplace_back("schedule=interleaved (virtual_pp " + std::to_string(vp) +
                               "; the record's '" + par.schedule + "' runs one chunk per stage)");
   } else if (has(sched, "zb-h2")) {
     w << "  schedule: zb-h2\n";
@@ -531,11 +563,11 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     w << "  schedule: gpipe\n";
   } else {
     w << "  schedule: 1f1b\n";
-    if (!has(sched, "1f1b"))
+    if (!has(sched, "1f1b") && !interleaved_named)
       p.defaults.emplace_back("schedule=1f1b");
   }
-  if (par.virtual_pp.value_or(1) > 1)
-    w << "  vp: " << *par.virtual_pp << "\n";
+  if (vp > 1)
+    w << "  vp: " << vp << "\n";
   if (!chunk_layers.empty())
     w << "  chunk_layers: " << flow_list(chunk_layers) << "\n";
   // NeMo's recipes turn sequence parallelism on whenever tp > 1 (`sequence_parallel: true`, e.g.

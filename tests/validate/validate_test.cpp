@@ -627,6 +627,42 @@ TEST(Plan, UnmodelledPrecisionIsSkippedAndTheScheduleTakenIsListed) {
   fs::remove_all(d);
 }
 
+// A record naming the interleaved schedule without its virtual stages runs two model chunks per GPU
+// (the smallest interleaving), listed; when its micro-batches are not a multiple of pp (Megatron's
+// rule) it runs 1F1B and says why. Never plain 1F1B unlisted, as when "interleaved 1F1B" read as 1F1B.
+TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
+  const fs::path d = temp_dir("ilv");
+  const auto plan_for = [&](const std::string& global_batch) {
+    std::string text = "runs:\n" + small_run("i", "bf16");
+    text.replace(text.find("tp: 8, pp: 1, dp: 1,"), 20, "tp: 2, pp: 2, dp: 2,");
+    text.replace(text.find("schedule: 1F1B"), 14, "schedule: interleaved 1F1B");
+    text.replace(text.find("global_batch_seqs: 4,"), 21, "global_batch_seqs: " + global_batch + ",");
+    return plan_first(d, text, false);
+  };
+  validate::RunPlan p = plan_for("8"); // 4 micro-batches per pipeline of 2 stages
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_NE(p.workload_yaml.find("schedule: interleaved\n  vp: 2"), std::string::npos) << p.workload_yaml;
+  EXPECT_NE(p.layout.find(" vp2"), std::string::npos) << p.layout;
+  EXPECT_NE(joined_defaults(p).find("vp=2 (the record's schedule 'interleaved 1F1B' gives no virtual_pp)"),
+            std::string::npos) << joined_defaults(p);
+  write(d / "w.yaml", p.workload_yaml);
+  EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
+  p = plan_for("6"); // 3 micro-batches: not a multiple of pp
+  EXPECT_NE(p.workload_yaml.find("schedule: 1f1b"), std::string::npos) << p.workload_yaml;
+  EXPECT_EQ(p.workload_yaml.find("vp:"), std::string::npos) << p.workload_yaml;
+  EXPECT_NE(joined_defaults(p).find("schedule=1f1b (the record's 'interleaved 1F1B' gives no virtual_pp"),
+            std::string::npos) << joined_defaults(p);
+  // Narayanan 2021's rows say the schedule is not known: 1F1B, as before.
+  std::string text = "runs:\n" + small_run("n", "bf16");
+  text.replace(text.find("tp: 8, pp: 1, dp: 1,"), 20, "tp: 2, pp: 2, dp: 2,");
+  text.replace(text.find("schedule: 1F1B"), 14, "schedule: PTD-P (1F1B / interleaved not stated per row)");
+  text.replace(text.find("global_batch_seqs: 4,"), 21, "global_batch_seqs: 8,");
+  p = plan_first(d, text, false);
+  EXPECT_NE(p.workload_yaml.find("schedule: 1f1b"), std::string::npos) << p.workload_yaml;
+  EXPECT_EQ(joined_defaults(p).find("vp=2"), std::string::npos) << joined_defaults(p);
+  fs::remove_all(d);
+}
+
 // torchtitan's FSDP2 reduces gradients in fp32 (its default reduce dtype under bf16 parameters);
 // MosaicML's Composer configs (PURE) and FSDP without a framework reduce in bf16.
 TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
