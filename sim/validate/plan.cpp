@@ -455,7 +455,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     std::string ignored;
     const int64_t per_step = micro_batch_of(run, *global_batch, dp, ignored) * dp;
     const int64_t m_count = per_step > 0 ? *global_batch / per_step : 0;
-    const bool fits = m_count > 0 && m_count % pp == 0 && (*m.layers % (2 * pp) == 0 || (*m.layers + 2) % (2 * pp) == 0);
+    const bool fits = m_count > 0 && m_count % pp == 0 && par.chunk_layers.empty() &&
+                      (*m.layers % (2 * pp) == 0 || (*m.layers + 2) % (2 * pp) == 0);
     if (fits) {
       vp = 2;
       p.layout += " vp2";
