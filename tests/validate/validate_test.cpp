@@ -632,10 +632,10 @@ TEST(Plan, UnmodelledPrecisionIsSkippedAndTheScheduleTakenIsListed) {
 // rule) it runs 1F1B and says why. Never plain 1F1B unlisted, as when "interleaved 1F1B" read as 1F1B.
 TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
   const fs::path d = temp_dir("ilv");
-  const auto plan_for = [&](const std::string& global_batch) {
+  const auto plan_for = [&](const std::string& global_batch, const std::string& schedule = "interleaved 1F1B") {
     std::string text = "runs:\n" + small_run("i", "bf16");
     text.replace(text.find("tp: 8, pp: 1, dp: 1,"), 20, "tp: 2, pp: 2, dp: 2,");
-    text.replace(text.find("schedule: 1F1B"), 14, "schedule: interleaved 1F1B");
+    text.replace(text.find("schedule: 1F1B"), 14, "schedule: " + schedule);
     text.replace(text.find("global_batch_seqs: 4,"), 21, "global_batch_seqs: " + global_batch + ",");
     return plan_first(d, text, false);
   };
@@ -653,11 +653,7 @@ TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
   EXPECT_NE(joined_defaults(p).find("schedule=1f1b (the record's 'interleaved 1F1B' gives no virtual_pp"),
             std::string::npos) << joined_defaults(p);
   // Narayanan 2021's rows say the schedule is not known: 1F1B, as before.
-  std::string text = "runs:\n" + small_run("n", "bf16");
-  text.replace(text.find("tp: 8, pp: 1, dp: 1,"), 20, "tp: 2, pp: 2, dp: 2,");
-  text.replace(text.find("schedule: 1F1B"), 14, "schedule: PTD-P (1F1B / interleaved not stated per row)");
-  text.replace(text.find("global_batch_seqs: 4,"), 21, "global_batch_seqs: 8,");
-  p = plan_first(d, text, false);
+  p = plan_for("8", "PTD-P (1F1B / interleaved not stated per row)");
   EXPECT_NE(p.workload_yaml.find("schedule: 1f1b"), std::string::npos) << p.workload_yaml;
   EXPECT_EQ(joined_defaults(p).find("vp=2"), std::string::npos) << joined_defaults(p);
   fs::remove_all(d);
