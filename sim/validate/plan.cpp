@@ -572,13 +572,20 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   if (!chunk_layers.empty())
     w << "  chunk_layers: " << flow_list(chunk_layers) << "\n";
   // NeMo's recipes turn sequence parallelism on whenever tp > 1 (`sequence_parallel: true`, e.g.
-  // the GPT-3 175B recipe's configuration); the records leave it empty.
+  // the GPT-3 175B recipe's configuration); the records leave it empty. From 2023 on it goes with
+  // tensor parallelism in every stack that has it (Megatron-Core, NeMo, torchtitan's TP plan,
+  // Llama 3's 4D parallelism): a record of a source from then that leaves `sp` empty gets it too,
+  // unless its framework is DeepSpeed's, whose "sequence parallelism" (Ulysses) is another scheme
+  // and which never had Megatron's.
   const bool nemo = has(run.framework, "nemo");
-  const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : nemo);
+  const bool sp_era = run.year && *run.year >= 2023 && !has(run.framework, "deepspeed");
+  const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : nemo || sp_era);
   if (sp)
     w << "  sp: true\n";
   if (sp && !par.sp)
-    p.defaults.emplace_back("sp=true (framework '" + run.framework + "')");
+    p.defaults.emplace_back(nemo ? "sp=true (framework '" + run.framework + "')"
+                                 : "sp=true (tensor parallelism in a source from " + std::to_string(*run.year) +
+                                       ": sequence parallelism is its standard companion)");
   if (etp > 0) {
     w << "  etp: " << etp << "\n";
     if (!etp_why.empty())

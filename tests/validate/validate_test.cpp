@@ -659,6 +659,36 @@ TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
   fs::remove_all(d);
 }
 
+// A record of a source from 2023 on that runs tensor parallelism and leaves `sp` empty gets
+// sequence parallelism (listed); not one of 2021-22 (Megatron-LM then: whole activations per TP
+// rank), not one on DeepSpeed's stack, and never against the record's own `sp`.
+TEST(Plan, SequenceParallelGoesWithTensorParallelismFromTwentyTwentyThree) {
+  const fs::path d = temp_dir("sp-era");
+  const auto plan_for = [&](const std::string& year, const std::string& framework, const std::string& sp) {
+    std::string text = "runs:\n" + small_run("s", "bf16");
+    text.replace(text.find("  group: test\n"), 14, "  group: test\n  source: {title: t, year: " + year + "}\n");
+    text.replace(text.find("sp: 1,"), 6, "sp: " + sp + ",");
+    text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
+    return plan_first(d, text, false);
+  };
+  validate::RunPlan p = plan_for("2024", "in-house PyTorch", "null");
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_NE(p.workload_yaml.find("  sp: true\n"), std::string::npos) << p.workload_yaml;
+  EXPECT_NE(joined_defaults(p).find("sp=true (tensor parallelism in a source from 2024"), std::string::npos)
+      << joined_defaults(p);
+  write(d / "w.yaml", p.workload_yaml);
+  EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
+  for (const auto& [year, framework, sp] : {std::tuple{"2022", "Megatron-LM", "null"},
+                                            std::tuple{"2024", "Megatron-DeepSpeed", "null"},
+                                            std::tuple{"2024", "in-house PyTorch", "1"}}) {
+    p = plan_for(year, framework, sp);
+    ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+    EXPECT_EQ(p.workload_yaml.find("sp: true"), std::string::npos) << year << " " << framework << " sp " << sp;
+    EXPECT_EQ(joined_defaults(p).find("sp=true"), std::string::npos) << joined_defaults(p);
+  }
+  fs::remove_all(d);
+}
+
 // torchtitan's FSDP2 reduces gradients in fp32 (its default reduce dtype under bf16 parameters);
 // MosaicML's Composer configs (PURE) and FSDP without a framework reduce in bf16.
 TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
