@@ -629,12 +629,14 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     p.defaults.emplace_back("dp=" + std::to_string(dp) + " (derived; the record says " + std::to_string(*par.dp) + ")");
 
   // fp8 first: fp8 records often also name their 16-bit precision ("fp8, bf16 master weights").
+  // PyTorch's dtype names count too (torch.bfloat16, float8_e4m3fn, torch.float16 / half).
   std::string precision = "bf16";
-  if (has(run.precision, "fp8"))
+  const std::string& pr = run.precision;
+  if (has(pr, "fp8") || has(pr, "float8") || has(pr, "e4m3") || has(pr, "e5m2"))
     precision = "fp8";
-  else if (has(run.precision, "bf16"))
+  else if (has(pr, "bf16") || has(pr, "bfloat16"))
     precision = "bf16";
-  else if (has(run.precision, "fp16"))
+  else if (has(pr, "fp16") || has(pr, "float16") || has(pr, "half"))
     precision = "fp16";
   else if (!run.precision.empty() && lower(run.precision) != "null")
     return skip("precision '" + run.precision + "' is not modelled (bf16, fp16 or fp8 training)");

@@ -609,13 +609,21 @@ TEST(Plan, PcieCardsAreSkippedGraceHopperAndExportPartsMapOntoTheirDies) {
 }
 
 // A precision the simulator does not train in (fp32, TF32, fp4) is skipped with the reason, not
-// run as bf16; a zero-bubble schedule named with interleaving says which one ran.
+// run as bf16, while PyTorch's dtype names (bfloat16, float8, float16, half) are read as the
+// precisions they are; a zero-bubble schedule named with interleaving says which one ran.
 TEST(Plan, UnmodelledPrecisionIsSkippedAndTheScheduleTakenIsListed) {
   const fs::path d = temp_dir("prec");
   for (const char* precision : {"fp32", "tf32", "nvfp4"}) {
     const validate::RunPlan p = plan_first(d, "runs:\n" + small_run("p", precision), false);
     EXPECT_NE(p.skip_reason.find(std::string("precision '") + precision + "' is not modelled"), std::string::npos)
         << p.skip_reason;
+  }
+  // PyTorch's dtype names are the precisions they name.
+  for (const auto& [named, taken] : {std::pair{"torch.bfloat16", "bf16"}, std::pair{"float8 (e4m3 forward)", "fp8"},
+                                     std::pair{"float16 (AMP)", "fp16"}, std::pair{"half", "fp16"}}) {
+    const validate::RunPlan p = plan_first(d, "runs:\n" + small_run("t", named), false);
+    EXPECT_NE(p.workload_yaml.find(std::string("precision: ") + taken + "\n"), std::string::npos)
+        << named << ": " << p.workload_yaml << p.skip_reason;
   }
   std::string text = "runs:\n" + small_run("z", "bf16");
   text.replace(text.find("tp: 8, pp: 1,"), 13, "tp: 2, pp: 2,");
