@@ -5,6 +5,7 @@
 #include "core/json_message.hpp"
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -41,8 +42,48 @@ struct Device {
   std::vector<Interval> comm;
 };
 
+/// The text of a gzip file (PyTorch's tensorboard_trace_handler writes `*.pt.trace.json.gz` with
+/// use_gzip). Throws ConfigError naming the file when it is not whole gzip data or inflates past
+/// the input size limit.
+std::string gunzip(const std::filesystem::path& file, const std::string& data) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+    throw ConfigError(file.string() + ": cannot start gzip decompression");
+  std::string out;
+  char buffer[1 << 16];
+  std::size_t fed = 0;
+  int rc = Z_OK;
+  for (;;) {
+    if (z.avail_in == 0 && fed < data.size()) {
+      const std::size_t n = std::min<std::size_t>(data.size() - fed, 1u << 30);
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data() + fed));
+      z.avail_in = static_cast<uInt>(n);
+      fed += n;
+    }
+    z.next_out = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof buffer;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buffer, sizeof buffer - z.avail_out);
+    if (out.size() > kMaxInputBytes) {
+      inflateEnd(&z);
+      throw ConfigError(file.string() + ": its gzip data inflates past the " + std::to_string(kMaxInputBytes) +
+                        " bytes accepted");
+    }
+    // Z_BUF_ERROR: no progress without more input, which is fed above unless it has ended.
+    if (rc == Z_STREAM_END || (rc != Z_OK && !(rc == Z_BUF_ERROR && fed < data.size())))
+      break;
+  }
+  const std::string why = z.msg != nullptr ? z.msg : "truncated";
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END)
+    throw ConfigError(file.string() + ": not a whole gzip file (" + why + ")");
+  return out;
+}
+
 Json read_json(const std::filesystem::path& file) {
-  const std::string text = read_input_file(file, "trace");
+  std::string text = read_input_file(file, "trace");
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b)
+    text = gunzip(file, text);
   try {
     Json j = Json::parse(text);
     if (j.is_array())
@@ -217,6 +258,60 @@ TraceBreakdown read_kineto_trace(const std::filesystem::path& file) {
   return finish(devices, compute, comm, steps > 0 ? step_sum / steps : 0.0, steps);
 }
 
+TraceBreakdown read_kineto_traces(const std::vector<std::filesystem::path>& paths) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(path, ec)) {
+      files.push_back(path); // read_input_file names a missing one
+      continue;
+    }
+    std::vector<std::filesystem::path> found;
+    for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+      const std::string name = entry.path().filename().string();
+      const auto ends = [&](std::string_view suffix) {
+        return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      };
+      if (entry.is_regular_file() && (ends(".json") || ends(".json.gz")))
+        found.push_back(entry.path());
+    }
+    if (ec)
+      throw ConfigError(path.string() + ": cannot list the folder: " + ec.message());
+    if (found.empty())
+      throw ConfigError(path.string() + ": a folder without trace files (*.json or *.json.gz)");
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  if (files.empty())
+    throw ConfigError("no measured trace given");
+  std::vector<TraceBreakdown> parts;
+  for (const auto& f : files)
+    parts.push_back(read_kineto_trace(f));
+  if (parts.size() == 1)
+    return parts.front();
+  TraceBreakdown b;
+  b.files = static_cast<int>(parts.size());
+  b.steps = parts.front().steps;
+  double gpus = 0;
+  for (const TraceBreakdown& x : parts) {
+    b.devices += x.devices;
+    b.steps = std::min(b.steps, x.steps);
+    gpus += x.devices;
+  }
+  for (const TraceBreakdown& x : parts) {
+    const double w = x.devices / gpus;
+    b.step_time_s += w * x.step_time_s;
+    b.compute_total_s += w * x.compute_total_s;
+    b.comm_total_s += w * x.comm_total_s;
+    b.exposed_comm_s += w * x.exposed_comm_s;
+    for (const auto& [k, v] : x.compute_s)
+      b.compute_s[k] += w * v;
+    for (const auto& [k, v] : x.comm_s)
+      b.comm_s[k] += w * v;
+  }
+  return b;
+}
+
 TraceBreakdown read_stepsim_trace(const std::filesystem::path& file) {
   const Json j = read_json(file);
   std::map<int64_t, Device> devices;
@@ -264,7 +359,8 @@ void print_comparison(std::ostream& out, const TraceBreakdown& m, const TraceBre
       out << std::setw(9) << std::showpos << std::setprecision(1) << (*b - *a) / *a * 100 << std::noshowpos << " %";
     out << '\n';
   };
-  out << "per step and GPU (measured: " << m.steps << " step(s) on " << m.devices << " GPU(s); simulated: "
+  out << "per step and GPU (measured: " << m.steps << " step(s) on " << m.devices << " GPU(s)"
+      << (m.files > 1 ? " of " + std::to_string(m.files) + " trace files" : std::string()) << "; simulated: "
       << s.devices << " GPU(s))\n";
   out << "  " << std::left << std::setw(28) << "" << std::right << std::setw(14) << "measured" << std::setw(14)
       << "simulated" << std::setw(11) << "diff" << '\n';

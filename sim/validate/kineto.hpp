@@ -6,6 +6,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace stepsim::validate {
 
@@ -14,6 +15,7 @@ struct TraceBreakdown {
   double step_time_s = 0;   ///< mean ProfilerStep# span, else the span of all GPU activity
   int steps = 1;            ///< ProfilerStep# spans found (1 when none)
   int devices = 0;          ///< GPUs with activity
+  int files = 1;            ///< trace files read (one per rank, or one for all)
   std::map<std::string, double> compute_s; ///< by category: gemm, attention, elementwise (Kineto); blocks (stepsim)
   std::map<std::string, double> comm_s;    ///< by collective: all_reduce, all_gather, reduce_scatter, send_recv, other
   double compute_total_s = 0;
@@ -25,10 +27,16 @@ struct TraceBreakdown {
 /// "attention" (flash, fmha, sdpa), "nccl:<collective>" (nccl kernels), else "elementwise".
 std::string kineto_category(const std::string& kernel_name);
 
-/// Reads a Kineto trace: GPU kernels are events with cat "kernel" (device = args.device, else
-/// pid); memcpy/memset count as elementwise. Throws ConfigError naming the file for a file that
-/// is not a Chrome trace.
+/// Reads a Kineto trace, plain or gzip: GPU kernels are events with cat "kernel" (device =
+/// args.device, else pid); memcpy/memset count as elementwise. Throws ConfigError naming the file
+/// for a file that is not a Chrome trace.
 TraceBreakdown read_kineto_trace(const std::filesystem::path& file);
+
+/// Reads the Kineto traces of several ranks: files, and folders whose `*.json` and `*.json.gz`
+/// files are read in name order (tensorboard_trace_handler writes one per worker). Each file's
+/// per-step, per-GPU figures count by its GPUs; GPUs of different files are different GPUs.
+/// Throws ConfigError for a folder without trace files.
+TraceBreakdown read_kineto_traces(const std::vector<std::filesystem::path>& paths);
 
 /// Reads stepsim's trace.json: cat "compute" slices (category from the name's block: attn, mlp,
 /// logits, optimizer) and the communication groups' slices (by operation). Throws ConfigError.

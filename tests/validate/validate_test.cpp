@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -1398,6 +1399,74 @@ TEST(Compare, KinetoTraceBreakdown) {
     EXPECT_NE(r.output.find("dur.json: traceEvents[0] ('k'): expected 'dur' as microseconds"), std::string::npos)
         << dur << "\n" << r.output;
   }
+  fs::remove_all(d);
+}
+
+// The traces of several ranks (one file each, as tensorboard_trace_handler writes them, gzip or
+// not), given one by one or as a folder: each file's GPUs are GPUs of their own (both files say
+// device 0), and the per-step, per-GPU figures average over all of them. A truncated gzip file and
+// a folder without traces are refused by name.
+TEST(Compare, RankTracesInFilesFoldersAndGzip) {
+  const fs::path d = temp_dir("ranks");
+  const auto trace = [](double step_us, double gemm_us, double comm_at, double comm_us) {
+    std::ostringstream t;
+    t << R"({"traceEvents": [)";
+    for (int step = 0; step < 2; ++step) {
+      const double base = 1000.0 + step * 5000.0;
+      t << (step ? "," : "") << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" << step
+        << R"(", "pid": 9, "tid": 1, "ts": )" << base << R"(, "dur": )" << step_us << "},"
+        << R"({"ph": "X", "cat": "kernel", "name": "nvjet_tst_gemm", "pid": 0, "tid": 7, "ts": )" << base
+        << R"(, "dur": )" << gemm_us << R"(, "args": {"device": 0}},)"
+        << R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0, "tid": 8, "ts": )"
+        << base + comm_at << R"(, "dur": )" << comm_us << R"(, "args": {"device": 0}})";
+    }
+    t << "]}";
+    return t.str();
+  };
+  // Rank 0: step 1000 us, GEMM 0-400, all-reduce 300-550 (150 exposed); rank 1: step 1200 us,
+  // GEMM 0-800, all-reduce 900-1000 (all exposed).
+  fs::create_directories(d / "traces");
+  write(d / "traces" / "rank0.pt.trace.json", trace(1000, 400, 300, 250));
+  const std::string rank1 = trace(1200, 800, 900, 100);
+  gzFile gz = gzopen((d / "traces" / "rank1.pt.trace.json.gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, rank1.data(), static_cast<unsigned>(rank1.size())), static_cast<int>(rank1.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+  write(d / "traces" / "notes.txt", "not a trace");
+  const auto check = [](const validate::TraceBreakdown& m) {
+    EXPECT_EQ(m.files, 2);
+    EXPECT_EQ(m.devices, 2);
+    EXPECT_EQ(m.steps, 2);
+    EXPECT_NEAR(m.step_time_s, 1100e-6, 1e-9);
+    EXPECT_NEAR(m.compute_s.at("gemm"), 600e-6, 1e-9);
+    EXPECT_NEAR(m.comm_s.at("all_reduce"), 175e-6, 1e-9);
+    EXPECT_NEAR(m.exposed_comm_s, 125e-6, 1e-9);
+  };
+  check(validate::read_kineto_traces({d / "traces"}));
+  check(validate::read_kineto_traces({d / "traces" / "rank0.pt.trace.json", d / "traces" / "rank1.pt.trace.json.gz"}));
+  // The gzip file alone reads as its text does.
+  write(d / "rank1.json", rank1);
+  const validate::TraceBreakdown plain = validate::read_kineto_trace(d / "rank1.json");
+  const validate::TraceBreakdown zipped = validate::read_kineto_trace(d / "traces" / "rank1.pt.trace.json.gz");
+  EXPECT_DOUBLE_EQ(zipped.step_time_s, plain.step_time_s);
+  EXPECT_DOUBLE_EQ(zipped.exposed_comm_s, plain.exposed_comm_s);
+
+  write(d / "sim.json", R"({"traceEvents":[{"ph":"X","pid":0,"tid":0,"ts":0,"dur":500,"name":"fwd attn L0 mb0","cat":"compute"}]})");
+  const Result r = run_stepsim("compare --measured " + (d / "traces").string() + " --simulated " + (d / "sim.json").string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("measured: 2 step(s) on 2 GPU(s) of 2 trace files"), std::string::npos) << r.output;
+
+  // Refused: a truncated gzip file, a folder without traces.
+  std::ifstream in(d / "traces" / "rank1.pt.trace.json.gz", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write(d / "cut.json.gz", bytes.substr(0, bytes.size() / 2));
+  Result bad = run_stepsim("compare --measured " + (d / "cut.json.gz").string() + " --simulated " + (d / "sim.json").string());
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("cut.json.gz: not a whole gzip file"), std::string::npos) << bad.output;
+  fs::create_directories(d / "none");
+  bad = run_stepsim("compare --measured " + (d / "none").string() + " --simulated " + (d / "sim.json").string());
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("none: a folder without trace files"), std::string::npos) << bad.output;
   fs::remove_all(d);
 }
 
