@@ -576,9 +576,10 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // tensor parallelism in every stack that has it (Megatron-Core, NeMo, torchtitan's TP plan,
   // Llama 3's 4D parallelism): a record of a source from then that leaves `sp` empty gets it too,
   // unless its framework is DeepSpeed's, whose "sequence parallelism" (Ulysses) is another scheme
-  // and which never had Megatron's.
+  // and which never had Megatron's; and where the sequence splits evenly over the TP ranks.
   const bool nemo = has(run.framework, "nemo");
-  const bool sp_era = run.year && *run.year >= 2023 && !has(run.framework, "deepspeed");
+  const bool sp_era = run.year && *run.year >= 2023 && !has(run.framework, "deepspeed") && m.seq_len &&
+                      *m.seq_len % tp == 0;
   const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : nemo || sp_era);
   if (sp)
     w << "  sp: true\n";

@@ -673,11 +673,13 @@ TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
 // rank), not one on DeepSpeed's stack, and never against the record's own `sp`.
 TEST(Plan, SequenceParallelGoesWithTensorParallelismFromTwentyTwentyThree) {
   const fs::path d = temp_dir("sp-era");
-  const auto plan_for = [&](const std::string& year, const std::string& framework, const std::string& sp) {
+  const auto plan_for = [&](const std::string& year, const std::string& framework, const std::string& sp,
+                            const std::string& seq_len = "1024") {
     std::string text = "runs:\n" + small_run("s", "bf16");
     text.replace(text.find("  group: test\n"), 14, "  group: test\n  source: {title: t, year: " + year + "}\n");
     text.replace(text.find("sp: 1,"), 6, "sp: " + sp + ",");
     text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
+    text.replace(text.find("seq_len: 1024"), 13, "seq_len: " + seq_len);
     return plan_first(d, text, false);
   };
   validate::RunPlan p = plan_for("2024", "in-house PyTorch", "null");
@@ -687,13 +689,18 @@ TEST(Plan, SequenceParallelGoesWithTensorParallelismFromTwentyTwentyThree) {
       << joined_defaults(p);
   write(d / "w.yaml", p.workload_yaml);
   EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
-  for (const auto& [year, framework, sp] : {std::tuple{"2022", "Megatron-LM", "null"},
-                                            std::tuple{"2024", "Megatron-DeepSpeed", "null"},
-                                            std::tuple{"2024", "in-house PyTorch", "1"}}) {
-    p = plan_for(year, framework, sp);
+  // Not for 2021-22 Megatron-LM, DeepSpeed's stack, a record saying sp 1, or a sequence of 1020
+  // tokens, which does not split over 8 TP ranks (the run stays simulable).
+  for (const auto& [year, framework, sp, seq_len] : {std::tuple{"2022", "Megatron-LM", "null", "1024"},
+                                                     std::tuple{"2024", "Megatron-DeepSpeed", "null", "1024"},
+                                                     std::tuple{"2024", "in-house PyTorch", "1", "1024"},
+                                                     std::tuple{"2024", "in-house PyTorch", "null", "1020"}}) {
+    p = plan_for(year, framework, sp, seq_len);
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
     EXPECT_EQ(p.workload_yaml.find("sp: true"), std::string::npos) << year << " " << framework << " sp " << sp;
     EXPECT_EQ(joined_defaults(p).find("sp=true"), std::string::npos) << joined_defaults(p);
+    write(d / "w.yaml", p.workload_yaml);
+    EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << seq_len << ": " << p.skip_reason;
   }
   fs::remove_all(d);
 }
