@@ -292,14 +292,12 @@ TraceBreakdown read_kineto_traces(const std::vector<std::filesystem::path>& path
   TraceBreakdown b;
   b.files = static_cast<int>(parts.size());
   b.steps = parts.front().steps;
-  double gpus = 0;
   for (const TraceBreakdown& x : parts) {
     b.devices += x.devices;
     b.steps = std::min(b.steps, x.steps);
-    gpus += x.devices;
   }
   for (const TraceBreakdown& x : parts) {
-    const double w = x.devices / gpus;
+    const double w = static_cast<double>(x.devices) / b.devices; // each file has >= 1 GPU
     b.step_time_s += w * x.step_time_s;
     b.compute_total_s += w * x.compute_total_s;
     b.comm_total_s += w * x.comm_total_s;
