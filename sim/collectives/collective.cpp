@@ -12,6 +12,10 @@ namespace stepsim::collectives {
 
 namespace {
 
+/// The tree all-reduce's bus bandwidth as a share of the ring's in the algorithm choice (NCCL's
+/// tuner, docs/collectives.md "Automatic choice"); the simulated tree's flows are not scaled.
+constexpr double TREE_BANDWIDTH_SHARE = 0.92;
+
 /// Bytes per pipeline chunk of the chunked algorithms (tree, chain, NVLS) in their fine form.
 constexpr double CHUNK_BYTES = 1024.0 * 1024.0;
 constexpr int MAX_CHUNKS = 64;
@@ -772,7 +776,10 @@ Seconds estimate(Op op, Algorithm a, std::span<const int32_t> gpus, Bytes size, 
     for (int k = s.nodes; k > 1; k /= 2)
       ++depth_nodes;
     const double lat = 2.0 * (depth_nodes * ax + (m - 1) * ai);
-    const double tree_beta = s.nodes > 1 ? std::min(bx * nch, bi) : bi;
+    // NCCL's tuner rates a tree all-reduce at 0.92 of the bus bandwidth of the ring over the same
+    // links (src/graph/tuning.cc, "model refinements"), so large messages go to the ring unless
+    // its latency, 2(n-1) steps, costs more than the 8 %.
+    const double tree_beta = TREE_BANDWIDTH_SHARE * (s.nodes > 1 ? std::min(bx * nch, bi) : bi);
     return Seconds(lat + 2.0 * S / tree_beta);
   }
   case Algorithm::HIERARCHICAL: {

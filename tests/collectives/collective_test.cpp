@@ -104,7 +104,8 @@ TEST(Collective, EstimateRingInsideNode) {
 }
 
 // Tree: latency 2 (floor(log2 N) a_inter + (m-1) a_intra): doubling the nodes adds 2 a_inter,
-// where the ring's latency term grows linearly (2(n-1) a).
+// where the ring's latency term grows linearly (2(n-1) a); bandwidth 0.92 of the ring's links, as
+// NCCL's tuner rates it.
 TEST(Collective, EstimateTreeLogDepthLatency) {
   const TopologyView v = view_of(1, 1);
   const double S = 8; // latency-bound
@@ -112,7 +113,7 @@ TEST(Collective, EstimateTreeLogDepthLatency) {
   const auto ring = [&](int nodes) { return estimate(Op::ALL_REDUCE, Algorithm::RING, first(nodes), Bytes(S), v).value(); };
   for (int nodes : {4, 16, 64, 256}) {
     EXPECT_NEAR(tree(2 * nodes) - tree(nodes), 2 * AX, 1e-12) << nodes;
-    EXPECT_NEAR(tree(nodes), 2 * std::log2(nodes) * AX + 2 * S / BX, 1e-12) << nodes;
+    EXPECT_NEAR(tree(nodes), 2 * std::log2(nodes) * AX + 2 * S / (0.92 * BX), 1e-12) << nodes;
     EXPECT_NEAR(ring(nodes), 2 * (nodes - 1) * AX + 2.0 * (nodes - 1) / nodes * S / BX, 1e-12) << nodes;
   }
 }
@@ -139,6 +140,11 @@ TEST(Collective, Choose) {
   EXPECT_EQ(choose(Op::ALL_REDUCE, first(8), Bytes(1 << 30), plain), Algorithm::RING);
   EXPECT_EQ(choose(Op::ALL_REDUCE, one_per_node(64, 8), Bytes(1024), plain), Algorithm::TREE);
   EXPECT_EQ(choose(Op::ALL_REDUCE, one_per_node(4, 8), Bytes(1 << 30), plain), Algorithm::RING);
+  // Over 128 nodes (a DP group of one GPU per node) the tree's 8 % less bandwidth outweighs the
+  // ring's 254 latency steps from about 243 MB on (8 us, 24 GB/s): a 64 MiB gradient bucket takes
+  // the tree, an 800 MB one the ring, as NCCL's tuner decides.
+  EXPECT_EQ(choose(Op::ALL_REDUCE, one_per_node(128, 8), Bytes(64 << 20), plain), Algorithm::TREE);
+  EXPECT_EQ(choose(Op::ALL_REDUCE, one_per_node(128, 8), Bytes(800e6), plain), Algorithm::RING);
   EXPECT_EQ(choose(Op::ALL_TO_ALL, first(16), Bytes(1 << 20), v), Algorithm::PAIRWISE);
   EXPECT_EQ(choose(Op::ALL_GATHER, first(16), Bytes(1 << 20), v), Algorithm::RING);
   for (double size : {1e3, 1e6, 1e9})
