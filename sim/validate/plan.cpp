@@ -578,8 +578,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // unless its framework is DeepSpeed's, whose "sequence parallelism" (Ulysses) is another scheme
   // and which never had Megatron's; and where the sequence splits evenly over the TP ranks.
   const bool nemo = has(run.framework, "nemo");
-  const bool sp_era = run.year && *run.year >= 2023 && !has(run.framework, "deepspeed") && m.seq_len &&
-                      *m.seq_len % tp == 0;
+  const bool recent = run.year && *run.year >= 2023; // the sources of 2023 on (also flash attention below)
+  const bool sp_era = recent && !has(run.framework, "deepspeed") && m.seq_len && *m.seq_len % tp == 0;
   const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : nemo || sp_era);
   if (sp)
     w << "  sp: true\n";
@@ -672,7 +672,6 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // Megatron-LM and (Megatron-)DeepSpeed of 2021-22, and a run naming neither framework nor
   // year, ran the unfused QKᵀ/softmax/dropout/AV kernels.
   const std::string fw = lower(run.framework);
-  const bool recent = run.year && *run.year >= 2023;
   const bool flash = has(fw, "nemo") || has(fw, "composer") || has(fw, "fsdp") || has(fw, "torchtitan") ||
                      has(fw, "flash") || recent;
   p.defaults.emplace_back(std::string("flash_attention=") + (flash ? "true" : "false") + " (framework '" +
