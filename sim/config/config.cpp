@@ -716,6 +716,8 @@ ParallelSpec read_parallel(const MapReader& m) {
   }
   if (auto f = m.find("pp_scatter_gather"))
     p.pp_scatter_gather = f->boolean();
+  if (auto f = m.find("tp_grad_overlap"))
+    p.tp_grad_overlap = f->boolean();
   p.zero_stage = 0;
   if (auto f = m.find("zero_stage")) {
     p.zero_stage = static_cast<int>(f->integer(0, 3, "an integer in 0..3"));
@@ -844,7 +846,7 @@ WorkloadSpec read_workload(const Document& doc) {
                 std::to_string(w.model.heads) + " x " + std::to_string(w.model.seq_len) +
                 "^2 attention scores, more than the 2^62 accepted");
   }
-  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "zero_stage", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers"}));
+  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "tp_grad_overlap", "zero_stage", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers"}));
   w.precision =
       top.require("precision").choice<Precision>(
           {{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});

@@ -246,6 +246,12 @@ struct ParallelSpec {
   /// the boundary activation and the receiving TP group all-gathers it. No effect with sp (the
   /// message is already split) or tp = 1.
   bool pp_scatter_gather = false;
+  /// In the backward, the TP collective that sums a column-parallel linear's input gradient (the
+  /// all-reduce, or with sp the reduce-scatter) runs beside that linear's weight-gradient GEMM,
+  /// and with sp the re-gather of its input beside the data-gradient GEMM (Megatron-LM's
+  /// asynchronous TP all-reduce from 2022, Megatron-Core, Transformer Engine). false: after the
+  /// block's whole backward (Megatron-LM 2021, Megatron-DeepSpeed). docs/model.md.
+  bool tp_grad_overlap = true;
   int zero_stage = 0;       ///< 0, 1, 2 or 3 (3 = FSDP full shard)
   int cp = 1;               ///< context parallelism (ring attention): the sequence split over cp GPUs
   int ep = 1;               ///< expert parallelism: experts / ep experts per GPU

@@ -180,8 +180,11 @@ private:
     }
     ComputeQuery q{.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes, .windowed = windowed};
     auto result = std::make_pair(o_.compute_time(q), q);
-    if (w_.parallel.cp > 1 && result.first.sources.roofline < 1.0) // kernel profiles see the whole sequence
+    if (w_.parallel.cp > 1 && result.first.sources.roofline < 1.0) { // kernel profiles see the whole sequence
       result.first.time = result.first.time / w_.parallel.cp;
+      result.first.input_dgrad = result.first.input_dgrad / w_.parallel.cp;
+      result.first.input_wgrad = result.first.input_wgrad / w_.parallel.cp;
+    }
     cost_cache_.emplace(key, result);
     return result;
   }
@@ -335,6 +338,133 @@ private:
     }
     for (Rank r : group)
       rs(r).pending_wait = last;
+  }
+
+  /// Whether `block`'s backward ends in a column-parallel input linear whose gradient collective
+  /// backward_tp_comm can take apart: attention with per-head projections (not MLA, whose
+  /// down-projections are replicated), a dense MLP, the output layer.
+  [[nodiscard]] bool has_input_linear(Block block, int layer) const {
+    if (grid_.tp == 1 || split_)
+      return false; // zero-bubble B passes hold no weight-gradient GEMM to run beside
+    switch (block) {
+    case Block::ATTENTION: return !w_.model.mla.enabled();
+    case Block::MLP: return !moe_cp_->handles(block, layer);
+    case Block::LOGITS: return true;
+    default: return false;
+    }
+  }
+
+  /// The data- and weight-gradient time of `block`'s input linear on one rank (kernel table, or
+  /// its GEMMs' share of the block's FLOPs under the roofline); none when they are all the block.
+  std::pair<Seconds, Seconds> input_linear_times(Block block, int stage, int layer) {
+    const auto [c, q] = cost(block, Phase::BACKWARD, stage, windowed(block, layer));
+    if (c.input_wgrad.value() > 0)
+      return c.input_dgrad + c.input_wgrad < c.time ? std::make_pair(c.input_dgrad, c.input_wgrad)
+                                                    : std::make_pair(Seconds(0.0), Seconds(0.0));
+    ModelSpec m = w_.model; // the s/cp tokens of one GPU, as cost() counts them
+    m.seq_len /= w_.parallel.cp;
+    const Flops gemm = block == Block::LOGITS ? model::logits_forward_flops(m, w_.batch.micro_batch, grid_.tp)
+                       : block == Block::ATTENTION ? model::qkv_projection_flops(m, w_.batch.micro_batch, grid_.tp)
+                                                   : model::mlp_input_projection_flops(m, w_.batch.micro_batch, grid_.tp);
+    const double share = q.flops.value() > 0 ? gemm / q.flops : 0.0;
+    if (share <= 0 || share >= 0.5)
+      return {Seconds(0.0), Seconds(0.0)};
+    return {c.time * share, c.time * share};
+  }
+
+  /// A piece of compute task `from` (its rank, block, pass) of `duration`, after `from`.
+  TaskId carve(TaskId from, Seconds duration) {
+    Task t = g_.task(from);
+    const double share = t.duration.value() > 0 ? duration / t.duration : 0.0;
+    t.duration = duration;
+    t.flops = t.flops * share;
+    t.bytes = t.bytes * share;
+    t.act_alloc = t.act_free = t.param_alloc = t.param_free = Bytes(0.0);
+    Task& src = g_.mutable_task(from);
+    src.duration -= duration;
+    src.flops = src.flops * (1.0 - share);
+    src.bytes = src.bytes * (1.0 - share);
+    const TaskId id = g_.add_task(t);
+    g_.add_edge(from, id);
+    return id;
+  }
+
+  /// The TP collectives after a backward block (tp_comm's), where the block ends in a
+  /// column-parallel input linear (QKV, fc1, the logits): the collective summing its input
+  /// gradient (all-reduce; with SP reduce-scatter) is issued after its data-gradient GEMM and,
+  /// with `parallel.tp_grad_overlap`, runs beside its weight-gradient GEMM; with SP the linear's
+  /// input, kept split over the TP ranks, is all-gathered again for that GEMM (beside the
+  /// data-gradient GEMM with the overlap, before the weight gradient without it), and the
+  /// all-gather of the gradient into the block below follows both. Returns each rank's last
+  /// compute task of the block (its weight gradient). docs/model.md, "TP in the backward".
+  std::vector<TaskId> backward_tp_comm(const std::vector<Rank>& group, std::vector<TaskId> block_tasks, Block block,
+                                       int stage, int layer, int mb, TaskId& tp_chain, double rs_scale,
+                                       double ag_scale, CommRole role = CommRole::NONE) {
+    const bool overlap = w_.parallel.tp_grad_overlap;
+    if (!has_input_linear(block, layer) || (!overlap && !sp_)) {
+      tp_comm(group, block_tasks, Phase::BACKWARD, stage, layer, mb, tp_chain, rs_scale, ag_scale, role);
+      return block_tasks;
+    }
+    const auto [dgrad, wgrad] = input_linear_times(block, stage, layer);
+    const bool fits = wgrad.value() > 0 && // and the pieces leave some of each rank's task
+                      std::all_of(block_tasks.begin(), block_tasks.end(),
+                                  [&](TaskId id) { return g_.task(id).duration > dgrad + wgrad; });
+    if (!fits) {
+      tp_comm(group, block_tasks, Phase::BACKWARD, stage, layer, mb, tp_chain, rs_scale, ag_scale, role);
+      return block_tasks;
+    }
+    auto collective = [&](CollectiveOp op, double scale, const std::vector<TaskId>& deps) {
+      Task t = tp_task(op, Phase::BACKWARD, group.front(), stage, layer, mb);
+      t.bytes = t.bytes * scale;
+      t.role = role;
+      return chain_tp(t, group, deps, tp_chain);
+    };
+    std::vector<TaskId> before_wgrad = block_tasks; // what the weight gradient follows on each rank
+    TaskId regather = NO_TASK;
+    if (sp_ && overlap) {
+      for (TaskId& id : before_wgrad)
+        id = carve(id, dgrad); // the data gradient, beside the re-gather issued before it
+      regather = collective(CollectiveOp::ALL_GATHER, 1.0, block_tasks);
+    } else if (sp_) {
+      regather = collective(CollectiveOp::ALL_GATHER, 1.0, block_tasks);
+    }
+    std::vector<TaskId> wgrads;
+    wgrads.reserve(group.size());
+    for (size_t i = 0; i < group.size(); ++i) {
+      const TaskId w = carve(block_tasks[i], wgrad);
+      if (before_wgrad[i] != block_tasks[i]) // after the data gradient too
+        g_.add_edge(before_wgrad[i], w);
+      if (regather != NO_TASK)
+        g_.add_edge(regather, w);
+      // The block's activations and gathered weights are freed with its last piece.
+      Task& first = g_.mutable_task(block_tasks[i]);
+      Task& last = g_.mutable_task(w);
+      std::swap(first.act_free, last.act_free);
+      std::swap(first.param_free, last.param_free);
+      rs(group[i]).last_compute = w;
+      wgrads.push_back(w);
+    }
+    if (!overlap) { // SP without the overlap: the block's collectives after its weight gradient
+      tp_comm(group, wgrads, Phase::BACKWARD, stage, layer, mb, tp_chain, rs_scale, ag_scale, role);
+      return wgrads;
+    }
+    TaskId last = NO_TASK;
+    if (!sp_) {
+      last = collective(CollectiveOp::ALL_REDUCE, 1.0, before_wgrad);
+    } else {
+      if (rs_scale > 0)
+        last = collective(CollectiveOp::REDUCE_SCATTER, rs_scale, before_wgrad);
+      if (ag_scale > 0) { // the gradient for the block below: after the reduce-scatter and the weight gradient
+        std::vector<TaskId> deps = wgrads;
+        if (last != NO_TASK)
+          deps.push_back(last);
+        last = collective(CollectiveOp::ALL_GATHER, ag_scale, deps);
+      }
+    }
+    if (last != NO_TASK)
+      for (Rank r : group)
+        rs(r).pending_wait = last;
+    return wgrads;
   }
 
   /// Adds TP collective `t` over `group` after `deps` and the group's previous TP collective.
@@ -782,14 +912,14 @@ private:
         if (layout.has_output) {
           auto logits = compute(group, Block::LOGITS, Phase::BACKWARD, p, -1, mb, Bytes(0.0), logits_free);
           mark_first(&RankState::bwd_first, logits);
-          mark_last(&RankState::bwd_last, logits); // a last chunk without layers ends here
-          if (!split_)
-            item_done(logits);
           // The output layer's input gradient is summed over the TP ranks (an all-reduce, or with
           // SP a reduce-scatter and the last layer's all-gather; none into folded experts).
           const int last_layer = static_cast<int>(layout.first_layer + layout.num_layers) - 1;
-          tp_comm(group, logits, Phase::BACKWARD, p, -1, mb, tp_chain, 1.0,
-                  grid_.folded() && n_layers > 0 ? moe_copies(last_layer) : 1.0, CommRole::LOGITS);
+          logits = backward_tp_comm(group, logits, Block::LOGITS, p, -1, mb, tp_chain, 1.0,
+                                    grid_.folded() && n_layers > 0 ? moe_copies(last_layer) : 1.0, CommRole::LOGITS);
+          mark_last(&RankState::bwd_last, logits); // a last chunk without layers ends here
+          if (!split_)
+            item_done(logits);
         }
         for (int j = 0; j < n_layers; ++j) {
           issue_gathers_up_to(j + prefetch);
@@ -817,14 +947,14 @@ private:
           mark_first(&RankState::bwd_first, mlp);
           // The experts' backward gathers and scatters the routed copies' gradients (folded: only
           // the gradient all-gathered for the attention block's backward).
-          tp_comm(group, mlp, Phase::BACKWARD, p, layer, mb, tp_chain, moe_copies(layer),
-                  grid_.folded() ? 1.0 : moe_copies(layer));
+          backward_tp_comm(group, mlp, Block::MLP, p, layer, mb, tp_chain, moe_copies(layer),
+                           grid_.folded() ? 1.0 : moe_copies(layer));
           auto attn = compute(group, Block::ATTENTION, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
                               split_ ? Bytes(0.0) : freed.attention, {}, gathered_bytes(l));
-          offload_copy(group, l, layer_start);
           // The gradient all-gathered for the MLP below, unless that is a folded MoE layer.
-          tp_comm(group, attn, Phase::BACKWARD, p, layer, mb, tp_chain, 1.0,
-                  grid_.folded() ? moe_copies(layer - 1) : 1.0);
+          attn = backward_tp_comm(group, attn, Block::ATTENTION, p, layer, mb, tp_chain, 1.0,
+                                  grid_.folded() ? moe_copies(layer - 1) : 1.0);
+          offload_copy(group, l, layer_start);
           mark_last(&RankState::bwd_last, attn);
           freer[static_cast<size_t>(j)] = attn;
           if (!split_) {
@@ -1026,9 +1156,8 @@ private:
       const Rank r = grid_.rank(d, p, t);
       RankState& st = rs(r);
       const double params = model::optimizer_params_on_rank(w_, p); // ZeRO: dense / (dp*cp), experts / expert_data_parallel
-      const Bytes moved(params * 2.0 * (w_.training.optimizer_bytes_per_param + 2.0));
       ComputeQuery q{.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = p,
-                     .flops = Flops(params * 12.0), .bytes = moved};
+                     .flops = Flops(params * 12.0), .bytes = model::optimizer_step_bytes(w_, p)};
       Task task = compute_task(r, Block::OPTIMIZER, Phase::OPTIMIZER, p, -1, -1);
       const ComputeCost opt_cost = o_.compute_time(q);
       task.duration = opt_cost.time;

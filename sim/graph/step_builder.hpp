@@ -92,6 +92,11 @@ struct ComputeCost {
   ComputeCost(Seconds t, TimeSources s) : time(t), sources(s) {}
   Seconds time;
   TimeSources sources; ///< shares of `time`, summing to 1
+  /// A backward block's input-linear GEMMs within `time` (kernels::CallPart): data gradient and
+  /// weight gradient. Zero when the model does not tell them apart (the roofline), and the
+  /// builder takes the GEMMs' share of the block's FLOPs.
+  Seconds input_dgrad{0.0};
+  Seconds input_wgrad{0.0};
 };
 
 /// Maps a compute task to its duration (runner::compute_time_model: kernel profiles, or the

@@ -146,11 +146,13 @@ public:
   /// Its backward: data gradient dX[T,k] = dY·W, then weight gradient dW[n,k] = dYᵀ·X. In fp8
   /// training dY is cast first, by its own kernel when `separate_cast` (else fused into the
   /// activation's backward that produced it).
-  void linear_bwd(int64_t n, int64_t k, const char *dgrad_role, const char *wgrad_role, bool separate_cast) {
+  /// `input`: the block's input linear (CallPart).
+  void linear_bwd(int64_t n, int64_t k, const char *dgrad_role, const char *wgrad_role, bool separate_cast,
+                  bool input = false) {
     if (separate_cast)
       cast_transpose(r_.tokens * n, "fp8 cast-transpose (output gradient)");
-    add(gemm(r_.linear, r_.tokens, k, n), 1.0, dgrad_role);
-    add(gemm(r_.linear, n, k, r_.tokens), 1.0, wgrad_role);
+    add(gemm(r_.linear, r_.tokens, k, n), 1.0, dgrad_role, input ? CallPart::INPUT_DGRAD : CallPart::OTHER);
+    add(gemm(r_.linear, n, k, r_.tokens), 1.0, wgrad_role, input ? CallPart::INPUT_WGRAD : CallPart::OTHER);
   }
   /// The output layer stays 16-bit in fp8 training (Transformer Engine recipes keep it so).
   void logits_fwd() { add(gemm(r_.dtype, r_.tokens, r_.vocab, r_.hidden), 1.0, "logits fwd"); }
@@ -176,9 +178,10 @@ public:
     add(rowwise(KernelKind::SOFTMAX_XENT, Dtype::FP32, r_.tokens, r_.vocab), 2.0, "log-softmax bwd (fp32)");
     add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * logits + 1) / 2), 1.0, "loss gradient cast to 16-bit");
   }
-  void logits_bwd() {
-    add(gemm(r_.dtype, r_.tokens, r_.hidden, r_.vocab), 1.0, "logits dgrad");
-    add(gemm(r_.dtype, r_.vocab, r_.hidden, r_.tokens), 1.0, "logits wgrad");
+  /// `input`: the main output's (CallPart), not a multi-token-prediction depth's.
+  void logits_bwd(bool input) {
+    add(gemm(r_.dtype, r_.tokens, r_.hidden, r_.vocab), 1.0, "logits dgrad", input ? CallPart::INPUT_DGRAD : CallPart::OTHER);
+    add(gemm(r_.dtype, r_.vocab, r_.hidden, r_.tokens), 1.0, "logits wgrad", input ? CallPart::INPUT_WGRAD : CallPart::OTHER);
   }
   /// fp8 training only: a 16-bit tensor of `elements` read once, written as fp8 and as its fp8
   /// transpose (4 bytes per element: the traffic of a 16-bit copy of the same elements).
@@ -221,8 +224,8 @@ public:
       add(dropout, 1.0, again ? "attention dropout (recompute)" : "attention dropout fwd");
     add(rows_by_head, 1.0, again ? "attention-v (recompute)" : "attention-v fwd");
   }
-  void add(const KernelShape &s, double factor, const char *role) {
-    calls_.push_back(KernelCall{.shape = s, .time_factor = factor, .role = role});
+  void add(const KernelShape &s, double factor, const char *role, CallPart part = CallPart::OTHER) {
+    calls_.push_back(KernelCall{.shape = s, .time_factor = factor, .role = role, .part = part});
   }
   std::vector<KernelCall> take() { return std::move(calls_); }
 
@@ -339,26 +342,26 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
     if (r.mla)
       mla_projections_bwd(c, r);
     else
-      c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad", true); // attention bwd output
+      c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad", true, true); // attention bwd output
     c.norm(2.0, "input norm bwd");
     return;
   case StepBlock::MLP:
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.ffn, "fc2 dgrad", "fc2 wgrad", true);
     c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 2.0, "activation bwd");
-    c.linear_bwd(r.up_out, r.hidden, "fc1 dgrad", "fc1 wgrad", false); // in the activation bwd
+    c.linear_bwd(r.up_out, r.hidden, "fc1 dgrad", "fc1 wgrad", false, true); // in the activation bwd
     c.norm(2.0, "post-attention norm bwd");
     return;
   case StepBlock::LOGITS:
     for (int64_t d = 0; d < r.mtp; ++d) {
       c.loss_bwd();
-      c.logits_bwd();
+      c.logits_bwd(false);
       c.norm(2.0, "mtp final norm bwd");
       c.linear_bwd(r.mtp_out, 2 * r.hidden, "mtp projection dgrad", "mtp projection wgrad", true);
       c.norm(4.0, "mtp input norms bwd");
     }
     c.loss_bwd();
-    c.logits_bwd();
+    c.logits_bwd(true);
     c.norm(2.0, "final norm bwd");
     return;
   case StepBlock::ROUTER:
@@ -414,6 +417,20 @@ std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, StepPass p
 
 KernelCall optimizer_kernel(int64_t params) {
   return KernelCall{.shape = elementwise(KernelKind::ADAM, Dtype::FP32, params), .time_factor = 1.0, .role = "adam"};
+}
+
+std::vector<KernelCall> optimizer_kernels(const WorkloadSpec &w, int64_t updated, int64_t held) {
+  std::vector<KernelCall> calls;
+  const auto copy = [&](int64_t elements, const char *role) {
+    calls.push_back(KernelCall{.shape = elementwise(KernelKind::MEMCPY, Dtype::FP32, std::max<int64_t>(1, elements)),
+                               .time_factor = 1.0, .role = role});
+  };
+  if (w.precision == Precision::FP16)
+    copy(updated, "gradient unscale + inf check (fp16)");
+  copy((updated + 1) / 2, "gradient norm");
+  calls.push_back(optimizer_kernel(updated));
+  copy((held + 1) / 2, "gradient buffer zeroing");
+  return calls;
 }
 
 std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w) {

@@ -21,10 +21,16 @@ enum class StepPass { FORWARD, BACKWARD, RECOMPUTE };
 /// One kernel invocation of a block: its shape, a factor on the shape's table time (2 for the
 /// backward of a norm or activation, which is not a kind of its own: about twice the forward's
 /// traffic) and what it computes ("qkv fwd", "attention bwd", ...). Each call is one launch.
+/// In a block's backward, the GEMMs of its input linear: the column-parallel linear (QKV, fc1,
+/// the logits) whose input gradient the block's trailing TP collective sums. Frameworks run that
+/// collective beside the weight-gradient GEMM (graph builder, `parallel.tp_grad_overlap`).
+enum class CallPart { OTHER, INPUT_DGRAD, INPUT_WGRAD };
+
 struct KernelCall {
   KernelShape shape;
   double time_factor = 1.0;
   const char *role = "";
+  CallPart part = CallPart::OTHER;
 };
 
 /// The kernels of `block` in `pass` for one micro-batch on one TP rank of `w`, in issue order.
@@ -80,9 +86,17 @@ std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, StepPass p
 /// logits block runs after its GEMM in the forward, before its GEMMs in the backward).
 std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, StepPass pass);
 
-/// The optimizer step of a rank that updates `params` fp32 parameters: one fused Adam kernel.
+/// The fused Adam kernel of a rank that updates `params` fp32 parameters.
 /// Precondition: params > 0.
 KernelCall optimizer_kernel(int64_t params);
+
+/// The optimizer step of a rank that updates `updated` parameters and holds the gradients of
+/// `held` (model::optimizer_step_bytes): in fp16 training the unscaling and inf/NaN check of the
+/// fp32 main gradients (read and written: a copy of `updated` fp32 values), the global gradient
+/// norm's read of them (a copy's traffic of updated/2), the fused Adam kernel, and the zeroing
+/// of the fp32 gradient buffer (a copy's traffic of held/2), in that order.
+/// Precondition: updated > 0, held > 0.
+std::vector<KernelCall> optimizer_kernels(const WorkloadSpec &w, int64_t updated, int64_t held);
 
 /// Every distinct shape block_kernels yields for `w` (all blocks and passes), first-occurrence
 /// order; the Adam kernel is not included (its size depends on the stage).

@@ -215,6 +215,18 @@ Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
   return Flops(2.0 * tokens * mlp_matrices(m) * d(m.hidden) * d(m.ffn_hidden) / tp);
 }
 
+Flops qkv_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  if (m.mla.enabled())
+    return Flops(0.0);
+  const double tokens = d(micro_batch) * d(m.seq_len);
+  return Flops(2.0 * tokens * d(m.hidden) * (d(m.q_dim()) + 2.0 * kv_dim(m)) / tp);
+}
+
+Flops mlp_input_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  const double tokens = d(micro_batch) * d(m.seq_len);
+  return Flops(2.0 * tokens * (mlp_matrices(m) - 1.0) * d(m.hidden) * d(m.ffn_hidden) / tp);
+}
+
 Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
   return attention_core_flops(m, micro_batch, tp, false);
 }
@@ -322,10 +334,15 @@ Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage) { return Bytes(params_
 
 double grad_bytes(const WorkloadSpec& w) { return w.training.grad_reduce_in_fp32 ? 4.0 : element_bytes(w.precision); }
 
+Bytes optimizer_step_bytes(const WorkloadSpec& w, int stage) {
+  const double updated = optimizer_params_on_rank(w, stage);
+  const double held = w.parallel.zero_stage >= 2 ? updated : params_on_rank(w, stage);
+  const double unscale = w.precision == Precision::FP16 ? 8.0 : 0.0;
+  return Bytes(updated * (2.0 * (w.training.optimizer_bytes_per_param + 2.0) + 4.0 + unscale) + held * 4.0);
+}
+
 Seconds optimizer_time(const WorkloadSpec& w, const GpuSpec& gpu, int stage) {
-  const double params = optimizer_params_on_rank(w, stage);
-  const Bytes moved(params * 2.0 * (w.training.optimizer_bytes_per_param + 2.0));
-  return moved / (gpu.hbm_bandwidth * gpu.memory_efficiency);
+  return optimizer_step_bytes(w, stage) / (gpu.hbm_bandwidth * gpu.memory_efficiency);
 }
 
 } // namespace stepsim::model

@@ -98,6 +98,13 @@ Flops mla_up_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 /// 2*b*s*n_mlp*h*f/tp.
 Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 
+/// The column-parallel input linears' forward FLOPs (one GEMM each; its data and weight
+/// gradients take as many): the fused QKV projection, 2*b*s*h*(q_dim + 2*kv_dim)/tp (0 for MLA,
+/// whose down-projections are replicated), and the MLP's fc1 (gate and up for SwiGLU),
+/// 2*b*s*(n_mlp - 1)*h*f/tp.
+Flops qkv_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+Flops mlp_input_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+
 /// FLOPs of the attention core (QK^T and attention*V) of one layer, one micro-batch, one TP
 /// rank: 2*b*s^2*a*(d_qk + d_v)/tp, = 4*b*s^2*h/tp for plain attention (d_qk = d_v = h/a; MLA:
 /// qk_nope + qk_rope and v_head_dim). Selective recomputation repeats these.
@@ -155,9 +162,17 @@ Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage);
 /// else the 16-bit element's.
 double grad_bytes(const WorkloadSpec& w);
 
-/// Time of the Adam update on one rank of `stage`: memory-bound; per parameter it updates (1/dp
-/// of them with ZeRO >= 1) it reads the gradient and the optimizer state and writes the state
-/// and the 16-bit weight: 2*(optimizer_bytes_per_param + 2) bytes.
+/// HBM traffic of the optimizer step on one rank of `stage` (docs/model.md, "Optimizer step"). Per
+/// parameter it updates (optimizer_params_on_rank: 1/dp of them with ZeRO >= 1): the Adam update,
+/// which reads the gradient and the optimizer state and writes the state and the 16-bit weight,
+/// 2*(optimizer_bytes_per_param + 2); the global gradient norm's read of the fp32 main gradient,
+/// 4; in fp16 training the loss scale's unscaling and inf/NaN check of it, read and written, 8.
+/// Per parameter whose gradient it holds (all it holds; the updated ones with ZeRO >= 2): the
+/// zeroing of the fp32 gradient buffer for the next step, 4.
+Bytes optimizer_step_bytes(const WorkloadSpec& w, int stage);
+
+/// Time of the optimizer step on one rank of `stage` at the roofline: memory-bound,
+/// optimizer_step_bytes at hbm_bandwidth * memory_efficiency.
 Seconds optimizer_time(const WorkloadSpec& w, const GpuSpec& gpu, int stage);
 
 } // namespace stepsim::model

@@ -180,6 +180,38 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const double dense_layers = layers - moe_layers;
   if (par.folds_experts() && par.sp)
     tp_per_mb -= moe_layers * tp_one * (2.0 + rf);
+  // The backward's collective of each column-parallel input linear (QKV, a dense fc1; as the
+  // builder's backward_tp_comm): beside its weight-gradient GEMM with tp_grad_overlap, which
+  // hides up to that GEMM's time of it (the whole all-reduce, or SP's reduce-scatter, half of
+  // tp_one); with SP the input's re-gather (another half) beside the data gradient, or exposed
+  // without the overlap. Not for MLA's attention, nor the zero-bubble schedules' B passes.
+  if (t > 1 && !split) {
+    const auto input_linear = [&](Block b) {
+      const graph::ComputeCost c = compute_time(block_query(w, b, Phase::BACKWARD, 0));
+      const double scale = cp > 1 && c.sources.roofline < 1.0 ? 1.0 / cp : 1.0;
+      if (c.input_wgrad.value() > 0)
+        return std::make_pair(c.input_dgrad.value() * scale, c.input_wgrad.value() * scale);
+      const graph::ComputeQuery q = block_query(w, b, Phase::BACKWARD, 0);
+      const Flops gemm = b == Block::ATTENTION ? model::qkv_projection_flops(local, w.batch.micro_batch, par.tp)
+                                               : model::mlp_input_projection_flops(local, w.batch.micro_batch, par.tp);
+      const double share = q.flops.value() > 0 ? gemm / q.flops : 0.0;
+      return std::make_pair(c.time.value() * share, c.time.value() * share);
+    };
+    const double summed = par.sp ? tp_one / 2.0 : tp_one; // the reduce-scatter, or the all-reduce
+    const auto adjust = [&](Block b, double count) {
+      const auto [dgrad, wgrad] = input_linear(b);
+      double delta = 0;
+      if (par.tp_grad_overlap)
+        delta -= std::min(summed, wgrad);
+      if (par.sp)
+        delta += par.tp_grad_overlap ? std::max(0.0, tp_one / 2.0 - dgrad) : tp_one / 2.0;
+      tp_per_mb += count * delta;
+    };
+    if (!w.model.mla.enabled())
+      adjust(Block::ATTENTION, layers);
+    if (dense_layers > 0)
+      adjust(Block::MLP, dense_layers);
+  }
 
   // Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), TP; each of the
   // v chunk passes each way also pays the host's pass overhead.
@@ -317,12 +349,9 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // Optimizer (the builder's query for the heaviest stage).
   double opt = 0;
   for (int s = 0; s < p; ++s) {
-    double params = model::params_on_rank(w, s);
-    if (par.zero_stage >= 1)
-      params /= d(dp);
+    const double params = model::optimizer_params_on_rank(w, s);
     const graph::ComputeQuery q{.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = s,
-                                .flops = Flops(params * 12.0),
-                                .bytes = Bytes(params * 2.0 * (w.training.optimizer_bytes_per_param + 2.0))};
+                                .flops = Flops(params * 12.0), .bytes = model::optimizer_step_bytes(w, s)};
     opt = std::max(opt, compute_time(q).time.value());
   }
   est.optimizer = Seconds(opt);

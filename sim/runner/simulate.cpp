@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "kernels/step_kernels.hpp"
+#include "model/moe.hpp"
 #include "model/transformer.hpp"
 
 #include <algorithm>
@@ -39,12 +40,12 @@ kernels::StepPass step_pass(graph::Phase p) {
   throw ModelError("compute model: the optimizer phase has no block kernels");
 }
 
-/// Parameters the optimizer of `stage` updates on one rank (1/dp of them with ZeRO >= 1).
-int64_t optimizer_params(const WorkloadSpec& w, int stage) {
-  double params = model::params_on_rank(w, stage);
-  if (w.parallel.zero_stage >= 1 && w.parallel.dp > 1)
-    params /= w.parallel.dp;
-  return std::max<int64_t>(1, std::llround(params));
+/// The optimizer step's kernels on one rank of `stage` (model::optimizer_step_bytes).
+std::vector<kernels::KernelCall> optimizer_calls(const WorkloadSpec& w, int stage) {
+  const double updated = model::optimizer_params_on_rank(w, stage);
+  const double held = w.parallel.zero_stage >= 2 ? updated : model::params_on_rank(w, stage);
+  return kernels::optimizer_kernels(w, std::max<int64_t>(1, std::llround(updated)),
+                                    std::max<int64_t>(1, std::llround(held)));
 }
 
 /// Compute times from a kernel table, cached per (block, phase) (and stage for the optimizer).
@@ -62,7 +63,7 @@ public:
     if (auto it = cache_.find(key); it != cache_.end())
       return it->second;
     const graph::ComputeCost cost =
-        optimizer ? sum({kernels::optimizer_kernel(optimizer_params(w_, q.stage))})
+        optimizer ? sum(optimizer_calls(w_, q.stage))
                   : sum(kernels::block_kernels(w_, step_block(q.block), step_pass(q.phase), q.windowed));
     cache_.emplace(key, cost);
     return cost;
@@ -71,7 +72,7 @@ public:
 private:
   /// Sum of table time × factor plus one launch overhead per kernel; shares by source.
   graph::ComputeCost sum(const std::vector<kernels::KernelCall>& calls) const {
-    double total = 0;
+    double total = 0, dgrad = 0, wgrad = 0;
     graph::TimeSources s;
     for (const kernels::KernelCall& c : calls) {
       const kernels::KernelTime k = table_->lookup(c.shape);
@@ -82,6 +83,8 @@ private:
       const double t = k.time.value() * c.time_factor / (tensor_core ? gemm_efficiency_ : memory_bound_efficiency_) +
                        launch_overhead_.value();
       total += t;
+      dgrad += c.part == kernels::CallPart::INPUT_DGRAD ? t : 0.0;
+      wgrad += c.part == kernels::CallPart::INPUT_WGRAD ? t : 0.0;
       switch (k.source) {
       case kernels::Source::MEASURED: s.measured += t; break;
       case kernels::Source::INTERPOLATED: s.interpolated += t; break;
@@ -93,7 +96,10 @@ private:
     s.measured /= total;
     s.interpolated /= total;
     s.modelled /= total;
-    return graph::ComputeCost(Seconds(total), s);
+    graph::ComputeCost cost(Seconds(total), s);
+    cost.input_dgrad = Seconds(dgrad);
+    cost.input_wgrad = Seconds(wgrad);
+    return cost;
   }
 
   std::shared_ptr<const kernels::KernelTable> table_;
@@ -161,9 +167,9 @@ std::vector<kernels::KernelShape> compute_kernel_shapes(const WorkloadSpec& work
   std::vector<kernels::KernelShape> out = kernels::block_kernel_shapes(workload);
   std::set<kernels::KernelShape> seen(out.begin(), out.end());
   for (int stage = 0; stage < workload.parallel.pp; ++stage) {
-    const kernels::KernelShape adam = kernels::optimizer_kernel(optimizer_params(workload, stage)).shape;
-    if (seen.insert(adam).second)
-      out.push_back(adam);
+    for (const kernels::KernelCall& c : optimizer_calls(workload, stage))
+      if (seen.insert(c.shape).second)
+        out.push_back(c.shape);
   }
   return out;
 }

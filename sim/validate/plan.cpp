@@ -604,6 +604,18 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     w << "  pp_scatter_gather: true\n";
     p.defaults.emplace_back("pp_scatter_gather=true (framework '" + run.framework + "')");
   }
+  // The backward's TP all-reduce (with SP reduce-scatter) of a column-parallel linear's input
+  // gradient runs beside its weight-gradient GEMM in Megatron-LM from 2022 (its asynchronous TP
+  // all-reduce, then sequence parallelism's overlapped collectives), Megatron-Core, NeMo and
+  // Transformer Engine; Megatron-LM of 2021 and the stacks built on it under DeepSpeed
+  // (Megatron-DeepSpeed, "DeepSpeed + Megatron-LM") issue it after the block's backward.
+  if (tp > 1 && (has(run.framework, "deepspeed") || (run.year && *run.year < 2022))) {
+    w << "  tp_grad_overlap: false\n";
+    p.defaults.emplace_back("tp_grad_overlap=false (" +
+                            (has(run.framework, "deepspeed") ? "framework '" + run.framework + "'"
+                                                             : "a source from " + std::to_string(*run.year)) +
+                            ")");
+  }
   int zero = 0;
   const std::string z = lower(par.zero_stage);
   if (has(z, "shard_grad_op")) {

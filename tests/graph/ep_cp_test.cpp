@@ -212,7 +212,8 @@ TEST(ExpertParallel, ZipfSkewSlowsTheMoeLayerByMaxOverMeanLoad) {
 // With TP and sequence parallelism Megatron's all-to-all dispatcher all-gathers the routed copies
 // of the TP group's tokens for the TP-split experts and reduce-scatters them after: per MoE layer
 // and pass the TP traffic is (1 + k + k + 1)·S instead of a dense layer's 4·S (S = b·s·h·2, k =
-// top_k); without sequence parallelism the all-reduces are a dense layer's.
+// top_k); without sequence parallelism the all-reduces are a dense layer's. The backward also
+// all-gathers the input of each dense column-parallel linear again (QKV, a dense fc1: S each).
 TEST(ExpertParallel, TpCollectivesOfAnMoeLayerCarryTheRoutedCopies) {
   WorkloadSpec w = moe(2, 1, 4, 2, 1);
   w.model.moe.first_dense_layers = 1; // layer 0 dense, layers 1-3 MoE
@@ -231,10 +232,10 @@ TEST(ExpertParallel, TpCollectivesOfAnMoeLayerCarryTheRoutedCopies) {
     return sum;
   };
   const graph::StepProgram prog = build(w);
-  for (Phase ph : {Phase::FORWARD, Phase::BACKWARD}) {
-    EXPECT_DOUBLE_EQ(tp_bytes(prog, 0, ph), 4 * s);
-    EXPECT_DOUBLE_EQ(tp_bytes(prog, 1, ph), (2 + 2 * k) * s);
-  }
+  EXPECT_DOUBLE_EQ(tp_bytes(prog, 0, Phase::FORWARD), 4 * s);
+  EXPECT_DOUBLE_EQ(tp_bytes(prog, 1, Phase::FORWARD), (2 + 2 * k) * s);
+  EXPECT_DOUBLE_EQ(tp_bytes(prog, 0, Phase::BACKWARD), (4 + 2) * s);
+  EXPECT_DOUBLE_EQ(tp_bytes(prog, 1, Phase::BACKWARD), (2 + 2 * k + 1) * s);
   w.parallel.sp = false;
   const graph::StepProgram no_sp = build(w);
   EXPECT_DOUBLE_EQ(tp_bytes(no_sp, 1, Phase::FORWARD), 2 * model::tp_collective_bytes(w).value());
@@ -334,7 +335,8 @@ TEST(ExpertParallel, FoldedGroupsSpanTheTpRanks) {
 // With folded expert groups and SP, an MoE layer's tokens stay split over the TP ranks: no TP
 // all-gather into the experts nor reduce-scatter out of them. Per layer and pass: forward the
 // attention's reduce-scatter and the all-gather into the next layer; backward the all-gather into
-// the attention's backward and its reduce-scatter, plus the all-gather into a dense MLP below.
+// the attention's backward, the re-gather of its input and its reduce-scatter, plus the all-gather
+// into a dense MLP below (a dense layer's backward: 4·S and its two re-gathers).
 TEST(ExpertParallel, FoldedMoeLayersSkipTheTpCollectivesAroundTheExperts) {
   WorkloadSpec w = moe(2, 1, 4, 2, 1);
   w.model.moe.first_dense_layers = 1; // layer 0 dense, layers 1-3 MoE
@@ -351,12 +353,12 @@ TEST(ExpertParallel, FoldedMoeLayersSkipTheTpCollectivesAroundTheExperts) {
     return sum;
   };
   EXPECT_DOUBLE_EQ(tp_bytes(0, Phase::FORWARD), 4 * s);
-  EXPECT_DOUBLE_EQ(tp_bytes(0, Phase::BACKWARD), 4 * s);
+  EXPECT_DOUBLE_EQ(tp_bytes(0, Phase::BACKWARD), 6 * s);
   EXPECT_DOUBLE_EQ(tp_bytes(1, Phase::FORWARD), 2 * s);
-  EXPECT_DOUBLE_EQ(tp_bytes(1, Phase::BACKWARD), 3 * s);
+  EXPECT_DOUBLE_EQ(tp_bytes(1, Phase::BACKWARD), 4 * s);
   for (int layer : {2, 3}) {
     EXPECT_DOUBLE_EQ(tp_bytes(layer, Phase::FORWARD), 2 * s) << layer;
-    EXPECT_DOUBLE_EQ(tp_bytes(layer, Phase::BACKWARD), 2 * s) << layer;
+    EXPECT_DOUBLE_EQ(tp_bytes(layer, Phase::BACKWARD), 3 * s) << layer;
   }
 }
 

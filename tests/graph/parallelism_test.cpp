@@ -213,20 +213,27 @@ TEST(Zero, Stage3GatheredParametersBalance) {
 // Sequence parallelism turns each TP all-reduce into a reduce-scatter plus an all-gather of the
 // same payload: twice the collectives, the same bytes sent (2(n-1)/n*S either way); PP messages
 // shrink by t.
-TEST(SequenceParallel, TpVolumeSameCollectivesDoubled) {
+TEST(SequenceParallel, TpVolumeWithTheBackwardRegather) {
   WorkloadSpec w = small(4, 2, 1, 4);
   const auto plain = build(w);
   w.parallel.sp = true;
-  const auto sp = build(w);
   auto tp_tasks = [](const graph::StepProgram& p) {
     size_t k = 0;
     for (const graph::Task& t : p.graph.tasks())
       k += t.group == CommGroup::TP && t.role == graph::CommRole::NONE ? 1 : 0;
     return k;
   };
-  EXPECT_EQ(tp_tasks(sp), 2 * tp_tasks(plain));
-  EXPECT_NEAR(volume(sp, 0, CommGroup::TP), volume(plain, 0, CommGroup::TP), 1e-6 * volume(plain, 0, CommGroup::TP));
-  EXPECT_NEAR(volume(sp, 0, CommGroup::PP), volume(plain, 0, CommGroup::PP) / 4.0, 1e-6 * volume(plain, 0, CommGroup::PP));
+  // Each all-reduce becomes a reduce-scatter and an all-gather of the same payload (the same
+  // volume), and the backward all-gathers each column-parallel linear's input again (QKV, fc1: the
+  // forward kept it split): per layer and micro-batch 4 all-reduces (8 (t-1)/t S) become 10
+  // collectives (10 (t-1)/t S), with or without the overlap of the backward's collectives.
+  for (const bool overlap : {true, false}) {
+    w.parallel.tp_grad_overlap = overlap;
+    const auto sp = build(w);
+    EXPECT_EQ(2 * tp_tasks(sp), 5 * tp_tasks(plain));
+    EXPECT_NEAR(volume(sp, 0, CommGroup::TP), 1.25 * volume(plain, 0, CommGroup::TP), 1e-6 * volume(plain, 0, CommGroup::TP));
+    EXPECT_NEAR(volume(sp, 0, CommGroup::PP), volume(plain, 0, CommGroup::PP) / 4.0, 1e-6 * volume(plain, 0, CommGroup::PP));
+  }
 }
 
 // Megatron's scatter/gather of pipeline messages: every PP send carries 1/t of the activation,

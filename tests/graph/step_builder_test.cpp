@@ -37,10 +37,12 @@ StepProgram build(const WorkloadSpec& w, bool fold = true) {
   return build_step(w, o);
 }
 
-/// tp=2, pp=4, dp=2, 8 layers (2 per stage), m=8 micro-batches of 2 sequences.
+/// tp=2, pp=4, dp=2, 8 layers (2 per stage), m=8 micro-batches of 2 sequences. One compute task
+/// per block and pass, each block's TP collective after it (TpGradOverlap.* split the backward).
 WorkloadSpec standard(Schedule s = Schedule::ONE_F_ONE_B) {
   WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(8), 2, 4, 2, 8, 2, s);
   w.training.dp_bucket = Bytes(8.0 * 1024 * 1024); // several buckets per stage
+  w.parallel.tp_grad_overlap = false;
   return w;
 }
 
@@ -671,4 +673,76 @@ TEST(BuildStep, MultiTokenPredictionLayerOnTheLastStage) {
     EXPECT_EQ(forwards.begin()->first, 3);
     EXPECT_EQ(forwards.begin()->second, 8 * 2) << "8 micro-batches on 2 TP ranks";
   }
+}
+
+// parallel.tp_grad_overlap (docs/model.md, "TP in the backward"): each backward attention and MLP
+// block becomes two compute tasks, the block up to its input linear's data gradient and that
+// linear's weight gradient (its share of the block's FLOPs under a FLOP-blind cost: QKV and fc1
+// each as many FLOPs as their forward GEMM). The all-reduce summing the input gradient follows
+// the first piece only; the next compute waits for both. FLOPs and activation frees are conserved.
+TEST(TpGradOverlap, BackwardBlocksSplitAroundTheirCollective) {
+  WorkloadSpec w = standard();
+  const StepProgram plain = build(w);
+  w.parallel.tp_grad_overlap = true;
+  const StepProgram prog = build(w);
+  const auto flops_of = [](const StepProgram& p, Phase ph, Block b) {
+    double f = 0;
+    for (const Task& t : p.graph.tasks())
+      f += t.kind == TaskKind::COMPUTE && t.phase == ph && t.block == b ? t.flops.value() : 0.0;
+    return f;
+  };
+  const auto freed = [](const StepProgram& p) {
+    double f = 0;
+    for (const Task& t : p.graph.tasks())
+      f += t.act_free.value();
+    return f;
+  };
+  for (Block b : {Block::ATTENTION, Block::MLP, Block::LOGITS})
+    EXPECT_NEAR(flops_of(prog, Phase::BACKWARD, b), flops_of(plain, Phase::BACKWARD, b),
+                1e-9 * flops_of(plain, Phase::BACKWARD, b));
+  EXPECT_NEAR(freed(prog), freed(plain), 1e-9 * freed(plain));
+  const auto by_rank = compute_by_rank(prog.graph);
+  for (const auto& [r, ids] : by_rank) {
+    const int stage = prog.grid.pp_of(r);
+    // 2 blocks x 2 layers x 8 micro-batches gain a piece; the logits' backward (all of it its GEMMs'
+    // FLOPs under this cost) stays whole.
+    EXPECT_EQ(ids.size(), 2u * 8 * 4 + 2 * 2 * 8 + (stage == 3 ? 2 * 8 : 0) + 1) << "rank " << r;
+  }
+  const double a = model::attention_block_forward_flops(w.model, 2, 2).value();
+  const double qkv = model::qkv_projection_flops(w.model, 2, 2).value();
+  const double fc1 = model::mlp_input_projection_flops(w.model, 2, 2).value();
+  int checked = 0;
+  for (TaskId id = 0; id < prog.graph.size(); ++id) {
+    const Task& t = prog.graph.task(id);
+    if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::TP || t.phase != Phase::BACKWARD || t.layer < 0)
+      continue;
+    ASSERT_EQ(t.op, CollectiveOp::ALL_REDUCE);
+    // The all-reduce's compute predecessors: each rank's first piece, whose successor on the
+    // compute stream is the weight gradient, which the all-reduce does not wait for.
+    for (TaskId p : prog.graph.predecessors(id)) {
+      const Task& first = prog.graph.task(p);
+      if (first.kind != TaskKind::COMPUTE)
+        continue;
+      TaskId wgrad = ~TaskId{0};
+      for (TaskId s : prog.graph.successors(p))
+        if (prog.graph.task(s).kind == TaskKind::COMPUTE && prog.graph.task(s).block == first.block &&
+            prog.graph.task(s).phase == Phase::BACKWARD)
+          wgrad = s;
+      ASSERT_NE(wgrad, ~TaskId{0});
+      const double gemm = first.block == Block::ATTENTION ? qkv : fc1;
+      EXPECT_NEAR(prog.graph.task(wgrad).flops.value(), gemm, 1e-9 * gemm);
+      const double block = first.block == Block::ATTENTION ? 2 * a : 2 * model::mlp_block_forward_flops(w.model, 2, 2).value();
+      EXPECT_NEAR(first.flops.value(), block - gemm, 1e-9 * block);
+      // The pass's next compute task waits for both the weight gradient and the all-reduce.
+      for (TaskId next : prog.graph.successors(wgrad)) {
+        const Task& n = prog.graph.task(next);
+        if (n.kind != TaskKind::COMPUTE || n.phase != Phase::BACKWARD || n.micro_batch != first.micro_batch)
+          continue;
+        const auto preds = prog.graph.predecessors(next);
+        EXPECT_NE(std::find(preds.begin(), preds.end(), id), preds.end());
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
 }

@@ -216,17 +216,24 @@ TEST(Bytes, MessageSizes) {
     EXPECT_EQ(model::dp_gradient_bytes(w, p).value(), 2 * model::params_on_rank(w, p));
 }
 
-// Optimizer (memory-bound Adam): 2 (K + 2) bytes per updated parameter at hbm * eff_m; ZeRO >= 1
-// updates 1/dp of them.
+// Optimizer step (memory-bound): per updated parameter 2 (K + 2) bytes of Adam and 4 of the
+// gradient norm's read (+ 8 to unscale fp16 gradients), per held gradient 4 to zero the buffer,
+// at hbm * eff_m. ZeRO >= 1 updates 1/dp of them; ZeRO >= 2 holds 1/dp of the gradients too.
 TEST(Optimizer, TimeIsMemoryBound) {
   WorkloadSpec w = stepsim::test::workload(gpt3_175b(), 8, 8, 4, 16);
   const GpuSpec g = stepsim::test::a100();
   const double psi = model::params_on_rank(w, 3);
-  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi * 2 * (12 + 2) / (2039e9 * 0.85)), 1e-14);
+  const double bw = 2039e9 * 0.85;
+  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi * (2 * (12 + 2) + 4 + 4) / bw), 1e-14);
+  w.precision = Precision::FP16;
+  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi * (2 * (12 + 2) + 4 + 8 + 4) / bw), 1e-14);
+  w.precision = Precision::BF16;
   w.parallel.zero_stage = 1;
-  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi / 4 * 2 * (12 + 2) / (2039e9 * 0.85)), 1e-14);
+  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), (psi / 4 * (2 * (12 + 2) + 4) + psi * 4) / bw), 1e-14);
+  w.parallel.zero_stage = 2;
+  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi / 4 * (2 * (12 + 2) + 4 + 4) / bw), 1e-14);
   w.training.optimizer_bytes_per_param = 8;
-  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi / 4 * 2 * (8 + 2) / (2039e9 * 0.85)), 1e-14);
+  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi / 4 * (2 * (8 + 2) + 4 + 4) / bw), 1e-14);
 }
 
 // Sliding-window attention (docs/model.md): a windowed layer's queries see w keys, counted as

@@ -705,6 +705,36 @@ TEST(Plan, SequenceParallelGoesWithTensorParallelismFromTwentyTwentyThree) {
   fs::remove_all(d);
 }
 
+// The backward's TP collectives beside the weight-gradient GEMMs are the default; a run on a
+// DeepSpeed stack, or from a source of before 2022, gets them after each block's backward.
+TEST(Plan, TpGradientOverlapFromTwentyTwentyTwoOffDeepSpeed) {
+  const fs::path d = temp_dir("tp-overlap");
+  const auto plan_for = [&](const std::string& year, const std::string& framework) {
+    std::string text = "runs:\n" + small_run("o", "bf16");
+    text.replace(text.find("  group: test\n"), 14, "  group: test\n  source: {title: t, year: " + year + "}\n");
+    text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
+    return plan_first(d, text, false);
+  };
+  for (const auto& [year, framework] : {std::pair{"2022", "Megatron-LM"}, std::pair{"2024", "NeMo 24.07"}}) {
+    validate::RunPlan p = plan_for(year, framework);
+    ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+    EXPECT_EQ(p.workload_yaml.find("tp_grad_overlap"), std::string::npos) << year << " " << framework;
+    EXPECT_EQ(joined_defaults(p).find("tp_grad_overlap"), std::string::npos) << joined_defaults(p);
+  }
+  for (const auto& [year, framework, why] :
+       {std::tuple{"2021", "Megatron-LM", "tp_grad_overlap=false (a source from 2021)"},
+        std::tuple{"2022", "Megatron-DeepSpeed", "tp_grad_overlap=false (framework 'Megatron-DeepSpeed')"},
+        std::tuple{"2022", "DeepSpeed + Megatron-LM", "tp_grad_overlap=false (framework 'DeepSpeed + Megatron-LM')"}}) {
+    validate::RunPlan p = plan_for(year, framework);
+    ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+    EXPECT_NE(p.workload_yaml.find("  tp_grad_overlap: false\n"), std::string::npos) << p.workload_yaml;
+    EXPECT_NE(joined_defaults(p).find(why), std::string::npos) << joined_defaults(p);
+    write(d / "w.yaml", p.workload_yaml);
+    EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
+  }
+  fs::remove_all(d);
+}
+
 // torchtitan's FSDP2 reduces gradients in fp32 (its default reduce dtype under bf16 parameters);
 // MosaicML's Composer configs (PURE) and FSDP without a framework reduce in bf16.
 TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
