@@ -29,8 +29,8 @@ options:
   --csv                  also write DIR/tasks.csv (one row per task; `role` names the
                          collectives outside the layers)
   --collectives FORM     auto | fine | coarse  (how collectives expand into flows; default auto)
-  --no-fold              simulate every DP replica instead of one (slower, same answer on
-                         symmetric fabrics)
+  --no-fold              simulate every DP replica and CP rank instead of one (slower, same
+                         answer on symmetric fabrics)
   --no-sampling          run every flow of large collectives (slower; by default only the
                          flows touching simulated nodes run on non-blocking fabrics)
   --quiet                no table on stdout

@@ -46,7 +46,7 @@ options:
   --retry-failed         run again configurations whose earlier row is `failed`
   --dry-run              list the configurations (index, id, swept values) and stop
   --collectives FORM     auto | fine | coarse (as for `stepsim run`)
-  --no-fold              simulate every DP replica (as for `stepsim run`)
+  --no-fold              simulate every DP replica and CP rank (as for `stepsim run`)
 
 Under mpirun (when built with MPI), rank R of K runs shard R/K and rank 0 merges at the end.
 Exit codes: 0 every configuration ok or skipped, 1 some failed, 2 usage or sweep-file error.

@@ -27,9 +27,10 @@ double pass_factor(Phase phase, bool split) {
 } // namespace
 
 MoeCpEmitter::MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches,
-                           bool split_backward, bool representative_ep, StepGraph& g, Host host)
-    : w_(w), grid_(grid), m_(micro_batches), split_(split_backward), representative_ep_(representative_ep), g_(g),
-      host_(std::move(host)) {
+                           bool split_backward, bool representative_ep, bool representative_cp, StepGraph& g,
+                           Host host)
+    : w_(w), grid_(grid), m_(micro_batches), split_(split_backward), representative_ep_(representative_ep),
+      representative_cp_(representative_cp), g_(g), host_(std::move(host)) {
   local_ = w.model;
   local_.seq_len = w.model.seq_len / std::max(1, grid.cp);
   tokens_ = static_cast<double>(w.batch.micro_batch) * static_cast<double>(local_.seq_len);
@@ -345,20 +346,38 @@ void MoeCpEmitter::finish() {
     return;
   std::vector<TaskId> cp_chain(static_cast<size_t>(grid_.size()), NO_TASK);
   const Bytes block = model::cp_kv_block_bytes(w_);
-  // CP groups: ranks that differ only in their CP index, in ring order.
+  // CP groups: ranks that differ only in their CP index, in ring order. Folded, only index 0 of
+  // each is simulated: the group is the grid's, and its other members' rings are copies of it.
   std::map<std::tuple<int, int, int>, std::vector<Rank>> groups;
   for (const auto& [r, list] : rings_)
     groups[{grid_.pp_of(r), grid_.dp_of(r), grid_.tp_of(r)}].push_back(r);
   for (auto& [key, members] : groups) {
+    const auto [p, d, t] = key;
+    if (representative_cp_) {
+      if (members.size() != 1 || grid_.cp_of(members.front()) != 0)
+        throw ModelError("internal: a folded CP group simulates its index-0 rank only");
+      members.clear();
+      for (int c = 0; c < cp; ++c)
+        members.push_back(grid_.rank(c + cp * d, p, t));
+    }
     std::sort(members.begin(), members.end(),
               [&](Rank a, Rank b) { return grid_.cp_of(a) < grid_.cp_of(b); });
+    const auto simulated = [&](Rank r) { return rings_.count(r) > 0; };
+    for (Rank r : members)
+      if (!representative_cp_ && !simulated(r))
+        throw ModelError("internal: a CP group of " + std::to_string(members.size()) +
+                         " simulated ranks, expected " + std::to_string(cp));
     if (static_cast<int>(members.size()) != cp)
-      throw ModelError("internal: a CP group of " + std::to_string(members.size()) +
-                       " simulated ranks, expected " + std::to_string(cp));
+      throw ModelError("internal: a CP group of " + std::to_string(members.size()) + " ranks, expected " +
+                       std::to_string(cp));
     const size_t n = rings_.at(members.front()).size();
     for (Rank r : members)
-      if (rings_.at(r).size() != n)
+      if (simulated(r) && rings_.at(r).size() != n)
         throw ModelError("internal: CP ranks emitted different numbers of ring-attention blocks");
+    // The ring whose tasks member c's sends follow: its own, or (folded) member 0's.
+    const auto ring_of = [&](Rank r, size_t inst) -> const Ring& {
+      return rings_.at(simulated(r) ? r : members.front())[inst];
+    };
     for (size_t inst = 0; inst < n; ++inst) {
       std::vector<TaskId> into(static_cast<size_t>(cp), NO_TASK); // the previous step's send into member c
       for (int step = 1; step < cp; ++step) {
@@ -366,7 +385,7 @@ void MoeCpEmitter::finish() {
         for (int c = 0; c < cp; ++c) {
           const Rank src = members[static_cast<size_t>(c)];
           const Rank dst = members[static_cast<size_t>((c + 1) % cp)];
-          const Ring& ring = rings_.at(src)[inst];
+          const Ring& ring = ring_of(src, inst);
           Task task;
           task.phase = ring.phase;
           task.group = CommGroup::CP;
@@ -379,17 +398,20 @@ void MoeCpEmitter::finish() {
           task.bytes = ring.backward ? block * 2.0 : block; // backward: K,V with their dK,dV
           const Rank pair[2] = {src, dst};
           const TaskId send = g_.add_collective(task, pair);
+          // A copy follows member 0's receive of the step before (the same moment by symmetry).
+          const TaskId received = into[static_cast<size_t>(simulated(src) ? c : 0)];
           if (step == 1)
             g_.add_edge(ring.backward ? ring.chunk.front() : ring.start, send);
           else
-            g_.add_edge(into[static_cast<size_t>(c)], send);
+            g_.add_edge(received, send);
           if (ring.backward) // the dK,dV it forwards include this rank's contribution
             g_.add_edge(ring.chunk[static_cast<size_t>(step - 1)], send);
           TaskId& chain = cp_chain[static_cast<size_t>(src)];
           if (chain != NO_TASK)
             g_.add_edge(chain, send);
           chain = send;
-          g_.add_edge(send, rings_.at(dst)[inst].chunk[static_cast<size_t>(step)]);
+          if (simulated(dst))
+            g_.add_edge(send, rings_.at(dst)[inst].chunk[static_cast<size_t>(step)]);
           sent[static_cast<size_t>((c + 1) % cp)] = send;
         }
         into = sent;

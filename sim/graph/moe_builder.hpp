@@ -58,9 +58,10 @@ public:
   };
 
   /// `representative_ep`: one rank stands for its EP group (BuildOptions::fold_ep); its routed
-  /// experts carry the group's largest load.
+  /// experts carry the group's largest load. `representative_cp`: only CP index 0 of each CP group
+  /// is simulated; the others' ring sends copy its own (finish()).
   MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches, bool split_backward,
-               bool representative_ep, StepGraph& g, Host host);
+               bool representative_ep, bool representative_cp, StepGraph& g, Host host);
 
   /// True when the compute task (block, layer) is emitted here: the MLP of an MoE layer, and the
   /// attention block when cp > 1.
@@ -88,7 +89,9 @@ public:
   /// The tasks a PP receive into `t` must precede: the first tasks of the block `t` ends, or `t`.
   [[nodiscard]] std::vector<TaskId> entry_of(TaskId t) const;
 
-  /// Adds the CP ring sends between the attention chunks of every simulated CP group.
+  /// Adds the CP ring sends between the attention chunks of every simulated CP group (with
+  /// `representative_cp`, of every CP group whose index-0 rank is simulated, the other members'
+  /// sends copying its own).
   void finish();
 
 private:
@@ -124,6 +127,7 @@ private:
   int m_ = 0;
   bool split_ = false;
   bool representative_ep_ = false;
+  bool representative_cp_ = false;
   StepGraph& g_;
   Host host_;
   ModelSpec local_;   ///< the model as one GPU sees it: seq_len / cp tokens

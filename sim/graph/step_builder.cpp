@@ -41,8 +41,14 @@ public:
     grid_ = RankGrid{w.parallel.tp, w.parallel.pp, w.parallel.dp * w.parallel.cp, w.parallel.cp, w.parallel.ep,
                      w.parallel.expert_tp()};
     m_ = static_cast<int>(w.micro_batches());
-    // Folded: all CP ranks of one EP group, or of one EP rank with fold_ep (docs/moe.md).
-    replicas_ = o.fold_dp ? grid_.cp * (o.fold_ep ? 1 : grid_.ep) : grid_.dp;
+    // Folded: all CP ranks of one EP group, or of one EP rank with fold_ep (docs/moe.md); without
+    // experts, CP index 0 alone, the other CP ranks' ring and pipeline sends copying its own,
+    // where every ring hop is alike: between nodes (one TP group per node) or inside one node
+    // (docs/engine.md).
+    const int node = o.gpus_per_node;
+    const bool alike_hops = node > 0 && (grid_.tp == node || node % (grid_.tp * grid_.cp) == 0);
+    fold_cp_ = o.fold_dp && grid_.cp > 1 && grid_.ep == 1 && !grid_.folded() && alike_hops;
+    replicas_ = fold_cp_ ? 1 : o.fold_dp ? grid_.cp * (o.fold_ep ? 1 : grid_.ep) : grid_.dp;
     if (o.fold_dp && !o.fold_ep && grid_.folded()) {
       // Expert groups folded over the TP ranks: the first replicas (whole CP groups) whose GPUs
       // make up whole EP groups, etp*ep consecutive GPUs of a stage.
@@ -57,7 +63,7 @@ public:
     stored_ = model::stored_layer_activations(w);
     working_ = model::recompute_working_set(w);
     moe_cp_ = std::make_unique<detail::MoeCpEmitter>(
-        w, grid_, m_, split_, o.fold_dp && o.fold_ep, g_,
+        w, grid_, m_, split_, o.fold_dp && o.fold_ep, fold_cp_, g_,
         detail::MoeCpEmitter::Host{[this](Rank r) -> TaskId& { return rs(r).last_compute; },
                                    [this](Rank r) -> TaskId& { return rs(r).pending_wait; },
                                    [this](Rank r) -> TaskId& { return rs(r).dp_chain; },
@@ -72,6 +78,12 @@ public:
       for (int d = 0; d < replicas_; ++d)
         build_tp_group(d, p);
     build_pp_sends();
+    std::vector<Rank> simulated;
+    for (int p = 0; p < grid_.pp; ++p)
+      for (int d = 0; d < replicas_; ++d)
+        for (int t = 0; t < grid_.tp; ++t)
+          simulated.push_back(grid_.rank(d, p, t));
+    std::sort(simulated.begin(), simulated.end());
     moe_cp_->finish();
     build_grad_sync();
     for (int p = 0; p < grid_.pp; ++p)
@@ -82,11 +94,7 @@ public:
     StepProgram out;
     out.grid = grid_;
     out.micro_batches = m_;
-    for (int p = 0; p < grid_.pp; ++p)
-      for (int d = 0; d < replicas_; ++d)
-        for (int t = 0; t < grid_.tp; ++t)
-          out.simulated_ranks.push_back(grid_.rank(d, p, t));
-    std::sort(out.simulated_ranks.begin(), out.simulated_ranks.end());
+    out.simulated_ranks = std::move(simulated);
     out.graph = std::move(g_);
     return out;
   }
@@ -94,7 +102,7 @@ public:
 private:
   /// The graph has a few tasks per layer, pass and simulated GPU (about 2.5 measured without
   /// context parallelism; the ring attention of cp ranks adds its steps: about 5 at cp 2 and 9 at
-  /// cp 4, bounded here by 3 cp). Refuse one that could not be held in memory before allocating any
+  /// cp 4, bounded here by 3 cp; cp^2 + 3 when the other CP ranks' sends are copied in full). Refuse one that could not be held in memory before allocating any
   /// of it: a typo such as 10^9 layers, or cp 8 on a long pipeline, would otherwise exhaust the
   /// machine's memory.
   void refuse_oversized() const {
@@ -103,7 +111,10 @@ private:
     const double passes = static_cast<double>(m_) * (split_ ? 3.0 : 2.0);
     const double gpus = static_cast<double>(replicas_) * grid_.pp * grid_.tp;
     const double layer_passes = per_gpu * passes * gpus;
-    const double per_pass = 3.0 * grid_.cp; // tasks per layer pass, an upper bound
+    // Tasks per layer pass, an upper bound: with folded CP and no sampling, the other CP ranks'
+    // ring sends are copied too (cp - 1 steps of cp sends).
+    const double cp = grid_.cp;
+    const double per_pass = fold_cp_ ? cp * cp + 3.0 : 3.0 * cp;
     if (layer_passes * per_pass <= kMaxLayerPasses * 3.0)
       return;
     char text[320];
@@ -1032,6 +1043,9 @@ private:
     for (int p = 0; p < grid_.pp; ++p) {
       for (int d = 0; d < replicas_; ++d) {
         std::vector<TaskId> chain(static_cast<size_t>(grid_.tp), NO_TASK);
+        // Folded CP: the other CP ranks' sends, copies of CP index 0's (their order per (c, t)).
+        const int copies = fold_cp_ ? grid_.cp : 1;
+        std::vector<TaskId> copy_chain(static_cast<size_t>(copies * grid_.tp), NO_TASK);
         for (const PassRef& pass : stage_order(w_.parallel.schedule, p, grid_.pp, m_, vp_)) {
           if (pass.phase == Phase::WEIGHT_GRAD)
             continue; // W passes send nothing
@@ -1074,6 +1088,21 @@ private:
             last = send;
             sends.push_back(send);
             dsts.push_back(dst);
+            // They share their GPUs' links with the copied ring sends (which the simulated
+            // ranks' own ring sends cross), so they run too; nothing waits for them.
+            for (int c = 1; c < copies; ++c) {
+              Task copy = task;
+              copy.rank = grid_.rank(c, p, t);
+              const Rank copy_pair[2] = {copy.rank, grid_.rank(c, dst_stage, t)};
+              const TaskId id = g_.add_collective(copy, copy_pair);
+              g_.add_edge(fwd ? s.fwd_last[mb] : s.bwd_last[mb], id);
+              if (wait != NO_TASK)
+                g_.add_edge(wait, id);
+              TaskId& prev = copy_chain[static_cast<size_t>(c * grid_.tp + t)];
+              if (prev != NO_TASK)
+                g_.add_edge(prev, id);
+              prev = id;
+            }
           }
           if (gather) {
             const TaskId all_gather = g_.add_collective(
@@ -1203,6 +1232,7 @@ private:
   RankGrid grid_;
   int m_ = 0;
   int replicas_ = 1;
+  bool fold_cp_ = false; ///< only CP index 0 simulated (dense models, fold_dp)
   int zero_ = 0;
   int vp_ = 1;        ///< model chunks per stage
   bool split_ = false; ///< backward split into B and W passes (zero-bubble schedules)

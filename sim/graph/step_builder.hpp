@@ -112,6 +112,11 @@ struct BuildOptions {
   /// carry the most loaded EP rank's assignments, so every MoE layer keeps its pace. Exact for
   /// balanced routing on a fabric where every node sees the same traffic (docs/moe.md).
   bool fold_ep = false;
+  /// The cluster's GPUs per node (0: unknown). With fold_dp and a dense model, context
+  /// parallelism is folded too where every hop of the CP ring is alike (each CP rank's TP group a
+  /// node of its own, or the whole CP group inside one node): CP index 0 alone is simulated, and
+  /// the other CP ranks' ring and pipeline sends copy its own (docs/engine.md).
+  int gpus_per_node = 0;
   ComputeTimeFn compute_time; ///< required
   /// Fixed host-side cost of each pipeline pass, added to its first compute task on every rank
   /// (`gpu.pass_overhead`, docs/calibration.md).

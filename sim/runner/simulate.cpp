@@ -202,6 +202,7 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
   const bool fold_ep = symmetric && workload.parallel.ep > 1;
   graph::BuildOptions build{.fold_dp = options.fold_dp,
                             .fold_ep = fold_ep,
+                            .gpus_per_node = cluster.gpus_per_node,
                             .compute_time = compute_time_model(cluster, workload, table),
                             .pass_overhead = cluster.gpu.pass_overhead,
                             .host_bandwidth = cluster.gpu.host_bandwidth};

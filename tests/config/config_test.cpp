@@ -632,6 +632,7 @@ TEST_F(ConfigTest, GeluDefaults) {
   EXPECT_EQ(w.parallel.schedule, stepsim::Schedule::ONE_F_ONE_B);
   EXPECT_FALSE(w.parallel.sp);
   EXPECT_FALSE(w.parallel.pp_scatter_gather);
+  EXPECT_TRUE(w.parallel.tp_grad_overlap);
   EXPECT_EQ(w.parallel.zero_stage, 0);
   EXPECT_EQ(w.precision, stepsim::Precision::BF16);
   EXPECT_DOUBLE_EQ(w.training.dp_bucket.value(), 25.0 * 1024 * 1024);

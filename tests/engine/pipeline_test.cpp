@@ -119,6 +119,62 @@ double fold_step(bool fold) {
 
 } // namespace
 
+namespace {
+
+/// cp 4, pp 2, dp 2 with tp 4 on 16 nodes of 4 GPUs (each CP rank's TP group on a node of its
+/// own: every ring hop crosses nodes), or with tp 1 on 4 nodes of 4 (each CP group inside one
+/// node). Block times from the roofline. Folded: CP index 0 of replica 0 with every copied send;
+/// unfolded: every GPU.
+std::vector<double> cp_fold_step(int tp, bool fold) {
+  const auto r = run_in_child([tp, fold] {
+    WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4, 1024, 2048), tp, 2, 2, 4, 1);
+    w.parallel.cp = 4;
+    w.training.dp_bucket = Bytes(4.0 * 1024 * 1024);
+    const ClusterSpec cluster = stepsim::test::dgx_cluster(tp * 4, 4, 4);
+    BuildOptions o;
+    o.fold_dp = fold;
+    o.gpus_per_node = cluster.gpus_per_node;
+    o.compute_time = [&cluster](const ComputeQuery& q) {
+      return model::roofline_time(q.flops, q.bytes, cluster.gpu, Precision::BF16);
+    };
+    const StepProgram prog = build_step(w, o);
+    return std::vector<double>{stepsim::test::step_time(prog, cluster, engine::CollectiveForm::AUTO),
+                               static_cast<double>(prog.simulated_ranks.size()),
+                               static_cast<double>(prog.graph.size())};
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  return r.ok ? r.values : std::vector<double>{NAN, NAN, NAN};
+}
+
+} // namespace
+
+// docs/engine.md: folding CP ranks is exact where every hop of the ring is alike. One GPU per TP
+// rank and stage gives every GPU's step time.
+TEST(FoldCp, SameStepTimeAsEveryCpRank) {
+  for (const int tp : {4, 1}) {
+    const std::vector<double> all = cp_fold_step(tp, false);
+    const std::vector<double> folded = cp_fold_step(tp, true);
+    EXPECT_EQ(all[1], 16.0 * tp);
+    EXPECT_EQ(folded[1], 2.0 * tp);
+    EXPECT_GT(all[0], 0.0);
+    EXPECT_NEAR(folded[0], all[0], 1e-9 * all[0]) << "tp " << tp;
+    EXPECT_LT(folded[2], all[2]);
+  }
+}
+
+// Where the ring mixes NVLink and network hops (tp 2, two CP ranks per 4-GPU node), CP index 0
+// does not stand for the others (the NVLink hops are faster): every CP rank stays simulated.
+TEST(FoldCp, MixedRingHopsStayUnfolded) {
+  WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4, 1024, 2048), 2, 2, 2, 4, 1);
+  w.parallel.cp = 4;
+  BuildOptions o;
+  o.gpus_per_node = 4;
+  o.compute_time = [](const ComputeQuery&) { return Seconds(1e-3); };
+  EXPECT_EQ(build_step(w, o).simulated_ranks.size(), 2u * 2 * 4); // tp x pp x cp
+  o.gpus_per_node = 0; // unknown: not folded either
+  EXPECT_EQ(build_step(w, o).simulated_ranks.size(), 2u * 2 * 4);
+}
+
 // docs/engine.md: folding DP replicas is exact on a symmetric cluster; folded and unfolded runs
 // give the same step time (within 1e-9 relative).
 TEST(FoldDp, SameStepTimeOnSymmetricCluster) {

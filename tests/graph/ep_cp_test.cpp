@@ -474,7 +474,10 @@ TEST(ContextParallel, Cp2HalvesAttentionFlopsAndAddsRingTraffic) {
   w.parallel.cp = 2;
   w.parallel.dp = 1;
   w.batch.global_batch = 2;
-  const auto cp = build(w);
+  const auto cp = build(w, false); // every CP rank simulated (folded: CP index 0, below)
+  graph::BuildOptions fo;
+  fo.gpus_per_node = 1; // tp 1 on one-GPU nodes: every ring hop crosses nodes
+  fo.compute_time = [](const graph::ComputeQuery&) { return Seconds(1e-3); };
   EXPECT_NEAR(flops(cp, 0, Block::ATTENTION) / flops(base, 0, Block::ATTENTION), 0.5, 1e-12);
   EXPECT_NEAR(flops(cp, 1, Block::ATTENTION) / flops(base, 0, Block::ATTENTION), 0.5, 1e-12);
   EXPECT_NEAR(flops(cp, 0, Block::MLP) / flops(base, 0, Block::MLP), 0.5, 1e-12);
@@ -500,6 +503,45 @@ TEST(ContextParallel, Cp2HalvesAttentionFlopsAndAddsRingTraffic) {
   // Rank order tp, cp, dp, pp: the two CP ranks of a TP-1 replica are GPUs 0 and 1.
   EXPECT_EQ(cp.grid.cp_of(1), 1);
   EXPECT_EQ(cp.simulated_ranks.size(), 2u);
+  // Folded (docs/engine.md): CP index 0 alone, the same ring sends (rank 1's copying rank 0's).
+  const auto folded = graph::build_step(w, fo);
+  EXPECT_EQ(folded.simulated_ranks, std::vector<graph::Rank>{0});
+  EXPECT_NEAR(flops(folded, 0, Block::ATTENTION), flops(cp, 0, Block::ATTENTION), 1e-9 * flops(cp, 0, Block::ATTENTION));
+  int sends = 0;
+  for (const graph::Task& t : folded.graph.tasks())
+    sends += t.group == CommGroup::CP ? 1 : 0;
+  EXPECT_EQ(sends, fwd + bwd);
+  for (const graph::Task& t : folded.graph.tasks()) {
+    if (t.kind == graph::TaskKind::COMPUTE) {
+      EXPECT_EQ(t.rank, 0);
+    }
+  }
+}
+
+// Folded CP (docs/engine.md): the other CP ranks' ring and pipeline sends are copies of CP index
+// 0's, between the same GPUs as unfolded and as many: cp 4, pp 2, tp 1 on one-GPU nodes.
+TEST(ContextParallel, FoldedCopiesEveryRingAndPipelineSend) {
+  WorkloadSpec w = test::workload(test::small_gpt(2, 512, 1024), 1, 2, 1, 2);
+  w.parallel.cp = 4;
+  graph::BuildOptions o;
+  o.gpus_per_node = 1;
+  o.compute_time = [](const graph::ComputeQuery&) { return Seconds(1e-3); };
+  const auto count = [](const graph::StepProgram& p) {
+    std::map<std::tuple<int, graph::Rank, graph::Rank>, int> n;
+    for (const graph::Task& t : p.graph.tasks())
+      if (t.op == CollectiveOp::SEND) {
+        const auto parts = p.graph.participants(t);
+        ++n[{static_cast<int>(t.group), parts[0], parts[1]}];
+      }
+    return n;
+  };
+  const auto folded = graph::build_step(w, o);
+  EXPECT_EQ(folded.simulated_ranks.size(), 2u); // CP index 0 of both stages
+  o.fold_dp = false;
+  const auto all = graph::build_step(w, o);
+  EXPECT_EQ(all.simulated_ranks.size(), 8u);
+  EXPECT_EQ(count(folded), count(all));
+  EXPECT_EQ(count(all).size(), 2u * 4 + 2u * 4); // 4 ring pairs per stage; 4 CP ranks' PP sends each way
 }
 
 // Dense gradients are all-reduced over dp*cp GPUs (CP ranks hold the same weights).

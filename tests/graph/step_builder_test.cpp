@@ -121,14 +121,27 @@ TEST(BuildStep, RefusesGraphsTooLargeToHold) {
     }
   }
   EXPECT_NO_THROW((void)build(standard()));
-  // Context parallelism's ring steps multiply the tasks of each layer pass (3 cp each, bounded):
-  // cp 8 doubles the simulated GPUs and charges 24 tasks a pass, so 1/16 of the layers reach it.
+  // Context parallelism's ring steps multiply the tasks of each layer pass. Folded, CP index 0
+  // is simulated and the other CP ranks' sends are copied (cp^2 + 3 tasks a pass, bounded): cp 8
+  // keeps the 8 simulated GPUs and charges 67 tasks a pass, so 3/67 of the layers reach it.
+  // Unfolded, every CP rank of both DP replicas is simulated (16 times the GPUs) at 3 cp = 24
+  // tasks a pass: 1/128 of the layers.
   WorkloadSpec ring = standard();
   ring.parallel.cp = 8;
-  ring.model.layers = 312504 / 16 + 4;
+  ring.model.layers = 312504 * 3 / 67 + 4;
+  BuildOptions folding;
+  folding.gpus_per_node = 2; // tp 2: each CP rank's TP group on a node of its own
+  folding.compute_time = fixed_time;
   try {
-    (void)build(ring);
-    ADD_FAILURE() << "built a cp 8 graph past the task limit";
+    (void)build_step(ring, folding);
+    ADD_FAILURE() << "built a folded cp 8 graph past the task limit";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("of about 67 tasks each"), std::string::npos) << e.what();
+  }
+  ring.model.layers = 312504 / 128 + 4;
+  try {
+    (void)build(ring, false);
+    ADD_FAILURE() << "built an unfolded cp 8 graph past the task limit";
   } catch (const ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("of about 24 tasks each"), std::string::npos) << e.what();
   }
