@@ -117,6 +117,16 @@ void llama_step_rail(benchmark::State& state) {
   measure(state, args, 9216);
 }
 
+/// The bundled Llama 3.1 405B at 128 k tokens (tp 8, cp 4, pp 7, full recomputation) on 28 H200
+/// nodes: context parallelism, its CP ranks folded (docs/engine.md, "Folding of CP ranks").
+void llama_step_long_context(benchmark::State& state) {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  const std::vector<std::string> args = {STEPSIM_BINARY, "run", "--cluster", src + "/topologies/h200-cluster.yaml",
+                                         "--workload", src + "/workloads/llama3-405b-128k.yaml",
+                                         "--set", "cluster.nodes=28", "--quiet"};
+  measure(state, args, 224);
+}
+
 /// `stepsim plan` for GPT-3 175B on the 1024-A100 pod: enumerate and rank every layout, then
 /// simulate the top 3 and the workload's own layout with 2 jobs (what Planner.Gpt3BeatsMegatronLayout
 /// checks for correctness; its speed is measured here, not in the test).
@@ -151,6 +161,10 @@ BENCHMARK(moe_step_folded_overlap)
 BENCHMARK(llama_step_rail)
     ->Name("llama_step/llama31_405b_9216h100_rail_optimized")
     ->UseManualTime()->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+
+BENCHMARK(llama_step_long_context)
+    ->Name("llama_step/llama31_405b_128k_cp4_224h200")
+    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
 
 BENCHMARK(gpt3_plan)
     ->Name("plan/gpt3_175b_1024a100_top3_j2")
