@@ -383,9 +383,11 @@ private:
     return {c.time * share, c.time * share};
   }
 
-  /// A piece of compute task `from` (its rank, block, pass) of `duration`, after `from`.
-  TaskId carve(TaskId from, Seconds duration) {
+  /// A piece of compute task `from` (its rank, block, pass) of `duration`, after `from`
+  /// (Task::piece `piece`).
+  TaskId carve(TaskId from, Seconds duration, uint8_t piece) {
     Task t = g_.task(from);
+    t.piece = piece;
     const double share = t.duration.value() > 0 ? duration / t.duration : 0.0;
     t.duration = duration;
     t.flops = t.flops * share;
@@ -434,7 +436,7 @@ private:
     TaskId regather = NO_TASK;
     if (sp_ && overlap) {
       for (TaskId& id : before_wgrad)
-        id = carve(id, dgrad); // the data gradient, beside the re-gather issued before it
+        id = carve(id, dgrad, 1); // the data gradient, beside the re-gather issued before it
       regather = collective(CollectiveOp::ALL_GATHER, 1.0, block_tasks);
     } else if (sp_) {
       regather = collective(CollectiveOp::ALL_GATHER, 1.0, block_tasks);
@@ -442,7 +444,7 @@ private:
     std::vector<TaskId> wgrads;
     wgrads.reserve(group.size());
     for (size_t i = 0; i < group.size(); ++i) {
-      const TaskId w = carve(block_tasks[i], wgrad);
+      const TaskId w = carve(block_tasks[i], wgrad, 2);
       if (before_wgrad[i] != block_tasks[i]) // after the data gradient too
         g_.add_edge(before_wgrad[i], w);
       if (regather != NO_TASK)

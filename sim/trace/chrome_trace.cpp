@@ -241,7 +241,8 @@ private:
   std::string s_;
 };
 
-/// Slice name, e.g. "fwd attn L12 mb3", "logits fwd mb2", "optimizer", "tp all_reduce L3 mb1",
+/// Slice name, e.g. "fwd attn L12 mb3", "bwd mlp wgrad L12 mb3" (the input linear's weight
+/// gradient, beside the block's TP collective), "logits fwd mb2", "optimizer", "tp all_reduce L3 mb1",
 /// "tp reduce_scatter logits mb0", "pp send fwd mb4", "dp all_reduce bucket 2",
 /// "dp all_reduce grad norm". Names contain no characters that need escaping.
 void task_name(const Task& t, Text& name) {
@@ -256,6 +257,10 @@ void task_name(const Task& t, Text& name) {
     } else {
       name << short_phase(t.phase) << ' ' << short_block(t.block);
     }
+    if (t.piece == 1)
+      name << " dgrad";
+    else if (t.piece == 2)
+      name << " wgrad";
   } else if (t.op == CollectiveOp::SEND) {
     name << graph::to_string(t.group) << " send " << short_phase(t.phase);
   } else if (t.group == CommGroup::DP && t.bucket >= 0) {

@@ -262,7 +262,8 @@ TEST(ChromeTrace, NamesAndArgs) {
   for (const json& e : doc.at("traceEvents"))
     if (e.at("ph") == "X")
       names.insert(e.at("name").get<std::string>());
-  for (const char* n : {"fwd attn L0 mb0", "bwd mlp L3 mb3", "logits fwd mb2", "logits bwd mb0", "optimizer",
+  for (const char* n : {"fwd attn L0 mb0", "bwd mlp L3 mb3", "bwd mlp wgrad L3 mb3", "bwd attn wgrad L0 mb0",
+                        "logits fwd mb2", "logits bwd mb0", "optimizer",
                         "tp all_reduce L1 mb1", "pp send fwd mb3", "pp send bwd mb2", "dp all_reduce bucket 0",
                         "tp all_reduce embedding mb0", "tp all_reduce logits mb1", "tp all_reduce loss mb2",
                         "dp all_reduce grad norm"})
