@@ -78,12 +78,6 @@ public:
       for (int d = 0; d < replicas_; ++d)
         build_tp_group(d, p);
     build_pp_sends();
-    std::vector<Rank> simulated;
-    for (int p = 0; p < grid_.pp; ++p)
-      for (int d = 0; d < replicas_; ++d)
-        for (int t = 0; t < grid_.tp; ++t)
-          simulated.push_back(grid_.rank(d, p, t));
-    std::sort(simulated.begin(), simulated.end());
     moe_cp_->finish();
     build_grad_sync();
     for (int p = 0; p < grid_.pp; ++p)
@@ -94,7 +88,11 @@ public:
     StepProgram out;
     out.grid = grid_;
     out.micro_batches = m_;
-    out.simulated_ranks = std::move(simulated);
+    for (int p = 0; p < grid_.pp; ++p)
+      for (int d = 0; d < replicas_; ++d)
+        for (int t = 0; t < grid_.tp; ++t)
+          out.simulated_ranks.push_back(grid_.rank(d, p, t));
+    std::sort(out.simulated_ranks.begin(), out.simulated_ranks.end());
     out.graph = std::move(g_);
     return out;
   }

@@ -334,9 +334,13 @@ Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage) { return Bytes(params_
 
 double grad_bytes(const WorkloadSpec& w) { return w.training.grad_reduce_in_fp32 ? 4.0 : element_bytes(w.precision); }
 
+double gradients_held_on_rank(const WorkloadSpec& w, int stage) {
+  return w.parallel.zero_stage >= 2 ? optimizer_params_on_rank(w, stage) : params_on_rank(w, stage);
+}
+
 Bytes optimizer_step_bytes(const WorkloadSpec& w, int stage) {
   const double updated = optimizer_params_on_rank(w, stage);
-  const double held = w.parallel.zero_stage >= 2 ? updated : params_on_rank(w, stage);
+  const double held = gradients_held_on_rank(w, stage);
   const double unscale = w.precision == Precision::FP16 ? 8.0 : 0.0;
   return Bytes(updated * (2.0 * (w.training.optimizer_bytes_per_param + 2.0) + 4.0 + unscale) + held * 4.0);
 }

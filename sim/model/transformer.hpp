@@ -162,6 +162,10 @@ Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage);
 /// else the 16-bit element's.
 double grad_bytes(const WorkloadSpec& w);
 
+/// Parameters whose gradients one rank of `stage` holds between steps: all it holds, or with
+/// ZeRO >= 2 the ones it updates (optimizer_params_on_rank).
+double gradients_held_on_rank(const WorkloadSpec& w, int stage);
+
 /// HBM traffic of the optimizer step on one rank of `stage` (docs/model.md, "Optimizer step"). Per
 /// parameter it updates (optimizer_params_on_rank: 1/dp of them with ZeRO >= 1): the Adam update,
 /// which reads the gradient and the optimizer state and writes the state and the 16-bit weight,

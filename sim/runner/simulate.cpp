@@ -42,10 +42,8 @@ kernels::StepPass step_pass(graph::Phase p) {
 
 /// The optimizer step's kernels on one rank of `stage` (model::optimizer_step_bytes).
 std::vector<kernels::KernelCall> optimizer_calls(const WorkloadSpec& w, int stage) {
-  const double updated = model::optimizer_params_on_rank(w, stage);
-  const double held = w.parallel.zero_stage >= 2 ? updated : model::params_on_rank(w, stage);
-  return kernels::optimizer_kernels(w, std::max<int64_t>(1, std::llround(updated)),
-                                    std::max<int64_t>(1, std::llround(held)));
+  return kernels::optimizer_kernels(w, std::max<int64_t>(1, std::llround(model::optimizer_params_on_rank(w, stage))),
+                                    std::max<int64_t>(1, std::llround(model::gradients_held_on_rank(w, stage))));
 }
 
 /// Compute times from a kernel table, cached per (block, phase) (and stage for the optimizer).
