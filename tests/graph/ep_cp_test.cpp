@@ -544,6 +544,32 @@ TEST(ContextParallel, FoldedCopiesEveryRingAndPipelineSend) {
   EXPECT_EQ(count(all).size(), 2u * 4 + 2u * 4); // 4 ring pairs per stage; 4 CP ranks' PP sends each way
 }
 
+// parallel.tp_grad_overlap splits a backward block at its column-parallel input linear only where
+// it has one (docs/model.md, "TP in the backward"): the attention and a dense MLP, not an MoE
+// layer's experts, nor MLA's attention (replicated down-projections), nor any block of a
+// zero-bubble schedule's B pass. Counted: weight-gradient pieces per layer and micro-batch.
+TEST(ExpertParallel, BackwardSplitAtColumnParallelInputsOnly) {
+  const auto pieces = [](const graph::StepProgram& p, Block b) {
+    int n = 0;
+    for (const graph::Task& t : p.graph.tasks())
+      n += t.kind == graph::TaskKind::COMPUTE && t.rank == 0 && t.block == b && t.piece == 2 ? 1 : 0;
+    return n;
+  };
+  WorkloadSpec w = moe(2, 1, 4, 4, 1);
+  w.model.moe.first_dense_layers = 1; // layer 0 dense, layers 1-3 MoE
+  const auto prog = build(w);
+  EXPECT_EQ(pieces(prog, Block::ATTENTION), 4);
+  EXPECT_EQ(pieces(prog, Block::MLP), 1); // the dense layer's
+  EXPECT_EQ(pieces(prog, Block::EXPERTS), 0);
+  w.model.mla = MlaSpec{.q_lora_rank = 0, .kv_lora_rank = 128, .qk_nope_head_dim = 32, .qk_rope_head_dim = 16,
+                        .v_head_dim = 32};
+  EXPECT_EQ(pieces(build(w), Block::ATTENTION), 0);
+  w.model.mla = MlaSpec{};
+  w.parallel.schedule = Schedule::ZB_H1;
+  const auto zb = build(w);
+  EXPECT_EQ(pieces(zb, Block::ATTENTION) + pieces(zb, Block::MLP), 0);
+}
+
 // Dense gradients are all-reduced over dp*cp GPUs (CP ranks hold the same weights).
 TEST(ContextParallel, DenseGradientsSpanDpTimesCp) {
   WorkloadSpec w = test::workload(test::small_gpt(2, 512, 256), 1, 1, 2, 1);
