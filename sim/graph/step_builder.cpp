@@ -363,22 +363,10 @@ private:
     }
   }
 
-  /// The data- and weight-gradient time of `block`'s input linear on one rank (kernel table, or
-  /// its GEMMs' share of the block's FLOPs under the roofline); none when they are all the block.
+  /// The data- and weight-gradient time of `block`'s input linear on one rank.
   std::pair<Seconds, Seconds> input_linear_times(Block block, int stage, int layer) {
     const auto [c, q] = cost(block, Phase::BACKWARD, stage, windowed(block, layer));
-    if (c.input_wgrad.value() > 0)
-      return c.input_dgrad + c.input_wgrad < c.time ? std::make_pair(c.input_dgrad, c.input_wgrad)
-                                                    : std::make_pair(Seconds(0.0), Seconds(0.0));
-    ModelSpec m = w_.model; // the s/cp tokens of one GPU, as cost() counts them
-    m.seq_len /= w_.parallel.cp;
-    const Flops gemm = block == Block::LOGITS ? model::logits_forward_flops(m, w_.batch.micro_batch, grid_.tp)
-                       : block == Block::ATTENTION ? model::qkv_projection_flops(m, w_.batch.micro_batch, grid_.tp)
-                                                   : model::mlp_input_projection_flops(m, w_.batch.micro_batch, grid_.tp);
-    const double share = q.flops.value() > 0 ? gemm / q.flops : 0.0;
-    if (share <= 0 || share >= 0.5)
-      return {Seconds(0.0), Seconds(0.0)};
-    return {c.time * share, c.time * share};
+    return graph::input_linear_times(w_, block, c, q);
   }
 
   /// A piece of compute task `from` (its rank, block, pass) of `duration`, after `from`
@@ -1246,6 +1234,29 @@ private:
 };
 
 } // namespace
+
+std::pair<Seconds, Seconds> input_linear_times(const WorkloadSpec& w, Block block, const ComputeCost& cost,
+                                               const ComputeQuery& query) {
+  const std::pair<Seconds, Seconds> none{Seconds(0.0), Seconds(0.0)};
+  if (cost.input_wgrad.value() > 0)
+    return cost.input_dgrad + cost.input_wgrad < cost.time ? std::make_pair(cost.input_dgrad, cost.input_wgrad)
+                                                           : none;
+  ModelSpec m = w.model; // the s/cp tokens of one GPU, as the block's FLOPs count them
+  m.seq_len /= std::max(1, w.parallel.cp);
+  const int64_t b = w.batch.micro_batch;
+  const int tp = w.parallel.tp;
+  Flops gemm;
+  switch (block) {
+  case Block::LOGITS: gemm = model::logits_forward_flops(m, b, tp); break;
+  case Block::ATTENTION: gemm = model::qkv_projection_flops(m, b, tp); break;
+  case Block::MLP: gemm = model::mlp_input_projection_flops(m, b, tp); break;
+  default: return none;
+  }
+  const double share = query.flops.value() > 0 ? gemm / query.flops : 0.0;
+  if (share <= 0 || share >= 0.5)
+    return none;
+  return {cost.time * share, cost.time * share};
+}
 
 StepProgram build_step(const WorkloadSpec& w, const BuildOptions& options) {
   if (!options.compute_time)

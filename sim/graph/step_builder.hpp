@@ -8,6 +8,7 @@
 #include "graph/step_graph.hpp"
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace stepsim::graph {
@@ -136,5 +137,12 @@ struct StepProgram {
 /// Builds the finalized step DAG. Precondition: config::check_layout() passed.
 /// Throws ModelError if options are incomplete.
 StepProgram build_step(const WorkloadSpec& w, const BuildOptions& options);
+
+/// The data- and weight-gradient times of the input linear (QKV, fc1, the logits) within a
+/// backward block of `cost` and `query` (as one GPU of `w` sees it, context parallelism's 1/cp
+/// applied): the kernel profile's (ComputeCost::input_dgrad, input_wgrad), else the GEMM's share
+/// of the block's FLOPs. Both zero when the block has none, or they would be all of it.
+std::pair<Seconds, Seconds> input_linear_times(const WorkloadSpec& w, Block block, const ComputeCost& cost,
+                                               const ComputeQuery& query);
 
 } // namespace stepsim::graph

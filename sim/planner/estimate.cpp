@@ -187,15 +187,15 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // without the overlap. Not for MLA's attention, nor the zero-bubble schedules' B passes.
   if (t > 1 && !split) {
     const auto input_linear = [&](Block b) {
-      const graph::ComputeCost c = compute_time(block_query(w, b, Phase::BACKWARD, 0));
-      const double scale = cp > 1 && c.sources.roofline < 1.0 ? 1.0 / cp : 1.0;
-      if (c.input_wgrad.value() > 0)
-        return std::make_pair(c.input_dgrad.value() * scale, c.input_wgrad.value() * scale);
       const graph::ComputeQuery q = block_query(w, b, Phase::BACKWARD, 0);
-      const Flops gemm = b == Block::ATTENTION ? model::qkv_projection_flops(local, w.batch.micro_batch, par.tp)
-                                               : model::mlp_input_projection_flops(local, w.batch.micro_batch, par.tp);
-      const double share = q.flops.value() > 0 ? gemm / q.flops : 0.0;
-      return std::make_pair(c.time.value() * share, c.time.value() * share);
+      graph::ComputeCost c = compute_time(q);
+      if (cp > 1 && c.sources.roofline < 1.0) { // as time(): profiles see the whole sequence
+        c.time = c.time / cp;
+        c.input_dgrad = c.input_dgrad / cp;
+        c.input_wgrad = c.input_wgrad / cp;
+      }
+      const auto [dgrad, wgrad] = graph::input_linear_times(w, b, c, q);
+      return std::make_pair(dgrad.value(), wgrad.value());
     };
     const double summed = par.sp ? tp_one / 2.0 : tp_one; // the reduce-scatter, or the all-reduce
     const auto adjust = [&](Block b, double count) {
