@@ -312,7 +312,7 @@ ClusterSpec read_cluster(const Document& doc) {
   const auto gpu = top.require("gpu").map(
       {"kind", "peak_flops", "hbm_capacity", "hbm_bandwidth", "compute_efficiency", "memory_efficiency",
        "runtime_overhead", "allocator_fragmentation", "profile", "overlap_slowdown",
-       "gemm_efficiency", "memory_bound_efficiency", "launch_overhead", "pass_overhead",
+       "gemm_efficiency", "memory_bound_efficiency", "launch_overhead", "pass_overhead", "list_collective_per_rank",
        "host_bandwidth", "host_memory"});
   c.gpu.kind = gpu.require("kind").string();
   const auto peak = gpu.require("peak_flops").map({"bf16", "fp16", "fp8"});
@@ -373,6 +373,9 @@ ClusterSpec read_cluster(const Document& doc) {
   }
   if (auto f = gpu.find("pass_overhead")) {
     c.gpu.pass_overhead = latency(*f);
+  }
+  if (auto f = gpu.find("list_collective_per_rank")) {
+    c.gpu.list_collective_per_rank = latency(*f);
   }
 
   // Inside a node: an NVSwitch (optionally with NVLink SHARP) or PCIe; exactly one of the two.
@@ -800,6 +803,9 @@ TrainingSpec read_training(const std::optional<MapReader>& m) {
   if (auto f = m->find("zero3_prefetch")) {
     t.zero3_prefetch = static_cast<int>(f->integer(0, 64, "an integer in 0..64"));
   }
+  if (auto f = m->find("zero3_fetch")) {
+    t.zero3_fetch = f->choice<Zero3Fetch>({{"prefetch", Zero3Fetch::PREFETCH}, {"blocking", Zero3Fetch::BLOCKING}});
+  }
   if (auto f = m->find("overlap_param_gather")) {
     t.overlap_param_gather = f->boolean();
   }
@@ -853,7 +859,7 @@ WorkloadSpec read_workload(const Document& doc) {
   std::optional<MapReader> training;
   if (auto f = top.find("training")) {
     training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "recompute_modules", "flash_attention",
-                       "zero3_prefetch", "overlap_param_gather", "grad_reduce_in_fp32", "cross_entropy",
+                       "zero3_prefetch", "zero3_fetch", "overlap_param_gather", "grad_reduce_in_fp32", "cross_entropy",
                        "fp8_params", "offload_layers", "recompute_layers"});
   }
   w.training = read_training(training);
@@ -1199,6 +1205,9 @@ void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
   if (workload.training.overlap_param_gather && workload.parallel.zero_stage != 1 && workload.parallel.zero_stage != 2)
     fail("training.overlap_param_gather overlaps the distributed optimizer's parameter all-gather and needs "
          "parallel.zero_stage 1 or 2, found " + str(workload.parallel.zero_stage));
+  if (workload.training.zero3_fetch == Zero3Fetch::BLOCKING && workload.parallel.zero_stage != 3)
+    fail("training.zero3_fetch: blocking is how ZeRO-3 gathers parameters and needs parallel.zero_stage 3, found " +
+         str(workload.parallel.zero_stage));
   if (workload.training.recompute_layers > 0 && workload.training.recompute != Recompute::FULL)
     fail("training.recompute_layers = " + str(workload.training.recompute_layers) +
          " needs training.recompute: full");

@@ -69,6 +69,11 @@ struct GpuSpec {
   /// chunk, forward or backward: the framework's schedule step and its p2p setup), added to the
   /// pass's first compute task. >= 0, default 0.
   Seconds pass_overhead = Seconds(0.0);
+  /// Calibration: host time a tensor-list collective spends per participant before its transfer
+  /// starts (PyTorch's list all_gather / reduce_scatter: a view of each rank's slice and a copy
+  /// launched per rank). Charged to ZeRO-3's collectives under training.zero3_fetch: blocking,
+  /// the implementations that gather that way (docs/model.md). >= 0, default 0.
+  Seconds list_collective_per_rank = Seconds(0.0);
   /// GPU <-> host memory bandwidth per direction and GPU (PCIe, or NVLink-C2C on Grace
   /// superchips): the rate of activation offloading. 0 = not given.
   BytesPerSec host_bandwidth = BytesPerSec(0.0);
@@ -278,6 +283,9 @@ struct ParallelSpec {
   [[nodiscard]] bool folds_experts() const { return expert_tp() < tp; }
 };
 
+/// How ZeRO-3 fetches parameters (TrainingSpec::zero3_fetch).
+enum class Zero3Fetch { PREFETCH, BLOCKING };
+
 /// What selective recomputation repeats before each layer's backward (Megatron-LM's
 /// recompute_modules; docs/model.md, "Selective recomputation"). The default is the attention core.
 struct RecomputeModules {
@@ -308,6 +316,11 @@ struct TrainingSpec {
   }
   bool flash_attention = false;  ///< fused attention: the s^2 attention scores are not stored
   int zero3_prefetch = 1;        ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
+  /// ZeRO-3: how parameters are fetched (docs/model.md, "ZeRO-3 fetch"). PREFETCH: one all-gather
+  /// per layer, issued zero3_prefetch layers ahead, beside the compute. BLOCKING: one all-gather
+  /// per weight tensor, each after the device has drained (a synchronize before every gather),
+  /// tensor-list collectives, and a recomputed layer gathered again for its backward.
+  Zero3Fetch zero3_fetch = Zero3Fetch::PREFETCH;
   /// ZeRO-1/2 (Megatron's distributed optimizer, overlap_param_gather): the updated parameters are
   /// all-gathered bucket by bucket under the next step's forward instead of after the optimizer;
   /// each layer's first forward waits for its bucket (docs/model.md).

@@ -40,7 +40,7 @@ using graph::TaskId;
 
 /// What a SimGrid activity stands for, packed into its data pointer:
 /// kind in the low 2 bits, an index above.
-enum class Tag : uintptr_t { TASK_EXEC = 0, FLOW = 1, TAIL_DELAY = 2 };
+enum class Tag : uintptr_t { TASK_EXEC = 0, FLOW = 1, TAIL_DELAY = 2, ISSUE_DELAY = 3 };
 
 void* pack(Tag tag, uint64_t index) {
   return reinterpret_cast<void*>(static_cast<uintptr_t>((index << 2) | static_cast<uintptr_t>(tag)));
@@ -215,6 +215,17 @@ private:
       exec->start();
       return;
     }
+    if (t.duration.value() > 0) {
+      // The host's part first (a tensor-list collective's per-rank views and copies), on the
+      // timer host: nothing moves meanwhile.
+      sg4::ExecPtr delay = sg4::Exec::init();
+      delay->set_host(platform_.timer);
+      delay->set_flops_amount(t.duration.value() * platform_.gpu_speed);
+      delay->set_data(pack(Tag::ISSUE_DELAY, id));
+      keep(delay);
+      delay->start();
+      return;
+    }
     start_collective(id, t);
   }
 
@@ -381,6 +392,7 @@ private:
     case Tag::TASK_EXEC: finish_task(static_cast<TaskId>(index)); break;
     case Tag::FLOW: flow_done(index); break;
     case Tag::TAIL_DELAY: finish_collective(static_cast<size_t>(index)); break;
+    case Tag::ISSUE_DELAY: start_collective(static_cast<TaskId>(index), g_.task(static_cast<TaskId>(index))); break;
     }
     drain_ready();
   }

@@ -782,12 +782,41 @@ private:
       // ZeRO-3 gathers: position j of the pass (layers in pass order) is gathered ahead, at most
       // prefetch + 1 layers resident; gather j waits for the task that freed position j-prefetch-1.
       // W passes need no parameters (weight gradients are input x output-gradient products).
-      const int prefetch = w_.training.zero3_prefetch;
+      // Blocking fetch (training.zero3_fetch): nothing ahead; each gather waits for the rank's
+      // compute so far (the implementation synchronizes the device first).
+      const bool blocking = w_.training.zero3_fetch == Zero3Fetch::BLOCKING;
+      const int prefetch = blocking ? 0 : w_.training.zero3_prefetch;
       std::vector<std::vector<TaskId>> gather(static_cast<size_t>(n_layers)); // per position, per TP rank
       std::vector<std::vector<TaskId>> xgather(static_cast<size_t>(n_layers)); // its experts' gathers
       std::vector<std::vector<TaskId>> freer(static_cast<size_t>(n_layers));  // task freeing position
       int issued = 0;
       const bool gathers = zero_ >= 3 && grid_.dp > 1 && !weight;
+      // One ZeRO-3 collective of local layer l over the DP group of TP rank i, `bytes` per rank:
+      // one task, or under blocking fetch one per weight tensor of the layer (the layer's bytes
+      // split evenly), each a tensor-list collective whose host part costs the per-rank overhead
+      // times the group's size. The first waits for `after` and allocates `alloc`; returns the last.
+      const int calls_key = 64; // > the most tensors a layer gathers one by one
+      auto zero3_collective = [&](size_t i, int kind, int j, int l, CollectiveOp op, double bytes, Phase phase,
+                                  TaskId after, Bytes alloc) {
+        int calls = 1;
+        if (blocking) {
+          calls = static_cast<int>(model::dense_weight_tensors(w_.model, layout.first_layer + l));
+          if (l == 0 && layout.has_embedding)
+            ++calls;
+          if (l == n_layers - 1 && layout.has_output)
+            ++calls;
+        }
+        const int layer = static_cast<int>(layout.first_layer + l);
+        TaskId id = NO_TASK;
+        for (int c = 0; c < calls; ++c) {
+          id = dp_collective(group[i], p, static_cast<int>(i), {pass_index, kind, j * calls_key + c}, op,
+                             Bytes(bytes / calls), phase, layer, mb, c == 0 ? after : NO_TASK,
+                             c == 0 ? alloc : Bytes(0.0));
+          if (blocking)
+            g_.mutable_task(id).duration = o_.list_collective_per_rank * static_cast<double>(grid_.dp);
+        }
+        return id;
+      };
       auto issue_gathers_up_to = [&](int upto) {
         if (!gathers)
           return;
@@ -800,11 +829,11 @@ private:
           gather[static_cast<size_t>(j)].resize(group.size());
           xgather[static_cast<size_t>(j)].assign(group.size(), NO_TASK);
           for (size_t i = 0; i < group.size(); ++i) {
-            const int t = static_cast<int>(i);
-            const TaskId after = j - prefetch - 1 >= 0 ? freer[static_cast<size_t>(j - prefetch - 1)][i] : NO_TASK;
-            gather[static_cast<size_t>(j)][i] =
-                dp_collective(group[i], p, t, {pass_index, 0, j}, CollectiveOp::ALL_GATHER, Bytes(params * wb),
-                              pass.phase, layer, mb, after, Bytes(params * held));
+            const TaskId after = blocking ? rs(group[i]).last_compute
+                                 : j - prefetch - 1 >= 0 ? freer[static_cast<size_t>(j - prefetch - 1)][i]
+                                                         : NO_TASK;
+            gather[static_cast<size_t>(j)][i] = zero3_collective(i, 0, j, l, CollectiveOp::ALL_GATHER, params * wb,
+                                                                 pass.phase, after, Bytes(params * held));
             if (experts > 0)
               xgather[static_cast<size_t>(j)][i] = moe_cp_->expert_gather(
                   group[i], p, layer, mb, pass.phase, after, Bytes(experts * wb), Bytes(experts * held));
@@ -845,13 +874,13 @@ private:
         ++item;
       };
       // ZeRO-3: a layer's gradients are reduce-scattered as soon as they exist.
-      auto zero3_reduce = [&](int j, int l, int layer, const std::vector<TaskId>& producers) {
+      auto zero3_reduce = [&](int j, int l, const std::vector<TaskId>& producers) {
         if (zero_ < 3 || grid_.dp == 1)
           return;
         const double params = zero3_params(l);
         for (size_t i = 0; i < group.size(); ++i)
-          dp_collective(group[i], p, static_cast<int>(i), {pass_index, 2, j}, CollectiveOp::REDUCE_SCATTER,
-                        Bytes(params * e), Phase::BACKWARD, layer, mb, producers[i]);
+          zero3_collective(i, 2, j, l, CollectiveOp::REDUCE_SCATTER, params * e, Phase::BACKWARD, producers[i],
+                           Bytes(0.0));
       };
 
       if (fwd) {
@@ -900,7 +929,7 @@ private:
           compute(group, Block::MLP, Phase::WEIGHT_GRAD, p, layer, mb, Bytes(0.0), kept.mlp + working_.mlp);
           auto attn = compute(group, Block::ATTENTION, Phase::WEIGHT_GRAD, p, layer, mb, Bytes(0.0),
                               kept.attention + working_.attention);
-          zero3_reduce(j, l, layer, attn);
+          zero3_reduce(j, l, attn);
           item_done(attn);
         }
         if (layout.has_embedding)
@@ -940,6 +969,12 @@ private:
                               Bytes(0.0), expert_shards(j, l, false));
             tp_comm(group, rm, Phase::RECOMPUTE, p, layer, mb, tp_chain, moe_copies(layer), 1.0);
             first_dep.clear();
+            // Blocking fetch released the layer after its recomputation and gathers it again for
+            // the backward (the ledger keeps it counted from the first gather).
+            if (blocking && gathers)
+              for (size_t i = 0; i < group.size(); ++i)
+                first_dep.push_back(zero3_collective(i, 3, j, l, CollectiveOp::ALL_GATHER, zero3_params(l) * wb,
+                                                     Phase::BACKWARD, rs(group[i]).last_compute, Bytes(0.0)));
           }
           auto mlp = compute(group, Block::MLP, Phase::BACKWARD, p, layer, mb, Bytes(0.0),
                              split_ ? Bytes(0.0) : freed.mlp, first_dep, Bytes(0.0), expert_shards(j, l, true));
@@ -957,7 +992,7 @@ private:
           mark_last(&RankState::bwd_last, attn);
           freer[static_cast<size_t>(j)] = attn;
           if (!split_) {
-            zero3_reduce(j, l, layer, attn);
+            zero3_reduce(j, l, attn);
             item_done(attn);
           }
         }

@@ -122,6 +122,9 @@ struct BuildOptions {
   /// Fixed host-side cost of each pipeline pass, added to its first compute task on every rank
   /// (`gpu.pass_overhead`, docs/calibration.md).
   Seconds pass_overhead = Seconds(0.0);
+  /// Host time per participant of a tensor-list collective (`gpu.list_collective_per_rank`):
+  /// ZeRO-3's gathers and reduce-scatters under training.zero3_fetch: blocking.
+  Seconds list_collective_per_rank = Seconds(0.0);
   /// GPU <-> host bandwidth per direction (`gpu.host_bandwidth`): activation offloading's rate.
   BytesPerSec host_bandwidth = BytesPerSec(0.0);
 };

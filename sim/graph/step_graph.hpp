@@ -72,7 +72,10 @@ struct Task {
   int32_t layer = -1;      ///< global layer index, -1 when not a layer task
   int32_t micro_batch = -1;
   int32_t bucket = -1;     ///< DP gradient/parameter bucket index, -1 when not a bucket
-  Seconds duration;        ///< compute only
+  /// Compute: its time. Collective: the host's part between the task becoming ready and its
+  /// transfer starting (a tensor-list collective's per-rank views and copies,
+  /// gpu.list_collective_per_rank), 0 for most.
+  Seconds duration;
   Flops flops;             ///< compute only
   TimeSources sources;     ///< compute only: where `duration` came from
   Bytes bytes;             ///< collective payload S (per rank; nccl-tests "size"); p2p message size

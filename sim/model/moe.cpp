@@ -54,6 +54,13 @@ double expert_params(const ModelSpec& m) {
   return mlp_matrices(m) * d(m.hidden) * d(m.moe.expert_ffn_hidden);
 }
 
+int64_t dense_weight_tensors(const ModelSpec& m, int64_t layer) {
+  const int64_t attention = m.mla.enabled() ? (m.mla.q_lora_rank > 0 ? 5 : 4) : 2;
+  if (!is_moe_layer(m, layer))
+    return attention + 2;
+  return attention + 1 + (m.moe.shared_experts > 0 ? 2 : 0);
+}
+
 LayerParams layer_params_at(const ModelSpec& m, int64_t layer, int tp, int ep, int etp) {
   const double dense_layer = layer_params(m, tp);
   if (!is_moe_layer(m, layer))

@@ -33,6 +33,13 @@ struct LayerParams {
 };
 LayerParams layer_params_at(const ModelSpec& m, int64_t layer, int tp, int ep, int etp);
 
+/// Weight matrices of layer `layer`'s dense part in Megatron's fused layout (QKV one tensor, a
+/// gated MLP's gate and up one tensor; MLA's down- and up-projections and output; an MoE layer's
+/// router and shared experts): the collectives an implementation that gathers ZeRO-3 parameters
+/// tensor by tensor issues (training.zero3_fetch: blocking). Norms and biases are not counted:
+/// they fall under DeepSpeed's persistence threshold (10^5 elements) and are not gathered alone.
+int64_t dense_weight_tensors(const ModelSpec& m, int64_t layer);
+
 /// Sum of layer_params_at over layers [first, first + count).
 LayerParams stack_params(const ModelSpec& m, int64_t first, int64_t count, int tp, int ep, int etp);
 

@@ -337,6 +337,19 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
       }
       const double passes = d(m * v);
       const double chunk_layers = layers / d(v);
+      if (w.training.zero3_fetch == Zero3Fetch::BLOCKING) {
+        // Blocking fetch: nothing overlaps. Per layer and pass, each weight tensor's gather in the
+        // forward, in the backward (and again after a full recomputation) and its reduce-scatter,
+        // each with the tensor-list host part (docs/model.md, "ZeRO-3 fetch").
+        const double k = d(model::dense_weight_tensors(w.model, w.model.layers - 1));
+        const double params = model::layer_params(w.model, par.tp);
+        const double host = d(dp) * cluster.gpu.list_collective_per_rank.value();
+        const double gathers = w.training.recompute == Recompute::FULL ? 3.0 : 2.0;
+        const double per_layer_pass =
+            k * (gathers * (gather(params * wb / k, dp, dp_link) + host) + gather(params * e / k, dp, dp_link) + host);
+        dp_exposed = passes * chunk_layers * per_layer_pass;
+        break;
+      }
       const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f / d(v));
       const double bwd_gap = std::max(0.0, 2.0 * chunk_layers * per_layer - t_b / d(v));
       dp_exposed = passes * (fwd_gap + bwd_gap + 2.0 * per_layer);

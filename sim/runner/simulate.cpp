@@ -203,6 +203,7 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
                             .gpus_per_node = cluster.gpus_per_node,
                             .compute_time = compute_time_model(cluster, workload, table),
                             .pass_overhead = cluster.gpu.pass_overhead,
+                            .list_collective_per_rank = cluster.gpu.list_collective_per_rank,
                             .host_bandwidth = cluster.gpu.host_bandwidth};
   sim.program = graph::build_step(workload, build);
   engine::ReplayOptions replay_options{.collective_form = options.collective_form,

@@ -305,6 +305,8 @@ void task_args(const graph::StepGraph& g, const Task& t, Text& args) {
       (args << ",\"micro_batch\":").num(int64_t{t.micro_batch});
     if (t.bytes.value() > 0)
       (args << ",\"bytes\":").num(t.bytes.value());
+    if (t.duration.value() > 0) // the host's part before the transfer (tensor-list collectives)
+      (args << ",\"host_issue_us\":").num(t.duration.value() * 1e6);
     const auto ranks = g.participants(t);
     (args << ",\"ranks\":").num(static_cast<int64_t>(ranks.size()));
     if (t.op == CollectiveOp::SEND && ranks.size() == 2) {

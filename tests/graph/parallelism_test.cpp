@@ -197,6 +197,62 @@ TEST(Zero, Fp8PrimaryWeightsGatherInFp8) {
   }
 }
 
+// Blocking fetch (training.zero3_fetch): one collective per weight tensor (a GPT layer's QKV,
+// projection, fc1 and fc2; the embedding and output tensors with the first and last layers), a
+// recomputed layer gathered again for its backward (three gathers of the parameters per step
+// against two: 4/3 of the DP volume with the reduce-scatter), every gather after the rank's
+// compute so far, and each collective charged the per-rank host time times the DP group's size.
+TEST(Zero, Stage3BlockingFetchGathersTensorByTensor) {
+  const int dp = 4;
+  WorkloadSpec w = small(1, 1, dp, 1); // 4 layers, one stage
+  w.parallel.zero_stage = 3;
+  w.training.recompute = Recompute::FULL;
+  const auto prefetch = build(w);
+  w.training.zero3_fetch = Zero3Fetch::BLOCKING;
+  graph::BuildOptions o;
+  o.compute_time = [](const graph::ComputeQuery&) { return Seconds(1e-3); };
+  o.list_collective_per_rank = Seconds(20e-6);
+  const auto blocking = graph::build_step(w, o);
+  auto dp_tasks = [](const graph::StepProgram& p, CollectiveOp op) {
+    std::vector<graph::TaskId> ids;
+    for (graph::TaskId id = 0; id < p.graph.size(); ++id) {
+      const graph::Task& t = p.graph.task(id);
+      if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::DP && t.op == op)
+        ids.push_back(id);
+    }
+    return ids;
+  };
+  const size_t tensors = 4 * 4 + 2; // per layer QKV, proj, fc1, fc2; the embedding, the output layer
+  EXPECT_EQ(dp_tasks(prefetch, CollectiveOp::ALL_GATHER).size(), 2u * 4u);
+  EXPECT_EQ(dp_tasks(prefetch, CollectiveOp::REDUCE_SCATTER).size(), 4u);
+  const auto gathers = dp_tasks(blocking, CollectiveOp::ALL_GATHER);
+  EXPECT_EQ(gathers.size(), 3 * tensors);
+  EXPECT_EQ(dp_tasks(blocking, CollectiveOp::REDUCE_SCATTER).size(), tensors);
+  const double v = volume(prefetch, 0, CommGroup::DP);
+  EXPECT_NEAR(volume(blocking, 0, CommGroup::DP), 4.0 / 3.0 * v, 1e-9 * v);
+  for (const graph::Task& t : blocking.graph.tasks()) {
+    if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::DP && t.role == graph::CommRole::NONE &&
+        t.op != CollectiveOp::ALL_REDUCE) {
+      EXPECT_NEAR(t.duration.value(), dp * 20e-6, 1e-15);
+    }
+  }
+  // Each gather waits for a compute task or the DP collective before it (a layer's first gather
+  // for the rank's last compute, the others for their predecessor); none of the prefetching
+  // order's gathers ahead of the compute remain: a gather never waits on nothing but comm of an
+  // earlier layer.
+  size_t after_compute = 0;
+  for (graph::TaskId id : gathers) {
+    const auto preds = blocking.graph.predecessors(id);
+    EXPECT_FALSE(preds.empty() && id != gathers.front()) << "gather " << id;
+    for (graph::TaskId pr : preds)
+      after_compute += blocking.graph.task(pr).kind == graph::TaskKind::COMPUTE ? 1 : 0;
+  }
+  // Forward: a layer's first gather after the previous layer's compute (3 of 4 layers; the first
+  // has none before it); backward: each layer gathered after the compute before it, and again
+  // after its recomputation (4 + 4).
+  EXPECT_EQ(after_compute, 3u + 4u + 4u);
+}
+
 // ZeRO-3 gathers are annotated with the bytes they bring in, and the compute task that last uses
 // the layer frees them: per rank, gathered bytes allocated == freed.
 TEST(Zero, Stage3GatheredParametersBalance) {

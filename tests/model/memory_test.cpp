@@ -202,6 +202,19 @@ TEST(MemoryLedger, Gpt3FullRecomputeUsesFarLessActivationMemory) {
   EXPECT_LT(full.peak(), gpu.hbm_capacity);
 }
 
+// Blocking fetch holds one gathered layer whatever zero3_prefetch says (nothing is gathered ahead).
+TEST(MemoryLedger, Zero3BlockingFetchHoldsOneLayer) {
+  const GpuSpec gpu = test::a100();
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 4, 16); // 12 layers per stage
+  w.parallel.zero_stage = 3;
+  w.training.zero3_prefetch = 3;
+  w.training.zero3_fetch = Zero3Fetch::BLOCKING;
+  const double layer = model::gathered_layer_bytes(w).value();
+  EXPECT_DOUBLE_EQ(model::static_memory(w, gpu, 3).zero3_gathered.value(), layer);
+  w.training.zero3_fetch = Zero3Fetch::PREFETCH;
+  EXPECT_DOUBLE_EQ(model::static_memory(w, gpu, 3).zero3_gathered.value(), 4.0 * layer);
+}
+
 // ZeRO-3: the gathered window is prefetch + 1 layers; a chunk's first layer brings the embedding
 // with it and its last the output layer, both at once only when the window spans the chunk.
 TEST(MemoryLedger, Zero3WindowCarriesTheEmbeddingAndOutputLayers) {

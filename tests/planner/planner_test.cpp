@@ -174,9 +174,11 @@ TEST(Planner, Gpt3BeatsMegatronLayout) {
 
 // ZeRO-3 with gradient accumulation, with and without a pipeline: the estimate's exposed DP time
 // follows the simulation's (each micro-batch and chunk exposes the next forward's first gather
-// behind the previous backward's last reduce-scatter), and the step estimate stays within 10 %.
+// behind the previous backward's last reduce-scatter), and the step estimate stays within 10 %;
+// so too under the blocking fetch, where every gather and reduce-scatter is exposed.
 TEST(Planner, Zero3ExposureTracksSimulation) {
-  const ClusterSpec c = superpod();
+  ClusterSpec c = superpod();
+  c.gpu.list_collective_per_rank = Seconds(20e-6); // the blocking fetch's tensor-list collectives
   WorkloadSpec w = gpt3(c);
   w.parallel.tp = 8;
   w.parallel.sp = true;
@@ -193,6 +195,11 @@ TEST(Planner, Zero3ExposureTracksSimulation) {
     config::check_layout(c, s);
     specs.push_back(s);
   }
+  // Blocking fetch (DeepSpeed's of 2021): tensor by tensor, nothing beside the compute.
+  WorkloadSpec blocking = specs.front();
+  blocking.training.zero3_fetch = Zero3Fetch::BLOCKING;
+  blocking.training.recompute = Recompute::FULL;
+  specs.push_back(blocking);
   const auto sims = planner::simulate_all(c, specs, 2);
   ASSERT_EQ(sims.size(), specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {

@@ -1,0 +1,89 @@
+// ZeRO-3's blocking fetch (training.zero3_fetch: blocking, docs/model.md "ZeRO-3 fetch"),
+// replayed: nothing overlaps, so the step is the sum of the rank's compute and of its DP
+// collectives, and the tensor-list collectives' host time adds exactly (per-rank cost x DP size)
+// per collective.
+
+#include "common/specs.hpp"
+#include "common/subprocess.hpp"
+#include "engine/replay.hpp"
+#include "graph/step_builder.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using namespace stepsim;
+using namespace stepsim::graph;
+using stepsim::test::run_in_child;
+
+namespace {
+
+constexpr int DP = 8;
+
+/// 4 GPT layers, ZeRO-3 over 8 GPUs of one node, full recomputation, 2 micro-batches; blocks
+/// of fixed times.
+WorkloadSpec blocking_workload() {
+  WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4, 2048, 1024), 1, 1, DP, 2);
+  w.parallel.zero_stage = 3;
+  w.training.recompute = Recompute::FULL;
+  w.training.zero3_fetch = Zero3Fetch::BLOCKING;
+  return w;
+}
+
+struct Replayed {
+  double step = 0;
+  double compute = 0;    ///< Σ of rank 0's compute task times
+  double dp = 0;         ///< Σ of the DP collectives' times (start to end)
+  double collectives = 0; ///< how many DP collectives carry a host part
+};
+
+Replayed replay(double per_rank) {
+  const auto r = run_in_child([=] {
+    const WorkloadSpec w = blocking_workload();
+    BuildOptions o;
+    o.compute_time = [](const ComputeQuery& q) {
+      return ComputeCost(Seconds(q.block == Block::OPTIMIZER ? 1e-4 : q.phase == Phase::FORWARD ? 1e-3 : 2e-3));
+    };
+    o.list_collective_per_rank = Seconds(per_rank);
+    const StepProgram prog = build_step(w, o);
+    engine::Replay replay(prog, stepsim::test::dgx_cluster(1, DP, DP));
+    const engine::ReplayResult res = replay.run();
+    double compute = 0, dp = 0, listed = 0;
+    for (TaskId id = 0; id < prog.graph.size(); ++id) {
+      const Task& t = prog.graph.task(id);
+      if (t.kind == TaskKind::COMPUTE && t.rank == 0)
+        compute += res.end[id].value() - res.start[id].value();
+      if (t.kind == TaskKind::COLLECTIVE && t.group == CommGroup::DP) {
+        dp += res.end[id].value() - res.start[id].value();
+        listed += t.duration.value() > 0 ? 1.0 : 0.0;
+      }
+    }
+    return std::vector<double>{res.step_time.value(), compute, dp, listed};
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  if (!r.ok)
+    return {};
+  return Replayed{r.values[0], r.values[1], r.values[2], r.values[3]};
+}
+
+} // namespace
+
+// Every gather waits for the compute before it and every compute for its gathers: the step is
+// the rank's compute plus its DP collectives, back to back.
+TEST(Zero3Fetch, BlockingRunsNothingBesideTheCompute) {
+  const Replayed r = replay(20e-6);
+  ASSERT_GT(r.dp, 0.0);
+  EXPECT_NEAR(r.step, r.compute + r.dp, 1e-9 * r.step);
+}
+
+// The host part of a tensor-list collective (a view and a copy per rank) delays its transfer by
+// per-rank cost x DP group size: the step grows by exactly that per collective.
+TEST(Zero3Fetch, ListCollectiveHostTimeAddsPerRankPerCollective) {
+  const Replayed without = replay(0.0);
+  const Replayed with = replay(30e-6);
+  // Per micro-batch: 18 tensors (4 per layer, the embedding, the output layer) gathered three
+  // times (forward, recomputation, backward) and reduce-scattered once.
+  EXPECT_EQ(with.collectives, 2.0 * 4.0 * 18.0);
+  EXPECT_EQ(without.collectives, 0.0);
+  EXPECT_NEAR(with.step - without.step, with.collectives * DP * 30e-6, 1e-9 * with.step);
+}
