@@ -25,7 +25,7 @@ constexpr const char* CALIBRATE_USAGE = R"(usage: stepsim calibrate RUNS.yaml [M
 
 Fits the calibration knobs of one GPU kind (cluster keys, the same value for every run of that
 kind) on the chosen runs of measured-runs files (several are read as one; run ids must differ
-across them) by minimising the mean |error| of the fit set
+across them) by minimising the mean |error| (or, with --objective rms, the RMS error) of the fit set
 (golden-section search per knob, coordinate descent over knobs). Prints the fitted values; with
 --write stores them in TOPOLOGIES/calibration/<gpu kind>.yaml. See docs/calibration.md.
 
@@ -36,6 +36,7 @@ options:
                          gpu.gemm_efficiency=0.5:1)
   --rounds N             coordinate-descent rounds over the knobs (default 1)
   --tolerance X          search grid step (default 0.005)
+  --objective mean|rms   minimise the fit runs' mean |error| (default) or their RMS error
   -j N, --jobs N         simulations at a time (default 1)
   --topologies DIR       bundled topologies folder (default: ./topologies, else the source tree's)
   --write                write TOPOLOGIES/calibration/<gpu kind>.yaml
@@ -70,6 +71,7 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
     options.knobs.push_back(validate::parse_knob("gpu.gemm_efficiency=0.5:1"));
   const std::string rounds = args.value("--rounds", "1");
   const std::string tolerance = args.value("--tolerance", "0.005");
+  const std::string objective = args.value("--objective", "mean");
   const std::string jobs_text = args.value("--jobs", "");
   const std::string topologies = args.value("--topologies", "");
   const bool write = args.flag("--write");
@@ -92,6 +94,10 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   }
   if (options.rounds < 1 || options.rounds > 100 || !(options.tolerance > 0))
     throw ConfigError("--rounds must be in 1..100 and --tolerance > 0");
+  if (objective == "rms")
+    options.objective = validate::Objective::RMS;
+  else if (objective != "mean")
+    throw ConfigError("--objective " + objective + ": expected mean or rms");
   // The search is golden-section on a grid of that step: at most 10^6 steps per knob's range
   // (about 30 simulations of the fit runs per knob and round).
   for (std::size_t i = 0; i < options.knobs.size(); ++i) {
@@ -141,8 +147,8 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
       << " evaluations:\n";
   for (const auto& v : r.values)
     out << "  " << v.key << " = " << v.text() << '\n';
-  out << "fit mean_abs_error_pct=" << r.fit_mean_abs_error_pct
-      << " median_abs_error_pct=" << r.fit_median_abs_error_pct << '\n';
+  out << "fit mean_abs_error_pct=" << r.fit_mean_abs_error_pct << " median_abs_error_pct=" << r.fit_median_abs_error_pct
+      << " rms_error_pct=" << r.fit_rms_error_pct << '\n';
   const std::string text = validate::calibration_yaml(r, runs.source);
   fs::path target = out_file;
   if (write && target.empty())

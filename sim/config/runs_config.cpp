@@ -308,7 +308,7 @@ RunsFile load_runs(const std::vector<std::filesystem::path>& files) {
 
 CalibrationFile load_calibration(const std::filesystem::path& file) {
   Document doc(file);
-  const auto top = MapReader::root(doc, {"gpu_kind", "knobs", "fit"});
+  const auto top = MapReader::root(doc, {"gpu_kind", "knobs", "fit", "then"});
   CalibrationFile out;
   out.source = doc.file();
   out.gpu_kind = top.require("gpu_kind").string();
@@ -320,23 +320,56 @@ CalibrationFile load_calibration(const std::filesystem::path& file) {
     const Field value(doc, "knobs." + key, it->first, it->second);
     out.knobs.push_back(Override{"cluster." + key, value.scalar("a scalar value")});
   }
-  if (auto f = top.find("fit"); f && !is_null(*f)) {
-    const auto fit = f->map({"runs", "objective", "mean_abs_error_pct", "median_abs_error_pct", "search", "note"});
+  // A fit record: its runs, objective and the objective's value (the RMS error or the mean
+  // |error|; older files: the median).
+  const auto read_record = [&](const MapReader& fit, const std::string& where, std::vector<std::string>& runs,
+                               std::string& objective, std::optional<double>& error) {
     if (auto r = fit.find("runs")) {
       if (!r->value().IsSequence())
         r->fail("expected a list of run ids, found " + detail::describe(r->value()));
       std::size_t i = 0;
       for (const YAML::Node& id : r->value())
-        out.fit_runs.push_back(Field(doc, "fit.runs[" + std::to_string(i++) + "]", id, id).string());
+        runs.push_back(Field(doc, where + ".runs[" + std::to_string(i++) + "]", id, id).string());
     }
-    out.objective = opt_text(fit, "objective");
-    // The objective's value: the mean |error| (older files: the median).
+    objective = opt_text(fit, "objective");
     const std::optional<double> median = opt_number(fit, "median_abs_error_pct");
-    out.fit_error_pct = opt_number(fit, "mean_abs_error_pct");
-    if (!out.fit_error_pct)
-      out.fit_error_pct = median;
+    const std::optional<double> rms = opt_number(fit, "rms_error_pct");
+    error = opt_number(fit, "mean_abs_error_pct");
+    if (objective == "rms_error_pct")
+      error = rms;
+    if (!error)
+      error = median;
     (void)opt_text(fit, "search");
     (void)opt_text(fit, "note");
+  };
+  const std::vector<std::string_view> record_keys = {"runs", "objective", "mean_abs_error_pct", "median_abs_error_pct",
+                                                "rms_error_pct", "search", "note"};
+  if (auto f = top.find("fit"); f && !is_null(*f))
+    read_record(f->map(record_keys), "fit", out.fit_runs, out.objective, out.fit_error_pct);
+  if (auto f = top.find("then"); f && !is_null(*f)) {
+    if (!f->value().IsSequence())
+      f->fail("expected a list of later fits, found " + detail::describe(f->value()));
+    std::vector<std::string_view> stage_keys = record_keys;
+    stage_keys.push_back("knobs");
+    std::size_t i = 0;
+    for (const YAML::Node& node : f->value()) {
+      const std::string where = "then[" + std::to_string(i++) + "]";
+      const MapReader stage = Field(doc, where, node, node).map(stage_keys);
+      CalibrationFile::Stage s;
+      const Field list = stage.require("knobs");
+      if (!list.value().IsSequence() || list.value().size() == 0)
+        list.fail("expected a list of the keys of knobs this fit set, found " + detail::describe(list.value()));
+      std::size_t k = 0;
+      for (const YAML::Node& key : list.value()) {
+        const Field name(doc, where + ".knobs[" + std::to_string(k++) + "]", key, key);
+        const std::string path = "cluster." + name.string();
+        if (std::none_of(out.knobs.begin(), out.knobs.end(), [&](const Override& o) { return o.path == path; }))
+          name.fail("'" + name.string() + "' is not a key of knobs");
+        s.knobs.push_back(path);
+      }
+      read_record(stage, where, s.runs, s.objective, s.error_pct);
+      out.then.push_back(std::move(s));
+    }
   }
   return out;
 }

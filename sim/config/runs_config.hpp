@@ -112,11 +112,21 @@ struct CalibrationFile {
   std::vector<std::string> fit_runs;     ///< ids of the runs the knobs were fitted on
   std::string objective;                 ///< e.g. "median_abs_error_pct"
   std::optional<double> fit_error_pct;   ///< the objective on the fit set
+  /// A later fit (`then:`): some knobs fitted after the first fit on runs of their own, with the
+  /// knobs fitted before held at their values. The first fit (`fit:`) covers the other knobs.
+  struct Stage {
+    std::vector<std::string> knobs;      ///< paths prefixed "cluster.", each one of `knobs`
+    std::vector<std::string> runs;
+    std::string objective;
+    std::optional<double> error_pct;
+  };
+  std::vector<Stage> then;
 };
 
 /// Reads a calibration file: `gpu_kind` (required), `knobs` (a mapping of dotted cluster keys to
-/// scalar values, required), `fit` (optional: runs, objective, median_abs_error_pct, and free
-/// `note`/`search` text). Throws ConfigError naming FILE:LINE:COL.
+/// scalar values, required), `fit` (optional: runs, objective, its value, and free `note`/`search`
+/// text), `then` (optional: a list of later fits, each the same plus `knobs`, a list of keys of
+/// `knobs` it fitted). Throws ConfigError naming FILE:LINE:COL.
 CalibrationFile load_calibration(const std::filesystem::path& file);
 
 /// Reads a measured-runs file: a mapping with a `runs:` list (and optionally `meta`,

@@ -31,7 +31,15 @@ config::Override knob_override(const Knob& k, double v) {
   return config::Override{"cluster." + k.key, number(v) + k.unit};
 }
 
-/// Simulates the fit runs with `values` set, returns the mean |error|.
+/// Root mean square of the runs' signed errors (%).
+double rms_error(const std::vector<RunResult>& results) {
+  double sum = 0;
+  for (const RunResult& r : results)
+    sum += r.error_pct * r.error_pct;
+  return results.empty() ? 0.0 : std::sqrt(sum / static_cast<double>(results.size()));
+}
+
+/// Simulates the fit runs with `values` set, returns the objective.
 double objective(const config::RunsFile& runs, const std::vector<std::string>& ids, const CalibrateOptions& options,
                  const std::vector<Knob>& knobs, const std::vector<double>& values, std::ostream* log, int& evaluations) {
   ValidateOptions v = options.validate;
@@ -49,7 +57,8 @@ double objective(const config::RunsFile& runs, const std::vector<std::string>& i
     *log << "  trial";
     for (std::size_t i = 0; i < knobs.size(); ++i)
       *log << ' ' << knobs[i].key << '=' << number(values[i]) << knobs[i].unit;
-    *log << ": mean |error| " << number(s.mean_abs) << " %, median " << number(s.median_abs) << " %  (";
+    *log << ": mean |error| " << number(s.mean_abs) << " %, median " << number(s.median_abs) << " %, rms "
+         << number(rms_error(results)) << " %  (";
     for (const RunResult& r : results)
       *log << (&r == &results.front() ? "" : ", ") << r.plan.id << ' ' << std::showpos << std::fixed
            << std::setprecision(1) << r.error_pct << std::noshowpos;
@@ -57,6 +66,8 @@ double objective(const config::RunsFile& runs, const std::vector<std::string>& i
   }
   // The mean: every fit run counts. (A median of a few runs lets a fit of several knobs trade
   // the runs outside its middle away: docs/calibration.md.) The median breaks exact ties.
+  if (options.objective == Objective::RMS)
+    return rms_error(results) + 1e-3 * s.median_abs;
   return s.mean_abs + 1e-3 * s.median_abs;
 }
 
@@ -208,9 +219,12 @@ CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std:
   v.only = fit_ids;
   for (std::size_t i = 0; i < options.knobs.size(); ++i)
     v.extra.push_back(knob_override(options.knobs[i], values[i]));
-  const ErrorStats fit = error_stats(validate_runs(runs, v, nullptr));
+  const std::vector<RunResult> results = validate_runs(runs, v, nullptr);
+  const ErrorStats fit = error_stats(results);
   out.fit_mean_abs_error_pct = fit.mean_abs;
   out.fit_median_abs_error_pct = fit.median_abs;
+  out.fit_rms_error_pct = rms_error(results);
+  out.objective = options.objective;
   for (std::size_t i = 0; i < options.knobs.size(); ++i)
     out.values.push_back(KnobValue{options.knobs[i].key, values[i], options.knobs[i].unit});
   return out;
@@ -228,9 +242,10 @@ std::string calibration_yaml(const CalibrationResult& r, const std::string& runs
   o << "fit:\n  runs:\n";
   for (const auto& id : r.fit_runs)
     o << "    - " << id << "\n";
-  o << "  objective: mean_abs_error_pct\n"
+  o << "  objective: " << (r.objective == Objective::RMS ? "rms_error_pct" : "mean_abs_error_pct") << "\n"
     << "  mean_abs_error_pct: " << number(r.fit_mean_abs_error_pct) << "\n"
     << "  median_abs_error_pct: " << number(r.fit_median_abs_error_pct) << "\n"
+    << "  rms_error_pct: " << number(r.fit_rms_error_pct) << "\n"
     << "  search: golden-section per knob on a grid, " << r.evaluations << " evaluations\n"
     << "  note: fitted on " << runs_source << "\n";
   return o.str();

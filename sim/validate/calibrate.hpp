@@ -1,6 +1,7 @@
 #pragma once
 // `stepsim calibrate`: fit the per-GPU-kind knobs (cluster keys such as gpu.gemm_efficiency) on
-// a chosen subset of measured runs by minimising the mean |error| (docs/calibration.md). The
+// a chosen subset of measured runs by minimising the mean |error|, or the RMS error
+// (docs/calibration.md). The
 // same knob value applies to every run of that GPU kind: there is no per-run or per-model factor.
 
 #include "config/runs_config.hpp"
@@ -23,11 +24,17 @@ struct Knob {
 /// Parses "KEY=LO:HI" or "KEY=LO:HI:UNIT" (e.g. "gpu.launch_overhead=0:20:us"). Throws ConfigError.
 Knob parse_knob(const std::string& text);
 
+/// What the search minimises over the fit runs' errors: their mean |error| (every run counts
+/// alike), or their root mean square (a large error counts more: one knob that several runs pull
+/// apart settles where none is far off, where the mean |error| is flat across a range).
+enum class Objective { MEAN_ABS, RMS };
+
 struct CalibrateOptions {
   ValidateOptions validate;     ///< topologies, work_dir, jobs; calibration files are NOT applied
   std::vector<Knob> knobs;      ///< searched one after the other (coordinate descent)
   double tolerance = 0.005;     ///< stop when the bracket is narrower than this (knob units)
   int rounds = 1;               ///< coordinate-descent rounds over the knobs
+  Objective objective = Objective::MEAN_ABS;
 };
 
 struct KnobValue {
@@ -43,12 +50,14 @@ struct CalibrationResult {
   std::vector<KnobValue> values;
   double fit_mean_abs_error_pct = 0;   ///< the objective at the fitted values
   double fit_median_abs_error_pct = 0;
+  double fit_rms_error_pct = 0;
+  Objective objective = Objective::MEAN_ABS;
   int evaluations = 0;                  ///< knob settings simulated
 };
 
 /// Fits the knobs on `fit_ids` (all of one GPU kind; throws ConfigError otherwise or when a run
-/// cannot be simulated). Each knob is a golden-section search on the mean |error| of the fit
-/// runs, starting from the middle of its range. `log` (may be null) gets one line per trial.
+/// cannot be simulated). Each knob is a golden-section search on the objective over the fit runs
+/// (options.objective), starting from the middle of its range. `log` (may be null) gets one line per trial.
 CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std::string>& fit_ids,
                             const CalibrateOptions& options, std::ostream* log);
 

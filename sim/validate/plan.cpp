@@ -715,6 +715,15 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     p.defaults.emplace_back("grad_reduce_in_fp32=true (framework '" + run.framework +
                             "': FSDP2 mixed_precision_reduce float32)");
   }
+  // DeepSpeed's ZeRO-3 of 2021 (v0.3) gathered each parameter tensor on its own: a device
+  // synchronize, a Python loop building a view per rank, PyTorch's tensor-list all_gather (a copy
+  // per rank), and the same per-rank list for each gradient's reduce-scatter; a recomputed layer
+  // was gathered again for its backward. Later releases gather flat buffers ahead of the compute.
+  if (zero == 3 && has(fw, "deepspeed") && run.year && *run.year < 2022) {
+    w << "  zero3_fetch: blocking\n";
+    p.defaults.emplace_back("zero3_fetch=blocking (framework '" + run.framework + "', a source from " +
+                            std::to_string(*run.year) + ")");
+  }
   if (run.offload_layers.value_or(0) > 0)
     w << "  offload_layers: " << *run.offload_layers << "\n";
   if (run.recompute_layers.value_or(0) > 0)

@@ -208,6 +208,7 @@ TEST(EndToEnd, CommandLineMisuseExitsTwo) {
   expect(calibrate + " --knob gpu.gemm_efficiency=0.5:1 --knob gpu.gemm_efficiency=0.6:0.9",
          "--knob gpu.gemm_efficiency is given twice");
   expect(calibrate + " --rounds 1.5", "--rounds/--tolerance: expected an integer and a number");
+  expect(calibrate + " --objective median", "--objective median: expected mean or rms");
   expect(calibrate + " --knob gpu.gemm_efficiency=0.5:1 --tolerance 2", "holds fewer than two grid steps");
   expect(calibrate + " --knob nodes=1:4", "the cluster refuses 2.5");
   expect("validate " + src("tests/validate/data/measured_runs.yaml") + " --timeout 0", "--timeout: expected seconds > 0");
