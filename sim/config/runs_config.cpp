@@ -342,8 +342,8 @@ CalibrationFile load_calibration(const std::filesystem::path& file) {
     (void)opt_text(fit, "search");
     (void)opt_text(fit, "note");
   };
-  const std::vector<std::string_view> record_keys = {"runs", "objective", "mean_abs_error_pct", "median_abs_error_pct",
-                                                "rms_error_pct", "search", "note"};
+  const std::vector<std::string_view> record_keys = {
+      "runs", "objective", "mean_abs_error_pct", "median_abs_error_pct", "rms_error_pct", "search", "note"};
   if (auto f = top.find("fit"); f && !is_null(*f))
     read_record(f->map(record_keys), "fit", out.fit_runs, out.objective, out.fit_error_pct);
   if (auto f = top.find("then"); f && !is_null(*f)) {

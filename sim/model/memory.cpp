@@ -223,8 +223,9 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   l.activations = layers * d(in_flight.passes) + logits * (d(in_flight.output_passes) - 1.0) +
                   std::max(logits, recompute_working_set(w).total());
   if (w.parallel.zero_stage >= 3) {
-    // The window of prefetch + 1 gathered layers (one under blocking fetch); the chunk's first layer brings the embedding
-    // and its last the output layer with it (both at once only when the window spans the chunk).
+    // The window of prefetch + 1 gathered layers (one under blocking fetch); the chunk's first
+    // layer brings the embedding and its last the output layer with it (both at once only when
+    // the window spans the chunk).
     const int64_t window = w.training.zero3_fetch == Zero3Fetch::BLOCKING ? 1 : w.training.zero3_prefetch + 1;
     const double held = weight_bytes(w) + fp8_weight_bytes(w);
     const double emb = layout.has_embedding ? embedding_params(w.model, w.parallel.tp) * held : 0.0;

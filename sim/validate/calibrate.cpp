@@ -65,7 +65,8 @@ double objective(const config::RunsFile& runs, const std::vector<std::string>& i
     *log << ")\n" << std::flush;
   }
   // The mean: every fit run counts. (A median of a few runs lets a fit of several knobs trade
-  // the runs outside its middle away: docs/calibration.md.) The median breaks exact ties.
+  // the runs outside its middle away: docs/calibration.md.) Or the RMS error, which has one
+  // minimum where the mean |error| is flat. The median breaks exact ties.
   if (options.objective == Objective::RMS)
     return rms_error(results) + 1e-3 * s.median_abs;
   return s.mean_abs + 1e-3 * s.median_abs;

@@ -1,8 +1,8 @@
 #pragma once
 // `stepsim calibrate`: fit the per-GPU-kind knobs (cluster keys such as gpu.gemm_efficiency) on
 // a chosen subset of measured runs by minimising the mean |error|, or the RMS error
-// (docs/calibration.md). The
-// same knob value applies to every run of that GPU kind: there is no per-run or per-model factor.
+// (docs/calibration.md). The same knob value applies to every run of that GPU kind: there is no
+// per-run or per-model factor.
 
 #include "config/runs_config.hpp"
 #include "validate/validate.hpp"
