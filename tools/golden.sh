@@ -60,7 +60,7 @@ run_case() {
   read -r -a argv <<<"$args"
   case "${argv[0]}" in
     run) argv+=(--out "$work/out" --csv) ;;
-    validate) argv+=(--out "$work/out" -j 1 --topologies topologies) ;;
+    validate) argv+=(--out "$work/out" -j 2 --topologies topologies) ;;
   esac
   "$bin" "${argv[@]}" >"$work/stdout" 2>"$work/stderr" || rc=$?
   # `plan` reports its own wall times: masked, as they change from run to run.
@@ -69,9 +69,12 @@ run_case() {
   [[ $rc -eq 0 ]] || cp "$work/stderr" "$dest/stderr.txt"
   if [[ -d "$work/out" ]]; then
     [[ -f "$work/out/summary.json" ]] && cp "$work/out/summary.json" "$dest/summary.json"
+    # Digests of the files with the output folder's own (temporary) path written as $OUT.
     (cd "$work/out" && find . -type f ! -path ./summary.json | LC_ALL=C sort |
-       while read -r f; do printf '%s %s %s\n' "$(sha256sum <"$f" | cut -c1-64)" "$(wc -c <"$f")" "${f#./}"; done) \
-      >"$dest/digests.txt"
+       while read -r f; do
+         sed "s|$work/out|\$OUT|g" "$f" >"$work/normalised"
+         printf '%s %s %s\n' "$(sha256sum <"$work/normalised" | cut -c1-64)" "$(wc -c <"$work/normalised")" "${f#./}"
+       done) >"$dest/digests.txt"
     [[ -s "$dest/digests.txt" ]] || rm -f "$dest/digests.txt"
   fi
   rm -rf "$work"
