@@ -1,6 +1,7 @@
 #include "graph/moe_builder.hpp"
 
 #include "core/error.hpp"
+#include "model/block_cost.hpp"
 #include "model/moe.hpp"
 #include "model/transformer.hpp"
 
@@ -11,18 +12,8 @@ namespace stepsim::graph::detail {
 
 namespace {
 
-/// FLOPs factor of a pass over the forward: backward twice the forward (once each for the input-
-/// and the weight-gradient GEMMs when the zero-bubble schedules split it).
-double pass_factor(Phase phase, bool split) {
-  switch (phase) {
-  case Phase::BACKWARD:
-    return split ? 1.0 : 2.0;
-  case Phase::WEIGHT_GRAD:
-    return 1.0;
-  default:
-    return 1.0;
-  }
-}
+/// FLOPs factor of a pass over the forward (model::pass_flops_factor).
+double pass_factor(Phase phase, bool split) { return model::pass_flops_factor(phase == Phase::BACKWARD, split); }
 
 } // namespace
 
@@ -31,9 +22,6 @@ MoeCpEmitter::MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micr
                            Host host)
     : w_(w), grid_(grid), m_(micro_batches), split_(split_backward), representative_ep_(representative_ep),
       representative_cp_(representative_cp), g_(g), host_(std::move(host)) {
-  local_ = w.model;
-  local_.seq_len = w.model.seq_len / std::max(1, grid.cp);
-  tokens_ = static_cast<double>(w.batch.micro_batch) * static_cast<double>(local_.seq_len);
   ep_chain_.assign(static_cast<size_t>(grid.size()), NO_TASK);
 }
 
@@ -181,17 +169,16 @@ TaskId MoeCpEmitter::expert_gather(Rank r, int stage, int layer, int mb, Phase p
 std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase phase, int stage, int layer,
                                            int mb, Bytes alloc, Bytes free,
                                            const std::vector<TaskId>& extra_dep, const ExpertShards& shards) {
-  const ModelSpec& m = w_.model;
-  const int tp = grid_.tp;
   const bool a2a = grid_.ep > 1;
   const double f = pass_factor(phase, split_);
-  const Flops router = model::router_forward_flops(m, tokens_) * f;
-  const Flops shared = model::shared_experts_forward_flops(m, tokens_, tp) * f;
-  const bool has_shared = m.moe.shared_experts > 0;
+  const model::MoeWork dense = model::moe_forward_work(w_, 0.0);
+  const Flops router = dense.router * f;
+  const Flops shared = dense.shared * f;
+  const bool has_shared = w_.model.moe.shared_experts > 0;
   auto experts = [&](Rank r) {
     const double pairs = representative_ep_ ? model::ep_max_rank_assignments(w_, layer)
                                             : model::ep_rank_assignments(w_, layer, grid_.ep_of(r));
-    return model::routed_experts_forward_flops(m, pairs, grid_.etp) * f;
+    return model::moe_forward_work(w_, pairs).routed * f;
   };
   const bool grads_final = split_ ? phase == Phase::WEIGHT_GRAD : phase == Phase::BACKWARD;
   std::vector<TaskId> out(group.size(), NO_TASK);
@@ -288,13 +275,11 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
 std::vector<TaskId> MoeCpEmitter::emit_cp_attention(const std::vector<Rank>& group, Phase phase, int stage,
                                                     int layer, int mb, Bytes alloc, Bytes free,
                                                     const std::vector<TaskId>& extra_dep) {
-  const int64_t b = w_.batch.micro_batch;
-  const int tp = grid_.tp;
   const int cp = grid_.cp;
   // One chunk: the local queries against one K,V block of s/cp tokens.
-  const Flops chunk = model::attention_core_flops(local_, b, tp);
-  const Flops proj = model::attention_block_forward_flops(local_, b, tp) - chunk;
-  const bool selective = w_.training.recomputes(&RecomputeModules::core_attn);
+  const model::RingAttentionWork ring_work = model::ring_attention_work(w_);
+  const Flops chunk = ring_work.chunk;
+  const Flops proj = ring_work.projections;
   std::vector<TaskId> out(group.size(), NO_TASK);
   for (size_t i = 0; i < group.size(); ++i) {
     const Rank r = group[i];
@@ -324,7 +309,7 @@ std::vector<TaskId> MoeCpEmitter::emit_cp_attention(const std::vector<Rank>& gro
       entry_[out[i]] = {ring.start};
     } else {
       ring.backward = true;
-      const Flops chunk_bwd = chunk * 2.0 + (selective ? chunk : Flops(0.0));
+      const Flops chunk_bwd = ring_work.chunk_backward;
       for (int c = 0; c < cp; ++c) {
         ring.chunk.push_back(add_compute(r, Block::ATTENTION, phase, stage, layer, mb, chunk_bwd,
                                          Block::ATTENTION, c == 0 ? alloc : Bytes(0.0), Bytes(0.0)));

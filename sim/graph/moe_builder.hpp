@@ -130,8 +130,6 @@ private:
   bool representative_cp_ = false;
   StepGraph& g_;
   Host host_;
-  ModelSpec local_;   ///< the model as one GPU sees it: seq_len / cp tokens
-  double tokens_ = 0; ///< b * s / cp
   Bytes param_free_;  ///< ZeRO-3 parameters the block's last task frees (emit's argument)
   std::map<TaskId, std::vector<TaskId>> entry_;
   std::map<std::tuple<int, int, int, int, int, int>, TaskId> a2a_;           ///< (stage, first member, layer, mb, phase, which)

@@ -140,82 +140,18 @@ private:
     const auto key = std::make_tuple(static_cast<int>(block), static_cast<int>(phase), stage, windowed);
     if (auto it = cost_cache_.find(key); it != cost_cache_.end())
       return it->second;
-    ModelSpec m = w_.model; // as one GPU sees it: context parallelism leaves it seq_len / cp tokens
-    m.seq_len /= w_.parallel.cp;
-    const int64_t b = w_.batch.micro_batch;
-    const int tp = grid_.tp;
-    Flops f;
-    Bytes bytes;
-    const Bytes layer_bytes = model::layer_forward_bytes(m, b, tp, w_.precision);
-    const Flops layer_flops = model::layer_forward_flops(m, b, tp);
-    switch (block) {
-    case Block::ATTENTION:
-      f = model::attention_block_forward_flops(m, b, tp, windowed);
-      bytes = layer_bytes * (model::attention_block_forward_flops(m, b, tp) / layer_flops);
-      // Context parallelism: the GPU's s/cp queries meet all s keys, cp ring chunks of the
-      // local core (MoeCpEmitter shares the block's time among them by these FLOPs).
-      f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(w_.parallel.cp - 1);
-      break;
-    case Block::MLP:
-      f = model::mlp_block_forward_flops(m, b, tp);
-      bytes = layer_bytes * (f / layer_flops);
-      break;
-    case Block::LOGITS:
-      f = model::output_forward_flops(m, b, tp); // with the multi-token-prediction outputs
-      bytes = model::output_forward_bytes(m, b, tp, w_.precision);
-      break;
-    case Block::ROUTER: {
-      // The router GEMM of the GPU's tokens, and (roofline bytes) the two permutations of the
-      // routed copies around the experts, each read and written (docs/moe.md).
-      const double tokens = static_cast<double>(b) * static_cast<double>(m.seq_len);
-      f = model::router_forward_flops(m, tokens);
-      bytes = model::router_forward_bytes(m, tokens, w_.precision);
-      break;
-    }
-    default:
-      throw ModelError("internal: no cost for block " + std::string(to_string(block)));
-    }
-    if (phase == Phase::BACKWARD) {
-      f = f * 2.0;
-      bytes = bytes * 2.0;
-      // Selective recomputation repeats the attention core before the attention backward, and
-      // the dense MLP before its backward (recompute_modules).
-      if (block == Block::ATTENTION && w_.training.recomputes(&RecomputeModules::core_attn))
-        f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(w_.parallel.cp);
-      if (block == Block::MLP && w_.training.recomputes(&RecomputeModules::mlp))
-        f += model::mlp_block_forward_flops(m, b, tp);
-      if (block == Block::ATTENTION && w_.training.recomputes(&RecomputeModules::mla_up_proj))
-        f += model::mla_up_projection_flops(m, b, tp);
-    }
-    ComputeQuery q{.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes, .windowed = windowed};
-    auto result = std::make_pair(o_.compute_time(q), q);
-    if (w_.parallel.cp > 1 && result.first.sources.roofline < 1.0) { // kernel profiles see the whole sequence
-      result.first.time = result.first.time / w_.parallel.cp;
-      result.first.input_dgrad = result.first.input_dgrad / w_.parallel.cp;
-      result.first.input_wgrad = result.first.input_wgrad / w_.parallel.cp;
-    }
+    const ComputeQuery q = block_query(w_, block, phase, stage, windowed);
+    const auto result = std::make_pair(gpu_compute_cost(w_, o_.compute_time, q), q);
     cost_cache_.emplace(key, result);
     return result;
   }
 
   /// Zero-bubble split of a block's backward (docs/schedules.md): W is the weight-gradient GEMMs,
-  /// as many FLOPs as the forward's GEMMs; B is the rest (input-gradient GEMMs, the attention
-  /// core's backward, a selectively recomputed core). Time, FLOPs and bytes split in that ratio.
+  /// B the rest (input-gradient GEMMs, the attention core's backward, a selectively recomputed
+  /// core); time, FLOPs and bytes split in that ratio (model::BlockWork::weight_grad_share).
   std::pair<ComputeCost, ComputeQuery> split_cost(Block block, Phase phase, int stage, bool windowed) {
     auto [c, q] = cost(block, Phase::BACKWARD, stage, windowed);
-    ModelSpec m = w_.model; // the s/cp tokens of one GPU, as cost() counts them
-    m.seq_len /= w_.parallel.cp;
-    const int64_t b = w_.batch.micro_batch;
-    Flops gemm;
-    switch (block) {
-    case Block::ATTENTION: // the projections: the same GEMMs with or without a window
-      gemm = model::attention_block_forward_flops(m, b, grid_.tp) - model::attention_core_flops(m, b, grid_.tp);
-      break;
-    case Block::MLP: gemm = model::mlp_block_forward_flops(m, b, grid_.tp); break;
-    case Block::LOGITS: gemm = model::output_forward_flops(m, b, grid_.tp); break;
-    default: throw ModelError("internal: no backward split for block " + std::string(to_string(block)));
-    }
-    const double w_share = q.flops.value() > 0 ? std::clamp(gemm / q.flops, 0.0, 1.0) : 0.5;
+    const double w_share = block_work(w_, block, windowed).weight_grad_share();
     const double share = phase == Phase::WEIGHT_GRAD ? w_share : 1.0 - w_share;
     c.time = c.time * share;
     q.flops = q.flops * share;
@@ -495,8 +431,7 @@ private:
                         TaskId& tp_chain) {
     if (grid_.tp == 1)
       return;
-    const Bytes bytes(static_cast<double>(w_.batch.micro_batch) * static_cast<double>(w_.model.seq_len) /
-                      std::max(1, w_.parallel.cp) * 4.0);
+    const Bytes bytes(model::gpu_tokens(w_) * 4.0);
     const int64_t count = 3 * (1 + w_.model.mtp_layers);
     TaskId last = NO_TASK;
     for (int64_t i = 0; i < count; ++i) {
@@ -1207,9 +1142,7 @@ private:
     for (int d = 0; d < replicas_; ++d) {
       const Rank r = grid_.rank(d, p, t);
       RankState& st = rs(r);
-      const double params = model::optimizer_params_on_rank(w_, p); // ZeRO: dense / (dp*cp), experts / expert_data_parallel
-      ComputeQuery q{.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = p,
-                     .flops = Flops(params * 12.0), .bytes = model::optimizer_step_bytes(w_, p)};
+      const ComputeQuery q = optimizer_query(w_, p); // ZeRO: dense / (dp*cp), experts / expert_data_parallel
       Task task = compute_task(r, Block::OPTIMIZER, Phase::OPTIMIZER, p, -1, -1);
       const ComputeCost opt_cost = o_.compute_time(q);
       task.duration = opt_cost.time;
@@ -1269,29 +1202,6 @@ private:
 };
 
 } // namespace
-
-std::pair<Seconds, Seconds> input_linear_times(const WorkloadSpec& w, Block block, const ComputeCost& cost,
-                                               const ComputeQuery& query) {
-  const std::pair<Seconds, Seconds> none{Seconds(0.0), Seconds(0.0)};
-  if (cost.input_wgrad.value() > 0)
-    return cost.input_dgrad + cost.input_wgrad < cost.time ? std::make_pair(cost.input_dgrad, cost.input_wgrad)
-                                                           : none;
-  ModelSpec m = w.model; // the s/cp tokens of one GPU, as the block's FLOPs count them
-  m.seq_len /= std::max(1, w.parallel.cp);
-  const int64_t b = w.batch.micro_batch;
-  const int tp = w.parallel.tp;
-  Flops gemm;
-  switch (block) {
-  case Block::LOGITS: gemm = model::logits_forward_flops(m, b, tp); break;
-  case Block::ATTENTION: gemm = model::qkv_projection_flops(m, b, tp); break;
-  case Block::MLP: gemm = model::mlp_input_projection_flops(m, b, tp); break;
-  default: return none;
-  }
-  const double share = query.flops.value() > 0 ? gemm / query.flops : 0.0;
-  if (share <= 0 || share >= 0.5)
-    return none;
-  return {cost.time * share, cost.time * share};
-}
 
 StepProgram build_step(const WorkloadSpec& w, const BuildOptions& options) {
   if (!options.compute_time)

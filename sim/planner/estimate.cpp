@@ -2,6 +2,7 @@
 
 #include "planner/planner.hpp"
 
+#include "model/block_cost.hpp"
 #include "model/memory.hpp"
 #include "model/moe.hpp"
 #include "model/transformer.hpp"
@@ -42,43 +43,6 @@ double gather(double bytes, int64_t n, const Link& l) {
   return d(n - 1) * l.alpha + d(n - 1) / d(n) * bytes / l.beta;
 }
 
-/// The builder's compute query of one block (graph/step_builder.cpp, Builder::cost).
-graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph::Phase phase, int stage,
-                                bool windowed = false) {
-  ModelSpec m = w.model; // as one GPU sees it: context parallelism leaves it seq_len / cp tokens
-  m.seq_len /= std::max(1, w.parallel.cp);
-  const int64_t b = w.batch.micro_batch;
-  const int tp = w.parallel.tp;
-  const Bytes layer_bytes = model::layer_forward_bytes(m, b, tp, w.precision);
-  const Flops layer_flops = model::layer_forward_flops(m, b, tp);
-  Flops f;
-  Bytes bytes;
-  if (block == graph::Block::ATTENTION) {
-    f = model::attention_block_forward_flops(m, b, tp, windowed);
-    bytes = layer_bytes * (model::attention_block_forward_flops(m, b, tp) / layer_flops);
-    f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(std::max(1, w.parallel.cp) - 1);
-  } else if (block == graph::Block::MLP) {
-    f = model::mlp_block_forward_flops(m, b, tp);
-    bytes = layer_bytes * (f / layer_flops);
-  } else if (block == graph::Block::ROUTER) {
-    const double tokens = static_cast<double>(b) * static_cast<double>(m.seq_len);
-    f = model::router_forward_flops(m, tokens);
-    bytes = model::router_forward_bytes(m, tokens, w.precision);
-  } else {
-    f = model::output_forward_flops(m, b, tp);
-    bytes = model::output_forward_bytes(m, b, tp, w.precision);
-  }
-  if (phase == graph::Phase::BACKWARD) {
-    f = f * 2.0;
-    bytes = bytes * 2.0;
-    if (block == graph::Block::ATTENTION && w.training.recomputes(&RecomputeModules::core_attn))
-      f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(std::max(1, w.parallel.cp));
-    if (block == graph::Block::MLP && w.training.recomputes(&RecomputeModules::mlp))
-      f += model::mlp_block_forward_flops(m, b, tp);
-  }
-  return {.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes, .windowed = windowed};
-}
-
 } // namespace
 
 Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const graph::ComputeTimeFn& compute_time) {
@@ -93,16 +57,10 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   const bool split = par.schedule == Schedule::ZB_H1 || par.schedule == Schedule::ZB_H2;
 
   // Context parallelism, as the builder: blocks of s/cp tokens whose attention core meets all s
-  // keys (block_query), and kernel profiles see the whole sequence, so their times are divided by cp.
-  const double cp = d(std::max(1, par.cp));
-  ModelSpec local = w.model;
-  local.seq_len /= std::max(1, par.cp);
+  // keys (graph::block_query), and kernel profiles see the whole sequence (graph::gpu_compute_cost).
+  using graph::block_query;
   auto time = [&](Block b, Phase ph, int stage, bool windowed = false) {
-    const graph::ComputeCost c = compute_time(block_query(w, b, ph, stage, windowed));
-    double t = c.time.value();
-    if (cp > 1 && c.sources.roofline < 1.0)
-      t /= cp;
-    return t;
+    return graph::gpu_compute_cost(w, compute_time, block_query(w, b, ph, stage, windowed)).time.value();
   };
   // The last (slowest) stage's layers, with the multi-token-prediction ones. Attention per
   // layer: its windowed layers (a window shorter than the sequence; cp is 1 then) at their own cost.
@@ -141,7 +99,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   double tp_per_mb = layers * tp_one * (4.0 + 2.0 * rf);
   // Outside the layers (as the builder): the output layer's input gradient and the
   // cross-entropy's three per-token fp32 all-reduces; a single stage also sums the embedding.
-  const double loss_one = all_reduce(d(w.batch.micro_batch) * d(local.seq_len) * 4.0, t, tp_link);
+  const double loss_one = all_reduce(model::gpu_tokens(w) * 4.0, t, tp_link);
   tp_per_mb += tp_one * (p == 1 ? 2.0 : 1.0) + 3.0 * d(1 + w.model.mtp_layers) * loss_one;
 
   // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
@@ -155,9 +113,8 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
     while (layer < last.first_layer + last.num_layers && !model::is_moe_layer(w.model, layer))
       ++layer;
     if (moe_layers > 0) {
-      const double tokens = d(w.batch.micro_batch) * d(local.seq_len);
-      const Flops experts = model::routed_experts_forward_flops(w.model, model::ep_max_rank_assignments(w, layer), par.expert_tp()) +
-                            model::shared_experts_forward_flops(w.model, tokens, par.tp);
+      const model::MoeWork moe = model::moe_forward_work(w, model::ep_max_rank_assignments(w, layer));
+      const Flops experts = moe.routed + moe.shared;
       const double scale = experts / block_query(w, Block::MLP, Phase::FORWARD, 0).flops;
       mlp_f_moe = time(Block::ROUTER, Phase::FORWARD, 0) + mlp_f * scale;
       mlp_b_moe = time(Block::ROUTER, Phase::BACKWARD, 0) + mlp_b * scale +
@@ -188,12 +145,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   if (t > 1 && !split) {
     const auto input_linear = [&](Block b) {
       const graph::ComputeQuery q = block_query(w, b, Phase::BACKWARD, 0);
-      graph::ComputeCost c = compute_time(q);
-      if (cp > 1 && c.sources.roofline < 1.0) { // as time(): profiles see the whole sequence
-        c.time = c.time / cp;
-        c.input_dgrad = c.input_dgrad / cp;
-        c.input_wgrad = c.input_wgrad / cp;
-      }
+      const graph::ComputeCost c = graph::gpu_compute_cost(w, compute_time, q);
       const auto [dgrad, wgrad] = graph::input_linear_times(w, b, c, q);
       return std::make_pair(dgrad.value(), wgrad.value());
     };
@@ -228,14 +180,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
     t_b += offloaded * std::max(0.0, copy - layer_b);
   }
   // W share of backward: the weight-gradient GEMMs, as many FLOPs as the forward's GEMMs.
-  const auto gemm_share = [&](Block b) {
-    const graph::ComputeQuery fq = block_query(w, b, Phase::FORWARD, 0);
-    const graph::ComputeQuery bq = block_query(w, b, Phase::BACKWARD, 0);
-    Flops gemm = fq.flops;
-    if (b == Block::ATTENTION)
-      gemm -= model::attention_core_flops(w.model, w.batch.micro_batch, par.tp);
-    return bq.flops.value() > 0 ? gemm / bq.flops : 0.5;
-  };
+  const auto gemm_share = [&](Block b) { return graph::block_work(w, b).weight_grad_share(); };
   const double t_w = split ? layers * (att_b * gemm_share(Block::ATTENTION) + mlp_b * gemm_share(Block::MLP)) +
                                  lg_b * gemm_share(Block::LOGITS)
                            : 0.0;
@@ -362,10 +307,7 @@ Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const 
   // Optimizer (the builder's query for the heaviest stage).
   double opt = 0;
   for (int s = 0; s < p; ++s) {
-    const double params = model::optimizer_params_on_rank(w, s);
-    const graph::ComputeQuery q{.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = s,
-                                .flops = Flops(params * 12.0), .bytes = model::optimizer_step_bytes(w, s)};
-    opt = std::max(opt, compute_time(q).time.value());
+    opt = std::max(opt, compute_time(graph::optimizer_query(w, s)).time.value());
   }
   est.optimizer = Seconds(opt);
   est.step = est.compute + est.tp_comm + est.ep_comm + est.bubble + est.pp_comm + est.dp_exposed + est.optimizer;
