@@ -1,4 +1,4 @@
-#include "graph/moe_builder.hpp"
+#include "graph/moe_cp_emitter.hpp"
 
 #include "core/error.hpp"
 #include "model/block_cost.hpp"
@@ -17,13 +17,10 @@ double pass_factor(Phase phase, bool split) { return model::pass_flops_factor(ph
 
 } // namespace
 
-MoeCpEmitter::MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches,
-                           bool split_backward, bool representative_ep, bool representative_cp, StepGraph& g,
-                           Host host)
-    : w_(w), grid_(grid), m_(micro_batches), split_(split_backward), representative_ep_(representative_ep),
-      representative_cp_(representative_cp), g_(g), host_(std::move(host)) {
-  ep_chain_.assign(static_cast<size_t>(grid.size()), NO_TASK);
-}
+MoeCpEmitter::MoeCpEmitter(const MoeCpOptions& o)
+    : w_(o.shape.workload), grid_(o.shape.grid), m_(o.shape.micro_batches), split_(o.shape.split),
+      representative_ep_(o.representative_ep), representative_cp_(o.shape.fold_cp), g_(o.graph),
+      streams_(o.streams), costs_(o.costs) {}
 
 bool MoeCpEmitter::handles(Block block, int layer) const {
   if (block == Block::MLP && layer >= 0 && model::is_moe_layer(w_.model, layer))
@@ -39,7 +36,7 @@ std::vector<TaskId> MoeCpEmitter::entry_of(TaskId t) const {
 
 ComputeCost MoeCpEmitter::scaled(Block base, Phase phase, int stage, Flops flops, Bytes& bytes) {
   const Phase base_phase = phase == Phase::WEIGHT_GRAD ? Phase::BACKWARD : phase;
-  auto [c, q] = host_.cost(base, base_phase, stage);
+  auto [c, q] = costs_.cost(base, base_phase, stage);
   const double ratio = q.flops.value() > 0 ? flops / q.flops : 0.0;
   bytes = q.bytes * ratio;
   c.time = c.time * ratio;
@@ -51,34 +48,21 @@ TaskId MoeCpEmitter::add_compute(Rank r, Block block, Phase phase, int stage, in
   Task t = compute_task(r, block, phase, stage, layer, mb);
   Bytes bytes;
   const ComputeCost c = scaled(base, phase, stage, flops, bytes);
-  t.duration = c.time + host_.take_pass_overhead(r);
+  t.duration = c.time;
   t.sources = c.sources;
   t.flops = flops;
   t.bytes = bytes;
   t.act_alloc = alloc;
   t.act_free = free;
   t.param_free = param_free;
-  const TaskId id = g_.add_task(t);
-  TaskId& last = host_.last_compute(r);
-  if (last != NO_TASK)
-    g_.add_edge(last, id);
-  TaskId& wait = host_.pending_wait(r);
-  if (wait != NO_TASK) {
-    g_.add_edge(wait, id);
-    wait = NO_TASK;
-  }
-  last = id;
-  return id;
+  return streams_.add_compute(t);
 }
 
-std::vector<TaskId> MoeCpEmitter::emit(const std::vector<Rank>& group, Block block, Phase phase, int stage,
-                                       int layer, int mb, Bytes alloc, Bytes free,
-                                       const std::vector<TaskId>& extra_dep, Bytes param_free,
-                                       const ExpertShards& shards) {
-  param_free_ = param_free; // the block's last compute task frees it
-  if (block == Block::ATTENTION && grid_.cp > 1)
-    return emit_cp_attention(group, phase, stage, layer, mb, alloc, free, extra_dep);
-  return emit_moe(group, phase, stage, layer, mb, alloc, free, extra_dep, shards);
+std::vector<TaskId> MoeCpEmitter::emit(const std::vector<Rank>& group, const BlockCall& call) {
+  param_free_ = call.param_free; // the block's last compute task frees it
+  if (call.block == Block::ATTENTION && grid_.cp > 1)
+    return emit_cp_attention(group, call);
+  return emit_moe(group, call);
 }
 
 // ---- mixture of experts ---------------------------------------------------------------------
@@ -92,7 +76,8 @@ TaskId MoeCpEmitter::ep_all_to_all(Rank r, int stage, int layer, int mb, Phase p
   if (auto it = a2a_.find(key); it != a2a_.end()) {
     id = it->second;
   } else {
-    Task task = collective_task(CommGroup::EP, CollectiveOp::ALL_TO_ALL, Stream::EP_COMM, phase, stage, layer, mb,
+    Task task = collective_task(CommGroup::EP, CollectiveOp::ALL_TO_ALL, Stream::EP_COMM,
+                                {.phase = phase, .stage = stage, .layer = layer, .mb = mb},
                                 model::ep_all_to_all_bytes(w_));
     task.rank = members.front();
     id = g_.add_collective(task, members);
@@ -101,10 +86,7 @@ TaskId MoeCpEmitter::ep_all_to_all(Rank r, int stage, int layer, int mb, Phase p
   for (TaskId d : deps)
     if (d != NO_TASK)
       g_.add_edge(d, id);
-  TaskId& chain = ep_chain_[static_cast<size_t>(r)];
-  if (chain != NO_TASK)
-    g_.add_edge(chain, id);
-  chain = id;
+  streams_.chain_ep(r, id);
   return id;
 }
 
@@ -127,7 +109,9 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
     id = it->second;
   } else {
     Task task = collective_task(CommGroup::DP, scatter ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE,
-                                Stream::DP_COMM, Phase::BACKWARD, stage, layer, per_micro_batch ? mb : -1,
+                                Stream::DP_COMM,
+                                {.phase = Phase::BACKWARD, .stage = stage, .layer = layer,
+                                 .mb = per_micro_batch ? mb : -1},
                                 Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert *
                                       model::grad_bytes(w_)));
     task.rank = members.front();
@@ -135,10 +119,7 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
     expert_reduce_.emplace(key, id);
   }
   g_.add_edge(producer, id);
-  TaskId& chain = host_.dp_chain(r);
-  if (chain != NO_TASK)
-    g_.add_edge(chain, id);
-  chain = id;
+  streams_.chain_dp(r, id);
 }
 
 TaskId MoeCpEmitter::expert_gather(Rank r, int stage, int layer, int mb, Phase phase, TaskId after, Bytes bytes,
@@ -151,7 +132,8 @@ TaskId MoeCpEmitter::expert_gather(Rank r, int stage, int layer, int mb, Phase p
   if (auto it = expert_gather_.find(key); it != expert_gather_.end()) {
     id = it->second;
   } else {
-    Task task = collective_task(CommGroup::DP, CollectiveOp::ALL_GATHER, Stream::DP_COMM, phase, stage, layer, mb, bytes);
+    Task task = collective_task(CommGroup::DP, CollectiveOp::ALL_GATHER, Stream::DP_COMM,
+                                {.phase = phase, .stage = stage, .layer = layer, .mb = mb}, bytes);
     task.param_alloc = held;
     task.rank = members.front();
     id = g_.add_collective(task, members);
@@ -159,16 +141,16 @@ TaskId MoeCpEmitter::expert_gather(Rank r, int stage, int layer, int mb, Phase p
   }
   if (after != NO_TASK)
     g_.add_edge(after, id);
-  TaskId& chain = host_.dp_chain(r);
-  if (chain != NO_TASK)
-    g_.add_edge(chain, id);
-  chain = id;
+  streams_.chain_dp(r, id);
   return id;
 }
 
-std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase phase, int stage, int layer,
-                                           int mb, Bytes alloc, Bytes free,
-                                           const std::vector<TaskId>& extra_dep, const ExpertShards& shards) {
+std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, const BlockCall& call) {
+  const Phase phase = call.phase;
+  const int stage = call.stage, layer = call.layer, mb = call.mb;
+  const Bytes alloc = call.alloc, free = call.free;
+  const std::vector<TaskId>& extra_dep = call.extra_dep;
+  const ExpertShards& shards = call.shards;
   const bool a2a = grid_.ep > 1;
   const double f = pass_factor(phase, split_);
   const model::MoeWork dense = model::moe_forward_work(w_, 0.0);
@@ -218,7 +200,7 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
     for (size_t i = 0; i < group.size(); ++i) {
       const Rank r = group[i];
       if (a2a)
-        host_.pending_wait(r) = ep_all_to_all(r, stage, layer, mb, phase, 0, {routers[i]});
+        streams_[r].pending_wait = ep_all_to_all(r, stage, layer, mb, phase, 0, {routers[i]});
       // The experts' compute is the block's last: it frees the layer's ZeRO-3 parameters.
       const TaskId x = add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, Bytes(0.0),
                                    free, param_free_ + shards.free);
@@ -226,7 +208,7 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
       out[i] = x;
       if (a2a) {
         out[i] = ep_all_to_all(r, stage, layer, mb, phase, 1, {x});
-        host_.pending_wait(r) = out[i];
+        streams_[r].pending_wait = out[i];
       }
       entry_[out[i]] = {routers[i]};
     }
@@ -241,7 +223,7 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
     std::vector<TaskId> entries;
     TaskId back = NO_TASK;
     if (a2a) {
-      back = ep_all_to_all(r, stage, layer, mb, phase, 2, {host_.last_compute(r), host_.pending_wait(r)});
+      back = ep_all_to_all(r, stage, layer, mb, phase, 2, {streams_[r].last_compute, streams_[r].pending_wait});
       extra(i, back);
       entries.push_back(back);
     }
@@ -252,7 +234,7 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
       entries.push_back(sh);
     }
     if (back != NO_TASK)
-      host_.pending_wait(r) = back;
+      streams_[r].pending_wait = back;
     const TaskId x = add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, alloc,
                                  Bytes(0.0), shards.free);
     gathered(i, x);
@@ -261,7 +243,7 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
       entries.push_back(x);
     }
     if (a2a)
-      host_.pending_wait(r) = ep_all_to_all(r, stage, layer, mb, phase, 3, {x});
+      streams_[r].pending_wait = ep_all_to_all(r, stage, layer, mb, phase, 3, {x});
     out[i] = add_compute(r, Block::ROUTER, phase, stage, layer, mb, router, Block::ROUTER, Bytes(0.0), free);
     entry_[out[i]] = entries;
     if (grads_final)
@@ -272,9 +254,11 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, Phase
 
 // ---- context parallelism ----------------------------------------------------------------------
 
-std::vector<TaskId> MoeCpEmitter::emit_cp_attention(const std::vector<Rank>& group, Phase phase, int stage,
-                                                    int layer, int mb, Bytes alloc, Bytes free,
-                                                    const std::vector<TaskId>& extra_dep) {
+std::vector<TaskId> MoeCpEmitter::emit_cp_attention(const std::vector<Rank>& group, const BlockCall& call) {
+  const Phase phase = call.phase;
+  const int stage = call.stage, layer = call.layer, mb = call.mb;
+  const Bytes alloc = call.alloc, free = call.free;
+  const std::vector<TaskId>& extra_dep = call.extra_dep;
   const int cp = grid_.cp;
   // One chunk: the local queries against one K,V block of s/cp tokens.
   const model::RingAttentionWork ring_work = model::ring_attention_work(w_);

@@ -7,10 +7,12 @@
 // docs/moe.md describes the task shapes.
 
 #include "config/spec.hpp"
+#include "graph/emit.hpp"
+#include "graph/block_costs.hpp"
+#include "graph/rank_streams.hpp"
 #include "graph/step_builder.hpp"
 #include "graph/step_graph.hpp"
 
-#include <functional>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -18,73 +20,36 @@
 
 namespace stepsim::graph::detail {
 
-/// A collective task of `group` on `stream` for (phase, stage, layer, micro-batch).
-inline Task collective_task(CommGroup group, CollectiveOp op, Stream stream, Phase phase, int stage, int layer,
-                            int mb, Bytes bytes) {
-  Task task;
-  task.phase = phase;
-  task.group = group;
-  task.op = op;
-  task.stream = stream;
-  task.stage = stage;
-  task.layer = layer;
-  task.micro_batch = mb;
-  task.bytes = bytes;
-  return task;
-}
+/// What the MoE and CP emitter emits into and reads.
+struct MoeCpOptions {
+  const StepShape& shape; ///< representative CP (shape.fold_cp): only CP index 0 of each CP group is simulated
+  /// One rank stands for its EP group (BuildOptions::fold_ep); its routed experts carry the
+  /// group's largest load.
+  bool representative_ep = false;
+  StepGraph& graph;
+  RankStreams& streams; ///< orders each rank's tasks
+  BlockCosts& costs;    ///< a dense block's cost, which the emitted tasks scale by their FLOPs
+};
 
 class MoeCpEmitter {
 public:
-  /// What the emitter needs of the step builder's per-rank state and cost model.
-  struct Host {
-    std::function<TaskId&(Rank)> last_compute; ///< the rank's last compute task (stream order)
-    std::function<TaskId&(Rank)> pending_wait; ///< collective the rank's next compute task waits for
-    std::function<TaskId&(Rank)> dp_chain;     ///< the rank's last task on its DP stream
-    /// The builder's cost of a dense block (ATTENTION or MLP) in FORWARD, BACKWARD or RECOMPUTE
-    /// for a GPU's tokens (b*s/cp); emitted tasks scale its time by their FLOPs.
-    std::function<std::pair<ComputeCost, ComputeQuery>(Block, Phase, int)> cost;
-    /// The rank's pass overhead not yet charged (cleared): added to its next compute task.
-    std::function<Seconds(Rank)> take_pass_overhead;
-  };
-
-  static constexpr TaskId NO_TASK = ~TaskId{0};
-
-  /// ZeRO-3 for an MoE block: per rank of the TP group, the all-gather of its local experts
-  /// (expert_gather) that the experts' compute waits for, and the gathered bytes that compute
-  /// frees (0: kept for a later pass, as the recompute keeps them for the backward).
-  struct ExpertShards {
-    std::vector<TaskId> gather;
-    Bytes free;
-  };
-
-  /// `representative_ep`: one rank stands for its EP group (BuildOptions::fold_ep); its routed
-  /// experts carry the group's largest load. `representative_cp`: only CP index 0 of each CP group
-  /// is simulated; the others' ring sends copy its own (finish()).
-  MoeCpEmitter(const WorkloadSpec& w, const RankGrid& grid, int micro_batches, bool split_backward,
-               bool representative_ep, bool representative_cp, StepGraph& g, Host host);
+  explicit MoeCpEmitter(const MoeCpOptions& o);
 
   /// True when the compute task (block, layer) is emitted here: the MLP of an MoE layer, and the
   /// attention block when cp > 1.
   [[nodiscard]] bool handles(Block block, int layer) const;
 
-  /// Emits the tasks replacing one compute task of `block` on every rank of the TP group `group`
-  /// (same arguments as the builder's compute task). Returns, per rank, the task that plays the
-  /// replaced task's role for what follows (its last task: the next TP collective, the PP send and
-  /// the gradient bucket wait for it); entry_of() gives the first ones.
-  /// `param_free`: ZeRO-3 dense parameters the block's last compute task frees; `shards`: the
-  /// experts' ZeRO-3 gathers (empty without ZeRO-3).
-  std::vector<TaskId> emit(const std::vector<Rank>& group, Block block, Phase phase, int stage, int layer,
-                           int mb, Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep,
-                           Bytes param_free = Bytes(0.0), const ExpertShards& shards = {});
+  /// Emits the tasks replacing one compute task `call` on every rank of the TP group `group`.
+  /// Returns, per rank, the task that plays the replaced task's role for what follows (its last
+  /// task: the next TP collective, the PP send and the gradient bucket wait for it); entry_of()
+  /// gives the first ones.
+  std::vector<TaskId> emit(const std::vector<Rank>& group, const BlockCall& call);
 
   /// ZeRO-3: the all-gather of the local experts of `layer` (`bytes` per GPU, each expert split
   /// by TP) over rank r's expert-data-parallel group for (mb, phase), created by the first member
   /// that issues it with `held` gathered bytes per member; r chains it on its DP stream after
   /// `after`. NO_TASK when that group is one GPU (the experts are not sharded).
   TaskId expert_gather(Rank r, int stage, int layer, int mb, Phase phase, TaskId after, Bytes bytes, Bytes held);
-
-  /// Rank r's last task on its EP stream (the chain the next all-to-all it issues follows).
-  TaskId& ep_chain(Rank r) { return ep_chain_[static_cast<size_t>(r)]; }
 
   /// The tasks a PP receive into `t` must precede: the first tasks of the block `t` ends, or `t`.
   [[nodiscard]] std::vector<TaskId> entry_of(TaskId t) const;
@@ -115,21 +80,18 @@ private:
   /// Expert gradients of `layer` reduced over rank r's expert-data-parallel group after `producer`.
   void expert_gradients(Rank r, int stage, int layer, int mb, TaskId producer);
 
-  std::vector<TaskId> emit_moe(const std::vector<Rank>& group, Phase phase, int stage, int layer, int mb,
-                               Bytes alloc, Bytes free, const std::vector<TaskId>& extra_dep,
-                               const ExpertShards& shards);
-  std::vector<TaskId> emit_cp_attention(const std::vector<Rank>& group, Phase phase, int stage, int layer,
-                                        int mb, Bytes alloc, Bytes free,
-                                        const std::vector<TaskId>& extra_dep);
+  std::vector<TaskId> emit_moe(const std::vector<Rank>& group, const BlockCall& call);
+  std::vector<TaskId> emit_cp_attention(const std::vector<Rank>& group, const BlockCall& call);
 
   const WorkloadSpec& w_;
-  RankGrid grid_;
+  const RankGrid& grid_;
   int m_ = 0;
   bool split_ = false;
   bool representative_ep_ = false;
   bool representative_cp_ = false;
   StepGraph& g_;
-  Host host_;
+  RankStreams& streams_;
+  BlockCosts& costs_;
   Bytes param_free_;  ///< ZeRO-3 parameters the block's last task frees (emit's argument)
   std::map<TaskId, std::vector<TaskId>> entry_;
   std::map<std::tuple<int, int, int, int, int, int>, TaskId> a2a_;           ///< (stage, first member, layer, mb, phase, which)
@@ -137,7 +99,6 @@ private:
   std::map<std::tuple<int, int, int, int, int>, TaskId> expert_gather_;      ///< (stage, first member, layer, mb, phase)
   std::map<std::pair<Rank, int>, int>
       grad_passes_; ///< (rank, layer) -> passes that finalized expert gradients
-  std::vector<TaskId> ep_chain_;
   std::map<Rank, std::vector<Ring>> rings_;
 };
 
