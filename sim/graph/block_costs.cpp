@@ -17,7 +17,8 @@ std::pair<ComputeCost, ComputeQuery> BlockCosts::cost(Block block, Phase phase, 
   return result;
 }
 
-std::pair<ComputeCost, ComputeQuery> BlockCosts::task_cost(Block block, Phase phase, int stage, bool windowed) {
+std::pair<ComputeCost, ComputeQuery> BlockCosts::task_cost(Block block, Phase phase, int stage,
+                                                           bool windowed) {
   if (!split_ || (phase != Phase::BACKWARD && phase != Phase::WEIGHT_GRAD))
     return cost(block, phase, stage, windowed);
   // Zero-bubble split (docs/schedules.md): W is the weight-gradient GEMMs, B the rest

@@ -8,12 +8,12 @@ namespace stepsim::graph::detail {
 
 /// What a shared DP collective does.
 enum class CollectivePurpose {
-  ZERO3_GATHER,      ///< ZeRO-3: a layer's parameters gathered before its compute
-  GRAD_BUCKET,       ///< ZeRO-0/1/2: a gradient bucket's all-reduce or reduce-scatter
-  ZERO3_REDUCE,      ///< ZeRO-3: a layer's gradients reduce-scattered
-  ZERO3_REGATHER,    ///< ZeRO-3 blocking fetch: a recomputed layer gathered again for its backward
-  PARAM_GATHER,      ///< ZeRO-1/2 overlap_param_gather: a bucket gathered under the forward
-  OPTIMIZER_GATHER,  ///< ZeRO-1/2: a bucket's updated parameters gathered after the optimizer
+  ZERO3_GATHER,     ///< ZeRO-3: a layer's parameters gathered before its compute
+  GRAD_BUCKET,      ///< ZeRO-0/1/2: a gradient bucket's all-reduce or reduce-scatter
+  ZERO3_REDUCE,     ///< ZeRO-3: a layer's gradients reduce-scattered
+  ZERO3_REGATHER,   ///< ZeRO-3 blocking fetch: a recomputed layer gathered again for its backward
+  PARAM_GATHER,     ///< ZeRO-1/2 overlap_param_gather: a bucket gathered under the forward
+  OPTIMIZER_GATHER, ///< ZeRO-1/2: a bucket's updated parameters gathered after the optimizer
 };
 
 /// The DP group of the ranks of pipeline stage `stage` with TP index `tp`.

@@ -8,24 +8,36 @@ namespace stepsim::graph {
 
 model::BlockWork block_work(const WorkloadSpec& w, Block block, bool windowed) {
   switch (block) {
-  case Block::ATTENTION: return model::attention_work(w, windowed);
-  case Block::MLP: return model::mlp_work(w);
-  case Block::LOGITS: return model::output_work(w);
-  case Block::ROUTER: return model::router_work(w);
-  default: throw ModelError("internal: no cost for block " + std::string(to_string(block)));
+  case Block::ATTENTION:
+    return model::attention_work(w, windowed);
+  case Block::MLP:
+    return model::mlp_work(w);
+  case Block::LOGITS:
+    return model::output_work(w);
+  case Block::ROUTER:
+    return model::router_work(w);
+  default:
+    throw ModelError("internal: no cost for block " + std::string(to_string(block)));
   }
 }
 
 ComputeQuery block_query(const WorkloadSpec& w, Block block, Phase phase, int stage, bool windowed) {
   const model::BlockWork work = block_work(w, block, windowed);
   const model::Work& pass = phase == Phase::BACKWARD ? work.backward : work.forward;
-  return {.block = block, .phase = phase, .stage = stage, .flops = pass.flops, .bytes = pass.bytes,
+  return {.block = block,
+          .phase = phase,
+          .stage = stage,
+          .flops = pass.flops,
+          .bytes = pass.bytes,
           .windowed = windowed};
 }
 
 ComputeQuery optimizer_query(const WorkloadSpec& w, int stage) {
   const model::Work work = model::optimizer_work(w, stage);
-  return {.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = stage, .flops = work.flops,
+  return {.block = Block::OPTIMIZER,
+          .phase = Phase::OPTIMIZER,
+          .stage = stage,
+          .flops = work.flops,
           .bytes = work.bytes};
 }
 
@@ -44,8 +56,9 @@ std::pair<Seconds, Seconds> input_linear_times(const WorkloadSpec& w, Block bloc
                                                const ComputeQuery& query) {
   const std::pair<Seconds, Seconds> none{Seconds(0.0), Seconds(0.0)};
   if (cost.input_wgrad.value() > 0)
-    return cost.input_dgrad + cost.input_wgrad < cost.time ? std::make_pair(cost.input_dgrad, cost.input_wgrad)
-                                                           : none;
+    return cost.input_dgrad + cost.input_wgrad < cost.time
+               ? std::make_pair(cost.input_dgrad, cost.input_wgrad)
+               : none;
   if (block != Block::ATTENTION && block != Block::MLP && block != Block::LOGITS)
     return none;
   const Flops gemm = block_work(w, block).input_linear;

@@ -18,7 +18,7 @@ struct ComputeQuery {
   Phase phase = Phase::FORWARD;
   int stage = 0;
   Flops flops;
-  Bytes bytes; ///< HBM traffic estimate
+  Bytes bytes;           ///< HBM traffic estimate
   bool windowed = false; ///< ATTENTION of a layer with a sliding window (ModelSpec::windowed_layer)
 };
 

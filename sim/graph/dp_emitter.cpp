@@ -38,8 +38,9 @@ TaskId DpEmitter::collective(const DpCollective& c) {
     id = it->second;
   } else {
     const DpGroup& dp = c.key.group;
-    Task task = collective_task(CommGroup::DP, c.op, Stream::DP_COMM,
-                                {.phase = c.phase, .stage = dp.stage, .layer = c.key.layer, .mb = c.mb}, c.bytes);
+    Task task =
+        collective_task(CommGroup::DP, c.op, Stream::DP_COMM,
+                        {.phase = c.phase, .stage = dp.stage, .layer = c.key.layer, .mb = c.mb}, c.bytes);
     task.rank = grid_.rank(0, dp.stage, dp.tp);
     task.bucket = c.key.bucket;
     task.param_alloc = c.alloc;
@@ -63,7 +64,8 @@ GradientItems DpEmitter::gradient_items(const model::StageLayout& layout) const 
     out.layer_of.push_back(-1);
   }
   for (int64_t l = layout.num_layers - 1; l >= 0; --l) {
-    out.params.push_back(model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep, grid_.etp).dense);
+    out.params.push_back(
+        model::layer_params_at(w_.model, layout.first_layer + l, grid_.tp, grid_.ep, grid_.etp).dense);
     out.layer_of.push_back(static_cast<int>(l));
   }
   if (layout.has_embedding) {
@@ -109,13 +111,14 @@ ParamGathers DpEmitter::overlapped_param_gathers(const std::vector<Rank>& ranks,
     gathers.resize(bk.size());
     for (size_t b = bk.size(); b-- > 0;) {
       for (size_t i = 0; i < ranks.size(); ++i)
-        gathers[b].push_back(collective(
-            {.rank = ranks[i],
-             .key = {.group = {p, static_cast<int>(i)}, .purpose = CollectivePurpose::PARAM_GATHER, .chunk = c,
-                     .bucket = static_cast<int>(b)},
-             .op = CollectiveOp::ALL_GATHER,
-             .bytes = Bytes(bk[b].second * weight_bytes),
-             .phase = Phase::FORWARD}));
+        gathers[b].push_back(collective({.rank = ranks[i],
+                                         .key = {.group = {p, static_cast<int>(i)},
+                                                 .purpose = CollectivePurpose::PARAM_GATHER,
+                                                 .chunk = c,
+                                                 .bucket = static_cast<int>(b)},
+                                         .op = CollectiveOp::ALL_GATHER,
+                                         .bytes = Bytes(bk[b].second * weight_bytes),
+                                         .phase = Phase::FORWARD}));
       // The bucket's MoE layers' experts, first layer first (items run last layer first).
       const size_t first_item = b == 0 ? 0 : bk[b - 1].first + 1;
       for (size_t item = bk[b].first + 1; item-- > first_item;) {
@@ -128,8 +131,12 @@ ParamGathers DpEmitter::overlapped_param_gathers(const std::vector<Rank>& ranks,
           continue;
         std::vector<TaskId> ids;
         for (const Rank r : ranks)
-          ids.push_back(o_.moe_cp.expert_gather(r, p, layer, -1, Phase::FORWARD, NO_TASK,
-                                                Bytes(experts * weight_bytes), Bytes(0.0)));
+          ids.push_back(o_.moe_cp.expert_gather(
+              {.rank = r,
+               .site = {.phase = Phase::FORWARD, .stage = p, .layer = layer, .mb = -1},
+               .after = NO_TASK,
+               .bytes = Bytes(experts * weight_bytes),
+               .held = Bytes(0.0)}));
         if (ids.front() != NO_TASK)
           out.experts[static_cast<size_t>(c)][l] = std::move(ids);
       }
@@ -139,8 +146,8 @@ ParamGathers DpEmitter::overlapped_param_gathers(const std::vector<Rank>& ranks,
 }
 
 void DpEmitter::sync(const Sync& s, const std::vector<Rank>& ranks) {
-  Task t = collective_task(s.group, CollectiveOp::ALL_REDUCE, s.stream, {.phase = Phase::OPTIMIZER, .stage = s.stage},
-                           s.bytes);
+  Task t = collective_task(s.group, CollectiveOp::ALL_REDUCE, s.stream,
+                           {.phase = Phase::OPTIMIZER, .stage = s.stage}, s.bytes);
   t.rank = ranks.front();
   t.role = s.role;
   const TaskId id = g_.add_collective(t, ranks);
@@ -163,14 +170,21 @@ void DpEmitter::grad_sync() {
         tp_group.push_back(grid_.rank(d, p, t));
       all.insert(all.end(), tp_group.begin(), tp_group.end());
       if (o_.shape.sp)
-        sync({.group = CommGroup::TP, .stream = Stream::TP_COMM, .stage = p,
-              .bytes = Bytes(model::sequence_parallel_grad_params(w_, p) * e), .role = CommRole::NORM_GRADS},
+        sync({.group = CommGroup::TP,
+              .stream = Stream::TP_COMM,
+              .stage = p,
+              .bytes = Bytes(model::sequence_parallel_grad_params(w_, p) * e),
+              .role = CommRole::NORM_GRADS},
              tp_group);
     }
     if (grid_.pp > 1 && (w_.model.tied_embeddings || w_.model.mtp_layers > 0)) {
-      const Bytes bytes(static_cast<double>(w_.model.vocab) * static_cast<double>(w_.model.hidden) / grid_.tp * e);
+      const Bytes bytes(static_cast<double>(w_.model.vocab) * static_cast<double>(w_.model.hidden) /
+                        grid_.tp * e);
       for (int t = 0; t < grid_.tp; ++t)
-        sync({.group = CommGroup::PP, .stream = Stream::PP_COMM, .stage = 0, .bytes = bytes,
+        sync({.group = CommGroup::PP,
+              .stream = Stream::PP_COMM,
+              .stage = 0,
+              .bytes = bytes,
               .role = CommRole::TIED_EMBEDDING},
              {grid_.rank(d, 0, t), grid_.rank(d, grid_.pp - 1, t)});
     }
@@ -210,7 +224,8 @@ void DpEmitter::optimizer(int p, int t, const ComputeTimeFn& time) {
       TaskId producer = opt;
       for (size_t b = 0; b < item_buckets.size(); ++b) {
         collective({.rank = r,
-                    .key = {.group = {p, t}, .purpose = CollectivePurpose::OPTIMIZER_GATHER,
+                    .key = {.group = {p, t},
+                            .purpose = CollectivePurpose::OPTIMIZER_GATHER,
                             .bucket = static_cast<int>(b)},
                     .op = CollectiveOp::ALL_GATHER,
                     .bytes = Bytes(item_buckets[b].second * e),
@@ -226,9 +241,15 @@ void DpEmitter::optimizer(int p, int t, const ComputeTimeFn& time) {
         const model::StageLayout span = chunk_layout(p, c);
         for (int64_t l = 0; l < span.num_layers; ++l) {
           const int layer = static_cast<int>(span.first_layer + l);
-          const double experts = model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert;
+          const double experts =
+              model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert;
           if (experts > 0)
-            o_.moe_cp.expert_gather(r, p, layer, -1, Phase::OPTIMIZER, opt, Bytes(experts * e), Bytes(0.0));
+            o_.moe_cp.expert_gather(
+                {.rank = r,
+                 .site = {.phase = Phase::OPTIMIZER, .stage = p, .layer = layer, .mb = -1},
+                 .after = opt,
+                 .bytes = Bytes(experts * e),
+                 .held = Bytes(0.0)});
         }
       }
   }

@@ -15,13 +15,13 @@ namespace stepsim::graph::detail {
 struct StepShape {
   const WorkloadSpec& workload;
   RankGrid grid{};
-  int micro_batches = 0;   ///< per pipeline per step
-  int vp = 1;              ///< model chunks per stage
-  int replicas = 1;        ///< simulated DP replicas (d indices 0..replicas-1)
-  bool fold_cp = false;    ///< only CP index 0 simulated (dense models, fold_dp)
-  bool split = false;      ///< backward split into B and W passes (zero-bubble schedules)
-  bool sp = false;         ///< sequence parallelism over a TP group of more than one GPU
-  int zero = 0;            ///< ZeRO stage
+  int micro_batches = 0; ///< per pipeline per step
+  int vp = 1;            ///< model chunks per stage
+  int replicas = 1;      ///< simulated DP replicas (d indices 0..replicas-1)
+  bool fold_cp = false;  ///< only CP index 0 simulated (dense models, fold_dp)
+  bool split = false;    ///< backward split into B and W passes (zero-bubble schedules)
+  bool sp = false;       ///< sequence parallelism over a TP group of more than one GPU
+  int zero = 0;          ///< ZeRO stage
 };
 
 /// ZeRO-3 for an MoE block: per rank of the TP group, the all-gather of its local experts
@@ -39,11 +39,11 @@ struct BlockCall {
   int stage = 0;
   int layer = -1; ///< global layer; -1 for the output layer
   int mb = -1;
-  Bytes alloc{0.0}; ///< activations it allocates
-  Bytes free{0.0};  ///< activations it frees
+  Bytes alloc{0.0};                ///< activations it allocates
+  Bytes free{0.0};                 ///< activations it frees
   std::vector<TaskId> extra_dep{}; ///< per rank, a further task to wait for (NO_TASK: none); or empty
-  Bytes param_free{0.0};         ///< ZeRO-3 dense parameters its last compute task frees
-  ExpertShards shards{};         ///< the experts' ZeRO-3 gathers (empty without ZeRO-3)
+  Bytes param_free{0.0};           ///< ZeRO-3 dense parameters its last compute task frees
+  ExpertShards shards{};           ///< the experts' ZeRO-3 gathers (empty without ZeRO-3)
 };
 
 /// Where a collective task sits in the step.
@@ -55,7 +55,8 @@ struct TaskSite {
 };
 
 /// A collective task of `group` on `stream` at `site` moving `bytes` per GPU.
-inline Task collective_task(CommGroup group, CollectiveOp op, Stream stream, const TaskSite& site, Bytes bytes) {
+inline Task collective_task(CommGroup group, CollectiveOp op, Stream stream, const TaskSite& site,
+                            Bytes bytes) {
   Task task;
   task.phase = site.phase;
   task.group = group;

@@ -13,7 +13,9 @@ namespace stepsim::graph::detail {
 namespace {
 
 /// FLOPs factor of a pass over the forward (model::pass_flops_factor).
-double pass_factor(Phase phase, bool split) { return model::pass_flops_factor(phase == Phase::BACKWARD, split); }
+double pass_factor(Phase phase, bool split) {
+  return model::pass_flops_factor(phase == Phase::BACKWARD, split);
+}
 
 } // namespace
 
@@ -43,18 +45,17 @@ ComputeCost MoeCpEmitter::scaled(Block base, Phase phase, int stage, Flops flops
   return c;
 }
 
-TaskId MoeCpEmitter::add_compute(Rank r, Block block, Phase phase, int stage, int layer, int mb, Flops flops,
-                                 Block base, Bytes alloc, Bytes free, Bytes param_free) {
-  Task t = compute_task(r, block, phase, stage, layer, mb);
+TaskId MoeCpEmitter::add_compute(Rank r, const TaskSite& site, const Piece& piece) {
+  Task t = compute_task(r, piece.block, site.phase, site.stage, site.layer, site.mb);
   Bytes bytes;
-  const ComputeCost c = scaled(base, phase, stage, flops, bytes);
+  const ComputeCost c = scaled(piece.base, site.phase, site.stage, piece.flops, bytes);
   t.duration = c.time;
   t.sources = c.sources;
-  t.flops = flops;
+  t.flops = piece.flops;
   t.bytes = bytes;
-  t.act_alloc = alloc;
-  t.act_free = free;
-  t.param_free = param_free;
+  t.act_alloc = piece.alloc;
+  t.act_free = piece.free;
+  t.param_free = piece.param_free;
   return streams_.add_compute(t);
 }
 
@@ -67,17 +68,16 @@ std::vector<TaskId> MoeCpEmitter::emit(const std::vector<Rank>& group, const Blo
 
 // ---- mixture of experts ---------------------------------------------------------------------
 
-TaskId MoeCpEmitter::ep_all_to_all(Rank r, int stage, int layer, int mb, Phase phase, int which,
-                                   const std::vector<TaskId>& deps) {
+TaskId MoeCpEmitter::ep_all_to_all(Rank r, const TaskSite& site, int which, const std::vector<TaskId>& deps) {
   const std::vector<Rank> members = grid_.ep_group(r);
   // The group's first member names it.
-  const auto key = std::make_tuple(stage, static_cast<int>(members.front()), layer, mb, static_cast<int>(phase), which);
+  const auto key = std::make_tuple(site.stage, static_cast<int>(members.front()), site.layer, site.mb,
+                                   static_cast<int>(site.phase), which);
   TaskId id;
   if (auto it = a2a_.find(key); it != a2a_.end()) {
     id = it->second;
   } else {
-    Task task = collective_task(CommGroup::EP, CollectiveOp::ALL_TO_ALL, Stream::EP_COMM,
-                                {.phase = phase, .stage = stage, .layer = layer, .mb = mb},
+    Task task = collective_task(CommGroup::EP, CollectiveOp::ALL_TO_ALL, Stream::EP_COMM, site,
                                 model::ep_all_to_all_bytes(w_));
     task.rank = members.front();
     id = g_.add_collective(task, members);
@@ -90,7 +90,8 @@ TaskId MoeCpEmitter::ep_all_to_all(Rank r, int stage, int layer, int mb, Phase p
   return id;
 }
 
-void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId producer) {
+void MoeCpEmitter::expert_gradients(Rank r, const TaskSite& site, TaskId producer) {
+  const int stage = site.stage, layer = site.layer, mb = site.mb;
   const int per_micro_batch = w_.parallel.zero_stage >= 2 ? 1 : 0;
   // ZeRO-1 reduce-scatters and gathers the updated experts back: one all-reduce of the same volume
   // at the end of backward, unless the gather runs under the next forward (overlap_param_gather,
@@ -103,17 +104,17 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
   if (grid_.edp() <= 1) // one GPU holds these experts: nothing to reduce
     return;
   const std::vector<Rank> members = grid_.edp_group(r);
-  const auto key = std::make_tuple(stage, static_cast<int>(members.front()), layer, per_micro_batch ? mb : -1);
+  const auto key =
+      std::make_tuple(stage, static_cast<int>(members.front()), layer, per_micro_batch ? mb : -1);
   TaskId id;
   if (auto it = expert_reduce_.find(key); it != expert_reduce_.end()) {
     id = it->second;
   } else {
-    Task task = collective_task(CommGroup::DP, scatter ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE,
-                                Stream::DP_COMM,
-                                {.phase = Phase::BACKWARD, .stage = stage, .layer = layer,
-                                 .mb = per_micro_batch ? mb : -1},
-                                Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert *
-                                      model::grad_bytes(w_)));
+    Task task = collective_task(
+        CommGroup::DP, scatter ? CollectiveOp::REDUCE_SCATTER : CollectiveOp::ALL_REDUCE, Stream::DP_COMM,
+        {.phase = Phase::BACKWARD, .stage = stage, .layer = layer, .mb = per_micro_batch ? mb : -1},
+        Bytes(model::layer_params_at(w_.model, layer, grid_.tp, grid_.ep, grid_.etp).expert *
+              model::grad_bytes(w_)));
     task.rank = members.front();
     id = g_.add_collective(task, members);
     expert_reduce_.emplace(key, id);
@@ -122,32 +123,33 @@ void MoeCpEmitter::expert_gradients(Rank r, int stage, int layer, int mb, TaskId
   streams_.chain_dp(r, id);
 }
 
-TaskId MoeCpEmitter::expert_gather(Rank r, int stage, int layer, int mb, Phase phase, TaskId after, Bytes bytes,
-                                   Bytes held) {
+TaskId MoeCpEmitter::expert_gather(const ExpertGather& x) {
   if (grid_.edp() <= 1) // one GPU holds these experts whole
     return NO_TASK;
-  const std::vector<Rank> members = grid_.edp_group(r);
-  const auto key = std::make_tuple(stage, static_cast<int>(members.front()), layer, mb, static_cast<int>(phase));
+  const std::vector<Rank> members = grid_.edp_group(x.rank);
+  const TaskSite& site = x.site;
+  const auto key = std::make_tuple(site.stage, static_cast<int>(members.front()), site.layer, site.mb,
+                                   static_cast<int>(site.phase));
   TaskId id;
   if (auto it = expert_gather_.find(key); it != expert_gather_.end()) {
     id = it->second;
   } else {
-    Task task = collective_task(CommGroup::DP, CollectiveOp::ALL_GATHER, Stream::DP_COMM,
-                                {.phase = phase, .stage = stage, .layer = layer, .mb = mb}, bytes);
-    task.param_alloc = held;
+    Task task = collective_task(CommGroup::DP, CollectiveOp::ALL_GATHER, Stream::DP_COMM, site, x.bytes);
+    task.param_alloc = x.held;
     task.rank = members.front();
     id = g_.add_collective(task, members);
     expert_gather_.emplace(key, id);
   }
-  if (after != NO_TASK)
-    g_.add_edge(after, id);
-  streams_.chain_dp(r, id);
+  if (x.after != NO_TASK)
+    g_.add_edge(x.after, id);
+  streams_.chain_dp(x.rank, id);
   return id;
 }
 
 std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, const BlockCall& call) {
   const Phase phase = call.phase;
-  const int stage = call.stage, layer = call.layer, mb = call.mb;
+  const int layer = call.layer;
+  const TaskSite site{.phase = phase, .stage = call.stage, .layer = layer, .mb = call.mb};
   const Bytes alloc = call.alloc, free = call.free;
   const std::vector<TaskId>& extra_dep = call.extra_dep;
   const ExpertShards& shards = call.shards;
@@ -178,10 +180,14 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, const
     // Zero-bubble W pass: the weight gradients of router, shared and routed experts; no all-to-all.
     for (size_t i = 0; i < group.size(); ++i) {
       const Rank r = group[i];
-      out[i] = add_compute(r, Block::EXPERTS, phase, stage, layer, mb, router + shared + experts(r),
-                           Block::MLP, alloc, free);
+      out[i] = add_compute(r, site,
+                           {.block = Block::EXPERTS,
+                            .flops = router + shared + experts(r),
+                            .base = Block::MLP,
+                            .alloc = alloc,
+                            .free = free});
       extra(i, out[i]);
-      expert_gradients(r, stage, layer, mb, out[i]);
+      expert_gradients(r, site, out[i]);
     }
     return out;
   }
@@ -190,24 +196,27 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, const
     // Router (+ shared experts, which overlap the dispatch), dispatch, experts, combine.
     std::vector<TaskId> routers(group.size()), firsts(group.size());
     for (size_t i = 0; i < group.size(); ++i) {
-      routers[i] = add_compute(group[i], Block::ROUTER, phase, stage, layer, mb, router, Block::ROUTER, alloc,
-                               Bytes(0.0));
+      routers[i] = add_compute(
+          group[i], site, {.block = Block::ROUTER, .flops = router, .base = Block::ROUTER, .alloc = alloc});
       extra(i, routers[i]);
       if (has_shared)
-        add_compute(group[i], Block::MLP, phase, stage, layer, mb, shared, Block::MLP, Bytes(0.0),
-                    Bytes(0.0));
+        add_compute(group[i], site, {.block = Block::MLP, .flops = shared, .base = Block::MLP});
     }
     for (size_t i = 0; i < group.size(); ++i) {
       const Rank r = group[i];
       if (a2a)
-        streams_[r].pending_wait = ep_all_to_all(r, stage, layer, mb, phase, 0, {routers[i]});
+        streams_[r].pending_wait = ep_all_to_all(r, site, 0, {routers[i]});
       // The experts' compute is the block's last: it frees the layer's ZeRO-3 parameters.
-      const TaskId x = add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, Bytes(0.0),
-                                   free, param_free_ + shards.free);
+      const TaskId x = add_compute(r, site,
+                                   {.block = Block::EXPERTS,
+                                    .flops = experts(r),
+                                    .base = Block::MLP,
+                                    .free = free,
+                                    .param_free = param_free_ + shards.free});
       gathered(i, x);
       out[i] = x;
       if (a2a) {
-        out[i] = ep_all_to_all(r, stage, layer, mb, phase, 1, {x});
+        out[i] = ep_all_to_all(r, site, 1, {x});
         streams_[r].pending_wait = out[i];
       }
       entry_[out[i]] = {routers[i]};
@@ -223,31 +232,35 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, const
     std::vector<TaskId> entries;
     TaskId back = NO_TASK;
     if (a2a) {
-      back = ep_all_to_all(r, stage, layer, mb, phase, 2, {streams_[r].last_compute, streams_[r].pending_wait});
+      back = ep_all_to_all(r, site, 2, {streams_[r].last_compute, streams_[r].pending_wait});
       extra(i, back);
       entries.push_back(back);
     }
     if (has_shared) {
-      const TaskId sh =
-          add_compute(r, Block::MLP, phase, stage, layer, mb, shared, Block::MLP, Bytes(0.0), Bytes(0.0));
+      const TaskId sh = add_compute(r, site, {.block = Block::MLP, .flops = shared, .base = Block::MLP});
       extra(i, sh);
       entries.push_back(sh);
     }
     if (back != NO_TASK)
       streams_[r].pending_wait = back;
-    const TaskId x = add_compute(r, Block::EXPERTS, phase, stage, layer, mb, experts(r), Block::MLP, alloc,
-                                 Bytes(0.0), shards.free);
+    const TaskId x = add_compute(r, site,
+                                 {.block = Block::EXPERTS,
+                                  .flops = experts(r),
+                                  .base = Block::MLP,
+                                  .alloc = alloc,
+                                  .param_free = shards.free});
     gathered(i, x);
     if (entries.empty()) {
       extra(i, x);
       entries.push_back(x);
     }
     if (a2a)
-      streams_[r].pending_wait = ep_all_to_all(r, stage, layer, mb, phase, 3, {x});
-    out[i] = add_compute(r, Block::ROUTER, phase, stage, layer, mb, router, Block::ROUTER, Bytes(0.0), free);
+      streams_[r].pending_wait = ep_all_to_all(r, site, 3, {x});
+    out[i] =
+        add_compute(r, site, {.block = Block::ROUTER, .flops = router, .base = Block::ROUTER, .free = free});
     entry_[out[i]] = entries;
     if (grads_final)
-      expert_gradients(r, stage, layer, mb, x);
+      expert_gradients(r, site, x);
   }
   return out;
 }
@@ -256,7 +269,7 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, const
 
 std::vector<TaskId> MoeCpEmitter::emit_cp_attention(const std::vector<Rank>& group, const BlockCall& call) {
   const Phase phase = call.phase;
-  const int stage = call.stage, layer = call.layer, mb = call.mb;
+  const TaskSite site{.phase = phase, .stage = call.stage, .layer = call.layer, .mb = call.mb};
   const Bytes alloc = call.alloc, free = call.free;
   const std::vector<TaskId>& extra_dep = call.extra_dep;
   const int cp = grid_.cp;
@@ -269,39 +282,54 @@ std::vector<TaskId> MoeCpEmitter::emit_cp_attention(const std::vector<Rank>& gro
     const Rank r = group[i];
     const TaskId dep = extra_dep.empty() ? NO_TASK : extra_dep[i];
     if (phase == Phase::WEIGHT_GRAD) {
-      out[i] = add_compute(r, Block::ATTENTION, phase, stage, layer, mb, proj, Block::ATTENTION, alloc, free,
-                           param_free_);
+      out[i] = add_compute(r, site,
+                           {.block = Block::ATTENTION,
+                            .flops = proj,
+                            .base = Block::ATTENTION,
+                            .alloc = alloc,
+                            .free = free,
+                            .param_free = param_free_});
       if (dep != NO_TASK)
         g_.add_edge(dep, out[i]);
       continue;
     }
     Ring ring;
     ring.phase = phase;
-    ring.stage = stage;
-    ring.layer = layer;
-    ring.mb = mb;
+    ring.stage = call.stage;
+    ring.layer = call.layer;
+    ring.mb = call.mb;
     if (phase == Phase::FORWARD || phase == Phase::RECOMPUTE) {
-      ring.start = add_compute(r, Block::ATTENTION, phase, stage, layer, mb, proj, Block::ATTENTION, alloc,
-                               Bytes(0.0));
+      ring.start = add_compute(
+          r, site, {.block = Block::ATTENTION, .flops = proj, .base = Block::ATTENTION, .alloc = alloc});
       if (dep != NO_TASK)
         g_.add_edge(dep, ring.start);
       for (int c = 0; c < cp; ++c)
-        ring.chunk.push_back(add_compute(r, Block::ATTENTION, phase, stage, layer, mb, chunk,
-                                         Block::ATTENTION, Bytes(0.0), c == cp - 1 ? free : Bytes(0.0),
-                                         c == cp - 1 ? param_free_ : Bytes(0.0)));
+        ring.chunk.push_back(add_compute(r, site,
+                                         {.block = Block::ATTENTION,
+                                          .flops = chunk,
+                                          .base = Block::ATTENTION,
+                                          .free = c == cp - 1 ? free : Bytes(0.0),
+                                          .param_free = c == cp - 1 ? param_free_ : Bytes(0.0)}));
       out[i] = ring.chunk.back();
       entry_[out[i]] = {ring.start};
     } else {
       ring.backward = true;
       const Flops chunk_bwd = ring_work.chunk_backward;
       for (int c = 0; c < cp; ++c) {
-        ring.chunk.push_back(add_compute(r, Block::ATTENTION, phase, stage, layer, mb, chunk_bwd,
-                                         Block::ATTENTION, c == 0 ? alloc : Bytes(0.0), Bytes(0.0)));
+        ring.chunk.push_back(add_compute(r, site,
+                                         {.block = Block::ATTENTION,
+                                          .flops = chunk_bwd,
+                                          .base = Block::ATTENTION,
+                                          .alloc = c == 0 ? alloc : Bytes(0.0)}));
         if (c == 0 && dep != NO_TASK)
           g_.add_edge(dep, ring.chunk.front());
       }
-      out[i] = add_compute(r, Block::ATTENTION, phase, stage, layer, mb, proj * pass_factor(phase, split_),
-                           Block::ATTENTION, Bytes(0.0), free, param_free_);
+      out[i] = add_compute(r, site,
+                           {.block = Block::ATTENTION,
+                            .flops = proj * pass_factor(phase, split_),
+                            .base = Block::ATTENTION,
+                            .free = free,
+                            .param_free = param_free_});
       entry_[out[i]] = {ring.chunk.front()};
     }
     rings_[r].push_back(std::move(ring));

@@ -7,8 +7,8 @@
 // docs/moe.md describes the task shapes.
 
 #include "config/spec.hpp"
-#include "graph/emit.hpp"
 #include "graph/block_costs.hpp"
+#include "graph/emit.hpp"
 #include "graph/rank_streams.hpp"
 #include "graph/step_builder.hpp"
 #include "graph/step_graph.hpp"
@@ -22,13 +22,26 @@ namespace stepsim::graph::detail {
 
 /// What the MoE and CP emitter emits into and reads.
 struct MoeCpOptions {
-  const StepShape& shape; ///< representative CP (shape.fold_cp): only CP index 0 of each CP group is simulated
+  const StepShape&
+      shape; ///< representative CP (shape.fold_cp): only CP index 0 of each CP group is simulated
   /// One rank stands for its EP group (BuildOptions::fold_ep); its routed experts carry the
   /// group's largest load.
   bool representative_ep = false;
   StepGraph& graph;
   RankStreams& streams; ///< orders each rank's tasks
   BlockCosts& costs;    ///< a dense block's cost, which the emitted tasks scale by their FLOPs
+};
+
+/// ZeRO-3 (and ZeRO-1/2's gathers of the updated experts): the all-gather of the local experts
+/// of `site.layer` (`bytes` per GPU, each expert split by TP) over the expert-data-parallel group
+/// of `rank` for (site.mb, site.phase), created by the first member that issues it with `held`
+/// gathered bytes per member; `rank` chains it on its DP stream after `after`.
+struct ExpertGather {
+  Rank rank = 0;
+  TaskSite site{};
+  TaskId after = NO_TASK;
+  Bytes bytes{0.0};
+  Bytes held{0.0};
 };
 
 class MoeCpEmitter {
@@ -45,11 +58,8 @@ public:
   /// gives the first ones.
   std::vector<TaskId> emit(const std::vector<Rank>& group, const BlockCall& call);
 
-  /// ZeRO-3: the all-gather of the local experts of `layer` (`bytes` per GPU, each expert split
-  /// by TP) over rank r's expert-data-parallel group for (mb, phase), created by the first member
-  /// that issues it with `held` gathered bytes per member; r chains it on its DP stream after
-  /// `after`. NO_TASK when that group is one GPU (the experts are not sharded).
-  TaskId expert_gather(Rank r, int stage, int layer, int mb, Phase phase, TaskId after, Bytes bytes, Bytes held);
+  /// Issues `x` (ExpertGather). NO_TASK when the group is one GPU (the experts are not sharded).
+  TaskId expert_gather(const ExpertGather& x);
 
   /// The tasks a PP receive into `t` must precede: the first tasks of the block `t` ends, or `t`.
   [[nodiscard]] std::vector<TaskId> entry_of(TaskId t) const;
@@ -68,17 +78,25 @@ private:
     int stage = 0, layer = 0, mb = 0;
   };
 
+  /// A compute task replacing part of a block: `flops` of `block`, its time (and bytes) scaled
+  /// from the cost of the dense `base` block in the matching phase.
+  struct Piece {
+    Block block = Block::NONE;
+    Flops flops{0.0};
+    Block base = Block::NONE;
+    Bytes alloc{0.0};
+    Bytes free{0.0};
+    Bytes param_free{0.0};
+  };
   /// One compute task on rank r after its previous compute task and pending collective.
-  TaskId add_compute(Rank r, Block block, Phase phase, int stage, int layer, int mb, Flops flops, Block base,
-                     Bytes alloc, Bytes free, Bytes param_free = Bytes(0.0));
+  TaskId add_compute(Rank r, const TaskSite& site, const Piece& piece);
   /// Cost of `flops` scaled from the builder's cost of `base` in the matching phase.
   ComputeCost scaled(Block base, Phase phase, int stage, Flops flops, Bytes& bytes);
   /// The EP all-to-all of rank r's EP group for (layer, mb, phase, which); created by the first
   /// member that issues it; r chains it on its EP stream after `deps`.
-  TaskId ep_all_to_all(Rank r, int stage, int layer, int mb, Phase phase, int which,
-                       const std::vector<TaskId>& deps);
+  TaskId ep_all_to_all(Rank r, const TaskSite& site, int which, const std::vector<TaskId>& deps);
   /// Expert gradients of `layer` reduced over rank r's expert-data-parallel group after `producer`.
-  void expert_gradients(Rank r, int stage, int layer, int mb, TaskId producer);
+  void expert_gradients(Rank r, const TaskSite& site, TaskId producer);
 
   std::vector<TaskId> emit_moe(const std::vector<Rank>& group, const BlockCall& call);
   std::vector<TaskId> emit_cp_attention(const std::vector<Rank>& group, const BlockCall& call);
@@ -92,11 +110,13 @@ private:
   StepGraph& g_;
   RankStreams& streams_;
   BlockCosts& costs_;
-  Bytes param_free_;  ///< ZeRO-3 parameters the block's last task frees (emit's argument)
+  Bytes param_free_; ///< ZeRO-3 parameters the block's last task frees (emit's argument)
   std::map<TaskId, std::vector<TaskId>> entry_;
-  std::map<std::tuple<int, int, int, int, int, int>, TaskId> a2a_;           ///< (stage, first member, layer, mb, phase, which)
-  std::map<std::tuple<int, int, int, int>, TaskId> expert_reduce_;           ///< (stage, first member, layer, mb or -1)
-  std::map<std::tuple<int, int, int, int, int>, TaskId> expert_gather_;      ///< (stage, first member, layer, mb, phase)
+  std::map<std::tuple<int, int, int, int, int, int>, TaskId>
+      a2a_; ///< (stage, first member, layer, mb, phase, which)
+  std::map<std::tuple<int, int, int, int>, TaskId> expert_reduce_; ///< (stage, first member, layer, mb or -1)
+  std::map<std::tuple<int, int, int, int, int>, TaskId>
+      expert_gather_; ///< (stage, first member, layer, mb, phase)
   std::map<std::pair<Rank, int>, int>
       grad_passes_; ///< (rank, layer) -> passes that finalized expert gradients
   std::map<Rank, std::vector<Ring>> rings_;

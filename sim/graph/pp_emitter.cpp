@@ -54,9 +54,10 @@ public:
     }
     if (gather) {
       const TaskId all_gather = o_.graph.add_collective(
-          o_.tp.task(CollectiveOp::ALL_GATHER,
-                     {.phase = hop.pass.phase, .stage = hop.dst_stage, .layer = -1, .mb = hop.pass.micro_batch},
-                     dsts.front()),
+          o_.tp.task(
+              CollectiveOp::ALL_GATHER,
+              {.phase = hop.pass.phase, .stage = hop.dst_stage, .layer = -1, .mb = hop.pass.micro_batch},
+              dsts.front()),
           dsts);
       for (TaskId send : sends)
         o_.graph.add_edge(send, all_gather);

@@ -12,9 +12,9 @@ namespace stepsim::graph::detail {
 struct PpOptions {
   const StepShape& shape;
   StepGraph& graph;
-  const RankStreams& streams;  ///< every pass's first and last tasks, and its trailing TP collective
-  const TpEmitter& tp;         ///< the receiving TP group's all-gather (parallel.pp_scatter_gather)
-  const MoeCpEmitter& moe_cp;  ///< the first tasks of a block it replaced (entry_of)
+  const RankStreams& streams; ///< every pass's first and last tasks, and its trailing TP collective
+  const TpEmitter& tp;        ///< the receiving TP group's all-gather (parallel.pp_scatter_gather)
+  const MoeCpEmitter& moe_cp; ///< the first tasks of a block it replaced (entry_of)
 };
 
 /// Adds the sends of every simulated pipeline: each forward (backward) pass's output goes from

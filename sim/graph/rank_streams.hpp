@@ -1,6 +1,6 @@
 #pragma once
 // Private to graph/: each simulated rank's stream tails while the step is built, and the rule
-// that orders a rank's streams (docs/engine.md, "Streams").
+// that orders a rank's streams (docs/architecture.md, "Stream order is edges").
 
 #include "graph/step_graph.hpp"
 

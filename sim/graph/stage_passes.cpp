@@ -164,8 +164,11 @@ TaskId StagePasses::Pass::zero3_collective(const Zero3Call& c) {
   TaskId id = NO_TASK;
   for (int k = 0; k < calls; ++k) {
     id = s_.o_.dp.collective({.rank = s_.group_.ranks[c.i],
-                              .key = {.group = {s_.p_, static_cast<int>(c.i)}, .purpose = c.purpose,
-                                      .pass = s_.pass_index_, .layer = layer_of(c.l), .call = k},
+                              .key = {.group = {s_.p_, static_cast<int>(c.i)},
+                                      .purpose = c.purpose,
+                                      .pass = s_.pass_index_,
+                                      .layer = layer_of(c.l),
+                                      .call = k},
                               .op = c.op,
                               .bytes = Bytes(c.bytes / calls),
                               .phase = c.phase,
@@ -173,7 +176,8 @@ TaskId StagePasses::Pass::zero3_collective(const Zero3Call& c) {
                               .producer = k == 0 ? c.after : NO_TASK,
                               .alloc = k == 0 ? c.alloc : Bytes(0.0)});
     if (blocking_)
-      s_.g_.mutable_task(id).duration = s_.o_.build.list_collective_per_rank * static_cast<double>(s_.grid_.dp);
+      s_.g_.mutable_task(id).duration =
+          s_.o_.build.list_collective_per_rank * static_cast<double>(s_.grid_.dp);
   }
   return id;
 }
@@ -190,7 +194,7 @@ void StagePasses::Pass::issue_gathers_up_to(int upto) {
     gather_[static_cast<size_t>(j)].resize(group.size());
     xgather_[static_cast<size_t>(j)].assign(group.size(), NO_TASK);
     for (size_t i = 0; i < group.size(); ++i) {
-      const TaskId after = blocking_ ? s_.streams_[group[i]].last_compute
+      const TaskId after = blocking_                ? s_.streams_[group[i]].last_compute
                            : j - prefetch_ - 1 >= 0 ? freer_[static_cast<size_t>(j - prefetch_ - 1)][i]
                                                     : NO_TASK;
       gather_[static_cast<size_t>(j)][i] = zero3_collective({.i = i,
@@ -203,7 +207,11 @@ void StagePasses::Pass::issue_gathers_up_to(int upto) {
                                                              .alloc = Bytes(params * held_)});
       if (experts > 0)
         xgather_[static_cast<size_t>(j)][i] = s_.o_.moe_cp.expert_gather(
-            group[i], s_.p_, layer_of(l), mb_, pass_.phase, after, Bytes(experts * wb_), Bytes(experts * held_));
+            {.rank = group[i],
+             .site = {.phase = pass_.phase, .stage = s_.p_, .layer = layer_of(l), .mb = mb_},
+             .after = after,
+             .bytes = Bytes(experts * wb_),
+             .held = Bytes(experts * held_)});
     }
   }
 }
@@ -212,7 +220,9 @@ std::vector<TaskId> StagePasses::Pass::gather_of(int j) const {
   return gathers_ ? gather_[static_cast<size_t>(j)] : std::vector<TaskId>{};
 }
 
-Bytes StagePasses::Pass::gathered_bytes(int l) const { return gathers_ ? Bytes(zero3_params(l) * held_) : Bytes(0.0); }
+Bytes StagePasses::Pass::gathered_bytes(int l) const {
+  return gathers_ ? Bytes(zero3_params(l) * held_) : Bytes(0.0);
+}
 
 ExpertShards StagePasses::Pass::expert_shards(int j, int l, bool frees) const {
   ExpertShards xs;
@@ -234,8 +244,10 @@ void StagePasses::Pass::item_done(const std::vector<TaskId>& producers) {
     const std::vector<Rank>& group = s_.group_.ranks;
     for (size_t i = 0; i < group.size(); ++i)
       s_.o_.dp.collective({.rank = group[i],
-                           .key = {.group = {s_.p_, static_cast<int>(i)}, .purpose = CollectivePurpose::GRAD_BUCKET,
-                                   .pass = s_.pass_index_, .bucket = static_cast<int>(bucket_)},
+                           .key = {.group = {s_.p_, static_cast<int>(i)},
+                                   .purpose = CollectivePurpose::GRAD_BUCKET,
+                                   .pass = s_.pass_index_,
+                                   .bucket = static_cast<int>(bucket_)},
                            .op = op,
                            .bytes = Bytes(item_buckets_[bucket_].second * e_),
                            .phase = Phase::BACKWARD,
@@ -296,12 +308,22 @@ void StagePasses::Pass::forward() {
     const model::LayerActivations kept = s_.kept_activations(l);
     // ZeRO-3's gather of the layer, or the overlapped ZeRO-1/2 gather of its bucket.
     const size_t item = (layout_.has_output ? 1 : 0) + static_cast<size_t>(n_layers_ - 1 - l);
-    auto attn = s_.compute({.block = Block::ATTENTION, .phase = Phase::FORWARD, .stage = p, .layer = layer, .mb = mb_,
-                            .alloc = kept.attention, .extra_dep = gathers_ ? gather_of(j) : param_gather_of(item)});
+    auto attn = s_.compute({.block = Block::ATTENTION,
+                            .phase = Phase::FORWARD,
+                            .stage = p,
+                            .layer = layer,
+                            .mb = mb_,
+                            .alloc = kept.attention,
+                            .extra_dep = gathers_ ? gather_of(j) : param_gather_of(item)});
     mark_first(&RankState::fwd_first, attn);
     tp.after_block(group, attn, {.site = site, .ag_scale = tp.moe_copies(layer)});
-    auto mlp = s_.compute({.block = Block::MLP, .phase = Phase::FORWARD, .stage = p, .layer = layer, .mb = mb_,
-                           .alloc = kept.mlp, .param_free = gathered_bytes(l),
+    auto mlp = s_.compute({.block = Block::MLP,
+                           .phase = Phase::FORWARD,
+                           .stage = p,
+                           .layer = layer,
+                           .mb = mb_,
+                           .alloc = kept.mlp,
+                           .param_free = gathered_bytes(l),
                            .shards = gathers_         ? expert_shards(j, l, true)
                                      : first_forward_ ? s_.param_gathers_.experts_of(pass_.chunk, l)
                                                       : ExpertShards{}});
@@ -311,8 +333,13 @@ void StagePasses::Pass::forward() {
     mark_last(&RankState::fwd_last, mlp);
   }
   if (layout_.has_output) {
-    auto logits = s_.compute({.block = Block::LOGITS, .phase = Phase::FORWARD, .stage = p, .layer = -1, .mb = mb_,
-                              .alloc = logits_act_, .extra_dep = param_gather_of(0)});
+    auto logits = s_.compute({.block = Block::LOGITS,
+                              .phase = Phase::FORWARD,
+                              .stage = p,
+                              .layer = -1,
+                              .mb = mb_,
+                              .alloc = logits_act_,
+                              .extra_dep = param_gather_of(0)});
     mark_first(&RankState::fwd_first, logits);
     mark_last(&RankState::fwd_last, logits);
     tp.loss_all_reduces(group, logits, p, mb_);
@@ -325,16 +352,28 @@ void StagePasses::Pass::weight_grad() {
   const int p = s_.p_;
   const model::LayerActivations& working = s_.working_;
   if (layout_.has_output)
-    item_done(s_.compute({.block = Block::LOGITS, .phase = Phase::WEIGHT_GRAD, .stage = p, .layer = -1, .mb = mb_,
+    item_done(s_.compute({.block = Block::LOGITS,
+                          .phase = Phase::WEIGHT_GRAD,
+                          .stage = p,
+                          .layer = -1,
+                          .mb = mb_,
                           .free = logits_act_}));
   for (int j = 0; j < n_layers_; ++j) {
     const int l = n_layers_ - 1 - j;
     const int layer = layer_of(l);
     const model::LayerActivations kept = s_.kept_activations(l);
-    s_.compute({.block = Block::MLP, .phase = Phase::WEIGHT_GRAD, .stage = p, .layer = layer, .mb = mb_,
+    s_.compute({.block = Block::MLP,
+                .phase = Phase::WEIGHT_GRAD,
+                .stage = p,
+                .layer = layer,
+                .mb = mb_,
                 .free = kept.mlp + working.mlp});
-    auto attn = s_.compute({.block = Block::ATTENTION, .phase = Phase::WEIGHT_GRAD, .stage = p, .layer = layer,
-                            .mb = mb_, .free = kept.attention + working.attention});
+    auto attn = s_.compute({.block = Block::ATTENTION,
+                            .phase = Phase::WEIGHT_GRAD,
+                            .stage = p,
+                            .layer = layer,
+                            .mb = mb_,
+                            .free = kept.attention + working.attention});
     zero3_reduce(l, attn);
     item_done(attn);
   }
@@ -347,8 +386,12 @@ void StagePasses::Pass::backward() {
   const bool split = s_.o_.shape.split;
   if (layout_.has_output) {
     TpEmitter& tp = s_.o_.tp;
-    auto logits = s_.compute({.block = Block::LOGITS, .phase = Phase::BACKWARD, .stage = s_.p_, .layer = -1,
-                              .mb = mb_, .free = split ? Bytes(0.0) : logits_act_});
+    auto logits = s_.compute({.block = Block::LOGITS,
+                              .phase = Phase::BACKWARD,
+                              .stage = s_.p_,
+                              .layer = -1,
+                              .mb = mb_,
+                              .free = split ? Bytes(0.0) : logits_act_});
     mark_first(&RankState::bwd_first, logits);
     // The output layer's input gradient is summed over the TP ranks (an all-reduce, or with
     // SP a reduce-scatter and the last layer's all-gather; none into folded experts).
@@ -387,12 +430,22 @@ void StagePasses::Pass::backward_layer(int j) {
                                       kept.mlp + (again ? working.mlp : Bytes(0.0))};
   if (again) {
     const TaskSite re{.phase = Phase::RECOMPUTE, .stage = p, .layer = layer, .mb = mb_};
-    auto ra = s_.compute({.block = Block::ATTENTION, .phase = Phase::RECOMPUTE, .stage = p, .layer = layer,
-                          .mb = mb_, .alloc = working.attention, .extra_dep = first_dep});
+    auto ra = s_.compute({.block = Block::ATTENTION,
+                          .phase = Phase::RECOMPUTE,
+                          .stage = p,
+                          .layer = layer,
+                          .mb = mb_,
+                          .alloc = working.attention,
+                          .extra_dep = first_dep});
     mark_first(&RankState::bwd_first, ra);
     tp.after_block(group, ra, {.site = re, .ag_scale = tp.moe_copies(layer)});
-    auto rm = s_.compute({.block = Block::MLP, .phase = Phase::RECOMPUTE, .stage = p, .layer = layer, .mb = mb_,
-                          .alloc = working.mlp, .shards = expert_shards(j, l, false)});
+    auto rm = s_.compute({.block = Block::MLP,
+                          .phase = Phase::RECOMPUTE,
+                          .stage = p,
+                          .layer = layer,
+                          .mb = mb_,
+                          .alloc = working.mlp,
+                          .shards = expert_shards(j, l, false)});
     tp.after_block(group, rm, {.site = re, .rs_scale = tp.moe_copies(layer)});
     first_dep.clear();
     // Blocking fetch released the layer after its recomputation and gathers it again for
@@ -408,17 +461,27 @@ void StagePasses::Pass::backward_layer(int j) {
                                               .after = s_.streams_[group.ranks[i]].last_compute}));
   }
   const TaskSite site{.phase = Phase::BACKWARD, .stage = p, .layer = layer, .mb = mb_};
-  auto mlp = s_.compute({.block = Block::MLP, .phase = Phase::BACKWARD, .stage = p, .layer = layer, .mb = mb_,
-                         .free = split ? Bytes(0.0) : freed.mlp, .extra_dep = first_dep,
+  auto mlp = s_.compute({.block = Block::MLP,
+                         .phase = Phase::BACKWARD,
+                         .stage = p,
+                         .layer = layer,
+                         .mb = mb_,
+                         .free = split ? Bytes(0.0) : freed.mlp,
+                         .extra_dep = first_dep,
                          .shards = expert_shards(j, l, true)});
   mark_first(&RankState::bwd_first, mlp);
   // The experts' backward gathers and scatters the routed copies' gradients (folded: only
   // the gradient all-gathered for the attention block's backward).
-  tp.after_backward_block(group, mlp, Block::MLP,
-                          {.site = site, .rs_scale = tp.moe_copies(layer),
-                           .ag_scale = folded ? 1.0 : tp.moe_copies(layer)});
-  auto attn = s_.compute({.block = Block::ATTENTION, .phase = Phase::BACKWARD, .stage = p, .layer = layer,
-                          .mb = mb_, .free = split ? Bytes(0.0) : freed.attention, .param_free = gathered_bytes(l)});
+  tp.after_backward_block(
+      group, mlp, Block::MLP,
+      {.site = site, .rs_scale = tp.moe_copies(layer), .ag_scale = folded ? 1.0 : tp.moe_copies(layer)});
+  auto attn = s_.compute({.block = Block::ATTENTION,
+                          .phase = Phase::BACKWARD,
+                          .stage = p,
+                          .layer = layer,
+                          .mb = mb_,
+                          .free = split ? Bytes(0.0) : freed.attention,
+                          .param_free = gathered_bytes(l)});
   // The gradient all-gathered for the MLP below, unless that is a folded MoE layer.
   attn = tp.after_backward_block(group, attn, Block::ATTENTION,
                                  {.site = site, .ag_scale = folded ? tp.moe_copies(layer - 1) : 1.0});
@@ -469,7 +532,8 @@ void StagePasses::build() {
 }
 
 std::vector<TaskId> StagePasses::compute(const BlockCall& call) {
-  if (o_.moe_cp.handles(call.block, call.layer)) // MoE MLP blocks, CP ring attention (graph/moe_cp_emitter.hpp)
+  if (o_.moe_cp.handles(call.block,
+                        call.layer)) // MoE MLP blocks, CP ring attention (graph/moe_cp_emitter.hpp)
     return o_.moe_cp.emit(group_.ranks, call);
   const auto [dur, q] =
       o_.costs.task_cost(call.block, call.phase, call.stage, o_.costs.windowed(call.block, call.layer));
@@ -492,7 +556,9 @@ std::vector<TaskId> StagePasses::compute(const BlockCall& call) {
   return ids;
 }
 
-bool StagePasses::offloaded(int l) const { return l < w_.training.offload_layers; }
+bool StagePasses::offloaded(int l) const {
+  return l < w_.training.offload_layers;
+}
 
 model::LayerActivations StagePasses::kept_activations(int l) const {
   if (offloaded(l))

@@ -86,7 +86,7 @@ private:
   TpGroup group_;
   model::LayerActivations stored_, working_;
   int pass_index_ = 0;
-  std::vector<int> grad_passes_;     ///< per chunk: passes that finalized gradients so far
+  std::vector<int> grad_passes_;      ///< per chunk: passes that finalized gradients so far
   std::vector<char> chunk_forwarded_; ///< per chunk: whether its first forward was emitted
   ParamGathers param_gathers_;
   std::vector<PairState> pair_;

@@ -82,9 +82,11 @@ class Builder {
 public:
   Builder(const WorkloadSpec& w, const BuildOptions& o)
       : o_(o), shape_(shape_of(w, o)), streams_(g_, shape_.grid.size()),
-        costs_(w, o.compute_time, shape_.split),
-        moe_cp_({.shape = shape_, .representative_ep = o.fold_dp && o.fold_ep, .graph = g_, .streams = streams_,
-                 .costs = costs_}),
+        costs_(w, o.compute_time, shape_.split), moe_cp_({.shape = shape_,
+                                                          .representative_ep = o.fold_dp && o.fold_ep,
+                                                          .graph = g_,
+                                                          .streams = streams_,
+                                                          .costs = costs_}),
         tp_({.shape = shape_, .graph = g_, .streams = streams_, .costs = costs_, .moe_cp = moe_cp_}),
         dp_({.shape = shape_, .graph = g_, .streams = streams_, .moe_cp = moe_cp_}) {}
 
@@ -92,8 +94,14 @@ public:
     const RankGrid& grid = shape_.grid;
     for (int p = 0; p < grid.pp; ++p)
       for (int d = 0; d < shape_.replicas; ++d)
-        detail::StagePasses({.shape = shape_, .build = o_, .graph = g_, .streams = streams_, .costs = costs_,
-                             .tp = tp_, .dp = dp_, .moe_cp = moe_cp_},
+        detail::StagePasses({.shape = shape_,
+                             .build = o_,
+                             .graph = g_,
+                             .streams = streams_,
+                             .costs = costs_,
+                             .tp = tp_,
+                             .dp = dp_,
+                             .moe_cp = moe_cp_},
                             d, p)
             .build();
     detail::emit_pp_sends({.shape = shape_, .graph = g_, .streams = streams_, .tp = tp_, .moe_cp = moe_cp_});

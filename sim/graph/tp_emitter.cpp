@@ -43,7 +43,8 @@ void TpEmitter::after_block(TpGroup& group, const std::vector<TaskId>& producers
   TaskId last = NO_TASK;
   if (o_.shape.sp) {
     // A scale of 0 leaves that collective out (folded expert groups, moe_copies).
-    last = c.rs_scale > 0 ? collective(CollectiveOp::REDUCE_SCATTER, c.rs_scale, group, c, producers) : NO_TASK;
+    last =
+        c.rs_scale > 0 ? collective(CollectiveOp::REDUCE_SCATTER, c.rs_scale, group, c, producers) : NO_TASK;
     if (c.ag_scale > 0)
       last = collective(CollectiveOp::ALL_GATHER, c.ag_scale, group, c,
                         last != NO_TASK ? std::vector<TaskId>{last} : producers);
@@ -59,10 +60,14 @@ bool TpEmitter::has_input_linear(Block block, int layer) const {
   if (grid_.tp == 1 || o_.shape.split)
     return false; // zero-bubble B passes hold no weight-gradient GEMM to run beside
   switch (block) {
-  case Block::ATTENTION: return !w_.model.mla.enabled();
-  case Block::MLP: return !o_.moe_cp.handles(block, layer);
-  case Block::LOGITS: return true;
-  default: return false;
+  case Block::ATTENTION:
+    return !w_.model.mla.enabled();
+  case Block::MLP:
+    return !o_.moe_cp.handles(block, layer);
+  case Block::LOGITS:
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -83,8 +88,8 @@ TaskId TpEmitter::carve(TaskId from, Seconds duration, uint8_t piece) {
   return id;
 }
 
-std::vector<TaskId> TpEmitter::after_backward_block(TpGroup& group, std::vector<TaskId> block_tasks, Block block,
-                                                    const TpCollectives& c) {
+std::vector<TaskId> TpEmitter::after_backward_block(TpGroup& group, std::vector<TaskId> block_tasks,
+                                                    Block block, const TpCollectives& c) {
   const bool overlap = w_.parallel.tp_grad_overlap;
   const bool sp = o_.shape.sp;
   if (!has_input_linear(block, c.site.layer) || (!overlap && !sp)) {
@@ -134,7 +139,8 @@ std::vector<TaskId> TpEmitter::after_backward_block(TpGroup& group, std::vector<
   } else {
     if (c.rs_scale > 0)
       last = collective(CollectiveOp::REDUCE_SCATTER, c.rs_scale, group, c, before_wgrad);
-    if (c.ag_scale > 0) { // the gradient for the block below: after the reduce-scatter and the weight gradient
+    if (c.ag_scale >
+        0) { // the gradient for the block below: after the reduce-scatter and the weight gradient
       std::vector<TaskId> deps = wgrads;
       if (last != NO_TASK)
         deps.push_back(last);

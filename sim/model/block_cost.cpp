@@ -18,7 +18,9 @@ Work backward_of(const Work& f, Flops recomputed) {
 
 } // namespace
 
-int64_t gpu_seq_len(const WorkloadSpec& w) { return w.model.seq_len / std::max(1, w.parallel.cp); }
+int64_t gpu_seq_len(const WorkloadSpec& w) {
+  return w.model.seq_len / std::max(1, w.parallel.cp);
+}
 
 ModelSpec gpu_model(const WorkloadSpec& w) {
   ModelSpec m = w.model;
@@ -61,8 +63,10 @@ BlockWork mlp_work(const WorkloadSpec& w) {
   const int tp = w.parallel.tp;
   BlockWork out;
   out.forward.flops = mlp_block_forward_flops(m, b, tp);
-  out.forward.bytes = layer_forward_bytes(m, b, tp, w.precision) * (out.forward.flops / layer_forward_flops(m, b, tp));
-  out.backward = backward_of(out.forward, w.training.recomputes(&RecomputeModules::mlp) ? out.forward.flops : Flops(0.0));
+  out.forward.bytes =
+      layer_forward_bytes(m, b, tp, w.precision) * (out.forward.flops / layer_forward_flops(m, b, tp));
+  out.backward = backward_of(out.forward,
+                             w.training.recomputes(&RecomputeModules::mlp) ? out.forward.flops : Flops(0.0));
   out.weight_gemms = out.forward.flops;
   out.input_linear = mlp_input_projection_flops(m, b, tp);
   return out;
@@ -73,7 +77,8 @@ BlockWork output_work(const WorkloadSpec& w) {
   const int64_t b = w.batch.micro_batch;
   const int tp = w.parallel.tp;
   BlockWork out;
-  out.forward = {.flops = output_forward_flops(m, b, tp), .bytes = output_forward_bytes(m, b, tp, w.precision)};
+  out.forward = {.flops = output_forward_flops(m, b, tp),
+                 .bytes = output_forward_bytes(m, b, tp, w.precision)};
   out.backward = backward_of(out.forward, Flops(0.0));
   out.weight_gemms = out.forward.flops;
   out.input_linear = logits_forward_flops(m, b, tp);
@@ -84,7 +89,8 @@ BlockWork router_work(const WorkloadSpec& w) {
   const ModelSpec m = gpu_model(w);
   const double tokens = gpu_tokens(w);
   BlockWork out;
-  out.forward = {.flops = router_forward_flops(m, tokens), .bytes = router_forward_bytes(m, tokens, w.precision)};
+  out.forward = {.flops = router_forward_flops(m, tokens),
+                 .bytes = router_forward_bytes(m, tokens, w.precision)};
   out.backward = backward_of(out.forward, Flops(0.0));
   out.weight_gemms = out.forward.flops;
   return out;
@@ -110,7 +116,9 @@ MoeWork moe_forward_work(const WorkloadSpec& w, double assignments) {
           .routed = routed_experts_forward_flops(m, assignments, w.parallel.expert_tp())};
 }
 
-double pass_flops_factor(bool backward, bool split) { return backward && !split ? 2.0 : 1.0; }
+double pass_flops_factor(bool backward, bool split) {
+  return backward && !split ? 2.0 : 1.0;
+}
 
 Work optimizer_work(const WorkloadSpec& w, int stage) {
   return {.flops = Flops(optimizer_params_on_rank(w, stage) * 12.0), .bytes = optimizer_step_bytes(w, stage)};
