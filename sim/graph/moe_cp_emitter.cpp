@@ -146,118 +146,135 @@ TaskId MoeCpEmitter::expert_gather(const ExpertGather& x) {
   return id;
 }
 
-std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, const BlockCall& call) {
-  const Phase phase = call.phase;
-  const int layer = call.layer;
-  const TaskSite site{.phase = phase, .stage = call.stage, .layer = layer, .mb = call.mb};
-  const Bytes alloc = call.alloc, free = call.free;
-  const std::vector<TaskId>& extra_dep = call.extra_dep;
-  const ExpertShards& shards = call.shards;
-  const bool a2a = grid_.ep > 1;
-  const double f = pass_factor(phase, split_);
+MoeCpEmitter::MoePass MoeCpEmitter::moe_pass(const BlockCall& call) const {
+  const double f = pass_factor(call.phase, split_);
   const model::MoeWork dense = model::moe_forward_work(w_, 0.0);
-  const Flops router = dense.router * f;
-  const Flops shared = dense.shared * f;
-  const bool has_shared = w_.model.moe.shared_experts > 0;
-  auto experts = [&](Rank r) {
-    const double pairs = representative_ep_ ? model::ep_max_rank_assignments(w_, layer)
-                                            : model::ep_rank_assignments(w_, layer, grid_.ep_of(r));
-    return model::moe_forward_work(w_, pairs).routed * f;
-  };
-  const bool grads_final = split_ ? phase == Phase::WEIGHT_GRAD : phase == Phase::BACKWARD;
+  return {.site = {.phase = call.phase, .stage = call.stage, .layer = call.layer, .mb = call.mb},
+          .factor = f,
+          .router = dense.router * f,
+          .shared = dense.shared * f};
+}
+
+Flops MoeCpEmitter::routed_flops(const MoePass& pass, Rank r) const {
+  const int layer = pass.site.layer;
+  const double pairs = representative_ep_ ? model::ep_max_rank_assignments(w_, layer)
+                                          : model::ep_rank_assignments(w_, layer, grid_.ep_of(r));
+  return model::moe_forward_work(w_, pairs).routed * pass.factor;
+}
+
+void MoeCpEmitter::after_extra(const BlockCall& call, size_t i, TaskId id) {
+  if (!call.extra_dep.empty() && call.extra_dep[i] != NO_TASK)
+    g_.add_edge(call.extra_dep[i], id);
+}
+
+void MoeCpEmitter::after_gather(const BlockCall& call, size_t i, TaskId id) {
+  if (!call.shards.gather.empty() && call.shards.gather[i] != NO_TASK)
+    g_.add_edge(call.shards.gather[i], id);
+}
+
+std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, const BlockCall& call) {
+  const MoePass pass = moe_pass(call);
+  if (call.phase == Phase::WEIGHT_GRAD)
+    return moe_weight_grad(group, call, pass);
+  if (call.phase == Phase::FORWARD || call.phase == Phase::RECOMPUTE)
+    return moe_forward(group, call, pass);
+  return moe_backward(group, call, pass);
+}
+
+std::vector<TaskId> MoeCpEmitter::moe_weight_grad(const std::vector<Rank>& group, const BlockCall& call,
+                                                  const MoePass& pass) {
+  // Zero-bubble W pass: the weight gradients of router, shared and routed experts; no all-to-all.
   std::vector<TaskId> out(group.size(), NO_TASK);
-  const auto extra = [&](size_t i, TaskId id) {
-    if (!extra_dep.empty() && extra_dep[i] != NO_TASK)
-      g_.add_edge(extra_dep[i], id);
-  };
-  // ZeRO-3: the experts' compute waits for their gather.
-  const auto gathered = [&](size_t i, TaskId id) {
-    if (!shards.gather.empty() && shards.gather[i] != NO_TASK)
-      g_.add_edge(shards.gather[i], id);
-  };
-
-  if (phase == Phase::WEIGHT_GRAD) {
-    // Zero-bubble W pass: the weight gradients of router, shared and routed experts; no all-to-all.
-    for (size_t i = 0; i < group.size(); ++i) {
-      const Rank r = group[i];
-      out[i] = add_compute(r, site,
-                           {.block = Block::EXPERTS,
-                            .flops = router + shared + experts(r),
-                            .base = Block::MLP,
-                            .alloc = alloc,
-                            .free = free});
-      extra(i, out[i]);
-      expert_gradients(r, site, out[i]);
-    }
-    return out;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const Rank r = group[i];
+    out[i] = add_compute(r, pass.site,
+                         {.block = Block::EXPERTS,
+                          .flops = pass.router + pass.shared + routed_flops(pass, r),
+                          .base = Block::MLP,
+                          .alloc = call.alloc,
+                          .free = call.free});
+    after_extra(call, i, out[i]);
+    expert_gradients(r, pass.site, out[i]);
   }
+  return out;
+}
 
-  if (phase == Phase::FORWARD || phase == Phase::RECOMPUTE) {
-    // Router (+ shared experts, which overlap the dispatch), dispatch, experts, combine.
-    std::vector<TaskId> routers(group.size()), firsts(group.size());
-    for (size_t i = 0; i < group.size(); ++i) {
-      routers[i] = add_compute(
-          group[i], site, {.block = Block::ROUTER, .flops = router, .base = Block::ROUTER, .alloc = alloc});
-      extra(i, routers[i]);
-      if (has_shared)
-        add_compute(group[i], site, {.block = Block::MLP, .flops = shared, .base = Block::MLP});
-    }
-    for (size_t i = 0; i < group.size(); ++i) {
-      const Rank r = group[i];
-      if (a2a)
-        streams_[r].pending_wait = ep_all_to_all(r, site, 0, {routers[i]});
-      // The experts' compute is the block's last: it frees the layer's ZeRO-3 parameters.
-      const TaskId x = add_compute(r, site,
-                                   {.block = Block::EXPERTS,
-                                    .flops = experts(r),
-                                    .base = Block::MLP,
-                                    .free = free,
-                                    .param_free = param_free_ + shards.free});
-      gathered(i, x);
-      out[i] = x;
-      if (a2a) {
-        out[i] = ep_all_to_all(r, site, 1, {x});
-        streams_[r].pending_wait = out[i];
-      }
-      entry_[out[i]] = {routers[i]};
-    }
-    return out;
+std::vector<TaskId> MoeCpEmitter::moe_forward(const std::vector<Rank>& group, const BlockCall& call,
+                                              const MoePass& pass) {
+  // Router (+ shared experts, which overlap the dispatch), dispatch, experts, combine.
+  const TaskSite& site = pass.site;
+  const bool a2a = grid_.ep > 1;
+  std::vector<TaskId> out(group.size(), NO_TASK), routers(group.size());
+  for (size_t i = 0; i < group.size(); ++i) {
+    routers[i] = add_compute(
+        group[i], site,
+        {.block = Block::ROUTER, .flops = pass.router, .base = Block::ROUTER, .alloc = call.alloc});
+    after_extra(call, i, routers[i]);
+    if (w_.model.moe.shared_experts > 0)
+      add_compute(group[i], site, {.block = Block::MLP, .flops = pass.shared, .base = Block::MLP});
   }
+  for (size_t i = 0; i < group.size(); ++i) {
+    const Rank r = group[i];
+    if (a2a)
+      streams_[r].pending_wait = ep_all_to_all(r, site, 0, {routers[i]});
+    // The experts' compute is the block's last: it frees the layer's ZeRO-3 parameters.
+    const TaskId x = add_compute(r, site,
+                                 {.block = Block::EXPERTS,
+                                  .flops = routed_flops(pass, r),
+                                  .base = Block::MLP,
+                                  .free = call.free,
+                                  .param_free = param_free_ + call.shards.free});
+    after_gather(call, i, x);
+    out[i] = x;
+    if (a2a) {
+      out[i] = ep_all_to_all(r, site, 1, {x});
+      streams_[r].pending_wait = out[i];
+    }
+    entry_[out[i]] = {routers[i]};
+  }
+  return out;
+}
 
+std::vector<TaskId> MoeCpEmitter::moe_backward(const std::vector<Rank>& group, const BlockCall& call,
+                                               const MoePass& pass) {
   // Backward (or its input-gradient part B): the output gradient goes back to the experts
   // (combine's backward), expert backward, the input gradients return (dispatch's backward), then
   // the router's backward. The shared experts' backward overlaps the first all-to-all.
+  const TaskSite& site = pass.site;
+  const bool a2a = grid_.ep > 1;
+  const bool grads_final = split_ ? call.phase == Phase::WEIGHT_GRAD : call.phase == Phase::BACKWARD;
+  std::vector<TaskId> out(group.size(), NO_TASK);
   for (size_t i = 0; i < group.size(); ++i) {
     const Rank r = group[i];
     std::vector<TaskId> entries;
     TaskId back = NO_TASK;
     if (a2a) {
       back = ep_all_to_all(r, site, 2, {streams_[r].last_compute, streams_[r].pending_wait});
-      extra(i, back);
+      after_extra(call, i, back);
       entries.push_back(back);
     }
-    if (has_shared) {
-      const TaskId sh = add_compute(r, site, {.block = Block::MLP, .flops = shared, .base = Block::MLP});
-      extra(i, sh);
+    if (w_.model.moe.shared_experts > 0) {
+      const TaskId sh = add_compute(r, site, {.block = Block::MLP, .flops = pass.shared, .base = Block::MLP});
+      after_extra(call, i, sh);
       entries.push_back(sh);
     }
     if (back != NO_TASK)
       streams_[r].pending_wait = back;
     const TaskId x = add_compute(r, site,
                                  {.block = Block::EXPERTS,
-                                  .flops = experts(r),
+                                  .flops = routed_flops(pass, r),
                                   .base = Block::MLP,
-                                  .alloc = alloc,
-                                  .param_free = shards.free});
-    gathered(i, x);
+                                  .alloc = call.alloc,
+                                  .param_free = call.shards.free});
+    after_gather(call, i, x);
     if (entries.empty()) {
-      extra(i, x);
+      after_extra(call, i, x);
       entries.push_back(x);
     }
     if (a2a)
       streams_[r].pending_wait = ep_all_to_all(r, site, 3, {x});
-    out[i] =
-        add_compute(r, site, {.block = Block::ROUTER, .flops = router, .base = Block::ROUTER, .free = free});
+    out[i] = add_compute(
+        r, site, {.block = Block::ROUTER, .flops = pass.router, .base = Block::ROUTER, .free = call.free});
     entry_[out[i]] = entries;
     if (grads_final)
       expert_gradients(r, site, x);

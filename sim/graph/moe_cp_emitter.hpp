@@ -98,7 +98,28 @@ private:
   /// Expert gradients of `layer` reduced over rank r's expert-data-parallel group after `producer`.
   void expert_gradients(Rank r, const TaskSite& site, TaskId producer);
 
+  /// An MoE block's pass: where its tasks sit, its FLOPs factor over the forward, and the
+  /// router's and the shared experts' FLOPs in it.
+  struct MoePass {
+    TaskSite site{};
+    double factor = 1.0;
+    Flops router{0.0};
+    Flops shared{0.0};
+  };
+  [[nodiscard]] MoePass moe_pass(const BlockCall& call) const;
+  /// Rank r's routed experts' FLOPs in `pass` (the most loaded EP rank's when it stands for its
+  /// group).
+  [[nodiscard]] Flops routed_flops(const MoePass& pass, Rank r) const;
+  /// Task `id` of rank `i` of the group also waits for the call's extra dependency, or for the
+  /// experts' ZeRO-3 gather.
+  void after_extra(const BlockCall& call, size_t i, TaskId id);
+  void after_gather(const BlockCall& call, size_t i, TaskId id);
   std::vector<TaskId> emit_moe(const std::vector<Rank>& group, const BlockCall& call);
+  std::vector<TaskId> moe_weight_grad(const std::vector<Rank>& group, const BlockCall& call,
+                                      const MoePass& pass);
+  std::vector<TaskId> moe_forward(const std::vector<Rank>& group, const BlockCall& call, const MoePass& pass);
+  std::vector<TaskId> moe_backward(const std::vector<Rank>& group, const BlockCall& call,
+                                   const MoePass& pass);
   std::vector<TaskId> emit_cp_attention(const std::vector<Rank>& group, const BlockCall& call);
 
   const WorkloadSpec& w_;

@@ -32,6 +32,12 @@ private:
   };
 
   void forward();
+  /// A layer's attention block (`attention`) and MLP block (`mlp`'s memory and ZeRO-3 fields, at
+  /// the attention's place) in a forward or recomputation, each followed by its TP collectives;
+  /// the attention's tasks are the first of the pass's slot when none is yet (`first`). Returns
+  /// the MLP's tasks.
+  std::vector<TaskId> layer_forward(const BlockCall& attention, BlockCall mlp,
+                                    std::vector<TaskId> RankState::*first);
   void weight_grad();
   void backward();
   void backward_layer(int j);
@@ -297,7 +303,6 @@ void StagePasses::Pass::forward() {
     issue_gathers_up_to(j + prefetch_);
     const int l = j;
     const int layer = layer_of(l);
-    const TaskSite site{.phase = Phase::FORWARD, .stage = p, .layer = layer, .mb = mb_};
     // The vocabulary-parallel embedding's output is summed over the TP ranks (an all-reduce,
     // or with SP a reduce-scatter and the first layer's all-gather) before the first layer.
     if (j == 0 && layout_.has_embedding)
@@ -308,26 +313,19 @@ void StagePasses::Pass::forward() {
     const model::LayerActivations kept = s_.kept_activations(l);
     // ZeRO-3's gather of the layer, or the overlapped ZeRO-1/2 gather of its bucket.
     const size_t item = (layout_.has_output ? 1 : 0) + static_cast<size_t>(n_layers_ - 1 - l);
-    auto attn = s_.compute({.block = Block::ATTENTION,
-                            .phase = Phase::FORWARD,
-                            .stage = p,
-                            .layer = layer,
-                            .mb = mb_,
-                            .alloc = kept.attention,
-                            .extra_dep = gathers_ ? gather_of(j) : param_gather_of(item)});
-    mark_first(&RankState::fwd_first, attn);
-    tp.after_block(group, attn, {.site = site, .ag_scale = tp.moe_copies(layer)});
-    auto mlp = s_.compute({.block = Block::MLP,
-                           .phase = Phase::FORWARD,
-                           .stage = p,
-                           .layer = layer,
-                           .mb = mb_,
-                           .alloc = kept.mlp,
-                           .param_free = gathered_bytes(l),
-                           .shards = gathers_         ? expert_shards(j, l, true)
-                                     : first_forward_ ? s_.param_gathers_.experts_of(pass_.chunk, l)
-                                                      : ExpertShards{}});
-    tp.after_block(group, mlp, {.site = site, .rs_scale = tp.moe_copies(layer)});
+    const auto mlp = layer_forward({.block = Block::ATTENTION,
+                                    .phase = Phase::FORWARD,
+                                    .stage = p,
+                                    .layer = layer,
+                                    .mb = mb_,
+                                    .alloc = kept.attention,
+                                    .extra_dep = gathers_ ? gather_of(j) : param_gather_of(item)},
+                                   {.alloc = kept.mlp,
+                                    .param_free = gathered_bytes(l),
+                                    .shards = gathers_         ? expert_shards(j, l, true)
+                                              : first_forward_ ? s_.param_gathers_.experts_of(pass_.chunk, l)
+                                                               : ExpertShards{}},
+                                   &RankState::fwd_first);
     s_.offload_copy(l, layer_start);
     freer_[static_cast<size_t>(j)] = mlp;
     mark_last(&RankState::fwd_last, mlp);
@@ -344,6 +342,24 @@ void StagePasses::Pass::forward() {
     mark_last(&RankState::fwd_last, logits);
     tp.loss_all_reduces(group, logits, p, mb_);
   }
+}
+
+std::vector<TaskId> StagePasses::Pass::layer_forward(const BlockCall& attention, BlockCall mlp,
+                                                     std::vector<TaskId> RankState::*first) {
+  TpEmitter& tp = s_.o_.tp;
+  const TaskSite site{
+      .phase = attention.phase, .stage = attention.stage, .layer = attention.layer, .mb = attention.mb};
+  const auto attn = s_.compute(attention);
+  mark_first(first, attn);
+  tp.after_block(s_.group_, attn, {.site = site, .ag_scale = tp.moe_copies(site.layer)});
+  mlp.block = Block::MLP;
+  mlp.phase = site.phase;
+  mlp.stage = site.stage;
+  mlp.layer = site.layer;
+  mlp.mb = site.mb;
+  auto tasks = s_.compute(mlp);
+  tp.after_block(s_.group_, tasks, {.site = site, .rs_scale = tp.moe_copies(site.layer)});
+  return tasks;
 }
 
 void StagePasses::Pass::weight_grad() {
@@ -429,24 +445,14 @@ void StagePasses::Pass::backward_layer(int j) {
   const model::LayerActivations freed{kept.attention + (again ? working.attention : Bytes(0.0)),
                                       kept.mlp + (again ? working.mlp : Bytes(0.0))};
   if (again) {
-    const TaskSite re{.phase = Phase::RECOMPUTE, .stage = p, .layer = layer, .mb = mb_};
-    auto ra = s_.compute({.block = Block::ATTENTION,
-                          .phase = Phase::RECOMPUTE,
-                          .stage = p,
-                          .layer = layer,
-                          .mb = mb_,
-                          .alloc = working.attention,
-                          .extra_dep = first_dep});
-    mark_first(&RankState::bwd_first, ra);
-    tp.after_block(group, ra, {.site = re, .ag_scale = tp.moe_copies(layer)});
-    auto rm = s_.compute({.block = Block::MLP,
-                          .phase = Phase::RECOMPUTE,
-                          .stage = p,
-                          .layer = layer,
-                          .mb = mb_,
-                          .alloc = working.mlp,
-                          .shards = expert_shards(j, l, false)});
-    tp.after_block(group, rm, {.site = re, .rs_scale = tp.moe_copies(layer)});
+    layer_forward({.block = Block::ATTENTION,
+                   .phase = Phase::RECOMPUTE,
+                   .stage = p,
+                   .layer = layer,
+                   .mb = mb_,
+                   .alloc = working.attention,
+                   .extra_dep = first_dep},
+                  {.alloc = working.mlp, .shards = expert_shards(j, l, false)}, &RankState::bwd_first);
     first_dep.clear();
     // Blocking fetch released the layer after its recomputation and gathers it again for
     // the backward (the ledger keeps it counted from the first gather).
