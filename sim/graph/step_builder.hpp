@@ -5,10 +5,9 @@
 // as backward has produced their gradients, and the optimizer step.
 
 #include "config/spec.hpp"
+#include "graph/compute_cost.hpp"
 #include "graph/step_graph.hpp"
 
-#include <functional>
-#include <utility>
 #include <vector>
 
 namespace stepsim::graph {
@@ -75,35 +74,6 @@ struct RankGrid {
   }
 };
 
-/// What a compute task does, for the compute-time model.
-struct ComputeQuery {
-  Block block = Block::NONE;
-  Phase phase = Phase::FORWARD;
-  int stage = 0;
-  Flops flops;
-  Bytes bytes; ///< HBM traffic estimate
-  bool windowed = false; ///< ATTENTION of a layer with a sliding window (ModelSpec::windowed_layer)
-};
-
-/// A compute task's duration and where it came from. Converts implicitly from a bare Seconds
-/// (then all of it counts as `roofline`), so a function returning Seconds is a ComputeTimeFn.
-struct ComputeCost {
-  ComputeCost() = default;
-  ComputeCost(Seconds t) : time(t), sources{.roofline = 1.0} {} // NOLINT(google-explicit-constructor)
-  ComputeCost(Seconds t, TimeSources s) : time(t), sources(s) {}
-  Seconds time;
-  TimeSources sources; ///< shares of `time`, summing to 1
-  /// A backward block's input-linear GEMMs within `time` (kernels::CallPart): data gradient and
-  /// weight gradient. Zero when the model does not tell them apart (the roofline), and the
-  /// builder takes the GEMMs' share of the block's FLOPs.
-  Seconds input_dgrad{0.0};
-  Seconds input_wgrad{0.0};
-};
-
-/// Maps a compute task to its duration (runner::compute_time_model: kernel profiles, or the
-/// roofline without one).
-using ComputeTimeFn = std::function<ComputeCost(const ComputeQuery&)>;
-
 struct BuildOptions {
   /// Simulate one DP replica (dp index 0) and launch the other replicas' DP flows in lockstep
   /// with it. Exact when replicas see a symmetric network; see docs/engine.md.
@@ -140,12 +110,5 @@ struct StepProgram {
 /// Builds the finalized step DAG. Precondition: config::check_layout() passed.
 /// Throws ModelError if options are incomplete.
 StepProgram build_step(const WorkloadSpec& w, const BuildOptions& options);
-
-/// The data- and weight-gradient times of the input linear (QKV, fc1, the logits) within a
-/// backward block of `cost` and `query` (as one GPU of `w` sees it, context parallelism's 1/cp
-/// applied): the kernel profile's (ComputeCost::input_dgrad, input_wgrad), else the GEMM's share
-/// of the block's FLOPs. Both zero when the block has none, or they would be all of it.
-std::pair<Seconds, Seconds> input_linear_times(const WorkloadSpec& w, Block block, const ComputeCost& cost,
-                                               const ComputeQuery& query);
 
 } // namespace stepsim::graph

@@ -2,6 +2,7 @@
 
 #include "planner/planner.hpp"
 
+#include "model/block_cost.hpp"
 #include "model/memory.hpp"
 #include "model/moe.hpp"
 #include "model/transformer.hpp"
@@ -42,334 +43,332 @@ double gather(double bytes, int64_t n, const Link& l) {
   return d(n - 1) * l.alpha + d(n - 1) / d(n) * bytes / l.beta;
 }
 
-/// The builder's compute query of one block (graph/step_builder.cpp, Builder::cost).
-graph::ComputeQuery block_query(const WorkloadSpec& w, graph::Block block, graph::Phase phase, int stage,
-                                bool windowed = false) {
-  ModelSpec m = w.model; // as one GPU sees it: context parallelism leaves it seq_len / cp tokens
-  m.seq_len /= std::max(1, w.parallel.cp);
-  const int64_t b = w.batch.micro_batch;
-  const int tp = w.parallel.tp;
-  const Bytes layer_bytes = model::layer_forward_bytes(m, b, tp, w.precision);
-  const Flops layer_flops = model::layer_forward_flops(m, b, tp);
-  Flops f;
-  Bytes bytes;
-  if (block == graph::Block::ATTENTION) {
-    f = model::attention_block_forward_flops(m, b, tp, windowed);
-    bytes = layer_bytes * (model::attention_block_forward_flops(m, b, tp) / layer_flops);
-    f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(std::max(1, w.parallel.cp) - 1);
-  } else if (block == graph::Block::MLP) {
-    f = model::mlp_block_forward_flops(m, b, tp);
-    bytes = layer_bytes * (f / layer_flops);
-  } else if (block == graph::Block::ROUTER) {
-    const double tokens = static_cast<double>(b) * static_cast<double>(m.seq_len);
-    f = model::router_forward_flops(m, tokens);
-    bytes = model::router_forward_bytes(m, tokens, w.precision);
-  } else {
-    f = model::output_forward_flops(m, b, tp);
-    bytes = model::output_forward_bytes(m, b, tp, w.precision);
+/// The estimate of one layout (docs/planner.md, "Estimate"): each part a member function over the
+/// figures the earlier parts found, per micro-batch on the slowest (last) stage.
+class StepEstimator {
+public:
+  StepEstimator(const ClusterSpec& cluster, const WorkloadSpec& w, const graph::ComputeTimeFn& compute_time)
+      : cluster_(cluster), w_(w), par_(w.parallel), compute_time_(compute_time), p_(par_.pp),
+        v_(std::max(1, par_.vp)), t_(par_.tp), dp_(par_.dp), m_(w.micro_batches()), e_(model::grad_bytes(w)),
+        wb_(model::weight_bytes(w)),
+        split_(par_.schedule == Schedule::ZB_H1 || par_.schedule == Schedule::ZB_H2),
+        last_(model::stage_layout(w, static_cast<int>(p_ - 1))), layers_(d(last_.num_layers)) {}
+
+  Estimate run() {
+    block_times();
+    tp_collectives();
+    moe();
+    tp_input_linears();
+    pass_times();
+    Estimate est;
+    est.compute = Seconds(d(m_) * (t_f_ + t_b_));
+    est.tp_comm = Seconds(d(m_) * tp_per_mb_);
+    est.ep_comm = Seconds(d(m_) * ep_per_mb_);
+    est.bubble = Seconds(bubble());
+    est.pp_comm = Seconds(pp_comm());
+    est.dp_exposed = Seconds(dp_exposed());
+    est.optimizer = Seconds(optimizer());
+    est.step = est.compute + est.tp_comm + est.ep_comm + est.bubble + est.pp_comm + est.dp_exposed + est.optimizer;
+    return est;
   }
-  if (phase == graph::Phase::BACKWARD) {
-    f = f * 2.0;
-    bytes = bytes * 2.0;
-    if (block == graph::Block::ATTENTION && w.training.recomputes(&RecomputeModules::core_attn))
-      f += model::attention_core_flops(m, b, tp, windowed) * static_cast<double>(std::max(1, w.parallel.cp));
-    if (block == graph::Block::MLP && w.training.recomputes(&RecomputeModules::mlp))
-      f += model::mlp_block_forward_flops(m, b, tp);
+
+private:
+  using Block = graph::Block;
+  using Phase = graph::Phase;
+
+  /// A block's time on one GPU: context parallelism as the builder (blocks of s/cp tokens whose
+  /// attention core meets all s keys, graph::block_query; kernel profiles see the whole
+  /// sequence, graph::gpu_compute_cost).
+  double time(Block b, Phase ph, int stage, bool windowed = false) const {
+    return graph::gpu_compute_cost(w_, compute_time_, graph::block_query(w_, b, ph, stage, windowed)).time.value();
   }
-  return {.block = block, .phase = phase, .stage = stage, .flops = f, .bytes = bytes, .windowed = windowed};
-}
 
-} // namespace
+  /// An attention block's time per layer: its windowed layers (a window shorter than the
+  /// sequence; cp is 1 then) at their own cost.
+  double attention(Phase ph) const {
+    return (1.0 - win_share_) * time(Block::ATTENTION, ph, 0) +
+           (win_share_ > 0 ? win_share_ * time(Block::ATTENTION, ph, 0, true) : 0.0);
+  }
 
-Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const graph::ComputeTimeFn& compute_time) {
-  using graph::Block;
-  using graph::Phase;
-  const ParallelSpec& par = w.parallel;
-  const int64_t p = par.pp, v = std::max(1, par.vp), t = par.tp, dp = par.dp;
-  const int64_t m = w.micro_batches();
-  const double e = model::grad_bytes(w); // a gradient's bytes
-  const double wb = model::weight_bytes(w);            // a gathered weight's bytes
-  const bool full = w.training.recompute == Recompute::FULL;
-  const bool split = par.schedule == Schedule::ZB_H1 || par.schedule == Schedule::ZB_H2;
+  /// The last stage's blocks (with the multi-token-prediction layers).
+  void block_times() {
+    const ModelSpec& mod = w_.model;
+    int64_t windowed_layers = 0;
+    if (mod.window_below_sequence())
+      for (int64_t l = last_.first_layer; l < last_.first_layer + last_.num_layers; ++l)
+        windowed_layers += mod.windowed_layer(l) ? 1 : 0;
+    win_share_ = d(windowed_layers) / d(std::max<int64_t>(1, last_.num_layers));
+    att_f_ = attention(Phase::FORWARD);
+    mlp_f_ = time(Block::MLP, Phase::FORWARD, 0);
+    att_b_ = attention(Phase::BACKWARD);
+    mlp_b_ = time(Block::MLP, Phase::BACKWARD, 0);
+    // Full recomputation: the share rf of the last stage's layers it repeats (recompute_layers of
+    // each chunk, or all); the recomputation's time, TP and EP collectives are charged per layer
+    // times rf.
+    const bool full = w_.training.recompute == Recompute::FULL;
+    const double last_chunk_layers = d(last_.num_layers) / d(v_);
+    rf_ = !full ? 0.0
+          : w_.training.recompute_layers == 0 || last_chunk_layers <= 0
+              ? 1.0
+              : std::min(d(w_.training.recompute_layers), last_chunk_layers) / last_chunk_layers;
+    att_r_ = rf_ > 0 ? rf_ * attention(Phase::RECOMPUTE) : 0.0;
+    mlp_r_ = rf_ > 0 ? rf_ * time(Block::MLP, Phase::RECOMPUTE, 0) : 0.0;
+    lg_f_ = time(Block::LOGITS, Phase::FORWARD, static_cast<int>(p_ - 1));
+    lg_b_ = time(Block::LOGITS, Phase::BACKWARD, static_cast<int>(p_ - 1));
+  }
 
-  // Context parallelism, as the builder: blocks of s/cp tokens whose attention core meets all s
-  // keys (block_query), and kernel profiles see the whole sequence, so their times are divided by cp.
-  const double cp = d(std::max(1, par.cp));
-  ModelSpec local = w.model;
-  local.seq_len /= std::max(1, par.cp);
-  auto time = [&](Block b, Phase ph, int stage, bool windowed = false) {
-    const graph::ComputeCost c = compute_time(block_query(w, b, ph, stage, windowed));
-    double t = c.time.value();
-    if (cp > 1 && c.sources.roofline < 1.0)
-      t /= cp;
-    return t;
-  };
-  // The last (slowest) stage's layers, with the multi-token-prediction ones. Attention per
-  // layer: its windowed layers (a window shorter than the sequence; cp is 1 then) at their own cost.
-  const ModelSpec& mod = w.model;
-  const model::StageLayout last = model::stage_layout(w, static_cast<int>(p - 1));
-  int64_t windowed_layers = 0;
-  if (mod.window_below_sequence())
-    for (int64_t l = last.first_layer; l < last.first_layer + last.num_layers; ++l)
-      windowed_layers += mod.windowed_layer(l) ? 1 : 0;
-  const double win_share = d(windowed_layers) / d(std::max<int64_t>(1, last.num_layers));
-  const auto attention = [&](Phase ph) {
-    return (1.0 - win_share) * time(Block::ATTENTION, ph, 0) +
-           (win_share > 0 ? win_share * time(Block::ATTENTION, ph, 0, true) : 0.0);
-  };
-  const double att_f = attention(Phase::FORWARD), mlp_f = time(Block::MLP, Phase::FORWARD, 0);
-  const double att_b = attention(Phase::BACKWARD), mlp_b = time(Block::MLP, Phase::BACKWARD, 0);
-  // Full recomputation: the share rf of the last stage's layers it repeats (recompute_layers of
-  // each chunk, or all); the recomputation's time, TP and EP collectives are charged per layer
-  // times rf.
-  const double last_chunk_layers = d(last.num_layers) / d(v);
-  const double rf = !full ? 0.0
-                    : w.training.recompute_layers == 0 || last_chunk_layers <= 0
-                        ? 1.0
-                        : std::min(d(w.training.recompute_layers), last_chunk_layers) / last_chunk_layers;
-  const double att_r = rf > 0 ? rf * attention(Phase::RECOMPUTE) : 0.0;
-  const double mlp_r = rf > 0 ? rf * time(Block::MLP, Phase::RECOMPUTE, 0) : 0.0;
-  const double lg_f = time(Block::LOGITS, Phase::FORWARD, static_cast<int>(p - 1));
-  const double lg_b = time(Block::LOGITS, Phase::BACKWARD, static_cast<int>(p - 1));
+  /// TP: blocking collectives after every block (2 per layer per pass, recompute included).
+  void tp_collectives() {
+    tp_link_ = link_for(cluster_, t_);
+    tp_one_ = all_reduce(model::tp_collective_bytes(w_).value(), t_, tp_link_);
+    // Folded expert groups (etp 1 < tp): an MoE layer keeps half of them (no all-gather into its
+    // experts, no reduce-scatter out of them; docs/moe.md), counted once the MoE layers are known.
+    tp_per_mb_ = layers_ * tp_one_ * (4.0 + 2.0 * rf_);
+    // Outside the layers (as the builder): the output layer's input gradient and the
+    // cross-entropy's three per-token fp32 all-reduces; a single stage also sums the embedding.
+    const double loss_one = all_reduce(model::gpu_tokens(w_) * 4.0, t_, tp_link_);
+    tp_per_mb_ += tp_one_ * (p_ == 1 ? 2.0 : 1.0) + 3.0 * d(1 + w_.model.mtp_layers) * loss_one;
+  }
 
-  // TP: blocking collectives after every block (2 per layer per pass, recompute included).
-  const Link tp_link = link_for(cluster, t);
-  const double tp_one = all_reduce(model::tp_collective_bytes(w).value(), t, tp_link);
-  const double layers = d(last.num_layers);
-  // Folded expert groups (etp 1 < tp): an MoE layer keeps half of them (no all-gather into its
-  // experts, no reduce-scatter out of them; docs/moe.md), counted once the MoE layers are known.
-  double tp_per_mb = layers * tp_one * (4.0 + 2.0 * rf);
-  // Outside the layers (as the builder): the output layer's input gradient and the
-  // cross-entropy's three per-token fp32 all-reduces; a single stage also sums the embedding.
-  const double loss_one = all_reduce(d(w.batch.micro_batch) * d(local.seq_len) * 4.0, t, tp_link);
-  tp_per_mb += tp_one * (p == 1 ? 2.0 : 1.0) + 3.0 * d(1 + w.model.mtp_layers) * loss_one;
-
-  // MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
-  // the shared and the most loaded EP rank's routed experts as the dense MLP block scaled by
-  // FLOPs; per layer and micro-batch a dispatch and a combine all-to-all each way (and again in a
-  // full recomputation) over the ep GPUs t (folded: etp) apart, blocking.
-  double moe_layers = 0, mlp_f_moe = 0, mlp_b_moe = 0, ep_per_mb = 0;
-  if (w.model.moe.enabled()) {
-    moe_layers = d(model::moe_layers_in(w.model, last.first_layer, last.num_layers));
-    int64_t layer = last.first_layer;
-    while (layer < last.first_layer + last.num_layers && !model::is_moe_layer(w.model, layer))
-      ++layer;
-    if (moe_layers > 0) {
-      const double tokens = d(w.batch.micro_batch) * d(local.seq_len);
-      const Flops experts = model::routed_experts_forward_flops(w.model, model::ep_max_rank_assignments(w, layer), par.expert_tp()) +
-                            model::shared_experts_forward_flops(w.model, tokens, par.tp);
-      const double scale = experts / block_query(w, Block::MLP, Phase::FORWARD, 0).flops;
-      mlp_f_moe = time(Block::ROUTER, Phase::FORWARD, 0) + mlp_f * scale;
-      mlp_b_moe = time(Block::ROUTER, Phase::BACKWARD, 0) + mlp_b * scale +
-                  (rf > 0 ? rf * time(Block::ROUTER, Phase::FORWARD, 0) + mlp_r * scale : 0.0);
-      if (par.ep > 1) {
-        // Each GPU sends 1/ep of the payload to every peer: to the ep peers in its node over
-        // NVLink, to the others over its NIC share, both at once.
-        // EP peers are t GPUs apart, or etp when the expert groups fold over the TP ranks.
-        const int64_t stride = par.folds_experts() ? par.expert_tp() : t;
-        const Link ep_link = link_for(cluster, stride * par.ep);
-        const Link nvlink = link_for(cluster, 1);
-        const int64_t in_node = std::clamp<int64_t>(cluster.gpus_per_node / stride, 1, par.ep);
-        const double bytes = model::ep_all_to_all_bytes(w).value() / d(par.ep);
-        const double a2a = d(par.ep - 1) * ep_link.alpha + std::max(d(in_node - 1) * bytes / nvlink.beta,
-                                                                    d(par.ep - in_node) * bytes / ep_link.beta);
-        ep_per_mb = moe_layers * a2a * (4.0 + 2.0 * rf);
+  /// MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
+  /// the shared and the most loaded EP rank's routed experts as the dense MLP block scaled by
+  /// FLOPs; per layer and micro-batch a dispatch and a combine all-to-all each way (and again in a
+  /// full recomputation) over the ep GPUs t (folded: etp) apart, blocking.
+  void moe() {
+    if (w_.model.moe.enabled()) {
+      moe_layers_ = d(model::moe_layers_in(w_.model, last_.first_layer, last_.num_layers));
+      int64_t layer = last_.first_layer;
+      while (layer < last_.first_layer + last_.num_layers && !model::is_moe_layer(w_.model, layer))
+        ++layer;
+      if (moe_layers_ > 0) {
+        const model::MoeWork moe = model::moe_forward_work(w_, model::ep_max_rank_assignments(w_, layer));
+        const Flops experts = moe.routed + moe.shared;
+        const double scale = experts / graph::block_query(w_, Block::MLP, Phase::FORWARD, 0).flops;
+        mlp_f_moe_ = time(Block::ROUTER, Phase::FORWARD, 0) + mlp_f_ * scale;
+        mlp_b_moe_ = time(Block::ROUTER, Phase::BACKWARD, 0) + mlp_b_ * scale +
+                     (rf_ > 0 ? rf_ * time(Block::ROUTER, Phase::FORWARD, 0) + mlp_r_ * scale : 0.0);
+        if (par_.ep > 1)
+          ep_per_mb_ = moe_layers_ * all_to_all() * (4.0 + 2.0 * rf_);
       }
     }
-  }
-  const double dense_layers = layers - moe_layers;
-  if (par.folds_experts() && par.sp)
-    tp_per_mb -= moe_layers * tp_one * (2.0 + rf);
-  // The backward's collective of each column-parallel input linear (QKV, a dense fc1; as the
-  // builder's backward_tp_comm): beside its weight-gradient GEMM with tp_grad_overlap, which
-  // hides up to that GEMM's time of it (the whole all-reduce, or SP's reduce-scatter, half of
-  // tp_one); with SP the input's re-gather (another half) beside the data gradient, or exposed
-  // without the overlap. Not for MLA's attention, nor the zero-bubble schedules' B passes.
-  if (t > 1 && !split) {
-    const auto input_linear = [&](Block b) {
-      const graph::ComputeQuery q = block_query(w, b, Phase::BACKWARD, 0);
-      graph::ComputeCost c = compute_time(q);
-      if (cp > 1 && c.sources.roofline < 1.0) { // as time(): profiles see the whole sequence
-        c.time = c.time / cp;
-        c.input_dgrad = c.input_dgrad / cp;
-        c.input_wgrad = c.input_wgrad / cp;
-      }
-      const auto [dgrad, wgrad] = graph::input_linear_times(w, b, c, q);
-      return std::make_pair(dgrad.value(), wgrad.value());
-    };
-    const double summed = par.sp ? tp_one / 2.0 : tp_one; // the reduce-scatter, or the all-reduce
-    const auto adjust = [&](Block b, double count) {
-      const auto [dgrad, wgrad] = input_linear(b);
-      double delta = 0;
-      if (par.tp_grad_overlap)
-        delta -= std::min(summed, wgrad);
-      if (par.sp)
-        delta += par.tp_grad_overlap ? std::max(0.0, tp_one / 2.0 - dgrad) : tp_one / 2.0;
-      tp_per_mb += count * delta;
-    };
-    if (!w.model.mla.enabled())
-      adjust(Block::ATTENTION, layers);
-    if (dense_layers > 0)
-      adjust(Block::MLP, dense_layers);
+    dense_layers_ = layers_ - moe_layers_;
+    if (par_.folds_experts() && par_.sp)
+      tp_per_mb_ -= moe_layers_ * tp_one_ * (2.0 + rf_);
   }
 
-  // Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), TP; each of the
-  // v chunk passes each way also pays the host's pass overhead.
-  const double pass = d(v) * cluster.gpu.pass_overhead.value();
-  double t_f = layers * att_f + dense_layers * mlp_f + moe_layers * mlp_f_moe + lg_f + pass;
-  double t_b = layers * (att_b + att_r) + dense_layers * (mlp_b + mlp_r) + moe_layers * mlp_b_moe + lg_b + pass;
-  // Activation offloading, as the builder: an offloaded layer's copy out (forward) and back
-  // (backward) at gpu.host_bandwidth runs beside the layer's compute, which waits for the rest.
-  if (w.training.offload_layers > 0 && cluster.gpu.host_bandwidth.value() > 0 && layers > 0) {
-    const double copy = (model::stored_layer_activations(w).total() / cluster.gpu.host_bandwidth).value();
-    const double offloaded = d(w.training.offload_layers) * d(v);
-    const double layer_f = (t_f - lg_f - pass) / layers, layer_b = (t_b - lg_b - pass) / layers;
-    t_f += offloaded * std::max(0.0, copy - layer_f);
-    t_b += offloaded * std::max(0.0, copy - layer_b);
-  }
-  // W share of backward: the weight-gradient GEMMs, as many FLOPs as the forward's GEMMs.
-  const auto gemm_share = [&](Block b) {
-    const graph::ComputeQuery fq = block_query(w, b, Phase::FORWARD, 0);
-    const graph::ComputeQuery bq = block_query(w, b, Phase::BACKWARD, 0);
-    Flops gemm = fq.flops;
-    if (b == Block::ATTENTION)
-      gemm -= model::attention_core_flops(w.model, w.batch.micro_batch, par.tp);
-    return bq.flops.value() > 0 ? gemm / bq.flops : 0.5;
-  };
-  const double t_w = split ? layers * (att_b * gemm_share(Block::ATTENTION) + mlp_b * gemm_share(Block::MLP)) +
-                                 lg_b * gemm_share(Block::LOGITS)
-                           : 0.0;
-  // Combined 1F1B (ep_overlap): a pair's all-to-alls run under the other pass's compute, but each
-  // pass's own all-to-alls stay between its blocks and the two passes' share the network: about
-  // the shorter pass's compute is hidden (the simulation decides; docs/planner.md).
-  if (par.ep_overlap)
-    ep_per_mb = std::max(0.0, ep_per_mb - std::min(t_f, t_b));
-  const double per_mb = t_f + t_b + tp_per_mb + ep_per_mb;
-
-  Estimate est;
-  est.compute = Seconds(d(m) * (t_f + t_b));
-  est.tp_comm = Seconds(d(m) * tp_per_mb);
-  est.ep_comm = Seconds(d(m) * ep_per_mb);
-  double bubble = 0;
-  switch (par.schedule) {
-  case Schedule::GPIPE:
-  case Schedule::ONE_F_ONE_B: bubble = d(p - 1) * per_mb; break;
-  case Schedule::INTERLEAVED: bubble = d(p - 1) * per_mb / d(v); break;
-  case Schedule::ZB_H1: bubble = d(p - 1) * std::max(per_mb - 2.0 * t_w, t_f); break;
-  case Schedule::ZB_H2: bubble = d(p - 1) * (t_f + layers * 2.0 * tp_one); break;
-  }
-  est.bubble = Seconds(bubble);
-
-  // PP: one message per chunk boundary per micro-batch each way; the fill and drain see
-  // 2(p v - 1) of them, the steady state hides the rest behind compute.
-  if (p > 1) {
-    const Link pp_link = link_for(cluster, 2 * t * dp);
-    double msg = pp_link.alpha + model::pp_message_bytes(w).value() / pp_link.beta;
-    if (par.pp_scatter_gather && !par.sp && t > 1) // the receiving TP group all-gathers the slices
-      msg += tp_link.alpha + d(t - 1) / d(t) * model::tp_collective_bytes(w).value() / tp_link.beta;
-    est.pp_comm = Seconds(2.0 * d(p * v - 1) * msg);
+  /// One EP all-to-all: each GPU sends 1/ep of the payload to every peer: to the ep peers in its
+  /// node over NVLink, to the others over its NIC share, both at once. EP peers are t GPUs apart,
+  /// or etp when the expert groups fold over the TP ranks.
+  [[nodiscard]] double all_to_all() const {
+    const int64_t stride = par_.folds_experts() ? par_.expert_tp() : t_;
+    const Link ep_link = link_for(cluster_, stride * par_.ep);
+    const Link nvlink = link_for(cluster_, 1);
+    const int64_t in_node = std::clamp<int64_t>(cluster_.gpus_per_node / stride, 1, par_.ep);
+    const double bytes = model::ep_all_to_all_bytes(w_).value() / d(par_.ep);
+    return d(par_.ep - 1) * ep_link.alpha +
+           std::max(d(in_node - 1) * bytes / nvlink.beta, d(par_.ep - in_node) * bytes / ep_link.beta);
   }
 
-  // DP (docs/planner.md): gradients of the heaviest stage, ring over dp ranks t apart. MoE: the
-  // dense gradients so; the experts' are reduced over their expert-data-parallel group of dp/ep
-  // (all-reduced after the last backward with ZeRO-0/1, reduce-scattered every micro-batch with
-  // ZeRO-2; ZeRO-3 below).
-  double dp_exposed = 0;
-  if (dp > 1) {
-    const Link dp_link = link_for(cluster, t * dp);
+  /// The backward's collective of each column-parallel input linear (QKV, a dense fc1; as the
+  /// builder's TpEmitter::after_backward_block): beside its weight-gradient GEMM with
+  /// tp_grad_overlap, which hides up to that GEMM's time of it (the whole all-reduce, or SP's
+  /// reduce-scatter, half of tp_one); with SP the input's re-gather (another half) beside the
+  /// data gradient, or exposed without the overlap. Not for MLA's attention, nor the zero-bubble
+  /// schedules' B passes.
+  void tp_input_linears() {
+    if (t_ <= 1 || split_)
+      return;
+    if (!w_.model.mla.enabled())
+      input_linear(Block::ATTENTION, layers_);
+    if (dense_layers_ > 0)
+      input_linear(Block::MLP, dense_layers_);
+  }
+
+  /// tp_input_linears' change to the TP time for `count` blocks of `b`.
+  void input_linear(Block b, double count) {
+    const graph::ComputeQuery q = graph::block_query(w_, b, Phase::BACKWARD, 0);
+    const graph::ComputeCost c = graph::gpu_compute_cost(w_, compute_time_, q);
+    const auto [dgrad_s, wgrad_s] = graph::input_linear_times(w_, b, c, q);
+    const double dgrad = dgrad_s.value(), wgrad = wgrad_s.value();
+    const double summed = par_.sp ? tp_one_ / 2.0 : tp_one_; // the reduce-scatter, or the all-reduce
+    double delta = 0;
+    if (par_.tp_grad_overlap)
+      delta -= std::min(summed, wgrad);
+    if (par_.sp)
+      delta += par_.tp_grad_overlap ? std::max(0.0, tp_one_ / 2.0 - dgrad) : tp_one_ / 2.0;
+    tp_per_mb_ += count * delta;
+  }
+
+  /// Per micro-batch on the slowest (last) stage: forward, backward (+ recompute), W; each of the
+  /// v chunk passes each way also pays the host's pass overhead.
+  void pass_times() {
+    const double pass = d(v_) * cluster_.gpu.pass_overhead.value();
+    t_f_ = layers_ * att_f_ + dense_layers_ * mlp_f_ + moe_layers_ * mlp_f_moe_ + lg_f_ + pass;
+    t_b_ = layers_ * (att_b_ + att_r_) + dense_layers_ * (mlp_b_ + mlp_r_) + moe_layers_ * mlp_b_moe_ + lg_b_ + pass;
+    // Activation offloading, as the builder: an offloaded layer's copy out (forward) and back
+    // (backward) at gpu.host_bandwidth runs beside the layer's compute, which waits for the rest.
+    if (w_.training.offload_layers > 0 && cluster_.gpu.host_bandwidth.value() > 0 && layers_ > 0) {
+      const double copy = (model::stored_layer_activations(w_).total() / cluster_.gpu.host_bandwidth).value();
+      const double offloaded = d(w_.training.offload_layers) * d(v_);
+      const double layer_f = (t_f_ - lg_f_ - pass) / layers_, layer_b = (t_b_ - lg_b_ - pass) / layers_;
+      t_f_ += offloaded * std::max(0.0, copy - layer_f);
+      t_b_ += offloaded * std::max(0.0, copy - layer_b);
+    }
+    // W share of backward: the weight-gradient GEMMs, as many FLOPs as the forward's GEMMs.
+    const auto gemm_share = [this](Block b) { return graph::block_work(w_, b).weight_grad_share(); };
+    t_w_ = split_ ? layers_ * (att_b_ * gemm_share(Block::ATTENTION) + mlp_b_ * gemm_share(Block::MLP)) +
+                        lg_b_ * gemm_share(Block::LOGITS)
+                  : 0.0;
+    // Combined 1F1B (ep_overlap): a pair's all-to-alls run under the other pass's compute, but each
+    // pass's own all-to-alls stay between its blocks and the two passes' share the network: about
+    // the shorter pass's compute is hidden (the simulation decides; docs/planner.md).
+    if (par_.ep_overlap)
+      ep_per_mb_ = std::max(0.0, ep_per_mb_ - std::min(t_f_, t_b_));
+  }
+
+  [[nodiscard]] double bubble() const {
+    const double per_mb = t_f_ + t_b_ + tp_per_mb_ + ep_per_mb_;
+    switch (par_.schedule) {
+    case Schedule::GPIPE:
+    case Schedule::ONE_F_ONE_B: return d(p_ - 1) * per_mb;
+    case Schedule::INTERLEAVED: return d(p_ - 1) * per_mb / d(v_);
+    case Schedule::ZB_H1: return d(p_ - 1) * std::max(per_mb - 2.0 * t_w_, t_f_);
+    case Schedule::ZB_H2: return d(p_ - 1) * (t_f_ + layers_ * 2.0 * tp_one_);
+    }
+    return 0;
+  }
+
+  /// PP: one message per chunk boundary per micro-batch each way; the fill and drain see
+  /// 2(p v - 1) of them, the steady state hides the rest behind compute.
+  [[nodiscard]] double pp_comm() const {
+    if (p_ <= 1)
+      return 0;
+    const Link pp_link = link_for(cluster_, 2 * t_ * dp_);
+    double msg = pp_link.alpha + model::pp_message_bytes(w_).value() / pp_link.beta;
+    if (par_.pp_scatter_gather && !par_.sp && t_ > 1) // the receiving TP group all-gathers the slices
+      msg += tp_link_.alpha + d(t_ - 1) / d(t_) * model::tp_collective_bytes(w_).value() / tp_link_.beta;
+    return 2.0 * d(p_ * v_ - 1) * msg;
+  }
+
+  /// DP (docs/planner.md): gradients of the heaviest stage, ring over dp ranks t apart. MoE: the
+  /// dense gradients so; the experts' are reduced over their expert-data-parallel group of dp/ep
+  /// (all-reduced after the last backward with ZeRO-0/1, reduce-scattered every micro-batch with
+  /// ZeRO-2; ZeRO-3: zero3_exposed).
+  [[nodiscard]] double dp_exposed() const {
+    if (dp_ <= 1)
+      return 0;
+    const Link dp_link = link_for(cluster_, t_ * dp_);
     double grads = 0, expert_grads = 0;
-    for (int s = 0; s < p; ++s) {
-      const double experts = model::expert_params_on_rank(w, s);
-      grads = std::max(grads, (model::params_on_rank(w, s) - experts) * e);
-      expert_grads = std::max(expert_grads, experts * e);
+    for (int s = 0; s < p_; ++s) {
+      const double experts = model::expert_params_on_rank(w_, s);
+      grads = std::max(grads, (model::params_on_rank(w_, s) - experts) * e_);
+      expert_grads = std::max(expert_grads, experts * e_);
     }
-    const double bucket = std::min(grads, w.training.dp_bucket.value());
-    const double last_pass = t_b / d(v); // backward of the last chunk pass overlaps the reduction
-    const int64_t edp = model::expert_data_parallel(par);
+    const double bucket = std::min(grads, w_.training.dp_bucket.value());
+    const double last_pass = t_b_ / d(v_); // backward of the last chunk pass overlaps the reduction
+    const int64_t edp = model::expert_data_parallel(par_);
     // The experts' parameters, gathered back after the optimizer (ZeRO-2) or under the forward
     // (overlap_param_gather), as the dense ones below.
-    const bool overlap = w.training.overlap_param_gather;
+    const bool overlap = w_.training.overlap_param_gather;
     const auto gathered_back = [&](double bytes, double piece, int64_t n) {
-      const double all = gather(bytes * wb / e, n, dp_link);
-      return overlap ? std::max(gather(piece * wb / e, n, dp_link), all / d(v) - t_f / d(v)) : all;
+      const double all = gather(bytes * wb_ / e_, n, dp_link);
+      return overlap ? std::max(gather(piece * wb_ / e_, n, dp_link), all / d(v_) - t_f_ / d(v_)) : all;
     };
-    if (expert_grads > 0 && edp > 1 && par.zero_stage < 3) {
-      const double expert_layer = moe_layers > 0 ? expert_grads / moe_layers : expert_grads;
-      if (par.zero_stage == 2)
-        dp_exposed += d(m * v) * std::max(0.0, gather(expert_grads, edp, dp_link) / d(v) - t_b / d(v)) +
-                      gather(expert_layer, edp, dp_link) + gathered_back(expert_grads, expert_layer, edp);
+    double exposed = 0;
+    if (expert_grads > 0 && edp > 1 && par_.zero_stage < 3) {
+      const double expert_layer = moe_layers_ > 0 ? expert_grads / moe_layers_ : expert_grads;
+      if (par_.zero_stage == 2)
+        exposed += d(m_ * v_) * std::max(0.0, gather(expert_grads, edp, dp_link) / d(v_) - t_b_ / d(v_)) +
+                   gather(expert_layer, edp, dp_link) + gathered_back(expert_grads, expert_layer, edp);
       else if (overlap) // ZeRO-1 with the gather under the forward: the reduce-scatter stays
-        dp_exposed += std::max(gather(expert_grads, edp, dp_link) - last_pass, gather(expert_layer, edp, dp_link)) +
-                      gathered_back(expert_grads, expert_layer, edp);
+        exposed += std::max(gather(expert_grads, edp, dp_link) - last_pass, gather(expert_layer, edp, dp_link)) +
+                   gathered_back(expert_grads, expert_layer, edp);
       else // ZeRO-1: an all-reduce of the same volume as the reduce-scatter and the gather
-        dp_exposed += std::max(all_reduce(expert_grads, edp, dp_link) - last_pass,
-                               all_reduce(expert_layer, edp, dp_link));
+        exposed += std::max(all_reduce(expert_grads, edp, dp_link) - last_pass,
+                            all_reduce(expert_layer, edp, dp_link));
     }
     // ZeRO-1/2's parameter all-gather: after the optimizer, or with overlap_param_gather under
     // the next step's forward. The first stage's first forward pass waits for its chunk's
     // buckets layer by layer, and every later stage waits for that pass: what the gathers take
     // beyond one chunk forward (t_F/v), or at least one bucket, is exposed.
-    const double param_exposed = gathered_back(grads, bucket, dp);
-    switch (par.zero_stage) {
-    case 0: dp_exposed += std::max(all_reduce(grads, dp, dp_link) - last_pass, all_reduce(bucket, dp, dp_link)); break;
+    const double param_exposed = gathered_back(grads, bucket, dp_);
+    switch (par_.zero_stage) {
+    case 0: return exposed + std::max(all_reduce(grads, dp_, dp_link) - last_pass, all_reduce(bucket, dp_, dp_link));
     case 1:
-      dp_exposed += std::max(gather(grads, dp, dp_link) - last_pass, gather(bucket, dp, dp_link)) + param_exposed;
-      break;
+      return exposed + (std::max(gather(grads, dp_, dp_link) - last_pass, gather(bucket, dp_, dp_link)) + param_exposed);
     case 2: {
-      const double rs = gather(grads, dp, dp_link) / d(v);
-      dp_exposed += d(m * v) * std::max(0.0, rs - t_b / d(v)) + gather(bucket, dp, dp_link) + param_exposed;
-      break;
+      const double rs = gather(grads, dp_, dp_link) / d(v_);
+      return exposed + (d(m_ * v_) * std::max(0.0, rs - t_b_ / d(v_)) + gather(bucket, dp_, dp_link) + param_exposed);
     }
-    default: {
-      // ZeRO-3: per pass, gathers (forward, backward) and a reduce-scatter per layer vs the pass.
-      // A backward pass's gathers are prefetched during its forward, but the next forward's first
-      // gather queues behind the backward's last reduce-scatter on the DP stream: both are
-      // exposed once per micro-batch and chunk.
-      // MoE: the largest layer's dense part over dp, its local experts over dp/ep (docs/moe.md).
-      double per_layer = gather(model::layer_params(w.model, par.tp) * wb, dp, dp_link);
-      if (w.model.moe.enabled()) {
-        per_layer = 0;
-        const int64_t edp = model::expert_data_parallel(par);
-        for (int64_t l = 0; l < w.model.layers; ++l) {
-          const model::LayerParams lp = model::layer_params_at(w.model, l, par.tp, par.ep, par.expert_tp());
-          per_layer = std::max(per_layer, gather(lp.dense * wb, dp, dp_link) + gather(lp.expert * wb, edp, dp_link));
-        }
-      }
-      const double passes = d(m * v);
-      const double chunk_layers = layers / d(v);
-      if (w.training.zero3_fetch == Zero3Fetch::BLOCKING) {
-        // Blocking fetch: nothing overlaps. Per layer and pass, each weight tensor's gather in the
-        // forward, in the backward (and again after a full recomputation) and its reduce-scatter,
-        // each with the tensor-list host part (docs/model.md, "ZeRO-3 fetch").
-        const double k = d(model::dense_weight_tensors(w.model, w.model.layers - 1));
-        const double params = model::layer_params(w.model, par.tp);
-        const double host = d(dp) * cluster.gpu.list_collective_per_rank.value();
-        const double gathers = w.training.recompute == Recompute::FULL ? 3.0 : 2.0;
-        const double per_layer_pass =
-            k * (gathers * (gather(params * wb / k, dp, dp_link) + host) + gather(params * e / k, dp, dp_link) + host);
-        dp_exposed = passes * chunk_layers * per_layer_pass;
-        break;
-      }
-      const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f / d(v));
-      const double bwd_gap = std::max(0.0, 2.0 * chunk_layers * per_layer - t_b / d(v));
-      dp_exposed = passes * (fwd_gap + bwd_gap + 2.0 * per_layer);
-      break;
-    }
+    default: return zero3_exposed(dp_link);
     }
   }
-  est.dp_exposed = Seconds(dp_exposed);
 
-  // Optimizer (the builder's query for the heaviest stage).
-  double opt = 0;
-  for (int s = 0; s < p; ++s) {
-    const double params = model::optimizer_params_on_rank(w, s);
-    const graph::ComputeQuery q{.block = Block::OPTIMIZER, .phase = Phase::OPTIMIZER, .stage = s,
-                                .flops = Flops(params * 12.0), .bytes = model::optimizer_step_bytes(w, s)};
-    opt = std::max(opt, compute_time(q).time.value());
+  /// ZeRO-3: per pass, gathers (forward, backward) and a reduce-scatter per layer vs the pass.
+  /// A backward pass's gathers are prefetched during its forward, but the next forward's first
+  /// gather queues behind the backward's last reduce-scatter on the DP stream: both are exposed
+  /// once per micro-batch and chunk. MoE: the largest layer's dense part over dp, its local
+  /// experts over dp/ep (docs/moe.md).
+  [[nodiscard]] double zero3_exposed(const Link& dp_link) const {
+    double per_layer = gather(model::layer_params(w_.model, par_.tp) * wb_, dp_, dp_link);
+    if (w_.model.moe.enabled()) {
+      per_layer = 0;
+      const int64_t edp = model::expert_data_parallel(par_);
+      for (int64_t l = 0; l < w_.model.layers; ++l) {
+        const model::LayerParams lp = model::layer_params_at(w_.model, l, par_.tp, par_.ep, par_.expert_tp());
+        per_layer = std::max(per_layer, gather(lp.dense * wb_, dp_, dp_link) + gather(lp.expert * wb_, edp, dp_link));
+      }
+    }
+    const double passes = d(m_ * v_);
+    const double chunk_layers = layers_ / d(v_);
+    if (w_.training.zero3_fetch == Zero3Fetch::BLOCKING) {
+      // Blocking fetch: nothing overlaps. Per layer and pass, each weight tensor's gather in the
+      // forward, in the backward (and again after a full recomputation) and its reduce-scatter,
+      // each with the tensor-list host part (docs/model.md, "ZeRO-3 fetch").
+      const double k = d(model::dense_weight_tensors(w_.model, w_.model.layers - 1));
+      const double params = model::layer_params(w_.model, par_.tp);
+      const double host = d(dp_) * cluster_.gpu.list_collective_per_rank.value();
+      const double gathers = w_.training.recompute == Recompute::FULL ? 3.0 : 2.0;
+      const double per_layer_pass = k * (gathers * (gather(params * wb_ / k, dp_, dp_link) + host) +
+                                         gather(params * e_ / k, dp_, dp_link) + host);
+      return passes * chunk_layers * per_layer_pass;
+    }
+    const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f_ / d(v_));
+    const double bwd_gap = std::max(0.0, 2.0 * chunk_layers * per_layer - t_b_ / d(v_));
+    return passes * (fwd_gap + bwd_gap + 2.0 * per_layer);
   }
-  est.optimizer = Seconds(opt);
-  est.step = est.compute + est.tp_comm + est.ep_comm + est.bubble + est.pp_comm + est.dp_exposed + est.optimizer;
-  return est;
+
+  /// The optimizer: the builder's query for the heaviest stage.
+  [[nodiscard]] double optimizer() const {
+    double opt = 0;
+    for (int s = 0; s < p_; ++s)
+      opt = std::max(opt, compute_time_(graph::optimizer_query(w_, s)).time.value());
+    return opt;
+  }
+
+  const ClusterSpec& cluster_;
+  const WorkloadSpec& w_;
+  const ParallelSpec& par_;
+  const graph::ComputeTimeFn& compute_time_;
+  const int64_t p_, v_, t_, dp_, m_;
+  const double e_;  ///< a gradient's bytes
+  const double wb_; ///< a gathered weight's bytes
+  const bool split_; ///< zero-bubble B and W passes
+  const model::StageLayout last_; ///< the last (slowest) stage's layers, with the MTP ones
+  const double layers_;
+  double win_share_ = 0; ///< the last stage's windowed layers' share
+  double att_f_ = 0, mlp_f_ = 0, att_b_ = 0, mlp_b_ = 0, att_r_ = 0, mlp_r_ = 0, lg_f_ = 0, lg_b_ = 0;
+  double rf_ = 0; ///< full recomputation's share of the layers
+  Link tp_link_;
+  double tp_one_ = 0, tp_per_mb_ = 0;
+  double moe_layers_ = 0, dense_layers_ = 0, mlp_f_moe_ = 0, mlp_b_moe_ = 0, ep_per_mb_ = 0;
+  double t_f_ = 0, t_b_ = 0, t_w_ = 0;
+};
+
+} // namespace
+
+Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const graph::ComputeTimeFn& compute_time) {
+  return StepEstimator(cluster, w, compute_time).run();
 }
 
 } // namespace stepsim::planner

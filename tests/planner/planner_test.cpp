@@ -511,3 +511,45 @@ TEST(Planner, KeepsOverlapParamGatherForTheDistributedOptimizerOnly) {
               "%.3f s, %.3f s\n",
               sims[0].step_s, est[0], sims[1].step_s, est[1]);
 }
+
+// The estimate's compute against closed forms, with a compute model of 1 PFLOP/s (all roofline,
+// no pass overhead): per micro-batch, each GPT layer's forward is (24 b s h^2 + 4 b s^2 h) / tp
+// and its backward twice that, the logits' forward 2 b s h V / tp and backward twice that; the
+// default selective recomputation adds the attention core 4 b s^2 h / tp to each backward.
+TEST(PlannerEstimate, ComputeMatchesClosedForms) {
+  const ClusterSpec c = test::free_comm_cluster(1, 8);
+  WorkloadSpec w = test::workload(test::small_gpt(4), 2, 1, 1, 4, 2);
+  const graph::ComputeTimeFn flops_time = [](const graph::ComputeQuery& q) {
+    return graph::ComputeCost(Seconds(q.flops.value() / 1e15));
+  };
+  const double m = 4, L = 4, b = 2, s = 512, h = 1024, V = 32000, tp = 2;
+  const double layer = (24 * b * s * h * h + 4 * b * s * s * h) / tp;
+  const double logits = 2 * b * s * h * V / tp;
+  const double plain = m * (L * 3 * layer + 3 * logits) / 1e15;
+  EXPECT_LT(std::abs(planner::estimate_step(c, w, flops_time).compute.value() / plain - 1), 1e-12);
+  w.training.recompute = Recompute::SELECTIVE; // recompute_modules: core_attn
+  const double selective = plain + m * L * (4 * b * s * s * h / tp) / 1e15;
+  EXPECT_LT(std::abs(planner::estimate_step(c, w, flops_time).compute.value() / selective - 1), 1e-12);
+}
+
+// MLA with its up-projections recomputed (recompute_modules.mla_up_proj): each layer's attention
+// backward repeats them, 2 b s (q_lora a (nope + rope) + kv_lora a (nope + v)) / tp FLOPs per
+// layer and micro-batch, and the estimate's compute grows by exactly that (as the simulation's
+// tasks do).
+TEST(PlannerEstimate, MlaUpProjectionRecomputationCounts) {
+  const ClusterSpec c = test::free_comm_cluster(1, 8);
+  WorkloadSpec w = test::workload(test::small_gpt(4), 2, 1, 1, 4, 2);
+  w.model.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
+                        .qk_rope_head_dim = 64, .v_head_dim = 128};
+  w.training.recompute = Recompute::SELECTIVE;
+  w.training.recompute_modules = {.core_attn = false, .mla_up_proj = false};
+  const graph::ComputeTimeFn flops_time = [](const graph::ComputeQuery& q) {
+    return graph::ComputeCost(Seconds(q.flops.value() / 1e15));
+  };
+  const double kept = planner::estimate_step(c, w, flops_time).compute.value();
+  w.training.recompute_modules.mla_up_proj = true;
+  const double again = planner::estimate_step(c, w, flops_time).compute.value();
+  const double m = 4, L = 4, b = 2, s = 512, a = 16, tp = 2;
+  const double up = 2 * b * s * (1536 * a * (128 + 64) + 512 * a * (128 + 128)) / tp;
+  EXPECT_LT(std::abs((again - kept) / (m * L * up / 1e15) - 1), 1e-9);
+}

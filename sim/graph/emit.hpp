@@ -1,0 +1,72 @@
+#pragma once
+// Private to graph/: what the step's emitters share: the facts of the step they all read, the
+// compute blocks they are asked to emit, and the shape of a collective task.
+
+#include "config/spec.hpp"
+#include "graph/rank_streams.hpp"
+#include "graph/step_builder.hpp"
+#include "graph/step_graph.hpp"
+
+#include <vector>
+
+namespace stepsim::graph::detail {
+
+/// The facts of the step every emitter reads, set once by the builder.
+struct StepShape {
+  const WorkloadSpec& workload;
+  RankGrid grid{};
+  int micro_batches = 0; ///< per pipeline per step
+  int vp = 1;            ///< model chunks per stage
+  int replicas = 1;      ///< simulated DP replicas (d indices 0..replicas-1)
+  bool fold_cp = false;  ///< only CP index 0 simulated (dense models, fold_dp)
+  bool split = false;    ///< backward split into B and W passes (zero-bubble schedules)
+  bool sp = false;       ///< sequence parallelism over a TP group of more than one GPU
+  int zero = 0;          ///< ZeRO stage
+};
+
+/// ZeRO-3 for an MoE block: per rank of the TP group, the all-gather of its local experts
+/// (MoeCpEmitter::expert_gather) that the experts' compute waits for, and the gathered bytes that
+/// compute frees (0: kept for a later pass, as the recompute keeps them for the backward).
+struct ExpertShards {
+  std::vector<TaskId> gather{};
+  Bytes free{0.0};
+};
+
+/// One compute block (one task per rank, or the tasks replacing it) on every rank of a TP group.
+struct BlockCall {
+  Block block = Block::NONE;
+  Phase phase = Phase::FORWARD;
+  int stage = 0;
+  int layer = -1; ///< global layer; -1 for the output layer
+  int mb = -1;
+  Bytes alloc{0.0};                ///< activations it allocates
+  Bytes free{0.0};                 ///< activations it frees
+  std::vector<TaskId> extra_dep{}; ///< per rank, a further task to wait for (NO_TASK: none); or empty
+  Bytes param_free{0.0};           ///< ZeRO-3 dense parameters its last compute task frees
+  ExpertShards shards{};           ///< the experts' ZeRO-3 gathers (empty without ZeRO-3)
+};
+
+/// Where a collective task sits in the step.
+struct TaskSite {
+  Phase phase = Phase::FORWARD;
+  int stage = 0;
+  int layer = -1;
+  int mb = -1;
+};
+
+/// A collective task of `group` on `stream` at `site` moving `bytes` per GPU.
+inline Task collective_task(CommGroup group, CollectiveOp op, Stream stream, const TaskSite& site,
+                            Bytes bytes) {
+  Task task;
+  task.phase = site.phase;
+  task.group = group;
+  task.op = op;
+  task.stream = stream;
+  task.stage = site.stage;
+  task.layer = site.layer;
+  task.micro_batch = site.mb;
+  task.bytes = bytes;
+  return task;
+}
+
+} // namespace stepsim::graph::detail
