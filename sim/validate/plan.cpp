@@ -1,6 +1,7 @@
 #include "validate/plan.hpp"
 
 #include "core/error.hpp"
+#include "validate/rules.hpp"
 #include "model/transformer.hpp"
 
 #include <algorithm>
@@ -93,21 +94,8 @@ template <class T> std::string flow_list(const std::vector<T>& items) {
 } // namespace
 
 std::string calibration_kind(const std::string& family) {
-  if (family == "V100" || family == "V100-16GB")
-    return "V100-SXM2-32GB";
-  if (family == "A100" || family == "A800")
-    return "A100-SXM4-80GB";
-  if (family == "A100-40GB" || family == "A800-40GB")
-    return "A100-SXM4-40GB";
-  if (family == "H100" || family == "H800")
-    return "H100-SXM5-80GB";
-  if (family == "H200")
-    return "H200-SXM-141GB";
-  if (family == "B200")
-    return "B200-SXM-180GB";
-  if (family == "GB200")
-    return "GB200-186GB";
-  return "";
+  const GpuRule* r = gpu_rule_of(family);
+  return r != nullptr ? std::string(r->kind) : "";
 }
 
 const char* to_string(Metric m) {
@@ -122,42 +110,19 @@ const char* to_string(Metric m) {
 }
 
 std::string gpu_family(const config::MeasuredHardware& hw) {
-  // A GB200 is no B200 in a DGX: its NVLink domain is the 72-GPU rack.
-  if (has(hw.gpu, "gb200"))
-    return "GB200";
-  for (const char* f : {"v100", "a100", "a800", "h100", "h800", "h200", "b200"})
-    if (has(hw.gpu, f)) {
-      std::string out(f);
-      out[0] = static_cast<char>('A' + (out[0] - 'a'));
-      const bool gb40 =
-          hw.gpu_mem_gb ? *hw.gpu_mem_gb < 60 : (has(hw.gpu, "40gb") || has(hw.gpu, "40 gb") || has(hw.gpu, "_40g"));
-      if ((out == "A100" || out == "A800") && gb40)
-        out += "-40GB";
-      const bool gb16 =
-          hw.gpu_mem_gb ? *hw.gpu_mem_gb < 24 : (has(hw.gpu, "16gb") || has(hw.gpu, "16 gb") || has(hw.gpu, "_16g"));
-      if (out == "V100" && gb16)
-        out += "-16GB";
-      return out;
-    }
-  return "";
+  const GpuRule* r = gpu_rule(hw.gpu, hw.gpu_mem_gb);
+  return r != nullptr ? std::string(r->family) : "";
 }
 
 std::string bundled_topology(const std::string& family, int64_t nodes, int64_t gpus_per_node) {
-  if (family == "V100" || family == "V100-16GB")
-    return gpus_per_node == 16 ? "dgx2-v100.yaml" : "dgx1-v100.yaml";
-  if (family == "A100" || family == "A800")
-    return "dgx-a100-superpod.yaml";
-  if (family == "A100-40GB" || family == "A800-40GB")
-    return "dgx-a100-40gb-superpod.yaml";
-  if (family == "H100" || family == "H800")
-    return nodes <= 32 ? "dgx-h100.yaml" : "dgx-h100-superpod.yaml";
-  if (family == "H200")
-    return "h200-cluster.yaml";
-  if (family == "B200")
-    return "dgx-b200.yaml";
-  if (family == "GB200")
-    return "gb200-nvl72.yaml";
-  return "";
+  const GpuRule* r = gpu_rule_of(family);
+  if (r == nullptr)
+    return "";
+  if (!r->wide_topology.empty() && gpus_per_node == r->wide_gpus_per_node)
+    return std::string(r->wide_topology);
+  if (!r->large_topology.empty() && nodes > r->large_above_nodes)
+    return std::string(r->large_topology);
+  return std::string(r->topology);
 }
 
 std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_per_node) {
@@ -206,6 +171,14 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   const auto& m = run.model;
   const auto& par = run.parallelism;
   const auto& f = run.measured;
+  // What the rules match on (rules.cpp); the ZeRO stage and precision once mapped.
+  RecordFacts facts{.framework = run.framework,
+                    .model = m.name,
+                    .year = run.year,
+                    .zero_stage = 0,
+                    .precision = Precision::BF16,
+                    .grouped_query = m.kv_heads && *m.kv_heads != m.heads.value_or(0),
+                    .sequence_splits_over_tp = false};
 
   // Layout text first, so that skipped runs still show it.
   const int64_t tp = par.tp.value_or(1);
@@ -225,9 +198,9 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
       etp = 1;
       etp_why = "etp=1 (ep " + std::to_string(ep) + " does not divide dp " + std::to_string(dp) +
                 ": expert groups folded over the tensor-parallel ranks)";
-    } else if (has(lower(run.framework), "megatron-bridge")) {
-      etp = 1;
-      etp_why = "etp=1 (framework '" + run.framework + "')";
+    } else if (const auto rule = first_rule(Mechanism::EXPERT_TENSOR_PARALLEL, facts)) {
+      etp = std::get<int>(rule->value());
+      etp_why = rule->listed(facts);
     }
   }
   {
@@ -288,22 +261,9 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
 
   // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs);
   // an unknown family with grouped-query attention is taken as gated.
-  bool swiglu = m.kv_heads && *m.kv_heads != m.heads.value_or(0);
-  std::string why = swiglu ? "grouped-query attention" : "multi-head attention";
-  for (const char* family : {"llama", "mistral", "mixtral", "qwen", "deepseek", "gemma"})
-    if (has(m.name, family)) {
-      swiglu = true;
-      why = family;
-    }
-  for (const char* family : {"gpt", "bloom", "mpt", "nemotron", "falcon", "opt-"})
-    if (has(m.name, family)) {
-      swiglu = false;
-      why = family;
-    }
-  if (has(m.name, "gpt-oss") || has(m.name, "gpt oss")) { // OpenAI's gpt-oss: gated experts
-    swiglu = true;
-    why = "gpt-oss";
-  }
+  const Applied mlp_rule = *first_rule(Mechanism::MLP, facts); // the table ends in a catch-all row
+  const bool swiglu = std::get<MlpKind>(mlp_rule.value()) == MlpKind::SWIGLU;
+  const std::string why = mlp_rule.note(facts); // "llama", "grouped-query attention"
   // A two-GEMM MLP without its width is the GPT convention's 4h.
   std::optional<int64_t> ffn = m.ffn_hidden;
   if (!ffn && !swiglu && m.hidden) {
@@ -352,13 +312,15 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     return skip("no bundled topology for GPU '" + run.hardware.gpu + "'");
   // PCIe cards (A100 PCIe, H100 PCIe or NVL) run lower clocks and join by NVLink bridges or PCIe,
   // not an NVSwitch: no bundled topology stands for them.
-  if (has(run.hardware.gpu, "pcie") ||
-      (p.gpu_kind == "H100" && (has(run.hardware.gpu, " nvl") || has(run.hardware.gpu, "-nvl"))))
+  const GpuRule& gpu = *gpu_rule(run.hardware.gpu, run.hardware.gpu_mem_gb);
+  const bool card = std::any_of(card_rules().begin(), card_rules().end(), [&](const CardRule& c) {
+    return (c.family.empty() || c.family == p.gpu_kind) && has_word(lowered(run.hardware.gpu), c.words);
+  });
+  if (card)
     return skip("no bundled topology for the PCIe card '" + run.hardware.gpu +
                 "' (the bundled ones are SXM parts on NVSwitch)");
-  if (has(run.hardware.gpu, "gh200")) {
-    // Grace Hopper: the H100's die with HBM3e (the 144 GB part: 4.9 TB/s), the H200 profile's.
-    p.defaults.emplace_back("GH200 = the H200 profile (same GH100 die and HBM3e)" +
+  if (gpu.hbm_from_record) {
+    p.defaults.emplace_back(std::string(gpu.note) +
                             std::string(run.hardware.gpu_mem_gb ? ", hbm_capacity from gpu_mem_gb" : ""));
     if (run.hardware.gpu_mem_gb) {
       char cap[32];
@@ -417,19 +379,20 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
                               (run.hardware.inter_node.empty() ? "not given" : "states no rate") + ")");
     }
   }
-  if ((p.gpu_kind == "V100" || p.gpu_kind == "V100-16GB") && run.hardware.gpu_mem_gb && *run.hardware.gpu_mem_gb > 34)
+  if (gpu.max_gb > 0 && run.hardware.gpu_mem_gb && *run.hardware.gpu_mem_gb > gpu.max_gb)
     return skip("hardware.gpu_mem_gb " + std::to_string(static_cast<int64_t>(*run.hardware.gpu_mem_gb)) +
                 " does not match a V100 (16 or 32 GB)");
-  if (p.gpu_kind == "V100-16GB") {
-    // The 16 GB V100: the 32 GB part's die, clocks and HBM2 bandwidth with half the memory.
-    p.overrides.push_back({"cluster.gpu.hbm_capacity", "16GiB"});
-    p.defaults.emplace_back("V100 16 GB = the V100 32 GB profile with hbm_capacity 16GiB");
+  if (gpu.hbm_gib > 0) {
+    char cap[32];
+    std::snprintf(cap, sizeof cap, "%gGiB", gpu.hbm_gib);
+    p.overrides.push_back({"cluster.gpu.hbm_capacity", cap});
+    p.defaults.emplace_back(gpu.note);
   }
-  if (p.gpu_kind == "H800" || p.gpu_kind == "A800" || p.gpu_kind == "A800-40GB") {
-    // H800 and A800 SXM: the H100 / A100 die with NVLink cut to 400 GB/s bidirectional.
-    p.overrides.push_back({"cluster.nvswitch.bandwidth", "200GBps"});
-    p.defaults.emplace_back(p.gpu_kind == "H800" ? "H800 = H100 SXM with NVLink 200 GB/s per direction"
-                                                 : "A800 = A100 SXM with NVLink 200 GB/s per direction");
+  if (gpu.nvswitch_gbytes_per_s > 0) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%gGBps", gpu.nvswitch_gbytes_per_s);
+    p.overrides.push_back({"cluster.nvswitch.bandwidth", rate});
+    p.defaults.emplace_back(gpu.note);
   }
   p.peak_tflops = run.hardware.peak_tflops.value_or(0);
 
@@ -508,15 +471,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     p.defaults.emplace_back("kv_heads=heads");
   w << "  ffn_hidden: " << *ffn << "\n  vocab: " << *m.vocab << "\n  seq_len: " << *m.seq_len << "\n";
   w << "  mlp: " << (swiglu ? "swiglu" : "gelu") << "\n";
-  p.defaults.emplace_back(std::string("mlp=") + (swiglu ? "swiglu" : "gelu") + " (" + why + ")");
+  p.defaults.push_back(mlp_rule.listed(facts));
   // Families published and trained without dropout (their configurations set the hidden and
   // attention dropout to 0): no dropout masks among the stored activations (docs/model.md).
-  for (const char* family : {"llama", "mistral", "mixtral", "qwen", "deepseek", "gemma", "nemotron", "gpt-oss"})
-    if (has(m.name, family)) {
-      w << "  dropout: false\n";
-      p.defaults.emplace_back(std::string("dropout=false (") + family + ")");
-      break;
-    }
+  if (const auto rule = first_rule(Mechanism::DROPOUT, facts)) {
+    w << "  dropout: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
+  }
   if (m.moe_experts.value_or(0) > 1) {
     p.moe = true;
     w << "  moe:\n    experts: " << *m.moe_experts << "\n";
@@ -577,16 +538,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // Llama 3's 4D parallelism): a record of a source from then that leaves `sp` empty gets it too,
   // unless its framework is DeepSpeed's, whose "sequence parallelism" (Ulysses) is another scheme
   // and which never had Megatron's; and where the sequence splits evenly over the TP ranks.
-  const bool nemo = has(run.framework, "nemo");
-  const bool recent = run.year && *run.year >= 2023; // the sources of 2023 on (also flash attention below)
-  const bool sp_era = recent && !has(run.framework, "deepspeed") && m.seq_len && *m.seq_len % tp == 0;
-  const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : nemo || sp_era);
+  facts.sequence_splits_over_tp = *m.seq_len % tp == 0;
+  const auto sp_rule = tp > 1 && !par.sp ? first_rule(Mechanism::SEQUENCE_PARALLEL, facts) : std::nullopt;
+  const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : sp_rule && std::get<bool>(sp_rule->value()));
   if (sp)
     w << "  sp: true\n";
-  if (sp && !par.sp)
-    p.defaults.emplace_back(nemo ? "sp=true (framework '" + run.framework + "')"
-                                 : "sp=true (tensor parallelism in a source from " + std::to_string(*run.year) +
-                                       ": sequence parallelism is its standard companion)");
+  if (sp && sp_rule)
+    p.defaults.push_back(sp_rule->listed(facts));
   if (etp > 0) {
     w << "  etp: " << etp << "\n";
     if (!etp_why.empty())
@@ -600,21 +558,18 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // the receiving stage (Narayanan et al. 2021, sec. 4.1; on by default there). DeepSpeed's
   // pipeline engine sends whole activations: Megatron-DeepSpeed, and Megatron-LM's layers under
   // DeepSpeed's pipeline ("DeepSpeed + Megatron-LM", MT-NLG).
-  if (pp > 1 && tp > 1 && !sp && has(run.framework, "megatron-lm") && !has(run.framework, "deepspeed")) {
-    w << "  pp_scatter_gather: true\n";
-    p.defaults.emplace_back("pp_scatter_gather=true (framework '" + run.framework + "')");
+  if (const auto rule = pp > 1 && tp > 1 && !sp ? first_rule(Mechanism::PP_SCATTER_GATHER, facts) : std::nullopt) {
+    w << "  pp_scatter_gather: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
   // The backward's TP all-reduce (with SP reduce-scatter) of a column-parallel linear's input
   // gradient runs beside its weight-gradient GEMM in Megatron-LM from 2022 (its asynchronous TP
   // all-reduce, then sequence parallelism's overlapped collectives), Megatron-Core, NeMo and
   // Transformer Engine; Megatron-LM of 2021 and the stacks built on it under DeepSpeed
   // (Megatron-DeepSpeed, "DeepSpeed + Megatron-LM") issue it after the block's backward.
-  if (tp > 1 && (has(run.framework, "deepspeed") || (run.year && *run.year < 2022))) {
-    w << "  tp_grad_overlap: false\n";
-    p.defaults.emplace_back("tp_grad_overlap=false (" +
-                            (has(run.framework, "deepspeed") ? "framework '" + run.framework + "'"
-                                                             : "a source from " + std::to_string(*run.year)) +
-                            ")");
+  if (const auto rule = tp > 1 ? first_rule(Mechanism::TP_GRAD_OVERLAP, facts) : std::nullopt) {
+    w << "  tp_grad_overlap: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
   int zero = 0;
   const std::string z = lower(par.zero_stage);
@@ -624,18 +579,17 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     zero = 3;
   } else if (!z.empty() && std::isdigit(static_cast<unsigned char>(z[0])) != 0) {
     zero = z[0] - '0';
-  } else if (z.empty() && nemo) {
-    // NeMo's recipes use the distributed optimizer (`distributed_fused_adam`): ZeRO-1.
-    zero = 1;
-    p.defaults.emplace_back("zero_stage=1 (distributed optimizer, framework '" + run.framework + "')");
   } else if (z.empty()) {
-    p.defaults.emplace_back("zero_stage=0");
+    const Applied rule = *first_rule(Mechanism::ZERO_STAGE, facts); // the table ends in a catch-all row
+    zero = std::get<int>(rule.value());
+    p.defaults.push_back(rule.listed(facts));
   } else {
     return skip("unrecognised zero_stage '" + par.zero_stage + "'");
   }
   if (zero > 3)
     return skip("zero_stage " + std::to_string(zero) + " does not exist");
   w << "  zero_stage: " << zero << "\n";
+  facts.zero_stage = zero;
   if (dp == 0)
     return skip("num_gpus " + std::to_string(gpus) + " is not divisible by tp*pp*cp = " + std::to_string(tp * pp * cp));
   if (par.dp && *par.dp != dp)
@@ -656,6 +610,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   else
     p.defaults.emplace_back("precision=bf16");
   w << "precision: " << precision << "\n";
+  facts.precision = precision == "fp8" ? Precision::FP8 : (precision == "fp16" ? Precision::FP16 : Precision::BF16);
 
   const std::string rc = lower(run.recompute);
   std::string recompute;
@@ -678,51 +633,31 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   } else {
     return skip("unrecognised recompute '" + run.recompute + "'");
   }
-  // Fused (FlashAttention-style) attention by framework: NeMo (2024), Composer/FSDP (MosaicML,
-  // 2023) and other PyTorch-native stacks use it, and so does every framework of a source from
-  // 2023 on (FlashAttention-2 and Transformer Engine's fused attention were the default by then);
-  // Megatron-LM and (Megatron-)DeepSpeed of 2021-22, and a run naming neither framework nor
-  // year, ran the unfused QKᵀ/softmax/dropout/AV kernels.
-  const std::string fw = lower(run.framework);
-  const bool flash = has(fw, "nemo") || has(fw, "composer") || has(fw, "fsdp") || has(fw, "torchtitan") ||
-                     has(fw, "flash") || recent;
-  p.defaults.emplace_back(std::string("flash_attention=") + (flash ? "true" : "false") + " (framework '" +
-                          (run.framework.empty() ? "none" : run.framework) + "'" +
-                          (recent ? ", source year " + std::to_string(*run.year) : std::string()) + ")");
-  w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << (flash ? "true" : "false") << "\n";
+  // Framework defaults (rules.cpp): fused attention, then the recipes' memory and overlap settings.
+  const Applied flash = *first_rule(Mechanism::FLASH_ATTENTION, facts); // the table ends in a catch-all row
+  p.defaults.push_back(flash.listed(facts));
+  w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << to_string(flash.value()) << "\n";
   if (!run.recompute_modules.empty())
     w << "  recompute_modules: " << flow_list(run.recompute_modules) << "\n";
-  // Memory settings of the recipe (docs/model.md). Megatron Bridge's FP8 current-scaling recipes
-  // keep fp8 primary weights (fp8_param_gather); a record may say otherwise.
+  // A record's own fp8_params wins over its framework's.
   bool fp8_params = run.fp8_params.value_or(false);
-  if (!run.fp8_params && precision == "fp8" && has(fw, "bridge")) {
-    fp8_params = true;
-    p.defaults.emplace_back("fp8_params=true (fp8 primary weights, framework '" + run.framework + "')");
+  if (const auto rule = !run.fp8_params ? first_rule(Mechanism::FP8_PARAMS, facts) : std::nullopt) {
+    fp8_params = std::get<bool>(rule->value());
+    p.defaults.push_back(rule->listed(facts));
   }
   if (fp8_params)
     w << "  fp8_params: true\n";
-  // NeMo's and Megatron Bridge's recipes overlap the distributed optimizer's parameter all-gather
-  // with the forward (overlap_param_gather; NeMo 1.0: overlap_param_sync).
-  if (nemo && (zero == 1 || zero == 2) && dp > 1) {
-    w << "  overlap_param_gather: true\n";
-    p.defaults.emplace_back("overlap_param_gather=true (framework '" + run.framework + "')");
+  if (const auto rule = dp > 1 ? first_rule(Mechanism::OVERLAP_PARAM_GATHER, facts) : std::nullopt) {
+    w << "  overlap_param_gather: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
-  // torchtitan's FSDP2 reduces gradients in fp32 under bf16 parameters (its default
-  // MixedPrecisionPolicy: mixed_precision_param bfloat16, mixed_precision_reduce float32).
-  // MosaicML's reference configs use Composer's PURE mixed precision: bf16 reductions.
-  if (has(fw, "torchtitan") && zero == 3 && precision != "fp16") {
-    w << "  grad_reduce_in_fp32: true\n";
-    p.defaults.emplace_back("grad_reduce_in_fp32=true (framework '" + run.framework +
-                            "': FSDP2 mixed_precision_reduce float32)");
+  if (const auto rule = first_rule(Mechanism::GRAD_REDUCE_IN_FP32, facts)) {
+    w << "  grad_reduce_in_fp32: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
-  // DeepSpeed's ZeRO-3 of 2021 (v0.3) gathered each parameter tensor on its own: a device
-  // synchronize, a Python loop building a view per rank, PyTorch's tensor-list all_gather (a copy
-  // per rank), and the same per-rank list for each gradient's reduce-scatter; a recomputed layer
-  // was gathered again for its backward. Later releases gather flat buffers ahead of the compute.
-  if (zero == 3 && has(fw, "deepspeed") && run.year && *run.year < 2022) {
-    w << "  zero3_fetch: blocking\n";
-    p.defaults.emplace_back("zero3_fetch=blocking (framework '" + run.framework + "', a source from " +
-                            std::to_string(*run.year) + ")");
+  if (const auto rule = first_rule(Mechanism::ZERO3_FETCH, facts)) {
+    w << "  zero3_fetch: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
   if (run.offload_layers.value_or(0) > 0)
     w << "  offload_layers: " << *run.offload_layers << "\n";
