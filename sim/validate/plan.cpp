@@ -15,6 +15,8 @@ namespace stepsim::validate {
 
 namespace {
 
+constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
@@ -160,6 +162,138 @@ std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_p
   return n;
 }
 
+/// Picks the measured figure a run is compared on (`p.metric`, `p.measured`); a skip reason, or "".
+std::string compared_figure(const config::MeasuredFigures& f, int64_t gpus, RunPlan& p) {
+  if (f.iteration_time_s) {
+    p.metric = Metric::ITERATION_TIME;
+    p.measured = *f.iteration_time_s;
+  } else if (f.tflops_per_gpu) {
+    p.metric = Metric::TFLOPS_PER_GPU;
+    p.measured = *f.tflops_per_gpu;
+    p.basis = tflops_basis(f.tflops_basis);
+  } else if (f.mfu_pct) {
+    p.metric = Metric::MFU;
+    p.measured = *f.mfu_pct;
+  } else if (f.tokens_per_s_per_gpu) {
+    p.metric = Metric::TOKENS_PER_S;
+    p.measured = *f.tokens_per_s_per_gpu;
+  } else if (f.tokens_per_s_total && gpus > 0) {
+    p.metric = Metric::TOKENS_PER_S;
+    p.measured = *f.tokens_per_s_total / static_cast<double>(gpus);
+  } else if (f.aggregate_pflops && gpus > 0) {
+    // The whole job's sustained PFLOP/s: TFLOP/s per GPU under the source's basis.
+    p.metric = Metric::TFLOPS_PER_GPU;
+    p.measured = *f.aggregate_pflops * 1000.0 / static_cast<double>(gpus);
+    p.basis = tflops_basis(f.tflops_basis);
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%.4g", p.measured);
+    p.defaults.emplace_back(std::string("tflops_per_gpu=") + shown + " (measured.aggregate_pflops over " +
+                            std::to_string(gpus) + " GPUs)");
+  } else if (f.hfu_pct) {
+    p.metric = Metric::HFU;
+    p.measured = *f.hfu_pct;
+  } else {
+    return std::string("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct, tokens/s, aggregate_pflops or "
+                       "hfu_pct)");
+  }
+  // An error relative to zero, or to a denormal, would be infinite or meaningless.
+  if (!(p.measured >= 1e-6) || !std::isfinite(p.measured)) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", p.measured);
+    return std::string("the measured " + std::string(to_string(p.metric)) + " is " + shown +
+                       ", not a positive figure (at least 1e-6)");
+  }
+  return "";
+}
+
+/// The bundled topology, node shape and typed cluster settings for the record's hardware
+/// (rules.cpp's GPU families); a skip reason, or "".
+std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& options, RunPlan& p) {
+  const int64_t gpus = p.num_gpus;
+  p.gpu_kind = gpu_family(run.hardware);
+  if (p.gpu_kind.empty())
+    return std::string("no bundled topology for GPU '" + run.hardware.gpu + "'");
+  // PCIe cards (A100 PCIe, H100 PCIe or NVL) run lower clocks and join by NVLink bridges or PCIe,
+  // not an NVSwitch: no bundled topology stands for them.
+  const GpuRule& gpu = *gpu_rule(run.hardware.gpu, run.hardware.gpu_mem_gb);
+  const bool card = std::any_of(card_rules().begin(), card_rules().end(), [&](const CardRule& c) {
+    return (c.family.empty() || c.family == p.gpu_kind) && has_word(lowered(run.hardware.gpu), c.words);
+  });
+  if (card)
+    return std::string("no bundled topology for the PCIe card '" + run.hardware.gpu +
+                       "' (the bundled ones are SXM parts on NVSwitch)");
+  if (gpu.hbm_from_record) {
+    p.defaults.emplace_back(std::string(gpu.note) +
+                            std::string(run.hardware.gpu_mem_gb ? ", hbm_capacity from gpu_mem_gb" : ""));
+    if (run.hardware.gpu_mem_gb)
+      p.cluster.hbm_capacity = Bytes(*run.hardware.gpu_mem_gb * 1e9);
+  }
+  int64_t per_node = run.hardware.gpus_per_node.value_or(0);
+  if (p.gpu_kind == "GB200") {
+    // The simulator's node is the NVLink domain: a GB200 NVL72 rack, whatever the record counts
+    // (4 GPUs per compute tray, 72 per rack). A job of a multiple of 64 GPUs (not of 72) uses 64
+    // per rack, 16 of its 18 compute trays, as NVIDIA's GB200 recipes (128, 256, 512 GPUs) do.
+    const int64_t rack = gpus % 72 != 0 && gpus % 64 == 0 ? 64 : 72;
+    if (per_node != rack)
+      p.defaults.emplace_back("gpus_per_node=" + std::to_string(rack) + " (" +
+                              (rack == 72 ? "the NVL72 rack's NVLink domain"
+                                          : "64 GPUs of each NVL72 rack, the job not filling whole racks") +
+                              " instead of the record's " + (per_node ? std::to_string(per_node) : std::string("none")) +
+                              ")");
+    per_node = rack;
+  } else if (per_node == 0) {
+    per_node = 8;
+    p.defaults.emplace_back("gpus_per_node=8");
+  }
+  const int64_t node_size = per_node; // the record's machine, before a small job narrows it
+  if (gpus < per_node) {
+    p.cluster.gpus_per_node = gpus;
+    p.defaults.emplace_back("gpus_per_node=" + std::to_string(gpus) + " (the job's " + std::to_string(gpus) +
+                            " GPUs, fewer than the node's " + std::to_string(per_node) + ")");
+    per_node = gpus;
+  } else if (per_node != 8) {
+    p.cluster.gpus_per_node = per_node;
+  }
+  if (gpus % per_node != 0)
+    return std::string("num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node));
+  const int64_t nodes = gpus / per_node;
+  p.cluster.nodes = nodes;
+  const std::string topo = bundled_topology(p.gpu_kind, nodes, node_size);
+  p.cluster_file = options.topologies / topo;
+  if (nodes > 1) {
+    // The node's NICs as the record states them (the fabric's kind, latency and efficiency stay
+    // the bundled topology's): BLOOM's Jean Zay nodes have 4 Omni-Path ports, not DGX's 8 HDR.
+    std::optional<NodeNics> nics = parse_inter_node(run.hardware.inter_node, per_node);
+    // A GB200 record's count is per compute tray or per GPU, not per rack: only a per-GPU rate
+    // (one NIC per GPU) is taken.
+    if (nics && p.gpu_kind == "GB200" && nics->count != per_node)
+      nics.reset();
+    if (nics) {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%gGbps", nics->gbps);
+      p.cluster.nics_per_node = nics->count;
+      p.cluster.nic_gbps = nics->gbps;
+      p.defaults.emplace_back("nics=" + std::to_string(nics->count) + "x" + rate + " (hardware.inter_node)");
+    } else {
+      p.defaults.emplace_back("nics of " + topo + " (hardware.inter_node " +
+                              (run.hardware.inter_node.empty() ? "not given" : "states no rate") + ")");
+    }
+  }
+  if (gpu.max_gb > 0 && run.hardware.gpu_mem_gb && *run.hardware.gpu_mem_gb > gpu.max_gb)
+    return std::string("hardware.gpu_mem_gb " + std::to_string(static_cast<int64_t>(*run.hardware.gpu_mem_gb)) +
+                       " does not match a V100 (16 or 32 GB)");
+  if (gpu.hbm_gib > 0) {
+    p.cluster.hbm_capacity = Bytes(gpu.hbm_gib * GIB);
+    p.defaults.emplace_back(gpu.note);
+  }
+  if (gpu.nvswitch_gbytes_per_s > 0) {
+    p.cluster.nvswitch_gbytes_per_s = gpu.nvswitch_gbytes_per_s;
+    p.defaults.emplace_back(gpu.note);
+  }
+  p.peak_tflops = run.hardware.peak_tflops.value_or(0);
+  return "";
+}
+
 RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   RunPlan p;
   p.id = run.id;
@@ -219,45 +353,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   }
 
   // What is compared.
-  if (f.iteration_time_s) {
-    p.metric = Metric::ITERATION_TIME;
-    p.measured = *f.iteration_time_s;
-  } else if (f.tflops_per_gpu) {
-    p.metric = Metric::TFLOPS_PER_GPU;
-    p.measured = *f.tflops_per_gpu;
-    p.basis = tflops_basis(f.tflops_basis);
-  } else if (f.mfu_pct) {
-    p.metric = Metric::MFU;
-    p.measured = *f.mfu_pct;
-  } else if (f.tokens_per_s_per_gpu) {
-    p.metric = Metric::TOKENS_PER_S;
-    p.measured = *f.tokens_per_s_per_gpu;
-  } else if (f.tokens_per_s_total && gpus > 0) {
-    p.metric = Metric::TOKENS_PER_S;
-    p.measured = *f.tokens_per_s_total / static_cast<double>(gpus);
-  } else if (f.aggregate_pflops && gpus > 0) {
-    // The whole job's sustained PFLOP/s: TFLOP/s per GPU under the source's basis.
-    p.metric = Metric::TFLOPS_PER_GPU;
-    p.measured = *f.aggregate_pflops * 1000.0 / static_cast<double>(gpus);
-    p.basis = tflops_basis(f.tflops_basis);
-    char shown[32];
-    std::snprintf(shown, sizeof shown, "%.4g", p.measured);
-    p.defaults.emplace_back(std::string("tflops_per_gpu=") + shown + " (measured.aggregate_pflops over " +
-                            std::to_string(gpus) + " GPUs)");
-  } else if (f.hfu_pct) {
-    p.metric = Metric::HFU;
-    p.measured = *f.hfu_pct;
-  } else {
-    return skip("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct, tokens/s, aggregate_pflops or "
-                "hfu_pct)");
-  }
-  // An error relative to zero, or to a denormal, would be infinite or meaningless.
-  if (!(p.measured >= 1e-6) || !std::isfinite(p.measured)) {
-    char shown[32];
-    std::snprintf(shown, sizeof shown, "%g", p.measured);
-    return skip("the measured " + std::string(to_string(p.metric)) + " is " + shown +
-                ", not a positive figure (at least 1e-6)");
-  }
+  if (std::string why = compared_figure(f, gpus, p); !why.empty())
+    return skip(why);
 
   // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs);
   // an unknown family with grouped-query attention is taken as gated.
@@ -306,95 +403,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
                        .hidden = static_cast<double>(*m.hidden),
                        .vocab = static_cast<double>(*m.vocab)};
 
-  // Hardware -> bundled topology.
-  p.gpu_kind = gpu_family(run.hardware);
-  if (p.gpu_kind.empty())
-    return skip("no bundled topology for GPU '" + run.hardware.gpu + "'");
-  // PCIe cards (A100 PCIe, H100 PCIe or NVL) run lower clocks and join by NVLink bridges or PCIe,
-  // not an NVSwitch: no bundled topology stands for them.
-  const GpuRule& gpu = *gpu_rule(run.hardware.gpu, run.hardware.gpu_mem_gb);
-  const bool card = std::any_of(card_rules().begin(), card_rules().end(), [&](const CardRule& c) {
-    return (c.family.empty() || c.family == p.gpu_kind) && has_word(lowered(run.hardware.gpu), c.words);
-  });
-  if (card)
-    return skip("no bundled topology for the PCIe card '" + run.hardware.gpu +
-                "' (the bundled ones are SXM parts on NVSwitch)");
-  if (gpu.hbm_from_record) {
-    p.defaults.emplace_back(std::string(gpu.note) +
-                            std::string(run.hardware.gpu_mem_gb ? ", hbm_capacity from gpu_mem_gb" : ""));
-    if (run.hardware.gpu_mem_gb) {
-      char cap[32];
-      std::snprintf(cap, sizeof cap, "%gGB", *run.hardware.gpu_mem_gb);
-      p.overrides.push_back({"cluster.gpu.hbm_capacity", cap});
-    }
-  }
-  int64_t per_node = run.hardware.gpus_per_node.value_or(0);
-  if (p.gpu_kind == "GB200") {
-    // The simulator's node is the NVLink domain: a GB200 NVL72 rack, whatever the record counts
-    // (4 GPUs per compute tray, 72 per rack). A job of a multiple of 64 GPUs (not of 72) uses 64
-    // per rack, 16 of its 18 compute trays, as NVIDIA's GB200 recipes (128, 256, 512 GPUs) do.
-    const int64_t rack = gpus % 72 != 0 && gpus % 64 == 0 ? 64 : 72;
-    if (per_node != rack)
-      p.defaults.emplace_back("gpus_per_node=" + std::to_string(rack) + " (" +
-                              (rack == 72 ? "the NVL72 rack's NVLink domain"
-                                          : "64 GPUs of each NVL72 rack, the job not filling whole racks") +
-                              " instead of the record's " + (per_node ? std::to_string(per_node) : std::string("none")) +
-                              ")");
-    per_node = rack;
-  } else if (per_node == 0) {
-    per_node = 8;
-    p.defaults.emplace_back("gpus_per_node=8");
-  }
-  const int64_t node_size = per_node; // the record's machine, before a small job narrows it
-  if (gpus < per_node) {
-    p.overrides.push_back({"cluster.gpus_per_node", std::to_string(gpus)});
-    p.defaults.emplace_back("gpus_per_node=" + std::to_string(gpus) + " (the job's " + std::to_string(gpus) +
-                            " GPUs, fewer than the node's " + std::to_string(per_node) + ")");
-    per_node = gpus;
-  } else if (per_node != 8) {
-    p.overrides.push_back({"cluster.gpus_per_node", std::to_string(per_node)});
-  }
-  if (gpus % per_node != 0)
-    return skip("num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node));
-  const int64_t nodes = gpus / per_node;
-  p.overrides.push_back({"cluster.nodes", std::to_string(nodes)});
-  const std::string topo = bundled_topology(p.gpu_kind, nodes, node_size);
-  p.cluster_file = options.topologies / topo;
-  if (nodes > 1) {
-    // The node's NICs as the record states them (the fabric's kind, latency and efficiency stay
-    // the bundled topology's): BLOOM's Jean Zay nodes have 4 Omni-Path ports, not DGX's 8 HDR.
-    std::optional<NodeNics> nics = parse_inter_node(run.hardware.inter_node, per_node);
-    // A GB200 record's count is per compute tray or per GPU, not per rack: only a per-GPU rate
-    // (one NIC per GPU) is taken.
-    if (nics && p.gpu_kind == "GB200" && nics->count != per_node)
-      nics.reset();
-    if (nics) {
-      char rate[32];
-      std::snprintf(rate, sizeof rate, "%gGbps", nics->gbps);
-      p.overrides.push_back({"cluster.nics.count", std::to_string(nics->count)});
-      p.overrides.push_back({"cluster.nics.bandwidth", rate});
-      p.defaults.emplace_back("nics=" + std::to_string(nics->count) + "x" + rate + " (hardware.inter_node)");
-    } else {
-      p.defaults.emplace_back("nics of " + topo + " (hardware.inter_node " +
-                              (run.hardware.inter_node.empty() ? "not given" : "states no rate") + ")");
-    }
-  }
-  if (gpu.max_gb > 0 && run.hardware.gpu_mem_gb && *run.hardware.gpu_mem_gb > gpu.max_gb)
-    return skip("hardware.gpu_mem_gb " + std::to_string(static_cast<int64_t>(*run.hardware.gpu_mem_gb)) +
-                " does not match a V100 (16 or 32 GB)");
-  if (gpu.hbm_gib > 0) {
-    char cap[32];
-    std::snprintf(cap, sizeof cap, "%gGiB", gpu.hbm_gib);
-    p.overrides.push_back({"cluster.gpu.hbm_capacity", cap});
-    p.defaults.emplace_back(gpu.note);
-  }
-  if (gpu.nvswitch_gbytes_per_s > 0) {
-    char rate[32];
-    std::snprintf(rate, sizeof rate, "%gGBps", gpu.nvswitch_gbytes_per_s);
-    p.overrides.push_back({"cluster.nvswitch.bandwidth", rate});
-    p.defaults.emplace_back(gpu.note);
-  }
-  p.peak_tflops = run.hardware.peak_tflops.value_or(0);
+  if (std::string why = map_hardware(run, options, p); !why.empty())
+    return skip(why);
 
   // Workload.
   std::ostringstream w;
@@ -679,11 +689,65 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   return p;
 }
 
+ClusterSpec plan_cluster(const RunPlan& plan, const std::vector<config::Override>& more) {
+  std::vector<config::Override> knobs = plan.overrides;
+  knobs.insert(knobs.end(), more.begin(), more.end());
+  ClusterSpec c = config::load_cluster(plan.cluster_file, knobs);
+  // A knob of the same key comes later, as a later --set would: it wins.
+  const auto free = [&](const char* key) {
+    return std::none_of(knobs.begin(), knobs.end(), [&](const config::Override& o) { return o.path == key; });
+  };
+  const ClusterSettings& s = plan.cluster;
+  if (c.fabric.kind == FabricKind::GRAPH && s.nodes > 0 && s.nodes != c.nodes && free("cluster.nodes"))
+    throw ConfigError(plan.cluster_file.string() + ": a graph fabric attaches its " + std::to_string(c.nodes) +
+                      " nodes by name; the run needs " + std::to_string(s.nodes));
+  if (s.gpus_per_node && free("cluster.gpus_per_node"))
+    c.gpus_per_node = static_cast<int>(*s.gpus_per_node);
+  if (s.nodes > 0 && free("cluster.nodes"))
+    c.nodes = static_cast<int>(s.nodes);
+  if (s.nics_per_node && free("cluster.nics.count"))
+    c.nics_per_node = static_cast<int>(*s.nics_per_node);
+  if (s.nic_gbps && free("cluster.nics.bandwidth"))
+    c.nic.bandwidth = BytesPerSec(*s.nic_gbps * (1e9 / 8)); // Gb/s in bytes per second
+  if (s.hbm_capacity && free("cluster.gpu.hbm_capacity"))
+    c.gpu.hbm_capacity = *s.hbm_capacity;
+  if (s.nvswitch_gbytes_per_s && free("cluster.nvswitch.bandwidth"))
+    c.nvswitch.bandwidth = BytesPerSec(*s.nvswitch_gbytes_per_s * 1e9);
+  return c;
+}
+
+std::vector<config::Override> set_options(const RunPlan& plan) {
+  const ClusterSettings& s = plan.cluster;
+  std::vector<config::Override> out;
+  const auto number = [](const char* format, double v) {
+    char text[48];
+    std::snprintf(text, sizeof text, format, v);
+    return std::string(text);
+  };
+  if (s.gpus_per_node)
+    out.push_back({"cluster.gpus_per_node", std::to_string(*s.gpus_per_node)});
+  if (s.nodes > 0)
+    out.push_back({"cluster.nodes", std::to_string(s.nodes)});
+  if (s.nics_per_node)
+    out.push_back({"cluster.nics.count", std::to_string(*s.nics_per_node)});
+  if (s.nic_gbps)
+    out.push_back({"cluster.nics.bandwidth", number("%gGbps", *s.nic_gbps)});
+  if (s.hbm_capacity) {
+    const double gib = s.hbm_capacity->value() / GIB;
+    out.push_back({"cluster.gpu.hbm_capacity", gib == std::floor(gib) ? number("%gGiB", gib)
+                                                                      : number("%gGB", s.hbm_capacity->value() / 1e9)});
+  }
+  if (s.nvswitch_gbytes_per_s)
+    out.push_back({"cluster.nvswitch.bandwidth", number("%gGBps", *s.nvswitch_gbytes_per_s)});
+  out.insert(out.end(), plan.overrides.begin(), plan.overrides.end());
+  return out;
+}
+
 double check_plan(RunPlan& plan, const std::filesystem::path& workload_file) {
   if (!plan.skip_reason.empty())
     return 0;
   try {
-    const ClusterSpec cluster = config::load_cluster(plan.cluster_file, plan.overrides);
+    const ClusterSpec cluster = plan_cluster(plan);
     WorkloadSpec workload = config::load_workload(workload_file, plan.overrides);
     config::check_layout(cluster, workload);
     const double peak = peak_flops(cluster.gpu, workload.precision).value() / 1e12;
