@@ -255,7 +255,7 @@ std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& opti
     p.cluster.gpus_per_node = per_node;
   }
   if (gpus % per_node != 0)
-    return std::string("num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node));
+    return "num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node);
   const int64_t nodes = gpus / per_node;
   p.cluster.nodes = nodes;
   const std::string topo = bundled_topology(p.gpu_kind, nodes, node_size);

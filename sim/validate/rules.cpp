@@ -15,8 +15,10 @@ using enum Mechanism;
 constexpr std::array FRAMEWORK_RULES{
     // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs).
     // Words in priority order: gpt-oss before gpt, the two-GEMM families before the gated ones.
-    Rule{MLP, {.model = "gpt-oss"}, MlpKind::SWIGLU, "gpt-oss", "OpenAI gpt-oss model card (2025): gated SwiGLU experts"},
-    Rule{MLP, {.model = "gpt oss"}, MlpKind::SWIGLU, "gpt-oss", "OpenAI gpt-oss model card (2025): gated SwiGLU experts"},
+    Rule{MLP, {.model = "gpt-oss"}, MlpKind::SWIGLU, "gpt-oss",
+         "OpenAI gpt-oss model card (2025): gated SwiGLU experts"},
+    Rule{MLP, {.model = "gpt oss"}, MlpKind::SWIGLU, "gpt-oss",
+         "OpenAI gpt-oss model card (2025): gated SwiGLU experts"},
     Rule{MLP, {.model = "opt-|falcon|nemotron|mpt|bloom|gpt"}, MlpKind::GELU, "{model}",
          "the families' configurations: GPT-2/3, BLOOM, MPT, Falcon, OPT gelu; Nemotron-4 squared ReLU"},
     Rule{MLP, {.model = "gemma|deepseek|qwen|mixtral|mistral|llama"}, MlpKind::SWIGLU, "{model}",
@@ -32,7 +34,7 @@ constexpr std::array FRAMEWORK_RULES{
          "NeMo recipes: sequence_parallel: true with tp > 1 (e.g. the GPT-3 175B recipe's configuration)"},
     Rule{SEQUENCE_PARALLEL, {.not_framework = "deepspeed", .year_from = 2023, .sequence_splits_over_tp = true}, true,
          "tensor parallelism in a source from {year}: sequence parallelism is its standard companion",
-         "Megatron-Core, NeMo, torchtitan's TP plan, Llama 3 (Dubey et al. 2024, sec. 3.3.2); DeepSpeed's "
+         "Megatron-Core, NeMo, torchtitan's TP plan, Llama 3's 4D parallelism (Llama Team 2024); DeepSpeed's "
          "'sequence parallelism' is Ulysses, another scheme"},
     // Pipeline messages split over the TP ranks and all-gathered on the receiving stage.
     Rule{PP_SCATTER_GATHER, {.framework = "megatron-lm", .not_framework = "deepspeed"}, true, "framework '{framework}'",
@@ -42,7 +44,8 @@ constexpr std::array FRAMEWORK_RULES{
     Rule{TP_GRAD_OVERLAP, {.framework = "deepspeed"}, false, "framework '{framework}'",
          "Megatron-DeepSpeed's layers predate Megatron-LM's asynchronous TP all-reduce"},
     Rule{TP_GRAD_OVERLAP, {.year_to = 2021}, false, "a source from {year}",
-         "Megatron-LM --async-tensor-model-parallel-allreduce (2022; Korthikanti et al. 2022, sec. 4.2.2)"},
+         "Megatron-LM --async-tensor-model-parallel-allreduce (from 2022), then sequence parallelism's "
+         "overlapped collectives"},
     // Expert tensor parallelism of Megatron Bridge's MoE recipes.
     Rule{EXPERT_TENSOR_PARALLEL, {.framework = "megatron-bridge"}, 1, "framework '{framework}'",
          "Megatron Bridge MoE recipes: expert_tensor_parallel_size = 1 (Megatron-Core MoE parallel folding)"},
@@ -74,8 +77,8 @@ constexpr std::array FRAMEWORK_RULES{
     // DeepSpeed ZeRO-3 of 2021 (v0.3): a tensor-by-tensor gather after a device synchronize.
     Rule{ZERO3_FETCH, {.framework = "deepspeed", .year_to = 2021, .zero_from = 3}, Zero3Fetch::BLOCKING,
          "framework '{framework}', a source from {year}",
-         "DeepSpeed v0.3 stage3.py: fetch_sub_module, a synchronize and torch.distributed.all_gather per tensor; "
-         "flat-buffer prefetch from 2022"},
+         "DeepSpeed ZeRO-3 of 2021 (v0.3, runtime/zero/stage3.py): a synchronize and a tensor-list all_gather per "
+         "parameter tensor; flat-buffer prefetch in later releases"},
 };
 
 // GPU families by name. The first row whose words (and capacity band) match names the family.

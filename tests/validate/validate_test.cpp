@@ -1091,7 +1091,8 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
 }
 
 // Every bundled published run maps onto a bundled topology and a layout the loader accepts (no
-// simulation): the mapping covers the records' GPU names, frameworks and field forms.
+// simulation): the mapping covers the records' GPU names, frameworks and field forms. The
+// cluster the typed settings give is the one command.txt's --set options give the loader.
 TEST(Validate, EveryBundledRunMaps) {
   for (const auto& [file, at_least] : {std::pair{"tests/validate/data/measured_runs.yaml", 23u},
                                        std::pair{"tests/validate/data/fit_runs.yaml", 5u},
@@ -1105,6 +1106,15 @@ TEST(Validate, EveryBundledRunMaps) {
       write(d / "w.yaml", p.workload_yaml);
       EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << run.id;
       EXPECT_TRUE(p.skip_reason.empty()) << run.id << ": " << p.skip_reason;
+      const ClusterSpec typed = validate::plan_cluster(p);
+      const ClusterSpec by_text = config::load_cluster(p.cluster_file, validate::set_options(p));
+      EXPECT_EQ(typed.nodes, by_text.nodes) << run.id;
+      EXPECT_EQ(typed.gpus_per_node, by_text.gpus_per_node) << run.id;
+      EXPECT_EQ(typed.nics_per_node, by_text.nics_per_node) << run.id;
+      EXPECT_EQ(typed.nic.bandwidth.value(), by_text.nic.bandwidth.value()) << run.id;
+      EXPECT_EQ(typed.nvswitch.bandwidth.value(), by_text.nvswitch.bandwidth.value()) << run.id;
+      EXPECT_EQ(typed.gpu.hbm_capacity.value(), by_text.gpu.hbm_capacity.value()) << run.id;
+      EXPECT_EQ(typed.gpu.gemm_efficiency, by_text.gpu.gemm_efficiency) << run.id;
     }
     fs::remove_all(d);
   }
