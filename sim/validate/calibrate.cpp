@@ -149,10 +149,8 @@ CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std:
   if (plan.skip_reason.empty())
     for (const Knob& k : options.knobs)
       for (const double v : {k.lo, k.hi, 0.5 * (k.lo + k.hi)}) {
-        std::vector<config::Override> o = plan.overrides;
-        o.push_back({"cluster." + k.key, number(v) + k.unit});
         try {
-          (void)config::load_cluster(plan.cluster_file, o);
+          (void)plan_cluster(plan, {{"cluster." + k.key, number(v) + k.unit}});
         } catch (const ConfigError& e) {
           throw ConfigError("--knob " + k.key + "=" + number(k.lo) + ":" + number(k.hi) + (k.unit.empty() ? "" : ":") +
                             k.unit + ": the cluster refuses " + number(v) + k.unit + ": " + e.what());

@@ -1,6 +1,7 @@
 #include "validate/plan.hpp"
 
 #include "core/error.hpp"
+#include "validate/rules.hpp"
 #include "model/transformer.hpp"
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 namespace stepsim::validate {
 
 namespace {
+
+constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -93,21 +96,8 @@ template <class T> std::string flow_list(const std::vector<T>& items) {
 } // namespace
 
 std::string calibration_kind(const std::string& family) {
-  if (family == "V100" || family == "V100-16GB")
-    return "V100-SXM2-32GB";
-  if (family == "A100" || family == "A800")
-    return "A100-SXM4-80GB";
-  if (family == "A100-40GB" || family == "A800-40GB")
-    return "A100-SXM4-40GB";
-  if (family == "H100" || family == "H800")
-    return "H100-SXM5-80GB";
-  if (family == "H200")
-    return "H200-SXM-141GB";
-  if (family == "B200")
-    return "B200-SXM-180GB";
-  if (family == "GB200")
-    return "GB200-186GB";
-  return "";
+  const GpuRule* r = gpu_rule_of(family);
+  return r != nullptr ? std::string(r->kind) : "";
 }
 
 const char* to_string(Metric m) {
@@ -122,42 +112,19 @@ const char* to_string(Metric m) {
 }
 
 std::string gpu_family(const config::MeasuredHardware& hw) {
-  // A GB200 is no B200 in a DGX: its NVLink domain is the 72-GPU rack.
-  if (has(hw.gpu, "gb200"))
-    return "GB200";
-  for (const char* f : {"v100", "a100", "a800", "h100", "h800", "h200", "b200"})
-    if (has(hw.gpu, f)) {
-      std::string out(f);
-      out[0] = static_cast<char>('A' + (out[0] - 'a'));
-      const bool gb40 =
-          hw.gpu_mem_gb ? *hw.gpu_mem_gb < 60 : (has(hw.gpu, "40gb") || has(hw.gpu, "40 gb") || has(hw.gpu, "_40g"));
-      if ((out == "A100" || out == "A800") && gb40)
-        out += "-40GB";
-      const bool gb16 =
-          hw.gpu_mem_gb ? *hw.gpu_mem_gb < 24 : (has(hw.gpu, "16gb") || has(hw.gpu, "16 gb") || has(hw.gpu, "_16g"));
-      if (out == "V100" && gb16)
-        out += "-16GB";
-      return out;
-    }
-  return "";
+  const GpuRule* r = gpu_rule(hw.gpu, hw.gpu_mem_gb);
+  return r != nullptr ? std::string(r->family) : "";
 }
 
 std::string bundled_topology(const std::string& family, int64_t nodes, int64_t gpus_per_node) {
-  if (family == "V100" || family == "V100-16GB")
-    return gpus_per_node == 16 ? "dgx2-v100.yaml" : "dgx1-v100.yaml";
-  if (family == "A100" || family == "A800")
-    return "dgx-a100-superpod.yaml";
-  if (family == "A100-40GB" || family == "A800-40GB")
-    return "dgx-a100-40gb-superpod.yaml";
-  if (family == "H100" || family == "H800")
-    return nodes <= 32 ? "dgx-h100.yaml" : "dgx-h100-superpod.yaml";
-  if (family == "H200")
-    return "h200-cluster.yaml";
-  if (family == "B200")
-    return "dgx-b200.yaml";
-  if (family == "GB200")
-    return "gb200-nvl72.yaml";
-  return "";
+  const GpuRule* r = gpu_rule_of(family);
+  if (r == nullptr)
+    return "";
+  if (!r->wide_topology.empty() && gpus_per_node == r->wide_gpus_per_node)
+    return std::string(r->wide_topology);
+  if (!r->large_topology.empty() && nodes > r->large_above_nodes)
+    return std::string(r->large_topology);
+  return std::string(r->topology);
 }
 
 std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_per_node) {
@@ -195,57 +162,8 @@ std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_p
   return n;
 }
 
-RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
-  RunPlan p;
-  p.id = run.id;
-  p.num_gpus = run.hardware.num_gpus.value_or(0);
-  const auto skip = [&](const std::string& why) {
-    p.skip_reason = why;
-    return p;
-  };
-  const auto& m = run.model;
-  const auto& par = run.parallelism;
-  const auto& f = run.measured;
-
-  // Layout text first, so that skipped runs still show it.
-  const int64_t tp = par.tp.value_or(1);
-  const int64_t pp = par.pp.value_or(1);
-  const int64_t cp = par.cp.value_or(1);
-  const int64_t ep = par.ep.value_or(1);
-  const int64_t gpus = p.num_gpus;
-  const int64_t dp = (gpus > 0 && gpus % (tp * pp * cp) == 0) ? gpus / (tp * pp * cp) : 0;
-  // Expert tensor parallelism: the record's `etp` (an extension of the schema), else 1 (expert
-  // groups folded over the TP ranks, Megatron-Core's MoE parallel folding) where the experts of a
-  // TP > 1 layout are not split like the dense MLP: ep does not divide dp, or a Megatron Bridge
-  // recipe, whose MoE recipes set expert_tensor_parallel_size = 1. 0: not written (etp = tp).
-  int64_t etp = par.etp.value_or(0); // the record's own, whatever the layout: the loader judges it
-  std::string etp_why;
-  if (m.moe_experts.value_or(0) > 1 && tp > 1 && !par.etp) {
-    if (dp > 0 && ep > 1 && dp % ep != 0) {
-      etp = 1;
-      etp_why = "etp=1 (ep " + std::to_string(ep) + " does not divide dp " + std::to_string(dp) +
-                ": expert groups folded over the tensor-parallel ranks)";
-    } else if (has(lower(run.framework), "megatron-bridge")) {
-      etp = 1;
-      etp_why = "etp=1 (framework '" + run.framework + "')";
-    }
-  }
-  {
-    std::ostringstream l;
-    l << "tp" << tp << " pp" << pp;
-    if (cp > 1)
-      l << " cp" << cp;
-    l << " dp" << dp;
-    if (ep > 1)
-      l << " ep" << ep;
-    if (etp > 0 && etp < tp)
-      l << " etp" << etp;
-    if (par.virtual_pp.value_or(1) > 1)
-      l << " vp" << *par.virtual_pp;
-    p.layout = l.str();
-  }
-
-  // What is compared.
+/// Picks the measured figure a run is compared on (`p.metric`, `p.measured`); a skip reason, or "".
+std::string compared_figure(const config::MeasuredFigures& f, int64_t gpus, RunPlan& p) {
   if (f.iteration_time_s) {
     p.metric = Metric::ITERATION_TIME;
     p.measured = *f.iteration_time_s;
@@ -275,35 +193,174 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     p.metric = Metric::HFU;
     p.measured = *f.hfu_pct;
   } else {
-    return skip("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct, tokens/s, aggregate_pflops or "
-                "hfu_pct)");
+    return std::string("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct, tokens/s, aggregate_pflops or "
+                       "hfu_pct)");
   }
   // An error relative to zero, or to a denormal, would be infinite or meaningless.
   if (!(p.measured >= 1e-6) || !std::isfinite(p.measured)) {
     char shown[32];
     std::snprintf(shown, sizeof shown, "%g", p.measured);
-    return skip("the measured " + std::string(to_string(p.metric)) + " is " + shown +
-                ", not a positive figure (at least 1e-6)");
+    return std::string("the measured " + std::string(to_string(p.metric)) + " is " + shown +
+                       ", not a positive figure (at least 1e-6)");
   }
+  return "";
+}
+
+/// The bundled topology, node shape and typed cluster settings for the record's hardware
+/// (rules.cpp's GPU families); a skip reason, or "".
+std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& options, RunPlan& p) {
+  const int64_t gpus = p.num_gpus;
+  p.gpu_kind = gpu_family(run.hardware);
+  if (p.gpu_kind.empty())
+    return std::string("no bundled topology for GPU '" + run.hardware.gpu + "'");
+  // PCIe cards (A100 PCIe, H100 PCIe or NVL) run lower clocks and join by NVLink bridges or PCIe,
+  // not an NVSwitch: no bundled topology stands for them.
+  const GpuRule& gpu = *gpu_rule(run.hardware.gpu, run.hardware.gpu_mem_gb);
+  const bool card = std::any_of(card_rules().begin(), card_rules().end(), [&](const CardRule& c) {
+    return (c.family.empty() || c.family == p.gpu_kind) && has_word(lowered(run.hardware.gpu), c.words);
+  });
+  if (card)
+    return std::string("no bundled topology for the PCIe card '" + run.hardware.gpu +
+                       "' (the bundled ones are SXM parts on NVSwitch)");
+  if (gpu.hbm_from_record) {
+    p.defaults.emplace_back(std::string(gpu.note) +
+                            std::string(run.hardware.gpu_mem_gb ? ", hbm_capacity from gpu_mem_gb" : ""));
+    if (run.hardware.gpu_mem_gb)
+      p.cluster.hbm_capacity = Bytes(*run.hardware.gpu_mem_gb * 1e9);
+  }
+  int64_t per_node = run.hardware.gpus_per_node.value_or(0);
+  if (p.gpu_kind == "GB200") {
+    // The simulator's node is the NVLink domain: a GB200 NVL72 rack, whatever the record counts
+    // (4 GPUs per compute tray, 72 per rack). A job of a multiple of 64 GPUs (not of 72) uses 64
+    // per rack, 16 of its 18 compute trays, as NVIDIA's GB200 recipes (128, 256, 512 GPUs) do.
+    const int64_t rack = gpus % 72 != 0 && gpus % 64 == 0 ? 64 : 72;
+    if (per_node != rack)
+      p.defaults.emplace_back("gpus_per_node=" + std::to_string(rack) + " (" +
+                              (rack == 72 ? "the NVL72 rack's NVLink domain"
+                                          : "64 GPUs of each NVL72 rack, the job not filling whole racks") +
+                              " instead of the record's " + (per_node ? std::to_string(per_node) : std::string("none")) +
+                              ")");
+    per_node = rack;
+  } else if (per_node == 0) {
+    per_node = 8;
+    p.defaults.emplace_back("gpus_per_node=8");
+  }
+  const int64_t node_size = per_node; // the record's machine, before a small job narrows it
+  if (gpus < per_node) {
+    p.cluster.gpus_per_node = gpus;
+    p.defaults.emplace_back("gpus_per_node=" + std::to_string(gpus) + " (the job's " + std::to_string(gpus) +
+                            " GPUs, fewer than the node's " + std::to_string(per_node) + ")");
+    per_node = gpus;
+  } else if (per_node != 8) {
+    p.cluster.gpus_per_node = per_node;
+  }
+  if (gpus % per_node != 0)
+    return "num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node);
+  const int64_t nodes = gpus / per_node;
+  p.cluster.nodes = nodes;
+  const std::string topo = bundled_topology(p.gpu_kind, nodes, node_size);
+  p.cluster_file = options.topologies / topo;
+  if (nodes > 1) {
+    // The node's NICs as the record states them (the fabric's kind, latency and efficiency stay
+    // the bundled topology's): BLOOM's Jean Zay nodes have 4 Omni-Path ports, not DGX's 8 HDR.
+    std::optional<NodeNics> nics = parse_inter_node(run.hardware.inter_node, per_node);
+    // A GB200 record's count is per compute tray or per GPU, not per rack: only a per-GPU rate
+    // (one NIC per GPU) is taken.
+    if (nics && p.gpu_kind == "GB200" && nics->count != per_node)
+      nics.reset();
+    if (nics) {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%gGbps", nics->gbps);
+      p.cluster.nics_per_node = nics->count;
+      p.cluster.nic_gbps = nics->gbps;
+      p.defaults.emplace_back("nics=" + std::to_string(nics->count) + "x" + rate + " (hardware.inter_node)");
+    } else {
+      p.defaults.emplace_back("nics of " + topo + " (hardware.inter_node " +
+                              (run.hardware.inter_node.empty() ? "not given" : "states no rate") + ")");
+    }
+  }
+  if (gpu.max_gb > 0 && run.hardware.gpu_mem_gb && *run.hardware.gpu_mem_gb > gpu.max_gb)
+    return std::string("hardware.gpu_mem_gb " + std::to_string(static_cast<int64_t>(*run.hardware.gpu_mem_gb)) +
+                       " does not match a V100 (16 or 32 GB)");
+  if (gpu.hbm_gib > 0) {
+    p.cluster.hbm_capacity = Bytes(gpu.hbm_gib * GIB);
+    p.defaults.emplace_back(gpu.note);
+  }
+  if (gpu.nvswitch_gbytes_per_s > 0) {
+    p.cluster.nvswitch_gbytes_per_s = gpu.nvswitch_gbytes_per_s;
+    p.defaults.emplace_back(gpu.note);
+  }
+  p.peak_tflops = run.hardware.peak_tflops.value_or(0);
+  return "";
+}
+
+RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
+  RunPlan p;
+  p.id = run.id;
+  p.num_gpus = run.hardware.num_gpus.value_or(0);
+  const auto skip = [&](const std::string& why) {
+    p.skip_reason = why;
+    return p;
+  };
+  const auto& m = run.model;
+  const auto& par = run.parallelism;
+  const auto& f = run.measured;
+  // What the rules match on (rules.cpp); the ZeRO stage and precision once mapped.
+  RecordFacts facts{.framework = run.framework,
+                    .model = m.name,
+                    .year = run.year,
+                    .zero_stage = 0,
+                    .precision = Precision::BF16,
+                    .grouped_query = m.kv_heads && *m.kv_heads != m.heads.value_or(0),
+                    .sequence_splits_over_tp = false};
+
+  // Layout text first, so that skipped runs still show it.
+  const int64_t tp = par.tp.value_or(1);
+  const int64_t pp = par.pp.value_or(1);
+  const int64_t cp = par.cp.value_or(1);
+  const int64_t ep = par.ep.value_or(1);
+  const int64_t gpus = p.num_gpus;
+  const int64_t dp = (gpus > 0 && gpus % (tp * pp * cp) == 0) ? gpus / (tp * pp * cp) : 0;
+  // Expert tensor parallelism: the record's `etp` (an extension of the schema), else 1 (expert
+  // groups folded over the TP ranks, Megatron-Core's MoE parallel folding) where the experts of a
+  // TP > 1 layout are not split like the dense MLP: ep does not divide dp, or a Megatron Bridge
+  // recipe, whose MoE recipes set expert_tensor_parallel_size = 1. 0: not written (etp = tp).
+  int64_t etp = par.etp.value_or(0); // the record's own, whatever the layout: the loader judges it
+  std::string etp_why;
+  if (m.moe_experts.value_or(0) > 1 && tp > 1 && !par.etp) {
+    if (dp > 0 && ep > 1 && dp % ep != 0) {
+      etp = 1;
+      etp_why = "etp=1 (ep " + std::to_string(ep) + " does not divide dp " + std::to_string(dp) +
+                ": expert groups folded over the tensor-parallel ranks)";
+    } else if (const auto rule = first_rule(Mechanism::EXPERT_TENSOR_PARALLEL, facts)) {
+      etp = std::get<int>(rule->value());
+      etp_why = rule->listed(facts);
+    }
+  }
+  {
+    std::ostringstream l;
+    l << "tp" << tp << " pp" << pp;
+    if (cp > 1)
+      l << " cp" << cp;
+    l << " dp" << dp;
+    if (ep > 1)
+      l << " ep" << ep;
+    if (etp > 0 && etp < tp)
+      l << " etp" << etp;
+    if (par.virtual_pp.value_or(1) > 1)
+      l << " vp" << *par.virtual_pp;
+    p.layout = l.str();
+  }
+
+  // What is compared.
+  if (std::string why = compared_figure(f, gpus, p); !why.empty())
+    return skip(why);
 
   // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs);
   // an unknown family with grouped-query attention is taken as gated.
-  bool swiglu = m.kv_heads && *m.kv_heads != m.heads.value_or(0);
-  std::string why = swiglu ? "grouped-query attention" : "multi-head attention";
-  for (const char* family : {"llama", "mistral", "mixtral", "qwen", "deepseek", "gemma"})
-    if (has(m.name, family)) {
-      swiglu = true;
-      why = family;
-    }
-  for (const char* family : {"gpt", "bloom", "mpt", "nemotron", "falcon", "opt-"})
-    if (has(m.name, family)) {
-      swiglu = false;
-      why = family;
-    }
-  if (has(m.name, "gpt-oss") || has(m.name, "gpt oss")) { // OpenAI's gpt-oss: gated experts
-    swiglu = true;
-    why = "gpt-oss";
-  }
+  const Applied mlp_rule = *first_rule(Mechanism::MLP, facts); // the table ends in a catch-all row
+  const bool swiglu = std::get<MlpKind>(mlp_rule.value()) == MlpKind::SWIGLU;
+  const std::string why = mlp_rule.note(facts); // "llama", "grouped-query attention"
   // A two-GEMM MLP without its width is the GPT convention's 4h.
   std::optional<int64_t> ffn = m.ffn_hidden;
   if (!ffn && !swiglu && m.hidden) {
@@ -346,92 +403,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
                        .hidden = static_cast<double>(*m.hidden),
                        .vocab = static_cast<double>(*m.vocab)};
 
-  // Hardware -> bundled topology.
-  p.gpu_kind = gpu_family(run.hardware);
-  if (p.gpu_kind.empty())
-    return skip("no bundled topology for GPU '" + run.hardware.gpu + "'");
-  // PCIe cards (A100 PCIe, H100 PCIe or NVL) run lower clocks and join by NVLink bridges or PCIe,
-  // not an NVSwitch: no bundled topology stands for them.
-  if (has(run.hardware.gpu, "pcie") ||
-      (p.gpu_kind == "H100" && (has(run.hardware.gpu, " nvl") || has(run.hardware.gpu, "-nvl"))))
-    return skip("no bundled topology for the PCIe card '" + run.hardware.gpu +
-                "' (the bundled ones are SXM parts on NVSwitch)");
-  if (has(run.hardware.gpu, "gh200")) {
-    // Grace Hopper: the H100's die with HBM3e (the 144 GB part: 4.9 TB/s), the H200 profile's.
-    p.defaults.emplace_back("GH200 = the H200 profile (same GH100 die and HBM3e)" +
-                            std::string(run.hardware.gpu_mem_gb ? ", hbm_capacity from gpu_mem_gb" : ""));
-    if (run.hardware.gpu_mem_gb) {
-      char cap[32];
-      std::snprintf(cap, sizeof cap, "%gGB", *run.hardware.gpu_mem_gb);
-      p.overrides.push_back({"cluster.gpu.hbm_capacity", cap});
-    }
-  }
-  int64_t per_node = run.hardware.gpus_per_node.value_or(0);
-  if (p.gpu_kind == "GB200") {
-    // The simulator's node is the NVLink domain: a GB200 NVL72 rack, whatever the record counts
-    // (4 GPUs per compute tray, 72 per rack). A job of a multiple of 64 GPUs (not of 72) uses 64
-    // per rack, 16 of its 18 compute trays, as NVIDIA's GB200 recipes (128, 256, 512 GPUs) do.
-    const int64_t rack = gpus % 72 != 0 && gpus % 64 == 0 ? 64 : 72;
-    if (per_node != rack)
-      p.defaults.emplace_back("gpus_per_node=" + std::to_string(rack) + " (" +
-                              (rack == 72 ? "the NVL72 rack's NVLink domain"
-                                          : "64 GPUs of each NVL72 rack, the job not filling whole racks") +
-                              " instead of the record's " + (per_node ? std::to_string(per_node) : std::string("none")) +
-                              ")");
-    per_node = rack;
-  } else if (per_node == 0) {
-    per_node = 8;
-    p.defaults.emplace_back("gpus_per_node=8");
-  }
-  const int64_t node_size = per_node; // the record's machine, before a small job narrows it
-  if (gpus < per_node) {
-    p.overrides.push_back({"cluster.gpus_per_node", std::to_string(gpus)});
-    p.defaults.emplace_back("gpus_per_node=" + std::to_string(gpus) + " (the job's " + std::to_string(gpus) +
-                            " GPUs, fewer than the node's " + std::to_string(per_node) + ")");
-    per_node = gpus;
-  } else if (per_node != 8) {
-    p.overrides.push_back({"cluster.gpus_per_node", std::to_string(per_node)});
-  }
-  if (gpus % per_node != 0)
-    return skip("num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node));
-  const int64_t nodes = gpus / per_node;
-  p.overrides.push_back({"cluster.nodes", std::to_string(nodes)});
-  const std::string topo = bundled_topology(p.gpu_kind, nodes, node_size);
-  p.cluster_file = options.topologies / topo;
-  if (nodes > 1) {
-    // The node's NICs as the record states them (the fabric's kind, latency and efficiency stay
-    // the bundled topology's): BLOOM's Jean Zay nodes have 4 Omni-Path ports, not DGX's 8 HDR.
-    std::optional<NodeNics> nics = parse_inter_node(run.hardware.inter_node, per_node);
-    // A GB200 record's count is per compute tray or per GPU, not per rack: only a per-GPU rate
-    // (one NIC per GPU) is taken.
-    if (nics && p.gpu_kind == "GB200" && nics->count != per_node)
-      nics.reset();
-    if (nics) {
-      char rate[32];
-      std::snprintf(rate, sizeof rate, "%gGbps", nics->gbps);
-      p.overrides.push_back({"cluster.nics.count", std::to_string(nics->count)});
-      p.overrides.push_back({"cluster.nics.bandwidth", rate});
-      p.defaults.emplace_back("nics=" + std::to_string(nics->count) + "x" + rate + " (hardware.inter_node)");
-    } else {
-      p.defaults.emplace_back("nics of " + topo + " (hardware.inter_node " +
-                              (run.hardware.inter_node.empty() ? "not given" : "states no rate") + ")");
-    }
-  }
-  if ((p.gpu_kind == "V100" || p.gpu_kind == "V100-16GB") && run.hardware.gpu_mem_gb && *run.hardware.gpu_mem_gb > 34)
-    return skip("hardware.gpu_mem_gb " + std::to_string(static_cast<int64_t>(*run.hardware.gpu_mem_gb)) +
-                " does not match a V100 (16 or 32 GB)");
-  if (p.gpu_kind == "V100-16GB") {
-    // The 16 GB V100: the 32 GB part's die, clocks and HBM2 bandwidth with half the memory.
-    p.overrides.push_back({"cluster.gpu.hbm_capacity", "16GiB"});
-    p.defaults.emplace_back("V100 16 GB = the V100 32 GB profile with hbm_capacity 16GiB");
-  }
-  if (p.gpu_kind == "H800" || p.gpu_kind == "A800" || p.gpu_kind == "A800-40GB") {
-    // H800 and A800 SXM: the H100 / A100 die with NVLink cut to 400 GB/s bidirectional.
-    p.overrides.push_back({"cluster.nvswitch.bandwidth", "200GBps"});
-    p.defaults.emplace_back(p.gpu_kind == "H800" ? "H800 = H100 SXM with NVLink 200 GB/s per direction"
-                                                 : "A800 = A100 SXM with NVLink 200 GB/s per direction");
-  }
-  p.peak_tflops = run.hardware.peak_tflops.value_or(0);
+  if (std::string why = map_hardware(run, options, p); !why.empty())
+    return skip(why);
 
   // Workload.
   std::ostringstream w;
@@ -508,15 +481,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     p.defaults.emplace_back("kv_heads=heads");
   w << "  ffn_hidden: " << *ffn << "\n  vocab: " << *m.vocab << "\n  seq_len: " << *m.seq_len << "\n";
   w << "  mlp: " << (swiglu ? "swiglu" : "gelu") << "\n";
-  p.defaults.emplace_back(std::string("mlp=") + (swiglu ? "swiglu" : "gelu") + " (" + why + ")");
+  p.defaults.push_back(mlp_rule.listed(facts));
   // Families published and trained without dropout (their configurations set the hidden and
   // attention dropout to 0): no dropout masks among the stored activations (docs/model.md).
-  for (const char* family : {"llama", "mistral", "mixtral", "qwen", "deepseek", "gemma", "nemotron", "gpt-oss"})
-    if (has(m.name, family)) {
-      w << "  dropout: false\n";
-      p.defaults.emplace_back(std::string("dropout=false (") + family + ")");
-      break;
-    }
+  if (const auto rule = first_rule(Mechanism::DROPOUT, facts)) {
+    w << "  dropout: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
+  }
   if (m.moe_experts.value_or(0) > 1) {
     p.moe = true;
     w << "  moe:\n    experts: " << *m.moe_experts << "\n";
@@ -577,16 +548,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // Llama 3's 4D parallelism): a record of a source from then that leaves `sp` empty gets it too,
   // unless its framework is DeepSpeed's, whose "sequence parallelism" (Ulysses) is another scheme
   // and which never had Megatron's; and where the sequence splits evenly over the TP ranks.
-  const bool nemo = has(run.framework, "nemo");
-  const bool recent = run.year && *run.year >= 2023; // the sources of 2023 on (also flash attention below)
-  const bool sp_era = recent && !has(run.framework, "deepspeed") && m.seq_len && *m.seq_len % tp == 0;
-  const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : nemo || sp_era);
+  facts.sequence_splits_over_tp = *m.seq_len % tp == 0;
+  const auto sp_rule = tp > 1 && !par.sp ? first_rule(Mechanism::SEQUENCE_PARALLEL, facts) : std::nullopt;
+  const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : sp_rule && std::get<bool>(sp_rule->value()));
   if (sp)
     w << "  sp: true\n";
-  if (sp && !par.sp)
-    p.defaults.emplace_back(nemo ? "sp=true (framework '" + run.framework + "')"
-                                 : "sp=true (tensor parallelism in a source from " + std::to_string(*run.year) +
-                                       ": sequence parallelism is its standard companion)");
+  if (sp && sp_rule)
+    p.defaults.push_back(sp_rule->listed(facts));
   if (etp > 0) {
     w << "  etp: " << etp << "\n";
     if (!etp_why.empty())
@@ -600,21 +568,18 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // the receiving stage (Narayanan et al. 2021, sec. 4.1; on by default there). DeepSpeed's
   // pipeline engine sends whole activations: Megatron-DeepSpeed, and Megatron-LM's layers under
   // DeepSpeed's pipeline ("DeepSpeed + Megatron-LM", MT-NLG).
-  if (pp > 1 && tp > 1 && !sp && has(run.framework, "megatron-lm") && !has(run.framework, "deepspeed")) {
-    w << "  pp_scatter_gather: true\n";
-    p.defaults.emplace_back("pp_scatter_gather=true (framework '" + run.framework + "')");
+  if (const auto rule = pp > 1 && tp > 1 && !sp ? first_rule(Mechanism::PP_SCATTER_GATHER, facts) : std::nullopt) {
+    w << "  pp_scatter_gather: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
   // The backward's TP all-reduce (with SP reduce-scatter) of a column-parallel linear's input
   // gradient runs beside its weight-gradient GEMM in Megatron-LM from 2022 (its asynchronous TP
   // all-reduce, then sequence parallelism's overlapped collectives), Megatron-Core, NeMo and
   // Transformer Engine; Megatron-LM of 2021 and the stacks built on it under DeepSpeed
   // (Megatron-DeepSpeed, "DeepSpeed + Megatron-LM") issue it after the block's backward.
-  if (tp > 1 && (has(run.framework, "deepspeed") || (run.year && *run.year < 2022))) {
-    w << "  tp_grad_overlap: false\n";
-    p.defaults.emplace_back("tp_grad_overlap=false (" +
-                            (has(run.framework, "deepspeed") ? "framework '" + run.framework + "'"
-                                                             : "a source from " + std::to_string(*run.year)) +
-                            ")");
+  if (const auto rule = tp > 1 ? first_rule(Mechanism::TP_GRAD_OVERLAP, facts) : std::nullopt) {
+    w << "  tp_grad_overlap: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
   int zero = 0;
   const std::string z = lower(par.zero_stage);
@@ -624,18 +589,17 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     zero = 3;
   } else if (!z.empty() && std::isdigit(static_cast<unsigned char>(z[0])) != 0) {
     zero = z[0] - '0';
-  } else if (z.empty() && nemo) {
-    // NeMo's recipes use the distributed optimizer (`distributed_fused_adam`): ZeRO-1.
-    zero = 1;
-    p.defaults.emplace_back("zero_stage=1 (distributed optimizer, framework '" + run.framework + "')");
   } else if (z.empty()) {
-    p.defaults.emplace_back("zero_stage=0");
+    const Applied rule = *first_rule(Mechanism::ZERO_STAGE, facts); // the table ends in a catch-all row
+    zero = std::get<int>(rule.value());
+    p.defaults.push_back(rule.listed(facts));
   } else {
     return skip("unrecognised zero_stage '" + par.zero_stage + "'");
   }
   if (zero > 3)
     return skip("zero_stage " + std::to_string(zero) + " does not exist");
   w << "  zero_stage: " << zero << "\n";
+  facts.zero_stage = zero;
   if (dp == 0)
     return skip("num_gpus " + std::to_string(gpus) + " is not divisible by tp*pp*cp = " + std::to_string(tp * pp * cp));
   if (par.dp && *par.dp != dp)
@@ -656,6 +620,7 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   else
     p.defaults.emplace_back("precision=bf16");
   w << "precision: " << precision << "\n";
+  facts.precision = precision == "fp8" ? Precision::FP8 : (precision == "fp16" ? Precision::FP16 : Precision::BF16);
 
   const std::string rc = lower(run.recompute);
   std::string recompute;
@@ -678,51 +643,31 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   } else {
     return skip("unrecognised recompute '" + run.recompute + "'");
   }
-  // Fused (FlashAttention-style) attention by framework: NeMo (2024), Composer/FSDP (MosaicML,
-  // 2023) and other PyTorch-native stacks use it, and so does every framework of a source from
-  // 2023 on (FlashAttention-2 and Transformer Engine's fused attention were the default by then);
-  // Megatron-LM and (Megatron-)DeepSpeed of 2021-22, and a run naming neither framework nor
-  // year, ran the unfused QKᵀ/softmax/dropout/AV kernels.
-  const std::string fw = lower(run.framework);
-  const bool flash = has(fw, "nemo") || has(fw, "composer") || has(fw, "fsdp") || has(fw, "torchtitan") ||
-                     has(fw, "flash") || recent;
-  p.defaults.emplace_back(std::string("flash_attention=") + (flash ? "true" : "false") + " (framework '" +
-                          (run.framework.empty() ? "none" : run.framework) + "'" +
-                          (recent ? ", source year " + std::to_string(*run.year) : std::string()) + ")");
-  w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << (flash ? "true" : "false") << "\n";
+  // Framework defaults (rules.cpp): fused attention, then the recipes' memory and overlap settings.
+  const Applied flash = *first_rule(Mechanism::FLASH_ATTENTION, facts); // the table ends in a catch-all row
+  p.defaults.push_back(flash.listed(facts));
+  w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << to_string(flash.value()) << "\n";
   if (!run.recompute_modules.empty())
     w << "  recompute_modules: " << flow_list(run.recompute_modules) << "\n";
-  // Memory settings of the recipe (docs/model.md). Megatron Bridge's FP8 current-scaling recipes
-  // keep fp8 primary weights (fp8_param_gather); a record may say otherwise.
+  // A record's own fp8_params wins over its framework's.
   bool fp8_params = run.fp8_params.value_or(false);
-  if (!run.fp8_params && precision == "fp8" && has(fw, "bridge")) {
-    fp8_params = true;
-    p.defaults.emplace_back("fp8_params=true (fp8 primary weights, framework '" + run.framework + "')");
+  if (const auto rule = !run.fp8_params ? first_rule(Mechanism::FP8_PARAMS, facts) : std::nullopt) {
+    fp8_params = std::get<bool>(rule->value());
+    p.defaults.push_back(rule->listed(facts));
   }
   if (fp8_params)
     w << "  fp8_params: true\n";
-  // NeMo's and Megatron Bridge's recipes overlap the distributed optimizer's parameter all-gather
-  // with the forward (overlap_param_gather; NeMo 1.0: overlap_param_sync).
-  if (nemo && (zero == 1 || zero == 2) && dp > 1) {
-    w << "  overlap_param_gather: true\n";
-    p.defaults.emplace_back("overlap_param_gather=true (framework '" + run.framework + "')");
+  if (const auto rule = dp > 1 ? first_rule(Mechanism::OVERLAP_PARAM_GATHER, facts) : std::nullopt) {
+    w << "  overlap_param_gather: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
-  // torchtitan's FSDP2 reduces gradients in fp32 under bf16 parameters (its default
-  // MixedPrecisionPolicy: mixed_precision_param bfloat16, mixed_precision_reduce float32).
-  // MosaicML's reference configs use Composer's PURE mixed precision: bf16 reductions.
-  if (has(fw, "torchtitan") && zero == 3 && precision != "fp16") {
-    w << "  grad_reduce_in_fp32: true\n";
-    p.defaults.emplace_back("grad_reduce_in_fp32=true (framework '" + run.framework +
-                            "': FSDP2 mixed_precision_reduce float32)");
+  if (const auto rule = first_rule(Mechanism::GRAD_REDUCE_IN_FP32, facts)) {
+    w << "  grad_reduce_in_fp32: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
-  // DeepSpeed's ZeRO-3 of 2021 (v0.3) gathered each parameter tensor on its own: a device
-  // synchronize, a Python loop building a view per rank, PyTorch's tensor-list all_gather (a copy
-  // per rank), and the same per-rank list for each gradient's reduce-scatter; a recomputed layer
-  // was gathered again for its backward. Later releases gather flat buffers ahead of the compute.
-  if (zero == 3 && has(fw, "deepspeed") && run.year && *run.year < 2022) {
-    w << "  zero3_fetch: blocking\n";
-    p.defaults.emplace_back("zero3_fetch=blocking (framework '" + run.framework + "', a source from " +
-                            std::to_string(*run.year) + ")");
+  if (const auto rule = first_rule(Mechanism::ZERO3_FETCH, facts)) {
+    w << "  zero3_fetch: " << to_string(rule->value()) << "\n";
+    p.defaults.push_back(rule->listed(facts));
   }
   if (run.offload_layers.value_or(0) > 0)
     w << "  offload_layers: " << *run.offload_layers << "\n";
@@ -744,11 +689,65 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   return p;
 }
 
+ClusterSpec plan_cluster(const RunPlan& plan, const std::vector<config::Override>& more) {
+  std::vector<config::Override> knobs = plan.overrides;
+  knobs.insert(knobs.end(), more.begin(), more.end());
+  ClusterSpec c = config::load_cluster(plan.cluster_file, knobs);
+  // A knob of the same key comes later, as a later --set would: it wins.
+  const auto free = [&](const char* key) {
+    return std::none_of(knobs.begin(), knobs.end(), [&](const config::Override& o) { return o.path == key; });
+  };
+  const ClusterSettings& s = plan.cluster;
+  if (c.fabric.kind == FabricKind::GRAPH && s.nodes > 0 && s.nodes != c.nodes && free("cluster.nodes"))
+    throw ConfigError(plan.cluster_file.string() + ": a graph fabric attaches its " + std::to_string(c.nodes) +
+                      " nodes by name; the run needs " + std::to_string(s.nodes));
+  if (s.gpus_per_node && free("cluster.gpus_per_node"))
+    c.gpus_per_node = static_cast<int>(*s.gpus_per_node);
+  if (s.nodes > 0 && free("cluster.nodes"))
+    c.nodes = static_cast<int>(s.nodes);
+  if (s.nics_per_node && free("cluster.nics.count"))
+    c.nics_per_node = static_cast<int>(*s.nics_per_node);
+  if (s.nic_gbps && free("cluster.nics.bandwidth"))
+    c.nic.bandwidth = BytesPerSec(*s.nic_gbps * (1e9 / 8)); // Gb/s in bytes per second
+  if (s.hbm_capacity && free("cluster.gpu.hbm_capacity"))
+    c.gpu.hbm_capacity = *s.hbm_capacity;
+  if (s.nvswitch_gbytes_per_s && free("cluster.nvswitch.bandwidth"))
+    c.nvswitch.bandwidth = BytesPerSec(*s.nvswitch_gbytes_per_s * 1e9);
+  return c;
+}
+
+std::vector<config::Override> set_options(const RunPlan& plan) {
+  const ClusterSettings& s = plan.cluster;
+  std::vector<config::Override> out;
+  const auto number = [](const char* format, double v) {
+    char text[48];
+    std::snprintf(text, sizeof text, format, v);
+    return std::string(text);
+  };
+  if (s.gpus_per_node)
+    out.push_back({"cluster.gpus_per_node", std::to_string(*s.gpus_per_node)});
+  if (s.nodes > 0)
+    out.push_back({"cluster.nodes", std::to_string(s.nodes)});
+  if (s.nics_per_node)
+    out.push_back({"cluster.nics.count", std::to_string(*s.nics_per_node)});
+  if (s.nic_gbps)
+    out.push_back({"cluster.nics.bandwidth", number("%gGbps", *s.nic_gbps)});
+  if (s.hbm_capacity) {
+    const double gib = s.hbm_capacity->value() / GIB;
+    out.push_back({"cluster.gpu.hbm_capacity", gib == std::floor(gib) ? number("%gGiB", gib)
+                                                                      : number("%gGB", s.hbm_capacity->value() / 1e9)});
+  }
+  if (s.nvswitch_gbytes_per_s)
+    out.push_back({"cluster.nvswitch.bandwidth", number("%gGBps", *s.nvswitch_gbytes_per_s)});
+  out.insert(out.end(), plan.overrides.begin(), plan.overrides.end());
+  return out;
+}
+
 double check_plan(RunPlan& plan, const std::filesystem::path& workload_file) {
   if (!plan.skip_reason.empty())
     return 0;
   try {
-    const ClusterSpec cluster = config::load_cluster(plan.cluster_file, plan.overrides);
+    const ClusterSpec cluster = plan_cluster(plan);
     WorkloadSpec workload = config::load_workload(workload_file, plan.overrides);
     config::check_layout(cluster, workload);
     const double peak = peak_flops(cluster.gpu, workload.precision).value() / 1e12;

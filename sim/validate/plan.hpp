@@ -31,6 +31,16 @@ struct PlanOptions {
   std::vector<config::Override> extra;      ///< applied after everything (calibrate's trial knobs)
 };
 
+/// What a record sets on its bundled topology, typed; each is a cluster key of the same meaning.
+struct ClusterSettings {
+  int64_t nodes = 0;                            ///< nodes (0: the topology's)
+  std::optional<int64_t> gpus_per_node;         ///< gpus_per_node: the record's node when not 8, or the job's GPUs
+  std::optional<int64_t> nics_per_node;         ///< nics.count, from hardware.inter_node
+  std::optional<double> nic_gbps;               ///< nics.bandwidth, Gb/s per NIC per direction
+  std::optional<double> nvswitch_gbytes_per_s;  ///< nvswitch.bandwidth, GB/s per GPU per direction
+  std::optional<Bytes> hbm_capacity;            ///< gpu.hbm_capacity
+};
+
 /// One run, ready to simulate, or skipped with a reason.
 struct RunPlan {
   std::string id;
@@ -40,7 +50,8 @@ struct RunPlan {
   std::string skip_reason;               ///< non-empty: not simulated
   std::filesystem::path cluster_file;    ///< bundled topology
   std::string workload_yaml;             ///< the generated workload file's text
-  std::vector<config::Override> overrides; ///< "cluster.*" (nodes, calibration knobs)
+  ClusterSettings cluster;               ///< what the record sets on the topology
+  std::vector<config::Override> overrides; ///< "cluster.*" knobs: calibration file, then PlanOptions::extra
   std::vector<std::string> defaults;     ///< every default used: "micro_batch=1 (not given)"
   Metric metric = Metric::ITERATION_TIME;
   double measured = 0;                   ///< the measured figure in the metric's unit
@@ -81,8 +92,18 @@ std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_p
 /// load the generated files (see check_plan).
 RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options);
 
-/// Loads the plan's cluster and workload (from `workload_file`, where the caller wrote
-/// workload_yaml) with the loader and checks the layout; on a ConfigError or ModelError sets
+/// The plan's cluster: the bundled topology with the knobs (`overrides`, then `more`) read by
+/// the loader, then the record's settings set on the spec, save a key a knob sets (the knob
+/// wins, as a later `--set` would). Throws ConfigError.
+ClusterSpec plan_cluster(const RunPlan& plan, const std::vector<config::Override>& more = {});
+
+/// The `--set` options that give plan_cluster's cluster with `stepsim run` (command.txt): the
+/// settings (gpus_per_node, nodes, nics.count, nics.bandwidth, gpu.hbm_capacity,
+/// nvswitch.bandwidth), then the knobs.
+std::vector<config::Override> set_options(const RunPlan& plan);
+
+/// Loads the plan's cluster (plan_cluster) and workload (from `workload_file`, where the caller
+/// wrote workload_yaml) with the loader and checks the layout; on a ConfigError or ModelError sets
 /// skip_reason to its message. Returns the peak FLOP/s the run's precision gets on the cluster
 /// (0 when skipped).
 double check_plan(RunPlan& plan, const std::filesystem::path& workload_file);

@@ -56,7 +56,7 @@ void write_all(int fd, const std::string& text) {
   std::string verdict;
   int code = 0;
   try {
-    const ClusterSpec cluster = config::load_cluster(plan.cluster_file, plan.overrides);
+    const ClusterSpec cluster = plan_cluster(plan);
     WorkloadSpec workload = config::load_workload(dir / "workload.yaml", plan.overrides);
     config::check_layout(cluster, workload);
     const runner::Simulation sim = runner::simulate(cluster, workload);
@@ -169,7 +169,7 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
       write_file_atomically(dir / "workload.yaml", [&](std::ostream& o) { o << r.plan.workload_yaml; });
       std::ofstream cmd(dir / "command.txt");
       cmd << "stepsim run --cluster " << r.plan.cluster_file.string() << " --workload " << (dir / "workload.yaml").string();
-      for (const auto& o : r.plan.overrides)
+      for (const auto& o : set_options(r.plan))
         cmd << " --set " << o.path << "=" << o.value;
       cmd << "\n";
       check_plan(r.plan, dir / "workload.yaml");

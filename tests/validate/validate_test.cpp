@@ -492,7 +492,8 @@ TEST(Plan, InterNodeNicsFromText) {
   EXPECT_EQ(nics("A100 80GB single node"), "none");
   EXPECT_EQ(nics(""), "none");
 
-  // In the plan: the NICs become cluster overrides and are listed with the defaults.
+  // In the plan: the NICs become typed cluster settings (and --set options in command.txt) and
+  // are listed with the defaults.
   std::string text = small_run("bloomlike", "bf16");
   text.replace(text.find("num_gpus: 8,"), 12, "num_gpus: 32,");
   text.replace(text.find("peak_tflops_assumed"), 19, "inter_node: 4x Omni-Path 100 Gb/s, peak_tflops_assumed");
@@ -502,12 +503,61 @@ TEST(Plan, InterNodeNicsFromText) {
   fs::remove_all(d);
   const validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_EQ(p.cluster.nics_per_node, 4);
+  EXPECT_EQ(p.cluster.nic_gbps, 100.0);
   std::string overrides;
-  for (const auto& o : p.overrides)
+  for (const auto& o : validate::set_options(p))
     overrides += o.path + "=" + o.value + ";";
   EXPECT_NE(overrides.find("cluster.nics.count=4;cluster.nics.bandwidth=100Gbps;"), std::string::npos) << overrides;
+  const ClusterSpec c = validate::plan_cluster(p);
+  EXPECT_EQ(c.nics_per_node, 4);
+  EXPECT_DOUBLE_EQ(c.nic.bandwidth.value(), 100e9 / 8);
   const std::string defaults = joined_defaults(p);
   EXPECT_NE(defaults.find("nics=4x100Gbps (hardware.inter_node)"), std::string::npos) << defaults;
+}
+
+// The record's cluster settings are typed values set on the loaded topology (no --set text read
+// back): an A800 40 GB job of two nodes gets its nodes, NICs and NVLink rate; the --set options
+// written to command.txt give the same cluster through the loader; a knob of the same key wins.
+TEST(Plan, ClusterSettingsAreTypedAndTheCommandGivesTheSameCluster) {
+  std::string text = small_run("a800", "bf16");
+  text.replace(text.find("gpu: A100-SXM4-80GB, num_gpus: 8,"), 33,
+               "gpu: A800-SXM4-40GB, inter_node: 8x 200 Gb/s HDR, num_gpus: 16,");
+  const fs::path d = temp_dir("typed-cluster");
+  const validate::RunPlan p = plan_first(d, "runs:\n" + text, true);
+  fs::remove_all(d);
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_EQ(p.cluster_file.filename(), "dgx-a100-40gb-superpod.yaml");
+  EXPECT_EQ(p.cluster.nodes, 2);
+  EXPECT_FALSE(p.cluster.gpus_per_node);
+  EXPECT_EQ(p.cluster.nics_per_node, 8);
+  EXPECT_EQ(p.cluster.nic_gbps, 200.0);
+  EXPECT_EQ(p.cluster.nvswitch_gbytes_per_s, 200.0);
+  for (const auto& o : p.overrides) // only the calibration knobs are text
+    EXPECT_EQ(o.path.rfind("cluster.gpu.", 0), 0u) << o.path;
+  const ClusterSpec c = validate::plan_cluster(p);
+  EXPECT_EQ(c.nodes, 2);
+  EXPECT_EQ(c.gpus_per_node, 8);
+  EXPECT_EQ(c.nics_per_node, 8);
+  EXPECT_DOUBLE_EQ(c.nic.bandwidth.value(), 200e9 / 8);
+  EXPECT_DOUBLE_EQ(c.nvswitch.bandwidth.value(), 200e9);
+  EXPECT_DOUBLE_EQ(c.gpu.gemm_efficiency, 0.82); // the A100 40 GB calibration knob
+  const ClusterSpec by_text = config::load_cluster(p.cluster_file, validate::set_options(p));
+  EXPECT_EQ(by_text.nodes, c.nodes);
+  EXPECT_EQ(by_text.gpus_per_node, c.gpus_per_node);
+  EXPECT_EQ(by_text.nics_per_node, c.nics_per_node);
+  EXPECT_EQ(by_text.nic.bandwidth.value(), c.nic.bandwidth.value());
+  EXPECT_EQ(by_text.nvswitch.bandwidth.value(), c.nvswitch.bandwidth.value());
+  EXPECT_EQ(by_text.gpu.hbm_capacity.value(), c.gpu.hbm_capacity.value());
+  EXPECT_EQ(by_text.gpu.gemm_efficiency, c.gpu.gemm_efficiency);
+  EXPECT_EQ(validate::plan_cluster(p, {{"cluster.nodes", "4"}}).nodes, 4);
+  // Capacities: a whole number of GiB is written in GiB, others in GB.
+  validate::RunPlan q = p;
+  q.cluster.hbm_capacity = Bytes(16.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(validate::set_options(q).at(3).value, "16GiB"); // after nodes and the NICs
+  q.cluster.hbm_capacity = Bytes(144e9);
+  EXPECT_EQ(validate::set_options(q).at(3).value, "144GB");
+  EXPECT_EQ(validate::plan_cluster(q).gpu.hbm_capacity.value(), 144e9);
 }
 
 // Field forms the schema's records use besides its own: sp as a boolean, fsdp as a strategy name.
@@ -584,7 +634,7 @@ TEST(Plan, PcieCardsAreSkippedGraceHopperAndExportPartsMapOntoTheirDies) {
   EXPECT_EQ(p.cluster_file.filename(), "h200-cluster.yaml");
   write(d / "w.yaml", p.workload_yaml);
   EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
-  const ClusterSpec c = config::load_cluster(p.cluster_file, p.overrides);
+  const ClusterSpec c = validate::plan_cluster(p);
   EXPECT_EQ(c.gpu.kind, "H200-SXM-141GB");
   EXPECT_DOUBLE_EQ(c.gpu.hbm_capacity.value(), 96e9);
   EXPECT_EQ(c.gpus_per_node, 4);
@@ -598,7 +648,7 @@ TEST(Plan, PcieCardsAreSkippedGraceHopperAndExportPartsMapOntoTheirDies) {
     p = plan_for(std::string("gpu: ") + card + ", num_gpus: 8, gpus_per_node: 8");
     ASSERT_TRUE(p.skip_reason.empty()) << card << ": " << p.skip_reason;
     EXPECT_EQ(p.cluster_file.filename(), topo) << card;
-    const ClusterSpec x = config::load_cluster(p.cluster_file, p.overrides);
+    const ClusterSpec x = validate::plan_cluster(p);
     EXPECT_EQ(x.gpu.kind, kind) << card;
     EXPECT_DOUBLE_EQ(x.nvswitch.bandwidth.value(), 200e9) << card;
     config::MeasuredHardware named;
@@ -832,7 +882,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
     write(d / "w.yaml", p.workload_yaml);
     EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
-    const ClusterSpec c = config::load_cluster(p.cluster_file, p.overrides);
+    const ClusterSpec c = validate::plan_cluster(p);
     EXPECT_EQ(c.gpu.kind, "GB200-186GB");
     EXPECT_EQ(c.gpus_per_node, 72); // the rack, not the record's compute tray
     EXPECT_EQ(c.nodes, 2);
@@ -843,7 +893,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     text.replace(text.find("global_batch_seqs: 36,"), 22, "global_batch_seqs: 32,");
     p = plan_first(d, "runs:\n" + text, true);
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
-    const ClusterSpec c64 = config::load_cluster(p.cluster_file, p.overrides);
+    const ClusterSpec c64 = validate::plan_cluster(p);
     EXPECT_EQ(c64.gpus_per_node, 64);
     EXPECT_EQ(c64.nodes, 2);
     const std::string defaults = joined_defaults(p);
@@ -879,7 +929,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
                                                 "inter_node: 8x 100 Gb/s EDR InfiniBand");
     EXPECT_EQ(p.cluster_file.filename(), "dgx2-v100.yaml");
     EXPECT_NEAR(validate::check_plan(p, d / "w.yaml"), 125.0, 1e-9) << p.skip_reason;
-    ClusterSpec c = config::load_cluster(p.cluster_file, p.overrides);
+    ClusterSpec c = validate::plan_cluster(p);
     EXPECT_EQ(c.gpu.kind, "V100-SXM2-32GB");
     EXPECT_EQ(c.gpus_per_node, 16);
     EXPECT_EQ(c.nodes, 2);
@@ -892,7 +942,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     p = plan_of("fp16", "gpu: V100-SXM2-16GB, gpu_mem_gb: 16, num_gpus: 32, gpus_per_node: 8");
     EXPECT_EQ(p.cluster_file.filename(), "dgx1-v100.yaml");
     EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
-    c = config::load_cluster(p.cluster_file, p.overrides);
+    c = validate::plan_cluster(p);
     EXPECT_DOUBLE_EQ(c.gpu.hbm_capacity.value(), 16.0 * 1024 * 1024 * 1024);
     EXPECT_EQ(c.nodes, 4);
     // A DGX-2 job on fewer GPUs than a node stays on the DGX-2's NVSwitch, not the DGX-1's mesh.
@@ -923,7 +973,7 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
   write(d / "w.yaml", p.workload_yaml);
   EXPECT_NEAR(validate::check_plan(p, d / "w.yaml"), 312.0, 1e-9);
   EXPECT_TRUE(p.skip_reason.empty()) << p.skip_reason;
-  const ClusterSpec c = config::load_cluster(p.cluster_file, p.overrides);
+  const ClusterSpec c = validate::plan_cluster(p);
   EXPECT_EQ(c.gpu.kind, "A100-SXM4-40GB");
   EXPECT_DOUBLE_EQ(c.gpu.hbm_bandwidth.value(), 1555e9);
   fs::remove_all(d);
@@ -1041,7 +1091,8 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
 }
 
 // Every bundled published run maps onto a bundled topology and a layout the loader accepts (no
-// simulation): the mapping covers the records' GPU names, frameworks and field forms.
+// simulation): the mapping covers the records' GPU names, frameworks and field forms. The
+// cluster the typed settings give is the one command.txt's --set options give the loader.
 TEST(Validate, EveryBundledRunMaps) {
   for (const auto& [file, at_least] : {std::pair{"tests/validate/data/measured_runs.yaml", 23u},
                                        std::pair{"tests/validate/data/fit_runs.yaml", 5u},
@@ -1055,6 +1106,15 @@ TEST(Validate, EveryBundledRunMaps) {
       write(d / "w.yaml", p.workload_yaml);
       EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << run.id;
       EXPECT_TRUE(p.skip_reason.empty()) << run.id << ": " << p.skip_reason;
+      const ClusterSpec typed = validate::plan_cluster(p);
+      const ClusterSpec by_text = config::load_cluster(p.cluster_file, validate::set_options(p));
+      EXPECT_EQ(typed.nodes, by_text.nodes) << run.id;
+      EXPECT_EQ(typed.gpus_per_node, by_text.gpus_per_node) << run.id;
+      EXPECT_EQ(typed.nics_per_node, by_text.nics_per_node) << run.id;
+      EXPECT_EQ(typed.nic.bandwidth.value(), by_text.nic.bandwidth.value()) << run.id;
+      EXPECT_EQ(typed.nvswitch.bandwidth.value(), by_text.nvswitch.bandwidth.value()) << run.id;
+      EXPECT_EQ(typed.gpu.hbm_capacity.value(), by_text.gpu.hbm_capacity.value()) << run.id;
+      EXPECT_EQ(typed.gpu.gemm_efficiency, by_text.gpu.gemm_efficiency) << run.id;
     }
     fs::remove_all(d);
   }
@@ -1088,7 +1148,7 @@ TEST(Validate, TheLedgerFitsTheBundledRunsButTheListedOnes) {
       const validate::RunPlan p = validate::plan_run(run, {.topologies = src("topologies"), .calibration = true, .extra = {}});
       ASSERT_TRUE(p.skip_reason.empty()) << run.id << ": " << p.skip_reason;
       write(d / "w.yaml", p.workload_yaml);
-      const ClusterSpec cluster = config::load_cluster(p.cluster_file, p.overrides);
+      const ClusterSpec cluster = validate::plan_cluster(p);
       WorkloadSpec w = config::load_workload(d / "w.yaml", p.overrides);
       config::check_layout(cluster, w);
       double peak = 0;
