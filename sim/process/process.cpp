@@ -1,5 +1,6 @@
 #include "process/process.hpp"
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -52,21 +53,6 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-void write_fully(int fd, const std::string& text) {
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return; // the parent is gone: nobody to tell
-    }
-    p += w;
-    left -= static_cast<std::size_t>(w);
-  }
-}
-
 /// The child's stdin from /dev/null; stdout and stderr where `output` says.
 void redirect_stdio(Output output, int capture_fd) {
   const int devnull = ::open("/dev/null", O_RDWR);
@@ -95,7 +81,7 @@ std::string envelope_text(const Message& envelope) {
   if (!argv.empty())
     ::execvp(args[0], args.data()); // the message pipe is close-on-exec: success closes it
   const std::string why = argv.empty() ? "empty command" : "cannot run '" + argv[0] + "': " + errno_text();
-  write_fully(message_fd, envelope_text(Message{{"exception", why}}));
+  (void)write_fully(message_fd, envelope_text(Message{{"exception", why}})); // nobody to tell if it fails
   ::_exit(EXEC_FAILED_EXIT);
 }
 
@@ -127,7 +113,7 @@ std::string envelope_text(const Message& envelope) {
     text = envelope_text(Message{{"exception", "unknown exception"}});
     code = 1;
   }
-  write_fully(message.write, text);
+  (void)write_fully(message.write, text); // the parent is gone if this fails
   std::fflush(nullptr);
   ::_exit(code); // no atexit handlers of the parent (gtest, SimGrid) run in the child
 }

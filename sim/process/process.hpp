@@ -40,7 +40,8 @@ struct Job {
 enum class Output {
   CAPTURE, ///< both into the outcome's `output`, in the order written
   DISCARD, ///< /dev/null
-  INHERIT, ///< the parent's (a child writes into the parent's terminal: ask for it)
+  INHERIT, ///< the parent's: only when asked (the child's own process group is not the
+           ///< terminal's foreground, so Ctrl-C reaches it through the parent's death)
 };
 
 struct SpawnOptions {
