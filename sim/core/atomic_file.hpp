@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <ostream>
+#include <string>
 #include <vector>
 
 namespace stepsim {
@@ -18,5 +19,9 @@ void write_file_atomically(const std::filesystem::path& path,
 /// of `paths` that cannot be written (a directory in its place, a parent that cannot be created,
 /// a directory that refuses new files), so that a failure leaves none of them written.
 void check_output_targets(const std::vector<std::filesystem::path>& paths);
+
+/// Writes all of `text` to `fd`, retrying short writes and EINTR. False on any other error
+/// (errno says which).
+bool write_fully(int fd, const std::string& text);
 
 } // namespace stepsim

@@ -130,8 +130,9 @@ struct PlanResult {
 /// of enumeration. Simulations fork: call from a process that has not started SimGrid.
 PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const PlanOptions& options);
 
-/// Simulates each of `specs` in its own forked child (runner::simulate), at most `jobs` at once,
-/// and returns their summary figures in order. A failed child is reported, not thrown.
+/// Simulates each of `specs` in its own child process (runner::simulate), at most `jobs` at once,
+/// and returns their summary figures in order. A failed child is reported, not thrown; Error is
+/// thrown only when a process cannot be started.
 std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs, int jobs);
 
 } // namespace stepsim::planner

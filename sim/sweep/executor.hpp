@@ -1,7 +1,8 @@
 #pragma once
-// Runs sweep configurations, each in its own forked process (SimGrid allows one simulation per
-// process), at most `jobs` at a time. The parent never starts SimGrid: it only forks, waits and
-// collects each child's verdict through a pipe.
+// Runs sweep configurations, each in its own child process (SimGrid allows one simulation per
+// process), at most `jobs` at a time, on process/process.hpp's pool: children die with the sweep
+// and print nothing. The parent never starts SimGrid: it only forks, waits and collects each
+// child's verdict, its message.
 
 #include "runner/simulate.hpp"
 #include "sweep/plan.hpp"
@@ -30,7 +31,8 @@ using OnTick = std::function<void()>;
 /// Runs every configuration of `pending`. In a child: load the cluster and workload with the
 /// configuration's overrides, check the layout, simulate, summarize. ConfigError and ModelError
 /// give a skipped row with the message as reason; any other error, a crash, or the timeout give
-/// a failed row. Throws Error only when processes cannot be created.
+/// a failed row. Throws Error only when processes cannot be created; then, or when a callback
+/// throws, the running children are killed and reaped first.
 void execute(const std::vector<const SweepConfig*>& pending, const ExecuteOptions& options,
              const OnFinished& on_finished, const OnTick& on_tick);
 

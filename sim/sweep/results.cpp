@@ -409,21 +409,4 @@ void ResultLog::rewrite_sorted() {
   open_for_append();
 }
 
-bool write_fully(int fd, const std::string& text) {
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return false;
-    }
-    p += w;
-    left -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
 } // namespace stepsim::sweep

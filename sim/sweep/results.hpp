@@ -118,8 +118,4 @@ private:
   int csv_fd_ = -1;
 };
 
-/// Writes all of `text` to `fd`, retrying short writes and EINTR. False on any other error
-/// (errno says which).
-bool write_fully(int fd, const std::string& text);
-
 } // namespace stepsim::sweep

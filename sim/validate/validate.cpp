@@ -6,107 +6,25 @@
 #include "report/summary.hpp"
 #include "runner/simulate.hpp"
 
+#include "process/process.hpp"
+
 #include <algorithm>
-#include <map>
-#include <cerrno>
-#include <chrono>
 #include <cmath>
-#include <csignal>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <set>
 #include <sstream>
-
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace stepsim::validate {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string one_line(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   std::replace(s.begin(), s.end(), '\r', ' ');
   return s;
-}
-
-void write_all(int fd, const std::string& text) {
-  const char* p = text.data();
-  std::size_t n = text.size();
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return;
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
-/// In the child: simulate and report "ok STEP_TIME" or "error MESSAGE" through `fd`. Never returns.
-[[noreturn]] void child_main(const RunPlan& plan, const std::filesystem::path& dir, int fd) {
-  std::string verdict;
-  int code = 0;
-  try {
-    const ClusterSpec cluster = plan_cluster(plan);
-    WorkloadSpec workload = config::load_workload(dir / "workload.yaml", plan.overrides);
-    config::check_layout(cluster, workload);
-    const runner::Simulation sim = runner::simulate(cluster, workload);
-    write_file_atomically(dir / "summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
-    std::ostringstream v;
-    const report::MemoryReport& mem = sim.summary.memory;
-    // The step's model and hardware FLOPs as the summary counts them for this architecture.
-    const report::Summary& s = sim.summary;
-    const double model_flops = s.tflops_per_gpu * 1e12 * s.step_time.value() * s.num_gpus;
-    const double hardware_flops = s.mfu > 0 ? model_flops * s.hfu / s.mfu : 0.0;
-    v << std::setprecision(17) << "ok " << sim.summary.step_time.value() << ' ' << mem.worst.peak().value() << ' '
-      << mem.capacity.value() << ' ' << mem.worst_stage << ' ' << mem.host_peak.value() << ' '
-      << (mem.fits_in_memory ? 1 : 0) << ' ' << model_flops << ' ' << hardware_flops;
-    verdict = v.str();
-  } catch (const std::exception& e) {
-    verdict = "error " + one_line(e.what());
-    code = 1;
-  }
-  write_all(fd, verdict);
-  ::close(fd);
-  std::fflush(nullptr);
-  ::_exit(code);
-}
-
-struct Child {
-  std::size_t index = 0;
-  pid_t pid = -1;
-  int fd = -1;
-  std::string data;
-  Clock::time_point started;
-  bool timed_out = false;
-};
-
-Child spawn(std::size_t index, const RunPlan& plan, const std::filesystem::path& dir) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw Error(std::string("validate: cannot create a pipe: ") + std::strerror(errno));
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw Error(std::string("validate: cannot fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    child_main(plan, dir, fds[1]);
-  }
-  ::close(fds[1]);
-  return Child{.index = index, .pid = pid, .fd = fds[0], .data = {}, .started = Clock::now(), .timed_out = false};
 }
 
 std::string join(const std::vector<std::string>& parts, const char* sep) {
@@ -134,6 +52,58 @@ std::string fmt(double v, int precision) {
 /// Digits that suit a metric's magnitude.
 int digits(double v) {
   return std::abs(v) >= 100 ? 1 : (std::abs(v) >= 10 ? 2 : 3);
+}
+
+/// In the child: simulate; the figures of the step are its message.
+process::Message simulate_run(const RunPlan& plan, const std::filesystem::path& dir) {
+  const ClusterSpec cluster = plan_cluster(plan);
+  WorkloadSpec workload = config::load_workload(dir / "workload.yaml", plan.overrides);
+  config::check_layout(cluster, workload);
+  const runner::Simulation sim = runner::simulate(cluster, workload);
+  write_file_atomically(dir / "summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
+  const report::MemoryReport& mem = sim.summary.memory;
+  // The step's model and hardware FLOPs as the summary counts them for this architecture.
+  const report::Summary& s = sim.summary;
+  const double model_flops = s.tflops_per_gpu * 1e12 * s.step_time.value() * s.num_gpus;
+  const double hardware_flops = s.mfu > 0 ? model_flops * s.hfu / s.mfu : 0.0;
+  return process::Message{{"step_time_s", process::number(s.step_time.value())},
+                          {"peak_bytes", process::number(mem.worst.peak().value())},
+                          {"capacity_bytes", process::number(mem.capacity.value())},
+                          {"peak_stage", mem.worst_stage},
+                          {"host_bytes", process::number(mem.host_peak.value())},
+                          {"fits", mem.fits_in_memory},
+                          {"model_flops", process::number(model_flops)},
+                          {"hardware_flops", process::number(hardware_flops)}};
+}
+
+/// A finished child's row: its figures, or why there are none.
+void record(RunResult& r, const process::Outcome& child, double timeout_s) {
+  r.wall_s = child.wall_s;
+  if (child.message) {
+    const process::Message& m = *child.message;
+    r.step_time_s = process::number_of(m.at("step_time_s"));
+    r.peak_bytes = process::number_of(m.at("peak_bytes"));
+    r.capacity_bytes = process::number_of(m.at("capacity_bytes"));
+    m.at("peak_stage").get_to(r.peak_stage);
+    r.host_bytes = process::number_of(m.at("host_bytes"));
+    r.fits_memory = m.at("fits").get<bool>();
+    const StepFlops flops{.model = process::number_of(m.at("model_flops")),
+                          .hardware = process::number_of(m.at("hardware_flops"))};
+    r.status = RunStatus::OK;
+    r.predicted = predicted_metric(r.plan, Seconds(r.step_time_s), flops);
+    r.error_pct = (r.predicted - r.plan.measured) / r.plan.measured * 100.0;
+    r.reason = r.plan.defaults.empty() ? "" : "defaults: " + join(r.plan.defaults, "; ");
+    return;
+  }
+  r.status = RunStatus::FAILED;
+  if (child.timed_out)
+    r.reason = "timed out after " + fmt(timeout_s, 0) + " s";
+  else if (!child.exception.empty())
+    r.reason = one_line(child.exception);
+  else if (child.signal != 0)
+    r.reason = std::string("simulation died: ") + strsignal(child.signal);
+  else
+    r.reason = "simulation failed (exit " + std::to_string(child.exit_code) + ")";
 }
 
 } // namespace
@@ -189,78 +159,27 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
       pending.push_back(i);
   std::stable_sort(pending.begin(), pending.end(),
                    [&](std::size_t a, std::size_t b) { return results[a].plan.num_gpus > results[b].plan.num_gpus; });
-  const std::size_t jobs = static_cast<std::size_t>(std::max(1, options.jobs));
-  std::size_t next = 0;
-  std::vector<Child> running;
-  while (next < pending.size() || !running.empty()) {
-    while (running.size() < jobs && next < pending.size()) {
-      const std::size_t i = pending[next++];
-      running.push_back(spawn(i, results[i].plan, dirs[i]));
-    }
-    std::vector<pollfd> fds;
-    for (const Child& c : running)
-      fds.push_back(pollfd{c.fd, POLLIN, 0});
-    const int ready = ::poll(fds.data(), fds.size(), 200);
-    if (ready < 0 && errno != EINTR)
-      throw Error(std::string("validate: poll failed: ") + std::strerror(errno));
-    std::vector<std::size_t> done;
-    for (std::size_t k = 0; k < running.size(); ++k) {
-      Child& c = running[k];
-      if (ready > 0 && (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-        char buf[4096];
-        const ssize_t n = ::read(c.fd, buf, sizeof buf);
-        if (n > 0) {
-          c.data.append(buf, static_cast<std::size_t>(n));
-        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-          done.push_back(k);
-          continue;
+  const process::PoolOptions pool{
+      .jobs = options.jobs, .spawn = {.output = process::Output::CAPTURE, .timeout_s = options.timeout_s}, .name = "validate"};
+  process::run_each(
+      pending.size(),
+      [&](std::size_t k) {
+        const std::size_t i = pending[k];
+        return process::Job{.body = [&, i] { return simulate_run(results[i].plan, dirs[i]); }, .argv = {}};
+      },
+      pool,
+      [&](std::size_t k, process::Outcome&& child) {
+        RunResult& r = results[pending[k]];
+        record(r, child, options.timeout_s);
+        if (!child.output.empty()) // what the simulation printed, kept beside its summary
+          write_file_atomically(dirs[pending[k]] / "output.log", [&](std::ostream& o) { o << child.output; });
+        if (progress != nullptr) {
+          *progress << "  " << r.plan.id << ": " << to_string(r.status);
+          if (r.status == RunStatus::OK)
+            *progress << ", step " << fmt(r.step_time_s, 3) << " s, error " << fmt(r.error_pct, 1) << " %";
+          *progress << " (" << fmt(r.wall_s, 1) << " s wall)\n" << std::flush;
         }
-      }
-      if (options.timeout_s > 0 && !c.timed_out &&
-          std::chrono::duration<double>(Clock::now() - c.started).count() > options.timeout_s) {
-        c.timed_out = true;
-        ::kill(c.pid, SIGKILL);
-      }
-    }
-    for (auto it = done.rbegin(); it != done.rend(); ++it) {
-      Child c = std::move(running[*it]);
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(*it));
-      ::close(c.fd);
-      int status = 0;
-      while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      RunResult& r = results[c.index];
-      r.wall_s = std::chrono::duration<double>(Clock::now() - c.started).count();
-      if (c.data.rfind("ok ", 0) == 0) {
-        std::istringstream verdict(c.data.substr(3));
-        int fits = 1;
-        StepFlops flops;
-        verdict >> r.step_time_s >> r.peak_bytes >> r.capacity_bytes >> r.peak_stage >> r.host_bytes >> fits >>
-            flops.model >> flops.hardware;
-        r.fits_memory = fits != 0;
-        r.status = RunStatus::OK;
-        r.predicted = predicted_metric(r.plan, Seconds(r.step_time_s), flops);
-        r.error_pct = (r.predicted - r.plan.measured) / r.plan.measured * 100.0;
-        r.reason = r.plan.defaults.empty() ? "" : "defaults: " + join(r.plan.defaults, "; ");
-      } else {
-        r.status = RunStatus::FAILED;
-        if (c.timed_out)
-          r.reason = "timed out after " + fmt(options.timeout_s, 0) + " s";
-        else if (c.data.rfind("error ", 0) == 0)
-          r.reason = c.data.substr(6);
-        else if (WIFSIGNALED(status))
-          r.reason = std::string("simulation died: ") + strsignal(WTERMSIG(status));
-        else
-          r.reason = "simulation failed (exit " + std::to_string(WEXITSTATUS(status)) + ")";
-      }
-      if (progress != nullptr) {
-        *progress << "  " << r.plan.id << ": " << to_string(r.status);
-        if (r.status == RunStatus::OK)
-          *progress << ", step " << fmt(r.step_time_s, 3) << " s, error " << fmt(r.error_pct, 1) << " %";
-        *progress << " (" << fmt(r.wall_s, 1) << " s wall)\n" << std::flush;
-      }
-    }
-  }
+      });
   return results;
 }
 
