@@ -2,6 +2,7 @@
 
 #include "config/config.hpp"
 #include "core/error.hpp"
+#include "core/vocabulary.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -77,22 +79,22 @@ void write_fd(int fd, const std::string& text) { (void)write_fully(fd, text); }
     const runner::Simulation sim = runner::simulate(cluster, workload, options.simulate);
     std::ostringstream summary;
     report::write_summary_json(summary, sim.summary);
-    verdict["status"] = "ok";
+    verdict["status"] = std::string(to_string(RunStatus::OK));
     verdict["summary"] = nlohmann::ordered_json::parse(summary.str());
   } catch (const ConfigError& e) {
-    verdict["status"] = "skipped";
+    verdict["status"] = std::string(to_string(RunStatus::SKIPPED));
     verdict["reason"] = e.what();
   } catch (const ModelError& e) {
-    verdict["status"] = "skipped";
+    verdict["status"] = std::string(to_string(RunStatus::SKIPPED));
     verdict["reason"] = e.what();
   } catch (const SimulationError& e) {
-    verdict["status"] = "failed";
+    verdict["status"] = std::string(to_string(RunStatus::FAILED));
     verdict["reason"] = std::string("simulation error: ") + e.what();
   } catch (const std::exception& e) {
-    verdict["status"] = "failed";
+    verdict["status"] = std::string(to_string(RunStatus::FAILED));
     verdict["reason"] = std::string("error: ") + e.what();
   } catch (...) {
-    verdict["status"] = "failed";
+    verdict["status"] = std::string(to_string(RunStatus::FAILED));
     verdict["reason"] = "unknown exception";
   }
   write_fd(fd, verdict.dump());
@@ -105,7 +107,7 @@ Row verdict_row(const Child& child, int status, double timeout_s) {
   row.id = child.config->id;
   row.index = child.config->index;
   row.config = child.config->swept;
-  row.status = RowStatus::FAILED;
+  row.status = RunStatus::FAILED;
   const auto verdict = nlohmann::ordered_json::parse(child.data, nullptr, false);
   const bool parsed = !verdict.is_discarded() && verdict.is_object() && verdict.contains("status");
   if (parsed && verdict.contains("hbm_capacity_bytes")) {
@@ -129,12 +131,12 @@ Row verdict_row(const Child& child, int status, double timeout_s) {
                  " without a verdict";
     return row;
   }
-  const std::string s = verdict["status"].get<std::string>();
-  if (s == "ok" && verdict.contains("summary")) {
-    row.status = RowStatus::OK;
+  const std::optional<RunStatus> s = run_status_by_name_or_null(verdict["status"].get<std::string>());
+  if (s == RunStatus::OK && verdict.contains("summary")) {
+    row.status = RunStatus::OK;
     row.summary_json = verdict["summary"].dump();
-  } else if (s == "skipped") {
-    row.status = RowStatus::SKIPPED;
+  } else if (s == RunStatus::SKIPPED) {
+    row.status = RunStatus::SKIPPED;
     row.reason = one_line(verdict.value("reason", std::string("skipped")));
   } else {
     row.reason = one_line(verdict.value("reason", std::string("failed")));

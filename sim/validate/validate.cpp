@@ -138,15 +138,6 @@ int digits(double v) {
 
 } // namespace
 
-const char* to_string(RunStatus s) {
-  switch (s) {
-  case RunStatus::OK: return "ok";
-  case RunStatus::SKIPPED: return "skipped";
-  case RunStatus::FAILED: return "failed";
-  }
-  return "?";
-}
-
 std::vector<RunResult> validate_runs(const config::RunsFile& runs, const ValidateOptions& options,
                                      std::ostream* progress) {
   std::set<std::string> only(options.only.begin(), options.only.end());
