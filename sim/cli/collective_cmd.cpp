@@ -8,6 +8,7 @@
 #include "config/config.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/vocabulary.hpp"
 #include "engine/replay.hpp"
 #include "graph/step_builder.hpp"
 
@@ -37,17 +38,19 @@ options:
   --set PATH=VALUE       override a cluster key: --set cluster.nodes=2
 )";
 
-graph::CollectiveOp graph_op(collectives::Op op) {
-  switch (op) {
-  case collectives::Op::ALL_REDUCE: return graph::CollectiveOp::ALL_REDUCE;
-  case collectives::Op::ALL_GATHER: return graph::CollectiveOp::ALL_GATHER;
-  case collectives::Op::REDUCE_SCATTER: return graph::CollectiveOp::REDUCE_SCATTER;
-  case collectives::Op::SEND: return graph::CollectiveOp::SEND;
-  case collectives::Op::BROADCAST: return graph::CollectiveOp::BROADCAST;
-  case collectives::Op::REDUCE: return graph::CollectiveOp::REDUCE;
-  case collectives::Op::ALL_TO_ALL: return graph::CollectiveOp::ALL_TO_ALL;
-  }
-  return graph::CollectiveOp::ALL_REDUCE;
+/// The command's name of `op` (--op, the table's title, the CSV's op column): the vocabulary's
+/// name, except "p2p" for a send (nccl-tests' sendrecv).
+std::string_view op_cli_name(CollectiveOp op) { return op == CollectiveOp::SEND ? "p2p" : to_string(op); }
+
+/// Parses an --op name of op_cli_name. Throws ConfigError.
+CollectiveOp op_from_cli_name(std::string_view text) {
+  if (text == op_cli_name(CollectiveOp::SEND))
+    return CollectiveOp::SEND;
+  if (const auto op = collective_op_by_name_or_null(text); op && *op != CollectiveOp::SEND)
+    return *op;
+  throw ConfigError(
+      "expected one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, p2p, found '" +
+      std::string(text) + "'");
 }
 
 /// One message size: whole bytes, from 1 B to 1 TiB (a step's largest collective is a few GiB).
@@ -86,7 +89,7 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::string sizes_text = args.value("--sizes", "1MiB:8GiB");
   const std::string algorithm_text = args.value("--algorithm", "auto");
   const std::string csv_file = args.value("--csv", "");
-  const engine::CollectiveForm form = parse_collective_form(args.value("--collectives", "auto"));
+  const CollectiveForm form = parse_collective_form(args.value("--collectives", "auto"));
   const std::vector<config::Override> overrides = overrides_from(args);
   for (const config::Override& o : overrides) // no workload here: every override is a cluster key
     if (!o.path.starts_with("cluster.") || o.path.size() == std::string_view("cluster.").size())
@@ -94,10 +97,10 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
                         ": `stepsim collective` reads only a cluster; name a cluster key, e.g. --set cluster.nodes=2");
   args.finish();
 
-  collectives::Op op;
+  CollectiveOp op;
   collectives::Algorithm algorithm;
   try {
-    op = collectives::parse_op(op_text);
+    op = op_from_cli_name(op_text);
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--op: ") + e.what());
   }
@@ -106,7 +109,7 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--algorithm: ") + e.what());
   }
-  if (op == collectives::Op::SEND && algorithm != collectives::Algorithm::AUTO)
+  if (op == CollectiveOp::SEND && algorithm != collectives::Algorithm::AUTO)
     throw ConfigError("--algorithm " + algorithm_text + ": a point-to-point send has no algorithm to choose (omit it)");
   int n = 0;
   try {
@@ -121,7 +124,7 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
                       gpus_text + "'");
 
   std::vector<graph::Rank> ranks;
-  if (op == collectives::Op::SEND)
+  if (op == CollectiveOp::SEND)
     ranks = {0, n - 1};
   else
     for (int i = 0; i < n; ++i)
@@ -132,16 +135,16 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
     shape.gpus_per_node = cluster.gpus_per_node;
     shape.nics_per_node = cluster.nics_per_node;
     shape.nvls = cluster.nvls.enabled && cluster.intra == IntraNodeKind::NVSWITCH;
-    if (op != collectives::Op::SEND && !collectives::applicable(op, algorithm, ranks, shape))
+    if (op != CollectiveOp::SEND && !collectives::applicable(op, algorithm, ranks, shape))
       throw ConfigError("--algorithm: " + std::string(collectives::to_string(algorithm)) + " cannot run " +
-                        std::string(collectives::to_string(op)) + " over " + std::to_string(n) + " GPUs of this cluster");
+                        std::string(op_cli_name(op)) + " over " + std::to_string(n) + " GPUs of this cluster");
   }
 
   graph::StepProgram prog;
   for (size_t i = 0; i < sizes.size(); ++i) {
     graph::Task t;
     t.group = graph::CommGroup::DP;
-    t.op = graph_op(op);
+    t.op = op;
     t.stream = graph::Stream::DP_COMM;
     t.rank = 0;
     t.bytes = sizes[i];
@@ -170,14 +173,14 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   for (size_t i = 0; i < sizes.size(); ++i) {
     const double t = r.end[i].value() - r.start[i].value();
     const double algbw = t > 0 ? sizes[i].value() / t / 1e9 : 0.0;
-    std::string name = op == collectives::Op::SEND ? "direct" : std::string(collectives::to_string(algorithm));
-    if (op != collectives::Op::SEND)
+    std::string name = op == CollectiveOp::SEND ? "direct" : std::string(collectives::to_string(algorithm));
+    if (op != CollectiveOp::SEND)
       name = std::string(collectives::to_string(r.algorithm[i]));
     rows.push_back({sizes[i].value(), t, algbw, algbw * collectives::bus_factor(op, nr), name});
   }
 
   char line[256];
-  std::snprintf(line, sizeof line, "# %s over %d GPUs of %s\n", std::string(collectives::to_string(op)).c_str(), n,
+  std::snprintf(line, sizeof line, "# %s over %d GPUs of %s\n", std::string(op_cli_name(op)).c_str(), n,
                 cluster.name.c_str());
   out << line;
   std::snprintf(line, sizeof line, "#%15s %12s %12s %12s  %s\n", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
@@ -192,7 +195,7 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
     write_file_atomically(csv_file, [&](std::ostream& o) {
       o << "op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps\n";
       for (const Row& row : rows) {
-        std::snprintf(line, sizeof line, "%s,%.0f,%d,%s,%.9g,%.6g,%.6g\n", std::string(collectives::to_string(op)).c_str(),
+        std::snprintf(line, sizeof line, "%s,%.0f,%d,%s,%.9g,%.6g,%.6g\n", std::string(op_cli_name(op)).c_str(),
                       row.size, n, row.algorithm.c_str(), row.time, row.algbw, row.busbw);
         o << line;
       }

@@ -1,6 +1,7 @@
 #include "cli/job.hpp"
 
 #include "core/error.hpp"
+#include "core/vocabulary.hpp"
 
 namespace stepsim::cli {
 
@@ -18,13 +19,9 @@ Job load_job(const std::string& cluster_file, const std::string& workload_file,
   return job;
 }
 
-engine::CollectiveForm parse_collective_form(const std::string& text) {
-  if (text == "auto")
-    return engine::CollectiveForm::AUTO;
-  if (text == "fine")
-    return engine::CollectiveForm::FINE;
-  if (text == "coarse")
-    return engine::CollectiveForm::COARSE;
+CollectiveForm parse_collective_form(const std::string& text) {
+  if (const auto form = collective_form_by_name_or_null(text))
+    return *form;
   throw ConfigError("--collectives: expected auto, fine or coarse, got '" + text + "'");
 }
 

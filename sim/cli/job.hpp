@@ -26,6 +26,6 @@ Job load_job(const std::string& cluster_file, const std::string& workload_file,
              const std::vector<config::Override>& overrides);
 
 /// "auto" | "fine" | "coarse" for --collectives. Throws ConfigError naming the option.
-engine::CollectiveForm parse_collective_form(const std::string& text);
+CollectiveForm parse_collective_form(const std::string& text);
 
 } // namespace stepsim::cli

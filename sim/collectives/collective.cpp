@@ -143,8 +143,8 @@ std::vector<std::vector<int32_t>> channel_rings(std::span<const int32_t> gpus, c
   return out;
 }
 
-void append_ring(FlowProgram& p, Op op, const std::vector<std::vector<int32_t>>& rings, Bytes size, Form form,
-                 const TopologyView& v) {
+void append_ring(FlowProgram& p, CollectiveOp op, const std::vector<std::vector<int32_t>>& rings, Bytes size,
+                 CollectiveForm form, const TopologyView& v) {
   Builder b(p);
   const int nch = static_cast<int>(rings.size());
   const int n = static_cast<int>(rings.front().size());
@@ -153,7 +153,7 @@ void append_ring(FlowProgram& p, Op op, const std::vector<std::vector<int32_t>>&
   Seconds alpha(0.0);
   for (const auto& ring : rings) {
     const uint32_t base = b.size();
-    if (form == Form::COARSE) {
+    if (form == CollectiveForm::COARSE) {
       for (int i = 0; i < n; ++i) {
         const int32_t src = ring[static_cast<size_t>(i)], dst = ring[static_cast<size_t>((i + 1) % n)];
         b.add(src, dst, chunk * steps);
@@ -169,19 +169,20 @@ void append_ring(FlowProgram& p, Op op, const std::vector<std::vector<int32_t>>&
               {prev < 0 ? -1 : prev + i, prev < 0 ? -1 : prev + (i + n - 1) % n});
       }
   }
-  if (form == Form::COARSE)
+  if (form == CollectiveForm::COARSE)
     p.tail_delay += alpha * static_cast<double>(steps - 1);
 }
 
 // ---- chains (broadcast, reduce) -----------------------------------------------------------------
 
 /// Pipelined chain seq[0] -> seq[1] -> ... carrying `bytes`, C chunks.
-void append_chain(FlowProgram& p, const std::vector<int32_t>& seq, double bytes, Form form, const TopologyView& v) {
+void append_chain(FlowProgram& p, const std::vector<int32_t>& seq, double bytes, CollectiveForm form,
+                  const TopologyView& v) {
   Builder b(p);
   const int n = static_cast<int>(seq.size());
   const int C = chunks_for(bytes);
   const double chunk = bytes / C;
-  if (form == Form::COARSE) {
+  if (form == CollectiveForm::COARSE) {
     Seconds alpha(0.0);
     double beta = std::numeric_limits<double>::infinity();
     for (int i = 0; i + 1 < n; ++i) {
@@ -254,7 +255,7 @@ Tree build_tree(const std::vector<std::vector<int32_t>>& groups, bool mirror, in
   return t;
 }
 
-void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form,
+void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, CollectiveForm form,
                             const TopologyView& v) {
   Builder b(p);
   const auto groups = by_node(gpus, v);
@@ -267,7 +268,7 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
     for (bool mirror : {false, true}) {
       const Tree t = build_tree(groups, mirror, c, nch);
       const int V = static_cast<int>(t.gpu.size());
-      if (form == Form::COARSE) {
+      if (form == CollectiveForm::COARSE) {
         // Per edge and direction three flows: a head (the first chunk) and a last chunk, each
         // forwarded after its arrival as in the fine form, and between them a body (the other
         // C-2 chunks) streaming behind the head: pipeline fill and drain are simulated,
@@ -353,7 +354,7 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
         }
       }
     }
-  if (form == Form::COARSE)
+  if (form == CollectiveForm::COARSE)
     p.tail_delay += alpha * static_cast<double>(std::max(0, C - 3));
 }
 
@@ -414,7 +415,8 @@ void append_phase(FlowProgram& p, const FlowProgram& phase, std::vector<std::pai
   p.tail_delay += phase.tail_delay;
 }
 
-void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form, const TopologyView& v) {
+void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, CollectiveForm form,
+                         const TopologyView& v) {
   const auto groups = by_node(gpus, v);
   const size_t m = groups.front().size();
   std::vector<std::pair<int32_t, std::vector<int64_t>>> frontier;
@@ -423,7 +425,7 @@ void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes si
   rs.dep_begin.push_back(0);
   if (m > 1)
     for (const auto& g : groups) {
-      merge_concurrent(rs, expand_ring(Op::REDUCE_SCATTER, g, size, form, v.latency)); // disjoint groups
+      merge_concurrent(rs, expand_ring(CollectiveOp::REDUCE_SCATTER, g, size, form, v.latency)); // disjoint groups
     }
   append_phase(p, rs, frontier);
   // 2. all-reduce of size/m over each rail (GPU j of every node), concurrently.
@@ -433,7 +435,7 @@ void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes si
     std::vector<int32_t> rail;
     for (const auto& g : groups)
       rail.push_back(g[j]);
-    merge_concurrent(ar, expand_ring(Op::ALL_REDUCE, rail, size / static_cast<double>(m), form, v.latency));
+    merge_concurrent(ar, expand_ring(CollectiveOp::ALL_REDUCE, rail, size / static_cast<double>(m), form, v.latency));
   }
   append_phase(p, ar, frontier);
   // 3. all-gather inside each node.
@@ -441,21 +443,22 @@ void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes si
   ag.dep_begin.push_back(0);
   if (m > 1)
     for (const auto& g : groups) {
-      merge_concurrent(ag, expand_ring(Op::ALL_GATHER, g, size, form, v.latency));
+      merge_concurrent(ag, expand_ring(CollectiveOp::ALL_GATHER, g, size, form, v.latency));
     }
   append_phase(p, ag, frontier);
 }
 
 // ---- NVLS -----------------------------------------------------------------------------------------
 
-void append_nvls(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form, const TopologyView& v) {
+void append_nvls(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, CollectiveForm form,
+                 const TopologyView& v) {
   Builder b(p);
   const int32_t sw = switch_endpoint(v.node_of(gpus.front()));
   const double bytes = size.value() * v.nvls_payload_scale;
   const int C = chunks_for(bytes);
   const double chunk = bytes / C;
   const int n = static_cast<int>(gpus.size());
-  if (form == Form::COARSE) {
+  if (form == CollectiveForm::COARSE) {
     // The fine form is a two-stage pipeline (GPU -> switch, switch -> GPU) of C chunks, each
     // chunk paying the port latency (the switch reduces chunk k only once every GPU delivered
     // it): nvls_latency + (C+1) (alpha + chunk/beta). The flows give alpha + C chunk/beta; the
@@ -523,8 +526,8 @@ struct LaneFigures {
   int rounds = 0;
 };
 
-void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Form form, const TopologyView& v,
-                       const NodeDeduplication& dedup) {
+void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, CollectiveForm form,
+                       const TopologyView& v, const NodeDeduplication& dedup) {
   Builder b(p);
   const int n = static_cast<int>(gpus.size());
   const double piece = size.value() / n;
@@ -568,7 +571,7 @@ void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size
       f.beta = std::min(f.beta, v.bandwidth(pxn_proxy(s, t), t).value());
   }
 
-  if (form == Form::COARSE) {
+  if (form == CollectiveForm::COARSE) {
     // One flow per (rank, peer node): intra-node peers directly; a remote node's share goes to
     // the peer on the sender's rail (or the node's first peer) and is spread there over NVLink
     // (PXN-like aggregation, rails kept). The fine form's remaining per-round latencies are added
@@ -659,38 +662,17 @@ std::string_view to_string(Algorithm a) {
   return "?";
 }
 
-std::string_view to_string(Op op) {
-  switch (op) {
-  case Op::ALL_REDUCE: return "all_reduce";
-  case Op::ALL_GATHER: return "all_gather";
-  case Op::REDUCE_SCATTER: return "reduce_scatter";
-  case Op::SEND: return "p2p";
-  case Op::BROADCAST: return "broadcast";
-  case Op::REDUCE: return "reduce";
-  case Op::ALL_TO_ALL: return "all_to_all";
-  }
-  return "?";
-}
-
-Op parse_op(std::string_view text) {
-  for (Op op : {Op::ALL_REDUCE, Op::ALL_GATHER, Op::REDUCE_SCATTER, Op::SEND, Op::BROADCAST, Op::REDUCE, Op::ALL_TO_ALL})
-    if (text == to_string(op))
-      return op;
-  throw ConfigError("expected one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, p2p, found '" +
-                    std::string(text) + "'");
-}
-
-double bus_factor(Op op, int n) {
+double bus_factor(CollectiveOp op, int n) {
   if (n < 2)
     return 1.0;
   switch (op) {
-  case Op::ALL_REDUCE: return 2.0 * (n - 1) / n;
-  case Op::ALL_GATHER:
-  case Op::REDUCE_SCATTER:
-  case Op::ALL_TO_ALL: return static_cast<double>(n - 1) / n;
-  case Op::SEND:
-  case Op::BROADCAST:
-  case Op::REDUCE: return 1.0;
+  case CollectiveOp::ALL_REDUCE: return 2.0 * (n - 1) / n;
+  case CollectiveOp::ALL_GATHER:
+  case CollectiveOp::REDUCE_SCATTER:
+  case CollectiveOp::ALL_TO_ALL: return static_cast<double>(n - 1) / n;
+  case CollectiveOp::SEND:
+  case CollectiveOp::BROADCAST:
+  case CollectiveOp::REDUCE: return 1.0;
   }
   return 1.0;
 }
@@ -712,17 +694,17 @@ int channels(std::span<const int32_t> gpus, const TopologyView& v) {
   return std::max(1, nch);
 }
 
-bool applicable(Op op, Algorithm a, std::span<const int32_t> gpus, const TopologyView& v) {
+bool applicable(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, const TopologyView& v) {
   if (a == Algorithm::AUTO)
     return true;
   switch (op) {
-  case Op::SEND: return a == Algorithm::RING;
-  case Op::ALL_TO_ALL: return a == Algorithm::PAIRWISE;
-  case Op::ALL_GATHER:
-  case Op::REDUCE_SCATTER:
-  case Op::BROADCAST:
-  case Op::REDUCE: return a == Algorithm::RING;
-  case Op::ALL_REDUCE: break;
+  case CollectiveOp::SEND: return a == Algorithm::RING;
+  case CollectiveOp::ALL_TO_ALL: return a == Algorithm::PAIRWISE;
+  case CollectiveOp::ALL_GATHER:
+  case CollectiveOp::REDUCE_SCATTER:
+  case CollectiveOp::BROADCAST:
+  case CollectiveOp::REDUCE: return a == Algorithm::RING;
+  case CollectiveOp::ALL_REDUCE: break;
   }
   const auto groups = by_node(gpus, v);
   switch (a) {
@@ -743,7 +725,7 @@ bool applicable(Op op, Algorithm a, std::span<const int32_t> gpus, const Topolog
   return false;
 }
 
-Seconds estimate(Op op, Algorithm a, std::span<const int32_t> gpus, Bytes size, const TopologyView& v) {
+Seconds estimate(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, Bytes size, const TopologyView& v) {
   const GroupShape s = shape_of(gpus, v);
   const int n = s.n;
   if (n < 2 || size.value() <= 0)
@@ -763,9 +745,9 @@ Seconds estimate(Op op, Algorithm a, std::span<const int32_t> gpus, Bytes size, 
   switch (a) {
   case Algorithm::AUTO: return estimate(op, choose(op, gpus, size, v), gpus, size, v);
   case Algorithm::RING: {
-    if (op == Op::SEND)
+    if (op == CollectiveOp::SEND)
       return Seconds(ring_alpha + S / (s.nodes > 1 ? bx : bi));
-    if (op == Op::BROADCAST || op == Op::REDUCE) {
+    if (op == CollectiveOp::BROADCAST || op == CollectiveOp::REDUCE) {
       const int C = chunks_for(S / nch);
       return Seconds((n + C - 2) * (ring_alpha + S / nch / C / std::min(bx, bi)));
     }
@@ -804,8 +786,8 @@ Seconds estimate(Op op, Algorithm a, std::span<const int32_t> gpus, Bytes size, 
   return Seconds(inf);
 }
 
-Algorithm choose(Op op, std::span<const int32_t> gpus, Bytes size, const TopologyView& v) {
-  if (op == Op::ALL_TO_ALL)
+Algorithm choose(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, const TopologyView& v) {
+  if (op == CollectiveOp::ALL_TO_ALL)
     return Algorithm::PAIRWISE;
   Algorithm best = Algorithm::RING;
   Seconds best_t(std::numeric_limits<double>::infinity());
@@ -841,10 +823,11 @@ double remote_copy_share(const NodeDeduplication& d, int nodes) {
   return std::min(1.0, chosen * (1.0 - none) / copies);
 }
 
-FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, Form form,
+FlowProgram expand(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, CollectiveForm form,
                    const TopologyView& view, const NodeDeduplication& dedup) {
   const int n = static_cast<int>(gpus.size());
-  if (op == Op::SEND)
+  form = resolve_form(form, gpus.size());
+  if (op == CollectiveOp::SEND)
     return expand_ring(op, gpus, size, form, view.latency);
   FlowProgram prog;
   prog.dep_begin.push_back(0);
@@ -857,12 +840,12 @@ FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm a
                           std::string(to_string(op)) + " over these " + std::to_string(n) + " GPUs");
   switch (algorithm) {
   case Algorithm::RING:
-    if (op == Op::BROADCAST || op == Op::REDUCE) {
+    if (op == CollectiveOp::BROADCAST || op == CollectiveOp::REDUCE) {
       const auto rings = channel_rings(gpus, view);
       for (auto ring : rings) {
         const auto root = std::find(ring.begin(), ring.end(), gpus.front());
         std::rotate(ring.begin(), root, ring.end());
-        if (op == Op::REDUCE)
+        if (op == CollectiveOp::REDUCE)
           std::reverse(ring.begin(), ring.end());
         FlowProgram one;
         append_chain(one, ring, size.value() / static_cast<double>(rings.size()), form, view);

@@ -41,29 +41,21 @@ struct TopologyView {
   [[nodiscard]] int nic_of(int32_t gpu) const { return local_of(gpu) * nics_per_node / gpus_per_node; }
 };
 
-/// Above these, Form AUTO chooses the coarse form (one flow per edge, latency analytic).
-struct FormThresholds {
-  int fine_max_ranks = 2; ///< fine only for groups of at most this many ranks
-};
-
 /// Parses "ring", "tree", "hierarchical", "nvls", "pairwise", "auto". Throws ConfigError.
 Algorithm parse_algorithm(std::string_view text);
 std::string_view to_string(Algorithm a);
-std::string_view to_string(Op op);
-/// Parses "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
-/// "p2p" (SEND). Throws ConfigError.
-Op parse_op(std::string_view text);
 
 /// True when `algorithm` can run `op` over `gpus` on `view` (e.g. NVLS: all-reduce inside one
 /// node that has NVLS; hierarchical: all-reduce, same number of GPUs on each node, >1 node).
-bool applicable(Op op, Algorithm algorithm, std::span<const int32_t> gpus, const TopologyView& view);
+bool applicable(CollectiveOp op, Algorithm algorithm, std::span<const int32_t> gpus, const TopologyView& view);
 
 /// Analytic alpha-beta estimate of `op` with `algorithm` (no contention). Used to choose.
-Seconds estimate(Op op, Algorithm algorithm, std::span<const int32_t> gpus, Bytes size, const TopologyView& view);
+Seconds estimate(CollectiveOp op, Algorithm algorithm, std::span<const int32_t> gpus, Bytes size,
+                 const TopologyView& view);
 
 /// The algorithm AUTO resolves to: the applicable one with the lowest estimate (ties: ring,
 /// tree, hierarchical, nvls, pairwise order). A send is always direct (returns RING).
-Algorithm choose(Op op, std::span<const int32_t> gpus, Bytes size, const TopologyView& view);
+Algorithm choose(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, const TopologyView& view);
 
 /// Number of channels (parallel rings) NCCL would build for `gpus`: the distinct NICs the group
 /// can use on every node it spans (1 inside a single node or with one GPU per node).
@@ -90,14 +82,15 @@ struct NodeDeduplication {
 double remote_copy_share(const NodeDeduplication& d, int nodes);
 
 /// Expands one collective into flows. `size` is nccl-tests' size (the full buffer; all-to-all:
-/// the bytes each rank holds, size/n to each peer). `algorithm` AUTO resolves with choose();
+/// the bytes each rank holds, size/n to each peer). `algorithm` AUTO resolves with choose(),
+/// `form` AUTO with resolve_form();
 /// an algorithm that is not applicable throws SimulationError. Empty for n == 1 or size == 0.
 /// `dedup` scales an all-to-all's cross-node pieces by remote_copy_share.
-FlowProgram expand(Op op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, Form form,
+FlowProgram expand(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, CollectiveForm form,
                    const TopologyView& view, const NodeDeduplication& dedup = {});
 
 /// nccl-tests bus bandwidth factor: algbw x factor = busbw. 2(n-1)/n all-reduce, (n-1)/n
 /// all-gather / reduce-scatter / all-to-all, 1 broadcast / reduce / p2p.
-double bus_factor(Op op, int n);
+double bus_factor(CollectiveOp op, int n);
 
 } // namespace stepsim::collectives

@@ -7,37 +7,44 @@
 
 namespace stepsim::collectives {
 
-int ring_steps(Op op, int n) {
+CollectiveForm resolve_form(CollectiveForm form, size_t ranks, const FormThresholds& thresholds) {
+  if (form != CollectiveForm::AUTO)
+    return form;
+  return ranks <= static_cast<size_t>(thresholds.fine_max_ranks) ? CollectiveForm::FINE : CollectiveForm::COARSE;
+}
+
+int ring_steps(CollectiveOp op, int n) {
   switch (op) {
-  case Op::ALL_REDUCE: return 2 * (n - 1);
-  case Op::ALL_GATHER:
-  case Op::REDUCE_SCATTER: return n - 1;
-  case Op::SEND: return 1;
-  case Op::BROADCAST:
-  case Op::REDUCE: return n - 1;
-  case Op::ALL_TO_ALL: return n - 1;
+  case CollectiveOp::ALL_REDUCE: return 2 * (n - 1);
+  case CollectiveOp::ALL_GATHER:
+  case CollectiveOp::REDUCE_SCATTER: return n - 1;
+  case CollectiveOp::SEND: return 1;
+  case CollectiveOp::BROADCAST:
+  case CollectiveOp::REDUCE: return n - 1;
+  case CollectiveOp::ALL_TO_ALL: return n - 1;
   }
   return 0;
 }
 
-Bytes ring_bytes_per_rank(Op op, Bytes size, int n) {
-  if (op == Op::SEND || op == Op::BROADCAST || op == Op::REDUCE)
+Bytes ring_bytes_per_rank(CollectiveOp op, Bytes size, int n) {
+  if (op == CollectiveOp::SEND || op == CollectiveOp::BROADCAST || op == CollectiveOp::REDUCE)
     return size;
   return size * (static_cast<double>(ring_steps(op, n)) / n);
 }
 
-FlowProgram expand_ring(Op op, std::span<const int32_t> gpus, Bytes size, Form form, const LatencyFn& latency) {
+FlowProgram expand_ring(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, CollectiveForm form,
+                        const LatencyFn& latency) {
   FlowProgram prog;
   prog.dep_begin.push_back(0);
   const int n = static_cast<int>(gpus.size());
-  if (op == Op::BROADCAST || op == Op::REDUCE || op == Op::ALL_TO_ALL)
+  if (op == CollectiveOp::BROADCAST || op == CollectiveOp::REDUCE || op == CollectiveOp::ALL_TO_ALL)
     throw SimulationError("collectives: expand_ring handles all-reduce, all-gather, reduce-scatter and send; use expand()");
-  if (op == Op::SEND && n != 2)
+  if (op == CollectiveOp::SEND && n != 2)
     throw SimulationError("collectives: a send needs exactly 2 GPUs, got " + std::to_string(n));
   if (n < 2 || size.value() <= 0)
     return prog;
 
-  if (op == Op::SEND) {
+  if (op == CollectiveOp::SEND) {
     prog.flows.push_back({gpus[0], gpus[1], size.value()});
     prog.dep_begin.push_back(0);
     return prog;
@@ -45,7 +52,7 @@ FlowProgram expand_ring(Op op, std::span<const int32_t> gpus, Bytes size, Form f
 
   const int steps = ring_steps(op, n);
   const double chunk = size.value() / n;
-  if (form == Form::COARSE) {
+  if (resolve_form(form, gpus.size()) == CollectiveForm::COARSE) {
     Seconds alpha(0.0);
     for (int i = 0; i < n; ++i) {
       const int32_t src = gpus[static_cast<size_t>(i)];
@@ -75,7 +82,7 @@ FlowProgram expand_ring(Op op, std::span<const int32_t> gpus, Bytes size, Form f
   return prog;
 }
 
-Seconds ring_time(Op op, Bytes size, int n, Seconds alpha, BytesPerSec beta) {
+Seconds ring_time(CollectiveOp op, Bytes size, int n, Seconds alpha, BytesPerSec beta) {
   if (n < 2)
     return Seconds(0.0);
   return alpha * static_cast<double>(ring_steps(op, n)) + ring_bytes_per_rank(op, size, n) / beta;

@@ -3,7 +3,9 @@
 // Pure arithmetic: no SimGrid here; the engine runs the flows on the platform.
 
 #include "core/units.hpp"
+#include "core/vocabulary.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -11,14 +13,13 @@
 
 namespace stepsim::collectives {
 
-/// BROADCAST and REDUCE are rooted at gpus[0]; ALL_TO_ALL sends size/n to every peer.
-enum class Op { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, BROADCAST, REDUCE, ALL_TO_ALL };
+/// Above these, CollectiveForm::AUTO chooses the coarse form (one flow per edge, latency analytic).
+struct FormThresholds {
+  int fine_max_ranks = 2; ///< fine only for groups of at most this many ranks
+};
 
-/// FINE: one flow per ring step per rank (2(n-1) steps for all-reduce), each rank's sends
-/// ordered and each forwarded chunk waiting for its arrival, as NCCL's ring does.
-/// COARSE: one flow per ring edge carrying the rank's whole volume, the remaining per-step
-/// latencies added analytically; n flows instead of 2n(n-1).
-enum class Form { FINE, COARSE };
+/// The form AUTO stands for over `ranks` participants (FINE or COARSE; any other form as given).
+CollectiveForm resolve_form(CollectiveForm form, size_t ranks, const FormThresholds& thresholds = {});
 
 struct Flow {
   int32_t src = 0;   ///< GPU index, or switch_endpoint(node) for an NVSwitch (NVLS)
@@ -49,19 +50,21 @@ using LatencyFn = std::function<Seconds(int32_t, int32_t)>;
 
 /// Ring steps of `op` over n ranks: 2(n-1) for all-reduce, n-1 for all-gather and
 /// reduce-scatter, 1 for a send.
-int ring_steps(Op op, int n);
+int ring_steps(CollectiveOp op, int n);
 
 /// Bytes each rank sends for `op` of payload `size` over n ranks (ring): 2(n-1)/n*S for
 /// all-reduce, (n-1)/n*S for all-gather/reduce-scatter, S for a send.
-Bytes ring_bytes_per_rank(Op op, Bytes size, int n);
+Bytes ring_bytes_per_rank(CollectiveOp op, Bytes size, int n);
 
 /// Expands `op` of payload `size` (nccl-tests "size": the full buffer) over `gpus`, in ring
 /// order (gpus[i] sends to gpus[i+1 mod n]). A SEND takes exactly two GPUs (src, dst).
-/// Empty when n == 1 or size == 0. Throws SimulationError on a malformed request.
-FlowProgram expand_ring(Op op, std::span<const int32_t> gpus, Bytes size, Form form, const LatencyFn& latency);
+/// Empty when n == 1 or size == 0. `form` AUTO resolves with resolve_form. Throws
+/// SimulationError on a malformed request.
+FlowProgram expand_ring(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, CollectiveForm form,
+                        const LatencyFn& latency);
 
 /// Closed form of a ring on one link class: steps*alpha + ring_bytes_per_rank/beta
 /// (all-reduce: 2(n-1)*alpha + 2(n-1)/n*S/beta).
-Seconds ring_time(Op op, Bytes size, int n, Seconds alpha, BytesPerSec beta);
+Seconds ring_time(CollectiveOp op, Bytes size, int n, Seconds alpha, BytesPerSec beta);
 
 } // namespace stepsim::collectives

@@ -21,19 +21,6 @@ namespace sg4 = simgrid::s4u;
 
 namespace stepsim::engine {
 
-collectives::Op to_collective_op(graph::CollectiveOp op) {
-  switch (op) {
-  case graph::CollectiveOp::ALL_REDUCE: return collectives::Op::ALL_REDUCE;
-  case graph::CollectiveOp::ALL_GATHER: return collectives::Op::ALL_GATHER;
-  case graph::CollectiveOp::REDUCE_SCATTER: return collectives::Op::REDUCE_SCATTER;
-  case graph::CollectiveOp::SEND: return collectives::Op::SEND;
-  case graph::CollectiveOp::BROADCAST: return collectives::Op::BROADCAST;
-  case graph::CollectiveOp::REDUCE: return collectives::Op::REDUCE;
-  case graph::CollectiveOp::ALL_TO_ALL: return collectives::Op::ALL_TO_ALL;
-  }
-  return collectives::Op::SEND;
-}
-
 namespace {
 
 using graph::TaskId;
@@ -117,7 +104,7 @@ public:
         if (result_.end[id].value() < 0) {
           const graph::Task& t = g_.task(id);
           const std::string_view what =
-              t.kind == graph::TaskKind::COMPUTE ? std::string_view("compute") : graph::to_string(t.group);
+              t.kind == graph::TaskKind::COMPUTE ? to_string(t.kind) : to_string(t.group);
           which += " #" + std::to_string(id) + "(" + std::string(what) +
                    ", rank " + std::to_string(t.rank) + ")";
           ++shown;
@@ -243,11 +230,8 @@ private:
   // --- collectives ---------------------------------------------------------------------------
   void start_collective(TaskId id, const graph::Task& t) {
     const auto ranks = g_.participants(t);
-    const collectives::Op op = to_collective_op(t.op);
-    collectives::Form form = collectives::Form::COARSE;
-    if (options_.collective_form == CollectiveForm::FINE ||
-        (options_.collective_form == CollectiveForm::AUTO && ranks.size() <= 2))
-      form = collectives::Form::FINE;
+    const CollectiveOp op = t.op;
+    const CollectiveForm form = collectives::resolve_form(options_.collective_form, ranks.size());
     collectives::Algorithm algorithm = collectives::Algorithm::AUTO;
     switch (t.group) {
     case graph::CommGroup::TP: algorithm = options_.algorithms.tp; break;
@@ -268,18 +252,18 @@ private:
     }
     RunningCollective& rc = collectives_[slot];
     rc.task = id;
-    if (algorithm == collectives::Algorithm::AUTO && op != collectives::Op::SEND)
+    if (algorithm == collectives::Algorithm::AUTO && op != CollectiveOp::SEND)
       algorithm = collectives::choose(op, ranks, t.bytes, view_);
-    else if (op != collectives::Op::SEND && !collectives::applicable(op, algorithm, ranks, view_))
+    else if (op != CollectiveOp::SEND && !collectives::applicable(op, algorithm, ranks, view_))
       // Forced by the workload's `collectives` map: bad input, named by its key.
       throw ConfigError("workload key 'collectives." + std::string(graph::to_string(t.group)) + "' = " +
                         std::string(collectives::to_string(algorithm)) + ": cannot run " +
-                        std::string(collectives::to_string(op)) + " over the " + std::to_string(ranks.size()) +
+                        std::string(to_string(op)) + " over the " + std::to_string(ranks.size()) +
                         " GPUs of this group (docs/collectives.md lists what each algorithm runs; auto "
                         "picks one that can)");
     result_.algorithm[id] = algorithm;
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_,
-                                     t.group == graph::CommGroup::EP && op == collectives::Op::ALL_TO_ALL
+                                     t.group == graph::CommGroup::EP && op == CollectiveOp::ALL_TO_ALL
                                          ? options_.ep_dedup
                                          : collectives::NodeDeduplication{});
     if ((options_.sample_above_ranks > 0 && ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||

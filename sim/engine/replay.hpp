@@ -15,10 +15,9 @@
 
 namespace stepsim::engine {
 
-enum class CollectiveForm { AUTO, FINE, COARSE };
-
 struct ReplayOptions {
-  /// AUTO: coarse (one flow per ring edge) for every ring of more than two ranks, fine otherwise.
+  /// AUTO: coarse (one flow per ring edge) for every ring of more than two ranks, fine otherwise
+  /// (collectives::resolve_form).
   CollectiveForm collective_form = CollectiveForm::AUTO;
   /// Algorithm per communication group (AUTO: the collectives cost model chooses per call).
   CollectivesSpec algorithms{};
@@ -73,8 +72,5 @@ private:
   ReplayOptions options_;
   std::vector<std::function<void(const TaskEvent&)>> listeners_;
 };
-
-/// Maps a graph collective op to the collectives module's op.
-collectives::Op to_collective_op(graph::CollectiveOp op);
 
 } // namespace stepsim::engine

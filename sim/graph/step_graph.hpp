@@ -4,6 +4,7 @@
 // expressed as ordinary edges, so the engine only has to honour edges.
 
 #include "core/units.hpp"
+#include "core/vocabulary.hpp"
 
 #include <cstdint>
 #include <span>
@@ -15,18 +16,17 @@ namespace stepsim::graph {
 using TaskId = uint32_t;
 using Rank = int32_t;
 
-enum class TaskKind { COMPUTE, COLLECTIVE };
-enum class CollectiveOp { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, BROADCAST, REDUCE, ALL_TO_ALL };
-/// Communication group of a collective (NONE for compute).
-/// EP: expert-parallel all-to-all; CP: context-parallel ring-attention sends (docs/moe.md).
-enum class CommGroup { NONE, TP, PP, DP, EP, CP };
-/// BACKWARD is the whole backward pass, or with the zero-bubble schedules only its input-gradient
-/// part (B); WEIGHT_GRAD is their deferred weight-gradient part (W). docs/schedules.md.
-enum class Phase { FORWARD, BACKWARD, RECOMPUTE, OPTIMIZER, WEIGHT_GRAD };
-/// What a compute task computes.
-/// MoE layers (docs/moe.md) replace MLP with ROUTER (router and shared experts) and EXPERTS (the
-/// routed experts' grouped GEMM).
-enum class Block { NONE, ATTENTION, MLP, LOGITS, OPTIMIZER, ROUTER, EXPERTS };
+// The step's vocabulary lives in core/vocabulary.hpp; graph code names it as graph::Block etc.
+using stepsim::Block;
+using stepsim::CollectiveOp;
+using stepsim::CommGroup;
+using stepsim::CommRole;
+using stepsim::Phase;
+using stepsim::Stream;
+using stepsim::STREAM_COUNT;
+using stepsim::TaskKind;
+using stepsim::to_string;
+
 /// Where a compute task's duration came from, as shares of it that sum to 1 (kernel-profile
 /// lookups: measured rows, interpolation between rows, the calibrated model; or the plain
 /// roofline when the cluster has no profile). See docs/kernels.md.
@@ -36,22 +36,6 @@ struct TimeSources {
   double modelled = 0;
   double roofline = 0;
 };
-
-/// What a collective outside the per-layer pattern is for (traces name it; 0 for the others):
-/// the vocabulary-parallel embedding's and output layer's TP collectives, the cross-entropy's
-/// all-reduces, and the end of step's gradient synchronization (docs/model.md, "Communication").
-enum class CommRole : uint8_t { NONE, EMBEDDING, LOGITS, LOSS, NORM_GRADS, TIED_EMBEDDING, GRAD_NORM };
-
-/// The stream a task occupies on each participating GPU.
-enum class Stream { COMPUTE, TP_COMM, PP_COMM, DP_COMM, EP_COMM, CP_COMM };
-inline constexpr int STREAM_COUNT = 6;
-
-std::string_view to_string(CollectiveOp op);
-std::string_view to_string(CommGroup g);
-std::string_view to_string(Phase p);
-std::string_view to_string(Block b);
-std::string_view to_string(Stream s);
-std::string_view to_string(CommRole r);
 
 struct Task {
   TaskKind kind = TaskKind::COMPUTE;

@@ -190,9 +190,9 @@ public:
       add(elementwise(KernelKind::MEMCPY, r_.dtype, elements), 1.0, role);
   }
   /// The attention core: the fused kernel, or the unfused kernels (attention_core_kernels).
-  void attention_core(StepPass pass, const char *fused_role) {
+  void attention_core(Phase pass, const char *fused_role) {
     if (r_.flash) {
-      const KernelKind kind = pass == StepPass::BACKWARD ? KernelKind::ATTENTION_BWD : KernelKind::ATTENTION_FWD;
+      const KernelKind kind = pass == Phase::BACKWARD ? KernelKind::ATTENTION_BWD : KernelKind::ATTENTION_FWD;
       add(attention(kind, r_.dtype, r_.attn), r_.attn_repeat, fused_role);
       return;
     }
@@ -207,7 +207,7 @@ public:
     const int64_t e = static_cast<int64_t>(dtype_bytes(r.dtype));
     const int64_t copy_elements = ((2 * e + 1) * b * s * s + 2 * e - 1) / (2 * e);
     const KernelShape dropout = elementwise(KernelKind::MEMCPY, r.dtype, copy_elements);
-    if (pass == StepPass::BACKWARD) {
+    if (pass == Phase::BACKWARD) {
       add(scores_by_keys, 1.0, "attention-v dgrad (dP)");
       add(rows_by_head, 1.0, "attention-v wgrad (dV)");
       if (r.dropout)
@@ -217,7 +217,7 @@ public:
       add(rows_by_head, 1.0, "qk dgrad (dK)");
       return;
     }
-    const bool again = pass == StepPass::RECOMPUTE;
+    const bool again = pass == Phase::RECOMPUTE;
     add(scores_by_keys, 1.0, again ? "qk^T (recompute)" : "qk^T fwd");
     add(softmax, 1.0, again ? "scale-mask-softmax (recompute)" : "scale-mask-softmax fwd");
     if (r.dropout)
@@ -263,26 +263,26 @@ void mla_projections_bwd(Calls &c, const RankDims &r) {
   }
 }
 
-void forward(Calls &c, const RankDims &r, StepBlock block) {
+void forward(Calls &c, const RankDims &r, Block block) {
   switch (block) {
-  case StepBlock::ATTENTION:
+  case Block::ATTENTION:
     c.norm(1.0, "input norm fwd");
     if (r.mla)
       mla_projections_fwd(c, r);
     else
       c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd", false); // cast in the norm
-    c.attention_core(StepPass::FORWARD, "attention fwd");
+    c.attention_core(Phase::FORWARD, "attention fwd");
     c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd", true); // the attention output
     c.residual("bias-dropout-add fwd");
     return;
-  case StepBlock::MLP:
+  case Block::MLP:
     c.norm(1.0, "post-attention norm fwd");
     c.linear_fwd(r.up_out, r.hidden, "fc1 fwd", false); // cast in the norm
     c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 1.0, "activation fwd");
     c.linear_fwd(r.hidden, r.ffn, "fc2 fwd", false); // cast in the activation
     c.residual("bias-dropout-add fwd");
     return;
-  case StepBlock::LOGITS:
+  case Block::LOGITS:
     c.norm(1.0, "final norm fwd");
     c.logits_fwd();
     c.loss_fwd();
@@ -296,22 +296,25 @@ void forward(Calls &c, const RankDims &r, StepBlock block) {
       c.loss_fwd();
     }
     return;
-  case StepBlock::ROUTER:
+  case Block::ROUTER:
     c.add(gemm(r.dtype, r.row_tokens, r.experts, r.hidden), 1.0, "router fwd");
     c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.row_tokens, r.experts), 1.0, "router softmax/top-k");
     c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "token permute");
     c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "token unpermute");
     return;
+  case Block::NONE:
+  case Block::OPTIMIZER:
+  case Block::EXPERTS: return; // rejected by block_kernels
   }
 }
 
 /// What selective recomputation repeats before `block`'s backward (recompute_modules): the
 /// attention core, the block's norm, the dense MLP's forward, the experts' activation.
-void selective_recompute(Calls &c, const RankDims &r, const TrainingSpec &t, StepBlock block) {
+void selective_recompute(Calls &c, const RankDims &r, const TrainingSpec &t, Block block) {
   if (t.recompute != Recompute::SELECTIVE)
     return;
   const RecomputeModules &m = t.recompute_modules;
-  if (block == StepBlock::ATTENTION) {
+  if (block == Block::ATTENTION) {
     if (m.layernorm)
       c.norm(1.0, "input norm (recompute)");
     if (m.mla_up_proj && r.mla) {
@@ -320,8 +323,8 @@ void selective_recompute(Calls &c, const RankDims &r, const TrainingSpec &t, Ste
       c.linear_fwd(r.kv_up_out, r.kv_lora, "kv up-proj (recompute)", false);
     }
     if (m.core_attn)
-      c.attention_core(StepPass::RECOMPUTE, "attention fwd (recompute)");
-  } else if (block == StepBlock::MLP) {
+      c.attention_core(Phase::RECOMPUTE, "attention fwd (recompute)");
+  } else if (block == Block::MLP) {
     if (m.mlp) {
       forward(c, r, block); // norm, fc1, activation, fc2, residual: the block's input is kept
       return;
@@ -333,26 +336,26 @@ void selective_recompute(Calls &c, const RankDims &r, const TrainingSpec &t, Ste
   }
 }
 
-void backward(Calls &c, const RankDims &r, StepBlock block) {
+void backward(Calls &c, const RankDims &r, Block block) {
   switch (block) {
-  case StepBlock::ATTENTION:
+  case Block::ATTENTION:
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.attn_in, "out-proj dgrad", "out-proj wgrad", true);
-    c.attention_core(StepPass::BACKWARD, "attention bwd");
+    c.attention_core(Phase::BACKWARD, "attention bwd");
     if (r.mla)
       mla_projections_bwd(c, r);
     else
       c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad", true, true); // attention bwd output
     c.norm(2.0, "input norm bwd");
     return;
-  case StepBlock::MLP:
+  case Block::MLP:
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.ffn, "fc2 dgrad", "fc2 wgrad", true);
     c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 2.0, "activation bwd");
     c.linear_bwd(r.up_out, r.hidden, "fc1 dgrad", "fc1 wgrad", false, true); // in the activation bwd
     c.norm(2.0, "post-attention norm bwd");
     return;
-  case StepBlock::LOGITS:
+  case Block::LOGITS:
     for (int64_t d = 0; d < r.mtp; ++d) {
       c.loss_bwd();
       c.logits_bwd(false);
@@ -364,50 +367,59 @@ void backward(Calls &c, const RankDims &r, StepBlock block) {
     c.logits_bwd(true);
     c.norm(2.0, "final norm bwd");
     return;
-  case StepBlock::ROUTER:
+  case Block::ROUTER:
     c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "gradient unpermute");
     c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "gradient permute");
     c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.row_tokens, r.experts), 2.0, "router softmax/top-k bwd");
     c.add(gemm(r.dtype, r.row_tokens, r.hidden, r.experts), 1.0, "router dgrad");
     c.add(gemm(r.dtype, r.experts, r.hidden, r.row_tokens), 1.0, "router wgrad");
     return;
+  case Block::NONE:
+  case Block::OPTIMIZER:
+  case Block::EXPERTS: return; // rejected by block_kernels
   }
 }
 
 } // namespace
 
-std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass, bool windowed) {
-  const RankDims r = rank_dims(w, windowed && block == StepBlock::ATTENTION);
-  if (block == StepBlock::ROUTER && (r.experts <= 0 || r.top_k <= 0))
+std::vector<KernelCall> block_kernels(const WorkloadSpec &w, Block block, Phase pass, bool windowed) {
+  if (block != Block::ATTENTION && block != Block::MLP && block != Block::LOGITS && block != Block::ROUTER)
+    throw ModelError("compute model: no kernels for block " + std::string(to_string(block)));
+  if (pass != Phase::FORWARD && pass != Phase::BACKWARD && pass != Phase::RECOMPUTE)
+    throw ModelError("compute model: the " + std::string(to_string(pass)) + " phase has no block kernels");
+  const RankDims r = rank_dims(w, windowed && block == Block::ATTENTION);
+  if (block == Block::ROUTER && (r.experts <= 0 || r.top_k <= 0))
     throw ModelError("block kernels: the router needs model.moe.experts and top_k > 0");
   Calls c(r);
   switch (pass) {
-  case StepPass::FORWARD:
+  case Phase::FORWARD:
     forward(c, r, block);
     break;
-  case StepPass::BACKWARD:
+  case Phase::BACKWARD:
     // Selective recomputation repeats its modules just before the block's backward.
     selective_recompute(c, r, w.training, block);
     backward(c, r, block);
     break;
-  case StepPass::RECOMPUTE:
+  case Phase::RECOMPUTE:
     forward(c, r, block);
     break;
+  case Phase::OPTIMIZER:
+  case Phase::WEIGHT_GRAD: break; // rejected above
   }
   return c.take();
 }
 
-std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, StepPass pass) {
+std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, Phase pass) {
   const RankDims r = rank_dims(w);
   Calls c(r);
-  if (pass == StepPass::BACKWARD)
+  if (pass == Phase::BACKWARD)
     c.loss_bwd();
   else
     c.loss_fwd();
   return c.take();
 }
 
-std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, StepPass pass) {
+std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, Phase pass) {
   RankDims r = rank_dims(w);
   r.flash = false;
   Calls c(r);
@@ -436,14 +448,14 @@ std::vector<KernelCall> optimizer_kernels(const WorkloadSpec &w, int64_t updated
 std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w) {
   std::set<KernelShape> seen;
   std::vector<KernelShape> out;
-  std::vector<StepBlock> blocks{StepBlock::ATTENTION, StepBlock::MLP, StepBlock::LOGITS};
+  std::vector<Block> blocks{Block::ATTENTION, Block::MLP, Block::LOGITS};
   if (w.model.moe.enabled())
-    blocks.push_back(StepBlock::ROUTER);
+    blocks.push_back(Block::ROUTER);
   const bool windows = w.model.window_below_sequence();
-  for (StepBlock b : blocks)
-    for (StepPass p : {StepPass::FORWARD, StepPass::BACKWARD, StepPass::RECOMPUTE})
+  for (Block b : blocks)
+    for (Phase p : {Phase::FORWARD, Phase::BACKWARD, Phase::RECOMPUTE})
       for (bool windowed : {false, true}) {
-        if (windowed && (b != StepBlock::ATTENTION || !windows))
+        if (windowed && (b != Block::ATTENTION || !windows))
           continue;
         for (const KernelCall &call : block_kernels(w, b, p, windowed))
           if (seen.insert(call.shape).second)

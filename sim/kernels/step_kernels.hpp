@@ -5,18 +5,13 @@
 // (docs/kernels.md, "From kernels to compute tasks").
 
 #include "config/spec.hpp"
+#include "core/vocabulary.hpp"
 #include "kernels/kernel_shape.hpp"
 
 #include <cstdint>
 #include <vector>
 
 namespace stepsim::kernels {
-
-/// The part of the model a compute task covers (mirrors graph::Block without depending on it).
-enum class StepBlock { ATTENTION, MLP, LOGITS, ROUTER };
-
-/// Which pass of the block.
-enum class StepPass { FORWARD, BACKWARD, RECOMPUTE };
 
 /// One kernel invocation of a block: its shape, a factor on the shape's table time (2 for the
 /// backward of a norm or activation, which is not a kind of its own: about twice the forward's
@@ -59,13 +54,14 @@ struct KernelCall {
 /// The attention core is the fused (FlashAttention-style) kernel when training.flash_attention
 /// is true, else the unfused kernels of attention_core_kernels.
 /// Throws ModelError when a dimension is not positive or does not divide by tp (as
-/// workload_kernels).
+/// workload_kernels), for a block without kernels of its own (NONE, OPTIMIZER: optimizer_kernels;
+/// EXPERTS) and for a phase other than FORWARD, BACKWARD and RECOMPUTE.
 /// `windowed`: an ATTENTION block of a layer with a sliding window w shorter than half the
 /// sequence (ModelSpec::windowed_layer): the fused core runs as the causal kernel over 2w
 /// positions on b·s/(2w) sequences (the same b·s·w score products, all query tiles in one launch;
 /// a fractional count is the nearest whole one with a time factor); the unfused core computes the
 /// whole masked s × s matrix, as without a window.
-std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, StepPass pass, bool windowed = false);
+std::vector<KernelCall> block_kernels(const WorkloadSpec &w, Block block, Phase pass, bool windowed = false);
 
 /// The attention core of one micro-batch on one TP rank without FlashAttention, as Megatron-LM
 /// (2021-22) runs it: with B = micro_batch · a/t score matrices of s × s and d = head_dim,
@@ -80,11 +76,11 @@ std::vector<KernelCall> block_kernels(const WorkloadSpec &w, StepBlock block, St
 ///    dK = dSᵀ·Q (B × (s, d, s) each).
 /// With fewer KV heads than query heads (GQA) K and V are broadcast: still B products.
 /// Throws ModelError as block_kernels; RECOMPUTE equals FORWARD.
-std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, StepPass pass);
+std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, Phase pass);
 
 /// The loss's kernels over the logits of one TP rank, per `training.cross_entropy` (the ones the
 /// logits block runs after its GEMM in the forward, before its GEMMs in the backward).
-std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, StepPass pass);
+std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, Phase pass);
 
 /// The fused Adam kernel of a rank that updates `params` fp32 parameters.
 /// Precondition: params > 0.

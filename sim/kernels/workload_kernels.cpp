@@ -106,13 +106,13 @@ std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
     out.add(attention(KernelKind::ATTENTION_BWD, dt, attn));
     // Sliding-window layers run the causal kernel over 2w positions (block_kernels).
     if (m.window_below_sequence()) {
-      for (StepPass pass : {StepPass::FORWARD, StepPass::BACKWARD})
-        for (const KernelCall &call : block_kernels(w, StepBlock::ATTENTION, pass, true))
+      for (Phase pass : {Phase::FORWARD, Phase::BACKWARD})
+        for (const KernelCall &call : block_kernels(w, Block::ATTENTION, pass, true))
           if (call.shape.kind == KernelKind::ATTENTION_FWD || call.shape.kind == KernelKind::ATTENTION_BWD)
             out.add(call.shape);
     }
   } else if (!mla) {
-    for (StepPass pass : {StepPass::FORWARD, StepPass::BACKWARD})
+    for (Phase pass : {Phase::FORWARD, Phase::BACKWARD})
       for (const KernelCall &call : attention_core_kernels(w, pass))
         out.add(call.shape);
   }
@@ -122,7 +122,7 @@ std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
   out.add(elementwise(swiglu ? KernelKind::SWIGLU : KernelKind::GELU, dt, tokens * ffn_rank));
   linear(out, dt, tokens, h, ffn_rank);   // MLP down (row parallel)
   linear(out, dt, tokens, vocab_rank, h); // logits (vocab parallel)
-  for (const KernelCall &call : loss_kernels(w, StepPass::FORWARD))
+  for (const KernelCall &call : loss_kernels(w, Phase::FORWARD))
     out.add(call.shape);
   int64_t params = model_parameters(m) / (t * w.parallel.pp);
   if (w.parallel.zero_stage >= 1 && w.parallel.dp > 1)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 namespace stepsim::report {
 
@@ -16,7 +17,9 @@ using graph::TaskId;
 
 constexpr double EPS = 1e-12;
 
-Seconds& slot(GroupTimes& g, graph::CommGroup group) {
+/// The member of per-group values (GroupTimes, GroupBytes) that counts `group`'s collectives.
+template <class Groups>
+auto& slot(Groups& g, graph::CommGroup group) {
   switch (group) {
   case graph::CommGroup::TP: return g.tp;
   case graph::CommGroup::PP: return g.pp;
@@ -26,14 +29,14 @@ Seconds& slot(GroupTimes& g, graph::CommGroup group) {
   }
 }
 
-Bytes& slot(GroupBytes& g, graph::CommGroup group) {
-  switch (group) {
-  case graph::CommGroup::TP: return g.tp;
-  case graph::CommGroup::PP: return g.pp;
-  case graph::CommGroup::EP: return g.ep;
-  case graph::CommGroup::CP: return g.cp;
-  default: return g.dp;
-  }
+/// Per-group values as summary.json writes them, keyed by group name: tp, pp, dp, ep, cp.
+template <class Groups>
+nlohmann::ordered_json per_group_json(const Groups& g) {
+  nlohmann::ordered_json j;
+  for (graph::CommGroup group :
+       {graph::CommGroup::TP, graph::CommGroup::PP, graph::CommGroup::DP, graph::CommGroup::EP, graph::CommGroup::CP})
+    j[std::string(to_string(group))] = slot(g, group).value();
+  return j;
 }
 
 /// Per-GPU idle accounting.
@@ -296,10 +299,6 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
 
 void write_summary_json(std::ostream& out, const Summary& s) {
   using nlohmann::ordered_json;
-  auto groups = [](const GroupTimes& g) {
-    return ordered_json{
-        {"tp", g.tp.value()}, {"pp", g.pp.value()}, {"dp", g.dp.value()}, {"ep", g.ep.value()}, {"cp", g.cp.value()}};
-  };
   ordered_json j;
   j["cluster"] = s.cluster;
   j["workload"] = s.workload;
@@ -318,25 +317,17 @@ void write_summary_json(std::ostream& out, const Summary& s) {
                                      {"interpolated", s.compute_source.interpolated},
                                      {"modelled", s.compute_source.modelled},
                                      {"roofline", s.compute_source.roofline}};
-  j["exposed_comm_s"] = groups(s.exposed);
+  j["exposed_comm_s"] = per_group_json(s.exposed);
   j["other_idle_s"] = s.other_idle.value();
-  j["comm_bytes_per_gpu"] = ordered_json{{"tp", s.comm_bytes_per_gpu.tp.value()},
-                                         {"pp", s.comm_bytes_per_gpu.pp.value()},
-                                         {"dp", s.comm_bytes_per_gpu.dp.value()},
-                                         {"ep", s.comm_bytes_per_gpu.ep.value()},
-                                         {"cp", s.comm_bytes_per_gpu.cp.value()}};
+  j["comm_bytes_per_gpu"] = per_group_json(s.comm_bytes_per_gpu);
   ordered_json stages = ordered_json::array();
   for (const StageMetrics& st : s.stages)
     stages.push_back(ordered_json{{"stage", st.stage},
                                   {"bubble_fraction", st.bubble_fraction},
                                   {"compute_s", st.compute.value()},
-                                  {"exposed_comm_s", groups(st.exposed)}});
+                                  {"exposed_comm_s", per_group_json(st.exposed)}});
   j["stages"] = stages;
-  j["comm_volume_per_gpu"] = ordered_json{{"tp", s.comm_volume_per_gpu.tp.value()},
-                                          {"pp", s.comm_volume_per_gpu.pp.value()},
-                                          {"dp", s.comm_volume_per_gpu.dp.value()},
-                                          {"ep", s.comm_volume_per_gpu.ep.value()},
-                                          {"cp", s.comm_volume_per_gpu.cp.value()}};
+  j["comm_volume_per_gpu"] = per_group_json(s.comm_volume_per_gpu);
   const MemoryReport& mem = s.memory;
   j["fits_in_memory"] = mem.fits_in_memory;
   ordered_json m;

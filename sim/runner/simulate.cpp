@@ -18,28 +18,6 @@ namespace stepsim::runner {
 
 namespace {
 
-kernels::StepBlock step_block(graph::Block b) {
-  switch (b) {
-  case graph::Block::ATTENTION: return kernels::StepBlock::ATTENTION;
-  case graph::Block::MLP: return kernels::StepBlock::MLP;
-  case graph::Block::LOGITS: return kernels::StepBlock::LOGITS;
-  case graph::Block::ROUTER: return kernels::StepBlock::ROUTER;
-  default: break;
-  }
-  throw ModelError("compute model: no kernels for block " + std::string(graph::to_string(b)));
-}
-
-kernels::StepPass step_pass(graph::Phase p) {
-  switch (p) {
-  case graph::Phase::FORWARD: return kernels::StepPass::FORWARD;
-  case graph::Phase::BACKWARD: return kernels::StepPass::BACKWARD;
-  case graph::Phase::RECOMPUTE: return kernels::StepPass::RECOMPUTE;
-  case graph::Phase::OPTIMIZER: break;
-  case graph::Phase::WEIGHT_GRAD: break; // the builder splits a BACKWARD query into B and W
-  }
-  throw ModelError("compute model: the optimizer phase has no block kernels");
-}
-
 /// The optimizer step's kernels on one rank of `stage` (model::optimizer_step_bytes).
 std::vector<kernels::KernelCall> optimizer_calls(const WorkloadSpec& w, int stage) {
   return kernels::optimizer_kernels(w, std::max<int64_t>(1, std::llround(model::optimizer_params_on_rank(w, stage))),
@@ -62,7 +40,7 @@ public:
       return it->second;
     const graph::ComputeCost cost =
         optimizer ? sum(optimizer_calls(w_, q.stage))
-                  : sum(kernels::block_kernels(w_, step_block(q.block), step_pass(q.phase), q.windowed));
+                  : sum(kernels::block_kernels(w_, q.block, q.phase, q.windowed));
     cache_.emplace(key, cost);
     return cost;
   }

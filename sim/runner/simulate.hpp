@@ -16,7 +16,7 @@
 namespace stepsim::runner {
 
 struct SimulateOptions {
-  engine::CollectiveForm collective_form = engine::CollectiveForm::AUTO;
+  CollectiveForm collective_form = CollectiveForm::AUTO;
   bool fold_dp = true; ///< simulate one DP replica (docs/engine.md)
   /// With fold_dp on a non-blocking fabric, run only the flows of large collectives that touch
   /// nodes hosting simulated ranks (docs/engine.md, "Symmetry sampling").

@@ -3,9 +3,11 @@
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "process/process.hpp"
+#include "core/vocabulary.hpp"
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -40,22 +42,22 @@ process::Message simulate_config(const SweepConfig& config, const ExecuteOptions
     const runner::Simulation sim = runner::simulate(cluster, workload, options.simulate);
     std::ostringstream summary;
     report::write_summary_json(summary, sim.summary);
-    verdict["status"] = "ok";
+    verdict["status"] = std::string(to_string(RunStatus::OK));
     verdict["summary"] = process::Message::parse(summary.str());
   } catch (const ConfigError& e) {
-    verdict["status"] = "skipped";
+    verdict["status"] = std::string(to_string(RunStatus::SKIPPED));
     verdict["reason"] = e.what();
   } catch (const ModelError& e) {
-    verdict["status"] = "skipped";
+    verdict["status"] = std::string(to_string(RunStatus::SKIPPED));
     verdict["reason"] = e.what();
   } catch (const SimulationError& e) {
-    verdict["status"] = "failed";
+    verdict["status"] = std::string(to_string(RunStatus::FAILED));
     verdict["reason"] = std::string("simulation error: ") + e.what();
   } catch (const std::exception& e) {
-    verdict["status"] = "failed";
+    verdict["status"] = std::string(to_string(RunStatus::FAILED));
     verdict["reason"] = std::string("error: ") + e.what();
   } catch (...) {
-    verdict["status"] = "failed";
+    verdict["status"] = std::string(to_string(RunStatus::FAILED));
     verdict["reason"] = "unknown exception";
   }
   return verdict;
@@ -66,7 +68,7 @@ Row verdict_row(const SweepConfig& config, const process::Outcome& child, double
   row.id = config.id;
   row.index = config.index;
   row.config = config.swept;
-  row.status = RowStatus::FAILED;
+  row.status = RunStatus::FAILED;
   const process::Message verdict = child.message.value_or(process::Message());
   const bool parsed = verdict.is_object() && verdict.contains("status");
   if (parsed && verdict.contains("hbm_capacity_bytes")) {
@@ -88,12 +90,12 @@ Row verdict_row(const SweepConfig& config, const process::Outcome& child, double
     row.reason = "simulation process exited with code " + std::to_string(child.exit_code) + " without a verdict";
     return row;
   }
-  const std::string s = verdict["status"].get<std::string>();
-  if (s == "ok" && verdict.contains("summary")) {
-    row.status = RowStatus::OK;
+  const std::optional<RunStatus> s = run_status_by_name_or_null(verdict["status"].get<std::string>());
+  if (s == RunStatus::OK && verdict.contains("summary")) {
+    row.status = RunStatus::OK;
     row.summary_json = verdict["summary"].dump();
-  } else if (s == "skipped") {
-    row.status = RowStatus::SKIPPED;
+  } else if (s == RunStatus::SKIPPED) {
+    row.status = RunStatus::SKIPPED;
     row.reason = one_line(verdict.value("reason", std::string("skipped")));
   } else {
     row.reason = one_line(verdict.value("reason", std::string("failed")));

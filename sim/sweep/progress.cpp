@@ -71,18 +71,18 @@ void Progress::finished(const Row& row, double wall_s) {
   ++done_;
   busy_s_ += wall_s;
   switch (row.status) {
-  case RowStatus::OK:
+  case RunStatus::OK:
     ++ok_;
     break;
-  case RowStatus::SKIPPED:
+  case RunStatus::SKIPPED:
     ++skipped_;
     break;
-  case RowStatus::FAILED:
+  case RunStatus::FAILED:
     ++failed_;
     break;
   }
   if (options_.tty) {
-    if (row.status == RowStatus::FAILED) {
+    if (row.status == RunStatus::FAILED) {
       // Failures stay on screen above the bar.
       out_ << "\r\033[K" << options_.label << ": config " << row.index << " (" << row.id
            << ") failed: " << row.reason << '\n';
@@ -93,7 +93,7 @@ void Progress::finished(const Row& row, double wall_s) {
   char head[512];
   std::snprintf(head, sizeof head, "%s: [%zu/%zu] config %zu (%s) %s in %.2f s", options_.label.c_str(),
                 options_.resumed + done_, options_.total, row.index, row.id.c_str(),
-                std::string(status_name(row.status)).c_str(), wall_s);
+                std::string(to_string(row.status)).c_str(), wall_s);
   out_ << head;
   if (!row.reason.empty()) {
     out_ << ": " << row.reason;

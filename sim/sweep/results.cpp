@@ -99,7 +99,7 @@ std::vector<std::string> metric_cells(const Row& row) {
   if (row.hbm_capacity_bytes > 0) {
     cells.back() = format_number(row.hbm_capacity_bytes);
   }
-  if (row.status != RowStatus::OK || row.summary_json.empty()) {
+  if (row.status != RunStatus::OK || row.summary_json.empty()) {
     return cells;
   }
   const json s = json::parse(row.summary_json, nullptr, false);
@@ -143,18 +143,6 @@ void write_all(int fd, const std::string& text, const std::filesystem::path& fil
 
 } // namespace
 
-std::string_view status_name(RowStatus status) {
-  switch (status) {
-  case RowStatus::OK:
-    return "ok";
-  case RowStatus::SKIPPED:
-    return "skipped";
-  case RowStatus::FAILED:
-    return "failed";
-  }
-  return "failed";
-}
-
 std::string csv_header(const std::vector<std::string>& columns) {
   std::string line = "id,index";
   for (const auto& c : columns) {
@@ -173,7 +161,7 @@ std::string csv_line(const Row& row, const std::vector<std::string>& columns) {
     const auto it = std::find_if(row.config.begin(), row.config.end(), [&](const KeyValue& kv) { return kv.first == c; });
     line += "," + (it == row.config.end() ? std::string() : csv_cell(it->second));
   }
-  line += "," + std::string(status_name(row.status)) + "," + csv_cell(row.reason);
+  line += "," + std::string(to_string(row.status)) + "," + csv_cell(row.reason);
   for (const auto& cell : metric_cells(row)) {
     line += "," + cell;
   }
@@ -189,7 +177,7 @@ std::string json_line(const Row& row) {
     config[k] = v;
   }
   j["config"] = config;
-  j["status"] = std::string(status_name(row.status));
+  j["status"] = std::string(to_string(row.status));
   j["reason"] = row.reason;
   j["hbm_capacity_bytes"] = row.hbm_capacity_bytes;
   if (row.summary_json.empty()) {
@@ -212,16 +200,11 @@ std::optional<Row> parse_json_line(std::string_view line) {
     for (const auto& [k, v] : j.at("config").items()) {
       row.config.emplace_back(k, v.get<std::string>());
     }
-    const std::string status = j.at("status").get<std::string>();
-    if (status == "ok") {
-      row.status = RowStatus::OK;
-    } else if (status == "skipped") {
-      row.status = RowStatus::SKIPPED;
-    } else if (status == "failed") {
-      row.status = RowStatus::FAILED;
-    } else {
+    const auto status = run_status_by_name_or_null(j.at("status").get<std::string>());
+    if (!status) {
       return std::nullopt;
     }
+    row.status = *status;
     row.reason = j.at("reason").get<std::string>();
     if (j.contains("hbm_capacity_bytes")) {
       row.hbm_capacity_bytes = j.at("hbm_capacity_bytes").get<double>();
@@ -343,7 +326,7 @@ ResultLog::ResultLog(ResultFiles files, std::vector<std::string> columns, bool d
   }
   const std::size_t before = read.rows.size();
   if (drop_failed) {
-    std::erase_if(read.rows, [](const Row& r) { return r.status == RowStatus::FAILED; });
+    std::erase_if(read.rows, [](const Row& r) { return r.status == RunStatus::FAILED; });
     if (read.rows.size() != before) {
       err << "sweep: retrying " << before - read.rows.size() << " failed configuration(s)\n";
     }

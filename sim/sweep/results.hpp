@@ -8,6 +8,7 @@
 // is cut off and the CSV is rebuilt from the jsonl, so a kill at any moment leaves no torn or
 // duplicated row.
 
+#include "core/vocabulary.hpp"
 #include "sweep/plan.hpp"
 
 #include <cstddef>
@@ -20,16 +21,11 @@
 
 namespace stepsim::sweep {
 
-enum class RowStatus { OK, SKIPPED, FAILED };
-
-/// "ok", "skipped", "failed".
-std::string_view status_name(RowStatus status);
-
 struct Row {
   std::string id;
   std::size_t index = 0;
   std::vector<KeyValue> config;   ///< swept keys set by this configuration, in column order
-  RowStatus status = RowStatus::OK;
+  RunStatus status = RunStatus::OK;
   std::string reason;             ///< why skipped or failed; "" when ok
   double hbm_capacity_bytes = 0;  ///< the cluster's GPU memory; 0 when the cluster did not load
   std::string summary_json;       ///< compact summary.json of an ok row, else ""

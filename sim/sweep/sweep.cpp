@@ -93,7 +93,7 @@ SweepOutcome run_sweep(const SweepOptions& options, std::ostream& err) {
                                                                : std::nullopt),
                 plan.columns, options.retry_failed, err);
 
-  std::map<std::string, RowStatus> status; // id -> status, for this shard's configurations
+  std::map<std::string, RunStatus> status; // id -> status, for this shard's configurations
   std::set<std::string> mine_ids;
   for (const SweepConfig* c : mine) {
     mine_ids.insert(c->id);
@@ -135,7 +135,7 @@ SweepOutcome run_sweep(const SweepOptions& options, std::ostream& err) {
   out.total = mine.size();
   out.resumed = mine.size() - pending.size();
   for (const auto& [id, s] : status) {
-    (s == RowStatus::OK ? out.ok : s == RowStatus::SKIPPED ? out.skipped : out.failed) += 1;
+    (s == RunStatus::OK ? out.ok : s == RunStatus::SKIPPED ? out.skipped : out.failed) += 1;
   }
   if (status.size() == mine.size()) {
     log.rewrite_sorted();

@@ -115,6 +115,7 @@ int64_t to_ns(Seconds t) {
   return std::llround(std::clamp(ns, -LIMIT, LIMIT));
 }
 
+/// A slice name's abbreviation of a phase ("fwd attn", "pp send bwd"); args and the CSV spell it out.
 std::string_view short_phase(Phase p) {
   switch (p) {
   case Phase::FORWARD: return "fwd";
@@ -126,23 +127,11 @@ std::string_view short_phase(Phase p) {
   return "?";
 }
 
-std::string_view short_block(Block b) {
-  switch (b) {
-  case Block::NONE: return "none";
-  case Block::ATTENTION: return "attn";
-  case Block::MLP: return "mlp";
-  case Block::LOGITS: return "logits";
-  case Block::OPTIMIZER: return "optimizer";
-  case Block::ROUTER: return "router";
-  case Block::EXPERTS: return "experts";
-  }
-  return "?";
-}
+/// A slice name's block: its vocabulary name, abbreviated for attention.
+std::string_view short_block(Block b) { return b == Block::ATTENTION ? "attn" : to_string(b); }
 
 std::string_view category(const Task& t) {
-  if (t.kind == TaskKind::COMPUTE)
-    return "compute";
-  return graph::to_string(t.group);
+  return t.kind == TaskKind::COMPUTE ? to_string(t.kind) : to_string(t.group);
 }
 
 /// Thread ids: the compute, tp, pp and dp streams (0-3), two for the receiving side of pipeline
@@ -153,11 +142,11 @@ std::string_view category(const Task& t) {
 /// threads 9-11.
 constexpr int PP_RECV_FWD_TID = 4; ///< activations from the previous stage
 constexpr int PP_RECV_BWD_TID = 5; ///< gradients from the next stage
-constexpr int CP_RECV_TID = graph::STREAM_COUNT + 2; ///< K,V blocks from the previous CP rank
-constexpr int PAIRED_COMPUTE_TID = graph::STREAM_COUNT + 3;
-constexpr int PAIRED_TP_TID = graph::STREAM_COUNT + 4;
-constexpr int PAIRED_EP_TID = graph::STREAM_COUNT + 5;
-constexpr int THREAD_COUNT = graph::STREAM_COUNT + 6;
+constexpr int CP_RECV_TID = STREAM_COUNT + 2; ///< K,V blocks from the previous CP rank
+constexpr int PAIRED_COMPUTE_TID = STREAM_COUNT + 3;
+constexpr int PAIRED_TP_TID = STREAM_COUNT + 4;
+constexpr int PAIRED_EP_TID = STREAM_COUNT + 5;
+constexpr int THREAD_COUNT = STREAM_COUNT + 6;
 static_assert(THREAD_COUNT <= 16, "RankTable::threads holds one bit per thread");
 
 int stream_tid(Stream s) {
@@ -178,7 +167,7 @@ std::string_view thread_name(int tid) {
     return "pp recv bwd";
   if (tid == CP_RECV_TID)
     return "cp recv";
-  return graph::to_string(static_cast<Stream>(tid < PP_RECV_FWD_TID ? tid : tid - 2));
+  return to_string(static_cast<Stream>(tid < PP_RECV_FWD_TID ? tid : tid - 2));
 }
 
 /// Display order: each paired-pass thread right after its stream's thread.
@@ -262,14 +251,14 @@ void task_name(const Task& t, Text& name) {
     else if (t.piece == 2)
       name << " wgrad";
   } else if (t.op == CollectiveOp::SEND) {
-    name << graph::to_string(t.group) << " send " << short_phase(t.phase);
+    name << to_string(t.group) << " send " << short_phase(t.phase);
   } else if (t.group == CommGroup::DP && t.bucket >= 0) {
-    name << graph::to_string(t.group) << ' ' << graph::to_string(t.op);
+    name << to_string(t.group) << ' ' << to_string(t.op);
     (name << " bucket ").num(int64_t{t.bucket});
   } else {
-    name << graph::to_string(t.group) << ' ' << graph::to_string(t.op);
+    name << to_string(t.group) << ' ' << to_string(t.op);
     if (t.role != graph::CommRole::NONE)
-      name << ' ' << graph::to_string(t.role);
+      name << ' ' << to_string(t.role);
   }
   if (with_layer)
     (name << " L").num(int64_t{t.layer});
@@ -280,11 +269,11 @@ void task_name(const Task& t, Text& name) {
 /// The args object of a task's slices (braces included); fields that do not apply are omitted.
 void task_args(const graph::StepGraph& g, const Task& t, Text& args) {
   args.clear();
-  args << "{\"phase\":\"" << graph::to_string(t.phase) << '"';
+  args << "{\"phase\":\"" << to_string(t.phase) << '"';
   if (t.stage >= 0)
     (args << ",\"stage\":").num(int64_t{t.stage});
   if (t.kind == TaskKind::COMPUTE) {
-    args << ",\"block\":\"" << graph::to_string(t.block) << '"';
+    args << ",\"block\":\"" << to_string(t.block) << '"';
     if (t.layer >= 0)
       (args << ",\"layer\":").num(int64_t{t.layer});
     if (t.micro_batch >= 0)
@@ -294,9 +283,9 @@ void task_args(const graph::StepGraph& g, const Task& t, Text& args) {
     if (t.bytes.value() > 0)
       (args << ",\"hbm_bytes\":").num(t.bytes.value());
   } else {
-    args << ",\"op\":\"" << graph::to_string(t.op) << '"';
+    args << ",\"op\":\"" << to_string(t.op) << '"';
     if (t.role != graph::CommRole::NONE)
-      args << ",\"role\":\"" << graph::to_string(t.role) << '"';
+      args << ",\"role\":\"" << to_string(t.role) << '"';
     if (t.layer >= 0)
       (args << ",\"layer\":").num(int64_t{t.layer});
     if (t.bucket >= 0)
@@ -567,19 +556,21 @@ void write_task_csv(std::ostream& stream, const TraceInput& in) {
     const Task& t = g.task(id);
     const bool compute = t.kind == TaskKind::COMPUTE;
     out.put_int(id);
-    out.put(compute ? ",compute," : ",collective,");
+    out.put(',');
+    out.put(to_string(t.kind));
+    out.put(',');
     out.put_int(t.rank);
     out.put(',');
-    out.put(graph::to_string(t.stream));
+    out.put(to_string(t.stream));
     out.put(',');
-    out.put(graph::to_string(t.phase));
+    out.put(to_string(t.phase));
     out.put(',');
-    out.put(graph::to_string(t.block));
+    out.put(to_string(t.block));
     out.put(',');
-    out.put(graph::to_string(t.group));
+    out.put(to_string(t.group));
     out.put(',');
     if (!compute)
-      out.put(graph::to_string(t.op));
+      out.put(to_string(t.op));
     out.put(',');
     out.put_int(t.stage);
     out.put(',');
@@ -595,7 +586,7 @@ void write_task_csv(std::ostream& stream, const TraceInput& in) {
     out.put(',');
     out.put_double(t.flops.value());
     out.put(',');
-    out.put(graph::to_string(t.role)); // empty for the layers' collectives and compute
+    out.put(to_string(t.role)); // empty for the layers' collectives and compute
     out.put('\n');
     out.maybe_flush();
   }

@@ -108,15 +108,6 @@ void record(RunResult& r, const process::Outcome& child, double timeout_s) {
 
 } // namespace
 
-const char* to_string(RunStatus s) {
-  switch (s) {
-  case RunStatus::OK: return "ok";
-  case RunStatus::SKIPPED: return "skipped";
-  case RunStatus::FAILED: return "failed";
-  }
-  return "?";
-}
-
 std::vector<RunResult> validate_runs(const config::RunsFile& runs, const ValidateOptions& options,
                                      std::ostream* progress) {
   std::set<std::string> only(options.only.begin(), options.only.end());

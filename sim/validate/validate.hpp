@@ -4,6 +4,7 @@
 // simulation per process); the parent only plans, loads configuration, forks and collects.
 
 #include "config/runs_config.hpp"
+#include "core/vocabulary.hpp"
 #include "validate/plan.hpp"
 
 #include <filesystem>
@@ -22,10 +23,6 @@ struct ValidateOptions {
   std::vector<std::string> only;         ///< run ids to consider; empty = all
   double timeout_s = 0;                  ///< kill a simulation after this long; 0 = never
 };
-
-enum class RunStatus { OK, SKIPPED, FAILED };
-
-const char* to_string(RunStatus s); ///< "ok", "skipped", "failed"
 
 struct RunResult {
   RunPlan plan;

@@ -9,17 +9,14 @@
 
 namespace stepsim::test {
 
-inline std::vector<double> busbw_sweep(const ClusterSpec& cluster, collectives::Op op, std::vector<graph::Rank> ranks,
+inline std::vector<double> busbw_sweep(const ClusterSpec& cluster, CollectiveOp op, std::vector<graph::Rank> ranks,
                                        const std::vector<double>& sizes, collectives::Algorithm algorithm,
-                                       engine::CollectiveForm form = engine::CollectiveForm::AUTO) {
+                                       CollectiveForm form = CollectiveForm::AUTO) {
   graph::StepProgram prog;
-  const graph::CollectiveOp gop = op == collectives::Op::ALL_TO_ALL ? graph::CollectiveOp::ALL_TO_ALL
-                                  : op == collectives::Op::ALL_GATHER ? graph::CollectiveOp::ALL_GATHER
-                                                                      : graph::CollectiveOp::ALL_REDUCE;
   for (size_t i = 0; i < sizes.size(); ++i) {
     graph::Task t;
     t.group = graph::CommGroup::DP;
-    t.op = gop;
+    t.op = op;
     t.stream = graph::Stream::DP_COMM;
     t.rank = ranks.front();
     t.bytes = Bytes(sizes[i]);

@@ -49,13 +49,13 @@ std::vector<int32_t> one_per_node(int nodes, int per_node, int local = 0) {
 
 // nccl-tests: all-reduce 2(n-1)/n, all-gather / reduce-scatter / all-to-all (n-1)/n, else 1.
 TEST(Collective, BusFactor) {
-  EXPECT_DOUBLE_EQ(bus_factor(Op::ALL_REDUCE, 8), 1.75);
-  EXPECT_DOUBLE_EQ(bus_factor(Op::ALL_GATHER, 8), 0.875);
-  EXPECT_DOUBLE_EQ(bus_factor(Op::REDUCE_SCATTER, 4), 0.75);
-  EXPECT_DOUBLE_EQ(bus_factor(Op::ALL_TO_ALL, 2), 0.5);
-  for (Op op : {Op::BROADCAST, Op::REDUCE, Op::SEND})
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::ALL_REDUCE, 8), 1.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::ALL_GATHER, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::REDUCE_SCATTER, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::ALL_TO_ALL, 2), 0.5);
+  for (CollectiveOp op : {CollectiveOp::BROADCAST, CollectiveOp::REDUCE, CollectiveOp::SEND})
     EXPECT_DOUBLE_EQ(bus_factor(op, 16), 1.0);
-  EXPECT_DOUBLE_EQ(bus_factor(Op::ALL_REDUCE, 1), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::ALL_REDUCE, 1), 1.0);
 }
 
 // One ring per NIC the group uses on every node; 1 inside one node or with one GPU per node.
@@ -72,35 +72,35 @@ TEST(Collective, Channels) {
 
 TEST(Collective, Applicable) {
   const TopologyView v = view_of(8, 8, true), plain = view_of(8, 8, false);
-  EXPECT_TRUE(applicable(Op::ALL_REDUCE, Algorithm::NVLS, first(8), v));
-  EXPECT_FALSE(applicable(Op::ALL_REDUCE, Algorithm::NVLS, first(8), plain));  // no NVLS hardware
-  EXPECT_FALSE(applicable(Op::ALL_REDUCE, Algorithm::NVLS, first(16), v));     // only inside one node
-  EXPECT_FALSE(applicable(Op::ALL_GATHER, Algorithm::NVLS, first(8), v));      // all-reduce only
-  EXPECT_TRUE(applicable(Op::ALL_REDUCE, Algorithm::HIERARCHICAL, first(16), v));
-  EXPECT_FALSE(applicable(Op::ALL_REDUCE, Algorithm::HIERARCHICAL, first(8), v));        // one node
-  EXPECT_FALSE(applicable(Op::ALL_REDUCE, Algorithm::HIERARCHICAL, first(12), v));       // 8 + 4: not uniform
-  EXPECT_FALSE(applicable(Op::ALL_REDUCE, Algorithm::HIERARCHICAL, one_per_node(4, 8), v)); // one GPU per node
-  EXPECT_TRUE(applicable(Op::ALL_REDUCE, Algorithm::TREE, first(16), v));
-  EXPECT_FALSE(applicable(Op::ALL_GATHER, Algorithm::TREE, first(16), v));
-  EXPECT_TRUE(applicable(Op::ALL_TO_ALL, Algorithm::PAIRWISE, first(16), v));
-  EXPECT_FALSE(applicable(Op::ALL_TO_ALL, Algorithm::RING, first(16), v));
-  EXPECT_FALSE(applicable(Op::ALL_REDUCE, Algorithm::PAIRWISE, first(16), v));
-  for (Op op : {Op::ALL_GATHER, Op::REDUCE_SCATTER, Op::BROADCAST, Op::REDUCE})
+  EXPECT_TRUE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::NVLS, first(8), v));
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::NVLS, first(8), plain));  // no NVLS hardware
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::NVLS, first(16), v));     // only inside one node
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_GATHER, Algorithm::NVLS, first(8), v));      // all-reduce only
+  EXPECT_TRUE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(16), v));
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(8), v));        // one node
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(12), v));       // 8 + 4: not uniform
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, one_per_node(4, 8), v)); // one GPU per node
+  EXPECT_TRUE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::TREE, first(16), v));
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_GATHER, Algorithm::TREE, first(16), v));
+  EXPECT_TRUE(applicable(CollectiveOp::ALL_TO_ALL, Algorithm::PAIRWISE, first(16), v));
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_TO_ALL, Algorithm::RING, first(16), v));
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::PAIRWISE, first(16), v));
+  for (CollectiveOp op : {CollectiveOp::ALL_GATHER, CollectiveOp::REDUCE_SCATTER, CollectiveOp::BROADCAST, CollectiveOp::REDUCE})
     EXPECT_TRUE(applicable(op, Algorithm::RING, first(16), v));
-  EXPECT_TRUE(applicable(Op::SEND, Algorithm::RING, first(2), v));
-  EXPECT_TRUE(applicable(Op::ALL_REDUCE, Algorithm::AUTO, first(16), v));
+  EXPECT_TRUE(applicable(CollectiveOp::SEND, Algorithm::RING, first(2), v));
+  EXPECT_TRUE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::AUTO, first(16), v));
 }
 
 // Ring inside one node: exactly the ring closed form 2(n-1) a + 2(n-1)/n S / b.
 TEST(Collective, EstimateRingInsideNode) {
   const TopologyView v = view_of(8, 8);
   const double S = 1 << 30;
-  EXPECT_NEAR(estimate(Op::ALL_REDUCE, Algorithm::RING, first(8), Bytes(S), v).value(),
-              ring_time(Op::ALL_REDUCE, Bytes(S), 8, Seconds(AI), BytesPerSec(BI)).value(), 1e-12);
-  EXPECT_NEAR(estimate(Op::ALL_GATHER, Algorithm::RING, first(8), Bytes(S), v).value(),
-              ring_time(Op::ALL_GATHER, Bytes(S), 8, Seconds(AI), BytesPerSec(BI)).value(), 1e-12);
-  EXPECT_EQ(estimate(Op::ALL_REDUCE, Algorithm::RING, first(1), Bytes(S), v).value(), 0.0);
-  EXPECT_EQ(estimate(Op::ALL_REDUCE, Algorithm::RING, first(8), Bytes(0), v).value(), 0.0);
+  EXPECT_NEAR(estimate(CollectiveOp::ALL_REDUCE, Algorithm::RING, first(8), Bytes(S), v).value(),
+              ring_time(CollectiveOp::ALL_REDUCE, Bytes(S), 8, Seconds(AI), BytesPerSec(BI)).value(), 1e-12);
+  EXPECT_NEAR(estimate(CollectiveOp::ALL_GATHER, Algorithm::RING, first(8), Bytes(S), v).value(),
+              ring_time(CollectiveOp::ALL_GATHER, Bytes(S), 8, Seconds(AI), BytesPerSec(BI)).value(), 1e-12);
+  EXPECT_EQ(estimate(CollectiveOp::ALL_REDUCE, Algorithm::RING, first(1), Bytes(S), v).value(), 0.0);
+  EXPECT_EQ(estimate(CollectiveOp::ALL_REDUCE, Algorithm::RING, first(8), Bytes(0), v).value(), 0.0);
 }
 
 // Tree: latency 2 (floor(log2 N) a_inter + (m-1) a_intra): doubling the nodes adds 2 a_inter,
@@ -109,8 +109,8 @@ TEST(Collective, EstimateRingInsideNode) {
 TEST(Collective, EstimateTreeLogDepthLatency) {
   const TopologyView v = view_of(1, 1);
   const double S = 8; // latency-bound
-  const auto tree = [&](int nodes) { return estimate(Op::ALL_REDUCE, Algorithm::TREE, first(nodes), Bytes(S), v).value(); };
-  const auto ring = [&](int nodes) { return estimate(Op::ALL_REDUCE, Algorithm::RING, first(nodes), Bytes(S), v).value(); };
+  const auto tree = [&](int nodes) { return estimate(CollectiveOp::ALL_REDUCE, Algorithm::TREE, first(nodes), Bytes(S), v).value(); };
+  const auto ring = [&](int nodes) { return estimate(CollectiveOp::ALL_REDUCE, Algorithm::RING, first(nodes), Bytes(S), v).value(); };
   for (int nodes : {4, 16, 64, 256}) {
     EXPECT_NEAR(tree(2 * nodes) - tree(nodes), 2 * AX, 1e-12) << nodes;
     EXPECT_NEAR(tree(nodes), 2 * std::log2(nodes) * AX + 2 * S / (0.92 * BX), 1e-12) << nodes;
@@ -126,7 +126,7 @@ TEST(Collective, EstimateHierarchicalSlowerTier) {
   const int k = 4, m = 8;
   const double intra = (m - 1) * AI + (m - 1.0) / m * S / BI;
   const double inter = 2.0 * (k - 1) * AX + 2.0 * (k - 1) / k * (S / m) / BX;
-  EXPECT_NEAR(estimate(Op::ALL_REDUCE, Algorithm::HIERARCHICAL, first(k * m), Bytes(S), v).value(), 2 * intra + inter,
+  EXPECT_NEAR(estimate(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(k * m), Bytes(S), v).value(), 2 * intra + inter,
               1e-9);
   EXPECT_GT(inter, 2 * intra); // NIC tier (24 GB/s per rail) is the slower one here
 }
@@ -136,25 +136,25 @@ TEST(Collective, EstimateHierarchicalSlowerTier) {
 // algorithm that does not apply.
 TEST(Collective, Choose) {
   const TopologyView v = view_of(8, 8, true), plain = view_of(8, 8);
-  EXPECT_EQ(choose(Op::ALL_REDUCE, first(8), Bytes(1 << 30), v), Algorithm::NVLS);
-  EXPECT_EQ(choose(Op::ALL_REDUCE, first(8), Bytes(1 << 30), plain), Algorithm::RING);
-  EXPECT_EQ(choose(Op::ALL_REDUCE, one_per_node(64, 8), Bytes(1024), plain), Algorithm::TREE);
-  EXPECT_EQ(choose(Op::ALL_REDUCE, one_per_node(4, 8), Bytes(1 << 30), plain), Algorithm::RING);
+  EXPECT_EQ(choose(CollectiveOp::ALL_REDUCE, first(8), Bytes(1 << 30), v), Algorithm::NVLS);
+  EXPECT_EQ(choose(CollectiveOp::ALL_REDUCE, first(8), Bytes(1 << 30), plain), Algorithm::RING);
+  EXPECT_EQ(choose(CollectiveOp::ALL_REDUCE, one_per_node(64, 8), Bytes(1024), plain), Algorithm::TREE);
+  EXPECT_EQ(choose(CollectiveOp::ALL_REDUCE, one_per_node(4, 8), Bytes(1 << 30), plain), Algorithm::RING);
   // Over 128 nodes (a DP group of one GPU per node) the tree's 8 % less bandwidth outweighs the
   // ring's 254 latency steps from about 243 MB on (8 us, 24 GB/s): a 64 MiB gradient bucket takes
   // the tree, an 800 MB one the ring, as NCCL's tuner decides.
-  EXPECT_EQ(choose(Op::ALL_REDUCE, one_per_node(128, 8), Bytes(64 << 20), plain), Algorithm::TREE);
-  EXPECT_EQ(choose(Op::ALL_REDUCE, one_per_node(128, 8), Bytes(800e6), plain), Algorithm::RING);
-  EXPECT_EQ(choose(Op::ALL_TO_ALL, first(16), Bytes(1 << 20), v), Algorithm::PAIRWISE);
-  EXPECT_EQ(choose(Op::ALL_GATHER, first(16), Bytes(1 << 20), v), Algorithm::RING);
+  EXPECT_EQ(choose(CollectiveOp::ALL_REDUCE, one_per_node(128, 8), Bytes(64 << 20), plain), Algorithm::TREE);
+  EXPECT_EQ(choose(CollectiveOp::ALL_REDUCE, one_per_node(128, 8), Bytes(800e6), plain), Algorithm::RING);
+  EXPECT_EQ(choose(CollectiveOp::ALL_TO_ALL, first(16), Bytes(1 << 20), v), Algorithm::PAIRWISE);
+  EXPECT_EQ(choose(CollectiveOp::ALL_GATHER, first(16), Bytes(1 << 20), v), Algorithm::RING);
   for (double size : {1e3, 1e6, 1e9})
     for (int n : {8, 16, 12, 64}) {
-      const Algorithm a = choose(Op::ALL_REDUCE, first(n), Bytes(size), v);
-      EXPECT_TRUE(applicable(Op::ALL_REDUCE, a, first(n), v)) << n << " " << size;
+      const Algorithm a = choose(CollectiveOp::ALL_REDUCE, first(n), Bytes(size), v);
+      EXPECT_TRUE(applicable(CollectiveOp::ALL_REDUCE, a, first(n), v)) << n << " " << size;
       for (Algorithm b : {Algorithm::RING, Algorithm::TREE, Algorithm::HIERARCHICAL, Algorithm::NVLS}) {
-        if (applicable(Op::ALL_REDUCE, b, first(n), v)) {
-          EXPECT_LE(estimate(Op::ALL_REDUCE, a, first(n), Bytes(size), v).value(),
-                    estimate(Op::ALL_REDUCE, b, first(n), Bytes(size), v).value());
+        if (applicable(CollectiveOp::ALL_REDUCE, b, first(n), v)) {
+          EXPECT_LE(estimate(CollectiveOp::ALL_REDUCE, a, first(n), Bytes(size), v).value(),
+                    estimate(CollectiveOp::ALL_REDUCE, b, first(n), Bytes(size), v).value());
         }
       }
     }
@@ -164,31 +164,32 @@ TEST(Collective, Names) {
   for (Algorithm a : {Algorithm::AUTO, Algorithm::RING, Algorithm::TREE, Algorithm::HIERARCHICAL, Algorithm::NVLS,
                       Algorithm::PAIRWISE})
     EXPECT_EQ(parse_algorithm(to_string(a)), a);
-  for (Op op : {Op::ALL_REDUCE, Op::ALL_GATHER, Op::REDUCE_SCATTER, Op::SEND, Op::BROADCAST, Op::REDUCE, Op::ALL_TO_ALL})
-    EXPECT_EQ(parse_op(to_string(op)), op);
+  for (CollectiveOp op : {CollectiveOp::ALL_REDUCE, CollectiveOp::ALL_GATHER, CollectiveOp::REDUCE_SCATTER, CollectiveOp::SEND,
+                          CollectiveOp::BROADCAST, CollectiveOp::REDUCE, CollectiveOp::ALL_TO_ALL})
+    EXPECT_EQ(collective_op_by_name(to_string(op)), op);
   EXPECT_THROW(parse_algorithm("Ring"), ConfigError);
-  EXPECT_THROW(parse_op("allreduce"), ConfigError);
+  EXPECT_THROW((void)collective_op_by_name("allreduce"), ConfigError);
 }
 
 // expand: an algorithm that does not apply throws; forms keep every rank's byte volume.
 TEST(Collective, ExpandChecksAndVolumes) {
   const TopologyView v = view_of(8, 8, true);
-  EXPECT_THROW(expand(Op::ALL_REDUCE, first(16), Bytes(1e6), Algorithm::NVLS, Form::FINE, v), SimulationError);
-  EXPECT_THROW(expand(Op::ALL_GATHER, first(16), Bytes(1e6), Algorithm::TREE, Form::FINE, v), SimulationError);
-  EXPECT_TRUE(expand(Op::ALL_REDUCE, first(1), Bytes(1e6), Algorithm::AUTO, Form::FINE, v).flows.empty());
+  EXPECT_THROW(expand(CollectiveOp::ALL_REDUCE, first(16), Bytes(1e6), Algorithm::NVLS, CollectiveForm::FINE, v), SimulationError);
+  EXPECT_THROW(expand(CollectiveOp::ALL_GATHER, first(16), Bytes(1e6), Algorithm::TREE, CollectiveForm::FINE, v), SimulationError);
+  EXPECT_TRUE(expand(CollectiveOp::ALL_REDUCE, first(1), Bytes(1e6), Algorithm::AUTO, CollectiveForm::FINE, v).flows.empty());
   const double S = 64e6;
   for (Algorithm a : {Algorithm::RING, Algorithm::TREE, Algorithm::HIERARCHICAL}) {
     double fine = 0, coarse = 0;
-    for (const Flow& f : expand(Op::ALL_REDUCE, first(16), Bytes(S), a, Form::FINE, v).flows)
+    for (const Flow& f : expand(CollectiveOp::ALL_REDUCE, first(16), Bytes(S), a, CollectiveForm::FINE, v).flows)
       fine += f.bytes;
-    for (const Flow& f : expand(Op::ALL_REDUCE, first(16), Bytes(S), a, Form::COARSE, v).flows)
+    for (const Flow& f : expand(CollectiveOp::ALL_REDUCE, first(16), Bytes(S), a, CollectiveForm::COARSE, v).flows)
       coarse += f.bytes;
     EXPECT_NEAR(fine, coarse, 1e-6 * fine) << to_string(a);
   }
   // Pairwise all-to-all without PXN: every rank sends (n-1)/n S.
   const TopologyView flat = view_of(8, 8);
   double sent = 0;
-  for (const Flow& f : expand(Op::ALL_TO_ALL, first(16), Bytes(S), Algorithm::PAIRWISE, Form::FINE, flat).flows)
+  for (const Flow& f : expand(CollectiveOp::ALL_TO_ALL, first(16), Bytes(S), Algorithm::PAIRWISE, CollectiveForm::FINE, flat).flows)
     if (f.src == 3)
       sent += f.bytes;
   EXPECT_NEAR(sent, 15.0 / 16 * S, 1e-6 * S);
@@ -215,10 +216,10 @@ TEST(Collective, DeduplicatedAllToAllShrinksCrossNodeBytes) {
   EXPECT_DOUBLE_EQ(remote_copy_share({.experts = 16, .top_k = 2, .groups = 8, .group_top_k = 2}, 2), 23.0 / 30.0);
   const TopologyView v = view_of(4, 4);
   const Bytes size(8.0e6); // per rank; 1e6 to each of the 8 peers
-  for (Form form : {Form::COARSE, Form::FINE}) {
+  for (CollectiveForm form : {CollectiveForm::COARSE, CollectiveForm::FINE}) {
     double plain_remote = 0, plain_local = 0, dedup_remote = 0, dedup_local = 0;
     for (int k = 0; k < 2; ++k) {
-      const FlowProgram p = expand(Op::ALL_TO_ALL, first(8), size, Algorithm::PAIRWISE, form, v,
+      const FlowProgram p = expand(CollectiveOp::ALL_TO_ALL, first(8), size, Algorithm::PAIRWISE, form, v,
                                    k ? d : NodeDeduplication{});
       for (const Flow& f : p.flows) {
         const bool remote = v.node_of(f.src) != v.node_of(f.dst);
@@ -229,7 +230,7 @@ TEST(Collective, DeduplicatedAllToAllShrinksCrossNodeBytes) {
     EXPECT_NEAR(dedup_remote, plain_remote * 23.0 / 30.0, 1.0) << static_cast<int>(form);
     EXPECT_NEAR(dedup_local, plain_local, 1.0) << static_cast<int>(form);
   }
-  const FlowProgram in_node = expand(Op::ALL_TO_ALL, first(4), size, Algorithm::PAIRWISE, Form::COARSE, v, d);
+  const FlowProgram in_node = expand(CollectiveOp::ALL_TO_ALL, first(4), size, Algorithm::PAIRWISE, CollectiveForm::COARSE, v, d);
   double bytes = 0;
   for (const Flow& f : in_node.flows)
     bytes += f.bytes;

@@ -20,8 +20,6 @@
 
 using namespace stepsim;
 using collectives::Algorithm;
-using collectives::Op;
-using engine::CollectiveForm;
 
 namespace {
 

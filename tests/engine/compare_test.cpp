@@ -11,7 +11,7 @@
 #include <vector>
 
 using namespace stepsim;
-using stepsim::engine::CollectiveForm;
+using stepsim::CollectiveForm;
 using stepsim::test::collectives_program;
 using stepsim::test::iota_ranks;
 using stepsim::test::run_in_child;

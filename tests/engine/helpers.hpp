@@ -41,7 +41,7 @@ inline std::vector<graph::Rank> iota_ranks(int first, int n) {
 }
 
 /// Step time of `prog` on `cluster` (call once per process).
-inline double step_time(const graph::StepProgram& prog, const ClusterSpec& cluster, engine::CollectiveForm form) {
+inline double step_time(const graph::StepProgram& prog, const ClusterSpec& cluster, CollectiveForm form) {
   engine::ReplayOptions o;
   o.collective_form = form;
   // These tests check the ring's closed forms: force it (AUTO may pick tree, NVLS, ...).

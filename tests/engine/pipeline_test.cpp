@@ -110,7 +110,7 @@ double fold_step(bool fold) {
       return model::roofline_time(q.flops, q.bytes, cluster.gpu, Precision::BF16);
     };
     const StepProgram prog = build_step(w, o);
-    return std::vector<double>{stepsim::test::step_time(prog, cluster, engine::CollectiveForm::AUTO),
+    return std::vector<double>{stepsim::test::step_time(prog, cluster, CollectiveForm::AUTO),
                                static_cast<double>(prog.graph.size())};
   });
   EXPECT_TRUE(r.ok) << r.error;
@@ -138,7 +138,7 @@ std::vector<double> cp_fold_step(int tp, bool fold) {
       return model::roofline_time(q.flops, q.bytes, cluster.gpu, Precision::BF16);
     };
     const StepProgram prog = build_step(w, o);
-    return std::vector<double>{stepsim::test::step_time(prog, cluster, engine::CollectiveForm::AUTO),
+    return std::vector<double>{stepsim::test::step_time(prog, cluster, CollectiveForm::AUTO),
                                static_cast<double>(prog.simulated_ranks.size()),
                                static_cast<double>(prog.graph.size())};
   });
@@ -195,7 +195,7 @@ double nic_bound_step(const WorkloadSpec& w, int nodes, int gpus_per_node) {
     BuildOptions o;
     o.compute_time = [](const ComputeQuery&) { return Seconds(1e-3); };
     const StepProgram prog = build_step(w, o);
-    return std::vector<double>{stepsim::test::step_time(prog, cluster, engine::CollectiveForm::AUTO)};
+    return std::vector<double>{stepsim::test::step_time(prog, cluster, CollectiveForm::AUTO)};
   });
   EXPECT_TRUE(r.ok) << r.error;
   return r.ok ? r.values[0] : NAN;
@@ -290,7 +290,7 @@ TEST(ReplayErrors, FoldedDpRankBeyondCluster) {
     const StepProgram prog = build_step(w, o);
     const ClusterSpec cluster = stepsim::test::dgx_cluster(1, 4, 4);
     try {
-      engine::Replay replay(prog, cluster, engine::ReplayOptions{engine::CollectiveForm::FINE});
+      engine::Replay replay(prog, cluster, engine::ReplayOptions{CollectiveForm::FINE});
       replay.run();
     } catch (const SimulationError&) {
       return std::vector<double>{1.0};
@@ -312,14 +312,6 @@ TEST(ReplayErrors, GraphNotFinalized) {
   const ClusterSpec cluster = stepsim::test::dgx_cluster(1, 8, 8);
   engine::Replay replay(prog, cluster);
   EXPECT_THROW(replay.run(), SimulationError);
-}
-
-// The engine's op mapping is one to one.
-TEST(Replay, CollectiveOpMapping) {
-  EXPECT_EQ(engine::to_collective_op(CollectiveOp::ALL_REDUCE), collectives::Op::ALL_REDUCE);
-  EXPECT_EQ(engine::to_collective_op(CollectiveOp::ALL_GATHER), collectives::Op::ALL_GATHER);
-  EXPECT_EQ(engine::to_collective_op(CollectiveOp::REDUCE_SCATTER), collectives::Op::REDUCE_SCATTER);
-  EXPECT_EQ(engine::to_collective_op(CollectiveOp::SEND), collectives::Op::SEND);
 }
 
 namespace {

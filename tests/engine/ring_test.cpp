@@ -15,7 +15,7 @@
 #include <tuple>
 
 using namespace stepsim;
-using stepsim::engine::CollectiveForm;
+using stepsim::CollectiveForm;
 
 namespace {
 
@@ -51,7 +51,7 @@ TEST_P(RingAllReduce, MatchesClosedForm) {
   EXPECT_NEAR(r.step_time.value(), expected, 0.02 * expected)
       << "simulated " << r.step_time.value() << " s, closed form " << expected << " s";
   // The same closed form, as the collectives module states it.
-  EXPECT_NEAR(collectives::ring_time(collectives::Op::ALL_REDUCE, Bytes(c.bytes), c.n, Seconds(alpha), BytesPerSec(beta)).value(),
+  EXPECT_NEAR(collectives::ring_time(CollectiveOp::ALL_REDUCE, Bytes(c.bytes), c.n, Seconds(alpha), BytesPerSec(beta)).value(),
               expected, 1e-12);
   // Flow counts: fine 2(n-1) n, coarse n.
   EXPECT_EQ(r.flows, static_cast<uint64_t>(c.form == CollectiveForm::FINE ? 2 * (c.n - 1) * c.n : c.n));

@@ -45,7 +45,7 @@ graph::StepProgram ring_program(int nodes, int gpus_per_node, Bytes bytes, graph
 
 std::vector<double> run(const graph::StepProgram& prog, const ClusterSpec& c, int sample_above) {
   engine::ReplayOptions o;
-  o.collective_form = engine::CollectiveForm::COARSE;
+  o.collective_form = CollectiveForm::COARSE;
   o.algorithms = {CollectiveAlgorithm::RING, CollectiveAlgorithm::RING, CollectiveAlgorithm::RING};
   o.sample_above_ranks = sample_above;
   engine::Replay replay(prog, c, o);

@@ -47,18 +47,18 @@ size_t count_of(const std::vector<KernelCall> &calls, KernelKind kind) {
 TEST(BlockKernels, GemmFlopsFollowTheLayerFormulas) {
   const WorkloadSpec w = gpt3(8, 1);
   const double T = 2048, h = 12288, t = 8;
-  const auto attn_f = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
-  const auto mlp_f = block_kernels(w, StepBlock::MLP, StepPass::FORWARD);
+  const auto attn_f = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
+  const auto mlp_f = block_kernels(w, Block::MLP, Phase::FORWARD);
   EXPECT_DOUBLE_EQ(flops_of(attn_f, KernelKind::GEMM), 2 * T * 4 * h * h / t);
   EXPECT_DOUBLE_EQ(flops_of(mlp_f, KernelKind::GEMM), 2 * T * 8 * h * h / t);
-  EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD), KernelKind::GEMM),
+  EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, Block::ATTENTION, Phase::BACKWARD), KernelKind::GEMM),
                    2 * flops_of(attn_f, KernelKind::GEMM));
-  EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, StepBlock::MLP, StepPass::BACKWARD), KernelKind::GEMM),
+  EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, Block::MLP, Phase::BACKWARD), KernelKind::GEMM),
                    2 * flops_of(mlp_f, KernelKind::GEMM));
-  const auto logits_f = block_kernels(w, StepBlock::LOGITS, StepPass::FORWARD);
+  const auto logits_f = block_kernels(w, Block::LOGITS, Phase::FORWARD);
   EXPECT_DOUBLE_EQ(flops_of(logits_f, KernelKind::GEMM), 2 * T * h * 51200 / t);
   EXPECT_EQ(count_of(logits_f, KernelKind::SOFTMAX_XENT), 1u);
-  EXPECT_EQ(count_of(block_kernels(w, StepBlock::LOGITS, StepPass::BACKWARD), KernelKind::SOFTMAX_XENT), 1u);
+  EXPECT_EQ(count_of(block_kernels(w, Block::LOGITS, Phase::BACKWARD), KernelKind::SOFTMAX_XENT), 1u);
 }
 
 // The loss over the T x V/t logits (T = 2048, V/t = 6400). fp32 (the default): the cast to fp32
@@ -68,20 +68,20 @@ TEST(BlockKernels, GemmFlopsFollowTheLayerFormulas) {
 TEST(BlockKernels, LossTrafficPerLogit) {
   WorkloadSpec w = gpt3(8, 1);
   const double logits = 2048.0 * 6400.0;
-  auto bytes = [&](StepPass p) {
+  auto bytes = [&](Phase p) {
     double b = 0;
-    for (const KernelCall &c : block_kernels(w, StepBlock::LOGITS, p))
+    for (const KernelCall &c : block_kernels(w, Block::LOGITS, p))
       if (c.shape.kind != KernelKind::GEMM && c.shape.kind != KernelKind::LAYERNORM)
         b += kernel_bytes(c.shape).value() * c.time_factor;
     return b;
   };
   EXPECT_EQ(w.training.cross_entropy, CrossEntropy::FP32);
-  EXPECT_DOUBLE_EQ(bytes(StepPass::FORWARD), 14.0 * logits);
-  EXPECT_DOUBLE_EQ(bytes(StepPass::BACKWARD), 22.0 * logits);
+  EXPECT_DOUBLE_EQ(bytes(Phase::FORWARD), 14.0 * logits);
+  EXPECT_DOUBLE_EQ(bytes(Phase::BACKWARD), 22.0 * logits);
   const double fp32_kept = model::logits_activations(w).value();
   w.training.cross_entropy = CrossEntropy::FUSED;
-  EXPECT_DOUBLE_EQ(bytes(StepPass::FORWARD), 4.0 * logits);
-  EXPECT_DOUBLE_EQ(bytes(StepPass::BACKWARD), 0.0);
+  EXPECT_DOUBLE_EQ(bytes(Phase::FORWARD), 4.0 * logits);
+  EXPECT_DOUBLE_EQ(bytes(Phase::BACKWARD), 0.0);
   EXPECT_DOUBLE_EQ(fp32_kept - model::logits_activations(w).value(), 2.0 * logits);
 }
 
@@ -89,14 +89,14 @@ TEST(BlockKernels, LossTrafficPerLogit) {
 // residual add; the backward runs the norm at 2x its forward time.
 TEST(BlockKernels, AttentionBlockOrderAndFactors) {
   const WorkloadSpec w = gpt3(8, 1);
-  const auto fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  const auto fwd = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
   ASSERT_EQ(fwd.size(), 5u);
   EXPECT_EQ(fwd[0].shape, rowwise(KernelKind::LAYERNORM, Dtype::BF16, 2048, 12288));
   EXPECT_EQ(fwd[1].shape, gemm(Dtype::BF16, 2048, 4608, 12288));
   EXPECT_EQ(fwd[2].shape.kind, KernelKind::ATTENTION_FWD);
   EXPECT_EQ(fwd[3].shape, gemm(Dtype::BF16, 2048, 12288, 1536));
   EXPECT_EQ(fwd[4].shape, elementwise(KernelKind::MEMCPY, Dtype::BF16, 3 * 2048 * 12288 / 2));
-  const auto bwd = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  const auto bwd = block_kernels(w, Block::ATTENTION, Phase::BACKWARD);
   ASSERT_EQ(bwd.size(), 7u); // residual, 2 out-proj GEMMs, attention bwd, 2 QKV GEMMs, norm
   EXPECT_EQ(bwd.back().shape, fwd.front().shape);
   EXPECT_DOUBLE_EQ(bwd.back().time_factor, 2.0);
@@ -107,18 +107,18 @@ TEST(BlockKernels, AttentionBlockOrderAndFactors) {
 // front of the attention backward (the graph builder folds it into that task).
 TEST(BlockKernels, Recomputation) {
   WorkloadSpec w = gpt3(8, 1);
-  const auto fwd = block_kernels(w, StepBlock::MLP, StepPass::FORWARD);
-  const auto re = block_kernels(w, StepBlock::MLP, StepPass::RECOMPUTE);
+  const auto fwd = block_kernels(w, Block::MLP, Phase::FORWARD);
+  const auto re = block_kernels(w, Block::MLP, Phase::RECOMPUTE);
   ASSERT_EQ(re.size(), fwd.size());
   for (size_t i = 0; i < re.size(); ++i)
     EXPECT_EQ(re[i].shape, fwd[i].shape);
-  const size_t plain = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD).size();
+  const size_t plain = block_kernels(w, Block::ATTENTION, Phase::BACKWARD).size();
   w.training.recompute = Recompute::SELECTIVE;
-  const auto sel = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  const auto sel = block_kernels(w, Block::ATTENTION, Phase::BACKWARD);
   ASSERT_EQ(sel.size(), plain + 1);
   EXPECT_EQ(sel.front().shape.kind, KernelKind::ATTENTION_FWD);
-  EXPECT_EQ(block_kernels(w, StepBlock::MLP, StepPass::BACKWARD).size(),
-            block_kernels(gpt3(8, 1), StepBlock::MLP, StepPass::BACKWARD).size());
+  EXPECT_EQ(block_kernels(w, Block::MLP, Phase::BACKWARD).size(),
+            block_kernels(gpt3(8, 1), Block::MLP, Phase::BACKWARD).size());
 }
 
 // fp8 training: the four linear GEMMs of a layer run in fp8 (forward, data and weight gradient),
@@ -129,12 +129,12 @@ TEST(BlockKernels, Fp8TrainingRunsTheLinearGemmsInFp8) {
   WorkloadSpec w = bf16;
   w.precision = Precision::FP8;
   const double T = 2048, h = 12288, t = 8;
-  for (StepBlock b : {StepBlock::ATTENTION, StepBlock::MLP, StepBlock::LOGITS}) {
-    for (StepPass p : {StepPass::FORWARD, StepPass::BACKWARD}) {
+  for (Block b : {Block::ATTENTION, Block::MLP, Block::LOGITS}) {
+    for (Phase p : {Phase::FORWARD, Phase::BACKWARD}) {
       const auto calls = block_kernels(w, b, p);
       EXPECT_DOUBLE_EQ(flops_of(calls, KernelKind::GEMM), flops_of(block_kernels(bf16, b, p), KernelKind::GEMM));
       for (const KernelCall &c : calls) {
-        const bool linear = c.shape.kind == KernelKind::GEMM && b != StepBlock::LOGITS;
+        const bool linear = c.shape.kind == KernelKind::GEMM && b != Block::LOGITS;
         const bool fp32_loss = std::string(c.role).find("(fp32)") != std::string::npos;
         EXPECT_EQ(c.shape.dtype, linear ? Dtype::FP8_E4M3 : fp32_loss ? Dtype::FP32 : Dtype::BF16) << c.role;
       }
@@ -145,23 +145,23 @@ TEST(BlockKernels, Fp8TrainingRunsTheLinearGemmsInFp8) {
   // attention backward's) and fc2 (h). The norms cast the QKV and fc1 inputs, the activation the
   // fc2 input, and the activation's backward fc1's output gradient (Transformer Engine's fused
   // LayerNormLinear / LayerNormMLP kernels).
-  auto cast_elements = [&](StepBlock b, StepPass p) {
+  auto cast_elements = [&](Block b, Phase p) {
     double n = 0;
     for (const KernelCall &c : block_kernels(w, b, p))
       if (std::string(c.role).rfind("fp8 cast-transpose", 0) == 0)
         n += static_cast<double>(c.shape.elements);
     return n;
   };
-  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::ATTENTION, StepPass::FORWARD), T * h / t);
-  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::MLP, StepPass::FORWARD), 0.0);
-  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::ATTENTION, StepPass::BACKWARD), T * (h + 3 * h / t));
-  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::MLP, StepPass::BACKWARD), T * h);
-  EXPECT_DOUBLE_EQ(cast_elements(StepBlock::LOGITS, StepPass::FORWARD), 0.0);
+  EXPECT_DOUBLE_EQ(cast_elements(Block::ATTENTION, Phase::FORWARD), T * h / t);
+  EXPECT_DOUBLE_EQ(cast_elements(Block::MLP, Phase::FORWARD), 0.0);
+  EXPECT_DOUBLE_EQ(cast_elements(Block::ATTENTION, Phase::BACKWARD), T * (h + 3 * h / t));
+  EXPECT_DOUBLE_EQ(cast_elements(Block::MLP, Phase::BACKWARD), T * h);
+  EXPECT_DOUBLE_EQ(cast_elements(Block::LOGITS, Phase::FORWARD), 0.0);
   // 16-bit training has no casts: the fp8 attention forward has one kernel more, the MLP's none.
-  EXPECT_EQ(block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD).size(),
-            block_kernels(bf16, StepBlock::ATTENTION, StepPass::FORWARD).size() + 1);
-  EXPECT_EQ(block_kernels(w, StepBlock::MLP, StepPass::FORWARD).size(),
-            block_kernels(bf16, StepBlock::MLP, StepPass::FORWARD).size());
+  EXPECT_EQ(block_kernels(w, Block::ATTENTION, Phase::FORWARD).size(),
+            block_kernels(bf16, Block::ATTENTION, Phase::FORWARD).size() + 1);
+  EXPECT_EQ(block_kernels(w, Block::MLP, Phase::FORWARD).size(),
+            block_kernels(bf16, Block::MLP, Phase::FORWARD).size());
 }
 
 // An MoE layer's routing: the router GEMM over the E experts, softmax/top-k, and the permutation
@@ -175,17 +175,17 @@ TEST(BlockKernels, RouterPermutesTheRoutedCopies) {
   for (const bool sp : {false, true}) {
     w.parallel.sp = sp;
     const int64_t tokens = sp ? 2048 / 4 : 2048;
-    const auto fwd = block_kernels(w, StepBlock::ROUTER, StepPass::FORWARD);
+    const auto fwd = block_kernels(w, Block::ROUTER, Phase::FORWARD);
     ASSERT_EQ(fwd.size(), 4u);
     EXPECT_EQ(fwd[0].shape, gemm(Dtype::BF16, tokens, 64, 12288));
     EXPECT_EQ(fwd[1].shape, rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, tokens, 64));
     EXPECT_EQ(fwd[2].shape, elementwise(KernelKind::MEMCPY, Dtype::BF16, 8 * tokens * 12288));
     EXPECT_EQ(fwd[3].shape, fwd[2].shape);
-    const auto bwd = block_kernels(w, StepBlock::ROUTER, StepPass::BACKWARD);
+    const auto bwd = block_kernels(w, Block::ROUTER, Phase::BACKWARD);
     EXPECT_DOUBLE_EQ(flops_of(bwd, KernelKind::GEMM), 2 * flops_of(fwd, KernelKind::GEMM));
     EXPECT_EQ(count_of(bwd, KernelKind::MEMCPY), 2u);
   }
-  EXPECT_THROW(block_kernels(gpt3(4, 1), StepBlock::ROUTER, StepPass::FORWARD), ModelError);
+  EXPECT_THROW(block_kernels(gpt3(4, 1), Block::ROUTER, Phase::FORWARD), ModelError);
 }
 
 // Every GEMM, attention, norm, activation and loss shape a task runs is one the suite measures
@@ -207,10 +207,10 @@ TEST(BlockKernels, ShapesAreTheSuitesShapes) {
       EXPECT_NE(std::find(suite.begin(), suite.end(), s), suite.end()) << w.name << ": " << describe(s);
     }
   }
-  const auto mlp = block_kernels(llama, StepBlock::MLP, StepPass::FORWARD);
+  const auto mlp = block_kernels(llama, Block::MLP, Phase::FORWARD);
   EXPECT_EQ(mlp[1].shape, gemm(Dtype::BF16, 4096, 2 * 28672 / 8, 8192));
   EXPECT_EQ(mlp[2].shape, elementwise(KernelKind::SWIGLU, Dtype::BF16, 4096 * 28672 / 8));
-  const auto attn = block_kernels(llama, StepBlock::ATTENTION, StepPass::FORWARD);
+  const auto attn = block_kernels(llama, Block::ATTENTION, Phase::FORWARD);
   EXPECT_EQ(attn[2].shape.kv_heads, 1);
   EXPECT_EQ(attn[1].shape, gemm(Dtype::BF16, 4096, (8 + 2) * 128, 8192));
 }
@@ -225,7 +225,7 @@ TEST(BlockKernels, UnfusedAttentionCore) {
   const int64_t b = 12;
   const int64_t s = 2048;
   const int64_t d = 128;
-  const auto fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  const auto fwd = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
   ASSERT_EQ(fwd.size(), 8u);
   EXPECT_EQ(fwd[2].shape, gemm(Dtype::BF16, s, s, d, b));
   EXPECT_EQ(fwd[3].shape, rowwise(KernelKind::SOFTMAX_XENT, Dtype::BF16, b * s, s));
@@ -233,22 +233,22 @@ TEST(BlockKernels, UnfusedAttentionCore) {
   EXPECT_EQ(fwd[5].shape, gemm(Dtype::BF16, s, d, s, b));
   EXPECT_EQ(count_of(fwd, KernelKind::ATTENTION_FWD), 0u);
   const double core = 4.0 * b * s * s * d; // QKᵀ and AV, non-causal
-  const auto fused_fwd = block_kernels(gpt3(8, 1), StepBlock::ATTENTION, StepPass::FORWARD);
+  const auto fused_fwd = block_kernels(gpt3(8, 1), Block::ATTENTION, Phase::FORWARD);
   EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::GEMM), flops_of(fused_fwd, KernelKind::GEMM) + core);
 
-  const auto bwd = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  const auto bwd = block_kernels(w, Block::ATTENTION, Phase::BACKWARD);
   ASSERT_EQ(bwd.size(), 12u); // residual, 2 out-proj, 6 core, 2 QKV, norm
-  const auto fused_bwd = block_kernels(gpt3(8, 1), StepBlock::ATTENTION, StepPass::BACKWARD);
+  const auto fused_bwd = block_kernels(gpt3(8, 1), Block::ATTENTION, Phase::BACKWARD);
   EXPECT_DOUBLE_EQ(flops_of(bwd, KernelKind::GEMM), flops_of(fused_bwd, KernelKind::GEMM) + 2 * core);
   EXPECT_EQ(count_of(bwd, KernelKind::SOFTMAX_XENT), 1u);
   const auto softmax_bwd = std::find_if(bwd.begin(), bwd.end(), [](const KernelCall &c) {
     return c.shape.kind == KernelKind::SOFTMAX_XENT;
   });
   EXPECT_DOUBLE_EQ(softmax_bwd->time_factor, 1.5);
-  EXPECT_EQ(attention_core_kernels(w, StepPass::BACKWARD).size(), 6u);
+  EXPECT_EQ(attention_core_kernels(w, Phase::BACKWARD).size(), 6u);
 
   w.training.recompute = Recompute::SELECTIVE;
-  const auto sel = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  const auto sel = block_kernels(w, Block::ATTENTION, Phase::BACKWARD);
   ASSERT_EQ(sel.size(), bwd.size() + 4);
   for (size_t i = 0; i < 4; ++i)
     EXPECT_EQ(sel[i].shape, fwd[i + 2].shape);
@@ -256,18 +256,18 @@ TEST(BlockKernels, UnfusedAttentionCore) {
   // Without dropout the core has no dropout pass, forward or backward; nothing else changes.
   w.training.recompute = Recompute::NONE;
   w.model.dropout = false;
-  const auto plain_fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  const auto plain_fwd = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
   ASSERT_EQ(plain_fwd.size(), fwd.size() - 1);
   EXPECT_EQ(count_of(plain_fwd, KernelKind::MEMCPY), count_of(fwd, KernelKind::MEMCPY) - 1);
   EXPECT_DOUBLE_EQ(flops_of(plain_fwd, KernelKind::GEMM), flops_of(fwd, KernelKind::GEMM));
-  EXPECT_EQ(block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD).size(), bwd.size() - 1);
+  EXPECT_EQ(block_kernels(w, Block::ATTENTION, Phase::BACKWARD).size(), bwd.size() - 1);
 }
 
 // Sequence parallelism: norms and residual adds see T/tp tokens; GEMMs do not change.
 TEST(BlockKernels, SequenceParallelSplitsRowWiseKernels) {
   WorkloadSpec w = gpt3(8, 1);
   w.parallel.sp = true;
-  const auto fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  const auto fwd = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
   EXPECT_EQ(fwd[0].shape, rowwise(KernelKind::LAYERNORM, Dtype::BF16, 2048 / 8, 12288));
   EXPECT_EQ(fwd[1].shape, gemm(Dtype::BF16, 2048, 4608, 12288));
 }
@@ -275,7 +275,7 @@ TEST(BlockKernels, SequenceParallelSplitsRowWiseKernels) {
 TEST(BlockKernels, RejectsTpThatDoesNotDivide) {
   WorkloadSpec w = gpt3(8, 1);
   w.parallel.tp = 7;
-  EXPECT_THROW(block_kernels(w, StepBlock::MLP, StepPass::FORWARD), ModelError);
+  EXPECT_THROW(block_kernels(w, Block::MLP, Phase::FORWARD), ModelError);
   EXPECT_EQ(optimizer_kernel(1000).shape, elementwise(KernelKind::ADAM, Dtype::FP32, 1000));
 }
 
@@ -316,7 +316,7 @@ TEST(BlockKernels, MlaProjectionsAndCore) {
     for (const int64_t q_lora : {int64_t{1536}, int64_t{0}}) {
       const WorkloadSpec w = mla_workload(t, q_lora);
       const double T = 4096, h = 7168, a = 128.0 / t;
-      const auto fwd = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+      const auto fwd = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
       const double q = q_lora > 0 ? 2 * T * (1536 * h + a * 192 * 1536) : 2 * T * a * 192 * h;
       const double kv = 2 * T * (576 * h + a * 256 * 512);
       const double out = 2 * T * a * 128 * h;
@@ -324,7 +324,7 @@ TEST(BlockKernels, MlaProjectionsAndCore) {
       EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::GEMM), 2 * T * model::attention_gemm_weights(w.model, t));
       EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::ATTENTION_FWD), 0.5 * 2 * T * T * a * (192 + 128));
       EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::ATTENTION_FWD), 0.5 * model::attention_core_flops(w.model, 1, t).value());
-      EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD), KernelKind::GEMM),
+      EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, Block::ATTENTION, Phase::BACKWARD), KernelKind::GEMM),
                        2 * flops_of(fwd, KernelKind::GEMM));
       for (const KernelCall &c : fwd)
         EXPECT_NE(std::string(c.role), "qkv fwd");
@@ -356,10 +356,10 @@ TEST(BlockKernels, SlidingWindowCore) {
   w.batch.micro_batch = 2;
   w.batch.global_batch = 2;
   w.training.flash_attention = true;
-  for (StepPass pass : {StepPass::FORWARD, StepPass::BACKWARD}) {
-    const KernelKind kind = pass == StepPass::FORWARD ? KernelKind::ATTENTION_FWD : KernelKind::ATTENTION_BWD;
-    const auto full = block_kernels(w, StepBlock::ATTENTION, pass);
-    const auto windowed = block_kernels(w, StepBlock::ATTENTION, pass, true);
+  for (Phase pass : {Phase::FORWARD, Phase::BACKWARD}) {
+    const KernelKind kind = pass == Phase::FORWARD ? KernelKind::ATTENTION_FWD : KernelKind::ATTENTION_BWD;
+    const auto full = block_kernels(w, Block::ATTENTION, pass);
+    const auto windowed = block_kernels(w, Block::ATTENTION, pass, true);
     ASSERT_EQ(full.size(), windowed.size());
     for (size_t i = 0; i < full.size(); ++i) {
       if (full[i].shape.kind != kind) {
@@ -372,14 +372,14 @@ TEST(BlockKernels, SlidingWindowCore) {
       EXPECT_EQ(windowed[i].shape.seq, 256);
       EXPECT_EQ(windowed[i].shape.batch, 2 * 32);
       EXPECT_EQ(windowed[i].time_factor, 1.0);
-      if (pass == StepPass::FORWARD) {
+      if (pass == Phase::FORWARD) {
         EXPECT_DOUBLE_EQ(kernel_flops(windowed[i].shape).value() * windowed[i].time_factor,
                          0.5 * model::attention_core_flops(w.model, 2, 8, true).value());
       }
     }
     // The other blocks do not change.
-    const auto mlp = block_kernels(w, StepBlock::MLP, pass);
-    EXPECT_EQ(mlp.size(), block_kernels(w, StepBlock::MLP, pass, true).size());
+    const auto mlp = block_kernels(w, Block::MLP, pass);
+    EXPECT_EQ(mlp.size(), block_kernels(w, Block::MLP, pass, true).size());
   }
   const auto suite = workload_kernels(w);
   for (const KernelShape &s : block_kernel_shapes(w)) {
@@ -390,8 +390,8 @@ TEST(BlockKernels, SlidingWindowCore) {
 
   // Unfused: the masked s × s either way.
   w.training.flash_attention = false;
-  const auto unfused = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD, true);
-  const auto unfused_full = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  const auto unfused = block_kernels(w, Block::ATTENTION, Phase::FORWARD, true);
+  const auto unfused_full = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
   ASSERT_EQ(unfused.size(), unfused_full.size());
   for (size_t i = 0; i < unfused.size(); ++i)
     EXPECT_EQ(unfused[i].shape, unfused_full[i].shape);
@@ -399,7 +399,7 @@ TEST(BlockKernels, SlidingWindowCore) {
   // A window that does not divide the sequence: the nearest whole count of sequences, scaled.
   w.training.flash_attention = true;
   w.model.sliding_window = 3000; // 2·8192/6000 = 2.73 sequences of 6000
-  for (const KernelCall &c : block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD, true)) {
+  for (const KernelCall &c : block_kernels(w, Block::ATTENTION, Phase::FORWARD, true)) {
     if (c.shape.kind != KernelKind::ATTENTION_FWD)
       continue;
     EXPECT_EQ(c.shape.seq, 6000);
@@ -409,8 +409,8 @@ TEST(BlockKernels, SlidingWindowCore) {
   }
   // A window of half the sequence or more: full attention.
   w.model.sliding_window = 4096;
-  const auto wide = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD, true);
-  const auto plain = block_kernels(w, StepBlock::ATTENTION, StepPass::FORWARD);
+  const auto wide = block_kernels(w, Block::ATTENTION, Phase::FORWARD, true);
+  const auto plain = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
   for (size_t i = 0; i < wide.size(); ++i) {
     EXPECT_EQ(wide[i].shape, plain[i].shape);
     EXPECT_EQ(wide[i].time_factor, plain[i].time_factor);
@@ -435,16 +435,16 @@ size_t count_role(const std::vector<KernelCall> &calls, const std::string &role)
 TEST(BlockKernels, SelectiveRecomputeModules) {
   WorkloadSpec w = gpt3(8, 1);
   w.training.recompute = Recompute::SELECTIVE;
-  const auto attn_default = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  const auto attn_default = block_kernels(w, Block::ATTENTION, Phase::BACKWARD);
   EXPECT_EQ(count_role(attn_default, "attention fwd (recompute)"), 1u);
   EXPECT_EQ(count_role(attn_default, "input norm (recompute)"), 0u);
   w.training.recompute_modules = {.core_attn = false, .layernorm = true, .mlp = true};
-  const auto attn = block_kernels(w, StepBlock::ATTENTION, StepPass::BACKWARD);
+  const auto attn = block_kernels(w, Block::ATTENTION, Phase::BACKWARD);
   EXPECT_EQ(count_role(attn, "attention fwd (recompute)"), 0u);
   EXPECT_EQ(count_role(attn, "input norm (recompute)"), 1u);
   EXPECT_EQ(attn.size(), attn_default.size());
-  const double mlp_fwd = flops_of(block_kernels(w, StepBlock::MLP, StepPass::FORWARD), KernelKind::GEMM);
-  EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, StepBlock::MLP, StepPass::BACKWARD), KernelKind::GEMM), 3 * mlp_fwd);
+  const double mlp_fwd = flops_of(block_kernels(w, Block::MLP, Phase::FORWARD), KernelKind::GEMM);
+  EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, Block::MLP, Phase::BACKWARD), KernelKind::GEMM), 3 * mlp_fwd);
   WorkloadSpec hw = w;
   hw.batch.global_batch = 16;
   WorkloadSpec plain = hw;
@@ -458,9 +458,9 @@ TEST(BlockKernels, SelectiveRecomputeModules) {
   moe.model.moe.top_k = 2;
   moe.model.moe.expert_ffn_hidden = moe.model.ffn_hidden;
   moe.training.recompute = Recompute::SELECTIVE;
-  EXPECT_EQ(count_role(block_kernels(moe, StepBlock::MLP, StepPass::BACKWARD), "activation (recompute)"), 0u);
+  EXPECT_EQ(count_role(block_kernels(moe, Block::MLP, Phase::BACKWARD), "activation (recompute)"), 0u);
   moe.training.recompute_modules.moe_act = true;
-  EXPECT_EQ(count_role(block_kernels(moe, StepBlock::MLP, StepPass::BACKWARD), "activation (recompute)"), 1u);
+  EXPECT_EQ(count_role(block_kernels(moe, Block::MLP, Phase::BACKWARD), "activation (recompute)"), 1u);
 
   // mla_up_proj: the attention backward repeats the two up-projection GEMMs, whose FLOPs are
   // model::mla_up_projection_flops.
@@ -469,13 +469,30 @@ TEST(BlockKernels, SelectiveRecomputeModules) {
   mla.model.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
                           .qk_rope_head_dim = 64, .v_head_dim = 128};
   mla.training.recompute = Recompute::SELECTIVE;
-  const double without = flops_of(block_kernels(mla, StepBlock::ATTENTION, StepPass::BACKWARD), KernelKind::GEMM);
+  const double without = flops_of(block_kernels(mla, Block::ATTENTION, Phase::BACKWARD), KernelKind::GEMM);
   mla.training.recompute_modules.mla_up_proj = true;
-  const auto with_up = block_kernels(mla, StepBlock::ATTENTION, StepPass::BACKWARD);
+  const auto with_up = block_kernels(mla, Block::ATTENTION, Phase::BACKWARD);
   EXPECT_EQ(count_role(with_up, "q up-proj (recompute)"), 1u);
   EXPECT_EQ(count_role(with_up, "kv up-proj (recompute)"), 1u);
   EXPECT_NEAR(flops_of(with_up, KernelKind::GEMM) - without,
               model::mla_up_projection_flops(mla.model, mla.batch.micro_batch, 8).value(), 1e-6 * without);
+}
+
+
+// Only attention, MLP, logits and router blocks have kernels here, and only in the forward,
+// backward and recomputation (the optimizer's are optimizer_kernels; the experts' GEMMs are
+// modelled elsewhere): anything else is a ModelError naming it.
+TEST(BlockKernels, RejectsBlocksAndPhasesWithoutKernels) {
+  const WorkloadSpec w = gpt3(8, 1);
+  for (Block b : {Block::NONE, Block::OPTIMIZER, Block::EXPERTS})
+    EXPECT_THROW(block_kernels(w, b, Phase::FORWARD), ModelError) << to_string(b);
+  for (Phase p : {Phase::OPTIMIZER, Phase::WEIGHT_GRAD})
+    EXPECT_THROW(block_kernels(w, Block::MLP, p), ModelError) << to_string(p);
+  try {
+    (void)block_kernels(w, Block::EXPERTS, Phase::FORWARD);
+  } catch (const ModelError &e) {
+    EXPECT_EQ(std::string(e.what()), "compute model: no kernels for block experts");
+  }
 }
 
 } // namespace

@@ -115,10 +115,10 @@ TEST(ComputeModel, SumsKernelTimesPlusLaunchOverhead) {
   const graph::ComputeTimeFn fn = runner::compute_time_model(c, w, table);
   for (graph::Phase phase : {graph::Phase::FORWARD, graph::Phase::BACKWARD}) {
     double expected = 0;
-    for (const kernels::KernelCall& k : kernels::block_kernels(w, kernels::StepBlock::MLP,
+    for (const kernels::KernelCall& k : kernels::block_kernels(w, Block::MLP,
                                                                 phase == graph::Phase::FORWARD
-                                                                    ? kernels::StepPass::FORWARD
-                                                                    : kernels::StepPass::BACKWARD))
+                                                                    ? Phase::FORWARD
+                                                                    : Phase::BACKWARD))
       expected += table->lookup(k.shape).time.value() * k.time_factor + table->launch_overhead().value();
     const graph::ComputeCost cost = fn(query(graph::Block::MLP, phase));
     EXPECT_NEAR(cost.time.value(), expected, 1e-12 * expected);
@@ -166,7 +166,7 @@ TEST(ComputeModel, DoublingGemmRowsDoublesGemmTime) {
   const graph::ComputeCost a = runner::compute_time_model(c1, w, t1)(query(graph::Block::MLP, graph::Phase::FORWARD));
   const graph::ComputeCost b = runner::compute_time_model(c2, w)(query(graph::Block::MLP, graph::Phase::FORWARD));
   double gemm = 0;
-  for (const kernels::KernelCall& k : kernels::block_kernels(w, kernels::StepBlock::MLP, kernels::StepPass::FORWARD))
+  for (const kernels::KernelCall& k : kernels::block_kernels(w, Block::MLP, Phase::FORWARD))
     if (k.shape.kind == kernels::KernelKind::GEMM)
       gemm += t1->lookup(k.shape).time.value();
   EXPECT_NEAR(b.time.value() - a.time.value(), gemm, 1e-9 * gemm);

@@ -162,7 +162,7 @@ TEST(SweepResults, JsonRoundTripGivesTheSameLines) {
   row.id = "0123456789abcdef";
   row.index = 7;
   row.config = {{"parallel.tp", "2"}, {"parallel.schedule", "1f1b"}};
-  row.status = stepsim::sweep::RowStatus::OK;
+  row.status = stepsim::RunStatus::OK;
   row.hbm_capacity_bytes = 85899345920.0;
   row.summary_json = R"({"step_time_s":1.25,"mfu":0.5,"exposed_comm_s":{"tp":0.1,"pp":0.0,"dp":0.2},)"
                      R"("memory":{"peak_bytes":123,"fits":true}})";

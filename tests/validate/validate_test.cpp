@@ -1659,7 +1659,7 @@ TEST(Validate, ErrorByGpuFamilyAndModelKind) {
     r.plan.moe = moe;
     r.plan.layout = "tp1";
     r.plan.measured = 1.0;
-    r.status = ok ? validate::RunStatus::OK : validate::RunStatus::SKIPPED;
+    r.status = ok ? RunStatus::OK : RunStatus::SKIPPED;
     r.error_pct = err;
     r.predicted = 1.0 + err / 100;
     return r;
