@@ -1,6 +1,7 @@
 #include "config/config.hpp"
 
 #include "config/hf_config.hpp"
+#include "config/schema.hpp"
 #include "config/yaml_tree.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
@@ -139,12 +140,45 @@ FlopsPerSec positive_flops(const Field& f) {
   return r;
 }
 
-LinkSpec read_link(const MapReader& m) {
-  LinkSpec link;
-  link.bandwidth = positive_bandwidth(m.require("bandwidth"));
-  link.latency = latency(m.require("latency"));
-  link.efficiency = fraction(m.require("efficiency"));
-  return link;
+using schema::File;
+
+/// The keys of `mapping` in `file`, as declared in schema.cpp.
+std::vector<std::string_view> keys_of(File file, std::string_view mapping) {
+  const auto& keys = schema::children(file, mapping);
+  return {keys.begin(), keys.end()};
+}
+
+// Each key is read in its own step: a collecting document keeps the step's error and reading
+// goes on with the next key (docs/schema.md, "Errors").
+
+/// Reads `key` of `m` with `read` when it is given.
+template <class Read> void optional_key(const MapReader& m, std::string_view key, const Read& read) {
+  m.document().attempt([&] {
+    if (auto f = m.find(key))
+      read(*f);
+  });
+}
+
+/// Reads `key` of `m` with `read`; its absence is an error.
+template <class Read> void required_key(const MapReader& m, std::string_view key, const Read& read) {
+  m.document().attempt([&] { read(m.require(key)); });
+}
+
+/// The mapping under `key` of `m` (keys as declared for `file`), or nullopt when it is absent
+/// (an error when `required`) or not a mapping.
+std::optional<MapReader> section(const MapReader& m, std::string_view key, File file, bool required = true) {
+  std::optional<MapReader> out;
+  m.document().attempt([&] {
+    if (auto f = required ? std::optional<Field>(m.require(key)) : m.find(key))
+      out.emplace(f->map(keys_of(file, m.path().empty() ? key : m.path() + "." + std::string(key))));
+  });
+  return out;
+}
+
+void read_link(const MapReader& m, LinkSpec& link) {
+  required_key(m, "bandwidth", [&](const Field& f) { link.bandwidth = positive_bandwidth(f); });
+  required_key(m, "latency", [&](const Field& f) { link.latency = latency(f); });
+  required_key(m, "efficiency", [&](const Field& f) { link.efficiency = fraction(f); });
 }
 
 // ---- cluster -------------------------------------------------------------------------------
@@ -157,6 +191,117 @@ YAML::Node list_of(const Field& f, const std::string& what) {
     f.fail("expected " + what + ", found " +
            (f.value().IsSequence() ? std::string("an empty list") : detail::describe(f.value())));
   return f.value();
+}
+
+/// The index of the switch `f` names among `switches`, else fails.
+int switch_index(const Field& f, const std::vector<std::string>& switches) {
+  const std::string text = f.string();
+  const auto it = std::find(switches.begin(), switches.end(), text);
+  if (it == switches.end())
+    f.fail("expected one of fabric.switches, found '" + text + "'");
+  return static_cast<int>(it - switches.begin());
+}
+
+/// Connectivity: every switch that holds a NIC reaches every other one.
+void check_graph_connected(const MapReader& fabric, const FabricSpec& f) {
+  std::vector<std::vector<int>> adj(f.switches.size());
+  for (const auto& l : f.links) {
+    adj[static_cast<std::size_t>(l.a)].push_back(l.b);
+    adj[static_cast<std::size_t>(l.b)].push_back(l.a);
+  }
+  std::vector<char> seen(f.switches.size(), 0);
+  std::vector<int> pending{f.nic_switch[0][0]};
+  seen[static_cast<std::size_t>(pending[0])] = 1;
+  while (!pending.empty()) {
+    const int s = pending.back();
+    pending.pop_back();
+    for (int t : adj[static_cast<std::size_t>(s)])
+      if (!seen[static_cast<std::size_t>(t)]) {
+        seen[static_cast<std::size_t>(t)] = 1;
+        pending.push_back(t);
+      }
+  }
+  for (const auto& per_node : f.nic_switch)
+    for (int s : per_node)
+      if (!seen[static_cast<std::size_t>(s)])
+        fabric.require("links").fail("switch '" + f.switches[static_cast<std::size_t>(s)] +
+                                     "' holds NICs but is not connected to switch '" +
+                                     f.switches[static_cast<std::size_t>(f.nic_switch[0][0])] + "'");
+}
+
+/// A graph fabric's `switches`, `links` and `attach` (docs/schema.md).
+void read_graph_fabric(const Document& doc, const MapReader& fabric, ClusterSpec& c) {
+  // Switches: unique names, at most 4096 (a routed fabric's lookups cost its path lengths; a chain
+  // of thousands of switches would make every route a long walk).
+  const Field switches = fabric.require("switches");
+  if (switches.value().IsSequence() && switches.value().size() > 4096)
+    switches.fail("expected at most 4096 switches (the size limit), found " + std::to_string(switches.value().size()));
+  std::size_t i = 0;
+  for (const YAML::Node& node : list_of(switches, "a list of switch names")) {
+    const Field name(doc, "fabric.switches[" + std::to_string(i++) + "]", node, node);
+    const std::string text = name.string();
+    if (std::find(c.fabric.switches.begin(), c.fabric.switches.end(), text) != c.fabric.switches.end())
+      name.fail("switch '" + text + "' is listed twice");
+    c.fabric.switches.push_back(text);
+  }
+  const auto switch_of = [&](const Field& f) { return switch_index(f, c.fabric.switches); };
+  // Links: full duplex between two distinct switches.
+  i = 0;
+  for (const YAML::Node& node : list_of(fabric.require("links"), "a list of links")) {
+    const std::string path = "fabric.links[" + std::to_string(i++) + "]";
+    const MapReader link(doc, path, node, node, keys_of(File::CLUSTER, "fabric.links[]"));
+    const Field between = link.require("between");
+    if (!between.value().IsSequence() || between.value().size() != 2)
+      between.fail("expected two switch names, found " + detail::describe(between.value()));
+    FabricSpec::GraphLink l;
+    l.a = switch_of(Field(doc, path + ".between[0]", between.value()[0], between.value()[0]));
+    l.b = switch_of(Field(doc, path + ".between[1]", between.value()[1], between.value()[1]));
+    if (l.a == l.b)
+      between.fail("expected two different switches, found '" + c.fabric.switches[static_cast<std::size_t>(l.a)] +
+                   "' twice");
+    l.bandwidth = positive_bandwidth(link.require("bandwidth"));
+    if (auto f = link.find("latency"))
+      l.latency = latency(*f);
+    c.fabric.links.push_back(l);
+  }
+  // Attachments: each entry puts the NICs of nodes [first, last] on one switch (`switch`) or
+  // NIC k on rails[k] (`rails`, one switch per NIC). Every node exactly once.
+  c.fabric.nic_switch.assign(static_cast<std::size_t>(c.nodes), {});
+  i = 0;
+  for (const YAML::Node& node : list_of(fabric.require("attach"), "a list of {nodes, switch or rails}")) {
+    const std::string path = "fabric.attach[" + std::to_string(i++) + "]";
+    const MapReader at(doc, path, node, node, keys_of(File::CLUSTER, "fabric.attach[]"));
+    const Field nodes = at.require("nodes");
+    if (!nodes.value().IsSequence() || nodes.value().size() != 2)
+      nodes.fail("expected [first, last] node numbers, found " + detail::describe(nodes.value()));
+    const int64_t first = Field(doc, path + ".nodes[0]", nodes.value()[0], nodes.value()[0])
+                              .integer(0, c.nodes - 1, "a node number in [0, nodes)");
+    const int64_t last = Field(doc, path + ".nodes[1]", nodes.value()[1], nodes.value()[1])
+                             .integer(first, c.nodes - 1, "a node number in [first, nodes)");
+    if (at.has("switch") == at.has("rails"))
+      at.fail("expected exactly one of 'switch', 'rails'");
+    std::vector<int> nic_sw;
+    if (auto f = at.find("switch")) {
+      nic_sw.assign(static_cast<std::size_t>(c.nics_per_node), switch_of(*f));
+    } else {
+      const Field rails = at.require("rails");
+      if (!rails.value().IsSequence() || rails.value().size() != static_cast<std::size_t>(c.nics_per_node))
+        rails.fail("expected one switch per NIC (" + std::to_string(c.nics_per_node) + "), found " +
+                   detail::describe(rails.value()));
+      for (std::size_t k = 0; k < rails.value().size(); ++k)
+        nic_sw.push_back(switch_of(
+            Field(doc, path + ".rails[" + std::to_string(k) + "]", rails.value()[k], rails.value()[k])));
+    }
+    for (int64_t n = first; n <= last; ++n) {
+      if (!c.fabric.nic_switch[static_cast<std::size_t>(n)].empty())
+        nodes.fail("node " + std::to_string(n) + " is attached twice");
+      c.fabric.nic_switch[static_cast<std::size_t>(n)] = nic_sw;
+    }
+  }
+  for (int n = 0; n < c.nodes; ++n)
+    if (c.fabric.nic_switch[static_cast<std::size_t>(n)].empty())
+      fabric.require("attach").fail("node " + std::to_string(n) + " is not attached to any switch");
+  check_graph_connected(fabric, c.fabric);
 }
 
 /// Fabric keys beyond the two-tier fat tree (docs/schema.md): `tiers`, `leaves_per_pod`,
@@ -188,240 +333,115 @@ void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpe
       at_most(*f, c.fabric.spine_oversubscription, 1e6, f->scalar("a number"), "1e6");
     }
   }
-  if (!graph)
-    return;
+  if (graph)
+    read_graph_fabric(doc, fabric, c);
+}
 
-  // Switches: unique names, at most 4096 (a routed fabric's lookups cost its path lengths; a chain
-  // of thousands of switches would make every route a long walk).
-  const Field switches = fabric.require("switches");
-  if (switches.value().IsSequence() && switches.value().size() > 4096)
-    switches.fail("expected at most 4096 switches (the size limit), found " + std::to_string(switches.value().size()));
-  std::size_t i = 0;
-  for (const YAML::Node& node : list_of(switches, "a list of switch names")) {
-    const Field name(doc, "fabric.switches[" + std::to_string(i++) + "]", node, node);
-    const std::string text = name.string();
-    if (std::find(c.fabric.switches.begin(), c.fabric.switches.end(), text) != c.fabric.switches.end())
-      name.fail("switch '" + text + "' is listed twice");
-    c.fabric.switches.push_back(text);
+/// The `gpu` mapping (docs/schema.md).
+void read_gpu(const Document& doc, const MapReader& gpu, GpuSpec& g) {
+  required_key(gpu, "kind", [&](const Field& f) { g.kind = f.string(); });
+  if (auto peak = section(gpu, "peak_flops", File::CLUSTER)) {
+    doc.attempt([&] {
+      if (!peak->has("bf16") && !peak->has("fp16"))
+        peak->fail("expected at least one of bf16, fp16, found neither");
+    });
+    optional_key(*peak, "bf16", [&](const Field& f) { g.peak_bf16 = positive_flops(f); });
+    optional_key(*peak, "fp16", [&](const Field& f) { g.peak_fp16 = positive_flops(f); });
+    optional_key(*peak, "fp8", [&](const Field& f) { g.peak_fp8 = positive_flops(f); });
   }
-  const auto switch_index = [&](const Field& f) {
+  required_key(gpu, "hbm_capacity", [&](const Field& f) { g.hbm_capacity = positive_bytes(f); });
+  required_key(gpu, "hbm_bandwidth", [&](const Field& f) { g.hbm_bandwidth = positive_bandwidth(f); });
+  required_key(gpu, "compute_efficiency", [&](const Field& f) { g.compute_efficiency = fraction(f); });
+  required_key(gpu, "memory_efficiency", [&](const Field& f) { g.memory_efficiency = fraction(f); });
+  optional_key(gpu, "runtime_overhead", [&](const Field& f) { g.runtime_overhead = nonnegative_bytes(f); });
+  optional_key(gpu, "allocator_fragmentation", [&](const Field& f) {
+    g.allocator_fragmentation = f.number("a number >= 1", [](double v) { return v >= 1.0; });
+  });
+  // Kernel profile: relative to the cluster file (to the working directory when given with --set);
+  // `none` or absent = the roofline (docs/schema.md).
+  optional_key(gpu, "profile", [&](const Field& f) {
     const std::string text = f.string();
-    const auto it = std::find(c.fabric.switches.begin(), c.fabric.switches.end(), text);
-    if (it == c.fabric.switches.end())
-      f.fail("expected one of fabric.switches, found '" + text + "'");
-    return static_cast<int>(it - c.fabric.switches.begin());
-  };
-  // Links: full duplex between two distinct switches.
-  i = 0;
-  for (const YAML::Node& node : list_of(fabric.require("links"), "a list of links")) {
-    const std::string path = "fabric.links[" + std::to_string(i++) + "]";
-    const MapReader link(doc, path, node, node, {"between", "bandwidth", "latency"});
-    const Field between = link.require("between");
-    if (!between.value().IsSequence() || between.value().size() != 2)
-      between.fail("expected two switch names, found " + detail::describe(between.value()));
-    FabricSpec::GraphLink l;
-    l.a = switch_index(Field(doc, path + ".between[0]", between.value()[0], between.value()[0]));
-    l.b = switch_index(Field(doc, path + ".between[1]", between.value()[1], between.value()[1]));
-    if (l.a == l.b)
-      between.fail("expected two different switches, found '" + c.fabric.switches[static_cast<std::size_t>(l.a)] +
-                   "' twice");
-    l.bandwidth = positive_bandwidth(link.require("bandwidth"));
-    l.latency = Seconds(0.0);
-    if (auto f = link.find("latency"))
-      l.latency = latency(*f);
-    c.fabric.links.push_back(l);
-  }
-  // Attachments: each entry puts the NICs of nodes [first, last] on one switch (`switch`) or
-  // NIC k on rails[k] (`rails`, one switch per NIC). Every node exactly once.
-  c.fabric.nic_switch.assign(static_cast<std::size_t>(c.nodes), {});
-  i = 0;
-  for (const YAML::Node& node : list_of(fabric.require("attach"), "a list of {nodes, switch or rails}")) {
-    const std::string path = "fabric.attach[" + std::to_string(i++) + "]";
-    const MapReader at(doc, path, node, node, {"nodes", "switch", "rails"});
-    const Field nodes = at.require("nodes");
-    if (!nodes.value().IsSequence() || nodes.value().size() != 2)
-      nodes.fail("expected [first, last] node numbers, found " + detail::describe(nodes.value()));
-    const int64_t first = Field(doc, path + ".nodes[0]", nodes.value()[0], nodes.value()[0])
-                              .integer(0, c.nodes - 1, "a node number in [0, nodes)");
-    const int64_t last = Field(doc, path + ".nodes[1]", nodes.value()[1], nodes.value()[1])
-                             .integer(first, c.nodes - 1, "a node number in [first, nodes)");
-    if (at.has("switch") == at.has("rails"))
-      at.fail("expected exactly one of 'switch', 'rails'");
-    std::vector<int> nic_sw;
-    if (auto f = at.find("switch")) {
-      nic_sw.assign(static_cast<std::size_t>(c.nics_per_node), switch_index(*f));
-    } else {
-      const Field rails = at.require("rails");
-      if (!rails.value().IsSequence() || rails.value().size() != static_cast<std::size_t>(c.nics_per_node))
-        rails.fail("expected one switch per NIC (" + std::to_string(c.nics_per_node) + "), found " +
-                   detail::describe(rails.value()));
-      for (std::size_t k = 0; k < rails.value().size(); ++k)
-        nic_sw.push_back(switch_index(
-            Field(doc, path + ".rails[" + std::to_string(k) + "]", rails.value()[k], rails.value()[k])));
+    if (text == "none")
+      return;
+    std::filesystem::path p(text);
+    if (p.is_relative() && f.where().rfind("--set ", 0) != 0)
+      p = std::filesystem::path(doc.file()).parent_path() / p;
+    if (const std::string why = input_file_problem(p); !why.empty())
+      f.fail("kernel profile '" + p.lexically_normal().string() + "': " + why + " (or `none` for the roofline)");
+    g.profile = p.lexically_normal().string();
+  });
+  optional_key(gpu, "overlap_slowdown", [&](const Field& f) {
+    g.overlap_slowdown = f.number("a number in [1, 10] (the sanity limit)", [](double v) { return v >= 1.0 && v <= 10.0; });
+  });
+  optional_key(gpu, "gemm_efficiency", [&](const Field& f) { g.gemm_efficiency = fraction(f); });
+  optional_key(gpu, "memory_bound_efficiency", [&](const Field& f) { g.memory_bound_efficiency = fraction(f); });
+  optional_key(gpu, "launch_overhead", [&](const Field& f) { g.launch_overhead = latency(f); });
+  optional_key(gpu, "host_bandwidth", [&](const Field& f) { g.host_bandwidth = positive_bandwidth(f); });
+  optional_key(gpu, "host_memory", [&](const Field& f) { g.host_memory = positive_bytes(f); });
+  optional_key(gpu, "pass_overhead", [&](const Field& f) { g.pass_overhead = latency(f); });
+  optional_key(gpu, "list_collective_per_rank", [&](const Field& f) { g.list_collective_per_rank = latency(f); });
+}
+
+/// Inside a node: an NVSwitch (optionally with NVLink SHARP) or PCIe; exactly one of the two.
+void read_intra_node(const Document& doc, const MapReader& top, ClusterSpec& c) {
+  if (top.has("pcie")) {
+    doc.attempt([&] {
+      if (top.has("nvswitch"))
+        top.require("pcie").fail("expected either nvswitch or pcie, found both");
+    });
+    c.intra = IntraNodeKind::PCIE;
+    if (auto pcie = section(top, "pcie", File::CLUSTER)) {
+      read_link(*pcie, c.nvswitch);
+      optional_key(*pcie, "host_bandwidth", [&](const Field& f) { c.pcie_host_bandwidth = positive_bandwidth(f); });
     }
-    for (int64_t n = first; n <= last; ++n) {
-      if (!c.fabric.nic_switch[static_cast<std::size_t>(n)].empty())
-        nodes.fail("node " + std::to_string(n) + " is attached twice");
-      c.fabric.nic_switch[static_cast<std::size_t>(n)] = nic_sw;
+  } else if (auto nvs = section(top, "nvswitch", File::CLUSTER)) {
+    read_link(*nvs, c.nvswitch);
+    if (auto nvls = section(*nvs, "nvls", File::CLUSTER, false)) {
+      c.nvls.enabled = true;
+      required_key(*nvls, "efficiency", [&](const Field& f) { c.nvls.efficiency = fraction(f); });
+      required_key(*nvls, "latency", [&](const Field& f) { c.nvls.latency = latency(f); });
     }
   }
-  for (int n = 0; n < c.nodes; ++n)
-    if (c.fabric.nic_switch[static_cast<std::size_t>(n)].empty())
-      fabric.require("attach").fail("node " + std::to_string(n) + " is not attached to any switch");
-  // Connectivity: every switch that holds a NIC reaches every other one.
-  std::vector<std::vector<int>> adj(c.fabric.switches.size());
-  for (const auto& l : c.fabric.links) {
-    adj[static_cast<std::size_t>(l.a)].push_back(l.b);
-    adj[static_cast<std::size_t>(l.b)].push_back(l.a);
-  }
-  std::vector<char> seen(c.fabric.switches.size(), 0);
-  std::vector<int> pending{c.fabric.nic_switch[0][0]};
-  seen[static_cast<std::size_t>(pending[0])] = 1;
-  while (!pending.empty()) {
-    const int s = pending.back();
-    pending.pop_back();
-    for (int t : adj[static_cast<std::size_t>(s)])
-      if (!seen[static_cast<std::size_t>(t)]) {
-        seen[static_cast<std::size_t>(t)] = 1;
-        pending.push_back(t);
-      }
-  }
-  for (const auto& per_node : c.fabric.nic_switch)
-    for (int s : per_node)
-      if (!seen[static_cast<std::size_t>(s)])
-        fabric.require("links").fail("switch '" + c.fabric.switches[static_cast<std::size_t>(s)] +
-                                     "' holds NICs but is not connected to switch '" +
-                                     c.fabric.switches[static_cast<std::size_t>(c.fabric.nic_switch[0][0])] + "'");
+}
+
+/// The `fabric` mapping; the graph's lists need `nodes` and `nics.count`, read before.
+void read_fabric(const Document& doc, const MapReader& fabric, ClusterSpec& c) {
+  const bool kind = doc.attempt([&] {
+    c.fabric.kind = fabric.require("kind").choice<FabricKind>({{"fat_tree", FabricKind::FAT_TREE},
+                                                               {"rail_optimized", FabricKind::RAIL_OPTIMIZED},
+                                                               {"graph", FabricKind::GRAPH}});
+  });
+  if (kind && c.nodes > 0 && c.nics_per_node > 0) // else already an error
+    doc.attempt([&] { read_fabric_extras(doc, fabric, c); });
+  optional_key(fabric, "nodes_per_leaf", [&](const Field& f) { c.fabric.nodes_per_leaf = limited_int(f, MAX_NODES); });
+  optional_key(fabric, "oversubscription", [&](const Field& f) {
+    c.fabric.oversubscription = f.number("a number >= 1", [](double v) { return v >= 1.0; });
+    at_most(f, c.fabric.oversubscription, 1e6, f.scalar("a number"), "1e6");
+  });
+  optional_key(fabric, "switch_latency", [&](const Field& f) { c.fabric.switch_latency = latency(f); });
 }
 
 ClusterSpec read_cluster(const Document& doc) {
-  const auto top =
-      MapReader::root(doc, {"name", "nodes", "gpus_per_node", "gpu", "nvswitch", "pcie", "nics", "fabric"});
+  const auto top = MapReader::root(doc, keys_of(File::CLUSTER, ""));
   ClusterSpec c;
   c.source = doc.file();
-  c.name = top.require("name").string();
-  c.nodes = limited_int(top.require("nodes"), INT_MAX_VALUE);
-  const Field gpus_per_node = top.require("gpus_per_node");
-  c.gpus_per_node = limited_int(gpus_per_node, MAX_PER_NODE);
-  if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > MAX_GPUS) {
-    gpus_per_node.fail("nodes * gpus_per_node = " + std::to_string(c.nodes) + "*" +
-                       std::to_string(c.gpus_per_node) + " exceeds " + std::to_string(MAX_GPUS) +
-                       " GPUs (the size limit)");
+  required_key(top, "name", [&](const Field& f) { c.name = f.string(); });
+  required_key(top, "nodes", [&](const Field& f) { c.nodes = limited_int(f, INT_MAX_VALUE); });
+  required_key(top, "gpus_per_node", [&](const Field& f) {
+    c.gpus_per_node = limited_int(f, MAX_PER_NODE);
+    if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > MAX_GPUS)
+      f.fail("nodes * gpus_per_node = " + std::to_string(c.nodes) + "*" + std::to_string(c.gpus_per_node) +
+             " exceeds " + std::to_string(MAX_GPUS) + " GPUs (the size limit)");
+  });
+  if (auto gpu = section(top, "gpu", File::CLUSTER))
+    read_gpu(doc, *gpu, c.gpu);
+  read_intra_node(doc, top, c);
+  if (auto nics = section(top, "nics", File::CLUSTER)) {
+    required_key(*nics, "count", [&](const Field& f) { c.nics_per_node = limited_int(f, MAX_PER_NODE); });
+    read_link(*nics, c.nic);
   }
-
-  const auto gpu = top.require("gpu").map(
-      {"kind", "peak_flops", "hbm_capacity", "hbm_bandwidth", "compute_efficiency", "memory_efficiency",
-       "runtime_overhead", "allocator_fragmentation", "profile", "overlap_slowdown",
-       "gemm_efficiency", "memory_bound_efficiency", "launch_overhead", "pass_overhead", "list_collective_per_rank",
-       "host_bandwidth", "host_memory"});
-  c.gpu.kind = gpu.require("kind").string();
-  const auto peak = gpu.require("peak_flops").map({"bf16", "fp16", "fp8"});
-  if (!peak.has("bf16") && !peak.has("fp16")) {
-    peak.fail("expected at least one of bf16, fp16, found neither");
-  }
-  if (auto f = peak.find("bf16")) {
-    c.gpu.peak_bf16 = positive_flops(*f);
-  }
-  if (auto f = peak.find("fp16")) {
-    c.gpu.peak_fp16 = positive_flops(*f);
-  }
-  if (auto f = peak.find("fp8")) {
-    c.gpu.peak_fp8 = positive_flops(*f);
-  }
-  c.gpu.hbm_capacity = positive_bytes(gpu.require("hbm_capacity"));
-  c.gpu.hbm_bandwidth = positive_bandwidth(gpu.require("hbm_bandwidth"));
-  c.gpu.compute_efficiency = fraction(gpu.require("compute_efficiency"));
-  c.gpu.memory_efficiency = fraction(gpu.require("memory_efficiency"));
-  c.gpu.runtime_overhead = Bytes(1024.0 * 1024 * 1024);
-  if (auto f = gpu.find("runtime_overhead")) {
-    c.gpu.runtime_overhead = nonnegative_bytes(*f);
-  }
-  c.gpu.allocator_fragmentation = 1.10;
-  if (auto f = gpu.find("allocator_fragmentation")) {
-    c.gpu.allocator_fragmentation = f->number("a number >= 1", [](double v) { return v >= 1.0; });
-  }
-  // Kernel profile: relative to the cluster file (to the working directory when given with --set);
-  // `none` or absent = the roofline (docs/schema.md).
-  if (auto f = gpu.find("profile")) {
-    const std::string text = f->string();
-    if (text != "none") {
-      std::filesystem::path p(text);
-      if (p.is_relative() && f->where().rfind("--set ", 0) != 0)
-        p = std::filesystem::path(doc.file()).parent_path() / p;
-      if (const std::string why = input_file_problem(p); !why.empty())
-        f->fail("kernel profile '" + p.lexically_normal().string() + "': " + why + " (or `none` for the roofline)");
-      c.gpu.profile = p.lexically_normal().string();
-    }
-  }
-  if (auto f = gpu.find("overlap_slowdown")) {
-    c.gpu.overlap_slowdown = f->number("a number in [1, 10] (the sanity limit)", [](double v) { return v >= 1.0 && v <= 10.0; });
-  }
-  if (auto f = gpu.find("gemm_efficiency")) {
-    c.gpu.gemm_efficiency = fraction(*f);
-  }
-  if (auto f = gpu.find("memory_bound_efficiency")) {
-    c.gpu.memory_bound_efficiency = fraction(*f);
-  }
-  if (auto f = gpu.find("launch_overhead")) {
-    c.gpu.launch_overhead = latency(*f);
-  }
-  if (auto f = gpu.find("host_bandwidth")) {
-    c.gpu.host_bandwidth = positive_bandwidth(*f);
-  }
-  if (auto f = gpu.find("host_memory")) {
-    c.gpu.host_memory = positive_bytes(*f);
-  }
-  if (auto f = gpu.find("pass_overhead")) {
-    c.gpu.pass_overhead = latency(*f);
-  }
-  if (auto f = gpu.find("list_collective_per_rank")) {
-    c.gpu.list_collective_per_rank = latency(*f);
-  }
-
-  // Inside a node: an NVSwitch (optionally with NVLink SHARP) or PCIe; exactly one of the two.
-  if (top.has("pcie")) {
-    if (top.has("nvswitch"))
-      top.require("pcie").fail("expected either nvswitch or pcie, found both");
-    const auto pcie = top.require("pcie").map({"bandwidth", "latency", "efficiency", "host_bandwidth"});
-    c.nvswitch = read_link(pcie);
-    c.intra = IntraNodeKind::PCIE;
-    if (auto f = pcie.find("host_bandwidth"))
-      c.pcie_host_bandwidth = positive_bandwidth(*f);
-  } else {
-    const auto nvs = top.require("nvswitch").map({"bandwidth", "latency", "efficiency", "nvls"});
-    c.nvswitch = read_link(nvs);
-    if (auto f = nvs.find("nvls")) {
-      const auto nvls = f->map({"efficiency", "latency"});
-      c.nvls.enabled = true;
-      c.nvls.efficiency = fraction(nvls.require("efficiency"));
-      c.nvls.latency = latency(nvls.require("latency"));
-    }
-  }
-
-  const auto nics = top.require("nics").map({"count", "bandwidth", "latency", "efficiency"});
-  c.nics_per_node = limited_int(nics.require("count"), MAX_PER_NODE);
-  c.nic = read_link(nics);
-
-  const auto fabric = top.require("fabric").map({"kind", "nodes_per_leaf", "oversubscription", "switch_latency",
-                                                  "tiers", "leaves_per_pod", "spine_oversubscription",
-                                                  "switches", "links", "attach"});
-  c.fabric.kind = fabric.require("kind").choice<FabricKind>({{"fat_tree", FabricKind::FAT_TREE},
-                                                             {"rail_optimized", FabricKind::RAIL_OPTIMIZED},
-                                                             {"graph", FabricKind::GRAPH}});
-  read_fabric_extras(doc, fabric, c);
-  c.fabric.nodes_per_leaf = 1;
-  if (auto f = fabric.find("nodes_per_leaf")) {
-    c.fabric.nodes_per_leaf = limited_int(*f, MAX_NODES);
-  }
-  c.fabric.oversubscription = 1.0;
-  if (auto f = fabric.find("oversubscription")) {
-    c.fabric.oversubscription = f->number("a number >= 1", [](double v) { return v >= 1.0; });
-    at_most(*f, c.fabric.oversubscription, 1e6, f->scalar("a number"), "1e6");
-  }
-  c.fabric.switch_latency = Seconds(0.5e-6);
-  if (auto f = fabric.find("switch_latency")) {
-    c.fabric.switch_latency = latency(*f);
-  }
+  if (auto fabric = section(top, "fabric", File::CLUSTER))
+    read_fabric(doc, *fabric, c);
   return c;
 }
 
@@ -429,8 +449,7 @@ ClusterSpec read_cluster(const Document& doc) {
 
 /// `model.moe` over `moe` (defaults, or what a Hugging Face config gave). docs/moe.md.
 void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
-  const auto m = field.map({"experts", "top_k", "expert_ffn_hidden", "shared_experts", "capacity_factor",
-                            "moe_layer_freq", "first_dense_layers", "routing"});
+  const auto m = field.map(keys_of(File::WORKLOAD, "model.moe"));
   if (auto f = m.find("experts"))
     moe.experts = limited_int64(*f, MAX_EXPERTS);
   else if (!moe.enabled())
@@ -460,7 +479,7 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
     m.fail("first_dense_layers = " + std::to_string(moe.first_dense_layers) + " leaves no MoE layer among model.layers = " +
            std::to_string(model.layers));
   if (auto f = m.find("routing")) {
-    const auto r = f->map({"distribution", "zipf_exponent", "seed", "groups", "group_top_k"});
+    const auto r = f->map(keys_of(File::WORKLOAD, "model.moe.routing"));
     if (auto d = r.find("distribution"))
       moe.routing.distribution = d->choice<RoutingDistribution>(
           {{"uniform", RoutingDistribution::UNIFORM}, {"zipf", RoutingDistribution::ZIPF}});
@@ -508,7 +527,7 @@ void read_sliding_window(const MapReader& m, ModelSpec& model) {
 /// model.mla (docs/schema.md): the latent ranks and head widths of multi-head latent attention.
 /// Over an MLA a Hugging Face config gave, each key is optional and overrides its one value.
 void read_mla(const Field& f, MlaSpec& mla) {
-  const auto m = f.map({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+  const auto m = f.map(keys_of(File::WORKLOAD, "model.mla"));
   const bool over_config = mla.enabled();
   if (!over_config)
     mla = MlaSpec{};
@@ -555,44 +574,38 @@ void check_mla(const MapReader& m, const ModelSpec& model) {
                     ") exceeds the " + std::to_string(MAX_HIDDEN) + " accepted (the limit of model.hidden)");
 }
 
-ModelSpec read_model(const MapReader& m, const std::string& workload_name, const std::string& workload_file) {
-  ModelSpec model;
-  // model.from_hf: a Hugging Face config.json (relative to the workload file) gives the defaults;
-  // keys given here override it, and the otherwise required keys become optional.
-  const bool from_hf = m.has("from_hf");
-  if (auto f = m.find("from_hf")) {
-    std::filesystem::path p(f->string());
-    if (p.is_relative() && f->where().rfind("--set ", 0) != 0)
-      p = std::filesystem::path(workload_file).parent_path() / p;
-    if (const std::string why = input_file_problem(p); !why.empty())
-      f->fail("Hugging Face config '" + p.lexically_normal().string() + "': " + why);
-    try {
-      model = read_hf_config(p.lexically_normal());
-    } catch (const ConfigError& e) {
-      f->fail(std::string("cannot use the Hugging Face config: ") + e.what());
-    }
-  }
-  model.name = workload_name;
-  if (auto f = m.find("name")) {
-    model.name = f->string();
-  }
-  const auto limit_of = [](std::string_view key) {
-    for (const SizeLimit& l : MODEL_SIZE_LIMITS)
-      if (l.key == key)
-        return l.max;
-    return INT64_MAX_VALUE;
+/// Sizes a Hugging Face config gave and the workload file did not override obey the limits of
+/// the workload keys (docs/schema.md, "Size limits") before any product of them is formed: a
+/// config is as likely to hold a typo as a workload file.
+void check_hf_sizes(const MapReader& m, const ModelSpec& model) {
+  const auto check = [&](const std::string& key, int64_t value, int64_t max) {
+    if (value > max)
+      m.require("from_hf").fail("the Hugging Face config gives model." + key + " = " + std::to_string(value) +
+                                ", more than the " + std::to_string(max) + " accepted");
   };
-  const auto size = [&](std::string_view key, int64_t& out) {
-    if (auto f = m.find(key))
-      out = limited_int64(*f, limit_of(key));
-    else if (!from_hf)
-      out = limited_int64(m.require(key), limit_of(key));
-  };
-  size("layers", model.layers);
-  size("hidden", model.hidden);
-  size("heads", model.heads);
-  if (auto f = m.find("head_dim"))
-    model.head_dim_set = limited_int64(*f, MAX_HEAD_DIM);
+  for (const SizeLimit& l : MODEL_SIZE_LIMITS)
+    check(std::string(l.key), model.*l.field, l.max);
+  check("moe.experts", model.moe.experts, MAX_EXPERTS);
+  check("moe.top_k", model.moe.top_k, MAX_EXPERTS);
+  check("moe.expert_ffn_hidden", model.moe.expert_ffn_hidden, MAX_FFN);
+  check("moe.shared_experts", model.moe.shared_experts, MAX_EXPERTS);
+  check("moe.first_dense_layers", model.moe.first_dense_layers, MAX_LAYERS);
+  check("moe.moe_layer_freq", model.moe.layer_freq, MAX_LAYERS);
+  check("moe.routing.groups", model.moe.routing.groups, 65536);
+  check("moe.routing.group_top_k", model.moe.routing.group_top_k, 65536);
+  check("mla.q_lora_rank", model.mla.q_lora_rank, MAX_HIDDEN);
+  check("mla.kv_lora_rank", model.mla.kv_lora_rank, MAX_HIDDEN);
+  check("mla.qk_nope_head_dim", model.mla.qk_nope_head_dim, MAX_HEAD_DIM);
+  check("mla.qk_rope_head_dim", model.mla.qk_rope_head_dim, MAX_HEAD_DIM);
+  check("mla.v_head_dim", model.mla.v_head_dim, MAX_HEAD_DIM);
+  check("sliding_window", model.sliding_window, MAX_SEQ_LEN);
+  check("full_attention_every", model.full_attention_every, MAX_LAYERS);
+  check("mtp_layers", model.mtp_layers, 16);
+}
+
+/// The attention heads against the hidden size: heads divide it (unless model.head_dim is given),
+/// kv_heads divide the heads, heads x head_dim within the hidden size's limit.
+void check_heads(const MapReader& m, const ModelSpec& model) {
   // With model.head_dim the heads need not divide the hidden size (Qwen3, Mistral NeMo).
   if (model.head_dim_set <= 0 && model.hidden % model.heads != 0) {
     const std::string why = "expected a divisor of model.hidden = " + std::to_string(model.hidden) + ", found " +
@@ -602,11 +615,9 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
       f->fail(why);
     m.fail("heads: " + why);
   }
-  if (!from_hf)
-    model.kv_heads = model.heads;
-  if (auto f = m.find("kv_heads")) {
-    model.kv_heads = limited_int64(*f, limit_of("kv_heads"));
-  }
+}
+
+void check_kv_heads(const MapReader& m, const ModelSpec& model) {
   if (model.heads % model.kv_heads != 0) {
     const std::string why = "expected a divisor of model.heads = " + std::to_string(model.heads) + ", found " +
                             std::to_string(model.kv_heads) +
@@ -628,245 +639,222 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
       f->fail(why);
     m.require("from_hf").fail("the Hugging Face config gives " + why);
   }
+}
+
+/// model.from_hf: a Hugging Face config.json (relative to the workload file) gives the defaults.
+void read_from_hf(const Field& f, const std::string& workload_file, ModelSpec& model) {
+  std::filesystem::path p(f.string());
+  if (p.is_relative() && f.where().rfind("--set ", 0) != 0)
+    p = std::filesystem::path(workload_file).parent_path() / p;
+  if (const std::string why = input_file_problem(p); !why.empty())
+    f.fail("Hugging Face config '" + p.lexically_normal().string() + "': " + why);
+  try {
+    model = read_hf_config(p.lexically_normal());
+  } catch (const ConfigError& e) {
+    f.fail(std::string("cannot use the Hugging Face config: ") + e.what());
+  }
+}
+
+/// The `model` mapping. Checks that combine several keys run only while the file is clean.
+ModelSpec read_model(const MapReader& m, const std::string& workload_name, const std::string& workload_file) {
+  const Document& doc = m.document();
+  ModelSpec model;
+  // With model.from_hf, keys given here override the config, and the otherwise required keys
+  // become optional.
+  const bool from_hf = m.has("from_hf");
+  optional_key(m, "from_hf", [&](const Field& f) { read_from_hf(f, workload_file, model); });
+  model.name = workload_name;
+  optional_key(m, "name", [&](const Field& f) { model.name = f.string(); });
+  const auto limit_of = [](std::string_view key) {
+    for (const SizeLimit& l : MODEL_SIZE_LIMITS)
+      if (l.key == key)
+        return l.max;
+    return INT64_MAX_VALUE;
+  };
+  const auto size = [&](std::string_view key, int64_t& out) {
+    doc.attempt([&] {
+      if (auto f = m.find(key))
+        out = limited_int64(*f, limit_of(key));
+      else if (!from_hf)
+        out = limited_int64(m.require(key), limit_of(key));
+    });
+  };
+  size("layers", model.layers);
+  size("hidden", model.hidden);
+  size("heads", model.heads);
+  optional_key(m, "head_dim", [&](const Field& f) { model.head_dim_set = limited_int64(f, MAX_HEAD_DIM); });
+  if (doc.clean())
+    doc.attempt([&] { check_heads(m, model); });
+  if (!from_hf)
+    model.kv_heads = model.heads;
+  optional_key(m, "kv_heads", [&](const Field& f) { model.kv_heads = limited_int64(f, limit_of("kv_heads")); });
+  if (doc.clean())
+    doc.attempt([&] { check_kv_heads(m, model); });
   size("ffn_hidden", model.ffn_hidden);
   size("vocab", model.vocab);
   size("seq_len", model.seq_len);
-  if (auto f = from_hf ? m.find("mlp") : std::optional<Field>(m.require("mlp"))) {
-    model.mlp = f->choice<MlpKind>({{"gelu", MlpKind::GELU}, {"swiglu", MlpKind::SWIGLU}});
-    // GPT-style (gelu) and Llama-style (swiglu) families differ in these defaults.
-    const bool gpt = model.mlp == MlpKind::GELU;
-    model.norm = gpt ? NormKind::LAYERNORM : NormKind::RMSNORM;
-    model.position = gpt ? PositionEmbedding::LEARNED : PositionEmbedding::ROTARY;
-    model.bias = gpt;
-    model.tied_embeddings = gpt;
-  }
-  if (auto f = m.find("norm")) {
-    model.norm = f->choice<NormKind>({{"layernorm", NormKind::LAYERNORM}, {"rmsnorm", NormKind::RMSNORM}});
-  }
-  if (auto f = m.find("position_embedding")) {
-    model.position = f->choice<PositionEmbedding>(
-        {{"learned", PositionEmbedding::LEARNED}, {"rotary", PositionEmbedding::ROTARY}});
-  }
-  if (auto f = m.find("bias")) {
-    model.bias = f->boolean();
-  }
-  if (auto f = m.find("tied_embeddings")) {
-    model.tied_embeddings = f->boolean();
-  }
-  if (auto f = m.find("dropout")) {
-    model.dropout = f->boolean();
-  }
-  if (auto f = m.find("moe"))
-    read_moe(*f, model, model.moe);
-  if (auto f = m.find("mla"))
-    read_mla(*f, model.mla);
-  read_sliding_window(m, model);
-  if (auto f = m.find("mtp_layers"))
-    model.mtp_layers = f->integer(0, 16, "an integer in 0..16 (multi-token prediction depth)");
-  if (from_hf) {
-    // Sizes the workload file did not override, as the Hugging Face config gave them, obey the
-    // limits of the workload keys (docs/schema.md, "Size limits") before any product of them is
-    // formed below: a config is as likely to hold a typo as a workload file.
-    const auto check = [&](const std::string& key, int64_t value, int64_t max) {
-      if (value > max)
-        m.require("from_hf").fail("the Hugging Face config gives model." + key + " = " + std::to_string(value) +
-                                  ", more than the " + std::to_string(max) + " accepted");
-    };
-    for (const SizeLimit& l : MODEL_SIZE_LIMITS)
-      check(std::string(l.key), model.*l.field, l.max);
-    check("moe.experts", model.moe.experts, MAX_EXPERTS);
-    check("moe.top_k", model.moe.top_k, MAX_EXPERTS);
-    check("moe.expert_ffn_hidden", model.moe.expert_ffn_hidden, MAX_FFN);
-    check("moe.shared_experts", model.moe.shared_experts, MAX_EXPERTS);
-    check("moe.first_dense_layers", model.moe.first_dense_layers, MAX_LAYERS);
-    check("moe.moe_layer_freq", model.moe.layer_freq, MAX_LAYERS);
-    check("moe.routing.groups", model.moe.routing.groups, 65536);
-    check("moe.routing.group_top_k", model.moe.routing.group_top_k, 65536);
-    check("mla.q_lora_rank", model.mla.q_lora_rank, MAX_HIDDEN);
-    check("mla.kv_lora_rank", model.mla.kv_lora_rank, MAX_HIDDEN);
-    check("mla.qk_nope_head_dim", model.mla.qk_nope_head_dim, MAX_HEAD_DIM);
-    check("mla.qk_rope_head_dim", model.mla.qk_rope_head_dim, MAX_HEAD_DIM);
-    check("mla.v_head_dim", model.mla.v_head_dim, MAX_HEAD_DIM);
-    check("sliding_window", model.sliding_window, MAX_SEQ_LEN);
-    check("full_attention_every", model.full_attention_every, MAX_LAYERS);
-    check("mtp_layers", model.mtp_layers, 16);
-  }
-  check_mla(m, model);
+  doc.attempt([&] {
+    if (auto f = from_hf ? m.find("mlp") : std::optional<Field>(m.require("mlp"))) {
+      model.mlp = f->choice<MlpKind>({{"gelu", MlpKind::GELU}, {"swiglu", MlpKind::SWIGLU}});
+      // GPT-style (gelu) and Llama-style (swiglu) families differ in these defaults.
+      const bool gpt = model.mlp == MlpKind::GELU;
+      model.norm = gpt ? NormKind::LAYERNORM : NormKind::RMSNORM;
+      model.position = gpt ? PositionEmbedding::LEARNED : PositionEmbedding::ROTARY;
+      model.bias = gpt;
+      model.tied_embeddings = gpt;
+    }
+  });
+  optional_key(m, "norm", [&](const Field& f) {
+    model.norm = f.choice<NormKind>({{"layernorm", NormKind::LAYERNORM}, {"rmsnorm", NormKind::RMSNORM}});
+  });
+  optional_key(m, "position_embedding", [&](const Field& f) {
+    model.position =
+        f.choice<PositionEmbedding>({{"learned", PositionEmbedding::LEARNED}, {"rotary", PositionEmbedding::ROTARY}});
+  });
+  optional_key(m, "bias", [&](const Field& f) { model.bias = f.boolean(); });
+  optional_key(m, "tied_embeddings", [&](const Field& f) { model.tied_embeddings = f.boolean(); });
+  optional_key(m, "dropout", [&](const Field& f) { model.dropout = f.boolean(); });
+  if (doc.clean()) // over the layers and sizes read above
+    optional_key(m, "moe", [&](const Field& f) { read_moe(f, model, model.moe); });
+  optional_key(m, "mla", [&](const Field& f) { read_mla(f, model.mla); });
+  doc.attempt([&] { read_sliding_window(m, model); });
+  optional_key(m, "mtp_layers", [&](const Field& f) {
+    model.mtp_layers = f.integer(0, 16, "an integer in 0..16 (multi-token prediction depth)");
+  });
+  if (from_hf && doc.clean())
+    doc.attempt([&] { check_hf_sizes(m, model); });
+  if (doc.clean())
+    doc.attempt([&] { check_mla(m, model); });
   return model;
 }
 
 ParallelSpec read_parallel(const MapReader& m) {
   ParallelSpec p;
-  p.tp = limited_int(m.require("tp"), MAX_DEGREE);
-  p.pp = limited_int(m.require("pp"), MAX_DEGREE);
-  p.dp = 0; // omitted: check_layout derives it
-  if (auto f = m.find("dp")) {
-    p.dp = limited_int(*f, MAX_DEGREE);
-  }
-  p.schedule =
-      m.require("schedule").choice<Schedule>({{"gpipe", Schedule::GPIPE},
-                                              {"1f1b", Schedule::ONE_F_ONE_B},
-                                              {"interleaved", Schedule::INTERLEAVED},
-                                              {"zb-h1", Schedule::ZB_H1},
-                                              {"zb-h2", Schedule::ZB_H2}});
-  p.vp = 1;
-  if (auto f = m.find("vp")) {
-    p.vp = limited_int(*f, MAX_DEGREE);
-  }
-  p.sp = false;
-  if (auto f = m.find("sp")) {
-    p.sp = f->boolean();
-  }
-  if (auto f = m.find("pp_scatter_gather"))
-    p.pp_scatter_gather = f->boolean();
-  if (auto f = m.find("tp_grad_overlap"))
-    p.tp_grad_overlap = f->boolean();
-  p.zero_stage = 0;
-  if (auto f = m.find("zero_stage")) {
-    p.zero_stage = static_cast<int>(f->integer(0, 3, "an integer in 0..3"));
-  }
-  if (auto f = m.find("cp"))
-    p.cp = limited_int(*f, MAX_DEGREE);
-  if (auto f = m.find("ep"))
-    p.ep = limited_int(*f, MAX_DEGREE);
-  if (auto f = m.find("etp"))
-    p.etp = limited_int(*f, MAX_DEGREE);
-  if (auto f = m.find("ep_overlap"))
-    p.ep_overlap = f->boolean();
-  if (auto f = m.find("chunk_layers")) {
-    const YAML::Node& list = f->value();
+  required_key(m, "tp", [&](const Field& f) { p.tp = limited_int(f, MAX_DEGREE); });
+  required_key(m, "pp", [&](const Field& f) { p.pp = limited_int(f, MAX_DEGREE); });
+  optional_key(m, "dp", [&](const Field& f) { p.dp = limited_int(f, MAX_DEGREE); }); // omitted: derived
+  required_key(m, "schedule", [&](const Field& f) {
+    p.schedule = f.choice<Schedule>({{"gpipe", Schedule::GPIPE},
+                                     {"1f1b", Schedule::ONE_F_ONE_B},
+                                     {"interleaved", Schedule::INTERLEAVED},
+                                     {"zb-h1", Schedule::ZB_H1},
+                                     {"zb-h2", Schedule::ZB_H2}});
+  });
+  optional_key(m, "vp", [&](const Field& f) { p.vp = limited_int(f, MAX_DEGREE); });
+  optional_key(m, "sp", [&](const Field& f) { p.sp = f.boolean(); });
+  optional_key(m, "pp_scatter_gather", [&](const Field& f) { p.pp_scatter_gather = f.boolean(); });
+  optional_key(m, "tp_grad_overlap", [&](const Field& f) { p.tp_grad_overlap = f.boolean(); });
+  optional_key(m, "zero_stage", [&](const Field& f) { p.zero_stage = static_cast<int>(f.integer(0, 3, "an integer in 0..3")); });
+  optional_key(m, "cp", [&](const Field& f) { p.cp = limited_int(f, MAX_DEGREE); });
+  optional_key(m, "ep", [&](const Field& f) { p.ep = limited_int(f, MAX_DEGREE); });
+  optional_key(m, "etp", [&](const Field& f) { p.etp = limited_int(f, MAX_DEGREE); });
+  optional_key(m, "ep_overlap", [&](const Field& f) { p.ep_overlap = f.boolean(); });
+  optional_key(m, "chunk_layers", [&](const Field& f) {
+    const YAML::Node& list = f.value();
     if (!list.IsSequence() || list.size() == 0)
-      f->fail("expected a non-empty list of layer counts, one per model chunk (pp*vp of them)");
+      f.fail("expected a non-empty list of layer counts, one per model chunk (pp*vp of them)");
     for (const YAML::Node& item : list) {
       int64_t n = -1;
       if (!item.IsScalar() || !YAML::convert<int64_t>::decode(item, n) || n < 0 || n > 100000)
-        f->fail("expected layer counts in 0..100000, found '" + (item.IsScalar() ? item.Scalar() : std::string("a non-scalar entry")) + "'");
+        f.fail("expected layer counts in 0..100000, found '" +
+               (item.IsScalar() ? item.Scalar() : std::string("a non-scalar entry")) + "'");
       p.chunk_layers.push_back(n);
     }
-  }
-  if (auto f = m.find("ep_dispatch"))
-    p.ep_dispatch = f->choice<EpDispatch>({{"all_to_all", EpDispatch::ALL_TO_ALL}, {"deduplicated", EpDispatch::DEDUPLICATED}});
+  });
+  optional_key(m, "ep_dispatch", [&](const Field& f) {
+    p.ep_dispatch =
+        f.choice<EpDispatch>({{"all_to_all", EpDispatch::ALL_TO_ALL}, {"deduplicated", EpDispatch::DEDUPLICATED}});
+  });
   return p;
 }
 
-TrainingSpec read_training(const std::optional<MapReader>& m) {
-  TrainingSpec t;
-  t.dp_bucket = Bytes(25.0 * 1024 * 1024);
-  t.optimizer_bytes_per_param = 12;
-  t.recompute = Recompute::NONE;
-  if (!m) {
-    return t;
+/// training.recompute_modules (with recompute: selective).
+RecomputeModules read_recompute_modules(const Field& f) {
+  const YAML::Node& list = f.value();
+  if (!list.IsSequence() || list.size() == 0)
+    f.fail("expected a non-empty list of core_attn, layernorm, mlp, moe_act, mla_up_proj");
+  RecomputeModules modules{.core_attn = false};
+  for (const YAML::Node& item : list) {
+    const std::string name = item.IsScalar() ? item.Scalar() : std::string();
+    bool RecomputeModules::*module = nullptr;
+    if (name == "core_attn")
+      module = &RecomputeModules::core_attn;
+    else if (name == "layernorm")
+      module = &RecomputeModules::layernorm;
+    else if (name == "mlp")
+      module = &RecomputeModules::mlp;
+    else if (name == "moe_act")
+      module = &RecomputeModules::moe_act;
+    else if (name == "mla_up_proj")
+      module = &RecomputeModules::mla_up_proj;
+    else
+      f.fail("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found '" +
+             (item.IsScalar() ? name : std::string("a non-scalar entry")) +
+             "' (Megatron's moe and shared_experts are not modelled)");
+    if (modules.*module)
+      f.fail("module '" + name + "' listed twice");
+    modules.*module = true;
   }
-  if (auto f = m->find("dp_bucket")) {
-    t.dp_bucket = positive_bytes(*f);
-  }
-  if (auto f = m->find("optimizer_bytes_per_param")) {
-    t.optimizer_bytes_per_param = f->number("a number >= 0", [](double v) { return v >= 0.0; });
-    at_most(*f, t.optimizer_bytes_per_param, 1024, f->scalar("a number"), "1024");
-  }
-  if (auto f = m->find("recompute")) {
-    t.recompute = f->choice<Recompute>(
-        {{"none", Recompute::NONE}, {"selective", Recompute::SELECTIVE}, {"full", Recompute::FULL}});
-  }
-  if (auto f = m->find("recompute_modules")) {
-    if (t.recompute != Recompute::SELECTIVE)
-      f->fail("recompute_modules needs training.recompute: selective");
-    const YAML::Node& list = f->value();
-    if (!list.IsSequence() || list.size() == 0)
-      f->fail("expected a non-empty list of core_attn, layernorm, mlp, moe_act, mla_up_proj");
-    t.recompute_modules = RecomputeModules{.core_attn = false};
-    for (const YAML::Node& item : list) {
-      const std::string name = item.IsScalar() ? item.Scalar() : std::string();
-      bool RecomputeModules::*module = nullptr;
-      if (name == "core_attn")
-        module = &RecomputeModules::core_attn;
-      else if (name == "layernorm")
-        module = &RecomputeModules::layernorm;
-      else if (name == "mlp")
-        module = &RecomputeModules::mlp;
-      else if (name == "moe_act")
-        module = &RecomputeModules::moe_act;
-      else if (name == "mla_up_proj")
-        module = &RecomputeModules::mla_up_proj;
-      else
-        f->fail("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found '" +
-                (item.IsScalar() ? name : std::string("a non-scalar entry")) +
-                "' (Megatron's moe and shared_experts are not modelled)");
-      if (t.recompute_modules.*module)
-        f->fail("module '" + name + "' listed twice");
-      t.recompute_modules.*module = true;
-    }
-  }
-  if (auto f = m->find("flash_attention")) {
-    t.flash_attention = f->boolean();
-  }
-  if (auto f = m->find("zero3_prefetch")) {
-    t.zero3_prefetch = static_cast<int>(f->integer(0, 64, "an integer in 0..64"));
-  }
-  if (auto f = m->find("zero3_fetch")) {
-    t.zero3_fetch = f->choice<Zero3Fetch>({{"prefetch", Zero3Fetch::PREFETCH}, {"blocking", Zero3Fetch::BLOCKING}});
-  }
-  if (auto f = m->find("overlap_param_gather")) {
-    t.overlap_param_gather = f->boolean();
-  }
-  if (auto f = m->find("grad_reduce_in_fp32")) {
-    t.grad_reduce_in_fp32 = f->boolean();
-  }
-  if (auto f = m->find("cross_entropy")) {
-    t.cross_entropy = f->choice<CrossEntropy>({{"fp32", CrossEntropy::FP32}, {"fused", CrossEntropy::FUSED}});
-  }
-  if (auto f = m->find("fp8_params")) {
-    t.fp8_params = f->boolean();
-  }
-  if (auto f = m->find("offload_layers")) { // bounded by the layout (check_layout)
-    t.offload_layers = f->integer(0, 1 << 20, "an integer >= 0");
-  }
-  if (auto f = m->find("recompute_layers")) { // with recompute: full (check_layout)
-    t.recompute_layers = f->integer(0, 1 << 20, "an integer >= 0 (0: every layer)");
-  }
-  return t;
+  return modules;
 }
 
-WorkloadSpec read_workload(const Document& doc) {
-  const auto top = MapReader::root(doc, {"name", "model", "batch", "parallel", "precision", "training", "collectives"});
-  WorkloadSpec w;
-  w.source = doc.file();
-  w.name = top.require("name").string();
-  w.model = read_model(
-      top.require("model").map({"name", "from_hf", "layers", "hidden", "heads", "kv_heads", "head_dim", "mla", "ffn_hidden",
-                                "vocab", "seq_len", "mlp", "norm", "position_embedding", "bias", "tied_embeddings",
-                                "dropout", "moe", "sliding_window", "full_attention_every", "mtp_layers"}),
-      w.name, doc.file());
-  const auto batch = top.require("batch").map({"global_batch", "micro_batch"});
-  w.batch.global_batch = limited_int64(batch.require("global_batch"), INT_MAX_VALUE);
-  w.batch.micro_batch = limited_int64(batch.require("micro_batch"), int64_t{1} << 20);
-  {
-    const double mb = static_cast<double>(w.batch.micro_batch), s = static_cast<double>(w.model.seq_len);
-    if (mb * s > static_cast<double>(MAX_TOKENS_PER_MICRO_BATCH))
-      batch.require("micro_batch")
-          .fail("micro_batch x model.seq_len = " + std::to_string(w.batch.micro_batch) + " x " +
-                std::to_string(w.model.seq_len) + " tokens per micro-batch, more than the 2^32 accepted");
-    if (mb * static_cast<double>(w.model.heads) * s * s > MAX_SCORE_ELEMENTS)
-      batch.require("micro_batch")
-          .fail("micro_batch x model.heads x model.seq_len^2 = " + std::to_string(w.batch.micro_batch) + " x " +
-                std::to_string(w.model.heads) + " x " + std::to_string(w.model.seq_len) +
-                "^2 attention scores, more than the 2^62 accepted");
-  }
-  w.parallel = read_parallel(top.require("parallel").map({"tp", "pp", "dp", "schedule", "vp", "sp", "pp_scatter_gather", "tp_grad_overlap", "zero_stage", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers"}));
-  w.precision =
-      top.require("precision").choice<Precision>(
-          {{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
-  std::optional<MapReader> training;
-  if (auto f = top.find("training")) {
-    training = f->map({"dp_bucket", "optimizer_bytes_per_param", "recompute", "recompute_modules", "flash_attention",
-                       "zero3_prefetch", "zero3_fetch", "overlap_param_gather", "grad_reduce_in_fp32", "cross_entropy",
-                       "fp8_params", "offload_layers", "recompute_layers"});
-  }
-  w.training = read_training(training);
-  if (auto f = training ? training->find("fp8_params") : std::nullopt; f && w.training.fp8_params &&
-                                                                      w.precision != Precision::FP8)
+void read_training(const MapReader& m, TrainingSpec& t) {
+  optional_key(m, "dp_bucket", [&](const Field& f) { t.dp_bucket = positive_bytes(f); });
+  optional_key(m, "optimizer_bytes_per_param", [&](const Field& f) {
+    t.optimizer_bytes_per_param = f.number("a number >= 0", [](double v) { return v >= 0.0; });
+    at_most(f, t.optimizer_bytes_per_param, 1024, f.scalar("a number"), "1024");
+  });
+  const bool recompute = m.document().attempt([&] {
+    if (auto f = m.find("recompute"))
+      t.recompute = f->choice<Recompute>(
+          {{"none", Recompute::NONE}, {"selective", Recompute::SELECTIVE}, {"full", Recompute::FULL}});
+  });
+  if (recompute) // the modules need the recompute mode
+    optional_key(m, "recompute_modules", [&](const Field& f) {
+      if (t.recompute != Recompute::SELECTIVE)
+        f.fail("recompute_modules needs training.recompute: selective");
+      t.recompute_modules = read_recompute_modules(f);
+    });
+  optional_key(m, "flash_attention", [&](const Field& f) { t.flash_attention = f.boolean(); });
+  optional_key(m, "zero3_prefetch", [&](const Field& f) {
+    t.zero3_prefetch = static_cast<int>(f.integer(0, 64, "an integer in 0..64"));
+  });
+  optional_key(m, "zero3_fetch", [&](const Field& f) {
+    t.zero3_fetch = f.choice<Zero3Fetch>({{"prefetch", Zero3Fetch::PREFETCH}, {"blocking", Zero3Fetch::BLOCKING}});
+  });
+  optional_key(m, "overlap_param_gather", [&](const Field& f) { t.overlap_param_gather = f.boolean(); });
+  optional_key(m, "grad_reduce_in_fp32", [&](const Field& f) { t.grad_reduce_in_fp32 = f.boolean(); });
+  optional_key(m, "cross_entropy", [&](const Field& f) {
+    t.cross_entropy = f.choice<CrossEntropy>({{"fp32", CrossEntropy::FP32}, {"fused", CrossEntropy::FUSED}});
+  });
+  optional_key(m, "fp8_params", [&](const Field& f) { t.fp8_params = f.boolean(); });
+  optional_key(m, "offload_layers", [&](const Field& f) { // bounded by the layout (check_layout)
+    t.offload_layers = f.integer(0, 1 << 20, "an integer >= 0");
+  });
+  optional_key(m, "recompute_layers", [&](const Field& f) { // with recompute: full (check_layout)
+    t.recompute_layers = f.integer(0, 1 << 20, "an integer >= 0 (0: every layer)");
+  });
+}
+
+/// micro_batch x seq_len tokens and micro_batch x heads x seq_len^2 scores within their limits.
+void check_micro_batch(const MapReader& batch, const WorkloadSpec& w) {
+  const double mb = static_cast<double>(w.batch.micro_batch), s = static_cast<double>(w.model.seq_len);
+  if (mb * s > static_cast<double>(MAX_TOKENS_PER_MICRO_BATCH))
+    batch.require("micro_batch")
+        .fail("micro_batch x model.seq_len = " + std::to_string(w.batch.micro_batch) + " x " +
+              std::to_string(w.model.seq_len) + " tokens per micro-batch, more than the 2^32 accepted");
+  if (mb * static_cast<double>(w.model.heads) * s * s > MAX_SCORE_ELEMENTS)
+    batch.require("micro_batch")
+        .fail("micro_batch x model.heads x model.seq_len^2 = " + std::to_string(w.batch.micro_batch) + " x " +
+              std::to_string(w.model.heads) + " x " + std::to_string(w.model.seq_len) +
+              "^2 attention scores, more than the 2^62 accepted");
+}
+
+/// The training keys that depend on the precision and the model.
+void check_training(const MapReader& training, const WorkloadSpec& w) {
+  if (auto f = training.find("fp8_params"); f && w.training.fp8_params && w.precision != Precision::FP8)
     f->fail("fp8 primary weights need precision: fp8");
-  if (auto f = training ? training->find("recompute_modules") : std::nullopt) {
+  if (auto f = training.find("recompute_modules")) {
     if (w.training.recompute_modules.mlp && w.model.moe.enabled())
       f->fail("module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts model; its experts take "
               "moe_act");
@@ -875,43 +863,50 @@ WorkloadSpec read_workload(const Document& doc) {
     if (w.training.recompute_modules.mla_up_proj && !w.model.mla.enabled())
       f->fail("module 'mla_up_proj' needs multi-head latent attention (model.mla)");
   }
-  if (auto f = top.find("collectives")) {
-    const auto coll = f->map({"tp", "pp", "dp", "ep", "cp"});
-    const auto algorithm = [](const Field& a) {
-      return a.choice<CollectiveAlgorithm>({{"auto", CollectiveAlgorithm::AUTO},
-                                            {"ring", CollectiveAlgorithm::RING},
-                                            {"tree", CollectiveAlgorithm::TREE},
-                                            {"hierarchical", CollectiveAlgorithm::HIERARCHICAL},
-                                            {"nvls", CollectiveAlgorithm::NVLS},
-                                            {"pairwise", CollectiveAlgorithm::PAIRWISE}});
-    };
-    if (auto a = coll.find("tp"))
-      w.collectives.tp = algorithm(*a);
-    if (auto a = coll.find("pp"))
-      w.collectives.pp = algorithm(*a);
-    if (auto a = coll.find("dp"))
-      w.collectives.dp = algorithm(*a);
-    if (auto a = coll.find("ep"))
-      w.collectives.ep = algorithm(*a);
-    if (auto a = coll.find("cp"))
-      w.collectives.cp = algorithm(*a);
+}
+
+void read_collectives(const MapReader& coll, CollectivesSpec& c) {
+  const auto algorithm = [](const Field& a) {
+    return a.choice<CollectiveAlgorithm>({{"auto", CollectiveAlgorithm::AUTO},
+                                          {"ring", CollectiveAlgorithm::RING},
+                                          {"tree", CollectiveAlgorithm::TREE},
+                                          {"hierarchical", CollectiveAlgorithm::HIERARCHICAL},
+                                          {"nvls", CollectiveAlgorithm::NVLS},
+                                          {"pairwise", CollectiveAlgorithm::PAIRWISE}});
+  };
+  optional_key(coll, "tp", [&](const Field& f) { c.tp = algorithm(f); });
+  optional_key(coll, "pp", [&](const Field& f) { c.pp = algorithm(f); });
+  optional_key(coll, "dp", [&](const Field& f) { c.dp = algorithm(f); });
+  optional_key(coll, "ep", [&](const Field& f) { c.ep = algorithm(f); });
+  optional_key(coll, "cp", [&](const Field& f) { c.cp = algorithm(f); });
+}
+
+WorkloadSpec read_workload(const Document& doc) {
+  const auto top = MapReader::root(doc, keys_of(File::WORKLOAD, ""));
+  WorkloadSpec w;
+  w.source = doc.file();
+  required_key(top, "name", [&](const Field& f) { w.name = f.string(); });
+  if (auto model = section(top, "model", File::WORKLOAD))
+    w.model = read_model(*model, w.name, doc.file());
+  if (auto batch = section(top, "batch", File::WORKLOAD)) {
+    required_key(*batch, "global_batch", [&](const Field& f) { w.batch.global_batch = limited_int64(f, INT_MAX_VALUE); });
+    required_key(*batch, "micro_batch", [&](const Field& f) { w.batch.micro_batch = limited_int64(f, int64_t{1} << 20); });
+    if (doc.clean())
+      doc.attempt([&] { check_micro_batch(*batch, w); });
   }
+  if (auto parallel = section(top, "parallel", File::WORKLOAD))
+    w.parallel = read_parallel(*parallel);
+  required_key(top, "precision", [&](const Field& f) {
+    w.precision = f.choice<Precision>({{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
+  });
+  if (auto training = section(top, "training", File::WORKLOAD, false)) {
+    read_training(*training, w.training);
+    if (doc.clean())
+      doc.attempt([&] { check_training(*training, w); });
+  }
+  if (auto coll = section(top, "collectives", File::WORKLOAD, false))
+    read_collectives(*coll, w.collectives);
   return w;
-}
-
-// ---- layout --------------------------------------------------------------------------------
-
-/// a*b, or nullopt on overflow.
-std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
-  int64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out)) {
-    return std::nullopt;
-  }
-  return out;
-}
-
-std::string str(int64_t v) {
-  return std::to_string(v);
 }
 
 int64_t edit_distance(std::string_view a, std::string_view b) {
@@ -971,264 +966,27 @@ Override parse_override(const std::string& text) {
 }
 
 ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Override>& overrides) {
-  Document doc(file);
+  Document doc(file, /*collect=*/true);
   for (const auto& o : overrides) {
     if (o.path.starts_with(CLUSTER_PREFIX)) {
       doc.apply(o.path.substr(CLUSTER_PREFIX.size()), o.value, shown(o));
     }
   }
-  return read_cluster(doc);
+  ClusterSpec c = read_cluster(doc);
+  doc.throw_errors();
+  return c;
 }
 
 WorkloadSpec load_workload(const std::filesystem::path& file, const std::vector<Override>& overrides) {
-  Document doc(file);
+  Document doc(file, /*collect=*/true);
   for (const auto& o : overrides) {
     if (!o.path.starts_with(CLUSTER_PREFIX)) {
       doc.apply(o.path, o.value, shown(o));
     }
   }
-  return read_workload(doc);
-}
-
-namespace {
-
-/// Schedule rules (docs/schedules.md): interleaving needs vp >= 2, pp >= 2, layers % (pp*vp) == 0
-/// and, as in Megatron-LM, micro-batches % pp == 0; vp > 1 only with the interleaved schedule; the
-/// zero-bubble schedules defer weight gradients, which full recomputation cannot do cheaply.
-template <class Fail>
-void check_schedule(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
-  const ParallelSpec& p = w.parallel;
-  if (p.vp < 1)
-    fail("parallel.vp = " + str(p.vp) + " must be >= 1");
-  if (p.schedule != Schedule::INTERLEAVED) {
-    if (p.vp != 1)
-      fail("parallel.vp = " + str(p.vp) + " needs parallel.schedule = interleaved (virtual stages are its model chunks)");
-  } else {
-    if (p.vp < 2)
-      fail("parallel.schedule = interleaved needs parallel.vp >= 2 model chunks per GPU, found vp = " + str(p.vp));
-    if (p.pp < 2)
-      fail("parallel.schedule = interleaved needs parallel.pp >= 2, found pp = " + str(p.pp));
-    const int64_t chunks = static_cast<int64_t>(p.pp) * p.vp;
-    if (p.chunk_layers.empty() && w.model.layers % chunks != 0)
-      fail("parallel.pp*vp = " + str(p.pp) + "*" + str(p.vp) + " = " + str(chunks) + " does not divide model.layers = " +
-           str(w.model.layers) + " (every model chunk holds the same number of layers)");
-    const int64_t per_step = w.batch.micro_batch * dp;
-    const int64_t m = per_step > 0 ? w.batch.global_batch / per_step : 0;
-    if (m % p.pp != 0)
-      fail("parallel.schedule = interleaved needs the micro-batches per pipeline (" + str(m) +
-           " = global_batch / (micro_batch*dp)) to be a multiple of parallel.pp = " + str(p.pp) +
-           " (Megatron-LM's interleaved schedule)");
-  }
-  if ((p.schedule == Schedule::ZB_H1 || p.schedule == Schedule::ZB_H2) && w.training.recompute == Recompute::FULL)
-    fail(std::string("parallel.schedule = ") + (p.schedule == Schedule::ZB_H1 ? "zb-h1" : "zb-h2") +
-         " cannot be combined with training.recompute = full: deferred weight-gradient passes need the recomputed "
-         "activations kept until they run (use none or selective)");
-}
-
-/// Expert and context parallelism (docs/moe.md): ep needs experts, divides dp and the experts;
-/// TP splits every expert's MLP; cp divides the sequence (tp*cp with sequence parallelism).
-template <class Fail>
-void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
-  const ParallelSpec& p = w.parallel;
-  const ModelSpec& m = w.model;
-  const MoeSpec& moe = m.moe;
-  if (p.ep > 1 && !moe.enabled())
-    fail("parallel.ep = " + str(p.ep) + " needs a mixture-of-experts model (model.moe.experts)");
-  if (p.etp > 0 && !moe.enabled())
-    fail("parallel.etp = " + str(p.etp) + " needs a mixture-of-experts model (model.moe.experts)");
-  if (p.etp > 1 && p.etp != p.tp)
-    fail("parallel.etp = " + str(p.etp) + " is not modelled with parallel.tp = " + str(p.tp) +
-         ": use 1 (every expert whole on its GPU, the expert groups folded over the TP ranks) or tp (every "
-         "expert split like the dense MLP)");
-  if (moe.enabled()) {
-    const int etp = p.expert_tp();
-    if (!p.folds_experts()) {
-      if (dp % p.ep != 0)
-        fail("parallel.ep = " + str(p.ep) + " does not divide parallel.dp = " + str(dp) +
-             " (expert parallelism subdivides the data-parallel group; expert-data-parallel size = dp / ep; "
-             "parallel.etp below tp folds it over the tensor-parallel ranks too)");
-    } else {
-      const int64_t stage_gpus = static_cast<int64_t>(p.tp) * p.cp * dp;
-      if (stage_gpus % (static_cast<int64_t>(etp) * p.ep) != 0)
-        fail("parallel.etp*ep = " + str(etp) + "*" + str(p.ep) + " does not divide tp*cp*dp = " + str(stage_gpus) +
-             " (with etp < tp the expert groups fold over the GPUs of a pipeline stage)");
-      if (p.tp > 1 && !p.sp)
-        fail("parallel.etp = " + str(etp) + " below parallel.tp = " + str(p.tp) +
-             " needs parallel.sp: true (each TP rank routes its own share of the sequence)");
-    }
-    if (moe.experts % p.ep != 0)
-      fail("parallel.ep = " + str(p.ep) + " does not divide model.moe.experts = " + str(moe.experts) +
-           " (every EP rank holds the same number of experts)");
-    if (moe.expert_ffn_hidden % etp != 0)
-      fail(std::string(p.folds_experts() ? "parallel.etp = " : "parallel.tp = ") + str(etp) +
-           " does not divide model.moe.expert_ffn_hidden = " + str(moe.expert_ffn_hidden) +
-           " (every expert's MLP is split across its expert-tensor-parallel GPUs)");
-    if (moe.top_k > moe.experts)
-      fail("model.moe.top_k = " + str(moe.top_k) + " exceeds model.moe.experts = " + str(moe.experts));
-  }
-  if (p.ep_dispatch == EpDispatch::DEDUPLICATED && (!moe.enabled() || p.ep < 2))
-    fail("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model with parallel.ep >= 2, found ep = " +
-         str(p.ep));
-  if (p.ep_overlap) {
-    if (!moe.enabled() || p.ep < 2)
-      fail("parallel.ep_overlap needs a mixture-of-experts model with parallel.ep >= 2 (it hides the expert "
-           "all-to-alls), found ep = " + str(p.ep));
-    if (p.pp > 1 && p.schedule != Schedule::INTERLEAVED)
-      fail("parallel.ep_overlap with parallel.pp = " + str(p.pp) +
-           " needs parallel.schedule = interleaved (Megatron-Core's combined 1F1B pairs the interleaved "
-           "schedule's steady-state passes)");
-    if (p.pp == 1 && p.schedule != Schedule::ONE_F_ONE_B)
-      fail("parallel.ep_overlap with parallel.pp = 1 needs parallel.schedule = 1f1b (each forward runs with the "
-           "previous micro-batch's backward)");
-    if (w.training.recompute == Recompute::FULL)
-      fail("parallel.ep_overlap cannot be combined with training.recompute = full (use none or selective)");
-  }
-  if (p.cp > 1 && m.window_below_sequence())
-    fail("parallel.cp = " + str(p.cp) + " with model.sliding_window = " + str(m.sliding_window) +
-         " is not modelled (ring attention over windowed layers); use cp = 1 or a window of at least seq_len / 2");
-  if (p.cp > 1) {
-    const int64_t split = p.sp ? static_cast<int64_t>(p.cp) * p.tp : p.cp;
-    if (m.seq_len % split != 0)
-      fail("parallel.cp = " + str(p.cp) + " needs model.seq_len = " + str(m.seq_len) + " divisible by " +
-           (p.sp ? "tp*cp = " : "cp = ") + str(split) + " (the sequence is split across CP ranks)");
-  }
-}
-
-} // namespace
-
-void check_precision(const ClusterSpec& cluster, const WorkloadSpec& workload) {
-  if (peak_flops(cluster.gpu, workload.precision).value() > 0)
-    return;
-  throw ModelError((workload.source.empty() ? std::string("workload") : workload.source) + ": precision: " +
-                   precision_name(workload.precision) + " needs gpu.peak_flops." + precision_name(workload.precision) +
-                   ", which " + (cluster.source.empty() ? cluster.name : cluster.source) + " does not give for " +
-                   cluster.gpu.kind);
-}
-
-void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload) {
-  const std::string prefix = (workload.source.empty() ? std::string("workload") : workload.source) + ": ";
-  const std::string cluster_name = cluster.source.empty() ? cluster.name : cluster.source;
-  const auto fail = [&](const std::string& why) { throw ModelError(prefix + why); };
-  const ModelSpec& m = workload.model;
-  const ParallelSpec& p = workload.parallel;
-  const int64_t tp = p.tp;
-  const int64_t pp = p.pp;
-
-  if (p.tp < 1 || p.pp < 1 || p.dp < 0) {
-    fail("parallel: tp and pp must be >= 1 and dp >= 1 (or 0 to derive it), found tp = " + str(tp) +
-         ", pp = " + str(pp) + ", dp = " + str(p.dp));
-  }
-  if (p.zero_stage < 0 || p.zero_stage > 3) {
-    fail("parallel.zero_stage = " + str(p.zero_stage) + " but only stages 0, 1, 2 and 3 exist");
-  }
-  if (workload.batch.micro_batch < 1 || workload.batch.global_batch < 1) {
-    fail("batch: global_batch and micro_batch must be >= 1, found " + str(workload.batch.global_batch) +
-         " and " + str(workload.batch.micro_batch));
-  }
-  check_precision(cluster, workload);
-  if (workload.training.offload_layers > 0 && cluster.gpu.host_bandwidth.value() <= 0) {
-    fail("training.offload_layers moves activations to host memory and needs gpu.host_bandwidth (GPU <-> host, "
-         "per direction), which " + cluster_name + " does not give");
-  }
-  if (workload.precision == Precision::FP8 && cluster.gpu.peak_bf16.value() <= 0) {
-    fail("precision: fp8 runs the attention core, logits and norms in bf16 and needs gpu.peak_flops.bf16, which " +
-         cluster_name + " does not give for " + cluster.gpu.kind);
-  }
-
-  const int64_t gpus = static_cast<int64_t>(cluster.nodes) * cluster.gpus_per_node;
-  const std::string gpus_text = str(gpus) + " GPUs (" + cluster_name + ": " + str(cluster.nodes) +
-                                " nodes * " + str(cluster.gpus_per_node) + " GPUs)";
-  // Context parallelism multiplies the GPUs of one model replica: GPUs = tp*cp*pp*dp.
-  const int64_t cp = p.cp;
-  if (p.cp < 1 || p.ep < 1)
-    fail("parallel: cp and ep must be >= 1, found cp = " + str(p.cp) + ", ep = " + str(p.ep));
-  const auto tp_pp = checked_mul(tp * pp, cp).value_or(0);
-  const std::string tp_pp_name = cp > 1 ? "tp*cp*pp" : "tp*pp";
-  const std::string tp_pp_factors = cp > 1 ? str(tp) + "*" + str(cp) + "*" + str(pp) : str(tp) + "*" + str(pp);
-  int64_t dp = p.dp;
-  if (dp == 0) {
-    if (tp_pp == 0 || gpus % tp_pp != 0) {
-      fail("parallel: dp is omitted, but the cluster's " + gpus_text + " are not divisible by " + tp_pp_name +
-           " = " + tp_pp_factors + " = " + str(tp_pp));
-    }
-    dp = gpus / tp_pp;
-  } else {
-    const auto total = checked_mul(tp_pp, dp);
-    if (!total || *total != gpus) {
-      fail("parallel: " + tp_pp_name + "*dp = " + tp_pp_factors + "*" + str(dp) + " = " +
-           (total ? str(*total) : std::string("(overflow)")) + " but the cluster has " + gpus_text);
-    }
-  }
-
-  const auto divides = [&](const char* degree_name, int64_t degree, const char* dim_name, int64_t dim,
-                           const char* why) {
-    if (dim % degree != 0) {
-      fail(std::string(degree_name) + " = " + str(degree) + " does not divide " + dim_name + " = " +
-           str(dim) + " (" + why + ")");
-    }
-  };
-  divides("parallel.tp", tp, "model.heads", m.heads, "attention heads are split across TP ranks");
-  divides("parallel.tp", tp, "model.kv_heads", m.kv_heads, "key/value heads are split across TP ranks");
-  divides("parallel.tp", tp, "model.ffn_hidden", m.ffn_hidden, "the MLP is split across TP ranks");
-  divides("parallel.tp", tp, "model.vocab", m.vocab, "the embedding and logits are split across TP ranks");
-  if (workload.parallel.chunk_layers.empty()) {
-    divides("parallel.pp", pp, "model.layers", m.layers,
-            "every pipeline stage holds the same number of layers; parallel.chunk_layers splits them unevenly");
-  } else {
-    const auto& c = workload.parallel.chunk_layers;
-    const int64_t chunks = static_cast<int64_t>(pp) * std::max(1, workload.parallel.vp);
-    if (static_cast<int64_t>(c.size()) != chunks)
-      fail("parallel.chunk_layers lists " + str(static_cast<int64_t>(c.size())) + " model chunks, expected pp*vp = " +
-           str(chunks));
-    int64_t sum = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
-      sum += c[i];
-      if (c[i] == 0 && i + 1 != c.size())
-        fail("parallel.chunk_layers[" + str(static_cast<int64_t>(i)) +
-             "] = 0: only the last model chunk (it holds the output layer) may have no layers");
-    }
-    if (sum != m.layers)
-      fail("parallel.chunk_layers adds up to " + str(sum) + " layers, expected model.layers = " + str(m.layers));
-  }
-  if (const int64_t n = workload.training.offload_layers; n > 0) {
-    // Megatron offloads fewer layers than a model chunk holds, and none it recomputes.
-    int64_t smallest = m.layers / (static_cast<int64_t>(pp) * std::max(1, workload.parallel.vp));
-    for (int64_t c : workload.parallel.chunk_layers)
-      if (c > 0)
-        smallest = std::min(smallest, c);
-    if (n >= smallest)
-      fail("training.offload_layers = " + str(n) + " must be fewer than a model chunk's layers (" + str(smallest) +
-           ")");
-    if (workload.training.recompute != Recompute::NONE)
-      fail("training.offload_layers needs training.recompute: none (Megatron does not offload recomputed layers)");
-  }
-  if (workload.training.overlap_param_gather && workload.parallel.zero_stage != 1 && workload.parallel.zero_stage != 2)
-    fail("training.overlap_param_gather overlaps the distributed optimizer's parameter all-gather and needs "
-         "parallel.zero_stage 1 or 2, found " + str(workload.parallel.zero_stage));
-  if (workload.training.zero3_fetch == Zero3Fetch::BLOCKING && workload.parallel.zero_stage != 3)
-    fail("training.zero3_fetch: blocking is how ZeRO-3 gathers parameters and needs parallel.zero_stage 3, found " +
-         str(workload.parallel.zero_stage));
-  if (workload.training.recompute_layers > 0 && workload.training.recompute != Recompute::FULL)
-    fail("training.recompute_layers = " + str(workload.training.recompute_layers) +
-         " needs training.recompute: full");
-
-  const auto per_step = checked_mul(workload.batch.micro_batch, dp);
-  if (!per_step || workload.batch.global_batch % *per_step != 0) {
-    fail("batch.global_batch = " + str(workload.batch.global_batch) +
-         " is not divisible by batch.micro_batch*parallel.dp = " + str(workload.batch.micro_batch) + "*" +
-         str(dp) + (p.dp == 0 ? " (dp derived)" : "") + " = " +
-         (per_step ? str(*per_step) : std::string("(overflow)")));
-  }
-  check_schedule(workload, dp, fail);
-  check_moe_and_cp(workload, dp, fail);
-  if (p.sp && tp == 1) {
-    fail("parallel.sp = true needs parallel.tp > 1, found tp = 1 (sequence parallelism splits along TP)");
-  }
-  if (p.sp && m.seq_len % tp != 0) {
-    fail("parallel.sp = true needs model.seq_len = " + str(m.seq_len) +
-         " divisible by parallel.tp = " + str(tp) + " (seq_len % tp = " + str(m.seq_len % tp) + ")");
-  }
-  workload.parallel.dp = static_cast<int>(dp);
+  WorkloadSpec w = read_workload(doc);
+  doc.throw_errors();
+  return w;
 }
 
 std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates) {

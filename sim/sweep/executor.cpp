@@ -73,7 +73,7 @@ void write_fd(int fd, const std::string& text) { (void)write_fully(fd, text); }
     const ClusterSpec cluster = config::load_cluster(options.cluster, config.overrides);
     verdict["hbm_capacity_bytes"] = cluster.gpu.hbm_capacity.value();
     WorkloadSpec workload = config::load_workload(options.workload, config.overrides);
-    config::check_layout(cluster, workload);
+    workload = config::check_layout(cluster, workload).workload;
     const runner::Simulation sim = runner::simulate(cluster, workload, options.simulate);
     std::ostringstream summary;
     report::write_summary_json(summary, sim.summary);

@@ -58,7 +58,7 @@ void write_all(int fd, const std::string& text) {
   try {
     const ClusterSpec cluster = config::load_cluster(plan.cluster_file, plan.overrides);
     WorkloadSpec workload = config::load_workload(dir / "workload.yaml", plan.overrides);
-    config::check_layout(cluster, workload);
+    workload = config::check_layout(cluster, workload).workload;
     const runner::Simulation sim = runner::simulate(cluster, workload);
     write_file_atomically(dir / "summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
     std::ostringstream v;

@@ -1090,7 +1090,7 @@ TEST(Validate, TheLedgerFitsTheBundledRunsButTheListedOnes) {
       write(d / "w.yaml", p.workload_yaml);
       const ClusterSpec cluster = config::load_cluster(p.cluster_file, p.overrides);
       WorkloadSpec w = config::load_workload(d / "w.yaml", p.overrides);
-      config::check_layout(cluster, w);
+      w = config::check_layout(cluster, w).workload;
       double peak = 0;
       for (int stage = 0; stage < w.parallel.pp; ++stage)
         peak = std::max(peak, model::static_memory(w, cluster.gpu, stage).peak().value());
