@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
 #include <vector>
 
@@ -332,6 +333,10 @@ bool MapReader::has(std::string_view key) const {
 }
 
 std::optional<Field> MapReader::find(std::string_view key) const {
+  // A reader may only ask for the keys the mapping allows (for the cluster and workload files,
+  // the ones config/schema.cpp declares): any other would never be found.
+  if (std::find(keys_.begin(), keys_.end(), key) == keys_.end())
+    throw std::logic_error("config: key '" + join_key(path_, key) + "' is read but not declared for its mapping");
   for (const auto& entry : entries_) {
     if (entry.name == key) {
       return Field(*doc_, join_key(path_, key), entry.key, entry.value);

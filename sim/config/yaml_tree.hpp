@@ -127,7 +127,8 @@ public:
                         std::vector<std::string>* ignored = nullptr);
 
   [[nodiscard]] bool has(std::string_view key) const;
-  /// The field, or nullopt when the key is absent.
+  /// The field, or nullopt when the key is absent. Throws std::logic_error for a key the
+  /// mapping does not allow (a reader out of step with its declaration).
   [[nodiscard]] std::optional<Field> find(std::string_view key) const;
   /// The field; throws ConfigError at the mapping's location when the key is absent.
   [[nodiscard]] Field require(std::string_view key) const;
