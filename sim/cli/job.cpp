@@ -15,7 +15,7 @@ std::vector<config::Override> overrides_from(Args& args) {
 Job load_job(const std::string& cluster_file, const std::string& workload_file,
              const std::vector<config::Override>& overrides) {
   Job job{config::load_cluster(cluster_file, overrides), config::load_workload(workload_file, overrides)};
-  config::check_layout(job.cluster, job.workload);
+  job.workload = config::check_layout(job.cluster, job.workload).workload;
   return job;
 }
 

@@ -54,7 +54,7 @@ int kernels_command(Args& args, std::ostream& out, std::ostream& /*err*/) {
   std::vector<std::string> comments = {"workload: " + workload.name};
   if (!cluster_file.empty()) {
     const ClusterSpec cluster = config::load_cluster(cluster_file, overrides);
-    config::check_layout(cluster, workload);
+    workload = config::check_layout(cluster, workload).workload;
     comments.push_back("cluster: " + cluster.name + " (gpu " + cluster.gpu.kind + ")");
   }
   comments.push_back("layout: tp " + std::to_string(workload.parallel.tp) + ", pp " +

@@ -107,7 +107,7 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
   try {
     WorkloadSpec checked = given;
     checked.parallel.dp = 0;
-    config::check_layout(cluster, checked);
+    checked = config::check_layout(cluster, checked).workload;
     given = checked;
   } catch (const ModelError& e) {
     given_valid = false;

@@ -1,9 +1,10 @@
 #pragma once
 // YAML -> validated specs. The only module that includes yaml-cpp.
 //
-// Every key is consumed or rejected as unknown (with a "did you mean"); every error is a
-// ConfigError whose message names file:line:col, the dotted key and what was expected.
-// Layouts that parse but cannot work are ModelErrors naming the reason.
+// Every key is consumed or rejected as unknown (with a "did you mean"); the keys of each mapping
+// are declared once in config/schema.hpp. Every error of a file is reported at once: one
+// ConfigError with a line per error, each naming file:line:col, the dotted key and what was
+// expected. Layouts that parse but cannot work are ModelErrors naming the reason.
 
 #include "config/spec.hpp"
 
@@ -32,9 +33,15 @@ ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Ov
 /// Throws ConfigError.
 WorkloadSpec load_workload(const std::filesystem::path& file, const std::vector<Override>& overrides = {});
 
-/// Checks that the workload can run on the cluster and derives parallel.dp when it was omitted.
-/// Throws ModelError naming the reason (tp*pp*dp != GPUs, heads % tp, layers % pp, ...).
-void check_layout(const ClusterSpec& cluster, WorkloadSpec& workload);
+/// A workload that check_layout accepted on a cluster, with what the check derived.
+struct Layout {
+  WorkloadSpec workload;    ///< the checked workload, parallel.dp derived when it was 0
+  bool dp_derived = false;  ///< parallel.dp was 0 (omitted) and is GPUs / (tp*cp*pp)
+};
+
+/// Checks that the workload can run on the cluster; `workload` is not changed. Throws ModelError
+/// naming the first reason found (tp*pp*dp != GPUs, heads % tp, layers % pp, ...).
+[[nodiscard]] Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload);
 
 /// The part of check_layout no layout can mend: the cluster's GPU has a peak for the workload's
 /// precision (a V100 has no bf16). Throws ModelError naming both files.

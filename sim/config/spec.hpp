@@ -1,6 +1,8 @@
 #pragma once
 // Plain, validated descriptions of a cluster and a training job. Produced by config/ (the only
 // user of yaml-cpp); consumed read-only by everything downstream. All quantities carry units.
+// The initialisers below are the defaults of the files' optional keys (docs/schema.md): the
+// loader only writes what a file gives, so a spec built in code starts from the same values.
 
 #include "core/units.hpp"
 
@@ -45,8 +47,9 @@ struct GpuSpec {
   BytesPerSec hbm_bandwidth;      ///< peak HBM bandwidth
   double compute_efficiency = 0;  ///< achieved fraction of peak on large GEMMs, (0, 1]
   double memory_efficiency = 0;   ///< achieved fraction of HBM bandwidth, (0, 1]
-  Bytes runtime_overhead;         ///< CUDA context, cuBLAS/NCCL workspaces: not usable by the job
-  double allocator_fragmentation = 1.0; ///< caching-allocator overhead on dynamic memory, >= 1
+  /// CUDA context, cuBLAS/NCCL workspaces: not usable by the job.
+  Bytes runtime_overhead = Bytes(1024.0 * 1024 * 1024);
+  double allocator_fragmentation = 1.10; ///< caching-allocator overhead on dynamic memory, >= 1
   /// Kernel profile (docs/kernels.md) that compute times come from, as a path resolved against
   /// the cluster file's directory; empty = none (compute times are the roofline above).
   std::string profile;
@@ -96,7 +99,7 @@ struct FabricSpec {
   FabricKind kind = FabricKind::FAT_TREE;
   int nodes_per_leaf = 1;        ///< nodes under one leaf switch
   double oversubscription = 1.0; ///< leaf downlink:uplink bandwidth ratio, >= 1
-  Seconds switch_latency;        ///< added per switch traversed between nodes
+  Seconds switch_latency = Seconds(0.5e-6); ///< added per switch traversed between nodes
   int tiers = 2;                       ///< 2: leaf + spine; 3: leaf + spine (per pod) + core
   int leaves_per_pod = 1;              ///< three tiers only: leaves under one pod's spine
   double spine_oversubscription = 1.0; ///< three tiers only: pod spine down:up ratio, >= 1
@@ -243,7 +246,7 @@ struct BatchSpec {
 struct ParallelSpec {
   int tp = 1;
   int pp = 1;
-  int dp = 1;
+  int dp = 0; ///< 0 = derived from the cluster's GPUs (config::check_layout)
   Schedule schedule = Schedule::ONE_F_ONE_B;
   int vp = 1;               ///< virtual stages (model chunks) per GPU; > 1 only with INTERLEAVED
   bool sp = false;          ///< Megatron sequence parallelism (needs tp > 1 to matter)

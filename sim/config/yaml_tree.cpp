@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
 #include <vector>
 
@@ -72,7 +73,7 @@ std::string describe(const YAML::Node& node) {
 
 // ---- Document ------------------------------------------------------------------------------
 
-Document::Document(const std::filesystem::path& file) : file_(file.string()) {
+Document::Document(const std::filesystem::path& file, bool collect) : file_(file.string()), collect_(collect) {
   const std::string text = read_input_file(file);
   std::vector<YAML::Node> documents;
   try {
@@ -147,6 +148,35 @@ std::string Document::location(const std::string& path, const YAML::Node& node) 
 
 void Document::fail(const std::string& path, const YAML::Node& node, const std::string& message) const {
   throw ConfigError(location(path, node) + ": " + message);
+}
+
+void Document::report(const std::string& path, const YAML::Node& node, const std::string& message) const {
+  if (!collect_)
+    fail(path, node, message);
+  errors_.push_back(location(path, node) + ": " + message);
+}
+
+bool Document::attempt(const std::function<void()>& step) const {
+  if (!collect_) {
+    step();
+    return true;
+  }
+  try {
+    step();
+    return true;
+  } catch (const ConfigError& e) {
+    errors_.emplace_back(e.what());
+    return false;
+  }
+}
+
+void Document::throw_errors() const {
+  if (errors_.empty())
+    return;
+  std::string all;
+  for (const std::string& e : errors_)
+    all += (all.empty() ? "" : "\n") + e;
+  throw ConfigError(all);
 }
 
 // ---- Field ---------------------------------------------------------------------------------
@@ -262,17 +292,16 @@ MapReader::MapReader(const Document& doc, std::string path, const YAML::Node& an
   for (auto it = map.begin(); it != map.end(); ++it) {
     const YAML::Node key = it->first;
     if (!key.IsScalar()) {
-      doc.fail(path_, key,
-               (path_.empty() ? "" : "key '" + path_ + "': ") + "expected a key name, found " +
-                   describe(key));
+      doc.report(path_, key,
+                 (path_.empty() ? "" : "key '" + path_ + "': ") + "expected a key name, found " + describe(key));
+      continue;
     }
     const std::string& name = key.Scalar();
     const std::string full = join_key(path_, name);
-    for (const auto& entry : entries_) {
-      if (entry.name == name) {
-        doc.fail(full, key,
-                 "key '" + full + "' is given twice (first at " + doc.location(full, entry.key) + ")");
-      }
+    const auto first = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; });
+    if (first != entries_.end()) {
+      doc.report(full, key, "key '" + full + "' is given twice (first at " + doc.location(full, first->key) + ")");
+      continue;
     }
     if (std::find(keys_.begin(), keys_.end(), name) == keys_.end()) {
       const std::string suggestion = did_you_mean(name, known);
@@ -281,10 +310,11 @@ MapReader::MapReader(const Document& doc, std::string path, const YAML::Node& an
                            (suggestion.empty() ? "" : "; did you mean '" + join_key(path_, suggestion) + "'?"));
         continue;
       }
-      doc.fail(full, key,
-               "unknown key '" + full + "'" +
-                   (suggestion.empty() ? "; expected one of " + key_list(keys_)
-                                       : "; did you mean '" + join_key(path_, suggestion) + "'?"));
+      doc.report(full, key,
+                 "unknown key '" + full + "'" +
+                     (suggestion.empty() ? "; expected one of " + key_list(keys_)
+                                         : "; did you mean '" + join_key(path_, suggestion) + "'?"));
+      continue;
     }
     entries_.push_back(Entry{name, key, it->second});
   }
@@ -303,6 +333,10 @@ bool MapReader::has(std::string_view key) const {
 }
 
 std::optional<Field> MapReader::find(std::string_view key) const {
+  // A reader may only ask for the keys the mapping allows (for the cluster and workload files,
+  // the ones config/schema.cpp declares): any other would never be found.
+  if (std::find(keys_.begin(), keys_.end(), key) == keys_.end())
+    throw std::logic_error("config: key '" + join_key(path_, key) + "' is read but not declared for its mapping");
   for (const auto& entry : entries_) {
     if (entry.name == key) {
       return Field(*doc_, join_key(path_, key), entry.key, entry.value);

@@ -26,10 +26,15 @@ std::string join_key(const std::string& parent, std::string_view key);
 std::string describe(const YAML::Node& node);
 
 /// A parsed YAML file plus the overrides applied on top of it.
+///
+/// With `collect`, the document gathers the errors of its readers instead of stopping at the
+/// first (LLVM's joinErrors): `attempt` keeps what a step throws and reading goes on, and
+/// `throw_errors` throws one ConfigError listing them all, one per line, in the order found.
+/// Without it every error throws where it is found.
 class Document {
 public:
   /// Reads and parses `file`. Throws ConfigError when it cannot be read or is not valid YAML.
-  explicit Document(const std::filesystem::path& file);
+  explicit Document(const std::filesystem::path& file, bool collect = false);
 
   /// Sets dotted `path` (relative to the document root) to the YAML text `value`, creating
   /// missing mappings on the way. `shown` is how errors name the override
@@ -46,9 +51,21 @@ public:
   /// Throws ConfigError "LOCATION: MESSAGE".
   [[noreturn]] void fail(const std::string& path, const YAML::Node& node, const std::string& message) const;
 
+  /// Keeps the error "LOCATION: MESSAGE" (throws it without `collect`).
+  void report(const std::string& path, const YAML::Node& node, const std::string& message) const;
+  /// Runs `step`; with `collect`, a ConfigError it throws is kept and false returned.
+  bool attempt(const std::function<void()>& step) const;
+  /// True while no error was kept: checks that combine several keys run only then, so that a
+  /// bad key does not bring follow-on errors about values it left unset.
+  [[nodiscard]] bool clean() const { return errors_.empty(); }
+  /// Throws one ConfigError listing every kept error; nothing when none.
+  void throw_errors() const;
+
 private:
   std::string file_;
   YAML::Node root_;
+  bool collect_ = false;
+  mutable std::vector<std::string> errors_; ///< kept by const readers, hence mutable
   std::vector<std::pair<std::string, std::string>> origins_; ///< (path, shown) of overridden subtrees
 };
 
@@ -96,7 +113,8 @@ private:
 };
 
 /// A mapping checked on construction: every key is a scalar, none repeats and each is one of
-/// the allowed keys (else "unknown key ... did you mean ...").
+/// the allowed keys (else "unknown key ... did you mean ..."). Those errors are reported
+/// through the document (each one, when it collects), the offending entries left out.
 class MapReader {
 public:
   /// `anchor` locates the mapping itself in messages (its key, or the root node).
@@ -109,12 +127,14 @@ public:
                         std::vector<std::string>* ignored = nullptr);
 
   [[nodiscard]] bool has(std::string_view key) const;
-  /// The field, or nullopt when the key is absent.
+  /// The field, or nullopt when the key is absent. Throws std::logic_error for a key the
+  /// mapping does not allow (a reader out of step with its declaration).
   [[nodiscard]] std::optional<Field> find(std::string_view key) const;
   /// The field; throws ConfigError at the mapping's location when the key is absent.
   [[nodiscard]] Field require(std::string_view key) const;
 
   [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] const Document& document() const { return *doc_; }
   /// Throws ConfigError at the mapping's location: "LOCATION: key 'PATH': WHAT".
   [[noreturn]] void fail(const std::string& what) const;
 

@@ -90,7 +90,7 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
   std::vector<WorkloadSpec> out;
   const auto accepted = [&](WorkloadSpec& w) { // invalid layouts are never proposed
     try {
-      config::check_layout(cluster, w);
+      w = config::check_layout(cluster, w).workload;
       return true;
     } catch (const Error&) {
       return false;
@@ -213,7 +213,7 @@ bool offload_to_fit(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpa
     WorkloadSpec o = w;
     o.training.offload_layers = n;
     try {
-      config::check_layout(cluster, o);
+      o = config::check_layout(cluster, o).workload;
     } catch (const Error&) {
       return false;
     }

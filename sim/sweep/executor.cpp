@@ -38,7 +38,7 @@ process::Message simulate_config(const SweepConfig& config, const ExecuteOptions
     const ClusterSpec cluster = config::load_cluster(options.cluster, config.overrides);
     verdict["hbm_capacity_bytes"] = cluster.gpu.hbm_capacity.value();
     WorkloadSpec workload = config::load_workload(options.workload, config.overrides);
-    config::check_layout(cluster, workload);
+    workload = config::check_layout(cluster, workload).workload;
     const runner::Simulation sim = runner::simulate(cluster, workload, options.simulate);
     std::ostringstream summary;
     report::write_summary_json(summary, sim.summary);

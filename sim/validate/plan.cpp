@@ -749,7 +749,7 @@ double check_plan(RunPlan& plan, const std::filesystem::path& workload_file) {
   try {
     const ClusterSpec cluster = plan_cluster(plan);
     WorkloadSpec workload = config::load_workload(workload_file, plan.overrides);
-    config::check_layout(cluster, workload);
+    workload = config::check_layout(cluster, workload).workload;
     const double peak = peak_flops(cluster.gpu, workload.precision).value() / 1e12;
     if (plan.peak_tflops <= 0) {
       plan.peak_tflops = peak;

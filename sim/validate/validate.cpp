@@ -58,7 +58,7 @@ int digits(double v) {
 process::Message simulate_run(const RunPlan& plan, const std::filesystem::path& dir) {
   const ClusterSpec cluster = plan_cluster(plan);
   WorkloadSpec workload = config::load_workload(dir / "workload.yaml", plan.overrides);
-  config::check_layout(cluster, workload);
+  workload = config::check_layout(cluster, workload).workload;
   const runner::Simulation sim = runner::simulate(cluster, workload);
   write_file_atomically(dir / "summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
   const report::MemoryReport& mem = sim.summary.memory;

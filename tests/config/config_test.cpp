@@ -4,6 +4,7 @@
 // override), the dotted key and what was expected.
 
 #include "config/config.hpp"
+#include "config/schema.hpp"
 
 #include "core/error.hpp"
 
@@ -12,9 +13,13 @@
 #include <atomic>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <set>
+#include <string_view>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -170,7 +175,7 @@ protected:
   std::string layout_error(const std::string& cluster_text, const std::string& workload_text) const {
     const ClusterSpec c = cluster(cluster_text);
     WorkloadSpec w = workload(workload_text);
-    return message_of<ModelError>([&] { stepsim::config::check_layout(c, w); });
+    return message_of<ModelError>([&] { (void)stepsim::config::check_layout(c, w); });
   }
 
   fs::path dir_;
@@ -689,7 +694,7 @@ TEST_F(ConfigTest, ReadsAllParallelKeys) {
 TEST_F(ConfigTest, CheckLayoutDerivesDp) {
   const ClusterSpec c = cluster(CLUSTER);
   WorkloadSpec w = workload(WORKLOAD);
-  stepsim::config::check_layout(c, w);
+  w = stepsim::config::check_layout(c, w).workload;
   EXPECT_EQ(w.parallel.dp, 4); // 16 GPUs / (tp 2 * pp 2)
   EXPECT_EQ(w.num_gpus(), 16);
   EXPECT_EQ(w.micro_batches(), 2); // 16 / (2 * 4)
@@ -698,7 +703,7 @@ TEST_F(ConfigTest, CheckLayoutDerivesDp) {
 TEST_F(ConfigTest, CheckLayoutAcceptsMatchingExplicitDp) {
   const ClusterSpec c = cluster(CLUSTER);
   WorkloadSpec w = workload(replace(WORKLOAD, "  schedule: 1f1b\n", "  dp: 4\n  schedule: 1f1b\n"));
-  stepsim::config::check_layout(c, w);
+  w = stepsim::config::check_layout(c, w).workload;
   EXPECT_EQ(w.parallel.dp, 4);
 }
 
@@ -1093,7 +1098,7 @@ TEST_F(ConfigTest, LayoutRejectsZeroStageOutOfRange) {
   WorkloadSpec w = workload(WORKLOAD);
   w.parallel.zero_stage = 5;
   expect_contains(
-      message_of<ModelError>([&] { stepsim::config::check_layout(c, w); }),
+      message_of<ModelError>([&] { (void)stepsim::config::check_layout(c, w); }),
       {workload_path().string() + ": parallel.zero_stage = 5 but only stages 0, 1, 2 and 3 exist"});
 }
 
@@ -1177,7 +1182,7 @@ TEST_P(BundledLayoutTest, FitsTheCluster) {
   }
   const ClusterSpec c = stepsim::config::load_cluster(SOURCE_DIR / "topologies" / p.topology, overrides);
   WorkloadSpec w = stepsim::config::load_workload(SOURCE_DIR / "workloads" / p.workload, overrides);
-  ASSERT_NO_THROW(stepsim::config::check_layout(c, w));
+  ASSERT_NO_THROW(w = stepsim::config::check_layout(c, w).workload);
   EXPECT_EQ(w.parallel.dp, p.dp);
   EXPECT_EQ(w.micro_batches(), p.micro_batches);
 }
@@ -1221,7 +1226,188 @@ TEST(Bundled, TinyGptDoesNotFitAFullSuperpod) {
   const ClusterSpec c = stepsim::config::load_cluster(SOURCE_DIR / "topologies/dgx-a100-superpod.yaml");
   WorkloadSpec w = stepsim::config::load_workload(SOURCE_DIR / "workloads/tiny-gpt.yaml");
   // 1024 GPUs / (2*2) = dp 256, and 16 sequences cannot be split into 256 replicas of 2.
-  EXPECT_THROW(stepsim::config::check_layout(c, w), ModelError);
+  EXPECT_THROW((void)stepsim::config::check_layout(c, w), ModelError);
+}
+
+// ---- every error at once ------------------------------------------------------------------
+
+/// The lines of `text`.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::string::size_type start = 0;
+  while (start <= text.size()) {
+    const auto nl = text.find('\n', start);
+    out.push_back(text.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+    if (nl == std::string::npos)
+      break;
+    start = nl + 1;
+  }
+  return out;
+}
+
+// A cluster with three unrelated errors (a zero node count on line 2, an efficiency above 1 in
+// gpu, an unknown fabric key) is refused with one ConfigError of exactly three lines, in the
+// order of the file, each the message that error alone gives.
+TEST_F(ConfigTest, ClusterReportsEveryError) {
+  std::string bad = replace(CLUSTER, "nodes: 2\n", "nodes: 0\n");
+  bad = replace(bad, "compute_efficiency: 0.70", "compute_efficiency: 1.5");
+  bad += "  nodes_per_lef: 4\n";
+  const std::vector<std::string> lines = lines_of(cluster_error(bad));
+  ASSERT_EQ(lines.size(), 3u) << cluster_error(bad);
+  EXPECT_EQ(lines[0], in_cluster(bad, "nodes: ^0") + "key 'nodes': expected a positive integer, found 0");
+  EXPECT_EQ(lines[1], in_cluster(bad, "compute_efficiency: ^1.5") +
+                          "key 'gpu.compute_efficiency': expected a number in [0.001, 1] (the sanity limit), found 1.5");
+  EXPECT_EQ(lines[2], in_cluster(bad, "^nodes_per_lef") +
+                          "unknown key 'fabric.nodes_per_lef'; did you mean 'fabric.nodes_per_leaf'?");
+  // Each alone is the whole message.
+  EXPECT_EQ(cluster_error(replace(CLUSTER, "compute_efficiency: 0.70", "compute_efficiency: 1.5")),
+            in_cluster(CLUSTER, "compute_efficiency: ^0.70") +
+                "key 'gpu.compute_efficiency': expected a number in [0.001, 1] (the sanity limit), found 1.5");
+}
+
+// A workload with errors in three mappings (model, parallel, training) and a --set reports all
+// three file errors and the override's, the override located as "--set PATH=VALUE".
+TEST_F(ConfigTest, WorkloadReportsEveryError) {
+  std::string bad = replace(WORKLOAD, "heads: 8", "heads: eight");
+  bad = replace(bad, "schedule: 1f1b", "schedule: 1F1B");
+  bad += "training:\n  recompute: sometimes\n";
+  const std::string msg = workload_error(bad, {stepsim::config::parse_override("batch.micro_batch=0")});
+  const std::vector<std::string> lines = lines_of(msg);
+  ASSERT_EQ(lines.size(), 4u) << msg;
+  EXPECT_EQ(lines[0], in_workload(bad, "heads: ^eight") +
+                          "key 'model.heads': expected a positive integer, found 'eight' (not an integer)");
+  EXPECT_EQ(lines[1], "--set batch.micro_batch=0: key 'batch.micro_batch': expected a positive integer, found 0");
+  EXPECT_EQ(lines[2], in_workload(bad, "schedule: ^1F1B") +
+                          "key 'parallel.schedule': expected one of gpipe, 1f1b, interleaved, zb-h1, zb-h2, found "
+                          "'1F1B'; did you mean '1f1b'?");
+  EXPECT_EQ(lines[3], in_workload(bad, "recompute: ^sometimes") +
+                          "key 'training.recompute': expected one of none, selective, full, found 'sometimes'");
+}
+
+// Two unknown keys in one mapping and a key given twice: all three reported.
+TEST_F(ConfigTest, MappingReportsEveryUnknownKey) {
+  const std::string bad = replace(CLUSTER, "  kind: A100-SXM4-80GB\n",
+                                  "  kind: A100-SXM4-80GB\n  colour: green\n  hbm_capcity: 80GiB\n  kind: A100\n");
+  const std::vector<std::string> lines = lines_of(cluster_error(bad));
+  ASSERT_EQ(lines.size(), 3u) << cluster_error(bad);
+  EXPECT_NE(lines[0].find(in_cluster(bad, "^colour") + "unknown key 'gpu.colour'"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1], in_cluster(bad, "^hbm_capcity") + "unknown key 'gpu.hbm_capcity'; did you mean 'gpu.hbm_capacity'?");
+  EXPECT_EQ(lines[2], in_cluster(bad, "^kind: A100\n") + "key 'gpu.kind' is given twice (first at " +
+                          cluster_path().string() + ":" + line_col(bad, "^kind: A100-") + ")");
+}
+
+// A key that a bad key leaves unset is not checked against it: a non-integer model.hidden gives
+// that one error, not also "heads do not divide hidden".
+TEST_F(ConfigTest, NoFollowOnErrors) {
+  const std::string bad = replace(WORKLOAD, "hidden: 256", "hidden: wide");
+  const std::string msg = workload_error(bad);
+  EXPECT_EQ(msg, in_workload(bad, "hidden: ^wide") +
+                     "key 'model.hidden': expected a positive integer, found 'wide' (not an integer)");
+}
+
+// ---- one set of defaults -------------------------------------------------------------------
+
+// The optional keys a file omits take the structs' initialisers: a minimal file loads to the
+// values a default-constructed spec holds (1 GiB runtime overhead, fragmentation 1.10, 0.5 us
+// per switch, dp 0 = derived, ...).
+TEST_F(ConfigTest, OmittedKeysTakeTheStructDefaults) {
+  const ClusterSpec c = cluster(CLUSTER);
+  const stepsim::GpuSpec g;
+  EXPECT_EQ(c.gpu.runtime_overhead.value(), 1024.0 * 1024 * 1024);
+  EXPECT_EQ(g.runtime_overhead.value(), c.gpu.runtime_overhead.value());
+  EXPECT_EQ(c.gpu.allocator_fragmentation, 1.10);
+  EXPECT_EQ(g.allocator_fragmentation, c.gpu.allocator_fragmentation);
+  EXPECT_EQ(g.overlap_slowdown, c.gpu.overlap_slowdown);
+  EXPECT_EQ(g.gemm_efficiency, c.gpu.gemm_efficiency);
+  EXPECT_EQ(g.launch_overhead.value(), c.gpu.launch_overhead.value());
+  const stepsim::FabricSpec f;
+  EXPECT_EQ(c.fabric.switch_latency.value(), 0.5e-6);
+  EXPECT_EQ(f.switch_latency.value(), c.fabric.switch_latency.value());
+  EXPECT_EQ(f.nodes_per_leaf, c.fabric.nodes_per_leaf);
+  EXPECT_EQ(f.oversubscription, c.fabric.oversubscription);
+  EXPECT_EQ(f.tiers, c.fabric.tiers);
+
+  const WorkloadSpec w = workload(WORKLOAD);
+  const stepsim::ParallelSpec p;
+  EXPECT_EQ(w.parallel.dp, 0);
+  EXPECT_EQ(p.dp, 0);
+  EXPECT_EQ(p.vp, w.parallel.vp);
+  EXPECT_EQ(p.sp, w.parallel.sp);
+  EXPECT_EQ(p.zero_stage, w.parallel.zero_stage);
+  EXPECT_EQ(p.cp, w.parallel.cp);
+  EXPECT_EQ(p.tp_grad_overlap, w.parallel.tp_grad_overlap);
+  const stepsim::TrainingSpec t;
+  EXPECT_EQ(t.dp_bucket.value(), w.training.dp_bucket.value());
+  EXPECT_EQ(t.optimizer_bytes_per_param, w.training.optimizer_bytes_per_param);
+  EXPECT_EQ(t.recompute, w.training.recompute);
+  EXPECT_EQ(t.recompute_modules, w.training.recompute_modules);
+  EXPECT_EQ(t.zero3_prefetch, w.training.zero3_prefetch);
+}
+
+// ---- the layout ----------------------------------------------------------------------------
+
+// check_layout leaves its argument alone and returns the checked workload with dp derived:
+// 16 GPUs / (tp 2 * pp 2) = 4.
+TEST_F(ConfigTest, CheckLayoutReturnsTheDerivedLayout) {
+  const ClusterSpec c = cluster(CLUSTER);
+  const WorkloadSpec w = workload(WORKLOAD);
+  const stepsim::config::Layout layout = stepsim::config::check_layout(c, w);
+  EXPECT_EQ(w.parallel.dp, 0);
+  EXPECT_EQ(layout.workload.parallel.dp, 4);
+  EXPECT_TRUE(layout.dp_derived);
+  EXPECT_EQ(layout.workload.micro_batches(), 2); // 16 / (2 * 4)
+  const WorkloadSpec given = workload(WORKLOAD, {stepsim::config::parse_override("parallel.dp=4")});
+  EXPECT_FALSE(stepsim::config::check_layout(c, given).dp_derived);
+}
+
+// ---- the schema declaration ----------------------------------------------------------------
+
+namespace schema = stepsim::config::schema;
+
+// docs/schema.md's key tables are the declaration's (STEPSIM_WRITE_SCHEMA_DOC=1 rewrites them).
+TEST(SchemaDoc, TablesMatchTheDeclaration) {
+  const fs::path doc = SOURCE_DIR / "docs" / "schema.md";
+  std::ifstream in(doc);
+  ASSERT_TRUE(in) << doc;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string regenerated =
+      schema::with_table(schema::with_table(text, schema::File::CLUSTER), schema::File::WORKLOAD);
+  if (const char* write = std::getenv("STEPSIM_WRITE_SCHEMA_DOC"); write != nullptr && std::string(write) == "1") {
+    std::ofstream(doc) << regenerated;
+    GTEST_SKIP() << "rewrote " << doc;
+  }
+  EXPECT_TRUE(text == regenerated) << "docs/schema.md's key tables differ from sim/config/schema.cpp; run "
+                                      "STEPSIM_WRITE_SCHEMA_DOC=1 build/tests/config/config_test "
+                                      "--gtest_filter='SchemaDoc.*'";
+}
+
+// Each mapping's keys in declaration order; a path names exactly one key; an undeclared mapping
+// is a programming error.
+TEST(SchemaDoc, ChildrenOfEachMapping) {
+  EXPECT_EQ(schema::children(schema::File::CLUSTER, "nvswitch.nvls"),
+            (std::vector<std::string_view>{"efficiency", "latency"}));
+  EXPECT_EQ(schema::children(schema::File::CLUSTER, "fabric.links[]"),
+            (std::vector<std::string_view>{"between", "bandwidth", "latency"}));
+  EXPECT_EQ(schema::children(schema::File::WORKLOAD, "")[0], "name");
+  EXPECT_THROW((void)schema::children(schema::File::WORKLOAD, "model.nope"), std::logic_error);
+  for (const schema::File file : {schema::File::CLUSTER, schema::File::WORKLOAD}) {
+    std::set<std::string_view> seen;
+    for (const schema::Key& k : schema::keys(file)) {
+      EXPECT_TRUE(seen.insert(k.path).second) << "declared twice: " << k.path;
+      EXPECT_FALSE(k.type.empty() || k.presence.empty() || k.meaning.empty()) << k.path;
+    }
+  }
+}
+
+// The unknown-key check takes its candidates from the declaration: an unknown key of a mapping
+// with no close match lists the declared keys in order.
+TEST_F(ConfigTest, UnknownKeyListsTheDeclaredKeys) {
+  const std::string bad = WORKLOAD + "collectives: {zzzzzz: ring}\n";
+  std::string keys;
+  for (std::string_view k : schema::children(schema::File::WORKLOAD, "collectives"))
+    keys += (keys.empty() ? "" : ", ") + std::string(k);
+  EXPECT_EQ(workload_error(bad), in_workload(bad, "{^zzzzzz") + "unknown key 'collectives.zzzzzz'; expected one of " + keys);
+  EXPECT_EQ(keys, "tp, pp, dp, ep, cp");
 }
 
 } // namespace

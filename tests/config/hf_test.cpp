@@ -60,7 +60,7 @@ protected:
   std::string layout_error(const ClusterSpec& cluster, const std::vector<std::string>& sets) const {
     WorkloadSpec w = load_from_hf(sets);
     try {
-      config::check_layout(cluster, w);
+      w = config::check_layout(cluster, w).workload;
     } catch (const ModelError& e) {
       return e.what();
     }
@@ -407,7 +407,7 @@ TEST_F(HfConfig, BundledWorkloadsPassLayoutChecks) {
         config::load_cluster(SOURCE_DIR / "topologies" / (std::string(c.cluster) + ".yaml"),
                              {config::parse_override("cluster.nodes=" + std::to_string(c.nodes))});
     WorkloadSpec w = config::load_workload(SOURCE_DIR / "workloads" / (std::string(c.workload) + ".yaml"));
-    EXPECT_NO_THROW(config::check_layout(cluster, w)) << c.workload;
+    EXPECT_NO_THROW(w = config::check_layout(cluster, w).workload) << c.workload;
     EXPECT_EQ(w.parallel.dp, c.dp) << c.workload;
   }
 }
@@ -495,7 +495,7 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
   std::vector<config::Override> o = {config::parse_override("parallel.cp=4")};
   o.push_back(config::parse_override("batch.global_batch=64"));
   WorkloadSpec w = config::load_workload(write("w.yaml", FROM_HF_YAML), o);
-  config::check_layout(cluster, w);
+  w = config::check_layout(cluster, w).workload;
   EXPECT_EQ(w.parallel.dp, 4);
   EXPECT_EQ(w.num_gpus(), 16);
 }

@@ -30,7 +30,7 @@ ClusterSpec superpod() { return config::load_cluster(SRC + "/topologies/dgx-a100
 
 WorkloadSpec gpt3(const ClusterSpec& c) {
   WorkloadSpec w = config::load_workload(SRC + "/workloads/gpt3-175b.yaml");
-  config::check_layout(c, w);
+  w = config::check_layout(c, w).workload;
   return w;
 }
 
@@ -70,7 +70,7 @@ TEST(Planner, EnumeratesOnlyValidLayouts) {
   std::set<Schedule> schedules;
   for (const WorkloadSpec& w : all) {
     WorkloadSpec copy = w;
-    EXPECT_NO_THROW(config::check_layout(c, copy)) << planner::describe(w);
+    EXPECT_NO_THROW((void)config::check_layout(c, copy)) << planner::describe(w);
     EXPECT_EQ(w.num_gpus(), c.num_gpus());
     EXPECT_TRUE(seen.insert(planner::describe(w)).second) << "twice: " << planner::describe(w);
     schedules.insert(w.parallel.schedule);
@@ -104,7 +104,7 @@ TEST(Planner, ScheduleValidation) {
   auto rejects = [&](WorkloadSpec w, const std::string& needle) {
     w.parallel.dp = 0;
     try {
-      config::check_layout(c, w);
+      w = config::check_layout(c, w).workload;
       ADD_FAILURE() << "accepted, expected: " << needle;
     } catch (const ModelError& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -132,7 +132,7 @@ TEST(Planner, ScheduleValidation) {
   rejects(w, "recompute = full");
   w.training.recompute = Recompute::SELECTIVE;
   w.parallel.dp = 0;
-  EXPECT_NO_THROW(config::check_layout(c, w));
+  EXPECT_NO_THROW((void)config::check_layout(c, w));
 }
 
 // GPT-3 175B on 1024 A100s: the planner's best simulated layout is at least as fast as Megatron's
@@ -192,7 +192,7 @@ TEST(Planner, Zero3ExposureTracksSimulation) {
     s.parallel.dp = 0;
     s.parallel.schedule = pp > 1 ? Schedule::INTERLEAVED : Schedule::ONE_F_ONE_B;
     s.parallel.vp = pp > 1 ? 6 : 1;
-    config::check_layout(c, s);
+    s = config::check_layout(c, s).workload;
     specs.push_back(s);
   }
   // Blocking fetch (DeepSpeed's of 2021): tensor by tensor, nothing beside the compute.
@@ -225,23 +225,23 @@ TEST(Planner, MoeEstimateTracksSimulation) {
   std::vector<WorkloadSpec> specs;
   c.nodes = 8;
   WorkloadSpec mixtral = config::load_workload(SRC + "/workloads/mixtral-8x7b.yaml");
-  config::check_layout(c, mixtral);
+  mixtral = config::check_layout(c, mixtral).workload;
   specs.push_back(mixtral);
   WorkloadSpec flat = mixtral;
   flat.parallel.pp = 1;
   flat.parallel.dp = 0;
   flat.parallel.zero_stage = 2;
   flat.batch.micro_batch = 4;
-  config::check_layout(c, flat);
+  flat = config::check_layout(c, flat).workload;
   specs.push_back(flat);
   const auto mixtral_sims = planner::simulate_all(c, specs, 2);
   ClusterSpec c32 = c;
   c32.nodes = 32;
   WorkloadSpec ds = config::load_workload(SRC + "/workloads/deepseek-v3-like.yaml");
-  config::check_layout(c32, ds);
+  ds = config::check_layout(c32, ds).workload;
   // Folded expert groups (etp 1) with combined 1F1B: Qwen3-235B-A22B, EP 32 over four nodes.
   WorkloadSpec qwen = config::load_workload(SRC + "/workloads/qwen3-235b-a22b.yaml");
-  config::check_layout(c32, qwen);
+  qwen = config::check_layout(c32, qwen).workload;
   const auto ds_sims = planner::simulate_all(c32, {ds, qwen}, 2);
   ASSERT_EQ(ds_sims.size(), 2u);
   const std::vector<std::pair<ClusterSpec, WorkloadSpec>> cases{{c, specs[0]}, {c, specs[1]}, {c32, ds}, {c32, qwen}};
@@ -271,7 +271,7 @@ TEST(Planner, KeepsContextParallelismAndEstimatesIt) {
   w.parallel.dp = 0;
   w.parallel.pp = 2; // tp 8 * cp 2 * pp 2 = 32 GPUs, dp 1
   w.training.recompute = Recompute::FULL;
-  config::check_layout(c, w);
+  w = config::check_layout(c, w).workload;
   planner::SearchSpace keep;
   keep.vary_cp = false;
   const auto kept = planner::enumerate_layouts(c, w, keep);
@@ -284,7 +284,7 @@ TEST(Planner, KeepsContextParallelismAndEstimatesIt) {
   std::set<int> cps;
   for (const WorkloadSpec& x : planner::enumerate_layouts(c, w)) {
     WorkloadSpec copy = x;
-    EXPECT_NO_THROW(config::check_layout(c, copy)) << planner::describe(x);
+    EXPECT_NO_THROW((void)config::check_layout(c, copy)) << planner::describe(x);
     cps.insert(x.parallel.cp);
   }
   EXPECT_EQ(cps, (std::set<int>{1, 2, 4, 8, 16}));
@@ -303,7 +303,7 @@ TEST(Planner, VariesExpertParallelismForMoe) {
   ClusterSpec c = config::load_cluster(SRC + "/topologies/h200-cluster.yaml");
   c.nodes = 8;
   WorkloadSpec w = config::load_workload(SRC + "/workloads/mixtral-8x7b.yaml");
-  config::check_layout(c, w);
+  w = config::check_layout(c, w).workload;
   planner::SearchSpace space;
   space.vary_recompute = false;
   space.vary_schedule = false;
@@ -311,7 +311,7 @@ TEST(Planner, VariesExpertParallelismForMoe) {
   std::set<int> eps;
   for (const WorkloadSpec& x : all) {
     WorkloadSpec copy = x;
-    EXPECT_NO_THROW(config::check_layout(c, copy)) << planner::describe(x);
+    EXPECT_NO_THROW((void)config::check_layout(c, copy)) << planner::describe(x);
     EXPECT_EQ(x.parallel.dp % x.parallel.ep, 0);
     eps.insert(x.parallel.ep);
   }
@@ -331,7 +331,7 @@ TEST(Planner, SlidingWindowEstimateTracksSimulation) {
   full.model.seq_len = 16384;
   full.batch.global_batch = 32;
   full.training.recompute = Recompute::SELECTIVE;
-  config::check_layout(c, full);
+  full = config::check_layout(c, full).workload;
   WorkloadSpec windowed = full;
   windowed.model.sliding_window = 1024;
   windowed.model.full_attention_every = 2;
@@ -398,7 +398,7 @@ TEST(Planner, OffloadsTheFewestLayersThatFit) {
   w.training.fp8_params = true;
   w.training.flash_attention = true;
   w.parallel.zero_stage = 3;
-  config::check_layout(c, w);
+  w = config::check_layout(c, w).workload;
   ASSERT_FALSE(planner::fits_in_memory(c, w));
   WorkloadSpec o = w;
   Bytes peak(0.0);
@@ -437,7 +437,7 @@ TEST(Planner, PartialFullRecomputationEstimateTracksSimulation) {
   WorkloadSpec w = gpt3(c);
   w.training.recompute = Recompute::FULL;
   w.training.recompute_layers = 6;
-  config::check_layout(c, w);
+  w = config::check_layout(c, w).workload;
   EXPECT_NE(planner::describe(w).find("full[6 per chunk]"), std::string::npos) << planner::describe(w);
   WorkloadSpec all = w;
   all.training.recompute_layers = 0;
@@ -494,8 +494,8 @@ TEST(Planner, KeepsOverlapParamGatherForTheDistributedOptimizerOnly) {
   EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
   WorkloadSpec plain = base;
   plain.training.overlap_param_gather = false;
-  config::check_layout(c, base);
-  config::check_layout(c, plain);
+  base = config::check_layout(c, base).workload;
+  plain = config::check_layout(c, plain).workload;
   const auto sims = planner::simulate_all(c, {plain, base}, 2);
   ASSERT_EQ(sims.size(), 2u);
   double est[2];

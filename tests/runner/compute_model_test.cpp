@@ -298,7 +298,7 @@ TEST(KernelsCommand, OutputParsesBackAsAShapeList) {
 
   const ClusterSpec c = config::load_cluster(kSourceDir / "topologies/dgx-a100-superpod.yaml");
   WorkloadSpec w = config::load_workload(kSourceDir / "workloads/gpt3-175b.yaml");
-  config::check_layout(c, w);
+  w = config::check_layout(c, w).workload;
   const auto suite = kernels::workload_kernels(w);
   ASSERT_GE(shapes.size(), suite.size());
   EXPECT_EQ(std::vector<kernels::KernelShape>(shapes.begin(), shapes.begin() + static_cast<long>(suite.size())), suite);

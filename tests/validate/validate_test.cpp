@@ -1150,7 +1150,7 @@ TEST(Validate, TheLedgerFitsTheBundledRunsButTheListedOnes) {
       write(d / "w.yaml", p.workload_yaml);
       const ClusterSpec cluster = validate::plan_cluster(p);
       WorkloadSpec w = config::load_workload(d / "w.yaml", p.overrides);
-      config::check_layout(cluster, w);
+      w = config::check_layout(cluster, w).workload;
       double peak = 0;
       for (int stage = 0; stage < w.parallel.pp; ++stage)
         peak = std::max(peak, model::static_memory(w, cluster.gpu, stage).peak().value());

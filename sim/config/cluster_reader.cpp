@@ -1,0 +1,287 @@
+// The cluster file (docs/schema.md, "Cluster file").
+
+#include "config/fields.hpp"
+
+#include "core/input_file.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace stepsim::config::detail {
+
+namespace {
+
+// Largest sizes accepted (docs/schema.md, "Size limits"): far above any real cluster, they keep
+// every product of sizes the simulator forms inside int64 and a platform inside memory.
+constexpr int64_t MAX_GPUS = int64_t{1} << 20;   // nodes x gpus_per_node (building its platform: ~50 s, 7 GB)
+constexpr int64_t MAX_NODES = int64_t{1} << 20;  // nodes under one leaf or pod
+constexpr int64_t MAX_PER_NODE = 1024; // GPUs or NICs of one node (NVL576 is the largest domain)
+
+/// A YAML list under `f`, else fails "expected WHAT, found ...". Returned by value (a node is a
+/// handle): callers iterate it straight from a temporary Field in a range-for, whose lifetime
+/// ends before the loop body runs.
+YAML::Node list_of(const Field& f, const std::string& what) {
+  if (!f.value().IsSequence() || f.value().size() == 0)
+    f.fail("expected " + what + ", found " +
+           (f.value().IsSequence() ? std::string("an empty list") : detail::describe(f.value())));
+  return f.value();
+}
+
+/// The index of the switch `f` names among `switches`, else fails.
+int switch_index(const Field& f, const std::vector<std::string>& switches) {
+  const std::string text = f.string();
+  const auto it = std::find(switches.begin(), switches.end(), text);
+  if (it == switches.end())
+    f.fail("expected one of fabric.switches, found '" + text + "'");
+  return static_cast<int>(it - switches.begin());
+}
+
+/// Connectivity: every switch that holds a NIC reaches every other one.
+void check_graph_connected(const MapReader& fabric, const FabricSpec& f) {
+  std::vector<std::vector<int>> adj(f.switches.size());
+  for (const auto& l : f.links) {
+    adj[static_cast<std::size_t>(l.a)].push_back(l.b);
+    adj[static_cast<std::size_t>(l.b)].push_back(l.a);
+  }
+  std::vector<char> seen(f.switches.size(), 0);
+  std::vector<int> pending{f.nic_switch[0][0]};
+  seen[static_cast<std::size_t>(pending[0])] = 1;
+  while (!pending.empty()) {
+    const int s = pending.back();
+    pending.pop_back();
+    for (int t : adj[static_cast<std::size_t>(s)])
+      if (!seen[static_cast<std::size_t>(t)]) {
+        seen[static_cast<std::size_t>(t)] = 1;
+        pending.push_back(t);
+      }
+  }
+  for (const auto& per_node : f.nic_switch)
+    for (int s : per_node)
+      if (!seen[static_cast<std::size_t>(s)])
+        fabric.require("links").fail("switch '" + f.switches[static_cast<std::size_t>(s)] +
+                                     "' holds NICs but is not connected to switch '" +
+                                     f.switches[static_cast<std::size_t>(f.nic_switch[0][0])] + "'");
+}
+
+/// A graph fabric's `switches`, `links` and `attach` (docs/schema.md).
+void read_graph_fabric(const Document& doc, const MapReader& fabric, ClusterSpec& c) {
+  // Switches: unique names, at most 4096 (a routed fabric's lookups cost its path lengths; a chain
+  // of thousands of switches would make every route a long walk).
+  const Field switches = fabric.require("switches");
+  if (switches.value().IsSequence() && switches.value().size() > 4096)
+    switches.fail("expected at most 4096 switches (the size limit), found " + std::to_string(switches.value().size()));
+  std::size_t i = 0;
+  for (const YAML::Node& node : list_of(switches, "a list of switch names")) {
+    const Field name(doc, "fabric.switches[" + std::to_string(i++) + "]", node, node);
+    const std::string text = name.string();
+    if (std::find(c.fabric.switches.begin(), c.fabric.switches.end(), text) != c.fabric.switches.end())
+      name.fail("switch '" + text + "' is listed twice");
+    c.fabric.switches.push_back(text);
+  }
+  const auto switch_of = [&](const Field& f) { return switch_index(f, c.fabric.switches); };
+  // Links: full duplex between two distinct switches.
+  i = 0;
+  for (const YAML::Node& node : list_of(fabric.require("links"), "a list of links")) {
+    const std::string path = "fabric.links[" + std::to_string(i++) + "]";
+    const MapReader link(doc, path, node, node, keys_of(File::CLUSTER, "fabric.links[]"));
+    const Field between = link.require("between");
+    if (!between.value().IsSequence() || between.value().size() != 2)
+      between.fail("expected two switch names, found " + detail::describe(between.value()));
+    FabricSpec::GraphLink l;
+    l.a = switch_of(Field(doc, path + ".between[0]", between.value()[0], between.value()[0]));
+    l.b = switch_of(Field(doc, path + ".between[1]", between.value()[1], between.value()[1]));
+    if (l.a == l.b)
+      between.fail("expected two different switches, found '" + c.fabric.switches[static_cast<std::size_t>(l.a)] +
+                   "' twice");
+    l.bandwidth = positive_bandwidth(link.require("bandwidth"));
+    if (auto f = link.find("latency"))
+      l.latency = latency(*f);
+    c.fabric.links.push_back(l);
+  }
+  // Attachments: each entry puts the NICs of nodes [first, last] on one switch (`switch`) or
+  // NIC k on rails[k] (`rails`, one switch per NIC). Every node exactly once.
+  c.fabric.nic_switch.assign(static_cast<std::size_t>(c.nodes), {});
+  i = 0;
+  for (const YAML::Node& node : list_of(fabric.require("attach"), "a list of {nodes, switch or rails}")) {
+    const std::string path = "fabric.attach[" + std::to_string(i++) + "]";
+    const MapReader at(doc, path, node, node, keys_of(File::CLUSTER, "fabric.attach[]"));
+    const Field nodes = at.require("nodes");
+    if (!nodes.value().IsSequence() || nodes.value().size() != 2)
+      nodes.fail("expected [first, last] node numbers, found " + detail::describe(nodes.value()));
+    const int64_t first = Field(doc, path + ".nodes[0]", nodes.value()[0], nodes.value()[0])
+                              .integer(0, c.nodes - 1, "a node number in [0, nodes)");
+    const int64_t last = Field(doc, path + ".nodes[1]", nodes.value()[1], nodes.value()[1])
+                             .integer(first, c.nodes - 1, "a node number in [first, nodes)");
+    if (at.has("switch") == at.has("rails"))
+      at.fail("expected exactly one of 'switch', 'rails'");
+    std::vector<int> nic_sw;
+    if (auto f = at.find("switch")) {
+      nic_sw.assign(static_cast<std::size_t>(c.nics_per_node), switch_of(*f));
+    } else {
+      const Field rails = at.require("rails");
+      if (!rails.value().IsSequence() || rails.value().size() != static_cast<std::size_t>(c.nics_per_node))
+        rails.fail("expected one switch per NIC (" + std::to_string(c.nics_per_node) + "), found " +
+                   detail::describe(rails.value()));
+      for (std::size_t k = 0; k < rails.value().size(); ++k)
+        nic_sw.push_back(switch_of(
+            Field(doc, path + ".rails[" + std::to_string(k) + "]", rails.value()[k], rails.value()[k])));
+    }
+    for (int64_t n = first; n <= last; ++n) {
+      if (!c.fabric.nic_switch[static_cast<std::size_t>(n)].empty())
+        nodes.fail("node " + std::to_string(n) + " is attached twice");
+      c.fabric.nic_switch[static_cast<std::size_t>(n)] = nic_sw;
+    }
+  }
+  for (int n = 0; n < c.nodes; ++n)
+    if (c.fabric.nic_switch[static_cast<std::size_t>(n)].empty())
+      fabric.require("attach").fail("node " + std::to_string(n) + " is not attached to any switch");
+  check_graph_connected(fabric, c.fabric);
+}
+
+/// Fabric keys beyond the two-tier fat tree (docs/schema.md): `tiers`, `leaves_per_pod`,
+/// `spine_oversubscription` (fat_tree), and `switches`, `links`, `attach` (graph).
+void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpec& c) {
+  const bool graph = c.fabric.kind == FabricKind::GRAPH;
+  for (std::string_view key : {"switches", "links", "attach"}) {
+    if (!graph && fabric.has(key))
+      fabric.require(key).fail("only for kind: graph");
+    if (graph && !fabric.has(key))
+      fabric.fail("missing required key 'fabric." + std::string(key) + "' (kind: graph)");
+  }
+  for (std::string_view key : {"tiers", "leaves_per_pod", "spine_oversubscription"})
+    if (c.fabric.kind != FabricKind::FAT_TREE && fabric.has(key))
+      fabric.require(key).fail("only for kind: fat_tree");
+  // A graph's links give its capacities and its attachments the nodes' switches.
+  for (std::string_view key : {"nodes_per_leaf", "oversubscription"})
+    if (graph && fabric.has(key))
+      fabric.require(key).fail("not for kind: graph (its links and attach entries give the capacities and leaves)");
+  if (auto f = fabric.find("tiers"))
+    c.fabric.tiers = static_cast<int>(f->integer(2, 3, "2 or 3"));
+  for (std::string_view key : {"leaves_per_pod", "spine_oversubscription"})
+    if (c.fabric.tiers != 3 && fabric.has(key))
+      fabric.require(key).fail("only with tiers: 3");
+  if (c.fabric.tiers == 3) {
+    c.fabric.leaves_per_pod = limited_int(fabric.require("leaves_per_pod"), MAX_NODES);
+    if (auto f = fabric.find("spine_oversubscription")) {
+      c.fabric.spine_oversubscription = f->number("a number >= 1", [](double v) { return v >= 1.0; });
+      at_most(*f, c.fabric.spine_oversubscription, 1e6, f->scalar("a number"), "1e6");
+    }
+  }
+  if (graph)
+    read_graph_fabric(doc, fabric, c);
+}
+
+/// The `gpu` mapping (docs/schema.md).
+void read_gpu(const Document& doc, const MapReader& gpu, GpuSpec& g) {
+  required_key(gpu, "kind", [&](const Field& f) { g.kind = f.string(); });
+  if (auto peak = section(gpu, "peak_flops", File::CLUSTER)) {
+    doc.attempt([&] {
+      if (!peak->has("bf16") && !peak->has("fp16"))
+        peak->fail("expected at least one of bf16, fp16, found neither");
+    });
+    optional_key(*peak, "bf16", [&](const Field& f) { g.peak_bf16 = positive_flops(f); });
+    optional_key(*peak, "fp16", [&](const Field& f) { g.peak_fp16 = positive_flops(f); });
+    optional_key(*peak, "fp8", [&](const Field& f) { g.peak_fp8 = positive_flops(f); });
+  }
+  required_key(gpu, "hbm_capacity", [&](const Field& f) { g.hbm_capacity = positive_bytes(f); });
+  required_key(gpu, "hbm_bandwidth", [&](const Field& f) { g.hbm_bandwidth = positive_bandwidth(f); });
+  required_key(gpu, "compute_efficiency", [&](const Field& f) { g.compute_efficiency = fraction(f); });
+  required_key(gpu, "memory_efficiency", [&](const Field& f) { g.memory_efficiency = fraction(f); });
+  optional_key(gpu, "runtime_overhead", [&](const Field& f) { g.runtime_overhead = nonnegative_bytes(f); });
+  optional_key(gpu, "allocator_fragmentation", [&](const Field& f) {
+    g.allocator_fragmentation = f.number("a number >= 1", [](double v) { return v >= 1.0; });
+  });
+  // Kernel profile: relative to the cluster file (to the working directory when given with --set);
+  // `none` or absent = the roofline (docs/schema.md).
+  optional_key(gpu, "profile", [&](const Field& f) {
+    const std::string text = f.string();
+    if (text == "none")
+      return;
+    std::filesystem::path p(text);
+    if (p.is_relative() && f.where().rfind("--set ", 0) != 0)
+      p = std::filesystem::path(doc.file()).parent_path() / p;
+    if (const std::string why = input_file_problem(p); !why.empty())
+      f.fail("kernel profile '" + p.lexically_normal().string() + "': " + why + " (or `none` for the roofline)");
+    g.profile = p.lexically_normal().string();
+  });
+  optional_key(gpu, "overlap_slowdown", [&](const Field& f) {
+    g.overlap_slowdown = f.number("a number in [1, 10] (the sanity limit)", [](double v) { return v >= 1.0 && v <= 10.0; });
+  });
+  optional_key(gpu, "gemm_efficiency", [&](const Field& f) { g.gemm_efficiency = fraction(f); });
+  optional_key(gpu, "memory_bound_efficiency", [&](const Field& f) { g.memory_bound_efficiency = fraction(f); });
+  optional_key(gpu, "launch_overhead", [&](const Field& f) { g.launch_overhead = latency(f); });
+  optional_key(gpu, "host_bandwidth", [&](const Field& f) { g.host_bandwidth = positive_bandwidth(f); });
+  optional_key(gpu, "host_memory", [&](const Field& f) { g.host_memory = positive_bytes(f); });
+  optional_key(gpu, "pass_overhead", [&](const Field& f) { g.pass_overhead = latency(f); });
+  optional_key(gpu, "list_collective_per_rank", [&](const Field& f) { g.list_collective_per_rank = latency(f); });
+}
+
+/// Inside a node: an NVSwitch (optionally with NVLink SHARP) or PCIe; exactly one of the two.
+void read_intra_node(const Document& doc, const MapReader& top, ClusterSpec& c) {
+  if (top.has("pcie")) {
+    doc.attempt([&] {
+      if (top.has("nvswitch"))
+        top.require("pcie").fail("expected either nvswitch or pcie, found both");
+    });
+    c.intra = IntraNodeKind::PCIE;
+    if (auto pcie = section(top, "pcie", File::CLUSTER)) {
+      read_link(*pcie, c.nvswitch);
+      optional_key(*pcie, "host_bandwidth", [&](const Field& f) { c.pcie_host_bandwidth = positive_bandwidth(f); });
+    }
+  } else if (auto nvs = section(top, "nvswitch", File::CLUSTER)) {
+    read_link(*nvs, c.nvswitch);
+    if (auto nvls = section(*nvs, "nvls", File::CLUSTER, false)) {
+      c.nvls.enabled = true;
+      required_key(*nvls, "efficiency", [&](const Field& f) { c.nvls.efficiency = fraction(f); });
+      required_key(*nvls, "latency", [&](const Field& f) { c.nvls.latency = latency(f); });
+    }
+  }
+}
+
+/// The `fabric` mapping; the graph's lists need `nodes` and `nics.count`, read before.
+void read_fabric(const Document& doc, const MapReader& fabric, ClusterSpec& c) {
+  const bool kind = doc.attempt([&] {
+    c.fabric.kind = fabric.require("kind").choice<FabricKind>({{"fat_tree", FabricKind::FAT_TREE},
+                                                               {"rail_optimized", FabricKind::RAIL_OPTIMIZED},
+                                                               {"graph", FabricKind::GRAPH}});
+  });
+  if (kind && c.nodes > 0 && c.nics_per_node > 0) // else already an error
+    doc.attempt([&] { read_fabric_extras(doc, fabric, c); });
+  optional_key(fabric, "nodes_per_leaf", [&](const Field& f) { c.fabric.nodes_per_leaf = limited_int(f, MAX_NODES); });
+  optional_key(fabric, "oversubscription", [&](const Field& f) {
+    c.fabric.oversubscription = f.number("a number >= 1", [](double v) { return v >= 1.0; });
+    at_most(f, c.fabric.oversubscription, 1e6, f.scalar("a number"), "1e6");
+  });
+  optional_key(fabric, "switch_latency", [&](const Field& f) { c.fabric.switch_latency = latency(f); });
+}
+
+} // namespace
+
+ClusterSpec read_cluster(const Document& doc) {
+  const auto top = MapReader::root(doc, keys_of(File::CLUSTER, ""));
+  ClusterSpec c;
+  c.source = doc.file();
+  required_key(top, "name", [&](const Field& f) { c.name = f.string(); });
+  required_key(top, "nodes", [&](const Field& f) { c.nodes = limited_int(f, INT_MAX_VALUE); });
+  required_key(top, "gpus_per_node", [&](const Field& f) {
+    c.gpus_per_node = limited_int(f, MAX_PER_NODE);
+    if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > MAX_GPUS)
+      f.fail("nodes * gpus_per_node = " + std::to_string(c.nodes) + "*" + std::to_string(c.gpus_per_node) +
+             " exceeds " + std::to_string(MAX_GPUS) + " GPUs (the size limit)");
+  });
+  if (auto gpu = section(top, "gpu", File::CLUSTER))
+    read_gpu(doc, *gpu, c.gpu);
+  read_intra_node(doc, top, c);
+  if (auto nics = section(top, "nics", File::CLUSTER)) {
+    required_key(*nics, "count", [&](const Field& f) { c.nics_per_node = limited_int(f, MAX_PER_NODE); });
+    read_link(*nics, c.nic);
+  }
+  if (auto fabric = section(top, "fabric", File::CLUSTER))
+    read_fabric(doc, *fabric, c);
+  return c;
+}
+
+} // namespace stepsim::config::detail
