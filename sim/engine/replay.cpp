@@ -271,12 +271,7 @@ private:
     if (algorithm == collectives::Algorithm::AUTO && op != collectives::Op::SEND)
       algorithm = collectives::choose(op, ranks, t.bytes, view_);
     else if (op != collectives::Op::SEND && !collectives::applicable(op, algorithm, ranks, view_))
-      // Forced by the workload's `collectives` map: bad input, named by its key.
-      throw ConfigError("workload key 'collectives." + std::string(graph::to_string(t.group)) + "' = " +
-                        std::string(collectives::to_string(algorithm)) + ": cannot run " +
-                        std::string(collectives::to_string(op)) + " over the " + std::to_string(ranks.size()) +
-                        " GPUs of this group (docs/collectives.md lists what each algorithm runs; auto "
-                        "picks one that can)");
+      throw AlgorithmNotApplicable(t.group, algorithm, op, ranks.size());
     result_.algorithm[id] = algorithm;
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_,
                                      t.group == graph::CommGroup::EP && op == collectives::Op::ALL_TO_ALL
@@ -447,6 +442,13 @@ private:
 };
 
 } // namespace
+
+AlgorithmNotApplicable::AlgorithmNotApplicable(graph::CommGroup group, collectives::Algorithm algorithm,
+                                               collectives::Op op, size_t ranks)
+    : ModelError("engine: the " + std::string(graph::to_string(group)) + " group's algorithm " +
+                 std::string(collectives::to_string(algorithm)) + " cannot run " +
+                 std::string(collectives::to_string(op)) + " over its " + std::to_string(ranks) + " GPUs"),
+      group_(group), algorithm_(algorithm), op_(op), ranks_(ranks) {}
 
 Replay::Replay(const graph::StepProgram& program, const ClusterSpec& cluster, ReplayOptions options)
     : program_(program), cluster_(cluster), options_(options) {}
