@@ -1,6 +1,7 @@
 #include "engine/replay.hpp"
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "topology/platform.hpp"
 
 #include <simgrid/s4u/Activity.hpp>
@@ -106,9 +107,14 @@ public:
     for (TaskId id = 0; id < n; ++id)
       if (waiting_[id] == 0)
         ready_.push_back(id);
+    log().info("engine: replaying {} tasks of {} simulated ranks on {} GPUs", n, prog_.simulated_ranks.size(),
+               platform_.gpus.size());
+    progress_every_ = std::max<size_t>(1, n / 10);
     drain_ready();
     engine.run();
     release_finished();
+    log().info("engine: {} of {} tasks done, {} flows, {} activities, simulated time {:.6f} s", finished_, n,
+               result_.flows, result_.activities, sg4::Engine::get_clock());
 
     if (finished_ != n) {
       std::string which;
@@ -201,6 +207,8 @@ private:
     const double now = sg4::Engine::get_clock();
     result_.start[id] = Seconds(now);
     const graph::Task& t = g_.task(id);
+    log().trace("engine: t={:.9f} s start #{} {} rank {}", now, id,
+                t.kind == graph::TaskKind::COMPUTE ? std::string_view("compute") : graph::to_string(t.group), t.rank);
     if (t.kind == graph::TaskKind::COMPUTE) {
       if (t.duration.value() <= 0) {
         finish_task(id);
@@ -232,6 +240,10 @@ private:
   void finish_task(TaskId id) {
     result_.end[id] = Seconds(sg4::Engine::get_clock());
     ++finished_;
+    log().trace("engine: t={:.9f} s done #{}", result_.end[id].value(), id);
+    if (finished_ % progress_every_ == 0)
+      log().debug("engine: {}/{} tasks done, {} flows started, simulated time {:.6f} s", finished_, g_.size(),
+                  result_.flows, result_.end[id].value());
     const TaskEvent ev{id, result_.start[id], result_.end[id]};
     for (const auto& l : listeners_)
       l(ev);
@@ -273,6 +285,8 @@ private:
     else if (op != collectives::Op::SEND && !collectives::applicable(op, algorithm, ranks, view_))
       throw AlgorithmNotApplicable(t.group, algorithm, op, ranks.size());
     result_.algorithm[id] = algorithm;
+    log().trace("engine: #{} {} {} over {} GPUs, {} bytes: {}", id, graph::to_string(t.group),
+                collectives::to_string(op), ranks.size(), t.bytes.value(), collectives::to_string(algorithm));
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_,
                                      t.group == graph::CommGroup::EP && op == collectives::Op::ALL_TO_ALL
                                          ? options_.ep_dedup
@@ -439,6 +453,7 @@ private:
   std::vector<const sg4::Activity*> done_;
   ReplayResult result_;
   size_t finished_ = 0;
+  size_t progress_every_ = 1; ///< tasks between debug progress lines (a tenth of the step)
 };
 
 } // namespace
