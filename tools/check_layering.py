@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Layering check: a module under sim/ includes only headers of modules it links.
+"""Layering check: a file under sim/ includes only headers of targets its own target links.
 
-A module is a folder sim/<m>/ whose CMakeLists.txt declares targets (add_library /
-add_executable) and their target_link_libraries. A source file of module A may include
-"B/..." when A is B, when A links B (any visibility), or when B is reachable from a target A
-links through PUBLIC or INTERFACE links (CMake's usage requirements). A header of A may only
-rely on what A passes on: its PUBLIC/INTERFACE links and their closure. Third-party headers
-(<simgrid/...>, <yaml-cpp/...>, ...) need the library among the same links.
+Each folder sim/<m>/ with a CMakeLists.txt declares targets (add_library / add_executable) and
+their target_link_libraries. A file belongs to the target that lists it (a header: the target
+listing it or the .cpp of the same name), else to the folder's stepsim_<m>. A file may include
+a header of its own target, of a target its target links (any visibility), and of any target
+reachable from those through PUBLIC or INTERFACE links (CMake's usage requirements). A header
+included from outside its own target may only rely on what the target passes on: its PUBLIC
+links and their closure. A third-party header (<simgrid/...>, <yaml-cpp/...>, ...) needs its
+library among the same links.
 
 Usage: check_layering.py [SIM_DIR]   (default: the sim/ folder next to tools/)
 Prints one line per violation and exits 1 if there is any.

@@ -35,6 +35,13 @@ BASE = {
 
 
 class CheckLayering(unittest.TestCase):
+    def assert_one_error(self, files, *says):
+        """The tree BASE | files has exactly one violation, and its line contains every `says`."""
+        errors = check_layering.check(tree(BASE | files))
+        self.assertEqual(len(errors), 1, errors)
+        for text in says:
+            self.assertIn(text, errors[0])
+
     # top links mid PUBLIC, mid links low PUBLIC: top may include both. No violation.
     def test_transitive_public_link_is_enough(self):
         root = tree(BASE | {
@@ -45,14 +52,10 @@ class CheckLayering(unittest.TestCase):
 
     # side links nothing but includes low's header: exactly one violation, naming file and target.
     def test_include_without_link_is_reported(self):
-        root = tree(BASE | {
+        self.assert_one_error({
             "side/CMakeLists.txt": "add_library(stepsim_side side.cpp)\n",
             "side/side.cpp": '#include "low/low.hpp"\n',
-        })
-        errors = check_layering.check(root)
-        self.assertEqual(len(errors), 1, errors)
-        self.assertIn("side/side.cpp", errors[0])
-        self.assertIn("stepsim_low", errors[0])
+        }, "side/side.cpp", "stepsim_low")
 
     # mid links low PRIVATE: low's headers do not pass on to top, and mid's public header may not
     # include low (two violations); a header only mid's sources include may (yaml_tree.hpp's case).
@@ -72,25 +75,19 @@ class CheckLayering(unittest.TestCase):
     # Two targets in one folder: a header listed by the INTERFACE target belongs to it, so
     # linking that target allows that header and not the folder's other headers.
     def test_header_owned_by_the_target_that_lists_it(self):
-        root = tree(BASE | {
+        self.assert_one_error({
             "low/CMakeLists.txt": "add_library(stepsim_low low.cpp)\nadd_library(stepsim_plain INTERFACE plain.hpp)\n",
             "low/plain.hpp": "#pragma once\n",
             "side/CMakeLists.txt": "add_library(stepsim_side side.cpp)\ntarget_link_libraries(stepsim_side PUBLIC stepsim_plain)\n",
             "side/side.cpp": '#include "low/plain.hpp"\n#include "low/low.hpp"\n',
-        })
-        errors = check_layering.check(root)
-        self.assertEqual(len(errors), 1, errors)
-        self.assertIn('"low/low.hpp"', errors[0])
+        }, '"low/low.hpp"')
 
     # A third-party header needs its library among the links.
     def test_external_header_needs_its_library(self):
-        root = tree(BASE | {
+        self.assert_one_error({
             "side/CMakeLists.txt": "add_library(stepsim_side side.cpp)\ntarget_link_libraries(stepsim_side PRIVATE yaml-cpp)\n",
             "side/side.cpp": "#include <yaml-cpp/yaml.h>\n#include <simgrid/s4u.hpp>\n",
-        })
-        errors = check_layering.check(root)
-        self.assertEqual(len(errors), 1, errors)
-        self.assertIn("simgrid/s4u.hpp", errors[0])
+        }, "simgrid/s4u.hpp")
 
 
 if __name__ == "__main__":
