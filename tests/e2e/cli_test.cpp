@@ -150,6 +150,28 @@ TEST(EndToEnd, SummaryKeysAndAccounting) {
   fs::remove_all(out);
 }
 
+// summary.json's critical_path: its length is the step time, its parts (compute per block,
+// collectives and sends per group, wait) add up to it, and on a tensor-parallel step it holds
+// compute and TP collectives.
+TEST(EndToEnd, CriticalPathAccountsForTheStep) {
+  const fs::path out = fresh_temp_dir("critical-path");
+  ASSERT_EQ(run_stepsim(tiny_args(out) + " --quiet").code, 0);
+  const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
+  const auto& cp = j["critical_path"];
+  const double T = j["step_time_s"].get<double>();
+  EXPECT_EQ(cp["length_s"].get<double>(), T);
+  double sum = cp["wait_s"].get<double>();
+  for (const char* part : {"compute_s", "collectives_s", "p2p_s"})
+    for (const auto& [kind, s] : cp[part].items())
+      sum += s.get<double>();
+  EXPECT_NEAR(sum, T, 1e-9 * T);
+  EXPECT_GT(cp["tasks"].get<int>(), 0);
+  EXPECT_GT(cp["compute_s"]["attention"].get<double>(), 0.0);
+  EXPECT_GT(cp["collectives_s"]["tp"].get<double>(), 0.0);
+  EXPECT_EQ(cp["wait_s"].get<double>(), 0.0);
+  fs::remove_all(out);
+}
+
 // Bad input: exit code 2 and a message naming the file, line:col and key.
 TEST(EndToEnd, BadInputExitsTwoWithLocation) {
   const fs::path dir = fresh_temp_dir("bad");
