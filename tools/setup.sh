@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libsimgrid-dev libboost-graph-dev libyaml-cpp-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
+  libsimgrid-dev libboost-dev libyaml-cpp-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libbenchmark-dev
   python3
   libopenmpi-dev openmpi-bin python3-matplotlib  # `stepsim sweep` under mpirun; tools/plot_sweep.py

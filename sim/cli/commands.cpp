@@ -36,6 +36,8 @@ void usage(std::ostream& out) {
     out << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') << c.summary << '\n';
   }
   out << "  help        show this text\n  version     print the version\n\n"
+      << "Every command takes --log-level trace|debug|info|warn|error|off: diagnostics on stderr\n"
+      << "            (engine progress, planner stages; default off).\n"
       << "Exit codes: 0 ok, 1 simulation error, 2 usage or configuration error,\n"
       << "            3 a GPU runs out of memory and --fail-on-oom was given.\n";
 }
@@ -59,6 +61,7 @@ int dispatch(int argc, char** argv, std::ostream& out, std::ostream& err) {
     out << "stepsim " << VERSION << '\n';
     return 0;
   }
+  apply_log_level(args);
   for (const Command& c : COMMANDS)
     if (cmd == c.name)
       return c.fn(args, out, err);

@@ -1,6 +1,7 @@
 #include "cli/options.hpp"
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 #include <string>
 
@@ -92,5 +93,7 @@ void Args::finish() const {
       throw ConfigError(it.name.empty() ? "unexpected argument '" + it.value + "'"
                                         : "unknown option " + it.name + " for `stepsim " + command_ + "`");
 }
+
+void apply_log_level(Args& args) { set_log_level(args.value("--log-level", "off")); }
 
 } // namespace stepsim::cli

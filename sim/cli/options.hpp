@@ -39,4 +39,8 @@ private:
   std::vector<Item> items_;
 };
 
+/// Consumes `--log-level LEVEL`, which every command takes, and sets the diagnostics level
+/// (core/log.hpp; default off: nothing extra on stderr).
+void apply_log_level(Args& args);
+
 } // namespace stepsim::cli

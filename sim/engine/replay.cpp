@@ -1,6 +1,7 @@
 #include "engine/replay.hpp"
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "topology/platform.hpp"
 
 #include <simgrid/s4u/Activity.hpp>
@@ -93,9 +94,14 @@ public:
     for (TaskId id = 0; id < n; ++id)
       if (waiting_[id] == 0)
         ready_.push_back(id);
+    log().info("engine: replaying {} tasks of {} simulated ranks on {} GPUs", n, prog_.simulated_ranks.size(),
+               platform_.gpus.size());
+    progress_every_ = std::max<size_t>(1, n / 10);
     drain_ready();
     engine.run();
     release_finished();
+    log().info("engine: {} of {} tasks done, {} flows, {} activities, simulated time {:.6f} s", finished_, n,
+               result_.flows, result_.activities, sg4::Engine::get_clock());
 
     if (finished_ != n) {
       std::string which;
@@ -188,6 +194,8 @@ private:
     const double now = sg4::Engine::get_clock();
     result_.start[id] = Seconds(now);
     const graph::Task& t = g_.task(id);
+    log().trace("engine: t={:.9f} s start #{} {} rank {}", now, id,
+                t.kind == graph::TaskKind::COMPUTE ? std::string_view("compute") : graph::to_string(t.group), t.rank);
     if (t.kind == graph::TaskKind::COMPUTE) {
       if (t.duration.value() <= 0) {
         finish_task(id);
@@ -219,6 +227,10 @@ private:
   void finish_task(TaskId id) {
     result_.end[id] = Seconds(sg4::Engine::get_clock());
     ++finished_;
+    log().trace("engine: t={:.9f} s done #{}", result_.end[id].value(), id);
+    if (finished_ % progress_every_ == 0)
+      log().debug("engine: {}/{} tasks done, {} flows started, simulated time {:.6f} s", finished_, g_.size(),
+                  result_.flows, result_.end[id].value());
     const TaskEvent ev{id, result_.start[id], result_.end[id]};
     for (const auto& l : listeners_)
       l(ev);
@@ -255,13 +267,10 @@ private:
     if (algorithm == collectives::Algorithm::AUTO && op != CollectiveOp::SEND)
       algorithm = collectives::choose(op, ranks, t.bytes, view_);
     else if (op != CollectiveOp::SEND && !collectives::applicable(op, algorithm, ranks, view_))
-      // Forced by the workload's `collectives` map: bad input, named by its key.
-      throw ConfigError("workload key 'collectives." + std::string(graph::to_string(t.group)) + "' = " +
-                        std::string(collectives::to_string(algorithm)) + ": cannot run " +
-                        std::string(to_string(op)) + " over the " + std::to_string(ranks.size()) +
-                        " GPUs of this group (docs/collectives.md lists what each algorithm runs; auto "
-                        "picks one that can)");
+      throw AlgorithmNotApplicable(t.group, algorithm, op, ranks.size());
     result_.algorithm[id] = algorithm;
+    log().trace("engine: #{} {} {} over {} GPUs, {} bytes: {}", id, graph::to_string(t.group),
+                to_string(op), ranks.size(), t.bytes.value(), collectives::to_string(algorithm));
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_,
                                      t.group == graph::CommGroup::EP && op == CollectiveOp::ALL_TO_ALL
                                          ? options_.ep_dedup
@@ -428,9 +437,17 @@ private:
   std::vector<const sg4::Activity*> done_;
   ReplayResult result_;
   size_t finished_ = 0;
+  size_t progress_every_ = 1; ///< tasks between debug progress lines (a tenth of the step)
 };
 
 } // namespace
+
+AlgorithmNotApplicable::AlgorithmNotApplicable(graph::CommGroup group, collectives::Algorithm algorithm,
+                                               CollectiveOp op, size_t ranks)
+    : ModelError("engine: the " + std::string(graph::to_string(group)) + " group's algorithm " +
+                 std::string(collectives::to_string(algorithm)) + " cannot run " +
+                 std::string(to_string(op)) + " over its " + std::to_string(ranks) + " GPUs"),
+      group_(group), algorithm_(algorithm), op_(op), ranks_(ranks) {}
 
 Replay::Replay(const graph::StepProgram& program, const ClusterSpec& cluster, ReplayOptions options)
     : program_(program), cluster_(cluster), options_(options) {}

@@ -2,12 +2,14 @@
 // Replays a StepProgram on a SimGrid platform built from the cluster. Each SimGrid activity is
 // created just in time, when all its inputs are done (never a pre-built SimGrid DAG). Compute
 // tasks are Execs on the GPU's host; collectives expand into ordered flows between GPU hosts.
-// Publishes a typed event per finished task; report/ and trace/ subscribe.
+// Listeners (subscribe) see each task as it finishes; report/ and trace/ read the per-task
+// intervals of the ReplayResult once the run is over (docs/architecture.md, "Events").
 //
 // One simulation per process (SimGrid keeps global state): construct one Replay, run it once.
 
 #include "collectives/collective.hpp"
 #include "config/spec.hpp"
+#include "core/error.hpp"
 #include "graph/step_builder.hpp"
 
 #include <functional>
@@ -44,6 +46,24 @@ struct TaskEvent {
   graph::TaskId id = 0;
   Seconds start;
   Seconds end;
+};
+
+/// A group's forced algorithm (ReplayOptions::algorithms) cannot run one of the group's
+/// operations over its ranks: found only when the collective starts. The caller knows where the
+/// choice came from and may say so (runner::simulate names the workload key).
+class AlgorithmNotApplicable : public ModelError {
+public:
+  AlgorithmNotApplicable(graph::CommGroup group, collectives::Algorithm algorithm, CollectiveOp op, size_t ranks);
+  graph::CommGroup group() const { return group_; }
+  collectives::Algorithm algorithm() const { return algorithm_; }
+  CollectiveOp op() const { return op_; }
+  size_t ranks() const { return ranks_; }
+
+private:
+  graph::CommGroup group_;
+  collectives::Algorithm algorithm_;
+  CollectiveOp op_;
+  size_t ranks_;
 };
 
 struct ReplayResult {

@@ -2,6 +2,7 @@
 
 #include "config/config.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "model/memory.hpp"
 #include "model/transformer.hpp"
 #include "runner/simulate.hpp"
@@ -13,6 +14,11 @@
 namespace stepsim::planner {
 
 namespace {
+
+/// Per-candidate diagnostics describe() the layout: only build the line when it is shown.
+bool debug_log() { return log().should_log(spdlog::level::debug); }
+
+double gib(Bytes b) { return b.value() / (1024.0 * 1024.0 * 1024.0); }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -254,19 +260,26 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
   const std::vector<WorkloadSpec> all = enumerate_layouts(cluster, given, options.space);
   r.enumerated = all.size();
   r.enumerate_s = seconds_since(t0);
+  log().info("plan: {} layouts enumerated in {:.3f} s", r.enumerated, r.enumerate_s);
 
   t0 = std::chrono::steady_clock::now();
   const auto table = runner::load_kernel_table(cluster);
   const auto rank = [&](const WorkloadSpec& w, Bytes peak, bool is_given) {
     const Estimate est = estimate_step(cluster, w, runner::compute_time_model(cluster, w, table));
     r.ranked.push_back({w, est, peak, is_given});
+    if (debug_log())
+      log().debug("plan: estimated {}: step {:.6f} s, peak {:.2f} GiB", describe(w), est.step.value(), gib(peak));
   };
   for (const WorkloadSpec& layout : all) {
     WorkloadSpec w = layout;
     Bytes peak = peak_memory(cluster, w);
     if ((peak > cluster.gpu.hbm_capacity || !fits_host_memory(cluster, w)) &&
-        !offload_to_fit(cluster, w, options.space, peak))
+        !offload_to_fit(cluster, w, options.space, peak)) {
+      if (debug_log())
+        log().debug("plan: filtered out {}: static peak {:.2f} GiB of {:.2f} GiB HBM{}", describe(w), gib(peak),
+                    gib(cluster.gpu.hbm_capacity), fits_host_memory(cluster, w) ? "" : ", host memory exceeded");
       continue;
+    }
     ++r.fit;
     const bool is_given = same_layout(w, given);
     WorkloadSpec fewer = w;
@@ -285,6 +298,8 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
     return a.estimate.step < b.estimate.step;
   });
   r.estimate_s = seconds_since(t0);
+  log().info("plan: {} of {} layouts fit in memory, {} estimated in {:.3f} s", r.fit, r.enumerated, r.ranked.size(),
+             r.estimate_s);
 
   const size_t k = std::min(r.ranked.size(), static_cast<size_t>(std::max(0, options.top)));
   r.simulated.assign(r.ranked.begin(), r.ranked.begin() + static_cast<std::ptrdiff_t>(k));
@@ -300,8 +315,13 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
   std::vector<WorkloadSpec> specs;
   for (const Candidate& c : r.simulated)
     specs.push_back(c.workload);
+  log().info("plan: simulating {} candidates, {} at once", specs.size(), std::max(1, options.jobs));
   r.outcomes = simulate_all(cluster, specs, options.jobs);
   r.simulate_s = seconds_since(t0);
+  for (size_t i = 0; i < r.outcomes.size() && debug_log(); ++i)
+    log().debug("plan: simulated {}: {}", describe(specs[i]),
+                r.outcomes[i].ok ? fmt::format("step {:.6f} s", r.outcomes[i].step_s) : r.outcomes[i].error);
+  log().info("plan: simulations done in {:.3f} s", r.simulate_s);
   return r;
 }
 

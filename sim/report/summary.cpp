@@ -147,6 +147,7 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
   for (const Seconds& e : end)
     s.step_time = std::max(s.step_time, e);
   const double T = s.step_time.value();
+  s.critical_path = critical_path(g, start, end, s.step_time);
 
   const double tokens = static_cast<double>(w.batch.global_batch) * static_cast<double>(w.model.seq_len);
   const double model_flops = model::model_flops_per_step(w).value();
@@ -297,6 +298,31 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
   return s;
 }
 
+namespace {
+
+/// summary.json's `critical_path`: its length and busy time per kind (every block and group,
+/// zeros included, so the keys are the same for every step).
+nlohmann::ordered_json critical_path_json(const CriticalPath& p) {
+  using nlohmann::ordered_json;
+  constexpr graph::Block BLOCKS[] = {graph::Block::ATTENTION, graph::Block::MLP,     graph::Block::LOGITS,
+                                     graph::Block::OPTIMIZER, graph::Block::ROUTER, graph::Block::EXPERTS};
+  constexpr graph::CommGroup GROUPS[] = {graph::CommGroup::TP, graph::CommGroup::PP, graph::CommGroup::DP,
+                                         graph::CommGroup::EP, graph::CommGroup::CP};
+  const auto per = [](const auto& keys, const auto& times) {
+    ordered_json j = ordered_json::object();
+    for (const auto k : keys) {
+      const auto it = times.find(k);
+      j[std::string(graph::to_string(k))] = it == times.end() ? 0.0 : it->second.value();
+    }
+    return j;
+  };
+  return ordered_json{{"length_s", p.length.value()}, {"tasks", p.tasks.size()},
+                      {"compute_s", per(BLOCKS, p.compute)}, {"collectives_s", per(GROUPS, p.collectives)},
+                      {"p2p_s", per(GROUPS, p.p2p)}, {"wait_s", p.wait.value()}};
+}
+
+} // namespace
+
 void write_summary_json(std::ostream& out, const Summary& s) {
   using nlohmann::ordered_json;
   ordered_json j;
@@ -358,6 +384,7 @@ void write_summary_json(std::ostream& out, const Summary& s) {
                             {"reason", mem.reason}};
   j["memory"] = m;
   j["tasks"] = s.tasks;
+  j["critical_path"] = critical_path_json(s.critical_path);
   out << j.dump(2) << '\n';
 }
 

@@ -5,6 +5,7 @@
 
 #include "config/spec.hpp"
 #include "graph/step_builder.hpp"
+#include "report/critical_path.hpp"
 #include "report/memory_timeline.hpp"
 
 #include <ostream>
@@ -55,6 +56,7 @@ struct Summary {
   MemoryReport memory;             ///< peaks from the memory timeline (no tracks)
   std::vector<StageMetrics> stages;
   size_t tasks = 0;
+  CriticalPath critical_path;      ///< the chain of tasks that sets the step time
 };
 
 /// Computes the summary. `start`/`end` are per task id, in seconds from the step's start.

@@ -196,7 +196,16 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
                                .groups = workload.model.moe.routing.groups,
                                .group_top_k = workload.model.moe.routing.group_top_k};
   engine::Replay replay(sim.program, cluster, replay_options);
-  sim.result = replay.run();
+  try {
+    sim.result = replay.run();
+  } catch (const engine::AlgorithmNotApplicable& e) {
+    // The algorithm was forced by the workload's `collectives` map: bad input, named by its key.
+    throw ConfigError("workload key 'collectives." + std::string(graph::to_string(e.group())) + "' = " +
+                      std::string(collectives::to_string(e.algorithm())) + ": cannot run " +
+                      std::string(collectives::to_string(e.op())) + " over the " + std::to_string(e.ranks()) +
+                      " GPUs of this group (docs/collectives.md lists what each algorithm runs; auto "
+                      "picks one that can)");
+  }
   sim.summary = report::summarize(sim.program, sim.result.start, sim.result.end, cluster, workload);
   sim.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sim;

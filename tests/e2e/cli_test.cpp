@@ -91,6 +91,43 @@ TEST(EndToEnd, OutputsAreByteIdentical) {
   fs::remove_all(b);
 }
 
+// --log-level: off by default (a quiet run prints nothing at all); debug adds the engine's and
+// the planner's diagnostics on stderr, as `stepsim: <level>: ...` lines, and changes no output
+// file; an unknown level is a usage error (exit 2) listing the levels.
+TEST(EndToEnd, LogLevelWritesDiagnosticsOnStderrOnly) {
+  const fs::path quiet = fresh_temp_dir("log-off"), loud = fresh_temp_dir("log-debug");
+  const Result off = run_stepsim(tiny_args(quiet) + " --quiet");
+  ASSERT_EQ(off.code, 0) << off.out;
+  EXPECT_EQ(off.out, "");
+  const Result debug = run_stepsim(tiny_args(loud) + " --quiet --log-level debug");
+  ASSERT_EQ(debug.code, 0) << debug.out;
+  EXPECT_NE(debug.out.find("stepsim: info: engine: replaying "), std::string::npos) << debug.out;
+  EXPECT_NE(debug.out.find("stepsim: debug: engine: "), std::string::npos) << debug.out;
+  EXPECT_NE(debug.out.find(" tasks done, "), std::string::npos) << debug.out;
+  EXPECT_EQ(debug.out.find("stepsim: trace:"), std::string::npos) << debug.out;
+  EXPECT_EQ(slurp(quiet / "summary.json"), slurp(loud / "summary.json"));
+  EXPECT_EQ(slurp(quiet / "trace.json"), slurp(loud / "trace.json"));
+  const Result trace = run_stepsim(tiny_args(loud) + " --quiet --log-level=trace");
+  ASSERT_EQ(trace.code, 0) << trace.out;
+  EXPECT_NE(trace.out.find(" start #0 "), std::string::npos) << trace.out;
+  EXPECT_NE(trace.out.find(" done #0"), std::string::npos) << trace.out;
+
+  const Result plan = run_stepsim("plan --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                                  src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --top 1 --log-level debug");
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  for (const char* says : {"stepsim: info: plan: ", " layouts enumerated in ", "stepsim: debug: plan: estimated ",
+                           " layouts fit in memory, ", "plan: simulating ", " candidates, 1 at once", "stepsim: debug: plan: simulated "})
+    EXPECT_NE(plan.out.find(says), std::string::npos) << says << "\n" << plan.out;
+
+  const Result bad = run_stepsim(tiny_args(loud) + " --log-level loud");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("option --log-level: 'loud' is not a level (trace, debug, info, warn, error, off)"),
+            std::string::npos)
+      << bad.out;
+  fs::remove_all(quiet);
+  fs::remove_all(loud);
+}
+
 // summary.json has the documented keys; compute + bubble + exposed communication account for the
 // whole step (the attribution leaves nothing out).
 TEST(EndToEnd, SummaryKeysAndAccounting) {
@@ -110,6 +147,28 @@ TEST(EndToEnd, SummaryKeysAndAccounting) {
   EXPECT_NEAR(sum, T, 1e-9 * T + 1e-12);
   // tokens/s = global batch * seq_len / step time (tiny-gpt: 16 x 256).
   EXPECT_NEAR(j["tokens_per_s"].get<double>(), 16.0 * 256.0 / T, 1e-6 * 16.0 * 256.0 / T);
+  fs::remove_all(out);
+}
+
+// summary.json's critical_path: its length is the step time, its parts (compute per block,
+// collectives and sends per group, wait) add up to it, and on a tensor-parallel step it holds
+// compute and TP collectives.
+TEST(EndToEnd, CriticalPathAccountsForTheStep) {
+  const fs::path out = fresh_temp_dir("critical-path");
+  ASSERT_EQ(run_stepsim(tiny_args(out) + " --quiet").code, 0);
+  const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
+  const auto& cp = j["critical_path"];
+  const double T = j["step_time_s"].get<double>();
+  EXPECT_EQ(cp["length_s"].get<double>(), T);
+  double sum = cp["wait_s"].get<double>();
+  for (const char* part : {"compute_s", "collectives_s", "p2p_s"})
+    for (const auto& [kind, s] : cp[part].items())
+      sum += s.get<double>();
+  EXPECT_NEAR(sum, T, 1e-9 * T);
+  EXPECT_GT(cp["tasks"].get<int>(), 0);
+  EXPECT_GT(cp["compute_s"]["attention"].get<double>(), 0.0);
+  EXPECT_GT(cp["collectives_s"]["tp"].get<double>(), 0.0);
+  EXPECT_EQ(cp["wait_s"].get<double>(), 0.0);
   fs::remove_all(out);
 }
 

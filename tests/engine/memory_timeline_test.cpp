@@ -10,6 +10,7 @@
 #include "report/memory_timeline.hpp"
 
 #include "common/specs.hpp"
+#include "engine/helpers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,22 +18,8 @@ using namespace stepsim;
 
 namespace {
 
-struct Simulated {
-  graph::StepProgram program;
-  engine::ReplayResult result;
-};
-
-Simulated simulate(const WorkloadSpec& w, const ClusterSpec& c) {
-  graph::BuildOptions o;
-  o.fold_dp = false;
-  o.compute_time = [](const graph::ComputeQuery& q) {
-    return q.block == graph::Block::OPTIMIZER ? Seconds(2e-4) : Seconds(1e-3);
-  };
-  Simulated r{graph::build_step(w, o), {}};
-  engine::Replay replay(r.program, c);
-  r.result = replay.run();
-  return r;
-}
+using Simulated = test::Replayed;
+constexpr auto simulate = test::replay_step;
 
 void expect_timeline_matches_static(const WorkloadSpec& w) {
   const ClusterSpec c = test::dgx_cluster(1, 8, 8);

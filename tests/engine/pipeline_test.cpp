@@ -278,6 +278,26 @@ TEST(ReplayErrors, SimulatedRankBeyondCluster) {
   EXPECT_THROW(replay.run(), SimulationError);
 }
 
+// A forced algorithm that cannot run the group's operation (tree has no reduce-scatter) is an
+// engine::AlgorithmNotApplicable carrying the group, algorithm, operation and GPU count; the
+// engine knows no workload key, so its message names none (runner/ adds it).
+TEST(ReplayErrors, ForcedAlgorithmThatCannotRunIsTyped) {
+  const auto prog = stepsim::test::collectives_program({stepsim::test::iota_ranks(0, 8)}, Bytes(1e6),
+                                                       graph::CollectiveOp::REDUCE_SCATTER);
+  engine::Replay replay(prog, stepsim::test::dgx_cluster(1, 8, 8),
+                        {.algorithms = {.dp = collectives::Algorithm::TREE}});
+  try {
+    replay.run();
+    ADD_FAILURE() << "expected engine::AlgorithmNotApplicable";
+  } catch (const engine::AlgorithmNotApplicable& e) {
+    EXPECT_EQ(e.group(), graph::CommGroup::DP);
+    EXPECT_EQ(e.algorithm(), collectives::Algorithm::TREE);
+    EXPECT_EQ(e.op(), CollectiveOp::REDUCE_SCATTER);
+    EXPECT_EQ(e.ranks(), 8u);
+    EXPECT_EQ(std::string(e.what()), "engine: the dp group's algorithm tree cannot run reduce_scatter over its 8 GPUs");
+  }
+}
+
 // With fold_dp the DP all-reduces still run over every DP rank. When the cluster is too small
 // for the program's grid (tp*pp*dp = 8 GPUs on a 4-GPU node; replica 0's ranks fit), replay must
 // report a SimulationError ("a rank beyond the cluster's GPUs", engine/replay.hpp), not read past
