@@ -202,7 +202,7 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
     // The algorithm was forced by the workload's `collectives` map: bad input, named by its key.
     throw ConfigError("workload key 'collectives." + std::string(graph::to_string(e.group())) + "' = " +
                       std::string(collectives::to_string(e.algorithm())) + ": cannot run " +
-                      std::string(collectives::to_string(e.op())) + " over the " + std::to_string(e.ranks()) +
+                      std::string(to_string(e.op())) + " over the " + std::to_string(e.ranks()) +
                       " GPUs of this group (docs/collectives.md lists what each algorithm runs; auto "
                       "picks one that can)");
   }
