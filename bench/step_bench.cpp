@@ -61,9 +61,11 @@ void measure(benchmark::State& state, const std::vector<std::string>& args, int 
 
 void gpt3_step(benchmark::State& state, int nodes, bool trace) {
   const std::string src = STEPSIM_SOURCE_DIR;
-  std::vector<std::string> args = {STEPSIM_BINARY, "run", "--cluster", src + "/topologies/dgx-a100-superpod.yaml",
-                                   "--workload", src + "/workloads/gpt3-175b.yaml",
-                                   "--set", "cluster.nodes=" + std::to_string(nodes), "--quiet"};
+  std::vector<std::string> args = {STEPSIM_BINARY, "run",
+                                   "--cluster",    src + "/topologies/dgx-a100-superpod.yaml",
+                                   "--workload",   src + "/workloads/gpt3-175b.yaml",
+                                   "--set",        "cluster.nodes=" + std::to_string(nodes),
+                                   "--quiet"};
   if (trace) {
     args.push_back("--out");
     args.push_back("/tmp/stepsim-bench-out");
@@ -75,10 +77,13 @@ void gpt3_step(benchmark::State& state, int nodes, bool trace) {
 /// `extra` adds a flag (--no-sampling: one whole EP group simulated instead of one EP rank).
 void moe_step(benchmark::State& state, const char* extra) {
   const std::string src = STEPSIM_SOURCE_DIR;
-  std::vector<std::string> args = {STEPSIM_BINARY, "run", "--cluster", src + "/topologies/h200-cluster.yaml",
-                                   "--workload", src + "/workloads/deepseek-v3-like.yaml",
-                                   "--set", "cluster.nodes=256", "--set", "parallel.ep=64",
-                                   "--set", "batch.global_batch=4096", "--quiet"};
+  std::vector<std::string> args = {STEPSIM_BINARY, "run",
+                                   "--cluster",    src + "/topologies/h200-cluster.yaml",
+                                   "--workload",   src + "/workloads/deepseek-v3-like.yaml",
+                                   "--set",        "cluster.nodes=256",
+                                   "--set",        "parallel.ep=64",
+                                   "--set",        "batch.global_batch=4096",
+                                   "--quiet"};
   if (extra[0] != '\0')
     args.push_back(extra);
   measure(state, args, 2048);
@@ -88,11 +93,17 @@ void moe_step(benchmark::State& state, const char* extra) {
 /// vp 4, 64 micro-batches: the in-node expert all-to-all sampling (docs/engine.md).
 void moe_step_nvl72(benchmark::State& state) {
   const std::string src = STEPSIM_SOURCE_DIR;
-  const std::vector<std::string> args = {
-      STEPSIM_BINARY, "run", "--cluster", src + "/topologies/gb200-nvl72.yaml", "--workload",
-      src + "/workloads/deepseek-v3-like.yaml", "--set", "cluster.gpus_per_node=64", "--set", "cluster.nodes=4",
-      "--set", "parallel.pp=4", "--set", "parallel.vp=4", "--set", "parallel.schedule=interleaved", "--set",
-      "parallel.ep=64", "--set", "batch.global_batch=4096", "--quiet"};
+  const std::vector<std::string> args = {STEPSIM_BINARY, "run",
+                                         "--cluster",    src + "/topologies/gb200-nvl72.yaml",
+                                         "--workload",   src + "/workloads/deepseek-v3-like.yaml",
+                                         "--set",        "cluster.gpus_per_node=64",
+                                         "--set",        "cluster.nodes=4",
+                                         "--set",        "parallel.pp=4",
+                                         "--set",        "parallel.vp=4",
+                                         "--set",        "parallel.schedule=interleaved",
+                                         "--set",        "parallel.ep=64",
+                                         "--set",        "batch.global_batch=4096",
+                                         "--quiet"};
   measure(state, args, 256);
 }
 
@@ -100,9 +111,11 @@ void moe_step_nvl72(benchmark::State& state) {
 /// four nodes) with combined 1F1B, whose paired passes run at once (docs/moe.md).
 void moe_step_folded_overlap(benchmark::State& state) {
   const std::string src = STEPSIM_SOURCE_DIR;
-  const std::vector<std::string> args = {
-      STEPSIM_BINARY, "run", "--cluster", src + "/topologies/h200-cluster.yaml", "--workload",
-      src + "/workloads/qwen3-235b-a22b.yaml", "--set", "cluster.nodes=32", "--quiet"};
+  const std::vector<std::string> args = {STEPSIM_BINARY, "run",
+                                         "--cluster",    src + "/topologies/h200-cluster.yaml",
+                                         "--workload",   src + "/workloads/qwen3-235b-a22b.yaml",
+                                         "--set",        "cluster.nodes=32",
+                                         "--quiet"};
   measure(state, args, 256);
 }
 
@@ -110,10 +123,15 @@ void moe_step_folded_overlap(benchmark::State& state) {
 /// tp 8, pp 9, dp 128, full recomputation, 16 micro-batches): a routed fabric at Llama 3 scale.
 void llama_step_rail(benchmark::State& state) {
   const std::string src = STEPSIM_SOURCE_DIR;
-  const std::vector<std::string> args = {
-      STEPSIM_BINARY, "run", "--cluster", src + "/topologies/dgx-h100-superpod.yaml", "--workload",
-      src + "/workloads/llama3-405b-128k.yaml", "--set", "cluster.nodes=1152", "--set", "model.seq_len=8192",
-      "--set", "parallel.cp=1", "--set", "parallel.pp=9", "--set", "batch.global_batch=2048", "--quiet"};
+  const std::vector<std::string> args = {STEPSIM_BINARY, "run",
+                                         "--cluster",    src + "/topologies/dgx-h100-superpod.yaml",
+                                         "--workload",   src + "/workloads/llama3-405b-128k.yaml",
+                                         "--set",        "cluster.nodes=1152",
+                                         "--set",        "model.seq_len=8192",
+                                         "--set",        "parallel.cp=1",
+                                         "--set",        "parallel.pp=9",
+                                         "--set",        "batch.global_batch=2048",
+                                         "--quiet"};
   measure(state, args, 9216);
 }
 
@@ -121,9 +139,11 @@ void llama_step_rail(benchmark::State& state) {
 /// nodes: context parallelism, its CP ranks folded (docs/engine.md, "Folding of CP ranks").
 void llama_step_long_context(benchmark::State& state) {
   const std::string src = STEPSIM_SOURCE_DIR;
-  const std::vector<std::string> args = {STEPSIM_BINARY, "run", "--cluster", src + "/topologies/h200-cluster.yaml",
-                                         "--workload", src + "/workloads/llama3-405b-128k.yaml",
-                                         "--set", "cluster.nodes=28", "--quiet"};
+  const std::vector<std::string> args = {STEPSIM_BINARY, "run",
+                                         "--cluster",    src + "/topologies/h200-cluster.yaml",
+                                         "--workload",   src + "/workloads/llama3-405b-128k.yaml",
+                                         "--set",        "cluster.nodes=28",
+                                         "--quiet"};
   measure(state, args, 224);
 }
 
@@ -132,8 +152,11 @@ void llama_step_long_context(benchmark::State& state) {
 /// checks for correctness; its speed is measured here, not in the test).
 void gpt3_plan(benchmark::State& state) {
   const std::string src = STEPSIM_SOURCE_DIR;
-  const std::vector<std::string> args = {STEPSIM_BINARY, "plan", "--cluster", src + "/topologies/dgx-a100-superpod.yaml",
-                                         "--workload", src + "/workloads/gpt3-175b.yaml", "--top", "3", "--jobs", "2"};
+  const std::vector<std::string> args = {STEPSIM_BINARY, "plan",
+                                         "--cluster",    src + "/topologies/dgx-a100-superpod.yaml",
+                                         "--workload",   src + "/workloads/gpt3-175b.yaml",
+                                         "--top",        "3",
+                                         "--jobs",       "2"};
   measure(state, args, 1024);
 }
 
@@ -141,33 +164,73 @@ void gpt3_plan(benchmark::State& state) {
 
 // Each repetition is one child process; the median over repetitions is the figure to quote.
 BENCHMARK_CAPTURE(gpt3_step, gpus1024_no_trace, 128, false)
-    ->UseManualTime()->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 BENCHMARK_CAPTURE(gpt3_step, gpus1024_with_trace, 128, true)
-    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 BENCHMARK_CAPTURE(gpt3_step, gpus4096_no_trace, 512, false)
-    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 BENCHMARK_CAPTURE(moe_step, deepseek_like_2048_ep64, "")
-    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 BENCHMARK_CAPTURE(moe_step, deepseek_like_2048_ep64_no_sampling, "--no-sampling")
-    ->UseManualTime()->Iterations(1)->Repetitions(1)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(1)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 BENCHMARK(moe_step_nvl72)
     ->Name("moe_step/deepseek_like_256gb200_ep64_in_rack")
-    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 
 BENCHMARK(moe_step_folded_overlap)
     ->Name("moe_step/qwen3_235b_256h200_ep32_folded_overlap")
-    ->UseManualTime()->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 
 BENCHMARK(llama_step_rail)
     ->Name("llama_step/llama31_405b_9216h100_rail_optimized")
-    ->UseManualTime()->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 
 BENCHMARK(llama_step_long_context)
     ->Name("llama_step/llama31_405b_128k_cp4_224h200")
-    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 
 BENCHMARK(gpt3_plan)
     ->Name("plan/gpt3_175b_1024a100_top3_j2")
-    ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kSecond);
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
 
 BENCHMARK_MAIN();

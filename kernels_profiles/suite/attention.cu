@@ -34,17 +34,17 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
-__device__ inline size_t q_off(const AttnArgs &a, int b, int i, int h) {
+__device__ inline size_t q_off(const AttnArgs& a, int b, int i, int h) {
   return ((static_cast<size_t>(b) * a.s + i) * a.h + h) * a.d;
 }
-__device__ inline size_t kv_off(const AttnArgs &a, int b, int j, int hk) {
+__device__ inline size_t kv_off(const AttnArgs& a, int b, int j, int hk) {
   return ((static_cast<size_t>(b) * a.s + j) * a.hk + hk) * a.d;
 }
-__device__ inline size_t row_of(const AttnArgs &a, int b, int h, int i) {
+__device__ inline size_t row_of(const AttnArgs& a, int b, int h, int i) {
   return (static_cast<size_t>(b) * a.h + h) * a.s + i;
 }
 
-template <class T> __device__ inline float dot_lane(const float *r, const T *p, int lane, int ne) {
+template <class T> __device__ inline float dot_lane(const float* r, const T* p, int lane, int ne) {
   float acc = 0;
 #pragma unroll
   for (int e = 0; e < kMaxPerLane; ++e)
@@ -53,14 +53,14 @@ template <class T> __device__ inline float dot_lane(const float *r, const T *p, 
   return warp_sum(acc);
 }
 
-template <class T> __device__ inline void load_lane(float *r, const T *p, int lane, int ne) {
+template <class T> __device__ inline void load_lane(float* r, const T* p, int lane, int ne) {
 #pragma unroll
   for (int e = 0; e < kMaxPerLane; ++e)
     r[e] = e < ne ? to_float(p[lane + 32 * e]) : 0.0f;
 }
 
 template <class T>
-__global__ void attn_fwd(AttnArgs a, const T *q, const T *k, const T *v, T *o, float *lse) {
+__global__ void attn_fwd(AttnArgs a, const T* q, const T* k, const T* v, T* o, float* lse) {
   const size_t warp = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= static_cast<size_t>(a.b) * a.h * a.s)
@@ -82,14 +82,14 @@ __global__ void attn_fwd(AttnArgs a, const T *q, const T *k, const T *v, T *o, f
     const float corr = __expf(m - mn);
     const float p = __expf(sc - mn);
     l = l * corr + p;
-    const T *vp = v + kv_off(a, b, j, hk);
+    const T* vp = v + kv_off(a, b, j, hk);
 #pragma unroll
     for (int e = 0; e < kMaxPerLane; ++e)
       if (e < ne)
         acc[e] = acc[e] * corr + p * to_float(vp[lane + 32 * e]);
     m = mn;
   }
-  T *op = o + q_off(a, b, i, h);
+  T* op = o + q_off(a, b, i, h);
 #pragma unroll
   for (int e = 0; e < kMaxPerLane; ++e)
     if (e < ne)
@@ -99,7 +99,7 @@ __global__ void attn_fwd(AttnArgs a, const T *q, const T *k, const T *v, T *o, f
 }
 
 /// D_i = dO_i · O_i per query row.
-template <class T> __global__ void attn_bwd_rowdot(AttnArgs a, const T *o, const T *dout, float *dsum) {
+template <class T> __global__ void attn_bwd_rowdot(AttnArgs a, const T* o, const T* dout, float* dsum) {
   const size_t warp = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= static_cast<size_t>(a.b) * a.h * a.s)
@@ -116,8 +116,8 @@ template <class T> __global__ void attn_bwd_rowdot(AttnArgs a, const T *o, const
 
 /// dQ_i = scale · Σ_j P_ij (dP_ij − D_i) K_j, one warp per query row.
 template <class T>
-__global__ void attn_bwd_dq(AttnArgs a, const T *q, const T *k, const T *v, const T *dout, const float *lse,
-                            const float *dsum, T *dq) {
+__global__ void attn_bwd_dq(AttnArgs a, const T* q, const T* k, const T* v, const T* dout, const float* lse,
+                            const float* dsum, T* dq) {
   const size_t warp = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= static_cast<size_t>(a.b) * a.h * a.s)
@@ -136,7 +136,7 @@ __global__ void attn_bwd_dq(AttnArgs a, const T *q, const T *k, const T *v, cons
   const float di = dsum[row_of(a, b, h, i)];
   const int jend = a.causal ? i + 1 : a.s;
   for (int j = 0; j < jend; ++j) {
-    const T *kp = k + kv_off(a, b, j, hk);
+    const T* kp = k + kv_off(a, b, j, hk);
     const float p = __expf(dot_lane(qr, kp, lane, ne) * a.scale - li);
     const float dp = dot_lane(dor, v + kv_off(a, b, j, hk), lane, ne);
     const float ds = p * (dp - di) * a.scale;
@@ -145,7 +145,7 @@ __global__ void attn_bwd_dq(AttnArgs a, const T *q, const T *k, const T *v, cons
       if (e < ne)
         acc[e] += ds * to_float(kp[lane + 32 * e]);
   }
-  T *out = dq + q_off(a, b, i, h);
+  T* out = dq + q_off(a, b, i, h);
 #pragma unroll
   for (int e = 0; e < kMaxPerLane; ++e)
     if (e < ne)
@@ -154,8 +154,8 @@ __global__ void attn_bwd_dq(AttnArgs a, const T *q, const T *k, const T *v, cons
 
 /// dK_j, dV_j summed over the query heads sharing KV head hk, one warp per key row.
 template <class T>
-__global__ void attn_bwd_dkdv(AttnArgs a, const T *q, const T *k, const T *v, const T *dout, const float *lse,
-                              const float *dsum, T *dk, T *dv) {
+__global__ void attn_bwd_dkdv(AttnArgs a, const T* q, const T* k, const T* v, const T* dout, const float* lse,
+                              const float* dsum, T* dk, T* dv) {
   const size_t warp = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= static_cast<size_t>(a.b) * a.hk * a.s)
@@ -174,8 +174,8 @@ __global__ void attn_bwd_dkdv(AttnArgs a, const T *q, const T *k, const T *v, co
   for (int g = 0; g < group; ++g) {
     const int h = hk * group + g;
     for (int i = a.causal ? j : 0; i < a.s; ++i) {
-      const T *qp = q + q_off(a, b, i, h);
-      const T *dop = dout + q_off(a, b, i, h);
+      const T* qp = q + q_off(a, b, i, h);
+      const T* dop = dout + q_off(a, b, i, h);
       const float p = __expf(dot_lane(kr, qp, lane, ne) * a.scale - lse[row_of(a, b, h, i)]);
       const float dp = dot_lane(vr, dop, lane, ne);
       const float ds = p * (dp - dsum[row_of(a, b, h, i)]) * a.scale;
@@ -203,25 +203,25 @@ unsigned blocks_for(size_t warps) {
 
 /// Device buffers of one attention problem.
 template <class T> struct AttnBuffers {
-  T *q = nullptr;
-  T *k = nullptr;
-  T *v = nullptr;
-  T *o = nullptr;
-  T *dout = nullptr;
-  T *dq = nullptr;
-  T *dk = nullptr;
-  T *dv = nullptr;
-  float *lse = nullptr;
-  float *dsum = nullptr;
+  T* q = nullptr;
+  T* k = nullptr;
+  T* v = nullptr;
+  T* o = nullptr;
+  T* dout = nullptr;
+  T* dq = nullptr;
+  T* dk = nullptr;
+  T* dv = nullptr;
+  float* lse = nullptr;
+  float* dsum = nullptr;
 
-  static size_t bytes(const AttnArgs &a) {
+  static size_t bytes(const AttnArgs& a) {
     const size_t qn = static_cast<size_t>(a.b) * a.s * a.h * a.d;
     const size_t kn = static_cast<size_t>(a.b) * a.s * a.hk * a.d;
     const size_t rn = static_cast<size_t>(a.b) * a.h * a.s;
     return 4 * Arena::padded(qn * sizeof(T)) + 4 * Arena::padded(kn * sizeof(T)) +
            2 * Arena::padded(rn * sizeof(float));
   }
-  void carve(const AttnArgs &a) {
+  void carve(const AttnArgs& a) {
     const size_t qn = static_cast<size_t>(a.b) * a.s * a.h * a.d;
     const size_t kn = static_cast<size_t>(a.b) * a.s * a.hk * a.d;
     const size_t rn = static_cast<size_t>(a.b) * a.h * a.s;
@@ -242,12 +242,12 @@ template <class T> struct AttnBuffers {
   }
 };
 
-template <class T> void run_fwd(const AttnArgs &a, const AttnBuffers<T> &x) {
+template <class T> void run_fwd(const AttnArgs& a, const AttnBuffers<T>& x) {
   attn_fwd<T><<<blocks_for(static_cast<size_t>(a.b) * a.h * a.s), 32 * kWarpsPerBlock>>>(a, x.q, x.k, x.v,
                                                                                          x.o, x.lse);
 }
 
-template <class T> void run_bwd(const AttnArgs &a, const AttnBuffers<T> &x) {
+template <class T> void run_bwd(const AttnArgs& a, const AttnBuffers<T>& x) {
   const size_t qrows = static_cast<size_t>(a.b) * a.h * a.s;
   const size_t krows = static_cast<size_t>(a.b) * a.hk * a.s;
   attn_bwd_rowdot<T><<<blocks_for(qrows), 32 * kWarpsPerBlock>>>(a, x.o, x.dout, x.dsum);
@@ -256,7 +256,7 @@ template <class T> void run_bwd(const AttnArgs &a, const AttnBuffers<T> &x) {
       <<<blocks_for(krows), 32 * kWarpsPerBlock>>>(a, x.q, x.k, x.v, x.dout, x.lse, x.dsum, x.dk, x.dv);
 }
 
-AttnArgs args_of(const kernels::KernelShape &s) {
+AttnArgs args_of(const kernels::KernelShape& s) {
   AttnArgs a;
   a.b = static_cast<int>(s.batch);
   a.h = static_cast<int>(s.heads);
@@ -273,8 +273,8 @@ struct AttnReference {
   std::vector<double> o, dq, dk, dv;
 };
 
-AttnReference reference(const AttnArgs &a, const std::vector<float> &q, const std::vector<float> &k,
-                        const std::vector<float> &v, const std::vector<float> &dout) {
+AttnReference reference(const AttnArgs& a, const std::vector<float>& q, const std::vector<float>& k,
+                        const std::vector<float>& v, const std::vector<float>& dout) {
   AttnReference r;
   const size_t qn = static_cast<size_t>(a.b) * a.s * a.h * a.d;
   const size_t kn = static_cast<size_t>(a.b) * a.s * a.hk * a.d;
@@ -329,7 +329,7 @@ AttnReference reference(const AttnArgs &a, const std::vector<float> &q, const st
 }
 
 template <class T>
-void check_case(std::vector<CheckResult> &out, Dtype dtype, const kernels::AttentionDims &dims) {
+void check_case(std::vector<CheckResult>& out, Dtype dtype, const kernels::AttentionDims& dims) {
   const kernels::KernelShape s = kernels::attention(kernels::KernelKind::ATTENTION_FWD, dtype, dims);
   const AttnArgs a = args_of(s);
   if (!arena().reserve(AttnBuffers<T>::bytes(a))) {
@@ -349,13 +349,13 @@ void check_case(std::vector<CheckResult> &out, Dtype dtype, const kernels::Atten
       reference(a, download(x.q, qn), download(x.k, kn), download(x.v, kn), download(x.dout, qn));
   const std::string base =
       std::string("attention (naive_warp) ") + kernels::to_string(dtype) + " " + kernels::shape_fields(s);
-  const std::pair<const char *, std::pair<std::vector<float>, const std::vector<double> *>> parts[] = {
+  const std::pair<const char*, std::pair<std::vector<float>, const std::vector<double>*>> parts[] = {
       {" O", {download(x.o, qn), &ref.o}},
       {" dQ", {download(x.dq, qn), &ref.dq}},
       {" dK", {download(x.dk, kn), &ref.dk}},
       {" dV", {download(x.dv, kn), &ref.dv}},
   };
-  for (const auto &[name, pair] : parts) {
+  for (const auto& [name, pair] : parts) {
     CheckResult r;
     r.name = base + name + " vs CPU";
     r.tolerance = 2e-2;
@@ -365,7 +365,7 @@ void check_case(std::vector<CheckResult> &out, Dtype dtype, const kernels::Atten
   }
 }
 
-template <class T> Measurement time_attention(const kernels::KernelShape &s, const TimingOptions &o) {
+template <class T> Measurement time_attention(const kernels::KernelShape& s, const TimingOptions& o) {
   Measurement meas;
   meas.impl = "naive_warp";
   const AttnArgs a = args_of(s);
@@ -394,7 +394,7 @@ template <class T> Measurement time_attention(const kernels::KernelShape &s, con
 
 } // namespace
 
-void check_attention(std::vector<CheckResult> &out) {
+void check_attention(std::vector<CheckResult>& out) {
   check_case<bf16>(out, Dtype::BF16,
                    {.batch = 2, .heads = 4, .kv_heads = 2, .seq = 67, .head_dim = 64, .causal = true});
   check_case<bf16>(out, Dtype::BF16,
@@ -403,7 +403,7 @@ void check_attention(std::vector<CheckResult> &out) {
                    {.batch = 1, .heads = 4, .kv_heads = 1, .seq = 40, .head_dim = 96, .causal = true});
 }
 
-Measurement measure_attention(const kernels::KernelShape &s, const TimingOptions &o) {
+Measurement measure_attention(const kernels::KernelShape& s, const TimingOptions& o) {
   switch (s.dtype) {
   case Dtype::BF16:
     return time_attention<bf16>(s, o);

@@ -9,14 +9,14 @@ namespace stepsim::suite {
 
 namespace {
 
-template <class T> __global__ void fill_uniform_kernel(T *p, size_t n, uint64_t seed, float lo, float hi) {
+template <class T> __global__ void fill_uniform_kernel(T* p, size_t n, uint64_t seed, float lo, float hi) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     p[i] = from_float<T>(hash_uniform(seed, i, lo, hi));
   }
 }
 
-__global__ void fill_labels_kernel(int *p, size_t n, uint64_t seed, int bound) {
+__global__ void fill_labels_kernel(int* p, size_t n, uint64_t seed, int bound) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     p[i] = min(bound - 1, static_cast<int>(hash_uniform(seed, i, 0.0f, 1.0f) * bound));
@@ -31,19 +31,19 @@ std::string version_string(int v) {
 
 } // namespace
 
-template <class T> void fill_uniform(T *p, size_t n, uint64_t seed, float lo, float hi) {
+template <class T> void fill_uniform(T* p, size_t n, uint64_t seed, float lo, float hi) {
   if (n == 0)
     return;
   const int blocks = static_cast<int>(std::min<size_t>((n + 255) / 256, 65536));
   fill_uniform_kernel<T><<<blocks, 256>>>(p, n, seed, lo, hi);
   CHECK_LAUNCH();
 }
-template void fill_uniform<float>(float *, size_t, uint64_t, float, float);
-template void fill_uniform<bf16>(bf16 *, size_t, uint64_t, float, float);
-template void fill_uniform<fp16>(fp16 *, size_t, uint64_t, float, float);
-template void fill_uniform<fp8>(fp8 *, size_t, uint64_t, float, float);
+template void fill_uniform<float>(float*, size_t, uint64_t, float, float);
+template void fill_uniform<bf16>(bf16*, size_t, uint64_t, float, float);
+template void fill_uniform<fp16>(fp16*, size_t, uint64_t, float, float);
+template void fill_uniform<fp8>(fp8*, size_t, uint64_t, float, float);
 
-void fill_labels(int *p, size_t n, uint64_t seed, int bound) {
+void fill_labels(int* p, size_t n, uint64_t seed, int bound) {
   const int blocks = static_cast<int>(std::min<size_t>((n + 255) / 256, 65536));
   fill_labels_kernel<<<blocks, 256>>>(p, n, seed, bound);
   CHECK_LAUNCH();
@@ -73,18 +73,18 @@ bool Arena::reserve(size_t bytes) {
   return true;
 }
 
-void *Arena::carve(size_t bytes) {
+void* Arena::carve(size_t bytes) {
   const size_t need = padded(bytes);
   if (used_ + need > size_) {
     std::fprintf(stderr, "%s:%d: arena overflow (%zu + %zu > %zu)\n", __FILE__, __LINE__, used_, need, size_);
     std::exit(1);
   }
-  void *p = base_ + used_;
+  void* p = base_ + used_;
   used_ += need;
   return p;
 }
 
-Arena &arena() {
+Arena& arena() {
   static Arena a;
   return a;
 }
@@ -105,7 +105,7 @@ int rotations_for(size_t set_bytes) {
   return static_cast<int>(std::clamp<size_t>(want, 1, 16));
 }
 
-double relative_max_error(const std::vector<float> &got, const std::vector<double> &want) {
+double relative_max_error(const std::vector<float>& got, const std::vector<double>& want) {
   double scale = 0;
   for (double w : want)
     scale = std::max(scale, std::fabs(w));
@@ -119,7 +119,7 @@ double relative_max_error(const std::vector<float> &got, const std::vector<doubl
   return scale > 0 ? err / scale : err;
 }
 
-bool device_available(std::string &why) {
+bool device_available(std::string& why) {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
@@ -160,12 +160,12 @@ DeviceInfo device_info() {
   return d;
 }
 
-double measure_empty_kernel(const TimingOptions &options) {
+double measure_empty_kernel(const TimingOptions& options) {
   int reps = 0;
   return time_median([](int) { empty_kernel<<<1, 32>>>(); }, 1, options, reps);
 }
 
-Measurement measure(const kernels::KernelShape &shape, const TimingOptions &options) {
+Measurement measure(const kernels::KernelShape& shape, const TimingOptions& options) {
   switch (kernels::family(shape.kind)) {
   case kernels::KernelFamily::GEMM:
     return measure_gemm(shape, options);

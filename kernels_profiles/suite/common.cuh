@@ -85,33 +85,33 @@ __device__ __host__ inline float hash_uniform(uint64_t seed, uint64_t i, float l
 }
 
 /// Fills `n` elements of `p` with hash_uniform values (on the device).
-template <class T> void fill_uniform(T *p, size_t n, uint64_t seed, float lo, float hi);
+template <class T> void fill_uniform(T* p, size_t n, uint64_t seed, float lo, float hi);
 /// Fills `n` ints with values in [0, bound).
-void fill_labels(int *p, size_t n, uint64_t seed, int bound);
+void fill_labels(int* p, size_t n, uint64_t seed, int bound);
 
 /// One growing device allocation reused by every shape; carve() hands out aligned pieces.
 class Arena {
 public:
   Arena() = default;
-  Arena(const Arena &) = delete;
-  Arena &operator=(const Arena &) = delete;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
   ~Arena();
   /// Makes room for `bytes` (all earlier pieces become invalid). False when it does not fit.
   bool reserve(size_t bytes);
   /// Next piece of `bytes`, 256-byte aligned, after reserve().
-  void *carve(size_t bytes);
-  template <class T> T *carve_n(size_t n) { return static_cast<T *>(carve(n * sizeof(T))); }
+  void* carve(size_t bytes);
+  template <class T> T* carve_n(size_t n) { return static_cast<T*>(carve(n * sizeof(T))); }
   /// Bytes a set of pieces needs, alignment included.
   static size_t padded(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 private:
-  char *base_ = nullptr;
+  char* base_ = nullptr;
   size_t size_ = 0;
   size_t used_ = 0;
 };
 
 /// The process-wide arena and L2 size.
-Arena &arena();
+Arena& arena();
 size_t l2_bytes();
 
 /// How many copies of an input set of `set_bytes` to rotate through so that they exceed the
@@ -121,7 +121,7 @@ int rotations_for(size_t set_bytes);
 /// Times `launch(r)` (r = rotation index) with CUDA events around every launch and returns
 /// the median in seconds; `reps` gets the number of timed launches.
 template <class Launch>
-double time_median(Launch &&launch, int rotations, const TimingOptions &o, int &reps) {
+double time_median(Launch&& launch, int rotations, const TimingOptions& o, int& reps) {
   cudaEvent_t a;
   cudaEvent_t b;
   CHECK_CUDA(cudaEventCreate(&a));
@@ -142,7 +142,7 @@ double time_median(Launch &&launch, int rotations, const TimingOptions &o, int &
   CHECK_LAUNCH();
   reps = std::clamp(static_cast<int>(o.budget_s / one), o.min_reps, o.max_reps);
   std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(reps));
-  for (auto &e : ev)
+  for (auto& e : ev)
     CHECK_CUDA(cudaEventCreate(&e));
   for (int i = 0; i < reps; ++i) {
     CHECK_CUDA(cudaEventRecord(ev[2 * i]));
@@ -156,7 +156,7 @@ double time_median(Launch &&launch, int rotations, const TimingOptions &o, int &
     CHECK_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
     t[i] = ms * 1e-3;
   }
-  for (auto &e : ev)
+  for (auto& e : ev)
     CHECK_CUDA(cudaEventDestroy(e));
   CHECK_CUDA(cudaEventDestroy(a));
   CHECK_CUDA(cudaEventDestroy(b));
@@ -165,10 +165,10 @@ double time_median(Launch &&launch, int rotations, const TimingOptions &o, int &
 }
 
 /// Largest |got - want| over max |want| (0 when want is all zeros and got equals it).
-double relative_max_error(const std::vector<float> &got, const std::vector<double> &want);
+double relative_max_error(const std::vector<float>& got, const std::vector<double>& want);
 
 /// Copies `n` device elements of T to the host as floats.
-template <class T> std::vector<float> download(const T *p, size_t n) {
+template <class T> std::vector<float> download(const T* p, size_t n) {
   std::vector<T> tmp(n);
   CHECK_CUDA(cudaMemcpy(tmp.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
   std::vector<float> out(n);
@@ -178,11 +178,11 @@ template <class T> std::vector<float> download(const T *p, size_t n) {
 }
 
 // Per-family entry points (gemm.cu, attention.cu, pointwise.cu).
-Measurement measure_gemm(const kernels::KernelShape &s, const TimingOptions &o);
-Measurement measure_attention(const kernels::KernelShape &s, const TimingOptions &o);
-Measurement measure_pointwise(const kernels::KernelShape &s, const TimingOptions &o);
-void check_gemm(std::vector<CheckResult> &out, bool fp8);
-void check_attention(std::vector<CheckResult> &out);
-void check_pointwise(std::vector<CheckResult> &out);
+Measurement measure_gemm(const kernels::KernelShape& s, const TimingOptions& o);
+Measurement measure_attention(const kernels::KernelShape& s, const TimingOptions& o);
+Measurement measure_pointwise(const kernels::KernelShape& s, const TimingOptions& o);
+void check_gemm(std::vector<CheckResult>& out, bool fp8);
+void check_attention(std::vector<CheckResult>& out);
+void check_pointwise(std::vector<CheckResult>& out);
 
 } // namespace stepsim::suite

@@ -26,9 +26,9 @@ cublasLtHandle_t lt_handle() {
   return h;
 }
 
-void *workspace() {
-  static void *w = [] {
-    void *p = nullptr;
+void* workspace() {
+  static void* w = [] {
+    void* p = nullptr;
     CHECK_CUDA(cudaMalloc(&p, kWorkspaceBytes));
     return p;
   }();
@@ -77,11 +77,11 @@ public:
     if (batch > 1) {
       const int32_t count = static_cast<int32_t>(batch);
       const std::pair<cublasLtMatrixLayout_t, int64_t> strided[] = {{a_, n * k}, {b_, m * k}, {c_, m * n}};
-      for (const auto &[layout, stride] : strided) {
+      for (const auto& [layout, stride] : strided) {
         CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                                       sizeof count));
-        CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                      sizeof stride));
+        CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                      &stride, sizeof stride));
       }
     }
     cublasLtMatmulPreference_t pref = nullptr;
@@ -95,8 +95,8 @@ public:
     CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
     ok_ = st == CUBLAS_STATUS_SUCCESS && returned > 0;
   }
-  LtGemm(const LtGemm &) = delete;
-  LtGemm &operator=(const LtGemm &) = delete;
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
   ~LtGemm() {
     cublasLtMatrixLayoutDestroy(c_);
     cublasLtMatrixLayoutDestroy(b_);
@@ -104,7 +104,7 @@ public:
     cublasLtMatmulDescDestroy(op_);
   }
   [[nodiscard]] bool ok() const { return ok_; }
-  void run(const void *w, const void *x, void *y) const {
+  void run(const void* w, const void* x, void* y) const {
     const float alpha = 1.0f;
     const float beta = 0.0f;
     CHECK_CUBLAS(cublasLtMatmul(lt_handle(), op_, &alpha, w, a_, x, b_, &beta, y, c_, y, c_, &heuristic_.algo,
@@ -122,7 +122,7 @@ private:
 
 /// Reference: one thread per output, fp32 accumulation; blockIdx.z is the batch index.
 template <class T>
-__global__ void reference_gemm(const T *w, const T *x, float *y, int64_t m, int64_t n, int64_t k) {
+__global__ void reference_gemm(const T* w, const T* x, float* y, int64_t m, int64_t n, int64_t k) {
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t i = blockIdx.y;
   if (j >= n || i >= m)
@@ -137,11 +137,12 @@ __global__ void reference_gemm(const T *w, const T *x, float *y, int64_t m, int6
 }
 
 template <class T>
-void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch = 1,
+void check_one(std::vector<CheckResult>& out, Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch = 1,
                bool fast_accum = false) {
   CheckResult r;
-  r.name = std::string("gemm ") + kernels::to_string(dtype) + " " + (batch > 1 ? std::to_string(batch) + "x(" : "") +
-           std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (batch > 1 ? ")" : "") +
+  r.name = std::string("gemm ") + kernels::to_string(dtype) + " " +
+           (batch > 1 ? std::to_string(batch) + "x(" : "") + std::to_string(m) + "x" + std::to_string(n) +
+           "x" + std::to_string(k) + (batch > 1 ? ")" : "") +
            (fast_accum ? " (cuBLASLt, fast accumulation)" : " (cuBLASLt)") + " vs reference kernel";
   r.tolerance = 1e-2;
   const size_t wn = static_cast<size_t>(batch * n * k);
@@ -155,10 +156,10 @@ void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n,
     std::fprintf(stderr, "%s:%d: no memory for the gemm check\n", __FILE__, __LINE__);
     std::exit(1);
   }
-  T *w = static_cast<T *>(arena().carve(wb));
-  T *x = static_cast<T *>(arena().carve(xb));
-  bf16 *y16 = static_cast<bf16 *>(arena().carve(yb)); // bf16 or fp16 storage, 2 bytes each
-  float *ref = arena().carve_n<float>(yn);
+  T* w = static_cast<T*>(arena().carve(wb));
+  T* x = static_cast<T*>(arena().carve(xb));
+  bf16* y16 = static_cast<bf16*>(arena().carve(yb)); // bf16 or fp16 storage, 2 bytes each
+  float* ref = arena().carve_n<float>(yn);
   fill_uniform(w, wn, 11, -1.0f, 1.0f);
   fill_uniform(x, xn, 12, -1.0f, 1.0f);
   const LtGemm g(dtype, m, n, k, batch, fast_accum);
@@ -169,12 +170,12 @@ void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n,
   }
   g.run(w, x, y16);
   reference_gemm<T>
-      <<<dim3(static_cast<unsigned>((n + 127) / 128), static_cast<unsigned>(m), static_cast<unsigned>(batch)), 128>>>(
-          w, x, ref, m, n, k);
+      <<<dim3(static_cast<unsigned>((n + 127) / 128), static_cast<unsigned>(m), static_cast<unsigned>(batch)),
+         128>>>(w, x, ref, m, n, k);
   CHECK_LAUNCH();
   CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<float> got =
-      dtype == Dtype::FP16 ? download(reinterpret_cast<fp16 *>(y16), yn) : download(y16, yn);
+      dtype == Dtype::FP16 ? download(reinterpret_cast<fp16*>(y16), yn) : download(y16, yn);
   const std::vector<float> want_f = download(ref, yn);
   const std::vector<double> want(want_f.begin(), want_f.end());
   r.max_error = relative_max_error(got, want);
@@ -182,7 +183,7 @@ void check_one(std::vector<CheckResult> &out, Dtype dtype, int64_t m, int64_t n,
   out.push_back(r);
 }
 
-template <class T> Measurement time_gemm(const kernels::KernelShape &s, const TimingOptions &o) {
+template <class T> Measurement time_gemm(const kernels::KernelShape& s, const TimingOptions& o) {
   Measurement meas;
   const bool fast_accum = s.dtype == Dtype::FP8_E4M3 && o.fp8_fast_accum;
   meas.impl = fast_accum ? "cublaslt_fast_accum" : "cublaslt";
@@ -201,15 +202,15 @@ template <class T> Measurement time_gemm(const kernels::KernelShape &s, const Ti
     meas.why = "does not fit in device memory";
     return meas;
   }
-  std::vector<T *> w(static_cast<size_t>(rot));
-  std::vector<T *> x(static_cast<size_t>(rot));
+  std::vector<T*> w(static_cast<size_t>(rot));
+  std::vector<T*> x(static_cast<size_t>(rot));
   for (int r = 0; r < rot; ++r) {
     w[r] = arena().carve_n<T>(wn);
     x[r] = arena().carve_n<T>(xn);
     fill_uniform(w[r], wn, 100 + static_cast<uint64_t>(r), -1.0f, 1.0f);
     fill_uniform(x[r], xn, 200 + static_cast<uint64_t>(r), -1.0f, 1.0f);
   }
-  void *y = arena().carve(yb);
+  void* y = arena().carve(yb);
   CHECK_CUDA(cudaDeviceSynchronize());
   meas.time_s = time_median([&](int r) { g.run(w[r], x[r], y); }, rot, o, meas.reps);
   meas.ok = true;
@@ -218,7 +219,7 @@ template <class T> Measurement time_gemm(const kernels::KernelShape &s, const Ti
 
 } // namespace
 
-void check_gemm(std::vector<CheckResult> &out, bool fp8_supported) {
+void check_gemm(std::vector<CheckResult>& out, bool fp8_supported) {
   check_one<bf16>(out, Dtype::BF16, 256, 384, 512);
   check_one<bf16>(out, Dtype::BF16, 200, 328, 136);
   check_one<bf16>(out, Dtype::BF16, 96, 64, 96, 3); // strided batched, as unfused attention's QKᵀ
@@ -229,7 +230,7 @@ void check_gemm(std::vector<CheckResult> &out, bool fp8_supported) {
   }
 }
 
-Measurement measure_gemm(const kernels::KernelShape &s, const TimingOptions &o) {
+Measurement measure_gemm(const kernels::KernelShape& s, const TimingOptions& o) {
   switch (s.dtype) {
   case Dtype::BF16:
     return time_gemm<bf16>(s, o);

@@ -61,8 +61,8 @@ __device__ inline float block_max(float v) {
 }
 
 template <class T>
-__global__ void layernorm_fwd(const T *x, const T *gamma, const T *beta, T *y, int64_t cols) {
-  const T *row = x + blockIdx.x * cols;
+__global__ void layernorm_fwd(const T* x, const T* gamma, const T* beta, T* y, int64_t cols) {
+  const T* row = x + blockIdx.x * cols;
   float s = 0;
   float s2 = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
@@ -74,13 +74,13 @@ __global__ void layernorm_fwd(const T *x, const T *gamma, const T *beta, T *y, i
   s2 = block_sum(s2);
   const float mean = s / static_cast<float>(cols);
   const float rstd = rsqrtf(fmaxf(s2 / static_cast<float>(cols) - mean * mean, 0.0f) + kNormEps);
-  T *out = y + blockIdx.x * cols;
+  T* out = y + blockIdx.x * cols;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     out[j] = from_float<T>((to_float(row[j]) - mean) * rstd * to_float(gamma[j]) + to_float(beta[j]));
 }
 
-template <class T> __global__ void rmsnorm_fwd(const T *x, const T *gamma, T *y, int64_t cols) {
-  const T *row = x + blockIdx.x * cols;
+template <class T> __global__ void rmsnorm_fwd(const T* x, const T* gamma, T* y, int64_t cols) {
+  const T* row = x + blockIdx.x * cols;
   float s2 = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     const float v = to_float(row[j]);
@@ -88,7 +88,7 @@ template <class T> __global__ void rmsnorm_fwd(const T *x, const T *gamma, T *y,
   }
   s2 = block_sum(s2);
   const float rstd = rsqrtf(s2 / static_cast<float>(cols) + kNormEps);
-  T *out = y + blockIdx.x * cols;
+  T* out = y + blockIdx.x * cols;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     out[j] = from_float<T>(to_float(row[j]) * rstd * to_float(gamma[j]));
 }
@@ -98,13 +98,13 @@ __device__ __host__ inline float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
 }
 
-template <class T> __global__ void gelu_fwd(const T *x, T *y, size_t n) {
+template <class T> __global__ void gelu_fwd(const T* x, T* y, size_t n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     y[i] = from_float<T>(gelu_tanh(to_float(x[i])));
 }
 
-template <class T> __global__ void swiglu_fwd(const T *gate, const T *up, T *y, size_t n) {
+template <class T> __global__ void swiglu_fwd(const T* gate, const T* up, T* y, size_t n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const float g = to_float(gate[i]);
@@ -114,8 +114,8 @@ template <class T> __global__ void swiglu_fwd(const T *gate, const T *up, T *y, 
 
 /// Per row: loss = logsumexp(x) − x[label]; grad = softmax(x) − onehot(label).
 template <class T>
-__global__ void softmax_xent(const T *logits, const int *labels, T *grad, float *loss, int64_t cols) {
-  const T *row = logits + blockIdx.x * cols;
+__global__ void softmax_xent(const T* logits, const int* labels, T* grad, float* loss, int64_t cols) {
+  const T* row = logits + blockIdx.x * cols;
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     mx = fmaxf(mx, to_float(row[j]));
@@ -128,13 +128,13 @@ __global__ void softmax_xent(const T *logits, const int *labels, T *grad, float 
   if (threadIdx.x == 0)
     loss[blockIdx.x] = logf(sum) + mx - to_float(row[label]);
   const float inv = 1.0f / sum;
-  T *g = grad + blockIdx.x * cols;
+  T* g = grad + blockIdx.x * cols;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
     g[j] = from_float<T>(__expf(to_float(row[j]) - mx) * inv - (j == label ? 1.0f : 0.0f));
 }
 
 /// AdamW on fp32 master weights with bf16 gradients; writes the bf16 weight copy too.
-__global__ void adam_update(float *p, float *m, float *v, const bf16 *g, bf16 *w, size_t n, AdamParams a) {
+__global__ void adam_update(float* p, float* m, float* v, const bf16* g, bf16* w, size_t n, AdamParams a) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const float gi = to_float(g[i]);
@@ -158,7 +158,7 @@ unsigned grid_for(size_t n) {
 }
 
 /// Calls f(T{}) with T the storage type of a 16/32-bit dtype.
-template <class F> auto with_type(Dtype d, F &&f) {
+template <class F> auto with_type(Dtype d, F&& f) {
   switch (d) {
   case Dtype::BF16:
     return f(bf16{});
@@ -174,10 +174,10 @@ template <class F> auto with_type(Dtype d, F &&f) {
 
 /// Buffers of one pointwise problem: `sets` rotating input sets plus shared outputs.
 struct Problem {
-  std::vector<void *> in0, in1, in2; // per rotation
-  void *out0 = nullptr;
-  void *out1 = nullptr;
-  int *labels = nullptr;
+  std::vector<void*> in0, in1, in2; // per rotation
+  void* out0 = nullptr;
+  void* out1 = nullptr;
+  int* labels = nullptr;
 };
 
 /// Element counts and sizes of the inputs/outputs of `s` (per rotation: in*, shared: out*).
@@ -188,7 +188,7 @@ struct Layout {
   size_t label_count = 0;
 };
 
-Layout layout_of(const KernelShape &s) {
+Layout layout_of(const KernelShape& s) {
   Layout l;
   const size_t es = static_cast<size_t>(kernels::dtype_bytes(s.dtype));
   switch (s.kind) {
@@ -236,7 +236,7 @@ Layout layout_of(const KernelShape &s) {
 }
 
 /// Reserves and fills the buffers; false when they do not fit.
-bool allocate(const KernelShape &s, const Layout &l, int rotations, Problem &p) {
+bool allocate(const KernelShape& s, const Layout& l, int rotations, Problem& p) {
   size_t set = 0;
   for (size_t b : l.in_bytes)
     set += Arena::padded(b);
@@ -248,25 +248,25 @@ bool allocate(const KernelShape &s, const Layout &l, int rotations, Problem &p) 
     return false;
   const Dtype dt = s.dtype;
   for (int r = 0; r < rotations; ++r) {
-    void *bufs[3];
+    void* bufs[3];
     for (int i = 0; i < 3; ++i)
       bufs[i] = l.in_bytes[i] ? arena().carve(l.in_bytes[i]) : nullptr;
     const uint64_t seed = 1000 + 10 * static_cast<uint64_t>(r);
     if (s.kind == KernelKind::ADAM) {
-      float *f = static_cast<float *>(bufs[0]);
+      float* f = static_cast<float*>(bufs[0]);
       fill_uniform(f, l.n, seed, -1.0f, 1.0f);                // p
       fill_uniform(f + l.n, l.n, seed + 1, -1e-3f, 1e-3f);    // m
       fill_uniform(f + 2 * l.n, l.n, seed + 2, 1e-6f, 1e-5f); // v
-      fill_uniform(static_cast<bf16 *>(bufs[1]), l.n, seed + 3, -1e-2f, 1e-2f);
+      fill_uniform(static_cast<bf16*>(bufs[1]), l.n, seed + 3, -1e-2f, 1e-2f);
     } else {
       with_type(dt, [&](auto tag) {
         using T = decltype(tag);
         const size_t es = sizeof(T);
-        fill_uniform(static_cast<T *>(bufs[0]), l.in_bytes[0] / es, seed, -3.0f, 3.0f);
+        fill_uniform(static_cast<T*>(bufs[0]), l.in_bytes[0] / es, seed, -3.0f, 3.0f);
         if (bufs[1])
-          fill_uniform(static_cast<T *>(bufs[1]), l.in_bytes[1] / es, seed + 1, 0.5f, 1.5f);
+          fill_uniform(static_cast<T*>(bufs[1]), l.in_bytes[1] / es, seed + 1, 0.5f, 1.5f);
         if (bufs[2])
-          fill_uniform(static_cast<T *>(bufs[2]), l.in_bytes[2] / es, seed + 2, -0.1f, 0.1f);
+          fill_uniform(static_cast<T*>(bufs[2]), l.in_bytes[2] / es, seed + 2, -0.1f, 0.1f);
         return 0;
       });
     }
@@ -285,11 +285,11 @@ bool allocate(const KernelShape &s, const Layout &l, int rotations, Problem &p) 
 }
 
 /// Launches the kernel of `s` on rotation `r`.
-void launch(const KernelShape &s, const Layout &l, const Problem &p, int r) {
+void launch(const KernelShape& s, const Layout& l, const Problem& p, int r) {
   if (s.kind == KernelKind::ADAM) {
-    float *f = static_cast<float *>(p.in0[r]);
-    adam_update<<<grid_for(l.n), kThreads>>>(f, f + l.n, f + 2 * l.n, static_cast<const bf16 *>(p.in1[r]),
-                                             static_cast<bf16 *>(p.out0), l.n, AdamParams{});
+    float* f = static_cast<float*>(p.in0[r]);
+    adam_update<<<grid_for(l.n), kThreads>>>(f, f + l.n, f + 2 * l.n, static_cast<const bf16*>(p.in1[r]),
+                                             static_cast<bf16*>(p.out0), l.n, AdamParams{});
     return;
   }
   if (s.kind == KernelKind::MEMCPY) {
@@ -298,26 +298,26 @@ void launch(const KernelShape &s, const Layout &l, const Problem &p, int r) {
   }
   with_type(s.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T *x = static_cast<const T *>(p.in0[r]);
-    T *y = static_cast<T *>(p.out0);
+    const T* x = static_cast<const T*>(p.in0[r]);
+    T* y = static_cast<T*>(p.out0);
     switch (s.kind) {
     case KernelKind::LAYERNORM:
       layernorm_fwd<T><<<static_cast<unsigned>(s.rows), kThreads>>>(
-          x, static_cast<const T *>(p.in1[r]), static_cast<const T *>(p.in2[r]), y, s.cols);
+          x, static_cast<const T*>(p.in1[r]), static_cast<const T*>(p.in2[r]), y, s.cols);
       break;
     case KernelKind::RMSNORM:
       rmsnorm_fwd<T>
-          <<<static_cast<unsigned>(s.rows), kThreads>>>(x, static_cast<const T *>(p.in1[r]), y, s.cols);
+          <<<static_cast<unsigned>(s.rows), kThreads>>>(x, static_cast<const T*>(p.in1[r]), y, s.cols);
       break;
     case KernelKind::GELU:
       gelu_fwd<T><<<grid_for(l.n), kThreads>>>(x, y, l.n);
       break;
     case KernelKind::SWIGLU:
-      swiglu_fwd<T><<<grid_for(l.n), kThreads>>>(x, static_cast<const T *>(p.in1[r]), y, l.n);
+      swiglu_fwd<T><<<grid_for(l.n), kThreads>>>(x, static_cast<const T*>(p.in1[r]), y, l.n);
       break;
     case KernelKind::SOFTMAX_XENT:
       softmax_xent<T>
-          <<<static_cast<unsigned>(s.rows), kThreads>>>(x, p.labels, y, static_cast<float *>(p.out1), s.cols);
+          <<<static_cast<unsigned>(s.rows), kThreads>>>(x, p.labels, y, static_cast<float*>(p.out1), s.cols);
       break;
     default:
       break;
@@ -328,9 +328,9 @@ void launch(const KernelShape &s, const Layout &l, const Problem &p, int r) {
 
 // --- CPU references ---------------------------------------------------------------------------
 
-std::vector<double> cpu_reference(const KernelShape &s, const std::vector<float> &x,
-                                  const std::vector<float> &a, const std::vector<float> &b,
-                                  const std::vector<int> &labels, std::vector<double> &loss) {
+std::vector<double> cpu_reference(const KernelShape& s, const std::vector<float>& x,
+                                  const std::vector<float>& a, const std::vector<float>& b,
+                                  const std::vector<int>& labels, std::vector<double>& loss) {
   std::vector<double> y;
   switch (s.kind) {
   case KernelKind::LAYERNORM:
@@ -377,7 +377,7 @@ std::vector<double> cpu_reference(const KernelShape &s, const std::vector<float>
   return y;
 }
 
-template <class T> void check_kind(std::vector<CheckResult> &out, const KernelShape &s) {
+template <class T> void check_kind(std::vector<CheckResult>& out, const KernelShape& s) {
   const Layout l = layout_of(s);
   Problem p;
   if (!allocate(s, l, 1, p))
@@ -386,11 +386,11 @@ template <class T> void check_kind(std::vector<CheckResult> &out, const KernelSh
   CHECK_LAUNCH();
   CHECK_CUDA(cudaDeviceSynchronize());
   const size_t es = sizeof(T);
-  const std::vector<float> x = download(static_cast<T *>(p.in0[0]), l.in_bytes[0] / es);
+  const std::vector<float> x = download(static_cast<T*>(p.in0[0]), l.in_bytes[0] / es);
   const std::vector<float> a =
-      p.in1[0] ? download(static_cast<T *>(p.in1[0]), l.in_bytes[1] / es) : std::vector<float>{};
+      p.in1[0] ? download(static_cast<T*>(p.in1[0]), l.in_bytes[1] / es) : std::vector<float>{};
   const std::vector<float> b =
-      p.in2[0] ? download(static_cast<T *>(p.in2[0]), l.in_bytes[2] / es) : std::vector<float>{};
+      p.in2[0] ? download(static_cast<T*>(p.in2[0]), l.in_bytes[2] / es) : std::vector<float>{};
   std::vector<int> labels(l.label_count);
   if (l.label_count)
     CHECK_CUDA(cudaMemcpy(labels.data(), p.labels, l.label_count * sizeof(int), cudaMemcpyDeviceToHost));
@@ -399,25 +399,25 @@ template <class T> void check_kind(std::vector<CheckResult> &out, const KernelSh
   CheckResult r;
   r.name = kernels::describe(s) + " vs CPU";
   r.tolerance = 1e-2;
-  r.max_error = relative_max_error(download(static_cast<T *>(p.out0), l.n), want);
+  r.max_error = relative_max_error(download(static_cast<T*>(p.out0), l.n), want);
   if (!loss.empty())
     r.max_error =
-        std::max(r.max_error, relative_max_error(download(static_cast<float *>(p.out1), loss.size()), loss));
+        std::max(r.max_error, relative_max_error(download(static_cast<float*>(p.out1), loss.size()), loss));
   r.passed = r.max_error <= r.tolerance;
   out.push_back(r);
 }
 
-void check_adam(std::vector<CheckResult> &out) {
+void check_adam(std::vector<CheckResult>& out) {
   const KernelShape s = kernels::elementwise(KernelKind::ADAM, Dtype::FP32, 10001);
   const Layout l = layout_of(s);
   Problem p;
   if (!allocate(s, l, 1, p))
     std::exit(1);
-  const float *f = static_cast<const float *>(p.in0[0]);
+  const float* f = static_cast<const float*>(p.in0[0]);
   const std::vector<float> p0 = download(f, l.n);
   const std::vector<float> m0 = download(f + l.n, l.n);
   const std::vector<float> v0 = download(f + 2 * l.n, l.n);
-  const std::vector<float> g = download(static_cast<const bf16 *>(p.in1[0]), l.n);
+  const std::vector<float> g = download(static_cast<const bf16*>(p.in1[0]), l.n);
   launch(s, l, p, 0);
   CHECK_LAUNCH();
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -442,12 +442,12 @@ void check_adam(std::vector<CheckResult> &out) {
                           relative_max_error(download(f + 2 * l.n, l.n), want_v)});
   // The bf16 copy only has 8 bits of mantissa.
   r.max_error = std::max(r.max_error,
-                         0.1 * relative_max_error(download(static_cast<const bf16 *>(p.out0), l.n), want_p));
+                         0.1 * relative_max_error(download(static_cast<const bf16*>(p.out0), l.n), want_p));
   r.passed = r.max_error <= r.tolerance;
   out.push_back(r);
 }
 
-void check_copy(std::vector<CheckResult> &out) {
+void check_copy(std::vector<CheckResult>& out) {
   const KernelShape s = kernels::elementwise(KernelKind::MEMCPY, Dtype::BF16, 100003);
   const Layout l = layout_of(s);
   Problem p;
@@ -455,19 +455,19 @@ void check_copy(std::vector<CheckResult> &out) {
     std::exit(1);
   launch(s, l, p, 0);
   CHECK_CUDA(cudaDeviceSynchronize());
-  const std::vector<float> src = download(static_cast<const bf16 *>(p.in0[0]), l.n);
+  const std::vector<float> src = download(static_cast<const bf16*>(p.in0[0]), l.n);
   const std::vector<double> want(src.begin(), src.end());
   CheckResult r;
   r.name = kernels::describe(s) + " (cudaMemcpyAsync) exact";
   r.tolerance = 0;
-  r.max_error = relative_max_error(download(static_cast<const bf16 *>(p.out0), l.n), want);
+  r.max_error = relative_max_error(download(static_cast<const bf16*>(p.out0), l.n), want);
   r.passed = r.max_error == 0;
   out.push_back(r);
 }
 
 } // namespace
 
-void check_pointwise(std::vector<CheckResult> &out) {
+void check_pointwise(std::vector<CheckResult>& out) {
   check_kind<bf16>(out, kernels::rowwise(KernelKind::LAYERNORM, Dtype::BF16, 7, 1000));
   check_kind<fp16>(out, kernels::rowwise(KernelKind::LAYERNORM, Dtype::FP16, 3, 4099));
   check_kind<bf16>(out, kernels::rowwise(KernelKind::RMSNORM, Dtype::BF16, 7, 1000));
@@ -479,7 +479,7 @@ void check_pointwise(std::vector<CheckResult> &out) {
   check_copy(out);
 }
 
-Measurement measure_pointwise(const KernelShape &s, const TimingOptions &o) {
+Measurement measure_pointwise(const KernelShape& s, const TimingOptions& o) {
   Measurement meas;
   meas.impl = s.kind == KernelKind::MEMCPY ? "cuda_memcpy" : "suite";
   if (s.dtype == Dtype::FP8_E4M3 && s.kind != KernelKind::MEMCPY) {

@@ -25,15 +25,15 @@ struct DeviceInfo {
 };
 
 /// True when a CUDA device can be used; otherwise `why` says what is missing.
-bool device_available(std::string &why);
+bool device_available(std::string& why);
 /// Properties of device 0 (exits non-zero on a CUDA error).
 DeviceInfo device_info();
 
 struct TimingOptions {
-  double budget_s = 0.2; ///< target time spent timing one shape (warm-up excluded), seconds
-  int warmup = 3;        ///< warm-up launches (fewer when one launch exceeds the budget)
-  int min_reps = 3;      ///< timed launches at least
-  int max_reps = 100;    ///< timed launches at most
+  double budget_s = 0.2;       ///< target time spent timing one shape (warm-up excluded), seconds
+  int warmup = 3;              ///< warm-up launches (fewer when one launch exceeds the budget)
+  int min_reps = 3;            ///< timed launches at least
+  int max_reps = 100;          ///< timed launches at most
   bool fp8_fast_accum = false; ///< fp8 GEMMs with cuBLASLt's fast accumulation (impl cublaslt_fast_accum)
 };
 
@@ -47,10 +47,10 @@ struct Measurement {
 
 /// Times one shape: random inputs, warm-up, CUDA events around every launch, median; inputs
 /// rotate over enough copies to exceed the L2 cache. Skips (ok = false) shapes that do not fit.
-Measurement measure(const kernels::KernelShape &shape, const TimingOptions &options);
+Measurement measure(const kernels::KernelShape& shape, const TimingOptions& options);
 
 /// Median time of an empty kernel launched back to back, seconds (the launch overhead).
-double measure_empty_kernel(const TimingOptions &options);
+double measure_empty_kernel(const TimingOptions& options);
 
 struct CheckResult {
   std::string name; ///< what was checked, e.g. "gemm bf16 256x384x512 vs reference kernel"

@@ -13,8 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -29,7 +29,7 @@ namespace s = stepsim::suite;
 struct Options {
   std::vector<std::string> shape_files;
   std::vector<std::string> time_files; ///< kernel times measured outside the suite, merged in
-  bool reference = false; ///< add reference_profile_shapes()
+  bool reference = false;              ///< add reference_profile_shapes()
   std::string out;
   std::string list_shapes; ///< write the shapes that would be timed to this file and stop
   std::string gpu_kind;
@@ -40,7 +40,7 @@ struct Options {
   double overlap_slowdown = 1.10;
 };
 
-int usage(const char *why) {
+int usage(const char* why) {
   std::cerr
       << "stepsim_kernel_suite: " << why << "\n"
       << "usage: stepsim_kernel_suite [--shapes FILE]... [--reference] --out FILE [--gpu-kind KIND]\n"
@@ -52,17 +52,17 @@ int usage(const char *why) {
   return 2;
 }
 
-bool parse_args(int argc, char **argv, Options &o, std::string &why) {
+bool parse_args(int argc, char** argv, Options& o, std::string& why) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> const char * {
+    auto value = [&]() -> const char* {
       if (i + 1 >= argc) {
         why = a + " needs a value";
         return nullptr;
       }
       return argv[++i];
     };
-    const char *v = nullptr;
+    const char* v = nullptr;
     if (a == "--reference")
       o.reference = true;
     else if (a == "--check-only")
@@ -114,7 +114,7 @@ std::string today_utc() {
 }
 
 /// The kernel module's version line ("NVRM version: ...") when readable, else the API version.
-std::string driver_version(const s::DeviceInfo &d) {
+std::string driver_version(const s::DeviceInfo& d) {
   std::ifstream in("/proc/driver/nvidia/version");
   std::string line;
   if (in && std::getline(in, line) && !line.empty())
@@ -124,9 +124,9 @@ std::string driver_version(const s::DeviceInfo &d) {
 
 /// "NVIDIA H100 80GB HBM3" -> "H100-80GB-HBM3" (file-name safe); pass --gpu-kind to match the
 /// cluster file.
-std::string default_kind(const std::string &name) {
+std::string default_kind(const std::string& name) {
   std::string n = name.rfind("NVIDIA ", 0) == 0 ? name.substr(7) : name;
-  for (char &c : n) {
+  for (char& c : n) {
     const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
     if (!keep)
       c = '-';
@@ -136,7 +136,7 @@ std::string default_kind(const std::string &name) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   Options o;
   std::string why;
   if (!parse_args(argc, argv, o, why))
@@ -146,34 +146,34 @@ int main(int argc, char **argv) {
   std::vector<k::ProfileRow> imported;
   std::set<k::KernelShape> imported_shapes;
   try {
-    for (const auto &f : o.time_files)
-      for (auto &row : k::read_time_list(f)) {
+    for (const auto& f : o.time_files)
+      for (auto& row : k::read_time_list(f)) {
         if (!imported_shapes.insert(row.shape).second)
           throw stepsim::ConfigError(f + ": " + k::describe(row.shape) + " is timed in two --times files");
         imported.push_back(std::move(row));
       }
     std::set<k::KernelShape> seen;
-    auto add = [&](const k::KernelShape &sh) {
+    auto add = [&](const k::KernelShape& sh) {
       if (seen.insert(sh).second)
         shapes.push_back(sh);
     };
-    for (const auto &f : o.shape_files)
-      for (const auto &sh : k::read_shape_list(f))
+    for (const auto& f : o.shape_files)
+      for (const auto& sh : k::read_shape_list(f))
         add(sh);
     if (o.reference)
-      for (const auto &sh : k::reference_profile_shapes())
+      for (const auto& sh : k::reference_profile_shapes())
         add(sh);
-  } catch (const stepsim::Error &e) {
+  } catch (const stepsim::Error& e) {
     std::cerr << "stepsim_kernel_suite: " << e.what() << "\n";
     return 2;
   }
 
   if (!o.list_shapes.empty()) {
     try {
-      stepsim::write_file_atomically(o.list_shapes, [&](std::ostream &os) {
+      stepsim::write_file_atomically(o.list_shapes, [&](std::ostream& os) {
         k::write_shape_list(os, shapes, {"shapes stepsim_kernel_suite would time (--list-shapes)"});
       });
-    } catch (const stepsim::Error &e) {
+    } catch (const stepsim::Error& e) {
       std::cerr << "stepsim_kernel_suite: " << e.what() << "\n";
       return 1;
     }
@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
 
   // 1. Correctness before any timing.
   bool all_passed = true;
-  for (const s::CheckResult &r : s::run_correctness_checks()) {
+  for (const s::CheckResult& r : s::run_correctness_checks()) {
     std::printf("check %-4s %s: max rel error %.3g (tolerance %.3g)\n", r.passed ? "ok" : "FAIL",
                 r.name.c_str(), r.max_error, r.tolerance);
     all_passed = all_passed && r.passed;
@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
   const double empty = s::measure_empty_kernel(o.timing);
   std::printf("empty kernel: %.2f us\n", empty * 1e6);
   k::KernelProfile profile;
-  k::ProfileHeader &h = profile.header;
+  k::ProfileHeader& h = profile.header;
   h.gpu = dev.name;
   h.gpu_kind = o.gpu_kind.empty() ? default_kind(dev.name) : o.gpu_kind;
   h.obtained = k::Provenance::MEASURED;
@@ -230,8 +230,9 @@ int main(int argc, char **argv) {
                "launch_overhead_s: median time of an empty kernel launched back to back",
                "overlap_slowdown: not measured (needs concurrent NCCL kernels); set by --overlap-slowdown"};
   h.notes = {std::string("gemm: cuBLASLt, TN layout, fp32 accumulation, heuristic's first algorithm; fp8: ") +
-                 (o.timing.fp8_fast_accum ? "fast (reduced-precision) accumulation, as Transformer Engine's forward"
-                                          : "split (full-precision) accumulation, as Transformer Engine's dgrad/wgrad"),
+                 (o.timing.fp8_fast_accum
+                      ? "fast (reduced-precision) accumulation, as Transformer Engine's forward"
+                      : "split (full-precision) accumulation, as Transformer Engine's dgrad/wgrad"),
              "attention rows: impl naive_warp = the suite's fallback kernels (ignored by KernelTable by "
              "default); any other impl was timed outside the suite (--times)",
              "norms, activations, softmax_xent, adam: the suite's own straightforward kernels (impl suite), "
@@ -241,7 +242,7 @@ int main(int argc, char **argv) {
   int skipped = 0;
   int out_of_time = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const k::KernelShape &sh = shapes[i];
+    const k::KernelShape& sh = shapes[i];
     const std::string name = k::describe(sh);
     if (imported_shapes.count(sh))
       continue; // timed outside the suite (--times), merged below
@@ -268,11 +269,11 @@ int main(int argc, char **argv) {
                 k::kernel_bytes(sh).value() / m.time_s / 1e9, m.impl.c_str(), m.reps);
     std::fflush(stdout);
   }
-  for (const k::ProfileRow &row : imported)
+  for (const k::ProfileRow& row : imported)
     profile.rows.push_back(row);
   if (!imported.empty()) {
     std::string names;
-    for (const auto &f : o.time_files) {
+    for (const auto& f : o.time_files) {
       if (!names.empty())
         names += ' ';
       names += std::filesystem::path(f).filename().string();
@@ -286,8 +287,8 @@ int main(int argc, char **argv) {
     h.notes.push_back(std::to_string(out_of_time) + " shapes not timed: total budget reached");
   std::printf("%zu rows, %d skipped, %d not timed (budget)\n", profile.rows.size(), skipped, out_of_time);
   try {
-    stepsim::write_file_atomically(o.out, [&](std::ostream &os) { k::write_profile(os, profile); });
-  } catch (const stepsim::Error &e) {
+    stepsim::write_file_atomically(o.out, [&](std::ostream& os) { k::write_profile(os, profile); });
+  } catch (const stepsim::Error& e) {
     std::cerr << "stepsim_kernel_suite: " << e.what() << "\n";
     return 1;
   }

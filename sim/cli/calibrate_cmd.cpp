@@ -9,9 +9,9 @@
 #include "validate/calibrate.hpp"
 
 #include <filesystem>
-#include <stdexcept>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,7 +21,8 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* CALIBRATE_USAGE = R"(usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] (--fit ID,ID,... | --fit-file FILE) [options]
+constexpr const char* CALIBRATE_USAGE =
+    R"(usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] (--fit ID,ID,... | --fit-file FILE) [options]
 
 Fits the calibration knobs of one GPU kind (cluster keys, the same value for every run of that
 kind) on the chosen runs of measured-runs files (several are read as one; run ids must differ
@@ -80,7 +81,8 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   options.validate.jobs = validate::parse_jobs(pos, jobs_text, 1);
   args.finish();
   if (pos.empty())
-    throw ConfigError("expected a runs file (usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] --fit ID,ID,...)");
+    throw ConfigError(
+        "expected a runs file (usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] --fit ID,ID,...)");
   try {
     std::size_t used_rounds = 0;
     std::size_t used_tolerance = 0;
@@ -89,8 +91,8 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
     if (used_rounds != rounds.size() || used_tolerance != tolerance.size())
       throw std::invalid_argument("trailing characters");
   } catch (const std::exception&) {
-    throw ConfigError("--rounds/--tolerance: expected an integer and a number, got '" + rounds + "', '" + tolerance +
-                      "'");
+    throw ConfigError("--rounds/--tolerance: expected an integer and a number, got '" + rounds + "', '" +
+                      tolerance + "'");
   }
   if (options.rounds < 1 || options.rounds > 100 || !(options.tolerance > 0))
     throw ConfigError("--rounds must be in 1..100 and --tolerance > 0");
@@ -102,11 +104,14 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
   // (about 30 simulations of the fit runs per knob and round).
   for (std::size_t i = 0; i < options.knobs.size(); ++i) {
     const validate::Knob& k = options.knobs[i];
-    const std::string range = "knob " + k.key + "'s range [" + std::to_string(k.lo) + ", " + std::to_string(k.hi) + "]";
+    const std::string range =
+        "knob " + k.key + "'s range [" + std::to_string(k.lo) + ", " + std::to_string(k.hi) + "]";
     if ((k.hi - k.lo) / options.tolerance > 1e6)
-      throw ConfigError("--tolerance " + tolerance + ": " + range + " would be more than 10^6 grid steps; give a larger step");
+      throw ConfigError("--tolerance " + tolerance + ": " + range +
+                        " would be more than 10^6 grid steps; give a larger step");
     if (options.tolerance > 0.5 * (k.hi - k.lo))
-      throw ConfigError("--tolerance " + tolerance + ": " + range + " holds fewer than two grid steps; give a smaller step");
+      throw ConfigError("--tolerance " + tolerance + ": " + range +
+                        " holds fewer than two grid steps; give a smaller step");
     for (std::size_t j = 0; j < i; ++j)
       if (options.knobs[j].key == k.key)
         throw ConfigError("--knob " + k.key + " is given twice");
@@ -147,8 +152,9 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
       << " evaluations:\n";
   for (const auto& v : r.values)
     out << "  " << v.key << " = " << v.text() << '\n';
-  out << "fit mean_abs_error_pct=" << r.fit_mean_abs_error_pct << " median_abs_error_pct=" << r.fit_median_abs_error_pct
-      << " rms_error_pct=" << r.fit_rms_error_pct << '\n';
+  out << "fit mean_abs_error_pct=" << r.fit_mean_abs_error_pct
+      << " median_abs_error_pct=" << r.fit_median_abs_error_pct << " rms_error_pct=" << r.fit_rms_error_pct
+      << '\n';
   const std::string text = validate::calibration_yaml(r, runs.source);
   fs::path target = out_file;
   if (write && target.empty())

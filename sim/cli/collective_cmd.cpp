@@ -22,7 +22,8 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* COLLECTIVE_USAGE = R"(usage: stepsim collective --cluster FILE --op OP --gpus N [options]
+constexpr const char* COLLECTIVE_USAGE =
+    R"(usage: stepsim collective --cluster FILE --op OP --gpus N [options]
 
 Simulates OP over GPUs 0..N-1 at each size, one after the other, and prints an nccl-tests-style
 table (bus bandwidth as nccl-tests defines it).
@@ -40,7 +41,9 @@ options:
 
 /// The command's name of `op` (--op, the table's title, the CSV's op column): the vocabulary's
 /// name, except "p2p" for a send (nccl-tests' sendrecv).
-std::string_view op_cli_name(CollectiveOp op) { return op == CollectiveOp::SEND ? "p2p" : to_string(op); }
+std::string_view op_cli_name(CollectiveOp op) {
+  return op == CollectiveOp::SEND ? "p2p" : to_string(op);
+}
 
 /// Parses an --op name of op_cli_name. Throws ConfigError.
 CollectiveOp op_from_cli_name(std::string_view text) {
@@ -93,8 +96,9 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::vector<config::Override> overrides = overrides_from(args);
   for (const config::Override& o : overrides) // no workload here: every override is a cluster key
     if (!o.path.starts_with("cluster.") || o.path.size() == std::string_view("cluster.").size())
-      throw ConfigError("--set " + o.path + "=" + o.value +
-                        ": `stepsim collective` reads only a cluster; name a cluster key, e.g. --set cluster.nodes=2");
+      throw ConfigError(
+          "--set " + o.path + "=" + o.value +
+          ": `stepsim collective` reads only a cluster; name a cluster key, e.g. --set cluster.nodes=2");
   args.finish();
 
   CollectiveOp op;
@@ -110,7 +114,8 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
     throw ConfigError(std::string("--algorithm: ") + e.what());
   }
   if (op == CollectiveOp::SEND && algorithm != collectives::Algorithm::AUTO)
-    throw ConfigError("--algorithm " + algorithm_text + ": a point-to-point send has no algorithm to choose (omit it)");
+    throw ConfigError("--algorithm " + algorithm_text +
+                      ": a point-to-point send has no algorithm to choose (omit it)");
   int n = 0;
   try {
     n = std::stoi(gpus_text);
@@ -120,8 +125,8 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::vector<Bytes> sizes = parse_sizes(sizes_text);
   const ClusterSpec cluster = config::load_cluster(cluster_file, overrides);
   if (n < 2 || n > cluster.num_gpus())
-    throw ConfigError("--gpus: expected an integer in 2.." + std::to_string(cluster.num_gpus()) + " (the cluster's GPUs), found '" +
-                      gpus_text + "'");
+    throw ConfigError("--gpus: expected an integer in 2.." + std::to_string(cluster.num_gpus()) +
+                      " (the cluster's GPUs), found '" + gpus_text + "'");
 
   std::vector<graph::Rank> ranks;
   if (op == CollectiveOp::SEND)
@@ -137,7 +142,8 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
     shape.nvls = cluster.nvls.enabled && cluster.intra == IntraNodeKind::NVSWITCH;
     if (op != CollectiveOp::SEND && !collectives::applicable(op, algorithm, ranks, shape))
       throw ConfigError("--algorithm: " + std::string(collectives::to_string(algorithm)) + " cannot run " +
-                        std::string(op_cli_name(op)) + " over " + std::to_string(n) + " GPUs of this cluster");
+                        std::string(op_cli_name(op)) + " over " + std::to_string(n) +
+                        " GPUs of this cluster");
   }
 
   graph::StepProgram prog;
@@ -183,20 +189,21 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
   std::snprintf(line, sizeof line, "# %s over %d GPUs of %s\n", std::string(op_cli_name(op)).c_str(), n,
                 cluster.name.c_str());
   out << line;
-  std::snprintf(line, sizeof line, "#%15s %12s %12s %12s  %s\n", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-                "algorithm");
+  std::snprintf(line, sizeof line, "#%15s %12s %12s %12s  %s\n", "size(B)", "time(us)", "algbw(GB/s)",
+                "busbw(GB/s)", "algorithm");
   out << line;
   for (const Row& row : rows) {
-    std::snprintf(line, sizeof line, "%16.0f %12.2f %12.2f %12.2f  %s\n", row.size, row.time * 1e6, row.algbw, row.busbw,
-                  row.algorithm.c_str());
+    std::snprintf(line, sizeof line, "%16.0f %12.2f %12.2f %12.2f  %s\n", row.size, row.time * 1e6, row.algbw,
+                  row.busbw, row.algorithm.c_str());
     out << line;
   }
   if (!csv_file.empty()) {
     write_file_atomically(csv_file, [&](std::ostream& o) {
       o << "op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps\n";
       for (const Row& row : rows) {
-        std::snprintf(line, sizeof line, "%s,%.0f,%d,%s,%.9g,%.6g,%.6g\n", std::string(op_cli_name(op)).c_str(),
-                      row.size, n, row.algorithm.c_str(), row.time, row.algbw, row.busbw);
+        std::snprintf(line, sizeof line, "%s,%.0f,%d,%s,%.9g,%.6g,%.6g\n",
+                      std::string(op_cli_name(op)).c_str(), row.size, n, row.algorithm.c_str(), row.time,
+                      row.algbw, row.busbw);
         o << line;
       }
     });

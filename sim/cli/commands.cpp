@@ -20,13 +20,19 @@ struct Command {
 constexpr Command COMMANDS[] = {
     {"run", "simulate one training step: --cluster C.yaml --workload W.yaml [--out DIR]", run_command},
     {"memory", "static per-GPU memory ledger per stage (no simulation)", memory_command},
-    {"kernels", "kernel shapes a workload runs, for the microbenchmark suite: --workload W.yaml", kernels_command},
-    {"collective", "nccl-tests-like sweep: --cluster C.yaml --op all_reduce --gpus N [--sizes 1MiB:8GiB]", collective_command},
-    {"sweep", "simulate many configurations: SWEEP.yaml --out DIR [-j N] [--shard I/K] | --merge DIR", sweep_command},
-    {"plan", "search parallel layouts: --cluster C.yaml --workload W.yaml [--gpus N] [--top K]", plan_command},
+    {"kernels", "kernel shapes a workload runs, for the microbenchmark suite: --workload W.yaml",
+     kernels_command},
+    {"collective", "nccl-tests-like sweep: --cluster C.yaml --op all_reduce --gpus N [--sizes 1MiB:8GiB]",
+     collective_command},
+    {"sweep", "simulate many configurations: SWEEP.yaml --out DIR [-j N] [--shard I/K] | --merge DIR",
+     sweep_command},
+    {"plan", "search parallel layouts: --cluster C.yaml --workload W.yaml [--gpus N] [--top K]",
+     plan_command},
     {"validate", "compare with published measured runs: RUNS.yaml [--out DIR] [-j N]", validate_command},
-    {"calibrate", "fit per-GPU-kind knobs on measured runs: RUNS.yaml --fit ID,ID... [--write]", calibrate_command},
-    {"compare", "measured Kineto trace vs simulated trace: --measured T.json --simulated trace.json", compare_command},
+    {"calibrate", "fit per-GPU-kind knobs on measured runs: RUNS.yaml --fit ID,ID... [--write]",
+     calibrate_command},
+    {"compare", "measured Kineto trace vs simulated trace: --measured T.json --simulated trace.json",
+     compare_command},
 };
 
 void usage(std::ostream& out) {

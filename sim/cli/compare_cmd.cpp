@@ -13,7 +13,8 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* COMPARE_USAGE = R"(usage: stepsim compare --measured TRACE [--measured TRACE ...] --simulated trace.json
+constexpr const char* COMPARE_USAGE =
+    R"(usage: stepsim compare --measured TRACE [--measured TRACE ...] --simulated trace.json
 
 Reads PyTorch profiler (Kineto) Chrome traces of a real run and stepsim's trace.json and prints,
 per step and GPU: step time (ProfilerStep# spans, else the trace's span), kernel time by category

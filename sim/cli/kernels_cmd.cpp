@@ -4,8 +4,8 @@
 #include "cli/commands.hpp"
 #include "cli/job.hpp"
 #include "config/config.hpp"
-#include "core/error.hpp"
 #include "core/atomic_file.hpp"
+#include "core/error.hpp"
 #include "kernels/profile.hpp"
 #include "kernels/workload_kernels.hpp"
 #include "runner/simulate.hpp"
@@ -57,11 +57,11 @@ int kernels_command(Args& args, std::ostream& out, std::ostream& /*err*/) {
     workload = config::check_layout(cluster, workload).workload;
     comments.push_back("cluster: " + cluster.name + " (gpu " + cluster.gpu.kind + ")");
   }
-  comments.push_back("layout: tp " + std::to_string(workload.parallel.tp) + ", pp " +
-                     std::to_string(workload.parallel.pp) + ", dp " +
-                     (workload.parallel.dp > 0 ? std::to_string(workload.parallel.dp) : std::string("unknown")) +
-                     ", micro_batch " + std::to_string(workload.batch.micro_batch) + ", zero " +
-                     std::to_string(workload.parallel.zero_stage));
+  comments.push_back(
+      "layout: tp " + std::to_string(workload.parallel.tp) + ", pp " + std::to_string(workload.parallel.pp) +
+      ", dp " + (workload.parallel.dp > 0 ? std::to_string(workload.parallel.dp) : std::string("unknown")) +
+      ", micro_batch " + std::to_string(workload.batch.micro_batch) + ", zero " +
+      std::to_string(workload.parallel.zero_stage));
 
   std::vector<kernels::KernelShape> shapes = kernels::workload_kernels(workload);
   std::set<kernels::KernelShape> seen(shapes.begin(), shapes.end());

@@ -15,7 +15,8 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* MEMORY_USAGE = R"(usage: stepsim memory --cluster FILE --workload FILE [--set PATH=VALUE]... [--fail-on-oom]
+constexpr const char* MEMORY_USAGE =
+    R"(usage: stepsim memory --cluster FILE --workload FILE [--set PATH=VALUE]... [--fail-on-oom]
 
 Prints the per-GPU memory ledger of each pipeline stage (no simulation): weights, gradients,
 optimizer states, activations of the micro-batches in flight, other (ZeRO-3 gathered layers,
@@ -54,7 +55,8 @@ int memory_command(Args& args, std::ostream& out, std::ostream& err) {
               ? ", " + std::to_string(w.training.offload_layers) + " layers per chunk offloaded"
               : std::string())
       << (w.training.fp8_params ? ", fp8 weights" : "") << ")\n"
-      << "  GiB per GPU   weights  gradients  optimizer  activations     other      peak  capacity  in-flight\n";
+      << "  GiB per GPU   weights  gradients  optimizer  activations     other      peak  capacity  "
+         "in-flight\n";
   bool fits = true;
   Bytes host(0.0); // offloaded activations, the most any stage holds
   for (int p = 0; p < w.parallel.pp; ++p) {
@@ -66,20 +68,22 @@ int memory_command(Args& args, std::ostream& out, std::ostream& err) {
     std::snprintf(stage, sizeof stage, "  stage %-5d", p);
     out << stage << cell(l.weights) << "  " << cell(l.gradients) << "  " << cell(l.optimizer) << "    "
         << cell(l.activations) << " " << cell(l.other()) << " " << cell(l.peak()) << " "
-        << cell(cluster.gpu.hbm_capacity) << "  " << model::in_flight_micro_batches(w, p) << (ok ? "" : "  DOES NOT FIT")
-        << '\n';
+        << cell(cluster.gpu.hbm_capacity) << "  " << model::in_flight_micro_batches(w, p)
+        << (ok ? "" : "  DOES NOT FIT") << '\n';
   }
   if (host.value() > 0) {
     const bool host_fits = cluster.gpu.host_memory.value() <= 0 || host <= cluster.gpu.host_memory;
     out << "  host memory for offloaded activations: " << report::gib(host) << " per GPU"
-        << (cluster.gpu.host_memory.value() > 0 ? " of " + report::gib(cluster.gpu.host_memory) : std::string())
+        << (cluster.gpu.host_memory.value() > 0 ? " of " + report::gib(cluster.gpu.host_memory)
+                                                : std::string())
         << (host_fits ? "" : "  DOES NOT FIT") << '\n';
     fits = fits && host_fits;
   }
   out << (fits ? "  fits in memory\n" : "  *** DOES NOT FIT IN MEMORY ***\n");
   if (!fits && fail_on_oom) {
     err << "stepsim: a pipeline stage does not fit in " << report::gib(cluster.gpu.hbm_capacity)
-        << (cluster.gpu.host_memory.value() > 0 ? " (or its offloaded activations in host memory)" : "") << '\n';
+        << (cluster.gpu.host_memory.value() > 0 ? " (or its offloaded activations in host memory)" : "")
+        << '\n';
     return 3;
   }
   return 0;

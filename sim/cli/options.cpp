@@ -40,14 +40,16 @@ std::string Args::required(const std::string& name) {
   if (all.empty())
     throw ConfigError("missing required option " + name + " (see `stepsim " + command_ + " --help`)");
   if (all.size() > 1)
-    throw ConfigError("option " + name + " is given " + std::to_string(all.size()) + " times; it takes one value");
+    throw ConfigError("option " + name + " is given " + std::to_string(all.size()) +
+                      " times; it takes one value");
   return all.front();
 }
 
 std::string Args::value(const std::string& name, const std::string& fallback) {
   const std::vector<std::string> all = values(name);
   if (all.size() > 1)
-    throw ConfigError("option " + name + " is given " + std::to_string(all.size()) + " times; it takes one value");
+    throw ConfigError("option " + name + " is given " + std::to_string(all.size()) +
+                      " times; it takes one value");
   return all.empty() ? fallback : all.front();
 }
 
@@ -94,6 +96,8 @@ void Args::finish() const {
                                         : "unknown option " + it.name + " for `stepsim " + command_ + "`");
 }
 
-void apply_log_level(Args& args) { set_log_level(args.value("--log-level", "off")); }
+void apply_log_level(Args& args) {
+  set_log_level(args.value("--log-level", "off"));
+}
 
 } // namespace stepsim::cli

@@ -30,7 +30,7 @@ public:
 
 private:
   struct Item {
-    std::string name;  ///< "--x" or "" for a positional
+    std::string name; ///< "--x" or "" for a positional
     std::string value;
     bool has_value = false;
     bool used = false;

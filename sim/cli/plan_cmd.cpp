@@ -52,7 +52,9 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string gib(double bytes) { return fmt("%.1f", bytes / (1024.0 * 1024.0 * 1024.0)); }
+std::string gib(double bytes) {
+  return fmt("%.1f", bytes / (1024.0 * 1024.0 * 1024.0));
+}
 
 std::string pad(std::string s, size_t n) {
   if (s.size() < n)
@@ -95,9 +97,9 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
   if (!gpus_text.empty()) {
     const int gpus = positive("--gpus", gpus_text, 1);
     if (gpus % cluster.gpus_per_node != 0 || gpus > cluster.num_gpus())
-      throw ConfigError("--gpus " + gpus_text + ": must be a multiple of gpus_per_node = " +
-                        std::to_string(cluster.gpus_per_node) + " and at most the cluster's " +
-                        std::to_string(cluster.num_gpus()) + " GPUs");
+      throw ConfigError("--gpus " + gpus_text +
+                        ": must be a multiple of gpus_per_node = " + std::to_string(cluster.gpus_per_node) +
+                        " and at most the cluster's " + std::to_string(cluster.num_gpus()) + " GPUs");
     cluster.nodes = gpus / cluster.gpus_per_node;
   }
   WorkloadSpec given = config::load_workload(workload_file, overrides);
@@ -111,15 +113,17 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
     given = checked;
   } catch (const ModelError& e) {
     given_valid = false;
-    err << "stepsim plan: the workload's own layout is not valid here (" << e.what() << "); planning without it\n";
+    err << "stepsim plan: the workload's own layout is not valid here (" << e.what()
+        << "); planning without it\n";
   }
   options.include_given = given_valid;
 
   const planner::PlanResult r = planner::plan(cluster, given, options);
   out << "stepsim plan: " << given.name << " on " << cluster.name << " (" << cluster.num_gpus() << " GPUs)\n"
-      << "  " << r.enumerated << " valid layouts, " << r.fit << " fit in " << gib(cluster.gpu.hbm_capacity.value())
-      << " GiB; enumerate " << fmt("%.2f", r.enumerate_s) << " s, estimate " << fmt("%.2f", r.estimate_s)
-      << " s, simulate " << fmt("%.1f", r.simulate_s) << " s\n";
+      << "  " << r.enumerated << " valid layouts, " << r.fit << " fit in "
+      << gib(cluster.gpu.hbm_capacity.value()) << " GiB; enumerate " << fmt("%.2f", r.enumerate_s)
+      << " s, estimate " << fmt("%.2f", r.estimate_s) << " s, simulate " << fmt("%.1f", r.simulate_s)
+      << " s\n";
   if (r.ranked.empty()) {
     out << "  no layout fits in memory\n";
     return 0;
@@ -133,16 +137,18 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
     name_width = std::max(name_width, planner::describe(c.workload).size() + (c.given ? 2 : 0));
   if (n_show > 0) {
     const bool moe = given.model.moe.enabled();
-    out << "\n  best estimates (s: step = compute + tp" << (moe ? " + ep" : "") << " + bubble + pp + dp + optimizer)\n";
+    out << "\n  best estimates (s: step = compute + tp" << (moe ? " + ep" : "")
+        << " + bubble + pp + dp + optimizer)\n";
     for (size_t i = 0; i < n_show; ++i) {
       const planner::Candidate& c = r.ranked[i];
       const planner::Estimate& e = c.estimate;
-      out << "  " << pad(std::to_string(i + 1), 4) << pad(planner::describe(c.workload), name_width + 2) << fmt("%7.3f", e.step.value())
-          << " = " << fmt("%.3f", e.compute.value()) << " + " << fmt("%.3f", e.tp_comm.value()) << " + "
-          << (moe ? fmt("%.3f", e.ep_comm.value()) + " + " : std::string())
-          << fmt("%.3f", e.bubble.value()) << " + " << fmt("%.3f", e.pp_comm.value()) << " + "
-          << fmt("%.3f", e.dp_exposed.value()) << " + " << fmt("%.3f", e.optimizer.value()) << "   mem "
-          << gib(c.peak_memory.value()) << " GiB" << (c.given ? "  (workload's layout)" : "") << '\n';
+      out << "  " << pad(std::to_string(i + 1), 4) << pad(planner::describe(c.workload), name_width + 2)
+          << fmt("%7.3f", e.step.value()) << " = " << fmt("%.3f", e.compute.value()) << " + "
+          << fmt("%.3f", e.tp_comm.value()) << " + "
+          << (moe ? fmt("%.3f", e.ep_comm.value()) + " + " : std::string()) << fmt("%.3f", e.bubble.value())
+          << " + " << fmt("%.3f", e.pp_comm.value()) << " + " << fmt("%.3f", e.dp_exposed.value()) << " + "
+          << fmt("%.3f", e.optimizer.value()) << "   mem " << gib(c.peak_memory.value()) << " GiB"
+          << (c.given ? "  (workload's layout)" : "") << '\n';
     }
   }
   if (r.outcomes.empty())
@@ -158,21 +164,25 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
       return x.ok;
     return x.step_s < y.step_s;
   });
-  out << "\n  " << pad("simulated (ranked)", 4 + name_width + 6 + 1) << "step s  est s  bubble  exp tp  exp pp  exp dp   MFU"
+  out << "\n  " << pad("simulated (ranked)", 4 + name_width + 6 + 1)
+      << "step s  est s  bubble  exp tp  exp pp  exp dp   MFU"
       << "  peak GiB  headroom\n";
   const double cap = cluster.gpu.hbm_capacity.value();
   for (size_t k = 0; k < order.size(); ++k) {
     const planner::Candidate& c = r.simulated[order[k]];
     const planner::Simulated& s = r.outcomes[order[k]];
-    out << "  " << pad(std::to_string(k + 1), 4) << pad(planner::describe(c.workload) + (c.given ? " *" : ""), name_width + 6);
+    out << "  " << pad(std::to_string(k + 1), 4)
+        << pad(planner::describe(c.workload) + (c.given ? " *" : ""), name_width + 6);
     if (!s.ok) {
       out << "failed: " << s.error << '\n';
       continue;
     }
-    out << fmt("%7.3f", s.step_s) << ' ' << fmt("%6.3f", c.estimate.step.value()) << fmt("%7.1f%%", 100 * s.bubble_fraction)
-        << fmt("%8.3f", s.exposed_tp_s) << fmt("%8.3f", s.exposed_pp_s) << fmt("%8.3f", s.exposed_dp_s)
-        << fmt("%6.1f%%", 100 * s.mfu) << fmt("%10.1f", s.peak_bytes / (1024.0 * 1024 * 1024))
-        << fmt("%9.1f", (cap - s.peak_bytes) / (1024.0 * 1024 * 1024)) << (s.fits ? "" : "  DOES NOT FIT") << '\n';
+    out << fmt("%7.3f", s.step_s) << ' ' << fmt("%6.3f", c.estimate.step.value())
+        << fmt("%7.1f%%", 100 * s.bubble_fraction) << fmt("%8.3f", s.exposed_tp_s)
+        << fmt("%8.3f", s.exposed_pp_s) << fmt("%8.3f", s.exposed_dp_s) << fmt("%6.1f%%", 100 * s.mfu)
+        << fmt("%10.1f", s.peak_bytes / (1024.0 * 1024 * 1024))
+        << fmt("%9.1f", (cap - s.peak_bytes) / (1024.0 * 1024 * 1024)) << (s.fits ? "" : "  DOES NOT FIT")
+        << '\n';
   }
   out << "  (* = the workload file's own layout)\n";
 
@@ -180,23 +190,24 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
   const size_t best = order.front();
   const planner::Simulated& b = r.outcomes[best];
   if (!b.ok) {
-    err << "stepsim plan: error: no simulated layout succeeded; " << planner::describe(r.simulated[best].workload)
-        << ": " << b.error << '\n';
+    err << "stepsim plan: error: no simulated layout succeeded; "
+        << planner::describe(r.simulated[best].workload) << ": " << b.error << '\n';
     return 1;
   }
   auto why = [&](size_t other, const char* label) {
     const planner::Simulated& o = r.outcomes[other];
     if (!o.ok || other == best)
       return;
-    out << "  vs " << label << " (" << planner::describe(r.simulated[other].workload) << "): "
-        << fmt("%.3f", o.step_s - b.step_s) << " s faster; bubble " << fmt("%.1f", 100 * b.bubble_fraction) << "% vs "
-        << fmt("%.1f", 100 * o.bubble_fraction) << "% (" << fmt("%+.3f", b.bubble_fraction * b.step_s - o.bubble_fraction * o.step_s)
-        << " s); exposed comm " << fmt("%.3f", b.exposed_tp_s + b.exposed_pp_s + b.exposed_dp_s) << " vs "
+    out << "  vs " << label << " (" << planner::describe(r.simulated[other].workload)
+        << "): " << fmt("%.3f", o.step_s - b.step_s) << " s faster; bubble "
+        << fmt("%.1f", 100 * b.bubble_fraction) << "% vs " << fmt("%.1f", 100 * o.bubble_fraction) << "% ("
+        << fmt("%+.3f", b.bubble_fraction * b.step_s - o.bubble_fraction * o.step_s) << " s); exposed comm "
+        << fmt("%.3f", b.exposed_tp_s + b.exposed_pp_s + b.exposed_dp_s) << " vs "
         << fmt("%.3f", o.exposed_tp_s + o.exposed_pp_s + o.exposed_dp_s) << " s; memory headroom "
         << gib(cap - b.peak_bytes) << " vs " << gib(cap - o.peak_bytes) << " GiB\n";
   };
-  out << "\n  best: " << planner::describe(r.simulated[best].workload) << ", " << fmt("%.3f", b.step_s) << " s per step, MFU "
-      << fmt("%.1f", 100 * b.mfu) << "%\n";
+  out << "\n  best: " << planner::describe(r.simulated[best].workload) << ", " << fmt("%.3f", b.step_s)
+      << " s per step, MFU " << fmt("%.1f", 100 * b.mfu) << "%\n";
   if (order.size() > 1)
     why(order[1], "runner-up");
   for (size_t i = 0; i < r.simulated.size(); ++i)

@@ -53,7 +53,8 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
   const bool write_csv = args.flag("--csv");
   const bool quiet = args.flag("--quiet");
   const bool fail_on_oom = args.flag("--fail-on-oom");
-  runner::SimulateOptions options{.collective_form = parse_collective_form(args.value("--collectives", "auto")),
+  runner::SimulateOptions options{.collective_form =
+                                      parse_collective_form(args.value("--collectives", "auto")),
                                   .fold_dp = !args.flag("--no-fold"),
                                   .sample_collectives = !args.flag("--no-sampling")};
   args.finish();
@@ -77,13 +78,14 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
   const runner::Simulation sim = runner::simulate(cluster, workload, options);
   if (!quiet) {
     report::print_summary_table(out, sim.summary);
-    err << "simulated " << sim.program.graph.size() << " tasks, " << sim.result.flows << " flows in " << sim.wall_s
-        << " s wall\n";
+    err << "simulated " << sim.program.graph.size() << " tasks, " << sim.result.flows << " flows in "
+        << sim.wall_s << " s wall\n";
   }
   if (!out_dir.empty()) {
     namespace fs = std::filesystem;
     const fs::path dir(out_dir);
-    write_file_atomically(dir / "summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
+    write_file_atomically(dir / "summary.json",
+                          [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
     trace::TraceInput in{sim.program, sim.result.start, sim.result.end, cluster, workload};
     if (write_trace) {
       const report::MemoryReport memory =

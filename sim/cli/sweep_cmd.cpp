@@ -101,7 +101,8 @@ int sweep_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::string timeout_text = args.value("--timeout", "");
   const bool retry_failed = args.flag("--retry-failed");
   const bool list_only = args.flag("--dry-run");
-  const runner::SimulateOptions simulate{.collective_form = parse_collective_form(args.value("--collectives", "auto")),
+  const runner::SimulateOptions simulate{.collective_form =
+                                             parse_collective_form(args.value("--collectives", "auto")),
                                          .fold_dp = !args.flag("--no-fold")};
   // Positionals: the sweep file, and `-j N` / `-jN` (the option parser knows only --long options).
   std::vector<std::string> files;
@@ -140,8 +141,9 @@ int sweep_command(Args& args, std::ostream& out, std::ostream& err) {
   sweep::SweepOptions options{.sweep_file = files.front(),
                               .out_dir = out_dir,
                               .jobs = jobs_given ? parse_jobs(jobs_text) : 0,
-                              .shard = shard_text.empty() ? std::nullopt
-                                                          : std::optional<sweep::Shard>(sweep::parse_shard(shard_text)),
+                              .shard = shard_text.empty()
+                                           ? std::nullopt
+                                           : std::optional<sweep::Shard>(sweep::parse_shard(shard_text)),
                               .timeout_s = timeout_text.empty() ? 0.0 : parse_timeout(timeout_text),
                               .retry_failed = retry_failed,
                               .tty = ::isatty(STDERR_FILENO) != 0,
@@ -170,8 +172,10 @@ int sweep_command(Args& args, std::ostream& out, std::ostream& err) {
     code = exit_code(sweep::run_sweep(options, err));
   } catch (const std::exception& e) {
     err << "stepsim: error (rank " << mpi.rank() << "): " << e.what() << '\n';
-    mpi.abort(dynamic_cast<const ConfigError*>(&e) != nullptr || dynamic_cast<const ModelError*>(&e) != nullptr ? 2
-                                                                                                                : 1);
+    mpi.abort(dynamic_cast<const ConfigError*>(&e) != nullptr ||
+                      dynamic_cast<const ModelError*>(&e) != nullptr
+                  ? 2
+                  : 1);
   }
   mpi.barrier();
   if (mpi.rank() == 0)

@@ -78,14 +78,17 @@ int validate_command(Args& args, std::ostream& out, std::ostream& err) {
     err << "stepsim: warning: " << line << '\n';
   namespace fs = std::filesystem;
   const bool temporary = out_dir.empty();
-  options.work_dir = temporary ? fs::temp_directory_path() / ("stepsim-validate-" + std::to_string(::getpid()))
-                               : fs::path(out_dir);
+  options.work_dir = temporary
+                         ? fs::temp_directory_path() / ("stepsim-validate-" + std::to_string(::getpid()))
+                         : fs::path(out_dir);
   fs::create_directories(options.work_dir);
 
-  err << "validating " << runs.runs.size() << " runs of " << runs.source << " (" << options.jobs << " at a time)\n";
+  err << "validating " << runs.runs.size() << " runs of " << runs.source << " (" << options.jobs
+      << " at a time)\n";
   const std::vector<validate::RunResult> results = validate::validate_runs(runs, options, &err);
   if (!temporary)
-    write_file_atomically(options.work_dir / "validation.csv", [&](std::ostream& o) { validate::write_csv(o, results); });
+    write_file_atomically(options.work_dir / "validation.csv",
+                          [&](std::ostream& o) { validate::write_csv(o, results); });
   else
     fs::remove_all(options.work_dir);
   validate::print_table(out, results);

@@ -190,9 +190,11 @@ void append_chain(FlowProgram& p, const std::vector<int32_t>& seq, double bytes,
       if (v.latency)
         alpha = std::max(alpha, v.latency(seq[static_cast<size_t>(i)], seq[static_cast<size_t>(i + 1)]));
       if (v.bandwidth)
-        beta = std::min(beta, v.bandwidth(seq[static_cast<size_t>(i)], seq[static_cast<size_t>(i + 1)]).value());
+        beta =
+            std::min(beta, v.bandwidth(seq[static_cast<size_t>(i)], seq[static_cast<size_t>(i + 1)]).value());
     }
-    p.tail_delay += alpha * static_cast<double>(n + C - 3) + Seconds(std::isfinite(beta) ? (n - 2) * chunk / beta : 0.0);
+    p.tail_delay +=
+        alpha * static_cast<double>(n + C - 3) + Seconds(std::isfinite(beta) ? (n - 2) * chunk / beta : 0.0);
     return;
   }
   const uint32_t base = b.size();
@@ -208,8 +210,8 @@ void append_chain(FlowProgram& p, const std::vector<int32_t>& seq, double bytes,
 // ---- double binary tree ---------------------------------------------------------------------------
 
 struct Tree {
-  std::vector<int32_t> gpu;    ///< vertex -> GPU
-  std::vector<int> parent;     ///< vertex -> parent vertex, -1 for the root
+  std::vector<int32_t> gpu; ///< vertex -> GPU
+  std::vector<int> parent;  ///< vertex -> parent vertex, -1 for the root
   std::vector<std::vector<int>> children;
   int root = 0;
   int depth = 0;
@@ -248,7 +250,8 @@ Tree build_tree(const std::vector<std::vector<int32_t>>& groups, bool mirror, in
       t.children[static_cast<size_t>(t.parent[x])].push_back(static_cast<int>(x));
   for (size_t x = 0; x < t.gpu.size(); ++x) {
     int d = 0;
-    for (int y = static_cast<int>(x); t.parent[static_cast<size_t>(y)] >= 0; y = t.parent[static_cast<size_t>(y)])
+    for (int y = static_cast<int>(x); t.parent[static_cast<size_t>(y)] >= 0;
+         y = t.parent[static_cast<size_t>(y)])
       ++d;
     t.depth = std::max(t.depth, d);
   }
@@ -335,7 +338,8 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
             deps.push_back(idx_up[at(k, ch)]);
           if (k > 0)
             deps.push_back(idx_up[at(k - 1, x)]);
-          idx_up[at(k, x)] = b.add(t.gpu[static_cast<size_t>(x)], t.gpu[static_cast<size_t>(par)], chunk, deps);
+          idx_up[at(k, x)] =
+              b.add(t.gpu[static_cast<size_t>(x)], t.gpu[static_cast<size_t>(par)], chunk, deps);
         }
         for (int x = 0; x < V; ++x) {
           const int par = t.parent[static_cast<size_t>(x)];
@@ -350,7 +354,8 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
           }
           if (k > 0)
             deps.push_back(idx_down[at(k - 1, x)]);
-          idx_down[at(k, x)] = b.add(t.gpu[static_cast<size_t>(par)], t.gpu[static_cast<size_t>(x)], chunk, deps);
+          idx_down[at(k, x)] =
+              b.add(t.gpu[static_cast<size_t>(par)], t.gpu[static_cast<size_t>(x)], chunk, deps);
         }
       }
     }
@@ -362,7 +367,8 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
 
 /// Appends `phase` after what is already in `p`: each rank's first flows wait for the last
 /// flows it sent and received before (a per-rank barrier between phases).
-void append_phase(FlowProgram& p, const FlowProgram& phase, std::vector<std::pair<int32_t, std::vector<int64_t>>>& frontier) {
+void append_phase(FlowProgram& p, const FlowProgram& phase,
+                  std::vector<std::pair<int32_t, std::vector<int64_t>>>& frontier) {
   Builder b(p);
   const uint32_t base = b.size();
   auto find_frontier = [&](int32_t g) -> std::vector<int64_t>* {
@@ -425,7 +431,8 @@ void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes si
   rs.dep_begin.push_back(0);
   if (m > 1)
     for (const auto& g : groups) {
-      merge_concurrent(rs, expand_ring(CollectiveOp::REDUCE_SCATTER, g, size, form, v.latency)); // disjoint groups
+      merge_concurrent(
+          rs, expand_ring(CollectiveOp::REDUCE_SCATTER, g, size, form, v.latency)); // disjoint groups
     }
   append_phase(p, rs, frontier);
   // 2. all-reduce of size/m over each rail (GPU j of every node), concurrently.
@@ -435,7 +442,8 @@ void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes si
     std::vector<int32_t> rail;
     for (const auto& g : groups)
       rail.push_back(g[j]);
-    merge_concurrent(ar, expand_ring(CollectiveOp::ALL_REDUCE, rail, size / static_cast<double>(m), form, v.latency));
+    merge_concurrent(
+        ar, expand_ring(CollectiveOp::ALL_REDUCE, rail, size / static_cast<double>(m), form, v.latency));
   }
   append_phase(p, ar, frontier);
   // 3. all-gather inside each node.
@@ -474,7 +482,8 @@ void append_nvls(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, Coll
       beta = v.bandwidth(gpus[0], gpus[1]).value();
     if (v.latency)
       alpha = v.latency(gpus[0], gpus[1]) / 2.0;
-    p.tail_delay += v.nvls_latency + alpha * static_cast<double>(C) + Seconds(std::isfinite(beta) ? chunk / beta : 0.0);
+    p.tail_delay +=
+        v.nvls_latency + alpha * static_cast<double>(C) + Seconds(std::isfinite(beta) ? chunk / beta : 0.0);
     return;
   }
   // up(k, i) = 2 (k n + i), down(k, i) = up + 1: a chunk comes down once every rank sent it up.
@@ -641,23 +650,36 @@ void append_all_to_all(FlowProgram& p, std::span<const int32_t> gpus, Bytes size
 // ---- names ----------------------------------------------------------------------------------------
 
 Algorithm parse_algorithm(std::string_view text) {
-  if (text == "auto") return Algorithm::AUTO;
-  if (text == "ring") return Algorithm::RING;
-  if (text == "tree") return Algorithm::TREE;
-  if (text == "hierarchical") return Algorithm::HIERARCHICAL;
-  if (text == "nvls") return Algorithm::NVLS;
-  if (text == "pairwise") return Algorithm::PAIRWISE;
-  throw ConfigError("expected one of auto, ring, tree, hierarchical, nvls, pairwise, found '" + std::string(text) + "'");
+  if (text == "auto")
+    return Algorithm::AUTO;
+  if (text == "ring")
+    return Algorithm::RING;
+  if (text == "tree")
+    return Algorithm::TREE;
+  if (text == "hierarchical")
+    return Algorithm::HIERARCHICAL;
+  if (text == "nvls")
+    return Algorithm::NVLS;
+  if (text == "pairwise")
+    return Algorithm::PAIRWISE;
+  throw ConfigError("expected one of auto, ring, tree, hierarchical, nvls, pairwise, found '" +
+                    std::string(text) + "'");
 }
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
-  case Algorithm::AUTO: return "auto";
-  case Algorithm::RING: return "ring";
-  case Algorithm::TREE: return "tree";
-  case Algorithm::HIERARCHICAL: return "hierarchical";
-  case Algorithm::NVLS: return "nvls";
-  case Algorithm::PAIRWISE: return "pairwise";
+  case Algorithm::AUTO:
+    return "auto";
+  case Algorithm::RING:
+    return "ring";
+  case Algorithm::TREE:
+    return "tree";
+  case Algorithm::HIERARCHICAL:
+    return "hierarchical";
+  case Algorithm::NVLS:
+    return "nvls";
+  case Algorithm::PAIRWISE:
+    return "pairwise";
   }
   return "?";
 }
@@ -666,13 +688,16 @@ double bus_factor(CollectiveOp op, int n) {
   if (n < 2)
     return 1.0;
   switch (op) {
-  case CollectiveOp::ALL_REDUCE: return 2.0 * (n - 1) / n;
+  case CollectiveOp::ALL_REDUCE:
+    return 2.0 * (n - 1) / n;
   case CollectiveOp::ALL_GATHER:
   case CollectiveOp::REDUCE_SCATTER:
-  case CollectiveOp::ALL_TO_ALL: return static_cast<double>(n - 1) / n;
+  case CollectiveOp::ALL_TO_ALL:
+    return static_cast<double>(n - 1) / n;
   case CollectiveOp::SEND:
   case CollectiveOp::BROADCAST:
-  case CollectiveOp::REDUCE: return 1.0;
+  case CollectiveOp::REDUCE:
+    return 1.0;
   }
   return 1.0;
 }
@@ -698,18 +723,23 @@ bool applicable(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, con
   if (a == Algorithm::AUTO)
     return true;
   switch (op) {
-  case CollectiveOp::SEND: return a == Algorithm::RING;
-  case CollectiveOp::ALL_TO_ALL: return a == Algorithm::PAIRWISE;
+  case CollectiveOp::SEND:
+    return a == Algorithm::RING;
+  case CollectiveOp::ALL_TO_ALL:
+    return a == Algorithm::PAIRWISE;
   case CollectiveOp::ALL_GATHER:
   case CollectiveOp::REDUCE_SCATTER:
   case CollectiveOp::BROADCAST:
-  case CollectiveOp::REDUCE: return a == Algorithm::RING;
-  case CollectiveOp::ALL_REDUCE: break;
+  case CollectiveOp::REDUCE:
+    return a == Algorithm::RING;
+  case CollectiveOp::ALL_REDUCE:
+    break;
   }
   const auto groups = by_node(gpus, v);
   switch (a) {
   case Algorithm::RING:
-  case Algorithm::TREE: return true;
+  case Algorithm::TREE:
+    return true;
   case Algorithm::HIERARCHICAL: {
     if (groups.size() < 2 || groups.front().size() < 2)
       return false;
@@ -718,14 +748,17 @@ bool applicable(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, con
         return false;
     return true;
   }
-  case Algorithm::NVLS: return v.nvls && groups.size() == 1 && gpus.size() >= 2;
+  case Algorithm::NVLS:
+    return v.nvls && groups.size() == 1 && gpus.size() >= 2;
   case Algorithm::PAIRWISE:
-  case Algorithm::AUTO: return false;
+  case Algorithm::AUTO:
+    return false;
   }
   return false;
 }
 
-Seconds estimate(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, Bytes size, const TopologyView& v) {
+Seconds estimate(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, Bytes size,
+                 const TopologyView& v) {
   const GroupShape s = shape_of(gpus, v);
   const int n = s.n;
   if (n < 2 || size.value() <= 0)
@@ -743,7 +776,8 @@ Seconds estimate(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, By
   const double ring_alpha = s.nodes > 1 ? ax : ai;
   const double ring_beta = s.nodes > 1 ? std::min(bx * nch, m > 1 ? bi * m / (m - 1.0) : inf) : bi;
   switch (a) {
-  case Algorithm::AUTO: return estimate(op, choose(op, gpus, size, v), gpus, size, v);
+  case Algorithm::AUTO:
+    return estimate(op, choose(op, gpus, size, v), gpus, size, v);
   case Algorithm::RING: {
     if (op == CollectiveOp::SEND)
       return Seconds(ring_alpha + S / (s.nodes > 1 ? bx : bi));
@@ -823,8 +857,8 @@ double remote_copy_share(const NodeDeduplication& d, int nodes) {
   return std::min(1.0, chosen * (1.0 - none) / copies);
 }
 
-FlowProgram expand(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, CollectiveForm form,
-                   const TopologyView& view, const NodeDeduplication& dedup) {
+FlowProgram expand(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm,
+                   CollectiveForm form, const TopologyView& view, const NodeDeduplication& dedup) {
   const int n = static_cast<int>(gpus.size());
   form = resolve_form(form, gpus.size());
   if (op == CollectiveOp::SEND)
@@ -855,11 +889,20 @@ FlowProgram expand(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, A
       append_ring(prog, op, channel_rings(gpus, view), size, form, view);
     }
     break;
-  case Algorithm::TREE: append_tree_all_reduce(prog, gpus, size, form, view); break;
-  case Algorithm::HIERARCHICAL: append_hierarchical(prog, gpus, size, form, view); break;
-  case Algorithm::NVLS: append_nvls(prog, gpus, size, form, view); break;
-  case Algorithm::PAIRWISE: append_all_to_all(prog, gpus, size, form, view, dedup); break;
-  case Algorithm::AUTO: break;
+  case Algorithm::TREE:
+    append_tree_all_reduce(prog, gpus, size, form, view);
+    break;
+  case Algorithm::HIERARCHICAL:
+    append_hierarchical(prog, gpus, size, form, view);
+    break;
+  case Algorithm::NVLS:
+    append_nvls(prog, gpus, size, form, view);
+    break;
+  case Algorithm::PAIRWISE:
+    append_all_to_all(prog, gpus, size, form, view, dedup);
+    break;
+  case Algorithm::AUTO:
+    break;
   }
   return prog;
 }

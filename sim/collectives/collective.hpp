@@ -47,7 +47,8 @@ std::string_view to_string(Algorithm a);
 
 /// True when `algorithm` can run `op` over `gpus` on `view` (e.g. NVLS: all-reduce inside one
 /// node that has NVLS; hierarchical: all-reduce, same number of GPUs on each node, >1 node).
-bool applicable(CollectiveOp op, Algorithm algorithm, std::span<const int32_t> gpus, const TopologyView& view);
+bool applicable(CollectiveOp op, Algorithm algorithm, std::span<const int32_t> gpus,
+                const TopologyView& view);
 
 /// Analytic alpha-beta estimate of `op` with `algorithm` (no contention). Used to choose.
 Seconds estimate(CollectiveOp op, Algorithm algorithm, std::span<const int32_t> gpus, Bytes size,
@@ -86,8 +87,8 @@ double remote_copy_share(const NodeDeduplication& d, int nodes);
 /// `form` AUTO with resolve_form();
 /// an algorithm that is not applicable throws SimulationError. Empty for n == 1 or size == 0.
 /// `dedup` scales an all-to-all's cross-node pieces by remote_copy_share.
-FlowProgram expand(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm, CollectiveForm form,
-                   const TopologyView& view, const NodeDeduplication& dedup = {});
+FlowProgram expand(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, Algorithm algorithm,
+                   CollectiveForm form, const TopologyView& view, const NodeDeduplication& dedup = {});
 
 /// nccl-tests bus bandwidth factor: algbw x factor = busbw. 2(n-1)/n all-reduce, (n-1)/n
 /// all-gather / reduce-scatter / all-to-all, 1 broadcast / reduce / p2p.

@@ -10,18 +10,24 @@ namespace stepsim::collectives {
 CollectiveForm resolve_form(CollectiveForm form, size_t ranks, const FormThresholds& thresholds) {
   if (form != CollectiveForm::AUTO)
     return form;
-  return ranks <= static_cast<size_t>(thresholds.fine_max_ranks) ? CollectiveForm::FINE : CollectiveForm::COARSE;
+  return ranks <= static_cast<size_t>(thresholds.fine_max_ranks) ? CollectiveForm::FINE
+                                                                 : CollectiveForm::COARSE;
 }
 
 int ring_steps(CollectiveOp op, int n) {
   switch (op) {
-  case CollectiveOp::ALL_REDUCE: return 2 * (n - 1);
+  case CollectiveOp::ALL_REDUCE:
+    return 2 * (n - 1);
   case CollectiveOp::ALL_GATHER:
-  case CollectiveOp::REDUCE_SCATTER: return n - 1;
-  case CollectiveOp::SEND: return 1;
+  case CollectiveOp::REDUCE_SCATTER:
+    return n - 1;
+  case CollectiveOp::SEND:
+    return 1;
   case CollectiveOp::BROADCAST:
-  case CollectiveOp::REDUCE: return n - 1;
-  case CollectiveOp::ALL_TO_ALL: return n - 1;
+  case CollectiveOp::REDUCE:
+    return n - 1;
+  case CollectiveOp::ALL_TO_ALL:
+    return n - 1;
   }
   return 0;
 }
@@ -38,7 +44,8 @@ FlowProgram expand_ring(CollectiveOp op, std::span<const int32_t> gpus, Bytes si
   prog.dep_begin.push_back(0);
   const int n = static_cast<int>(gpus.size());
   if (op == CollectiveOp::BROADCAST || op == CollectiveOp::REDUCE || op == CollectiveOp::ALL_TO_ALL)
-    throw SimulationError("collectives: expand_ring handles all-reduce, all-gather, reduce-scatter and send; use expand()");
+    throw SimulationError(
+        "collectives: expand_ring handles all-reduce, all-gather, reduce-scatter and send; use expand()");
   if (op == CollectiveOp::SEND && n != 2)
     throw SimulationError("collectives: a send needs exactly 2 GPUs, got " + std::to_string(n));
   if (n < 2 || size.value() <= 0)

@@ -22,9 +22,9 @@ struct FormThresholds {
 CollectiveForm resolve_form(CollectiveForm form, size_t ranks, const FormThresholds& thresholds = {});
 
 struct Flow {
-  int32_t src = 0;   ///< GPU index, or switch_endpoint(node) for an NVSwitch (NVLS)
-  int32_t dst = 0;   ///< GPU index, or switch_endpoint(node)
-  double bytes = 0;  ///< payload
+  int32_t src = 0;  ///< GPU index, or switch_endpoint(node) for an NVSwitch (NVLS)
+  int32_t dst = 0;  ///< GPU index, or switch_endpoint(node)
+  double bytes = 0; ///< payload
 };
 
 /// Flows with intra-program dependencies (compressed: flow f waits for
@@ -33,7 +33,7 @@ struct FlowProgram {
   std::vector<Flow> flows;
   std::vector<uint32_t> dep_begin; ///< size flows.size() + 1
   std::vector<uint32_t> deps;
-  Seconds tail_delay;              ///< analytic latency added after the last flow
+  Seconds tail_delay; ///< analytic latency added after the last flow
 
   [[nodiscard]] std::span<const uint32_t> deps_of(size_t f) const {
     return {deps.data() + dep_begin[f], dep_begin[f + 1] - dep_begin[f]};
@@ -41,9 +41,13 @@ struct FlowProgram {
 };
 
 /// The NVSwitch of `node` as a flow endpoint (negative, so never a GPU index).
-constexpr int32_t switch_endpoint(int node) { return -1 - node; }
+constexpr int32_t switch_endpoint(int node) {
+  return -1 - node;
+}
 /// Inverse of switch_endpoint.
-constexpr int node_of_switch_endpoint(int32_t endpoint) { return -1 - endpoint; }
+constexpr int node_of_switch_endpoint(int32_t endpoint) {
+  return -1 - endpoint;
+}
 
 /// One-way latency between two GPUs (from the platform).
 using LatencyFn = std::function<Seconds(int32_t, int32_t)>;

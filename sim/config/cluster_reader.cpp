@@ -16,9 +16,9 @@ namespace {
 
 // Largest sizes accepted (docs/schema.md, "Size limits"): far above any real cluster, they keep
 // every product of sizes the simulator forms inside int64 and a platform inside memory.
-constexpr int64_t MAX_GPUS = int64_t{1} << 20;   // nodes x gpus_per_node (building its platform: ~50 s, 7 GB)
-constexpr int64_t MAX_NODES = int64_t{1} << 20;  // nodes under one leaf or pod
-constexpr int64_t MAX_PER_NODE = 1024; // GPUs or NICs of one node (NVL576 is the largest domain)
+constexpr int64_t MAX_GPUS = int64_t{1} << 20;  // nodes x gpus_per_node (building its platform: ~50 s, 7 GB)
+constexpr int64_t MAX_NODES = int64_t{1} << 20; // nodes under one leaf or pod
+constexpr int64_t MAX_PER_NODE = 1024;          // GPUs or NICs of one node (NVL576 is the largest domain)
 
 /// A YAML list under `f`, else fails "expected WHAT, found ...". Returned by value (a node is a
 /// handle): callers iterate it straight from a temporary Field in a range-for, whose lifetime
@@ -72,7 +72,8 @@ void read_graph_fabric(const Document& doc, const MapReader& fabric, ClusterSpec
   // of thousands of switches would make every route a long walk).
   const Field switches = fabric.require("switches");
   if (switches.value().IsSequence() && switches.value().size() > 4096)
-    switches.fail("expected at most 4096 switches (the size limit), found " + std::to_string(switches.value().size()));
+    switches.fail("expected at most 4096 switches (the size limit), found " +
+                  std::to_string(switches.value().size()));
   std::size_t i = 0;
   for (const YAML::Node& node : list_of(switches, "a list of switch names")) {
     const Field name(doc, "fabric.switches[" + std::to_string(i++) + "]", node, node);
@@ -94,8 +95,8 @@ void read_graph_fabric(const Document& doc, const MapReader& fabric, ClusterSpec
     l.a = switch_of(Field(doc, path + ".between[0]", between.value()[0], between.value()[0]));
     l.b = switch_of(Field(doc, path + ".between[1]", between.value()[1], between.value()[1]));
     if (l.a == l.b)
-      between.fail("expected two different switches, found '" + c.fabric.switches[static_cast<std::size_t>(l.a)] +
-                   "' twice");
+      between.fail("expected two different switches, found '" +
+                   c.fabric.switches[static_cast<std::size_t>(l.a)] + "' twice");
     l.bandwidth = positive_bandwidth(link.require("bandwidth"));
     if (auto f = link.find("latency"))
       l.latency = latency(*f);
@@ -157,7 +158,8 @@ void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpe
   // A graph's links give its capacities and its attachments the nodes' switches.
   for (std::string_view key : {"nodes_per_leaf", "oversubscription"})
     if (graph && fabric.has(key))
-      fabric.require(key).fail("not for kind: graph (its links and attach entries give the capacities and leaves)");
+      fabric.require(key).fail(
+          "not for kind: graph (its links and attach entries give the capacities and leaves)");
   if (auto f = fabric.find("tiers"))
     c.fabric.tiers = static_cast<int>(f->integer(2, 3, "2 or 3"));
   for (std::string_view key : {"leaves_per_pod", "spine_oversubscription"})
@@ -204,19 +206,23 @@ void read_gpu(const Document& doc, const MapReader& gpu, GpuSpec& g) {
     if (p.is_relative() && f.where().rfind("--set ", 0) != 0)
       p = std::filesystem::path(doc.file()).parent_path() / p;
     if (const std::string why = input_file_problem(p); !why.empty())
-      f.fail("kernel profile '" + p.lexically_normal().string() + "': " + why + " (or `none` for the roofline)");
+      f.fail("kernel profile '" + p.lexically_normal().string() + "': " + why +
+             " (or `none` for the roofline)");
     g.profile = p.lexically_normal().string();
   });
   optional_key(gpu, "overlap_slowdown", [&](const Field& f) {
-    g.overlap_slowdown = f.number("a number in [1, 10] (the sanity limit)", [](double v) { return v >= 1.0 && v <= 10.0; });
+    g.overlap_slowdown =
+        f.number("a number in [1, 10] (the sanity limit)", [](double v) { return v >= 1.0 && v <= 10.0; });
   });
   optional_key(gpu, "gemm_efficiency", [&](const Field& f) { g.gemm_efficiency = fraction(f); });
-  optional_key(gpu, "memory_bound_efficiency", [&](const Field& f) { g.memory_bound_efficiency = fraction(f); });
+  optional_key(gpu, "memory_bound_efficiency",
+               [&](const Field& f) { g.memory_bound_efficiency = fraction(f); });
   optional_key(gpu, "launch_overhead", [&](const Field& f) { g.launch_overhead = latency(f); });
   optional_key(gpu, "host_bandwidth", [&](const Field& f) { g.host_bandwidth = positive_bandwidth(f); });
   optional_key(gpu, "host_memory", [&](const Field& f) { g.host_memory = positive_bytes(f); });
   optional_key(gpu, "pass_overhead", [&](const Field& f) { g.pass_overhead = latency(f); });
-  optional_key(gpu, "list_collective_per_rank", [&](const Field& f) { g.list_collective_per_rank = latency(f); });
+  optional_key(gpu, "list_collective_per_rank",
+               [&](const Field& f) { g.list_collective_per_rank = latency(f); });
 }
 
 /// Inside a node: an NVSwitch (optionally with NVLink SHARP) or PCIe; exactly one of the two.
@@ -229,7 +235,8 @@ void read_intra_node(const Document& doc, const MapReader& top, ClusterSpec& c) 
     c.intra = IntraNodeKind::PCIE;
     if (auto pcie = section(top, "pcie", File::CLUSTER)) {
       read_link(*pcie, c.nvswitch);
-      optional_key(*pcie, "host_bandwidth", [&](const Field& f) { c.pcie_host_bandwidth = positive_bandwidth(f); });
+      optional_key(*pcie, "host_bandwidth",
+                   [&](const Field& f) { c.pcie_host_bandwidth = positive_bandwidth(f); });
     }
   } else if (auto nvs = section(top, "nvswitch", File::CLUSTER)) {
     read_link(*nvs, c.nvswitch);
@@ -250,7 +257,8 @@ void read_fabric(const Document& doc, const MapReader& fabric, ClusterSpec& c) {
   });
   if (kind && c.nodes > 0 && c.nics_per_node > 0) // else already an error
     doc.attempt([&] { read_fabric_extras(doc, fabric, c); });
-  optional_key(fabric, "nodes_per_leaf", [&](const Field& f) { c.fabric.nodes_per_leaf = limited_int(f, MAX_NODES); });
+  optional_key(fabric, "nodes_per_leaf",
+               [&](const Field& f) { c.fabric.nodes_per_leaf = limited_int(f, MAX_NODES); });
   optional_key(fabric, "oversubscription", [&](const Field& f) {
     c.fabric.oversubscription = f.number("a number >= 1", [](double v) { return v >= 1.0; });
     at_most(f, c.fabric.oversubscription, 1e6, f.scalar("a number"), "1e6");

@@ -35,8 +35,8 @@ WorkloadSpec load_workload(const std::filesystem::path& file, const std::vector<
 
 /// A workload that check_layout accepted on a cluster, with what the check derived.
 struct Layout {
-  WorkloadSpec workload;    ///< the checked workload, parallel.dp derived when it was 0
-  bool dp_derived = false;  ///< parallel.dp was 0 (omitted) and is GPUs / (tp*cp*pp)
+  WorkloadSpec workload;   ///< the checked workload, parallel.dp derived when it was 0
+  bool dp_derived = false; ///< parallel.dp was 0 (omitted) and is GPUs / (tp*cp*pp)
 };
 
 /// Checks that the workload can run on the cluster; `workload` is not changed. Throws ModelError

@@ -16,10 +16,13 @@ int64_t limited_int64(const Field& f, int64_t max) {
   return v;
 }
 
-int limited_int(const Field& f, int64_t max) { return static_cast<int>(limited_int64(f, max)); }
+int limited_int(const Field& f, int64_t max) {
+  return static_cast<int>(limited_int64(f, max));
+}
 
 double fraction(const Field& f) {
-  return f.number("a number in [0.001, 1] (the sanity limit)", [](double v) { return v >= 1e-3 && v <= 1.0; });
+  return f.number("a number in [0.001, 1] (the sanity limit)",
+                  [](double v) { return v >= 1e-3 && v <= 1.0; });
 }
 
 Bytes nonnegative_bytes(const Field& f) {
@@ -30,10 +33,10 @@ namespace {
 
 // Sanity limits of physical figures (docs/schema.md, "Size limits"): orders of magnitude beyond
 // any hardware, they keep every time the engine forms finite and resolvable in double precision.
-constexpr double MAX_BYTES = 1125899906842624.0;   // 1 PiB
-constexpr double MAX_BANDWIDTH = 1e15;             // 1 PB/s
+constexpr double MAX_BYTES = 1125899906842624.0;    // 1 PiB
+constexpr double MAX_BANDWIDTH = 1e15;              // 1 PB/s
 constexpr double MIN_FLOPS = 1e9, MAX_FLOPS = 1e21; // 1 GFLOP/s .. 1 ZFLOP/s
-constexpr double MAX_LATENCY = 10.0;               // seconds
+constexpr double MAX_LATENCY = 10.0;                // seconds
 
 } // namespace
 

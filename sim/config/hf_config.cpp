@@ -132,7 +132,8 @@ void read_sliding_window(const JsonReader& r, const std::string& type, ModelSpec
   const bool qwen = type.rfind("qwen", 0) == 0;
   if (kinds.empty()) {
     if (qwen && r.find_bool("use_sliding_window").value_or(false))
-      r.fail("use_sliding_window", "Qwen's sliding window above max_window_layers is not modelled; expected false");
+      r.fail("use_sliding_window",
+             "Qwen's sliding window above max_window_layers is not modelled; expected false");
     if (type == "mistral" || type == "mixtral")
       m.sliding_window = r.find_int("sliding_window").value_or(0);
     else if (type == "gpt_oss")
@@ -145,7 +146,8 @@ void read_sliding_window(const JsonReader& r, const std::string& type, ModelSpec
   int64_t full_every = 0, windowed = 0;
   for (size_t i = 0; i < kinds.size(); ++i) {
     if (kinds[i] != "sliding_attention" && kinds[i] != "full_attention")
-      r.fail("layer_types", "expected \"sliding_attention\" or \"full_attention\", found \"" + kinds[i] + "\"");
+      r.fail("layer_types",
+             "expected \"sliding_attention\" or \"full_attention\", found \"" + kinds[i] + "\"");
     windowed += kinds[i] == "sliding_attention" ? 1 : 0;
     if (full_every == 0 && kinds[i] == "full_attention")
       full_every = static_cast<int64_t>(i) + 1;
@@ -156,17 +158,18 @@ void read_sliding_window(const JsonReader& r, const std::string& type, ModelSpec
   m.full_attention_every = windowed == m.layers ? 0 : full_every;
   for (int64_t i = 0; i < m.layers; ++i)
     if ((kinds[static_cast<size_t>(i)] == "sliding_attention") != m.windowed_layer(i))
-      r.fail("layer_types", "only every n-th layer attending to the full sequence (and the others through the "
-                            "window) is modelled; layer " + std::to_string(i) + " breaks that pattern (n = " +
-                                std::to_string(full_every) + ")");
+      r.fail("layer_types",
+             "only every n-th layer attending to the full sequence (and the others through the "
+             "window) is modelled; layer " +
+                 std::to_string(i) + " breaks that pattern (n = " + std::to_string(full_every) + ")");
 }
 
 } // namespace
 
 const std::vector<std::string>& supported_hf_model_types() {
-  static const std::vector<std::string> types = {"llama",     "mistral", "mixtral",   "qwen2",      "qwen2_moe",
-                                                  "qwen3",     "qwen3_moe", "deepseek_v2", "deepseek_v3",
-                                                  "gpt_oss"};
+  static const std::vector<std::string> types = {"llama",       "mistral", "mixtral",   "qwen2",
+                                                 "qwen2_moe",   "qwen3",   "qwen3_moe", "deepseek_v2",
+                                                 "deepseek_v3", "gpt_oss"};
   return types;
 }
 
@@ -181,7 +184,8 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
       keys.emplace_back();
     else if (event == json::parse_event_t::object_end && !keys.empty())
       keys.pop_back();
-    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+    else if (event == json::parse_event_t::key && !keys.empty() &&
+             !keys.back().insert(parsed.get<std::string>()).second)
       throw ConfigError(name + ": key '" + parsed.get<std::string>() + "' is given twice in one object");
     return true;
   };
@@ -237,7 +241,8 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
   // These families have no hidden dropout; attention dropout only when the config sets one.
   const double attention_dropout = r.find_number("attention_dropout").value_or(0.0);
   if (attention_dropout > 1.0)
-    r.fail("attention_dropout", "expected a probability in [0, 1], found " + std::to_string(attention_dropout));
+    r.fail("attention_dropout",
+           "expected a probability in [0, 1], found " + std::to_string(attention_dropout));
   m.dropout = attention_dropout > 0.0;
 
   if (type == "mixtral" || type == "gpt_oss") {
@@ -278,9 +283,9 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
     // Qwen2-MoE's one shared expert of shared_expert_intermediate_size is n experts' worth.
     if (const int64_t shared = r.find_int("shared_expert_intermediate_size", 0).value_or(0); shared > 0) {
       if (shared % m.moe.expert_ffn_hidden != 0)
-        r.fail("shared_expert_intermediate_size", "expected a multiple of moe_intermediate_size = " +
-                                                      std::to_string(m.moe.expert_ffn_hidden) + ", found " +
-                                                      std::to_string(shared));
+        r.fail("shared_expert_intermediate_size",
+               "expected a multiple of moe_intermediate_size = " + std::to_string(m.moe.expert_ffn_hidden) +
+                   ", found " + std::to_string(shared));
       m.moe.shared_experts = shared / m.moe.expert_ffn_hidden;
     }
   }

@@ -29,23 +29,25 @@ std::string str(int64_t v) {
 /// Schedule rules (docs/schedules.md): interleaving needs vp >= 2, pp >= 2, layers % (pp*vp) == 0
 /// and, as in Megatron-LM, micro-batches % pp == 0; vp > 1 only with the interleaved schedule; the
 /// zero-bubble schedules defer weight gradients, which full recomputation cannot do cheaply.
-template <class Fail>
-void check_schedule(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
+template <class Fail> void check_schedule(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
   const ParallelSpec& p = w.parallel;
   if (p.vp < 1)
     fail("parallel.vp = " + str(p.vp) + " must be >= 1");
   if (p.schedule != Schedule::INTERLEAVED) {
     if (p.vp != 1)
-      fail("parallel.vp = " + str(p.vp) + " needs parallel.schedule = interleaved (virtual stages are its model chunks)");
+      fail("parallel.vp = " + str(p.vp) +
+           " needs parallel.schedule = interleaved (virtual stages are its model chunks)");
   } else {
     if (p.vp < 2)
-      fail("parallel.schedule = interleaved needs parallel.vp >= 2 model chunks per GPU, found vp = " + str(p.vp));
+      fail("parallel.schedule = interleaved needs parallel.vp >= 2 model chunks per GPU, found vp = " +
+           str(p.vp));
     if (p.pp < 2)
       fail("parallel.schedule = interleaved needs parallel.pp >= 2, found pp = " + str(p.pp));
     const int64_t chunks = static_cast<int64_t>(p.pp) * p.vp;
     if (p.chunk_layers.empty() && w.model.layers % chunks != 0)
-      fail("parallel.pp*vp = " + str(p.pp) + "*" + str(p.vp) + " = " + str(chunks) + " does not divide model.layers = " +
-           str(w.model.layers) + " (every model chunk holds the same number of layers)");
+      fail("parallel.pp*vp = " + str(p.pp) + "*" + str(p.vp) + " = " + str(chunks) +
+           " does not divide model.layers = " + str(w.model.layers) +
+           " (every model chunk holds the same number of layers)");
     const int64_t per_step = w.batch.micro_batch * dp;
     const int64_t m = per_step > 0 ? w.batch.global_batch / per_step : 0;
     if (m % p.pp != 0)
@@ -53,16 +55,17 @@ void check_schedule(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
            " = global_batch / (micro_batch*dp)) to be a multiple of parallel.pp = " + str(p.pp) +
            " (Megatron-LM's interleaved schedule)");
   }
-  if ((p.schedule == Schedule::ZB_H1 || p.schedule == Schedule::ZB_H2) && w.training.recompute == Recompute::FULL)
+  if ((p.schedule == Schedule::ZB_H1 || p.schedule == Schedule::ZB_H2) &&
+      w.training.recompute == Recompute::FULL)
     fail(std::string("parallel.schedule = ") + (p.schedule == Schedule::ZB_H1 ? "zb-h1" : "zb-h2") +
-         " cannot be combined with training.recompute = full: deferred weight-gradient passes need the recomputed "
+         " cannot be combined with training.recompute = full: deferred weight-gradient passes need the "
+         "recomputed "
          "activations kept until they run (use none or selective)");
 }
 
 /// Expert and context parallelism (docs/moe.md): ep needs experts, divides dp and the experts;
 /// TP splits every expert's MLP; cp divides the sequence (tp*cp with sequence parallelism).
-template <class Fail>
-void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
+template <class Fail> void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
   const ParallelSpec& p = w.parallel;
   const ModelSpec& m = w.model;
   const MoeSpec& moe = m.moe;
@@ -84,8 +87,8 @@ void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
     } else {
       const int64_t stage_gpus = static_cast<int64_t>(p.tp) * p.cp * dp;
       if (stage_gpus % (static_cast<int64_t>(etp) * p.ep) != 0)
-        fail("parallel.etp*ep = " + str(etp) + "*" + str(p.ep) + " does not divide tp*cp*dp = " + str(stage_gpus) +
-             " (with etp < tp the expert groups fold over the GPUs of a pipeline stage)");
+        fail("parallel.etp*ep = " + str(etp) + "*" + str(p.ep) + " does not divide tp*cp*dp = " +
+             str(stage_gpus) + " (with etp < tp the expert groups fold over the GPUs of a pipeline stage)");
       if (p.tp > 1 && !p.sp)
         fail("parallel.etp = " + str(etp) + " below parallel.tp = " + str(p.tp) +
              " needs parallel.sp: true (each TP rank routes its own share of the sequence)");
@@ -101,25 +104,29 @@ void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
       fail("model.moe.top_k = " + str(moe.top_k) + " exceeds model.moe.experts = " + str(moe.experts));
   }
   if (p.ep_dispatch == EpDispatch::DEDUPLICATED && (!moe.enabled() || p.ep < 2))
-    fail("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model with parallel.ep >= 2, found ep = " +
+    fail("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model with parallel.ep >= 2, found "
+         "ep = " +
          str(p.ep));
   if (p.ep_overlap) {
     if (!moe.enabled() || p.ep < 2)
       fail("parallel.ep_overlap needs a mixture-of-experts model with parallel.ep >= 2 (it hides the expert "
-           "all-to-alls), found ep = " + str(p.ep));
+           "all-to-alls), found ep = " +
+           str(p.ep));
     if (p.pp > 1 && p.schedule != Schedule::INTERLEAVED)
       fail("parallel.ep_overlap with parallel.pp = " + str(p.pp) +
            " needs parallel.schedule = interleaved (Megatron-Core's combined 1F1B pairs the interleaved "
            "schedule's steady-state passes)");
     if (p.pp == 1 && p.schedule != Schedule::ONE_F_ONE_B)
-      fail("parallel.ep_overlap with parallel.pp = 1 needs parallel.schedule = 1f1b (each forward runs with the "
+      fail("parallel.ep_overlap with parallel.pp = 1 needs parallel.schedule = 1f1b (each forward runs with "
+           "the "
            "previous micro-batch's backward)");
     if (w.training.recompute == Recompute::FULL)
       fail("parallel.ep_overlap cannot be combined with training.recompute = full (use none or selective)");
   }
   if (p.cp > 1 && m.window_below_sequence())
     fail("parallel.cp = " + str(p.cp) + " with model.sliding_window = " + str(m.sliding_window) +
-         " is not modelled (ring attention over windowed layers); use cp = 1 or a window of at least seq_len / 2");
+         " is not modelled (ring attention over windowed layers); use cp = 1 or a window of at least seq_len "
+         "/ 2");
   if (p.cp > 1) {
     const int64_t split = p.sp ? static_cast<int64_t>(p.cp) * p.tp : p.cp;
     if (m.seq_len % split != 0)
@@ -135,13 +142,14 @@ template <class Fail> void check_chunks(const WorkloadSpec& workload, int64_t pp
   if (workload.parallel.chunk_layers.empty()) {
     if (m.layers % pp != 0)
       fail("parallel.pp = " + str(pp) + " does not divide model.layers = " + str(m.layers) +
-           " (every pipeline stage holds the same number of layers; parallel.chunk_layers splits them unevenly)");
+           " (every pipeline stage holds the same number of layers; parallel.chunk_layers splits them "
+           "unevenly)");
   } else {
     const auto& c = workload.parallel.chunk_layers;
     const int64_t chunks = static_cast<int64_t>(pp) * std::max(1, workload.parallel.vp);
     if (static_cast<int64_t>(c.size()) != chunks)
-      fail("parallel.chunk_layers lists " + str(static_cast<int64_t>(c.size())) + " model chunks, expected pp*vp = " +
-           str(chunks));
+      fail("parallel.chunk_layers lists " + str(static_cast<int64_t>(c.size())) +
+           " model chunks, expected pp*vp = " + str(chunks));
     int64_t sum = 0;
     for (size_t i = 0; i < c.size(); ++i) {
       sum += c[i];
@@ -150,7 +158,8 @@ template <class Fail> void check_chunks(const WorkloadSpec& workload, int64_t pp
              "] = 0: only the last model chunk (it holds the output layer) may have no layers");
     }
     if (sum != m.layers)
-      fail("parallel.chunk_layers adds up to " + str(sum) + " layers, expected model.layers = " + str(m.layers));
+      fail("parallel.chunk_layers adds up to " + str(sum) +
+           " layers, expected model.layers = " + str(m.layers));
   }
   if (const int64_t n = workload.training.offload_layers; n > 0) {
     // Megatron offloads fewer layers than a model chunk holds, and none it recomputes.
@@ -159,10 +168,11 @@ template <class Fail> void check_chunks(const WorkloadSpec& workload, int64_t pp
       if (c > 0)
         smallest = std::min(smallest, c);
     if (n >= smallest)
-      fail("training.offload_layers = " + str(n) + " must be fewer than a model chunk's layers (" + str(smallest) +
-           ")");
+      fail("training.offload_layers = " + str(n) + " must be fewer than a model chunk's layers (" +
+           str(smallest) + ")");
     if (workload.training.recompute != Recompute::NONE)
-      fail("training.offload_layers needs training.recompute: none (Megatron does not offload recomputed layers)");
+      fail("training.offload_layers needs training.recompute: none (Megatron does not offload recomputed "
+           "layers)");
   }
 }
 
@@ -171,9 +181,10 @@ template <class Fail> void check_chunks(const WorkloadSpec& workload, int64_t pp
 void check_precision(const ClusterSpec& cluster, const WorkloadSpec& workload) {
   if (peak_flops(cluster.gpu, workload.precision).value() > 0)
     return;
-  throw ModelError((workload.source.empty() ? std::string("workload") : workload.source) + ": precision: " +
-                   precision_name(workload.precision) + " needs gpu.peak_flops." + precision_name(workload.precision) +
-                   ", which " + (cluster.source.empty() ? cluster.name : cluster.source) + " does not give for " +
+  throw ModelError((workload.source.empty() ? std::string("workload") : workload.source) +
+                   ": precision: " + precision_name(workload.precision) + " needs gpu.peak_flops." +
+                   precision_name(workload.precision) + ", which " +
+                   (cluster.source.empty() ? cluster.name : cluster.source) + " does not give for " +
                    cluster.gpu.kind);
 }
 
@@ -199,11 +210,14 @@ Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload) {
   }
   check_precision(cluster, workload);
   if (workload.training.offload_layers > 0 && cluster.gpu.host_bandwidth.value() <= 0) {
-    fail("training.offload_layers moves activations to host memory and needs gpu.host_bandwidth (GPU <-> host, "
-         "per direction), which " + cluster_name + " does not give");
+    fail("training.offload_layers moves activations to host memory and needs gpu.host_bandwidth (GPU <-> "
+         "host, "
+         "per direction), which " +
+         cluster_name + " does not give");
   }
   if (workload.precision == Precision::FP8 && cluster.gpu.peak_bf16.value() <= 0) {
-    fail("precision: fp8 runs the attention core, logits and norms in bf16 and needs gpu.peak_flops.bf16, which " +
+    fail("precision: fp8 runs the attention core, logits and norms in bf16 and needs gpu.peak_flops.bf16, "
+         "which " +
          cluster_name + " does not give for " + cluster.gpu.kind);
   }
 
@@ -216,7 +230,8 @@ Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload) {
     fail("parallel: cp and ep must be >= 1, found cp = " + str(p.cp) + ", ep = " + str(p.ep));
   const auto tp_pp = checked_mul(tp * pp, cp).value_or(0);
   const std::string tp_pp_name = cp > 1 ? "tp*cp*pp" : "tp*pp";
-  const std::string tp_pp_factors = cp > 1 ? str(tp) + "*" + str(cp) + "*" + str(pp) : str(tp) + "*" + str(pp);
+  const std::string tp_pp_factors =
+      cp > 1 ? str(tp) + "*" + str(cp) + "*" + str(pp) : str(tp) + "*" + str(pp);
   int64_t dp = p.dp;
   if (dp == 0) {
     if (tp_pp == 0 || gpus % tp_pp != 0) {
@@ -244,11 +259,14 @@ Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload) {
   divides("parallel.tp", tp, "model.ffn_hidden", m.ffn_hidden, "the MLP is split across TP ranks");
   divides("parallel.tp", tp, "model.vocab", m.vocab, "the embedding and logits are split across TP ranks");
   check_chunks(workload, pp, fail);
-  if (workload.training.overlap_param_gather && workload.parallel.zero_stage != 1 && workload.parallel.zero_stage != 2)
+  if (workload.training.overlap_param_gather && workload.parallel.zero_stage != 1 &&
+      workload.parallel.zero_stage != 2)
     fail("training.overlap_param_gather overlaps the distributed optimizer's parameter all-gather and needs "
-         "parallel.zero_stage 1 or 2, found " + str(workload.parallel.zero_stage));
+         "parallel.zero_stage 1 or 2, found " +
+         str(workload.parallel.zero_stage));
   if (workload.training.zero3_fetch == Zero3Fetch::BLOCKING && workload.parallel.zero_stage != 3)
-    fail("training.zero3_fetch: blocking is how ZeRO-3 gathers parameters and needs parallel.zero_stage 3, found " +
+    fail("training.zero3_fetch: blocking is how ZeRO-3 gathers parameters and needs parallel.zero_stage 3, "
+         "found " +
          str(workload.parallel.zero_stage));
   if (workload.training.recompute_layers > 0 && workload.training.recompute != Recompute::FULL)
     fail("training.recompute_layers = " + str(workload.training.recompute_layers) +

@@ -31,7 +31,8 @@ std::optional<int64_t> opt_integer(const MapReader& m, std::string_view key, int
 }
 
 /// An optional number that `ok` accepts (null or absent: nullopt).
-std::optional<double> opt_figure(const MapReader& m, std::string_view key, const char* what, bool (*ok)(double)) {
+std::optional<double> opt_figure(const MapReader& m, std::string_view key, const char* what,
+                                 bool (*ok)(double)) {
   const auto f = m.find(key);
   if (!f || is_null(*f))
     return std::nullopt;
@@ -55,7 +56,8 @@ std::optional<double> opt_positive(const MapReader& m, std::string_view key) {
 
 /// A utilisation in percent: 0..100 when given.
 std::optional<double> opt_percent(const MapReader& m, std::string_view key) {
-  return opt_figure(m, key, "a percentage in [0, 100] or null", [](double v) { return v >= 0.0 && v <= 100.0; });
+  return opt_figure(m, key, "a percentage in [0, 100] or null",
+                    [](double v) { return v >= 0.0 && v <= 100.0; });
 }
 
 std::optional<double> opt_number(const MapReader& m, std::string_view key) {
@@ -81,21 +83,25 @@ std::optional<MapReader> opt_map(const MapReader& m, std::string_view key, std::
 MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::Node& node,
                      std::vector<std::string>& ignored) {
   const Field entry(doc, path, node, node);
-  const MapReader m = entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
-                                 "recompute", "recompute_modules", "fp8_params", "offload_layers",
-                                 "recompute_layers", "optimizer_bytes_per_param", "precision", "framework", "measured", "derived", "notes"},
-                                &ignored);
+  const MapReader m =
+      entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
+                 "recompute", "recompute_modules", "fp8_params", "offload_layers", "recompute_layers",
+                 "optimizer_bytes_per_param", "precision", "framework", "measured", "derived", "notes"},
+                &ignored);
   MeasuredRun r;
   r.where = doc.location(path, node);
   r.id = m.require("id").string();
   // The id names the run's folder under --out: a plain file name.
-  const bool plain = !r.id.empty() && r.id.size() <= 200 && r.id != "." && r.id != ".." &&
-                     std::all_of(r.id.begin(), r.id.end(), [](char c) {
-                       return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
-                     });
+  const bool plain =
+      !r.id.empty() && r.id.size() <= 200 && r.id != "." && r.id != ".." &&
+      std::all_of(r.id.begin(), r.id.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+      });
   if (!plain)
-    m.require("id").fail("expected 1 to 200 letters, digits, '.', '_' or '-' (it names the run's output folder), "
-                         "found '" + r.id.substr(0, 80) + (r.id.size() > 80 ? "...'" : "'"));
+    m.require("id").fail(
+        "expected 1 to 200 letters, digits, '.', '_' or '-' (it names the run's output folder), "
+        "found '" +
+        r.id.substr(0, 80) + (r.id.size() > 80 ? "...'" : "'"));
   r.group = opt_text(m, "group");
   r.recompute = opt_text(m, "recompute");
   if (auto f = m.find("recompute_modules"); f && !is_null(*f)) {
@@ -114,7 +120,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
   if (auto f = m.find("recompute_layers"); f && !is_null(*f))
     r.recompute_layers = f->integer(0, 1 << 20, "an integer >= 0");
   if (auto f = m.find("optimizer_bytes_per_param"); f && !is_null(*f))
-    r.optimizer_bytes_per_param = f->number("a number in [0, 1024]", [](double v) { return v >= 0.0 && v <= 1024.0; });
+    r.optimizer_bytes_per_param =
+        f->number("a number in [0, 1024]", [](double v) { return v >= 0.0 && v <= 1024.0; });
   r.precision = opt_text(m, "precision");
   r.framework = opt_text(m, "framework");
   // A missing key reads as an undefined node, which must be tested before it is asked anything.
@@ -124,11 +131,18 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     if (y && y.IsScalar() && YAML::convert<int>::decode(y, year))
       r.year = year;
   }
-  if (auto s = opt_map(m, "model", {"name", "params_b", "layers", "hidden", "ffn_hidden", "attn_heads", "kv_heads",
-                                    "vocab", "seq_len", "moe_experts", "moe_topk", "moe_shared_experts", "head_dim", "mla",
-                                    "sliding_window", "full_attention_every", "moe_ffn_hidden", "moe_first_dense",
-                                    "mtp_layers", "moe_groups", "moe_group_topk", "notes"},
-                              ignored)) {
+  if (auto s = opt_map(m, "model", {"name",           "params_b",
+                                    "layers",         "hidden",
+                                    "ffn_hidden",     "attn_heads",
+                                    "kv_heads",       "vocab",
+                                    "seq_len",        "moe_experts",
+                                    "moe_topk",       "moe_shared_experts",
+                                    "head_dim",       "mla",
+                                    "sliding_window", "full_attention_every",
+                                    "moe_ffn_hidden", "moe_first_dense",
+                                    "mtp_layers",     "moe_groups",
+                                    "moe_group_topk", "notes"},
+                       ignored)) {
     r.model.name = opt_text(*s, "name");
     r.model.layers = opt_count(*s, "layers");
     r.model.hidden = opt_count(*s, "hidden");
@@ -141,9 +155,11 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.model.moe_topk = opt_count(*s, "moe_topk");
     r.model.moe_shared_experts = opt_int(*s, "moe_shared_experts");
     r.model.head_dim = opt_count(*s, "head_dim");
-    if (auto a = opt_map(*s, "mla", {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
-                         ignored)) {
-      const auto kv = opt_int(*a, "kv_lora_rank"), nope = opt_int(*a, "qk_nope_head_dim"), v = opt_int(*a, "v_head_dim");
+    if (auto a = opt_map(
+            *s, "mla", {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
+            ignored)) {
+      const auto kv = opt_int(*a, "kv_lora_rank"), nope = opt_int(*a, "qk_nope_head_dim"),
+                 v = opt_int(*a, "v_head_dim");
       if (!kv || !nope || !v || *kv == 0 || *nope == 0 || *v == 0)
         s->require("mla").fail("expected kv_lora_rank, qk_nope_head_dim and v_head_dim, each > 0 "
                                "(q_lora_rank and qk_rope_head_dim are optional)");
@@ -163,8 +179,10 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.model.notes = opt_text(*s, "notes");
     r.model.params_b = opt_positive(*s, "params_b");
   }
-  if (auto s = opt_map(m, "hardware", {"gpu", "gpu_mem_gb", "num_gpus", "gpus_per_node", "intra_node", "inter_node",
-                                       "peak_tflops_assumed", "system"}, ignored)) {
+  if (auto s = opt_map(m, "hardware",
+                       {"gpu", "gpu_mem_gb", "num_gpus", "gpus_per_node", "intra_node", "inter_node",
+                        "peak_tflops_assumed", "system"},
+                       ignored)) {
     r.hardware.gpu = opt_text(*s, "gpu");
     r.hardware.num_gpus = opt_count(*s, "num_gpus");
     r.hardware.gpus_per_node = opt_count(*s, "gpus_per_node");
@@ -174,9 +192,8 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     r.hardware.inter_node = opt_text(*s, "inter_node");
   }
   if (auto s = opt_map(m, "parallelism",
-                       {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers", "sp", "zero_stage", "fsdp",
-                        "virtual_pp",
-                        "schedule"},
+                       {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers",
+                        "sp", "zero_stage", "fsdp", "virtual_pp", "schedule"},
                        ignored)) {
     MeasuredParallelism& p = r.parallelism;
     p.tp = opt_count(*s, "tp");
@@ -214,20 +231,23 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
     p.zero_stage = opt_text(*s, "zero_stage");
     // A stage is 0..3, optionally followed by a note ("1 (distributed optimizer)"); a name
     // ("ZeRO-3", "fsdp") is mapped later or skipped with its reason.
-    const bool signed_number = p.zero_stage.size() > 1 && (p.zero_stage[0] == '-' || p.zero_stage[0] == '+') &&
+    const bool signed_number = p.zero_stage.size() > 1 &&
+                               (p.zero_stage[0] == '-' || p.zero_stage[0] == '+') &&
                                std::isdigit(static_cast<unsigned char>(p.zero_stage[1])) != 0;
-    if (signed_number || (!p.zero_stage.empty() && std::isdigit(static_cast<unsigned char>(p.zero_stage[0])) != 0)) {
+    if (signed_number ||
+        (!p.zero_stage.empty() && std::isdigit(static_cast<unsigned char>(p.zero_stage[0])) != 0)) {
       const char next = p.zero_stage.size() > 1 ? p.zero_stage[1] : ' ';
       if (signed_number || p.zero_stage[0] > '3' || !(next == ' ' || next == '('))
-        s->require("zero_stage").fail("expected 0, 1, 2 or 3 (optionally followed by a note), found '" +
-                                      p.zero_stage + "'");
+        s->require("zero_stage")
+            .fail("expected 0, 1, 2 or 3 (optionally followed by a note), found '" + p.zero_stage + "'");
     }
     // fsdp: a boolean, or the sharding strategy's name: FULL_SHARD / HYBRID_SHARD shard the
     // parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2, taken as
     // the zero_stage when that is empty); NO_SHARD is plain data parallelism.
     if (auto f = s->find("fsdp"); f && !is_null(*f)) {
-      const std::string t = f->scalar("a boolean, a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, "
-                                      "NO_SHARD) or null");
+      const std::string t =
+          f->scalar("a boolean, a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, "
+                    "NO_SHARD) or null");
       std::string u;
       for (char c : t)
         u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -240,20 +260,25 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
       } else if (u == "TRUE" || u == "FALSE") {
         p.fsdp = f->boolean();
       } else {
-        f->fail("expected a boolean or a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD), "
-                "found '" + t + "'");
+        f->fail(
+            "expected a boolean or a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD), "
+            "found '" +
+            t + "'");
       }
     }
     p.schedule = opt_text(*s, "schedule");
   }
-  if (auto s = opt_map(m, "batch", {"micro_batch", "global_batch_seqs", "global_batch_tokens", "grad_accum"}, ignored)) {
+  if (auto s = opt_map(m, "batch", {"micro_batch", "global_batch_seqs", "global_batch_tokens", "grad_accum"},
+                       ignored)) {
     r.batch.micro_batch = opt_count(*s, "micro_batch");
     r.batch.global_batch_seqs = opt_count(*s, "global_batch_seqs");
     r.batch.global_batch_tokens = opt_count(*s, "global_batch_tokens");
     r.batch.grad_accum = opt_count(*s, "grad_accum");
   }
-  if (auto s = opt_map(m, "measured", {"tflops_per_gpu", "tflops_basis", "mfu_pct", "hfu_pct", "iteration_time_s",
-                                       "tokens_per_s_per_gpu", "tokens_per_s_total", "aggregate_pflops", "other"}, ignored)) {
+  if (auto s = opt_map(m, "measured",
+                       {"tflops_per_gpu", "tflops_basis", "mfu_pct", "hfu_pct", "iteration_time_s",
+                        "tokens_per_s_per_gpu", "tokens_per_s_total", "aggregate_pflops", "other"},
+                       ignored)) {
     MeasuredFigures& f = r.measured;
     f.tflops_per_gpu = opt_number(*s, "tflops_per_gpu");
     f.tflops_basis = opt_text(*s, "tflops_basis");
@@ -358,12 +383,14 @@ CalibrationFile load_calibration(const std::filesystem::path& file) {
       CalibrationFile::Stage s;
       const Field list = stage.require("knobs");
       if (!list.value().IsSequence() || list.value().size() == 0)
-        list.fail("expected a list of the keys of knobs this fit set, found " + detail::describe(list.value()));
+        list.fail("expected a list of the keys of knobs this fit set, found " +
+                  detail::describe(list.value()));
       std::size_t k = 0;
       for (const YAML::Node& key : list.value()) {
         const Field name(doc, where + ".knobs[" + std::to_string(k++) + "]", key, key);
         const std::string path = "cluster." + name.string();
-        if (std::none_of(out.knobs.begin(), out.knobs.end(), [&](const Override& o) { return o.path == path; }))
+        if (std::none_of(out.knobs.begin(), out.knobs.end(),
+                         [&](const Override& o) { return o.path == path; }))
           name.fail("'" + name.string() + "' is not a key of knobs");
         s.knobs.push_back(path);
       }

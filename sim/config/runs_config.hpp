@@ -7,9 +7,9 @@
 
 #include "config/config.hpp"
 
+#include "config/spec.hpp"
 #include <cstdint>
 #include <filesystem>
-#include "config/spec.hpp"
 
 #include <optional>
 #include <string>
@@ -22,8 +22,9 @@ struct MeasuredModel {
   std::optional<int64_t> layers, hidden, ffn_hidden, heads, kv_heads, vocab, seq_len;
   std::optional<int64_t> moe_experts, moe_topk, moe_shared_experts;
   std::optional<double> params_b; ///< published parameter count, billions (resolves the head width)
-  std::optional<int64_t> head_dim; ///< attention head width when not hidden / heads (an extension of the schema)
-  std::optional<MlaSpec> mla;      ///< multi-head latent attention (an extension of the schema)
+  std::optional<int64_t>
+      head_dim;               ///< attention head width when not hidden / heads (an extension of the schema)
+  std::optional<MlaSpec> mla; ///< multi-head latent attention (an extension of the schema)
   /// Sliding-window attention (extensions of the schema): the window, and every how-many-th layer
   /// attends to the full sequence (model.sliding_window, model.full_attention_every).
   std::optional<int64_t> sliding_window, full_attention_every;
@@ -37,7 +38,7 @@ struct MeasuredModel {
 };
 
 struct MeasuredHardware {
-  std::string gpu;                   ///< as written, e.g. "A100-SXM4-80GB", "a100_80gb"
+  std::string gpu; ///< as written, e.g. "A100-SXM4-80GB", "a100_80gb"
   std::optional<int64_t> num_gpus, gpus_per_node;
   std::optional<double> peak_tflops; ///< peak_tflops_assumed, TFLOP/s
   std::optional<double> gpu_mem_gb;  ///< memory per GPU, GB
@@ -48,12 +49,14 @@ struct MeasuredHardware {
 struct MeasuredParallelism {
   std::optional<int64_t> tp, pp, dp, cp, ep, sp, virtual_pp;
   std::optional<int64_t> etp; ///< expert tensor parallelism (an extension of the schema)
-  std::string zero_stage;            ///< as written ("3", "1 (BF16_Optimizer ...)", "FSDP FULL_SHARD"), "" = null
+  std::string zero_stage;     ///< as written ("3", "1 (BF16_Optimizer ...)", "FSDP FULL_SHARD"), "" = null
   std::optional<bool> fsdp;
-  std::optional<bool> ep_overlap;    ///< combined 1F1B all-to-all overlap (an extension of the schema)
-  std::string ep_dispatch;           ///< "deduplicated" (DeepEP / HybridEP) or "all_to_all" (an extension), "" = not given
-  std::vector<int64_t> chunk_layers; ///< layers per model chunk (an extension of the schema), empty = not given
-  std::string schedule;              ///< free text, "" = null
+  std::optional<bool> ep_overlap; ///< combined 1F1B all-to-all overlap (an extension of the schema)
+  std::string
+      ep_dispatch; ///< "deduplicated" (DeepEP / HybridEP) or "all_to_all" (an extension), "" = not given
+  std::vector<int64_t>
+      chunk_layers;     ///< layers per model chunk (an extension of the schema), empty = not given
+  std::string schedule; ///< free text, "" = null
 };
 
 struct MeasuredBatch {
@@ -64,8 +67,8 @@ struct MeasuredBatch {
 struct MeasuredFigures {
   std::optional<double> tflops_per_gpu, mfu_pct, hfu_pct, iteration_time_s;
   std::optional<double> tokens_per_s_per_gpu, tokens_per_s_total;
-  std::optional<double> aggregate_pflops;      ///< the whole job's sustained PFLOP/s
-  std::string tflops_basis; ///< the source's FLOP convention, free text
+  std::optional<double> aggregate_pflops; ///< the whole job's sustained PFLOP/s
+  std::string tflops_basis;               ///< the source's FLOP convention, free text
 };
 
 struct MeasuredRun {
@@ -76,7 +79,7 @@ struct MeasuredRun {
   MeasuredHardware hardware;
   MeasuredParallelism parallelism;
   MeasuredBatch batch;
-  std::string recompute;  ///< free text, "" = null
+  std::string recompute; ///< free text, "" = null
   /// What a selective recomputation repeats (an extension of the schema: Megatron's
   /// recompute_modules, names as training.recompute_modules), empty = not given.
   std::vector<std::string> recompute_modules;
@@ -86,7 +89,7 @@ struct MeasuredRun {
   std::optional<int64_t> offload_layers;
   std::optional<int64_t> recompute_layers; ///< with full recomputation, the first N layers of each chunk
   std::optional<double> optimizer_bytes_per_param;
-  std::string precision;  ///< free text, "" = null
+  std::string precision; ///< free text, "" = null
   std::string framework;
   /// source.year when the source is a mapping with an integer year (the rest of `source` is
   /// free-form and not read).
@@ -107,15 +110,15 @@ struct RunsFile {
 /// fitted knobs of one GPU kind and its bundled fabric, as cluster keys, and a record of the fit.
 struct CalibrationFile {
   std::string source;
-  std::string gpu_kind;                  ///< must equal the cluster's gpu.kind
-  std::vector<Override> knobs;           ///< paths prefixed "cluster.", file order
-  std::vector<std::string> fit_runs;     ///< ids of the runs the knobs were fitted on
-  std::string objective;                 ///< e.g. "median_abs_error_pct"
-  std::optional<double> fit_error_pct;   ///< the objective on the fit set
+  std::string gpu_kind;                ///< must equal the cluster's gpu.kind
+  std::vector<Override> knobs;         ///< paths prefixed "cluster.", file order
+  std::vector<std::string> fit_runs;   ///< ids of the runs the knobs were fitted on
+  std::string objective;               ///< e.g. "median_abs_error_pct"
+  std::optional<double> fit_error_pct; ///< the objective on the fit set
   /// A later fit (`then:`): some knobs fitted after the first fit on runs of their own, with the
   /// knobs fitted before held at their values. The first fit (`fit:`) covers the other knobs.
   struct Stage {
-    std::vector<std::string> knobs;      ///< paths prefixed "cluster.", each one of `knobs`
+    std::vector<std::string> knobs; ///< paths prefixed "cluster.", each one of `knobs`
     std::vector<std::string> runs;
     std::string objective;
     std::optional<double> error_pct;

@@ -39,14 +39,14 @@ enum class CollectiveAlgorithm { AUTO, RING, TREE, HIERARCHICAL, NVLS, PAIRWISE 
 
 /// One GPU model. Peak figures are dense (no sparsity).
 struct GpuSpec {
-  std::string kind;               ///< e.g. "A100-SXM4-80GB"
-  FlopsPerSec peak_bf16;          ///< dense bf16 tensor-core peak
-  FlopsPerSec peak_fp16;          ///< dense fp16 tensor-core peak
-  FlopsPerSec peak_fp8;           ///< dense fp8 tensor-core peak; 0 = the GPU has none
-  Bytes hbm_capacity;             ///< device memory
-  BytesPerSec hbm_bandwidth;      ///< peak HBM bandwidth
-  double compute_efficiency = 0;  ///< achieved fraction of peak on large GEMMs, (0, 1]
-  double memory_efficiency = 0;   ///< achieved fraction of HBM bandwidth, (0, 1]
+  std::string kind;              ///< e.g. "A100-SXM4-80GB"
+  FlopsPerSec peak_bf16;         ///< dense bf16 tensor-core peak
+  FlopsPerSec peak_fp16;         ///< dense fp16 tensor-core peak
+  FlopsPerSec peak_fp8;          ///< dense fp8 tensor-core peak; 0 = the GPU has none
+  Bytes hbm_capacity;            ///< device memory
+  BytesPerSec hbm_bandwidth;     ///< peak HBM bandwidth
+  double compute_efficiency = 0; ///< achieved fraction of peak on large GEMMs, (0, 1]
+  double memory_efficiency = 0;  ///< achieved fraction of HBM bandwidth, (0, 1]
   /// CUDA context, cuBLAS/NCCL workspaces: not usable by the job.
   Bytes runtime_overhead = Bytes(1024.0 * 1024 * 1024);
   double allocator_fragmentation = 1.10; ///< caching-allocator overhead on dynamic memory, >= 1
@@ -97,18 +97,18 @@ struct LinkSpec {
 /// has oversubscription 1 and is modelled as a crossbar above the NICs.
 struct FabricSpec {
   FabricKind kind = FabricKind::FAT_TREE;
-  int nodes_per_leaf = 1;        ///< nodes under one leaf switch
-  double oversubscription = 1.0; ///< leaf downlink:uplink bandwidth ratio, >= 1
+  int nodes_per_leaf = 1;                   ///< nodes under one leaf switch
+  double oversubscription = 1.0;            ///< leaf downlink:uplink bandwidth ratio, >= 1
   Seconds switch_latency = Seconds(0.5e-6); ///< added per switch traversed between nodes
-  int tiers = 2;                       ///< 2: leaf + spine; 3: leaf + spine (per pod) + core
-  int leaves_per_pod = 1;              ///< three tiers only: leaves under one pod's spine
-  double spine_oversubscription = 1.0; ///< three tiers only: pod spine down:up ratio, >= 1
+  int tiers = 2;                            ///< 2: leaf + spine; 3: leaf + spine (per pod) + core
+  int leaves_per_pod = 1;                   ///< three tiers only: leaves under one pod's spine
+  double spine_oversubscription = 1.0;      ///< three tiers only: pod spine down:up ratio, >= 1
   /// GRAPH only (docs/schema.md): named switches, full-duplex links between them, and the
   /// switch each NIC hangs off. Routes take the fewest hops.
   struct GraphLink {
-    int a = 0, b = 0;        ///< switch indices
-    BytesPerSec bandwidth;   ///< per direction
-    Seconds latency;         ///< of the cable, the traversed switch's latency comes on top
+    int a = 0, b = 0;      ///< switch indices
+    BytesPerSec bandwidth; ///< per direction
+    Seconds latency;       ///< of the cable, the traversed switch's latency comes on top
   };
   std::vector<std::string> switches;
   std::vector<GraphLink> links;
@@ -124,16 +124,17 @@ struct NvlsSpec {
 
 struct ClusterSpec {
   std::string name;
-  std::string source;  ///< file the spec was read from (for messages)
+  std::string source; ///< file the spec was read from (for messages)
   int nodes = 0;
   int gpus_per_node = 0;
   GpuSpec gpu;
-  LinkSpec nvswitch;   ///< per GPU, per direction, GPU <-> NVSwitch (or PCIe switch when intra = PCIE)
+  LinkSpec nvswitch; ///< per GPU, per direction, GPU <-> NVSwitch (or PCIe switch when intra = PCIE)
   IntraNodeKind intra = IntraNodeKind::NVSWITCH;
-  BytesPerSec pcie_host_bandwidth; ///< PCIE only: shared bandwidth of the switch/host bridge per direction (0 = unlimited)
+  BytesPerSec pcie_host_bandwidth; ///< PCIE only: shared bandwidth of the switch/host bridge per direction (0
+                                   ///< = unlimited)
   NvlsSpec nvls;
   int nics_per_node = 0;
-  LinkSpec nic;        ///< per NIC, per direction
+  LinkSpec nic; ///< per NIC, per direction
   FabricSpec fabric;
 
   [[nodiscard]] int num_gpus() const { return nodes * gpus_per_node; }
@@ -157,12 +158,12 @@ struct RoutingSpec {
 
 /// Mixture-of-experts MLP (docs/moe.md). `experts == 0`: a dense model.
 struct MoeSpec {
-  int64_t experts = 0;           ///< routed experts E per MoE layer
-  int64_t top_k = 1;             ///< experts each token is routed to
-  int64_t expert_ffn_hidden = 0; ///< inner size of one expert's MLP
-  int64_t shared_experts = 0;    ///< always-active experts of the same size
-  double capacity_factor = 0;    ///< tokens an expert takes: factor x fair share; 0 = unlimited
-  int64_t layer_freq = 1;        ///< layer l is MoE when l >= first_dense_layers and l % layer_freq == 0
+  int64_t experts = 0;            ///< routed experts E per MoE layer
+  int64_t top_k = 1;              ///< experts each token is routed to
+  int64_t expert_ffn_hidden = 0;  ///< inner size of one expert's MLP
+  int64_t shared_experts = 0;     ///< always-active experts of the same size
+  double capacity_factor = 0;     ///< tokens an expert takes: factor x fair share; 0 = unlimited
+  int64_t layer_freq = 1;         ///< layer l is MoE when l >= first_dense_layers and l % layer_freq == 0
   int64_t first_dense_layers = 0; ///< leading layers that keep the dense MLP (DeepSeek-V3: 3)
   RoutingSpec routing;
   [[nodiscard]] bool enabled() const { return experts > 0; }
@@ -192,14 +193,14 @@ struct ModelSpec {
   int64_t vocab = 0;
   int64_t seq_len = 0;
   MlpKind mlp = MlpKind::GELU;
-  NormKind norm = NormKind::LAYERNORM;         ///< default: layernorm for gelu, rmsnorm for swiglu
+  NormKind norm = NormKind::LAYERNORM; ///< default: layernorm for gelu, rmsnorm for swiglu
   PositionEmbedding position = PositionEmbedding::LEARNED; ///< default: learned for gelu, rotary for swiglu
-  bool bias = true;                            ///< linear-layer biases; default: true for gelu
-  bool tied_embeddings = true;                 ///< output layer shares the input embedding; default: true for gelu
+  bool bias = true;                                        ///< linear-layer biases; default: true for gelu
+  bool tied_embeddings = true; ///< output layer shares the input embedding; default: true for gelu
   /// Hidden and attention dropout: their masks are kept for the backward (Korthikanti's 34·sbh +
   /// 5·a·s²·b count them) and the unfused attention core runs a dropout kernel. Default true.
   bool dropout = true;
-  MoeSpec moe;                                 ///< mixture of experts; disabled by default
+  MoeSpec moe; ///< mixture of experts; disabled by default
   /// Width of one attention head; 0: hidden / heads. Models such as Qwen3 and Mistral NeMo set it
   /// apart from the hidden size (Qwen3-32B: 64 heads of 128 on a hidden size of 5120).
   int64_t head_dim_set = 0;
@@ -248,8 +249,8 @@ struct ParallelSpec {
   int pp = 1;
   int dp = 0; ///< 0 = derived from the cluster's GPUs (config::check_layout)
   Schedule schedule = Schedule::ONE_F_ONE_B;
-  int vp = 1;               ///< virtual stages (model chunks) per GPU; > 1 only with INTERLEAVED
-  bool sp = false;          ///< Megatron sequence parallelism (needs tp > 1 to matter)
+  int vp = 1;      ///< virtual stages (model chunks) per GPU; > 1 only with INTERLEAVED
+  bool sp = false; ///< Megatron sequence parallelism (needs tp > 1 to matter)
   /// Megatron-LM's scatter/gather of pipeline messages: without sp, each TP rank sends 1/tp of
   /// the boundary activation and the receiving TP group all-gathers it. No effect with sp (the
   /// message is already split) or tp = 1.
@@ -260,9 +261,9 @@ struct ParallelSpec {
   /// asynchronous TP all-reduce from 2022, Megatron-Core, Transformer Engine). false: after the
   /// block's whole backward (Megatron-LM 2021, Megatron-DeepSpeed). docs/model.md.
   bool tp_grad_overlap = true;
-  int zero_stage = 0;       ///< 0, 1, 2 or 3 (3 = FSDP full shard)
-  int cp = 1;               ///< context parallelism (ring attention): the sequence split over cp GPUs
-  int ep = 1;               ///< expert parallelism: experts / ep experts per GPU
+  int zero_stage = 0; ///< 0, 1, 2 or 3 (3 = FSDP full shard)
+  int cp = 1;         ///< context parallelism (ring attention): the sequence split over cp GPUs
+  int ep = 1;         ///< expert parallelism: experts / ep experts per GPU
   /// Expert tensor parallelism: the GPUs that split each expert's MLP. 0 = tp (every expert split
   /// like the dense MLP; EP subdivides DP). 1 with tp > 1 keeps every expert whole and folds the
   /// expert groups over the TP x CP x DP GPUs of a stage (Megatron-Core's MoE parallel folding with
@@ -292,19 +293,19 @@ enum class Zero3Fetch { PREFETCH, BLOCKING };
 /// What selective recomputation repeats before each layer's backward (Megatron-LM's
 /// recompute_modules; docs/model.md, "Selective recomputation"). The default is the attention core.
 struct RecomputeModules {
-  bool core_attn = true; ///< the attention core (QKᵀ, softmax, attention·V)
-  bool layernorm = false; ///< the norms: their outputs (the QKV and fc1 inputs) are not kept
-  bool mlp = false;       ///< the dense MLP block: only its input is kept (dense models)
-  bool moe_act = false;   ///< the experts' activation: its output (the fc2 input) is not kept
+  bool core_attn = true;    ///< the attention core (QKᵀ, softmax, attention·V)
+  bool layernorm = false;   ///< the norms: their outputs (the QKV and fc1 inputs) are not kept
+  bool mlp = false;         ///< the dense MLP block: only its input is kept (dense models)
+  bool moe_act = false;     ///< the experts' activation: its output (the fc2 input) is not kept
   bool mla_up_proj = false; ///< MLA's per-head up-projections: their outputs (Q, K, V) are not kept
   bool operator==(const RecomputeModules&) const = default;
 };
 
 struct TrainingSpec {
   Bytes dp_bucket = Bytes(25.0 * 1024 * 1024); ///< DP gradient bucket size
-  double optimizer_bytes_per_param = 12;        ///< fp32 master + Adam m + v
+  double optimizer_bytes_per_param = 12;       ///< fp32 master + Adam m + v
   Recompute recompute = Recompute::NONE;
-  RecomputeModules recompute_modules;           ///< with recompute: selective
+  RecomputeModules recompute_modules; ///< with recompute: selective
   /// True when selective recomputation repeats `module` (a member of RecomputeModules).
   [[nodiscard]] bool recomputes(bool RecomputeModules::*module) const {
     return recompute == Recompute::SELECTIVE && recompute_modules.*module;
@@ -317,8 +318,8 @@ struct TrainingSpec {
   [[nodiscard]] bool recomputes_layer(int64_t l) const {
     return recompute == Recompute::FULL && (recompute_layers == 0 || l < recompute_layers);
   }
-  bool flash_attention = false;  ///< fused attention: the s^2 attention scores are not stored
-  int zero3_prefetch = 1;        ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
+  bool flash_attention = false; ///< fused attention: the s^2 attention scores are not stored
+  int zero3_prefetch = 1;       ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
   /// ZeRO-3: how parameters are fetched (docs/model.md, "ZeRO-3 fetch"). PREFETCH: one all-gather
   /// per layer, issued zero3_prefetch layers ahead, beside the compute. BLOCKING: one all-gather
   /// per weight tensor, each after the device has drained (a synchronize before every gather),
@@ -354,7 +355,7 @@ struct CollectivesSpec {
 
 struct WorkloadSpec {
   std::string name;
-  std::string source;  ///< file the spec was read from
+  std::string source; ///< file the spec was read from
   ModelSpec model;
   BatchSpec batch;
   ParallelSpec parallel;
@@ -373,18 +374,24 @@ struct WorkloadSpec {
 /// "bf16", "fp16" or "fp8", as the workload file writes it.
 inline const char* precision_name(Precision p) {
   switch (p) {
-  case Precision::BF16: return "bf16";
-  case Precision::FP16: return "fp16";
-  case Precision::FP8: return "fp8";
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
+  case Precision::FP8:
+    return "fp8";
   }
   return "bf16";
 }
 
 inline FlopsPerSec peak_flops(const GpuSpec& gpu, Precision p) {
   switch (p) {
-  case Precision::BF16: return gpu.peak_bf16;
-  case Precision::FP16: return gpu.peak_fp16;
-  case Precision::FP8: return gpu.peak_fp8;
+  case Precision::BF16:
+    return gpu.peak_bf16;
+  case Precision::FP16:
+    return gpu.peak_fp16;
+  case Precision::FP8:
+    return gpu.peak_fp8;
   }
   return gpu.peak_bf16;
 }

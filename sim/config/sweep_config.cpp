@@ -14,10 +14,10 @@ namespace stepsim::config {
 
 namespace {
 
+using detail::describe;
 using detail::Document;
 using detail::Field;
 using detail::MapReader;
-using detail::describe;
 
 /// The YAML text `--set` takes for `node`: a scalar as written, anything else in flow style.
 std::string value_text(const YAML::Node& node) {
@@ -44,13 +44,14 @@ bool is_dotted_key(const std::string& key) {
 /// path. `parent` names the mapping in messages.
 std::string read_key(const Document& doc, const std::string& parent, const YAML::Node& key) {
   if (!key.IsScalar()) {
-    doc.fail(parent, key, "key '" + parent + "': expected a dotted key such as parallel.tp, found " + describe(key));
+    doc.fail(parent, key,
+             "key '" + parent + "': expected a dotted key such as parallel.tp, found " + describe(key));
   }
   const std::string text = key.Scalar();
   if (!is_dotted_key(text)) {
     doc.fail(parent, key,
-             "key '" + parent + "': expected a dotted key such as parallel.tp or cluster.nodes, found '" + text +
-                 "'");
+             "key '" + parent + "': expected a dotted key such as parallel.tp or cluster.nodes, found '" +
+                 text + "'");
   }
   return text;
 }
@@ -60,7 +61,8 @@ std::vector<Override> read_overrides(const Document& doc, const std::string& pat
                                      const YAML::Node& map) {
   if (!map.IsMap() || map.size() == 0) {
     doc.fail(path, map.IsDefined() && !map.IsNull() ? map : anchor,
-             "key '" + path + "': expected a mapping of dotted keys to values, e.g. {parallel.tp: 8}, found " +
+             "key '" + path +
+                 "': expected a mapping of dotted keys to values, e.g. {parallel.tp: 8}, found " +
                  (map.IsMap() ? std::string("an empty mapping") : describe(map)));
   }
   std::vector<Override> out;
@@ -87,7 +89,8 @@ std::string mark_of(const Document& doc, const std::string& path, const YAML::No
 
 SweepFile load_sweep(const std::filesystem::path& file) {
   const Document doc(file);
-  const auto top = MapReader::root(doc, {"name", "description", "cluster", "workload", "set", "grid", "points"});
+  const auto top =
+      MapReader::root(doc, {"name", "description", "cluster", "workload", "set", "grid", "points"});
   SweepFile s;
   s.source = doc.file();
   s.name = file.stem().string();

@@ -25,17 +25,17 @@ struct SweepPointSpec {
 };
 
 struct SweepFile {
-  std::string source;                  ///< the sweep file, as given
-  std::string name;                    ///< `name`, or the file's stem
-  std::string description;             ///< `description`, or ""
-  std::string cluster_text;            ///< `cluster` as written (part of every configuration id)
-  std::string workload_text;           ///< `workload` as written
-  std::filesystem::path cluster;       ///< resolved against the sweep file's folder
-  std::filesystem::path workload;      ///< resolved against the sweep file's folder
-  std::vector<Override> fixed;         ///< `set:` applied to every configuration, in file order
-  std::vector<SweepAxis> grid;         ///< `grid:` axes, in file order (the first varies slowest)
-  std::vector<SweepPointSpec> points;  ///< `points:`, in file order
-  std::string where_points;            ///< "FILE:LINE:COL" of the `points` key, or ""
+  std::string source;                 ///< the sweep file, as given
+  std::string name;                   ///< `name`, or the file's stem
+  std::string description;            ///< `description`, or ""
+  std::string cluster_text;           ///< `cluster` as written (part of every configuration id)
+  std::string workload_text;          ///< `workload` as written
+  std::filesystem::path cluster;      ///< resolved against the sweep file's folder
+  std::filesystem::path workload;     ///< resolved against the sweep file's folder
+  std::vector<Override> fixed;        ///< `set:` applied to every configuration, in file order
+  std::vector<SweepAxis> grid;        ///< `grid:` axes, in file order (the first varies slowest)
+  std::vector<SweepPointSpec> points; ///< `points:`, in file order
+  std::string where_points;           ///< "FILE:LINE:COL" of the `points` key, or ""
 };
 
 /// Reads and checks a sweep file: known top-level keys (name, description, cluster, workload,

@@ -39,7 +39,7 @@ constexpr SizeLimit MODEL_SIZE_LIMITS[] = {
     {"layers", &ModelSpec::layers, MAX_LAYERS},      {"hidden", &ModelSpec::hidden, MAX_HIDDEN},
     {"heads", &ModelSpec::heads, MAX_HEADS},         {"kv_heads", &ModelSpec::kv_heads, MAX_HEADS},
     {"ffn_hidden", &ModelSpec::ffn_hidden, MAX_FFN}, {"vocab", &ModelSpec::vocab, int64_t{1} << 27},
-    {"seq_len", &ModelSpec::seq_len, MAX_SEQ_LEN}, {"head_dim", &ModelSpec::head_dim_set, MAX_HEAD_DIM}};
+    {"seq_len", &ModelSpec::seq_len, MAX_SEQ_LEN},   {"head_dim", &ModelSpec::head_dim_set, MAX_HEAD_DIM}};
 
 /// `model.moe` over `moe` (defaults, or what a Hugging Face config gave). docs/moe.md.
 void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
@@ -63,15 +63,15 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   if (auto f = m.find("shared_experts"))
     moe.shared_experts = f->integer(0, MAX_EXPERTS, "an integer in 0..65536");
   if (auto f = m.find("capacity_factor"))
-    moe.capacity_factor = f->number("a number >= 1, or 0 for no capacity limit",
-                                    [](double v) { return v == 0.0 || v >= 1.0; });
+    moe.capacity_factor =
+        f->number("a number >= 1, or 0 for no capacity limit", [](double v) { return v == 0.0 || v >= 1.0; });
   if (auto f = m.find("moe_layer_freq"))
     moe.layer_freq = limited_int64(*f, MAX_LAYERS);
   if (auto f = m.find("first_dense_layers"))
     moe.first_dense_layers = f->integer(0, INT64_MAX_VALUE, "a non-negative integer");
   if (moe.first_dense_layers >= model.layers)
-    m.fail("first_dense_layers = " + std::to_string(moe.first_dense_layers) + " leaves no MoE layer among model.layers = " +
-           std::to_string(model.layers));
+    m.fail("first_dense_layers = " + std::to_string(moe.first_dense_layers) +
+           " leaves no MoE layer among model.layers = " + std::to_string(model.layers));
   if (auto f = m.find("routing")) {
     const auto r = f->map(keys_of(File::WORKLOAD, "model.moe.routing"));
     if (auto d = r.find("distribution"))
@@ -89,14 +89,16 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   const RoutingSpec& rt = moe.routing;
   if (rt.groups > 0 || rt.group_top_k > 0) {
     if (rt.groups < 1 || moe.experts % rt.groups != 0)
-      m.fail("routing.groups = " + std::to_string(rt.groups) + " must divide moe.experts = " +
-             std::to_string(moe.experts) + " (equal expert groups; no group limit is groups = group_top_k = 0, "
-             "and group_top_k is " + std::to_string(rt.group_top_k) + ")");
+      m.fail("routing.groups = " + std::to_string(rt.groups) +
+             " must divide moe.experts = " + std::to_string(moe.experts) +
+             " (equal expert groups; no group limit is groups = group_top_k = 0, "
+             "and group_top_k is " +
+             std::to_string(rt.group_top_k) + ")");
     if (rt.group_top_k < 1 || rt.group_top_k > rt.groups ||
         rt.group_top_k * (moe.experts / rt.groups) < moe.top_k)
-      m.fail("routing.group_top_k = " + std::to_string(rt.group_top_k) + " must be in 1..groups = " +
-             std::to_string(rt.groups) + " and its groups must hold top_k = " + std::to_string(moe.top_k) +
-             " experts");
+      m.fail("routing.group_top_k = " + std::to_string(rt.group_top_k) +
+             " must be in 1..groups = " + std::to_string(rt.groups) +
+             " and its groups must hold top_k = " + std::to_string(moe.top_k) + " experts");
   }
 }
 
@@ -104,15 +106,17 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
 /// config gave.
 void read_sliding_window(const MapReader& m, ModelSpec& model) {
   if (auto f = m.find("sliding_window")) {
-    model.sliding_window = f->integer(0, MAX_SEQ_LEN, "an integer in 0.." + std::to_string(MAX_SEQ_LEN) +
-                                                          " (tokens a query attends to; 0: no window)");
+    model.sliding_window = f->integer(0, MAX_SEQ_LEN,
+                                      "an integer in 0.." + std::to_string(MAX_SEQ_LEN) +
+                                          " (tokens a query attends to; 0: no window)");
     if (model.sliding_window == 0)
       model.full_attention_every = 0;
   }
   if (auto f = m.find("full_attention_every")) {
     model.full_attention_every =
-        f->integer(0, MAX_LAYERS, "an integer in 0.." + std::to_string(MAX_LAYERS) +
-                                      " (every n-th layer attends to the whole sequence; 0: every layer windowed)");
+        f->integer(0, MAX_LAYERS,
+                   "an integer in 0.." + std::to_string(MAX_LAYERS) +
+                       " (every n-th layer attends to the whole sequence; 0: every layer windowed)");
     if (model.full_attention_every > 0 && model.sliding_window == 0)
       f->fail("model.full_attention_every needs model.sliding_window > 0 (the other layers' window)");
   }
@@ -153,19 +157,22 @@ void check_mla(const MapReader& m, const ModelSpec& model) {
     m.require("from_hf").fail("the Hugging Face config gives " + why);
   };
   if (model.head_dim_set > 0)
-    fail("head_dim", "model.head_dim cannot be combined with model.mla, whose qk_nope_head_dim, qk_rope_head_dim and "
-                     "v_head_dim give the head widths");
+    fail("head_dim",
+         "model.head_dim cannot be combined with model.mla, whose qk_nope_head_dim, qk_rope_head_dim and "
+         "v_head_dim give the head widths");
   if (model.kv_heads != model.heads)
     fail("kv_heads", "model.mla gives every head its own keys and values: expected kv_heads = heads = " +
                          std::to_string(model.heads) + ", found " + std::to_string(model.kv_heads));
   if (model.bias)
     fail("bias", "linear-layer biases are not modelled with model.mla; expected bias: false");
   if (std::max(model.mla.q_lora_rank, model.mla.kv_lora_rank) > MAX_HIDDEN)
-    fail("mla", "an MLA latent rank above the " + std::to_string(MAX_HIDDEN) + " accepted (the limit of model.hidden)");
+    fail("mla", "an MLA latent rank above the " + std::to_string(MAX_HIDDEN) +
+                    " accepted (the limit of model.hidden)");
   const int64_t widest = std::max(model.mla.qk_head_dim(), model.mla.v_head_dim);
   if (model.heads * widest > MAX_HIDDEN)
-    fail("mla", "heads x the widest MLA head (" + std::to_string(model.heads) + " x " + std::to_string(widest) +
-                    ") exceeds the " + std::to_string(MAX_HIDDEN) + " accepted (the limit of model.hidden)");
+    fail("mla", "heads x the widest MLA head (" + std::to_string(model.heads) + " x " +
+                    std::to_string(widest) + ") exceeds the " + std::to_string(MAX_HIDDEN) +
+                    " accepted (the limit of model.hidden)");
 }
 
 /// Sizes a Hugging Face config gave and the workload file did not override obey the limits of
@@ -202,9 +209,10 @@ void check_hf_sizes(const MapReader& m, const ModelSpec& model) {
 void check_heads(const MapReader& m, const ModelSpec& model) {
   // With model.head_dim the heads need not divide the hidden size (Qwen3, Mistral NeMo).
   if (model.head_dim_set <= 0 && model.hidden % model.heads != 0) {
-    const std::string why = "expected a divisor of model.hidden = " + std::to_string(model.hidden) + ", found " +
-                            std::to_string(model.heads) + " (hidden % heads = " +
-                            std::to_string(model.hidden % model.heads) + "; or give model.head_dim)";
+    const std::string why = "expected a divisor of model.hidden = " + std::to_string(model.hidden) +
+                            ", found " + std::to_string(model.heads) +
+                            " (hidden % heads = " + std::to_string(model.hidden % model.heads) +
+                            "; or give model.head_dim)";
     if (auto f = m.find("heads"))
       f->fail(why);
     m.fail("heads: " + why);
@@ -213,8 +221,8 @@ void check_heads(const MapReader& m, const ModelSpec& model) {
 
 void check_kv_heads(const MapReader& m, const ModelSpec& model) {
   if (model.heads % model.kv_heads != 0) {
-    const std::string why = "expected a divisor of model.heads = " + std::to_string(model.heads) + ", found " +
-                            std::to_string(model.kv_heads) +
+    const std::string why = "expected a divisor of model.heads = " + std::to_string(model.heads) +
+                            ", found " + std::to_string(model.kv_heads) +
                             " (heads % kv_heads = " + std::to_string(model.heads % model.kv_heads) + ")";
     if (auto f = m.find("kv_heads"))
       f->fail(why);
@@ -228,7 +236,8 @@ void check_kv_heads(const MapReader& m, const ModelSpec& model) {
       model.q_dim() > MAX_HIDDEN) {
     const std::string why = "heads x head_dim = " + std::to_string(model.heads) + " x " +
                             std::to_string(model.head_dim_set) + " = " + std::to_string(model.q_dim()) +
-                            ", more than the " + std::to_string(MAX_HIDDEN) + " accepted (the limit of model.hidden)";
+                            ", more than the " + std::to_string(MAX_HIDDEN) +
+                            " accepted (the limit of model.hidden)";
     if (auto f = m.find("head_dim"))
       f->fail(why);
     m.require("from_hf").fail("the Hugging Face config gives " + why);
@@ -281,7 +290,8 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
     doc.attempt([&] { check_heads(m, model); });
   if (!from_hf)
     model.kv_heads = model.heads;
-  optional_key(m, "kv_heads", [&](const Field& f) { model.kv_heads = limited_int64(f, limit_of("kv_heads")); });
+  optional_key(m, "kv_heads",
+               [&](const Field& f) { model.kv_heads = limited_int64(f, limit_of("kv_heads")); });
   if (doc.clean())
     doc.attempt([&] { check_kv_heads(m, model); });
   size("ffn_hidden", model.ffn_hidden);
@@ -302,8 +312,8 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
     model.norm = f.choice<NormKind>({{"layernorm", NormKind::LAYERNORM}, {"rmsnorm", NormKind::RMSNORM}});
   });
   optional_key(m, "position_embedding", [&](const Field& f) {
-    model.position =
-        f.choice<PositionEmbedding>({{"learned", PositionEmbedding::LEARNED}, {"rotary", PositionEmbedding::ROTARY}});
+    model.position = f.choice<PositionEmbedding>(
+        {{"learned", PositionEmbedding::LEARNED}, {"rotary", PositionEmbedding::ROTARY}});
   });
   optional_key(m, "bias", [&](const Field& f) { model.bias = f.boolean(); });
   optional_key(m, "tied_embeddings", [&](const Field& f) { model.tied_embeddings = f.boolean(); });
@@ -338,7 +348,9 @@ ParallelSpec read_parallel(const MapReader& m) {
   optional_key(m, "sp", [&](const Field& f) { p.sp = f.boolean(); });
   optional_key(m, "pp_scatter_gather", [&](const Field& f) { p.pp_scatter_gather = f.boolean(); });
   optional_key(m, "tp_grad_overlap", [&](const Field& f) { p.tp_grad_overlap = f.boolean(); });
-  optional_key(m, "zero_stage", [&](const Field& f) { p.zero_stage = static_cast<int>(f.integer(0, 3, "an integer in 0..3")); });
+  optional_key(m, "zero_stage", [&](const Field& f) {
+    p.zero_stage = static_cast<int>(f.integer(0, 3, "an integer in 0..3"));
+  });
   optional_key(m, "cp", [&](const Field& f) { p.cp = limited_int(f, MAX_DEGREE); });
   optional_key(m, "ep", [&](const Field& f) { p.ep = limited_int(f, MAX_DEGREE); });
   optional_key(m, "etp", [&](const Field& f) { p.etp = limited_int(f, MAX_DEGREE); });
@@ -356,8 +368,8 @@ ParallelSpec read_parallel(const MapReader& m) {
     }
   });
   optional_key(m, "ep_dispatch", [&](const Field& f) {
-    p.ep_dispatch =
-        f.choice<EpDispatch>({{"all_to_all", EpDispatch::ALL_TO_ALL}, {"deduplicated", EpDispatch::DEDUPLICATED}});
+    p.ep_dispatch = f.choice<EpDispatch>(
+        {{"all_to_all", EpDispatch::ALL_TO_ALL}, {"deduplicated", EpDispatch::DEDUPLICATED}});
   });
   return p;
 }
@@ -414,7 +426,8 @@ void read_training(const MapReader& m, TrainingSpec& t) {
     t.zero3_prefetch = static_cast<int>(f.integer(0, 64, "an integer in 0..64"));
   });
   optional_key(m, "zero3_fetch", [&](const Field& f) {
-    t.zero3_fetch = f.choice<Zero3Fetch>({{"prefetch", Zero3Fetch::PREFETCH}, {"blocking", Zero3Fetch::BLOCKING}});
+    t.zero3_fetch =
+        f.choice<Zero3Fetch>({{"prefetch", Zero3Fetch::PREFETCH}, {"blocking", Zero3Fetch::BLOCKING}});
   });
   optional_key(m, "overlap_param_gather", [&](const Field& f) { t.overlap_param_gather = f.boolean(); });
   optional_key(m, "grad_reduce_in_fp32", [&](const Field& f) { t.grad_reduce_in_fp32 = f.boolean(); });
@@ -485,15 +498,18 @@ WorkloadSpec read_workload(const Document& doc) {
   if (auto model = section(top, "model", File::WORKLOAD))
     w.model = read_model(*model, w.name, doc.file());
   if (auto batch = section(top, "batch", File::WORKLOAD)) {
-    required_key(*batch, "global_batch", [&](const Field& f) { w.batch.global_batch = limited_int64(f, INT_MAX_VALUE); });
-    required_key(*batch, "micro_batch", [&](const Field& f) { w.batch.micro_batch = limited_int64(f, int64_t{1} << 20); });
+    required_key(*batch, "global_batch",
+                 [&](const Field& f) { w.batch.global_batch = limited_int64(f, INT_MAX_VALUE); });
+    required_key(*batch, "micro_batch",
+                 [&](const Field& f) { w.batch.micro_batch = limited_int64(f, int64_t{1} << 20); });
     if (doc.clean())
       doc.attempt([&] { check_micro_batch(*batch, w); });
   }
   if (auto parallel = section(top, "parallel", File::WORKLOAD))
     w.parallel = read_parallel(*parallel);
   required_key(top, "precision", [&](const Field& f) {
-    w.precision = f.choice<Precision>({{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
+    w.precision =
+        f.choice<Precision>({{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
   });
   if (auto training = section(top, "training", File::WORKLOAD, false)) {
     read_training(*training, w.training);

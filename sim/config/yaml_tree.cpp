@@ -73,7 +73,8 @@ std::string describe(const YAML::Node& node) {
 
 // ---- Document ------------------------------------------------------------------------------
 
-Document::Document(const std::filesystem::path& file, bool collect) : file_(file.string()), collect_(collect) {
+Document::Document(const std::filesystem::path& file, bool collect)
+    : file_(file.string()), collect_(collect) {
   const std::string text = read_input_file(file);
   std::vector<YAML::Node> documents;
   try {
@@ -293,21 +294,25 @@ MapReader::MapReader(const Document& doc, std::string path, const YAML::Node& an
     const YAML::Node key = it->first;
     if (!key.IsScalar()) {
       doc.report(path_, key,
-                 (path_.empty() ? "" : "key '" + path_ + "': ") + "expected a key name, found " + describe(key));
+                 (path_.empty() ? "" : "key '" + path_ + "': ") + "expected a key name, found " +
+                     describe(key));
       continue;
     }
     const std::string& name = key.Scalar();
     const std::string full = join_key(path_, name);
-    const auto first = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; });
+    const auto first =
+        std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; });
     if (first != entries_.end()) {
-      doc.report(full, key, "key '" + full + "' is given twice (first at " + doc.location(full, first->key) + ")");
+      doc.report(full, key,
+                 "key '" + full + "' is given twice (first at " + doc.location(full, first->key) + ")");
       continue;
     }
     if (std::find(keys_.begin(), keys_.end(), name) == keys_.end()) {
       const std::string suggestion = did_you_mean(name, known);
       if (ignored != nullptr) {
-        ignored->push_back(doc.location(full, key) + ": unknown key '" + full + "' ignored" +
-                           (suggestion.empty() ? "" : "; did you mean '" + join_key(path_, suggestion) + "'?"));
+        ignored->push_back(
+            doc.location(full, key) + ": unknown key '" + full + "' ignored" +
+            (suggestion.empty() ? "" : "; did you mean '" + join_key(path_, suggestion) + "'?"));
         continue;
       }
       doc.report(full, key,
@@ -320,7 +325,8 @@ MapReader::MapReader(const Document& doc, std::string path, const YAML::Node& an
   }
 }
 
-MapReader MapReader::root(const Document& doc, std::vector<std::string_view> keys, std::vector<std::string>* ignored) {
+MapReader MapReader::root(const Document& doc, std::vector<std::string_view> keys,
+                          std::vector<std::string>* ignored) {
   if (doc.root().IsNull() && !doc.root().IsMap()) {
     throw ConfigError(doc.file() + ":1:1: the document is empty; expected a mapping with keys " +
                       key_list(keys));
@@ -336,7 +342,8 @@ std::optional<Field> MapReader::find(std::string_view key) const {
   // A reader may only ask for the keys the mapping allows (for the cluster and workload files,
   // the ones config/schema.cpp declares): any other would never be found.
   if (std::find(keys_.begin(), keys_.end(), key) == keys_.end())
-    throw std::logic_error("config: key '" + join_key(path_, key) + "' is read but not declared for its mapping");
+    throw std::logic_error("config: key '" + join_key(path_, key) +
+                           "' is read but not declared for its mapping");
   for (const auto& entry : entries_) {
     if (entry.name == key) {
       return Field(*doc_, join_key(path_, key), entry.key, entry.value);

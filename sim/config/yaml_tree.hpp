@@ -65,7 +65,7 @@ private:
   std::string file_;
   YAML::Node root_;
   bool collect_ = false;
-  mutable std::vector<std::string> errors_; ///< kept by const readers, hence mutable
+  mutable std::vector<std::string> errors_;                  ///< kept by const readers, hence mutable
   std::vector<std::pair<std::string, std::string>> origins_; ///< (path, shown) of overridden subtrees
 };
 
@@ -99,7 +99,8 @@ public:
   [[nodiscard]] E choice(std::initializer_list<std::pair<std::string_view, E>> options) const;
   /// A mapping whose keys are all in `keys`. With `ignored`, an unknown key is not an error: a
   /// line "LOCATION: unknown key 'PATH' ignored[; did you mean ...]" is appended there instead.
-  [[nodiscard]] MapReader map(std::vector<std::string_view> keys, std::vector<std::string>* ignored = nullptr) const;
+  [[nodiscard]] MapReader map(std::vector<std::string_view> keys,
+                              std::vector<std::string>* ignored = nullptr) const;
 
 private:
   /// Node whose mark locates the value: the value, or the key when the value is empty.

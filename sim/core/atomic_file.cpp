@@ -27,8 +27,9 @@ void write_file_atomically(const std::filesystem::path& path,
     errno = 0;
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
-      throw Error("cannot write " + path.string() + ": " + (errno != 0 ? std::strerror(errno) : "open failed") +
-                  " (opening " + tmp.filename().string() + ")");
+      throw Error("cannot write " + path.string() + ": " +
+                  (errno != 0 ? std::strerror(errno) : "open failed") + " (opening " +
+                  tmp.filename().string() + ")");
     write(out);
     out.flush();
     if (!out) {
@@ -41,7 +42,8 @@ void write_file_atomically(const std::filesystem::path& path,
   if (ec) {
     const std::string why = ec.message();
     fs::remove(tmp, ec);
-    throw Error("cannot write " + path.string() + ": " + why + " (moving " + tmp.filename().string() + " into place)");
+    throw Error("cannot write " + path.string() + ": " + why + " (moving " + tmp.filename().string() +
+                " into place)");
   }
 }
 

@@ -34,7 +34,8 @@ std::string read_input_file(const std::filesystem::path& file, const std::string
   while (in.read(block, sizeof block) || in.gcount() > 0) {
     text.append(block, static_cast<size_t>(in.gcount()));
     if (text.size() > kMaxInputBytes)
-      throw ConfigError(prefix + "it has more than the " + std::to_string(kMaxInputBytes) + " bytes accepted");
+      throw ConfigError(prefix + "it has more than the " + std::to_string(kMaxInputBytes) +
+                        " bytes accepted");
   }
   if (in.bad())
     throw ConfigError(prefix + "a read error occurred");

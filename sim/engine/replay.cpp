@@ -38,7 +38,7 @@ void* pack(Tag tag, uint64_t index) {
 struct RunningCollective {
   TaskId task = 0;
   collectives::FlowProgram program;
-  std::vector<uint32_t> waiting;      ///< per flow: unfinished dependencies
+  std::vector<uint32_t> waiting;                 ///< per flow: unfinished dependencies
   std::vector<std::vector<uint32_t>> successors; ///< per flow (fine form only)
   uint32_t unfinished = 0;
 };
@@ -64,7 +64,8 @@ public:
     view_.gpus_per_node = cluster_.gpus_per_node;
     view_.nics_per_node = cluster_.nics_per_node;
     view_.nvls = cluster_.nvls.enabled && cluster_.intra == IntraNodeKind::NVSWITCH;
-    view_.nvls_payload_scale = cluster_.nvls.enabled ? cluster_.nvswitch.efficiency / cluster_.nvls.efficiency : 1.0;
+    view_.nvls_payload_scale =
+        cluster_.nvls.enabled ? cluster_.nvswitch.efficiency / cluster_.nvls.efficiency : 1.0;
     view_.nvls_latency = cluster_.nvls.latency;
     view_.rail_optimized = cluster_.fabric.kind == FabricKind::RAIL_OPTIMIZED;
     // Route figures are asked for on every collective: look each GPU pair up once.
@@ -75,7 +76,8 @@ public:
     const size_t n = g_.size();
     check_ranks();
     observed_nodes_.assign(static_cast<size_t>(cluster_.nodes), false);
-    observed_gpus_.assign(static_cast<size_t>(cluster_.nodes) * static_cast<size_t>(cluster_.gpus_per_node), false);
+    observed_gpus_.assign(static_cast<size_t>(cluster_.nodes) * static_cast<size_t>(cluster_.gpus_per_node),
+                          false);
     for (graph::Rank r : prog_.simulated_ranks) {
       observed_nodes_[static_cast<size_t>(r / cluster_.gpus_per_node)] = true;
       if (static_cast<size_t>(r) < observed_gpus_.size())
@@ -111,8 +113,8 @@ public:
           const graph::Task& t = g_.task(id);
           const std::string_view what =
               t.kind == graph::TaskKind::COMPUTE ? to_string(t.kind) : to_string(t.group);
-          which += " #" + std::to_string(id) + "(" + std::string(what) +
-                   ", rank " + std::to_string(t.rank) + ")";
+          which +=
+              " #" + std::to_string(id) + "(" + std::string(what) + ", rank " + std::to_string(t.rank) + ")";
           ++shown;
         }
       }
@@ -125,7 +127,9 @@ public:
 private:
   /// Every GPU a task touches (folded DP replicas included) must exist on the platform.
   void check_ranks() const {
-    const auto beyond = [&](graph::Rank r) { return r < 0 || static_cast<size_t>(r) >= platform_.gpus.size(); };
+    const auto beyond = [&](graph::Rank r) {
+      return r < 0 || static_cast<size_t>(r) >= platform_.gpus.size();
+    };
     auto fail = [&](graph::TaskId id, graph::Rank r) {
       throw SimulationError("engine: task #" + std::to_string(id) + " uses GPU " + std::to_string(r) +
                             " but the cluster has " + std::to_string(platform_.gpus.size()) + " GPUs");
@@ -195,7 +199,8 @@ private:
     result_.start[id] = Seconds(now);
     const graph::Task& t = g_.task(id);
     log().trace("engine: t={:.9f} s start #{} {} rank {}", now, id,
-                t.kind == graph::TaskKind::COMPUTE ? std::string_view("compute") : graph::to_string(t.group), t.rank);
+                t.kind == graph::TaskKind::COMPUTE ? std::string_view("compute") : graph::to_string(t.group),
+                t.rank);
     if (t.kind == graph::TaskKind::COMPUTE) {
       if (t.duration.value() <= 0) {
         finish_task(id);
@@ -246,12 +251,23 @@ private:
     const CollectiveForm form = collectives::resolve_form(options_.collective_form, ranks.size());
     collectives::Algorithm algorithm = collectives::Algorithm::AUTO;
     switch (t.group) {
-    case graph::CommGroup::TP: algorithm = options_.algorithms.tp; break;
-    case graph::CommGroup::PP: algorithm = options_.algorithms.pp; break;
-    case graph::CommGroup::DP: algorithm = options_.algorithms.dp; break;
-    case graph::CommGroup::EP: algorithm = options_.algorithms.ep; break;
-    case graph::CommGroup::CP: algorithm = options_.algorithms.cp; break;
-    case graph::CommGroup::NONE: break;
+    case graph::CommGroup::TP:
+      algorithm = options_.algorithms.tp;
+      break;
+    case graph::CommGroup::PP:
+      algorithm = options_.algorithms.pp;
+      break;
+    case graph::CommGroup::DP:
+      algorithm = options_.algorithms.dp;
+      break;
+    case graph::CommGroup::EP:
+      algorithm = options_.algorithms.ep;
+      break;
+    case graph::CommGroup::CP:
+      algorithm = options_.algorithms.cp;
+      break;
+    case graph::CommGroup::NONE:
+      break;
     }
 
     size_t slot;
@@ -269,13 +285,14 @@ private:
     else if (op != CollectiveOp::SEND && !collectives::applicable(op, algorithm, ranks, view_))
       throw AlgorithmNotApplicable(t.group, algorithm, op, ranks.size());
     result_.algorithm[id] = algorithm;
-    log().trace("engine: #{} {} {} over {} GPUs, {} bytes: {}", id, graph::to_string(t.group),
-                to_string(op), ranks.size(), t.bytes.value(), collectives::to_string(algorithm));
+    log().trace("engine: #{} {} {} over {} GPUs, {} bytes: {}", id, graph::to_string(t.group), to_string(op),
+                ranks.size(), t.bytes.value(), collectives::to_string(algorithm));
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_,
                                      t.group == graph::CommGroup::EP && op == CollectiveOp::ALL_TO_ALL
                                          ? options_.ep_dedup
                                          : collectives::NodeDeduplication{});
-    if ((options_.sample_above_ranks > 0 && ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||
+    if ((options_.sample_above_ranks > 0 &&
+         ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||
         (options_.sample_ep && t.group == graph::CommGroup::EP))
       sample_flows(rc.program, options_.sample_ep && t.group == graph::CommGroup::EP);
     const size_t nf = rc.program.flows.size();
@@ -325,8 +342,10 @@ private:
 
   /// Whether an endpoint (a GPU, or a node's switch as a negative id) is on an observed node.
   bool observed(int32_t endpoint) const {
-    const int node = endpoint >= 0 ? endpoint / cluster_.gpus_per_node : collectives::node_of_switch_endpoint(endpoint);
-    return node >= 0 && static_cast<size_t>(node) < observed_nodes_.size() && observed_nodes_[static_cast<size_t>(node)];
+    const int node =
+        endpoint >= 0 ? endpoint / cluster_.gpus_per_node : collectives::node_of_switch_endpoint(endpoint);
+    return node >= 0 && static_cast<size_t>(node) < observed_nodes_.size() &&
+           observed_nodes_[static_cast<size_t>(node)];
   }
 
   void start_flow(size_t slot, uint32_t f) {
@@ -382,10 +401,18 @@ private:
     const uint64_t index = packed >> 2;
     done_.push_back(&a);
     switch (tag) {
-    case Tag::TASK_EXEC: finish_task(static_cast<TaskId>(index)); break;
-    case Tag::FLOW: flow_done(index); break;
-    case Tag::TAIL_DELAY: finish_collective(static_cast<size_t>(index)); break;
-    case Tag::ISSUE_DELAY: start_collective(static_cast<TaskId>(index), g_.task(static_cast<TaskId>(index))); break;
+    case Tag::TASK_EXEC:
+      finish_task(static_cast<TaskId>(index));
+      break;
+    case Tag::FLOW:
+      flow_done(index);
+      break;
+    case Tag::TAIL_DELAY:
+      finish_collective(static_cast<size_t>(index));
+      break;
+    case Tag::ISSUE_DELAY:
+      start_collective(static_cast<TaskId>(index), g_.task(static_cast<TaskId>(index)));
+      break;
     }
     drain_ready();
   }
@@ -419,8 +446,9 @@ private:
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
     auto it = routes_.find(key);
     if (it == routes_.end())
-      it = routes_.emplace(key, std::make_pair(topology::route_latency(platform_, a, b),
-                                               topology::route_bandwidth(platform_, a, b)))
+      it = routes_
+               .emplace(key, std::make_pair(topology::route_latency(platform_, a, b),
+                                            topology::route_bandwidth(platform_, a, b)))
                .first;
     return it->second;
   }
@@ -452,7 +480,9 @@ AlgorithmNotApplicable::AlgorithmNotApplicable(graph::CommGroup group, collectiv
 Replay::Replay(const graph::StepProgram& program, const ClusterSpec& cluster, ReplayOptions options)
     : program_(program), cluster_(cluster), options_(options) {}
 
-void Replay::subscribe(std::function<void(const TaskEvent&)> listener) { listeners_.push_back(std::move(listener)); }
+void Replay::subscribe(std::function<void(const TaskEvent&)> listener) {
+  listeners_.push_back(std::move(listener));
+}
 
 ReplayResult Replay::run() {
   if (!program_.graph.finalized())

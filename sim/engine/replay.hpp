@@ -53,7 +53,8 @@ struct TaskEvent {
 /// choice came from and may say so (runner::simulate names the workload key).
 class AlgorithmNotApplicable : public ModelError {
 public:
-  AlgorithmNotApplicable(graph::CommGroup group, collectives::Algorithm algorithm, CollectiveOp op, size_t ranks);
+  AlgorithmNotApplicable(graph::CommGroup group, collectives::Algorithm algorithm, CollectiveOp op,
+                         size_t ranks);
   graph::CommGroup group() const { return group_; }
   collectives::Algorithm algorithm() const { return algorithm_; }
   CollectiveOp op() const { return op_; }
@@ -67,12 +68,12 @@ private:
 };
 
 struct ReplayResult {
-  std::vector<Seconds> start; ///< per task id
-  std::vector<Seconds> end;   ///< per task id
-  Seconds step_time;          ///< latest end
+  std::vector<Seconds> start;                    ///< per task id
+  std::vector<Seconds> end;                      ///< per task id
+  Seconds step_time;                             ///< latest end
   std::vector<collectives::Algorithm> algorithm; ///< per task: the algorithm a collective ran (AUTO resolved)
-  uint64_t flows = 0;         ///< point-to-point flows simulated
-  uint64_t activities = 0;    ///< SimGrid activities created
+  uint64_t flows = 0;                            ///< point-to-point flows simulated
+  uint64_t activities = 0;                       ///< SimGrid activities created
 };
 
 class Replay {

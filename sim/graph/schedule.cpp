@@ -43,14 +43,18 @@ std::vector<PassRef> defer_weight_grads(const std::vector<PassRef>& fb, int dela
 
 } // namespace
 
-std::vector<PassRef> gpipe_order(int /*stage*/, int /*pp*/, int m) { return forward_backward(m, m); }
+std::vector<PassRef> gpipe_order(int /*stage*/, int /*pp*/, int m) {
+  return forward_backward(m, m);
+}
 
-std::vector<PassRef> one_f_one_b_order(int stage, int pp, int m) { return forward_backward(pp - stage - 1, m); }
+std::vector<PassRef> one_f_one_b_order(int stage, int pp, int m) {
+  return forward_backward(pp - stage - 1, m);
+}
 
 std::vector<PassRef> interleaved_order(int stage, int pp, int m, int vp) {
   if (pp < 1 || vp < 1 || m < 1 || m % pp != 0)
-    throw ModelError("interleaved schedule: micro-batches (" + std::to_string(m) + ") must be a multiple of pp (" +
-                     std::to_string(pp) + "), with pp, vp >= 1");
+    throw ModelError("interleaved schedule: micro-batches (" + std::to_string(m) +
+                     ") must be a multiple of pp (" + std::to_string(pp) + "), with pp, vp >= 1");
   const int total = m * vp;
   const int group = pp * vp;
   int warmup = m == pp ? total : (pp - stage - 1) * 2 + (vp - 1) * pp;
@@ -85,16 +89,23 @@ std::vector<PassRef> zb_h2_order(int stage, int pp, int m) {
 
 std::vector<PassRef> stage_order(Schedule schedule, int stage, int pp, int m, int vp) {
   switch (schedule) {
-  case Schedule::GPIPE: return gpipe_order(stage, pp, m);
-  case Schedule::ONE_F_ONE_B: return one_f_one_b_order(stage, pp, m);
-  case Schedule::INTERLEAVED: return interleaved_order(stage, pp, m, vp);
-  case Schedule::ZB_H1: return zb_h1_order(stage, pp, m);
-  case Schedule::ZB_H2: return zb_h2_order(stage, pp, m);
+  case Schedule::GPIPE:
+    return gpipe_order(stage, pp, m);
+  case Schedule::ONE_F_ONE_B:
+    return one_f_one_b_order(stage, pp, m);
+  case Schedule::INTERLEAVED:
+    return interleaved_order(stage, pp, m, vp);
+  case Schedule::ZB_H1:
+    return zb_h1_order(stage, pp, m);
+  case Schedule::ZB_H2:
+    return zb_h2_order(stage, pp, m);
   }
   return {};
 }
 
-bool splits_backward(Schedule schedule) { return schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2; }
+bool splits_backward(Schedule schedule) {
+  return schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2;
+}
 
 int peak_in_flight(const std::vector<PassRef>& order, bool split_backward, int output_chunk) {
   int now = 0, peak = 0;

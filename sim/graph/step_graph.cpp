@@ -18,11 +18,12 @@ TaskId StepGraph::add_task(const Task& t) {
   if (!std::isfinite(v) || v < 0) {
     const std::string what = compute ? std::string(to_string(t.block)) + " " + std::string(to_string(t.phase))
                                      : std::string(to_string(t.group)) + " " + std::string(to_string(t.op));
-    throw ModelError(what + " task of GPU " + std::to_string(t.rank) + (compute ? " would take " : " would carry ") +
-                     std::to_string(v) + (compute ? " s" : " bytes") +
-                     ", not a finite non-negative amount: check the cluster's gpu.peak_flops, gpu.hbm_bandwidth "
-                     "and the efficiencies (gpu.compute_efficiency, memory_efficiency, gemm_efficiency, "
-                     "memory_bound_efficiency)");
+    throw ModelError(
+        what + " task of GPU " + std::to_string(t.rank) + (compute ? " would take " : " would carry ") +
+        std::to_string(v) + (compute ? " s" : " bytes") +
+        ", not a finite non-negative amount: check the cluster's gpu.peak_flops, gpu.hbm_bandwidth "
+        "and the efficiencies (gpu.compute_efficiency, memory_efficiency, gemm_efficiency, "
+        "memory_bound_efficiency)");
   }
   tasks_.push_back(t);
   return static_cast<TaskId>(tasks_.size() - 1);

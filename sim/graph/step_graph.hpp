@@ -51,18 +51,18 @@ struct Task {
   /// the backward"): 1 its input linear's data gradient, 2 that linear's weight gradient; else 0.
   uint8_t piece = 0;
   CommRole role = CommRole::NONE; ///< collectives only
-  Rank rank = -1;          ///< compute: the GPU; collective: the first simulated participant
-  int32_t stage = -1;      ///< pipeline stage (PP send: the sending stage)
-  int32_t layer = -1;      ///< global layer index, -1 when not a layer task
+  Rank rank = -1;                 ///< compute: the GPU; collective: the first simulated participant
+  int32_t stage = -1;             ///< pipeline stage (PP send: the sending stage)
+  int32_t layer = -1;             ///< global layer index, -1 when not a layer task
   int32_t micro_batch = -1;
-  int32_t bucket = -1;     ///< DP gradient/parameter bucket index, -1 when not a bucket
+  int32_t bucket = -1; ///< DP gradient/parameter bucket index, -1 when not a bucket
   /// Compute: its time. Collective: the host's part between the task becoming ready and its
   /// transfer starting (a tensor-list collective's per-rank views and copies,
   /// gpu.list_collective_per_rank), 0 for most.
   Seconds duration;
-  Flops flops;             ///< compute only
-  TimeSources sources;     ///< compute only: where `duration` came from
-  Bytes bytes;             ///< collective payload S (per rank; nccl-tests "size"); p2p message size
+  Flops flops;              ///< compute only
+  TimeSources sources;      ///< compute only: where `duration` came from
+  Bytes bytes;              ///< collective payload S (per rank; nccl-tests "size"); p2p message size
   uint32_t ranks_begin = 0; ///< participants, in ring order: StepGraph::participants()
   uint32_t ranks_count = 0;
   /// Memory ledger: bytes this task allocates when it starts and frees when it ends, on its
@@ -75,7 +75,8 @@ struct Task {
 };
 
 /// A compute task of `rank` on its compute stream (duration, FLOPs and memory left to the caller).
-inline Task compute_task(Rank rank, Block block, Phase phase, int32_t stage, int32_t layer, int32_t micro_batch) {
+inline Task compute_task(Rank rank, Block block, Phase phase, int32_t stage, int32_t layer,
+                         int32_t micro_batch) {
   Task t;
   t.kind = TaskKind::COMPUTE;
   t.phase = phase;

@@ -8,7 +8,7 @@ namespace stepsim::kernels {
 
 namespace {
 
-constexpr std::array<std::pair<KernelKind, const char *>, 10> kKindNames{{
+constexpr std::array<std::pair<KernelKind, const char*>, 10> kKindNames{{
     {KernelKind::GEMM, "gemm"},
     {KernelKind::ATTENTION_FWD, "attention_fwd"},
     {KernelKind::ATTENTION_BWD, "attention_bwd"},
@@ -21,7 +21,7 @@ constexpr std::array<std::pair<KernelKind, const char *>, 10> kKindNames{{
     {KernelKind::MEMCPY, "memcpy"},
 }};
 
-constexpr std::array<std::pair<Dtype, const char *>, 4> kDtypeNames{{
+constexpr std::array<std::pair<Dtype, const char*>, 4> kDtypeNames{{
     {Dtype::FP32, "fp32"},
     {Dtype::BF16, "bf16"},
     {Dtype::FP16, "fp16"},
@@ -59,24 +59,24 @@ bool is_compute_bound(KernelKind kind) {
   return f == KernelFamily::GEMM || f == KernelFamily::ATTENTION;
 }
 
-const char *to_string(KernelKind kind) {
-  for (const auto &[k, name] : kKindNames) {
+const char* to_string(KernelKind kind) {
+  for (const auto& [k, name] : kKindNames) {
     if (k == kind)
       return name;
   }
   return "?";
 }
 
-const char *to_string(Dtype dtype) {
-  for (const auto &[t, name] : kDtypeNames) {
+const char* to_string(Dtype dtype) {
+  for (const auto& [t, name] : kDtypeNames) {
     if (t == dtype)
       return name;
   }
   return "?";
 }
 
-bool parse_kind(const std::string &text, KernelKind &out) {
-  for (const auto &[k, name] : kKindNames) {
+bool parse_kind(const std::string& text, KernelKind& out) {
+  for (const auto& [k, name] : kKindNames) {
     if (text == name) {
       out = k;
       return true;
@@ -85,8 +85,8 @@ bool parse_kind(const std::string &text, KernelKind &out) {
   return false;
 }
 
-bool parse_dtype(const std::string &text, Dtype &out) {
-  for (const auto &[t, name] : kDtypeNames) {
+bool parse_dtype(const std::string& text, Dtype& out) {
+  for (const auto& [t, name] : kDtypeNames) {
     if (text == name) {
       out = t;
       return true;
@@ -108,7 +108,7 @@ double dtype_bytes(Dtype dtype) {
   return 2;
 }
 
-Flops kernel_flops(const KernelShape &s) {
+Flops kernel_flops(const KernelShape& s) {
   switch (s.kind) {
   case KernelKind::GEMM:
     return Flops(2.0 * d(s.batch) * d(s.m) * d(s.n) * d(s.k));
@@ -140,7 +140,7 @@ Flops kernel_flops(const KernelShape &s) {
   return Flops(0.0);
 }
 
-Bytes kernel_bytes(const KernelShape &s) {
+Bytes kernel_bytes(const KernelShape& s) {
   const double e = dtype_bytes(s.dtype);
   switch (s.kind) {
   case KernelKind::GEMM: {
@@ -177,7 +177,7 @@ Bytes kernel_bytes(const KernelShape &s) {
   return Bytes(0.0);
 }
 
-std::string shape_fields(const KernelShape &s) {
+std::string shape_fields(const KernelShape& s) {
   std::ostringstream os;
   switch (family(s.kind)) {
   case KernelFamily::GEMM:
@@ -199,23 +199,23 @@ std::string shape_fields(const KernelShape &s) {
   return os.str();
 }
 
-std::string describe(const KernelShape &s) {
+std::string describe(const KernelShape& s) {
   return std::string(to_string(s.kind)) + " " + to_string(s.dtype) + " " + shape_fields(s);
 }
 
-std::string validate(const KernelShape &s) {
+std::string validate(const KernelShape& s) {
   const bool gemm_f = family(s.kind) == KernelFamily::GEMM;
   const bool attn_f = family(s.kind) == KernelFamily::ATTENTION;
   const bool row_f = family(s.kind) == KernelFamily::ROWWISE;
   const bool elem_f = family(s.kind) == KernelFamily::ELEMENTWISE;
-  auto check = [](bool used, int64_t v, const char *name) -> std::string {
+  auto check = [](bool used, int64_t v, const char* name) -> std::string {
     if (used && v <= 0)
       return std::string(name) + " must be > 0";
     if (!used && v != 0)
       return std::string(name) + " does not apply to this kernel";
     return "";
   };
-  const std::pair<bool, std::pair<int64_t, const char *>> fields[] = {
+  const std::pair<bool, std::pair<int64_t, const char*>> fields[] = {
       {gemm_f, {s.m, "m"}},
       {gemm_f, {s.n, "n"}},
       {gemm_f, {s.k, "k"}},
@@ -228,7 +228,7 @@ std::string validate(const KernelShape &s) {
       {row_f, {s.cols, "cols"}},
       {elem_f, {s.elements, "elements"}},
   };
-  for (const auto &[used, f] : fields) {
+  for (const auto& [used, f] : fields) {
     std::string why = check(used, f.first, f.second);
     if (!why.empty())
       return why;
@@ -253,7 +253,7 @@ KernelShape gemm(Dtype dtype, int64_t m, int64_t n, int64_t k, int64_t batch) {
   return s;
 }
 
-KernelShape attention(KernelKind kind, Dtype dtype, const AttentionDims &dims) {
+KernelShape attention(KernelKind kind, Dtype dtype, const AttentionDims& dims) {
   KernelShape s;
   s.kind = kind;
   s.dtype = dtype;

@@ -47,7 +47,7 @@ struct KernelShape {
   // elementwise kernels (gelu, swiglu, adam, memcpy)
   int64_t elements = 0;
 
-  friend auto operator<=>(const KernelShape &, const KernelShape &) = default;
+  friend auto operator<=>(const KernelShape&, const KernelShape&) = default;
 };
 
 enum class KernelFamily { GEMM, ATTENTION, ROWWISE, ELEMENTWISE };
@@ -56,33 +56,33 @@ KernelFamily family(KernelKind kind);
 /// True for GEMM and attention (bounded by tensor-core FLOP/s); false for the memory-bound rest.
 bool is_compute_bound(KernelKind kind);
 
-const char *to_string(KernelKind kind); ///< "gemm", "attention_fwd", ...
-const char *to_string(Dtype dtype);     ///< "fp32", "bf16", "fp16", "fp8_e4m3"
+const char* to_string(KernelKind kind); ///< "gemm", "attention_fwd", ...
+const char* to_string(Dtype dtype);     ///< "fp32", "bf16", "fp16", "fp8_e4m3"
 /// Inverse of to_string; false when `text` names nothing.
-bool parse_kind(const std::string &text, KernelKind &out);
-bool parse_dtype(const std::string &text, Dtype &out);
+bool parse_kind(const std::string& text, KernelKind& out);
+bool parse_dtype(const std::string& text, Dtype& out);
 
 /// Bytes per element of `dtype`.
 double dtype_bytes(Dtype dtype);
 
-/// Useful FLOPs of one invocation (multiply-add = 2; a batched GEMM counts every product). Attention counts the causal half only;
-/// the backward counts 2.5× the forward (5 matmuls instead of 2).
-Flops kernel_flops(const KernelShape &shape);
+/// Useful FLOPs of one invocation (multiply-add = 2; a batched GEMM counts every product). Attention counts
+/// the causal half only; the backward counts 2.5× the forward (5 matmuls instead of 2).
+Flops kernel_flops(const KernelShape& shape);
 
 /// Bytes one invocation must move to and from device memory at least (each operand once).
 /// ADAM: 28 bytes per parameter (fp32 param, m, v read and written; bf16 grad read and bf16
 /// weight copy written).
-Bytes kernel_bytes(const KernelShape &shape);
+Bytes kernel_bytes(const KernelShape& shape);
 
 /// The shape's own fields as "m=..;n=..;k=.." (the `shape` column of the text formats).
-std::string shape_fields(const KernelShape &shape);
+std::string shape_fields(const KernelShape& shape);
 
 /// "gemm bf16 m=..;n=..;k=.." for messages.
-std::string describe(const KernelShape &shape);
+std::string describe(const KernelShape& shape);
 
 /// Checks that the fields of the kind's family are positive (kv_heads divides heads; a GEMM's
 /// batch counts as one of its fields) and the others zero. Returns "" when valid, else the reason.
-std::string validate(const KernelShape &shape);
+std::string validate(const KernelShape& shape);
 
 // Convenience constructors.
 /// A GEMM Y[m,n] = X[m,k]·W[n,k]ᵀ, or `batch` of them at once (a strided batched GEMM such as
@@ -96,7 +96,7 @@ struct AttentionDims {
   int64_t head_dim = 0;
   bool causal = true;
 };
-KernelShape attention(KernelKind kind, Dtype dtype, const AttentionDims &dims);
+KernelShape attention(KernelKind kind, Dtype dtype, const AttentionDims& dims);
 KernelShape rowwise(KernelKind kind, Dtype dtype, int64_t rows, int64_t cols);
 KernelShape elementwise(KernelKind kind, Dtype dtype, int64_t elements);
 

@@ -58,7 +58,7 @@ struct Dims {
   std::size_t count = 0;
 };
 
-Dims dims_of(const KernelShape &s) {
+Dims dims_of(const KernelShape& s) {
   switch (family(s.kind)) {
   case KernelFamily::GEMM:
     return {{s.m, s.n, s.k, s.batch, 0}, 4};
@@ -87,7 +87,7 @@ std::size_t axis_count(KernelFamily f) {
   return 0;
 }
 
-int compute_capability_tenths(const std::string &cc) {
+int compute_capability_tenths(const std::string& cc) {
   // "9.0" -> 90, "8.9" -> 89; "" -> 0.
   const auto dot = cc.find('.');
   if (dot == std::string::npos)
@@ -97,7 +97,7 @@ int compute_capability_tenths(const std::string &cc) {
 
 } // namespace
 
-const char *to_string(Source s) {
+const char* to_string(Source s) {
   switch (s) {
   case Source::MEASURED:
     return "measured";
@@ -109,10 +109,10 @@ const char *to_string(Source s) {
   return "?";
 }
 
-KernelTable::KernelTable(KernelProfile profile, const GpuSpec &gpu, KernelTableOptions options)
+KernelTable::KernelTable(KernelProfile profile, const GpuSpec& gpu, KernelTableOptions options)
     : profile_(std::move(profile)), options_(options), hbm_bandwidth_(gpu.hbm_bandwidth) {
   const std::string where = profile_.origin.empty() ? "kernel profile" : profile_.origin;
-  const ProfileHeader &h = profile_.header;
+  const ProfileHeader& h = profile_.header;
   if (!gpu.kind.empty() && gpu.kind != h.gpu_kind)
     throw ConfigError(where + ": profile is for gpu_kind '" + h.gpu_kind + "', the cluster's GPU is '" +
                       gpu.kind + "'");
@@ -133,7 +133,7 @@ KernelTable::KernelTable(KernelProfile profile, const GpuSpec &gpu, KernelTableO
     peaks_[index(Dtype::FP8_E4M3)] = gpu.peak_fp8.value() > 0 ? gpu.peak_fp8 : gpu.peak_bf16 * 2.0;
 
   for (std::size_t i = 0; i < profile_.rows.size(); ++i) {
-    const ProfileRow &r = profile_.rows[i];
+    const ProfileRow& r = profile_.rows[i];
     if (!options_.use_naive_rows && r.impl.rfind("naive", 0) == 0)
       continue;
     if (is_compute_bound(r.shape.kind) && peak(r.shape.dtype).value() <= 0)
@@ -143,7 +143,7 @@ KernelTable::KernelTable(KernelProfile profile, const GpuSpec &gpu, KernelTableO
   calibrate(gpu);
 }
 
-KernelTable KernelTable::load(const std::filesystem::path &file, const GpuSpec &gpu,
+KernelTable KernelTable::load(const std::filesystem::path& file, const GpuSpec& gpu,
                               KernelTableOptions options) {
   return KernelTable(read_profile(file), gpu, options);
 }
@@ -152,21 +152,21 @@ FlopsPerSec KernelTable::peak(Dtype dtype) const {
   return peaks_[index(dtype)];
 }
 
-double KernelTable::achieved_efficiency(const ProfileRow &row) const {
+double KernelTable::achieved_efficiency(const ProfileRow& row) const {
   const double t = row.time.value();
   if (is_compute_bound(row.shape.kind))
     return kernel_flops(row.shape).value() / (t * peak(row.shape.dtype).value());
   return kernel_bytes(row.shape).value() / (t * hbm_bandwidth_.value());
 }
 
-void KernelTable::calibrate(const GpuSpec &gpu) {
+void KernelTable::calibrate(const GpuSpec& gpu) {
   const int sms = profile_.header.sm_count;
   // Best row of a kind (and dtype, for compute kinds); nullptr when none.
-  auto best_row = [&](KernelKind kind, const Dtype *dtype) -> const ProfileRow * {
-    const ProfileRow *best = nullptr;
+  auto best_row = [&](KernelKind kind, const Dtype* dtype) -> const ProfileRow* {
+    const ProfileRow* best = nullptr;
     double best_eff = -1;
     for (std::size_t i : rows_) {
-      const ProfileRow &r = profile_.rows[i];
+      const ProfileRow& r = profile_.rows[i];
       if (r.shape.kind != kind || (dtype && r.shape.dtype != *dtype))
         continue;
       const double e = achieved_efficiency(r);
@@ -177,20 +177,20 @@ void KernelTable::calibrate(const GpuSpec &gpu) {
     }
     return best;
   };
-  auto from_row = [&](const ProfileRow &r) {
+  auto from_row = [&](const ProfileRow& r) {
     const double c = achieved_efficiency(r);
     return Calibration{c, c / shape_factor(r.shape, sms)};
   };
 
   // Memory kinds: from their own rows, else relative to the copy bandwidth.
-  const ProfileRow *copy = best_row(KernelKind::MEMCPY, nullptr);
+  const ProfileRow* copy = best_row(KernelKind::MEMCPY, nullptr);
   const double copy_eff =
       copy ? achieved_efficiency(*copy)
            : (gpu.memory_efficiency > 0 ? gpu.memory_efficiency : kDefaultMemoryEfficiency);
   // Compute kinds: GEMM ceiling per dtype, fp8 falling back to the 16-bit ceiling.
   std::array<double, kDtypes> gemm_eff{};
   for (Dtype d : {Dtype::BF16, Dtype::FP16, Dtype::FP8_E4M3}) {
-    const ProfileRow *r = best_row(KernelKind::GEMM, &d);
+    const ProfileRow* r = best_row(KernelKind::GEMM, &d);
     gemm_eff[index(d)] = r ? achieved_efficiency(*r) : 0;
   }
   const double gemm16 = std::max(gemm_eff[index(Dtype::BF16)], gemm_eff[index(Dtype::FP16)]);
@@ -216,14 +216,14 @@ void KernelTable::calibrate(const GpuSpec &gpu) {
         const Dtype other = dtype == Dtype::BF16 ? Dtype::FP16 : Dtype::BF16;
         const bool sibling = (dtype == Dtype::BF16 || dtype == Dtype::FP16) &&
                              peaks_[index(other)].value() == peaks_[di].value();
-        const ProfileRow *own = best_row(kind, &dtype);
-        if (const ProfileRow *r = own ? own : sibling ? best_row(kind, &other) : nullptr) {
+        const ProfileRow* own = best_row(kind, &dtype);
+        if (const ProfileRow* r = own ? own : sibling ? best_row(kind, &other) : nullptr) {
           c = from_row(*r);
         } else {
           c.ceiling = gemm_eff[di] * relative_ceiling(kind);
           c.scale = c.ceiling;
         }
-      } else if (const ProfileRow *r = best_row(kind, nullptr)) {
+      } else if (const ProfileRow* r = best_row(kind, nullptr)) {
         c = from_row(*r);
       } else {
         c.ceiling = copy_eff * relative_ceiling(kind);
@@ -238,7 +238,7 @@ Calibration KernelTable::calibration(KernelKind kind, Dtype dtype) const {
   return calibration_[index(kind)][index(dtype)];
 }
 
-void KernelTable::check_lookup(const KernelShape &shape) const {
+void KernelTable::check_lookup(const KernelShape& shape) const {
   const std::string why = validate(shape);
   if (!why.empty())
     throw ModelError("kernel " + describe(shape) + ": " + why);
@@ -248,7 +248,7 @@ void KernelTable::check_lookup(const KernelShape &shape) const {
                      to_string(shape.dtype) + " tensor-core peak");
 }
 
-Seconds KernelTable::model_time(const KernelShape &shape) const {
+Seconds KernelTable::model_time(const KernelShape& shape) const {
   check_lookup(shape);
   const Calibration c = calibration(shape.kind, shape.dtype);
   const double factor = shape_factor(shape, profile_.header.sm_count);
@@ -265,7 +265,7 @@ Seconds KernelTable::model_time(const KernelShape &shape) const {
   return Seconds(t);
 }
 
-const ProfileRow *KernelTable::exact(const KernelShape &shape) const {
+const ProfileRow* KernelTable::exact(const KernelShape& shape) const {
   for (std::size_t i : rows_) {
     if (profile_.rows[i].shape == shape)
       return &profile_.rows[i];
@@ -273,20 +273,20 @@ const ProfileRow *KernelTable::exact(const KernelShape &shape) const {
   return nullptr;
 }
 
-bool KernelTable::interpolate(const KernelShape &shape, Seconds &out) const {
+bool KernelTable::interpolate(const KernelShape& shape, Seconds& out) const {
   const KernelFamily fam = family(shape.kind);
   const std::size_t axes = axis_count(fam);
   const Dims q = dims_of(shape);
   // For each axis, the nearest rows below and above the query that differ only on that axis.
   struct Bracket {
-    const ProfileRow *lo = nullptr;
-    const ProfileRow *hi = nullptr;
+    const ProfileRow* lo = nullptr;
+    const ProfileRow* hi = nullptr;
     int64_t lo_v = 0;
     int64_t hi_v = 0;
   };
   std::array<Bracket, 5> br{};
   for (std::size_t i : rows_) {
-    const ProfileRow &r = profile_.rows[i];
+    const ProfileRow& r = profile_.rows[i];
     if (r.shape.kind != shape.kind || r.shape.dtype != shape.dtype || r.shape.causal != shape.causal)
       continue;
     const Dims d = dims_of(r.shape);
@@ -300,7 +300,7 @@ bool KernelTable::interpolate(const KernelShape &shape, Seconds &out) const {
     }
     if (differing != 1 || axis >= axes)
       continue;
-    Bracket &b = br[axis];
+    Bracket& b = br[axis];
     const int64_t v = d.v[axis];
     if (v < q.v[axis] && (!b.lo || v > b.lo_v)) {
       b.lo = &r;
@@ -311,11 +311,11 @@ bool KernelTable::interpolate(const KernelShape &shape, Seconds &out) const {
     }
   }
   // The tightest bracket (smallest ratio hi/lo) wins; ties go to the first axis.
-  const Bracket *best = nullptr;
+  const Bracket* best = nullptr;
   std::size_t best_axis = 0;
   double best_span = 0;
   for (std::size_t a = 0; a < axes; ++a) {
-    const Bracket &b = br[a];
+    const Bracket& b = br[a];
     if (!b.lo || !b.hi)
       continue;
     const double span = std::log(static_cast<double>(b.hi_v) / static_cast<double>(b.lo_v));
@@ -336,10 +336,10 @@ bool KernelTable::interpolate(const KernelShape &shape, Seconds &out) const {
   return true;
 }
 
-KernelTime KernelTable::lookup(const KernelShape &shape) const {
+KernelTime KernelTable::lookup(const KernelShape& shape) const {
   check_lookup(shape);
   const bool measured = profile_.header.obtained == Provenance::MEASURED;
-  if (const ProfileRow *r = exact(shape))
+  if (const ProfileRow* r = exact(shape))
     return {r->time, measured ? Source::MEASURED : Source::MODELLED};
   Seconds t;
   if (interpolate(shape, t))

@@ -21,7 +21,7 @@ enum class Source {
   MODELLED,     ///< the roofline model (or a row of a modelled profile)
 };
 
-const char *to_string(Source s); ///< "measured", "interpolated", "modelled"
+const char* to_string(Source s); ///< "measured", "interpolated", "modelled"
 
 struct KernelTime {
   Seconds time; ///< one invocation, without overlap slowdown
@@ -47,18 +47,18 @@ public:
   /// compute_/memory_efficiency as fallbacks when the profile has no rows of a kind).
   /// Throws ConfigError naming the profile when gpu.kind is set and differs from the profile's
   /// gpu_kind, when the profile lacks sm_count, or when a peak or the bandwidth is not > 0.
-  KernelTable(KernelProfile profile, const GpuSpec &gpu, KernelTableOptions options = {});
+  KernelTable(KernelProfile profile, const GpuSpec& gpu, KernelTableOptions options = {});
 
   /// read_profile(file) then the constructor. Throws ConfigError.
-  static KernelTable load(const std::filesystem::path &file, const GpuSpec &gpu,
+  static KernelTable load(const std::filesystem::path& file, const GpuSpec& gpu,
                           KernelTableOptions options = {});
 
   /// Time of one invocation of `shape`. Throws ModelError when the shape is invalid or the
   /// GPU has no peak for its dtype (fp8 below compute capability 8.9).
-  [[nodiscard]] KernelTime lookup(const KernelShape &shape) const;
+  [[nodiscard]] KernelTime lookup(const KernelShape& shape) const;
 
   /// The calibrated roofline model alone (step 3 of the lookup). Throws as lookup.
-  [[nodiscard]] Seconds model_time(const KernelShape &shape) const;
+  [[nodiscard]] Seconds model_time(const KernelShape& shape) const;
 
   /// Calibration of `kind` at `dtype` (memory-bound kinds ignore the dtype).
   [[nodiscard]] Calibration calibration(KernelKind kind, Dtype dtype) const;
@@ -70,14 +70,14 @@ public:
   [[nodiscard]] Seconds launch_overhead() const { return profile_.header.launch_overhead; }
   /// Factor >= 1 to apply to compute that overlaps NCCL kernels.
   [[nodiscard]] double overlap_slowdown() const { return profile_.header.overlap_slowdown; }
-  [[nodiscard]] const KernelProfile &profile() const { return profile_; }
+  [[nodiscard]] const KernelProfile& profile() const { return profile_; }
 
 private:
-  [[nodiscard]] double achieved_efficiency(const ProfileRow &row) const;
-  void calibrate(const GpuSpec &gpu);
-  [[nodiscard]] const ProfileRow *exact(const KernelShape &shape) const;
-  [[nodiscard]] bool interpolate(const KernelShape &shape, Seconds &out) const;
-  void check_lookup(const KernelShape &shape) const;
+  [[nodiscard]] double achieved_efficiency(const ProfileRow& row) const;
+  void calibrate(const GpuSpec& gpu);
+  [[nodiscard]] const ProfileRow* exact(const KernelShape& shape) const;
+  [[nodiscard]] bool interpolate(const KernelShape& shape, Seconds& out) const;
+  void check_lookup(const KernelShape& shape) const;
 
   static constexpr std::size_t kKinds = 10;
   static constexpr std::size_t kDtypes = 4;

@@ -17,11 +17,11 @@ namespace stepsim::kernels {
 
 namespace {
 
-constexpr const char *kShapeColumns = "kernel,dtype,shape";
-constexpr const char *kProfileColumns = "kernel,dtype,shape,time_s,flop_per_s,byte_per_s,impl";
-constexpr const char *kTimesColumns = "kernel,dtype,shape,time_s,impl";
+constexpr const char* kShapeColumns = "kernel,dtype,shape";
+constexpr const char* kProfileColumns = "kernel,dtype,shape,time_s,flop_per_s,byte_per_s,impl";
+constexpr const char* kTimesColumns = "kernel,dtype,shape,time_s,impl";
 
-std::string trim(const std::string &s) {
+std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r");
   if (b == std::string::npos)
     return "";
@@ -29,7 +29,7 @@ std::string trim(const std::string &s) {
   return s.substr(b, e - b + 1);
 }
 
-std::vector<std::string> split(const std::string &s, char sep) {
+std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;
   for (char c : s) {
@@ -44,18 +44,18 @@ std::vector<std::string> split(const std::string &s, char sep) {
   return out;
 }
 
-bool parse_int(const std::string &text, int64_t &out) {
-  const char *b = text.data();
-  const char *e = text.data() + text.size();
+bool parse_int(const std::string& text, int64_t& out) {
+  const char* b = text.data();
+  const char* e = text.data() + text.size();
   auto [p, ec] = std::from_chars(b, e, out);
   return ec == std::errc() && p == e && !text.empty();
 }
 
-bool parse_double(const std::string &text, double &out) {
+bool parse_double(const std::string& text, double& out) {
   if (text.empty())
     return false;
   errno = 0;
-  char *end = nullptr;
+  char* end = nullptr;
   out = std::strtod(text.c_str(), &end);
   return errno == 0 && end == text.c_str() + text.size() && std::isfinite(out);
 }
@@ -66,12 +66,12 @@ std::string fmt(double v, int digits) {
   return buf;
 }
 
-[[noreturn]] void fail(const std::string &origin, int line, const std::string &what) {
+[[noreturn]] void fail(const std::string& origin, int line, const std::string& what) {
   throw ConfigError(origin + ":" + std::to_string(line) + ": " + what);
 }
 
 /// True for a `# format: ...` comment line, after checking it names `expected`.
-bool format_line(const std::string &origin, int line, const std::string &text, const char *expected) {
+bool format_line(const std::string& origin, int line, const std::string& text, const char* expected) {
   if (text.rfind("format:", 0) != 0)
     return false;
   const std::string value = trim(text.substr(7));
@@ -81,7 +81,7 @@ bool format_line(const std::string &origin, int line, const std::string &text, c
 }
 
 /// Parses "kernel,dtype,shape" (the first three columns). Returns "" or the reason.
-std::string parse_shape_columns(const std::vector<std::string> &cols, KernelShape &out) {
+std::string parse_shape_columns(const std::vector<std::string>& cols, KernelShape& out) {
   KernelKind kind{};
   Dtype dtype{};
   if (!parse_kind(cols[0], kind))
@@ -93,7 +93,7 @@ std::string parse_shape_columns(const std::vector<std::string> &cols, KernelShap
 
 /// Yields the non-blank, non-comment lines with their numbers; comment lines go to `on_comment`.
 template <class OnComment, class OnLine>
-void scan_lines(std::istream &in, OnComment on_comment, OnLine on_line) {
+void scan_lines(std::istream& in, OnComment on_comment, OnLine on_line) {
   std::string raw;
   int line = 0;
   while (std::getline(in, raw)) {
@@ -111,15 +111,15 @@ void scan_lines(std::istream &in, OnComment on_comment, OnLine on_line) {
 
 } // namespace
 
-const char *to_string(Provenance p) {
+const char* to_string(Provenance p) {
   return p == Provenance::MEASURED ? "measured" : "modelled";
 }
 
-std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &text, KernelShape &out) {
+std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string& text, KernelShape& out) {
   KernelShape s;
   s.kind = kind;
   s.dtype = dtype;
-  std::map<std::string, int64_t *> slots;
+  std::map<std::string, int64_t*> slots;
   int64_t causal = -1;
   switch (family(kind)) {
   case KernelFamily::GEMM:
@@ -137,7 +137,7 @@ std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &
     break;
   }
   std::set<std::string> seen;
-  for (const std::string &item : split(text, ';')) {
+  for (const std::string& item : split(text, ';')) {
     const auto eq = item.find('=');
     if (eq == std::string::npos)
       return "shape item '" + item + "' is not key=value";
@@ -146,7 +146,7 @@ std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &
     auto it = slots.find(key);
     if (it == slots.end()) {
       std::string keys;
-      for (const auto &[k, p] : slots)
+      for (const auto& [k, p] : slots)
         keys += (keys.empty() ? "" : ", ") + k;
       return "unknown shape key '" + key + "' for " + to_string(kind) + " (expected " + keys + ")";
     }
@@ -158,7 +158,7 @@ std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &
   // A GEMM's batch is optional: absent means one product.
   if (family(kind) == KernelFamily::GEMM && !seen.count("batch"))
     s.batch = 1;
-  for (const auto &[k, p] : slots) {
+  for (const auto& [k, p] : slots) {
     if (!seen.count(k) && !(family(kind) == KernelFamily::GEMM && k == "batch"))
       return "shape lacks '" + k + "'";
   }
@@ -174,16 +174,16 @@ std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &
   return "";
 }
 
-KernelProfile parse_profile(std::istream &in, const std::string &origin) {
+KernelProfile parse_profile(std::istream& in, const std::string& origin) {
   KernelProfile p;
   p.origin = origin;
-  ProfileHeader &h = p.header;
+  ProfileHeader& h = p.header;
   std::set<std::string> seen_keys;
   std::set<KernelShape> seen_shapes;
   bool have_columns = false;
   bool have_format = false;
 
-  auto on_comment = [&](int line, const std::string &text) {
+  auto on_comment = [&](int line, const std::string& text) {
     const auto colon = text.find(':');
     if (colon == std::string::npos)
       return; // free comment
@@ -196,11 +196,11 @@ KernelProfile parse_profile(std::istream &in, const std::string &origin) {
     const bool repeatable = key == "source" || key == "note";
     if (!repeatable && !seen_keys.insert(key).second)
       fail(origin, line, "header key '" + key + "' given twice");
-    auto number = [&](double &out) {
+    auto number = [&](double& out) {
       if (!parse_double(value, out))
         fail(origin, line, "header key '" + key + "': '" + value + "' is not a number");
     };
-    auto integer = [&](int64_t &out) {
+    auto integer = [&](int64_t& out) {
       if (!parse_int(value, out))
         fail(origin, line, "header key '" + key + "': '" + value + "' is not an integer");
     };
@@ -265,14 +265,14 @@ KernelProfile parse_profile(std::istream &in, const std::string &origin) {
     }
   };
 
-  auto on_line = [&](int line, const std::string &text) {
+  auto on_line = [&](int line, const std::string& text) {
     if (!have_columns) {
       if (text != kProfileColumns)
         fail(origin, line, std::string("expected the column line '") + kProfileColumns + "'");
       have_columns = true;
       if (!have_format)
         fail(origin, line, std::string("missing header key 'format: ") + kProfileFormat + "'");
-      for (const char *key : {"gpu_kind", "obtained", "sm_count", "launch_overhead_s", "overlap_slowdown"}) {
+      for (const char* key : {"gpu_kind", "obtained", "sm_count", "launch_overhead_s", "overlap_slowdown"}) {
         if (!seen_keys.count(key))
           fail(origin, line, std::string("missing header key '") + key + "'");
       }
@@ -324,13 +324,13 @@ KernelProfile parse_profile(std::istream &in, const std::string &origin) {
   return p;
 }
 
-KernelProfile read_profile(const std::filesystem::path &file) {
+KernelProfile read_profile(const std::filesystem::path& file) {
   std::istringstream in(read_input_file(file, "kernel profile"));
   return parse_profile(in, file.string());
 }
 
-void write_profile(std::ostream &out, const KernelProfile &p) {
-  const ProfileHeader &h = p.header;
+void write_profile(std::ostream& out, const KernelProfile& p) {
+  const ProfileHeader& h = p.header;
   out << "# stepsim kernel profile (see docs/kernels.md)\n";
   out << "# format: " << kProfileFormat << "\n";
   out << "# gpu: " << h.gpu << "\n";
@@ -348,12 +348,12 @@ void write_profile(std::ostream &out, const KernelProfile &p) {
   out << "# tool: " << h.tool << "\n";
   out << "# launch_overhead_s: " << fmt(h.launch_overhead.value(), 3) << "\n";
   out << "# overlap_slowdown: " << h.overlap_slowdown << "\n";
-  for (const auto &s : h.sources)
+  for (const auto& s : h.sources)
     out << "# source: " << s << "\n";
-  for (const auto &n : h.notes)
+  for (const auto& n : h.notes)
     out << "# note: " << n << "\n";
   out << kProfileColumns << "\n";
-  for (const ProfileRow &r : p.rows) {
+  for (const ProfileRow& r : p.rows) {
     const double t = r.time.value();
     out << to_string(r.shape.kind) << ',' << to_string(r.shape.dtype) << ',' << shape_fields(r.shape) << ','
         << fmt(t, 6) << ',' << fmt(kernel_flops(r.shape).value() / t, 4) << ','
@@ -361,11 +361,13 @@ void write_profile(std::ostream &out, const KernelProfile &p) {
   }
 }
 
-std::vector<KernelShape> parse_shape_list(std::istream &in, const std::string &origin) {
+std::vector<KernelShape> parse_shape_list(std::istream& in, const std::string& origin) {
   std::vector<KernelShape> shapes;
   bool have_columns = false;
-  auto on_comment = [&](int line, const std::string &text) { (void)format_line(origin, line, text, kShapeListFormat); };
-  auto on_line = [&](int line, const std::string &text) {
+  auto on_comment = [&](int line, const std::string& text) {
+    (void)format_line(origin, line, text, kShapeListFormat);
+  };
+  auto on_line = [&](int line, const std::string& text) {
     if (!have_columns) {
       if (text != kShapeColumns)
         fail(origin, line, std::string("expected the column line '") + kShapeColumns + "'");
@@ -385,20 +387,20 @@ std::vector<KernelShape> parse_shape_list(std::istream &in, const std::string &o
   return shapes;
 }
 
-std::vector<KernelShape> read_shape_list(const std::filesystem::path &file) {
+std::vector<KernelShape> read_shape_list(const std::filesystem::path& file) {
   std::istringstream in(read_input_file(file, "shape list"));
   return parse_shape_list(in, file.string());
 }
 
-std::vector<ProfileRow> parse_time_list(std::istream &in, const std::string &origin) {
+std::vector<ProfileRow> parse_time_list(std::istream& in, const std::string& origin) {
   std::vector<ProfileRow> rows;
   std::set<KernelShape> seen;
   bool have_format = false;
   bool have_columns = false;
-  auto on_comment = [&](int line, const std::string &text) {
+  auto on_comment = [&](int line, const std::string& text) {
     have_format = format_line(origin, line, text, kTimesFormat) || have_format;
   };
-  auto on_line = [&](int line, const std::string &text) {
+  auto on_line = [&](int line, const std::string& text) {
     if (!have_columns) {
       if (text != kTimesColumns)
         fail(origin, line, std::string("expected the column line '") + kTimesColumns + "'");
@@ -409,7 +411,8 @@ std::vector<ProfileRow> parse_time_list(std::istream &in, const std::string &ori
     }
     const std::vector<std::string> cols = split(text, ',');
     if (cols.size() != 5)
-      fail(origin, line, "expected 5 columns (" + std::string(kTimesColumns) + "), got " + std::to_string(cols.size()));
+      fail(origin, line,
+           "expected 5 columns (" + std::string(kTimesColumns) + "), got " + std::to_string(cols.size()));
     ProfileRow row;
     std::string why = parse_shape_columns(cols, row.shape);
     if (!why.empty())
@@ -431,18 +434,18 @@ std::vector<ProfileRow> parse_time_list(std::istream &in, const std::string &ori
   return rows;
 }
 
-std::vector<ProfileRow> read_time_list(const std::filesystem::path &file) {
+std::vector<ProfileRow> read_time_list(const std::filesystem::path& file) {
   std::istringstream in(read_input_file(file, "kernel time list"));
   return parse_time_list(in, file.string());
 }
 
-void write_shape_list(std::ostream &out, const std::vector<KernelShape> &shapes,
-                      const std::vector<std::string> &comments) {
+void write_shape_list(std::ostream& out, const std::vector<KernelShape>& shapes,
+                      const std::vector<std::string>& comments) {
   out << "# format: " << kShapeListFormat << "\n";
-  for (const auto &c : comments)
+  for (const auto& c : comments)
     out << "# " << c << "\n";
   out << kShapeColumns << "\n";
-  for (const KernelShape &s : shapes) {
+  for (const KernelShape& s : shapes) {
     out << to_string(s.kind) << ',' << to_string(s.dtype) << ',' << shape_fields(s) << "\n";
   }
 }

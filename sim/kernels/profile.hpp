@@ -19,11 +19,11 @@ namespace stepsim::kernels {
 /// How a profile's numbers were obtained.
 enum class Provenance { MEASURED, MODELLED };
 
-const char *to_string(Provenance p); ///< "measured", "modelled"
+const char* to_string(Provenance p); ///< "measured", "modelled"
 
-inline constexpr const char *kProfileFormat = "stepsim-kernel-profile/1";
-inline constexpr const char *kShapeListFormat = "stepsim-kernel-shapes/1";
-inline constexpr const char *kTimesFormat = "stepsim-kernel-times/1";
+inline constexpr const char* kProfileFormat = "stepsim-kernel-profile/1";
+inline constexpr const char* kShapeListFormat = "stepsim-kernel-shapes/1";
+inline constexpr const char* kTimesFormat = "stepsim-kernel-times/1";
 
 struct ProfileHeader {
   std::string gpu;      ///< device name as the driver reports it
@@ -59,30 +59,30 @@ struct KernelProfile {
 /// Parses a profile. `origin` names the input in messages. Throws ConfigError whose message
 /// starts with "origin:line: " on any malformed line, unknown or missing header key, bad shape
 /// or duplicate row.
-KernelProfile parse_profile(std::istream &in, const std::string &origin);
+KernelProfile parse_profile(std::istream& in, const std::string& origin);
 /// Reads a profile file. Throws ConfigError (also when the file cannot be opened).
-KernelProfile read_profile(const std::filesystem::path &file);
+KernelProfile read_profile(const std::filesystem::path& file);
 /// Writes `profile` in the format parse_profile reads (rows in the given order).
-void write_profile(std::ostream &out, const KernelProfile &profile);
+void write_profile(std::ostream& out, const KernelProfile& profile);
 
 /// Parses a shape list ("kernel,dtype,shape" rows). Throws ConfigError "origin:line: ...".
-std::vector<KernelShape> parse_shape_list(std::istream &in, const std::string &origin);
+std::vector<KernelShape> parse_shape_list(std::istream& in, const std::string& origin);
 /// Reads a shape-list file. Throws ConfigError.
-std::vector<KernelShape> read_shape_list(const std::filesystem::path &file);
+std::vector<KernelShape> read_shape_list(const std::filesystem::path& file);
 /// Writes `shapes` as a shape list; each of `comments` becomes a leading "# " line.
-void write_shape_list(std::ostream &out, const std::vector<KernelShape> &shapes,
-                      const std::vector<std::string> &comments = {});
+void write_shape_list(std::ostream& out, const std::vector<KernelShape>& shapes,
+                      const std::vector<std::string>& comments = {});
 
 /// Parses a list of kernel times measured outside the suite ("kernel,dtype,shape,time_s,impl"
 /// rows under `# format: stepsim-kernel-times/1`; e.g. tools/time_kernels_torch.py). The suite
 /// merges them into the profile it writes. Throws ConfigError "origin:line: ..." on a malformed
 /// line, a time that is not a positive number, an empty impl or a duplicate shape.
-std::vector<ProfileRow> parse_time_list(std::istream &in, const std::string &origin);
+std::vector<ProfileRow> parse_time_list(std::istream& in, const std::string& origin);
 /// Reads a time-list file. Throws ConfigError.
-std::vector<ProfileRow> read_time_list(const std::filesystem::path &file);
+std::vector<ProfileRow> read_time_list(const std::filesystem::path& file);
 
 /// Parses one "key=value;..." shape column for `kind`/`dtype`. Returns "" and fills `out`, or
 /// returns the reason it is malformed.
-std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string &text, KernelShape &out);
+std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string& text, KernelShape& out);
 
 } // namespace stepsim::kernels

@@ -19,13 +19,13 @@ constexpr std::array<GemmTile, 6> kGemmTiles{{
     {64, 64, 0.62},
 }};
 
-constexpr double kKHalf = 32;           // k at which the k-loop runs at half efficiency
+constexpr double kKHalf = 32; // k at which the k-loop runs at half efficiency
 // fp8: 256. On an H200 fp8 GEMMs lost against bf16 as k shrank (at equal m, n: 0.78x the bf16
 // model ratio at k = 1024, 0.90x at 2048, 0.97x at 4096, none from 8192): the per-tile prologue,
 // epilogue and accumulator promotions weigh more against a main loop twice as fast.
 constexpr double kKHalfFp8 = 256;
-constexpr double kSplitKMinDepth = 512; // each split-k slice keeps at least this much k
-constexpr double kAttnBlockRows = 128;  // query rows per attention CTA
+constexpr double kSplitKMinDepth = 512;    // each split-k slice keeps at least this much k
+constexpr double kAttnBlockRows = 128;     // query rows per attention CTA
 constexpr double kAttnHalfRateBlocks = 54; // score blocks per SM at which attention runs at half rate
 constexpr double kCausalFactor = 0.9;
 constexpr double kHalfBandwidthBytesPerSm = 32.0 * 1024;
@@ -34,13 +34,13 @@ double ceil_div(double a, double b) {
   return std::ceil(a / b);
 }
 
-double gemm_factor(const KernelShape &s, double sms) {
+double gemm_factor(const KernelShape& s, double sms) {
   const double m = static_cast<double>(s.m);
   const double n = static_cast<double>(s.n);
   const double k = static_cast<double>(s.k);
   const double batch = static_cast<double>(std::max<int64_t>(1, s.batch));
   double best = 0;
-  for (const GemmTile &t : kGemmTiles) {
+  for (const GemmTile& t : kGemmTiles) {
     const double tm = ceil_div(m, t.rows);
     const double tn = ceil_div(n, t.cols);
     double tiles = tm * tn * batch; // a batched GEMM runs every product's tiles in one grid
@@ -55,7 +55,7 @@ double gemm_factor(const KernelShape &s, double sms) {
   return best * k / (k + (s.dtype == Dtype::FP8_E4M3 ? kKHalfFp8 : kKHalf));
 }
 
-double attention_factor(const KernelShape &s, double sms) {
+double attention_factor(const KernelShape& s, double sms) {
   // Fitted to fused attention (cuDNN, FlashAttention) timed on an H200 at 2048-8192 tokens and
   // 8-384 sequence-heads (docs/kernels.md, "Measured on an H200"): the rate follows the work per
   // SM in 128 x 128 score blocks, reaching half its peak at kAttnHalfRateBlocks per SM, times a
@@ -84,7 +84,7 @@ double wave_efficiency(double tiles, double slots) {
   return tiles / (waves * slots);
 }
 
-double shape_factor(const KernelShape &shape, int sm_count) {
+double shape_factor(const KernelShape& shape, int sm_count) {
   const double sms = static_cast<double>(sm_count);
   switch (family(shape.kind)) {
   case KernelFamily::GEMM:

@@ -17,18 +17,16 @@ struct GemmTile {
 };
 
 /// GEMM: max over the candidate tiles of rate · wave efficiency · edge efficiency, times the
-/// k-loop efficiency k / (k + 32) (fp8: k / (k + 256), fitted on an H200). Wave efficiency = tiles / (waves · sm_count) with one CTA
-/// per SM and split-k when there are fewer tiles than SMs (a batched GEMM has batch × the tiles
-/// of one product); edge efficiency = m·n over the
-/// padded tile area.
-/// Attention (fitted to fused kernels timed on an H200): w / (w + 54) with w the 128 × 128 score
-/// blocks per SM (batch · heads · ceil(seq/128)² / sm_count), times seq / (seq + 128) forward or
-/// seq / (seq + 256) backward (per-row-block prologue and epilogue), times
-/// min(1, head_dim/128)^0.5, times 0.9 when causal (the diagonal blocks are half empty).
-/// Memory-bound kinds: bytes / (bytes + sm_count · 32 KiB), i.e. half the bandwidth is reached
+/// k-loop efficiency k / (k + 32) (fp8: k / (k + 256), fitted on an H200). Wave efficiency = tiles / (waves ·
+/// sm_count) with one CTA per SM and split-k when there are fewer tiles than SMs (a batched GEMM has batch ×
+/// the tiles of one product); edge efficiency = m·n over the padded tile area. Attention (fitted to fused
+/// kernels timed on an H200): w / (w + 54) with w the 128 × 128 score blocks per SM (batch · heads ·
+/// ceil(seq/128)² / sm_count), times seq / (seq + 128) forward or seq / (seq + 256) backward (per-row-block
+/// prologue and epilogue), times min(1, head_dim/128)^0.5, times 0.9 when causal (the diagonal blocks are
+/// half empty). Memory-bound kinds: bytes / (bytes + sm_count · 32 KiB), i.e. half the bandwidth is reached
 /// once every SM has 32 KiB in flight.
 /// Precondition: validate(shape) is "" and sm_count > 0.
-double shape_factor(const KernelShape &shape, int sm_count);
+double shape_factor(const KernelShape& shape, int sm_count);
 
 /// The wave efficiency alone: tiles / (ceil(tiles / slots) · slots).
 double wave_efficiency(double tiles, double slots);

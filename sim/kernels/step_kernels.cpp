@@ -11,7 +11,7 @@ namespace stepsim::kernels {
 namespace {
 
 /// `value / tp`, checked: positive and divisible.
-int64_t per_rank(int64_t value, int64_t tp, const char *what) {
+int64_t per_rank(int64_t value, int64_t tp, const char* what) {
   if (value <= 0)
     throw ModelError(std::string("block kernels: ") + what + " must be > 0");
   if (value % tp != 0)
@@ -22,18 +22,18 @@ int64_t per_rank(int64_t value, int64_t tp, const char *what) {
 
 /// The dimensions of one TP rank's share of a layer.
 struct RankDims {
-  Dtype dtype = Dtype::BF16;   ///< 16-bit precision of activations, norms, attention, logits
-  Dtype linear = Dtype::BF16;  ///< the layers' linear GEMMs: fp8 in fp8 training, else `dtype`
-  int64_t tokens = 0;    ///< T = micro_batch · seq_len
-  int64_t row_tokens = 0; ///< tokens a norm or residual add sees (T/tp with sequence parallelism)
+  Dtype dtype = Dtype::BF16;  ///< 16-bit precision of activations, norms, attention, logits
+  Dtype linear = Dtype::BF16; ///< the layers' linear GEMMs: fp8 in fp8 training, else `dtype`
+  int64_t tokens = 0;         ///< T = micro_batch · seq_len
+  int64_t row_tokens = 0;     ///< tokens a norm or residual add sees (T/tp with sequence parallelism)
   int64_t hidden = 0;
-  int64_t qkv_out = 0;   ///< (a/t + 2·kv/t)·d
-  int64_t attn_in = 0;   ///< a/t · d (input of the out-projection)
-  int64_t up_out = 0;    ///< f/t, or 2f/t for SwiGLU (gate and up fused)
-  int64_t ffn = 0;       ///< f/t
-  int64_t vocab = 0;     ///< V/t
-  int64_t mtp = 0;       ///< multi-token-prediction depth (more outputs on the LOGITS block)
-  int64_t mtp_out = 0;   ///< its projection's outputs per TP rank, h/t
+  int64_t qkv_out = 0; ///< (a/t + 2·kv/t)·d
+  int64_t attn_in = 0; ///< a/t · d (input of the out-projection)
+  int64_t up_out = 0;  ///< f/t, or 2f/t for SwiGLU (gate and up fused)
+  int64_t ffn = 0;     ///< f/t
+  int64_t vocab = 0;   ///< V/t
+  int64_t mtp = 0;     ///< multi-token-prediction depth (more outputs on the LOGITS block)
+  int64_t mtp_out = 0; ///< its projection's outputs per TP rank, h/t
   AttentionDims attn;
   double attn_repeat = 1; ///< the fused core's time factor (a windowed core's fractional sequences), else 1
   bool flash = true;      ///< fused attention core, else attention_core_kernels
@@ -52,8 +52,8 @@ struct RankDims {
   int64_t kv_up_out = 0;   ///< a/t · (qk_nope + v_head_dim)
 };
 
-RankDims rank_dims(const WorkloadSpec &w, bool windowed = false) {
-  const ModelSpec &m = w.model;
+RankDims rank_dims(const WorkloadSpec& w, bool windowed = false) {
+  const ModelSpec& m = w.model;
   const int64_t t = w.parallel.tp;
   if (t <= 0)
     throw ModelError("block kernels: tp must be > 0");
@@ -103,8 +103,8 @@ RankDims rank_dims(const WorkloadSpec &w, bool windowed = false) {
   // launch, as a window-aware kernel runs them); a fractional count scales the nearest whole one.
   if (windowed && r.flash && m.window_below_sequence()) {
     r.attn.seq = 2 * m.sliding_window;
-    const double sequences = static_cast<double>(r.attn.batch) * static_cast<double>(m.seq_len) /
-                             static_cast<double>(r.attn.seq);
+    const double sequences =
+        static_cast<double>(r.attn.batch) * static_cast<double>(m.seq_len) / static_cast<double>(r.attn.seq);
     r.attn.batch = std::max<int64_t>(1, static_cast<int64_t>(sequences));
     r.attn_repeat = sequences / static_cast<double>(r.attn.batch);
   }
@@ -119,18 +119,18 @@ RankDims rank_dims(const WorkloadSpec &w, bool windowed = false) {
 
 class Calls {
 public:
-  explicit Calls(const RankDims &r) : r_(r) { calls_.reserve(32); }
+  explicit Calls(const RankDims& r) : r_(r) { calls_.reserve(32); }
 
-  void norm(double factor, const char *role) {
+  void norm(double factor, const char* role) {
     add(rowwise(r_.norm, r_.dtype, r_.row_tokens, r_.hidden), factor, role);
   }
   /// An MLA latent's norm over all T tokens (the latents are computed whole on every TP rank).
-  void latent_norm(int64_t width, double factor, const char *role) {
+  void latent_norm(int64_t width, double factor, const char* role) {
     add(rowwise(r_.norm, r_.dtype, r_.tokens, width), factor, role);
   }
   /// Bias-dropout-residual add: reads 2·T·h values and writes T·h (3·T·h·e bytes, which a copy of
   /// 1.5·T·h elements moves, rounded up).
-  void residual(const char *role) {
+  void residual(const char* role) {
     add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * r_.row_tokens * r_.hidden + 1) / 2), 1.0, role);
   }
   /// Forward GEMM of a transformer layer's linear Y[T,n] = X[T,k]·Wᵀ. In fp8 training X is cast
@@ -138,7 +138,7 @@ public:
   /// `separate_cast`, else inside the norm or activation that produced X (Transformer Engine's
   /// LayerNormLinear / LayerNormMLP write fp8 and its transpose, the same bytes as a 16-bit
   /// output, so no extra pass).
-  void linear_fwd(int64_t n, int64_t k, const char *role, bool separate_cast) {
+  void linear_fwd(int64_t n, int64_t k, const char* role, bool separate_cast) {
     if (separate_cast)
       cast_transpose(r_.tokens * k, "fp8 cast-transpose (input)");
     add(gemm(r_.linear, r_.tokens, n, k), 1.0, role);
@@ -147,7 +147,7 @@ public:
   /// training dY is cast first, by its own kernel when `separate_cast` (else fused into the
   /// activation's backward that produced it).
   /// `input`: the block's input linear (CallPart).
-  void linear_bwd(int64_t n, int64_t k, const char *dgrad_role, const char *wgrad_role, bool separate_cast,
+  void linear_bwd(int64_t n, int64_t k, const char* dgrad_role, const char* wgrad_role, bool separate_cast,
                   bool input = false) {
     if (separate_cast)
       cast_transpose(r_.tokens * n, "fp8 cast-transpose (output gradient)");
@@ -180,23 +180,25 @@ public:
   }
   /// `input`: the main output's (CallPart), not a multi-token-prediction depth's.
   void logits_bwd(bool input) {
-    add(gemm(r_.dtype, r_.tokens, r_.hidden, r_.vocab), 1.0, "logits dgrad", input ? CallPart::INPUT_DGRAD : CallPart::OTHER);
-    add(gemm(r_.dtype, r_.vocab, r_.hidden, r_.tokens), 1.0, "logits wgrad", input ? CallPart::INPUT_WGRAD : CallPart::OTHER);
+    add(gemm(r_.dtype, r_.tokens, r_.hidden, r_.vocab), 1.0, "logits dgrad",
+        input ? CallPart::INPUT_DGRAD : CallPart::OTHER);
+    add(gemm(r_.dtype, r_.vocab, r_.hidden, r_.tokens), 1.0, "logits wgrad",
+        input ? CallPart::INPUT_WGRAD : CallPart::OTHER);
   }
   /// fp8 training only: a 16-bit tensor of `elements` read once, written as fp8 and as its fp8
   /// transpose (4 bytes per element: the traffic of a 16-bit copy of the same elements).
-  void cast_transpose(int64_t elements, const char *role) {
+  void cast_transpose(int64_t elements, const char* role) {
     if (r_.linear == Dtype::FP8_E4M3)
       add(elementwise(KernelKind::MEMCPY, r_.dtype, elements), 1.0, role);
   }
   /// The attention core: the fused kernel, or the unfused kernels (attention_core_kernels).
-  void attention_core(Phase pass, const char *fused_role) {
+  void attention_core(Phase pass, const char* fused_role) {
     if (r_.flash) {
       const KernelKind kind = pass == Phase::BACKWARD ? KernelKind::ATTENTION_BWD : KernelKind::ATTENTION_FWD;
       add(attention(kind, r_.dtype, r_.attn), r_.attn_repeat, fused_role);
       return;
     }
-    const RankDims &r = r_;
+    const RankDims& r = r_;
     const int64_t b = r.attn.batch * r.attn.heads; // score matrices
     const int64_t s = r.attn.seq;
     const int64_t d = r.attn.head_dim;
@@ -224,19 +226,19 @@ public:
       add(dropout, 1.0, again ? "attention dropout (recompute)" : "attention dropout fwd");
     add(rows_by_head, 1.0, again ? "attention-v (recompute)" : "attention-v fwd");
   }
-  void add(const KernelShape &s, double factor, const char *role, CallPart part = CallPart::OTHER) {
+  void add(const KernelShape& s, double factor, const char* role, CallPart part = CallPart::OTHER) {
     calls_.push_back(KernelCall{.shape = s, .time_factor = factor, .role = role, .part = part});
   }
   std::vector<KernelCall> take() { return std::move(calls_); }
 
 private:
-  const RankDims &r_;
+  const RankDims& r_;
   std::vector<KernelCall> calls_;
 };
 
 /// MLA's query and key/value projections, forward: down-projections of the normed input (the fp8
 /// casts in the norms), the latents' norms, the per-head up-projections (casts in those norms).
-void mla_projections_fwd(Calls &c, const RankDims &r) {
+void mla_projections_fwd(Calls& c, const RankDims& r) {
   if (r.q_lora > 0) {
     c.linear_fwd(r.q_lora, r.hidden, "q down-proj fwd", false);
     c.latent_norm(r.q_lora, 1.0, "q latent norm fwd");
@@ -250,7 +252,7 @@ void mla_projections_fwd(Calls &c, const RankDims &r) {
 }
 
 /// Their backward, in reverse; every output gradient cast by its own kernel in fp8 training.
-void mla_projections_bwd(Calls &c, const RankDims &r) {
+void mla_projections_bwd(Calls& c, const RankDims& r) {
   c.linear_bwd(r.kv_up_out, r.kv_lora, "kv up-proj dgrad", "kv up-proj wgrad", true);
   c.latent_norm(r.kv_lora, 2.0, "kv latent norm bwd");
   c.linear_bwd(r.kv_down_out, r.hidden, "kv down-proj dgrad", "kv down-proj wgrad", true);
@@ -263,7 +265,7 @@ void mla_projections_bwd(Calls &c, const RankDims &r) {
   }
 }
 
-void forward(Calls &c, const RankDims &r, Block block) {
+void forward(Calls& c, const RankDims& r, Block block) {
   switch (block) {
   case Block::ATTENTION:
     c.norm(1.0, "input norm fwd");
@@ -300,20 +302,22 @@ void forward(Calls &c, const RankDims &r, Block block) {
     c.add(gemm(r.dtype, r.row_tokens, r.experts, r.hidden), 1.0, "router fwd");
     c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.row_tokens, r.experts), 1.0, "router softmax/top-k");
     c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "token permute");
-    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "token unpermute");
+    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0,
+          "token unpermute");
     return;
   case Block::NONE:
   case Block::OPTIMIZER:
-  case Block::EXPERTS: return; // rejected by block_kernels
+  case Block::EXPERTS:
+    return; // rejected by block_kernels
   }
 }
 
 /// What selective recomputation repeats before `block`'s backward (recompute_modules): the
 /// attention core, the block's norm, the dense MLP's forward, the experts' activation.
-void selective_recompute(Calls &c, const RankDims &r, const TrainingSpec &t, Block block) {
+void selective_recompute(Calls& c, const RankDims& r, const TrainingSpec& t, Block block) {
   if (t.recompute != Recompute::SELECTIVE)
     return;
-  const RecomputeModules &m = t.recompute_modules;
+  const RecomputeModules& m = t.recompute_modules;
   if (block == Block::ATTENTION) {
     if (m.layernorm)
       c.norm(1.0, "input norm (recompute)");
@@ -336,7 +340,7 @@ void selective_recompute(Calls &c, const RankDims &r, const TrainingSpec &t, Blo
   }
 }
 
-void backward(Calls &c, const RankDims &r, Block block) {
+void backward(Calls& c, const RankDims& r, Block block) {
   switch (block) {
   case Block::ATTENTION:
     c.residual("bias-dropout-add bwd");
@@ -368,21 +372,25 @@ void backward(Calls &c, const RankDims &r, Block block) {
     c.norm(2.0, "final norm bwd");
     return;
   case Block::ROUTER:
-    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "gradient unpermute");
-    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0, "gradient permute");
-    c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.row_tokens, r.experts), 2.0, "router softmax/top-k bwd");
+    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0,
+          "gradient unpermute");
+    c.add(elementwise(KernelKind::MEMCPY, r.dtype, r.top_k * r.row_tokens * r.hidden), 1.0,
+          "gradient permute");
+    c.add(rowwise(KernelKind::SOFTMAX_XENT, r.dtype, r.row_tokens, r.experts), 2.0,
+          "router softmax/top-k bwd");
     c.add(gemm(r.dtype, r.row_tokens, r.hidden, r.experts), 1.0, "router dgrad");
     c.add(gemm(r.dtype, r.experts, r.hidden, r.row_tokens), 1.0, "router wgrad");
     return;
   case Block::NONE:
   case Block::OPTIMIZER:
-  case Block::EXPERTS: return; // rejected by block_kernels
+  case Block::EXPERTS:
+    return; // rejected by block_kernels
   }
 }
 
 } // namespace
 
-std::vector<KernelCall> block_kernels(const WorkloadSpec &w, Block block, Phase pass, bool windowed) {
+std::vector<KernelCall> block_kernels(const WorkloadSpec& w, Block block, Phase pass, bool windowed) {
   if (block != Block::ATTENTION && block != Block::MLP && block != Block::LOGITS && block != Block::ROUTER)
     throw ModelError("compute model: no kernels for block " + std::string(to_string(block)));
   if (pass != Phase::FORWARD && pass != Phase::BACKWARD && pass != Phase::RECOMPUTE)
@@ -404,12 +412,13 @@ std::vector<KernelCall> block_kernels(const WorkloadSpec &w, Block block, Phase 
     forward(c, r, block);
     break;
   case Phase::OPTIMIZER:
-  case Phase::WEIGHT_GRAD: break; // rejected above
+  case Phase::WEIGHT_GRAD:
+    break; // rejected above
   }
   return c.take();
 }
 
-std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, Phase pass) {
+std::vector<KernelCall> loss_kernels(const WorkloadSpec& w, Phase pass) {
   const RankDims r = rank_dims(w);
   Calls c(r);
   if (pass == Phase::BACKWARD)
@@ -419,7 +428,7 @@ std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, Phase pass) {
   return c.take();
 }
 
-std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, Phase pass) {
+std::vector<KernelCall> attention_core_kernels(const WorkloadSpec& w, Phase pass) {
   RankDims r = rank_dims(w);
   r.flash = false;
   Calls c(r);
@@ -428,14 +437,17 @@ std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, Phase pass
 }
 
 KernelCall optimizer_kernel(int64_t params) {
-  return KernelCall{.shape = elementwise(KernelKind::ADAM, Dtype::FP32, params), .time_factor = 1.0, .role = "adam"};
+  return KernelCall{
+      .shape = elementwise(KernelKind::ADAM, Dtype::FP32, params), .time_factor = 1.0, .role = "adam"};
 }
 
-std::vector<KernelCall> optimizer_kernels(const WorkloadSpec &w, int64_t updated, int64_t held) {
+std::vector<KernelCall> optimizer_kernels(const WorkloadSpec& w, int64_t updated, int64_t held) {
   std::vector<KernelCall> calls;
-  const auto copy = [&](int64_t elements, const char *role) {
-    calls.push_back(KernelCall{.shape = elementwise(KernelKind::MEMCPY, Dtype::FP32, std::max<int64_t>(1, elements)),
-                               .time_factor = 1.0, .role = role});
+  const auto copy = [&](int64_t elements, const char* role) {
+    calls.push_back(
+        KernelCall{.shape = elementwise(KernelKind::MEMCPY, Dtype::FP32, std::max<int64_t>(1, elements)),
+                   .time_factor = 1.0,
+                   .role = role});
   };
   if (w.precision == Precision::FP16)
     copy(updated, "gradient unscale + inf check (fp16)");
@@ -445,7 +457,7 @@ std::vector<KernelCall> optimizer_kernels(const WorkloadSpec &w, int64_t updated
   return calls;
 }
 
-std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w) {
+std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec& w) {
   std::set<KernelShape> seen;
   std::vector<KernelShape> out;
   std::vector<Block> blocks{Block::ATTENTION, Block::MLP, Block::LOGITS};
@@ -457,7 +469,7 @@ std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w) {
       for (bool windowed : {false, true}) {
         if (windowed && (b != Block::ATTENTION || !windows))
           continue;
-        for (const KernelCall &call : block_kernels(w, b, p, windowed))
+        for (const KernelCall& call : block_kernels(w, b, p, windowed))
           if (seen.insert(call.shape).second)
             out.push_back(call.shape);
       }

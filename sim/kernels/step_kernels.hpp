@@ -24,7 +24,7 @@ enum class CallPart { OTHER, INPUT_DGRAD, INPUT_WGRAD };
 struct KernelCall {
   KernelShape shape;
   double time_factor = 1.0;
-  const char *role = "";
+  const char* role = "";
   CallPart part = CallPart::OTHER;
 };
 
@@ -61,7 +61,7 @@ struct KernelCall {
 /// positions on b·s/(2w) sequences (the same b·s·w score products, all query tiles in one launch;
 /// a fractional count is the nearest whole one with a time factor); the unfused core computes the
 /// whole masked s × s matrix, as without a window.
-std::vector<KernelCall> block_kernels(const WorkloadSpec &w, Block block, Phase pass, bool windowed = false);
+std::vector<KernelCall> block_kernels(const WorkloadSpec& w, Block block, Phase pass, bool windowed = false);
 
 /// The attention core of one micro-batch on one TP rank without FlashAttention, as Megatron-LM
 /// (2021-22) runs it: with B = micro_batch · a/t score matrices of s × s and d = head_dim,
@@ -76,11 +76,11 @@ std::vector<KernelCall> block_kernels(const WorkloadSpec &w, Block block, Phase 
 ///    dK = dSᵀ·Q (B × (s, d, s) each).
 /// With fewer KV heads than query heads (GQA) K and V are broadcast: still B products.
 /// Throws ModelError as block_kernels; RECOMPUTE equals FORWARD.
-std::vector<KernelCall> attention_core_kernels(const WorkloadSpec &w, Phase pass);
+std::vector<KernelCall> attention_core_kernels(const WorkloadSpec& w, Phase pass);
 
 /// The loss's kernels over the logits of one TP rank, per `training.cross_entropy` (the ones the
 /// logits block runs after its GEMM in the forward, before its GEMMs in the backward).
-std::vector<KernelCall> loss_kernels(const WorkloadSpec &w, Phase pass);
+std::vector<KernelCall> loss_kernels(const WorkloadSpec& w, Phase pass);
 
 /// The fused Adam kernel of a rank that updates `params` fp32 parameters.
 /// Precondition: params > 0.
@@ -92,10 +92,10 @@ KernelCall optimizer_kernel(int64_t params);
 /// norm's read of them (a copy's traffic of updated/2), the fused Adam kernel, and the zeroing
 /// of the fp32 gradient buffer (a copy's traffic of held/2), in that order.
 /// Precondition: updated > 0, held > 0.
-std::vector<KernelCall> optimizer_kernels(const WorkloadSpec &w, int64_t updated, int64_t held);
+std::vector<KernelCall> optimizer_kernels(const WorkloadSpec& w, int64_t updated, int64_t held);
 
 /// Every distinct shape block_kernels yields for `w` (all blocks and passes), first-occurrence
 /// order; the Adam kernel is not included (its size depends on the stage).
-std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec &w);
+std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec& w);
 
 } // namespace stepsim::kernels

@@ -14,12 +14,12 @@ namespace {
 /// Appends shapes not yet present, keeping first-occurrence order.
 class ShapeSet {
 public:
-  void add(const KernelShape &s) {
+  void add(const KernelShape& s) {
     if (seen_.insert(s).second)
       order_.push_back(s);
   }
-  void add_all(const std::vector<KernelShape> &v) {
-    for (const auto &s : v)
+  void add_all(const std::vector<KernelShape>& v) {
+    for (const auto& s : v)
       add(s);
   }
   std::vector<KernelShape> take() { return std::move(order_); }
@@ -29,13 +29,13 @@ private:
   std::vector<KernelShape> order_;
 };
 
-void linear(ShapeSet &out, Dtype dt, int64_t tokens, int64_t n, int64_t k) {
+void linear(ShapeSet& out, Dtype dt, int64_t tokens, int64_t n, int64_t k) {
   out.add(gemm(dt, tokens, n, k)); // forward:  Y[T,n] = X[T,k] · W[n,k]ᵀ
   out.add(gemm(dt, tokens, k, n)); // dgrad:   dX[T,k] = dY[T,n] · W[n,k]
   out.add(gemm(dt, n, k, tokens)); // wgrad:   dW[n,k] = dY[T,n]ᵀ · X[T,k]
 }
 
-int64_t divide(int64_t value, int64_t by, const char *what) {
+int64_t divide(int64_t value, int64_t by, const char* what) {
   if (value <= 0)
     throw ModelError(std::string("kernel shapes: ") + what + " must be > 0");
   if (value % by != 0)
@@ -46,7 +46,7 @@ int64_t divide(int64_t value, int64_t by, const char *what) {
 
 } // namespace
 
-int64_t model_parameters(const ModelSpec &m) {
+int64_t model_parameters(const ModelSpec& m) {
   const int64_t h = m.hidden;
   const int64_t d = m.head_dim();
   const int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
@@ -67,8 +67,8 @@ int64_t model_parameters(const ModelSpec &m) {
   return total;
 }
 
-std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
-  const ModelSpec &m = w.model;
+std::vector<KernelShape> workload_kernels(const WorkloadSpec& w) {
+  const ModelSpec& m = w.model;
   const int64_t t = w.parallel.tp;
   if (t <= 0 || w.parallel.pp <= 0)
     throw ModelError("kernel shapes: tp and pp must be > 0");
@@ -107,22 +107,22 @@ std::vector<KernelShape> workload_kernels(const WorkloadSpec &w) {
     // Sliding-window layers run the causal kernel over 2w positions (block_kernels).
     if (m.window_below_sequence()) {
       for (Phase pass : {Phase::FORWARD, Phase::BACKWARD})
-        for (const KernelCall &call : block_kernels(w, Block::ATTENTION, pass, true))
+        for (const KernelCall& call : block_kernels(w, Block::ATTENTION, pass, true))
           if (call.shape.kind == KernelKind::ATTENTION_FWD || call.shape.kind == KernelKind::ATTENTION_BWD)
             out.add(call.shape);
     }
   } else if (!mla) {
     for (Phase pass : {Phase::FORWARD, Phase::BACKWARD})
-      for (const KernelCall &call : attention_core_kernels(w, pass))
+      for (const KernelCall& call : attention_core_kernels(w, pass))
         out.add(call.shape);
   }
   if (!mla)
-    linear(out, dt, tokens, h, heads_rank * d); // attention-out (row parallel)
+    linear(out, dt, tokens, h, heads_rank * d);            // attention-out (row parallel)
   linear(out, dt, tokens, (swiglu ? 2 : 1) * ffn_rank, h); // MLP up (gate+up fused for swiglu)
   out.add(elementwise(swiglu ? KernelKind::SWIGLU : KernelKind::GELU, dt, tokens * ffn_rank));
   linear(out, dt, tokens, h, ffn_rank);   // MLP down (row parallel)
   linear(out, dt, tokens, vocab_rank, h); // logits (vocab parallel)
-  for (const KernelCall &call : loss_kernels(w, Phase::FORWARD))
+  for (const KernelCall& call : loss_kernels(w, Phase::FORWARD))
     out.add(call.shape);
   int64_t params = model_parameters(m) / (t * w.parallel.pp);
   if (w.parallel.zero_stage >= 1 && w.parallel.dp > 1)
@@ -173,7 +173,7 @@ std::vector<KernelShape> reference_profile_shapes() {
   out.add(gemm(Dtype::BF16, 6912, 16384, 2048));
   out.add(gemm(Dtype::BF16, 6144, 17920, 2816));
   std::vector<KernelShape> bf16_gemms;
-  for (const ModelSpec &m : {gpt3_175b(), llama2_70b()}) {
+  for (const ModelSpec& m : {gpt3_175b(), llama2_70b()}) {
     for (int tp : {1, 2, 4, 8}) {
       for (int64_t tokens : {2048, 4096, 8192}) {
         if (tokens % m.seq_len != 0)
@@ -186,7 +186,7 @@ std::vector<KernelShape> reference_profile_shapes() {
           w.batch.global_batch = w.batch.micro_batch;
           w.parallel.tp = tp;
           w.training.flash_attention = flash;
-          for (const KernelShape &s : workload_kernels(w)) {
+          for (const KernelShape& s : workload_kernels(w)) {
             if (s.kind == KernelKind::ADAM)
               continue; // whole-model sizes: covered by the sweep below
             out.add(s);

@@ -26,17 +26,17 @@ namespace stepsim::kernels {
 /// latent attention (model.mla) the attention's shapes are left to the step's block kernels
 /// (step_kernels.hpp), which `stepsim kernels` lists too.
 /// Throws ModelError when a dimension does not divide by tp or is not positive.
-std::vector<KernelShape> workload_kernels(const WorkloadSpec &w);
+std::vector<KernelShape> workload_kernels(const WorkloadSpec& w);
 
 /// Parameters of the whole model (embeddings included; the output layer counted only when
 /// untied). A dense GPT layer with biases gives 12h² + 13h (docs/kernels.md).
-int64_t model_parameters(const ModelSpec &m);
+int64_t model_parameters(const ModelSpec& m);
 
 /// The shapes the bundled profiles cover: workload_kernels of GPT-3 175B (h 12288) and a
 /// Llama-2-70B-style model (h 8192, GQA, SwiGLU) at tp 1, 2, 4, 8 and 2048..8192 tokens per
-/// micro-batch at bf16, each with fused and with unfused attention (Adam replaced by a sweep of 2^20..2^30 parameters, since whole-model
-/// sizes do not fit one GPU), plus the same GEMMs at fp8, the published best-case GEMM shapes
-/// and a copy-bandwidth sweep of 1 MiB..4 GiB. Deduplicated, stable order.
+/// micro-batch at bf16, each with fused and with unfused attention (Adam replaced by a sweep of 2^20..2^30
+/// parameters, since whole-model sizes do not fit one GPU), plus the same GEMMs at fp8, the published
+/// best-case GEMM shapes and a copy-bandwidth sweep of 1 MiB..4 GiB. Deduplicated, stable order.
 std::vector<KernelShape> reference_profile_shapes();
 
 /// The two reference models used by reference_profile_shapes (layers as published).

@@ -9,7 +9,9 @@ namespace stepsim::model {
 
 namespace {
 
-double d(int64_t v) { return static_cast<double>(v); }
+double d(int64_t v) {
+  return static_cast<double>(v);
+}
 
 } // namespace
 
@@ -17,10 +19,11 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
   const ModelSpec& m = w.model;
   // Context parallelism: a GPU holds s/cp tokens; its attention scores are (s/cp) x s.
   const double s_full = d(m.seq_len);
-  const double s = s_full / std::max(1, w.parallel.cp), b = d(w.batch.micro_batch), h = d(m.hidden), a = d(m.heads);
+  const double s = s_full / std::max(1, w.parallel.cp), b = d(w.batch.micro_batch), h = d(m.hidden),
+               a = d(m.heads);
   // MoE layers (docs/moe.md): the inner activations of top_k routed plus the shared experts per token.
-  const double f = m.moe.enabled() ? d(m.moe.top_k + m.moe.shared_experts) * d(m.moe.expert_ffn_hidden)
-                                   : d(m.ffn_hidden);
+  const double f =
+      m.moe.enabled() ? d(m.moe.top_k + m.moe.shared_experts) * d(m.moe.expert_ffn_hidden) : d(m.ffn_hidden);
   const double kv = d(m.kv_heads) * d(m.head_dim());
   const double t = w.parallel.tp;
   const double sb = s * b;
@@ -76,7 +79,8 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
     scores = 0.0;
 
   const double rep = sp ? 1.0 / t : 1.0;
-  return {Bytes(attn_replicated * rep + latent + (attn_split + scores) / t), Bytes(mlp_replicated * rep + mlp_inner / t)};
+  return {Bytes(attn_replicated * rep + latent + (attn_split + scores) / t),
+          Bytes(mlp_replicated * rep + mlp_inner / t)};
 }
 
 LayerActivations recompute_working_set(const WorkloadSpec& w) {
@@ -105,10 +109,18 @@ InFlight in_flight_passes(const WorkloadSpec& w, int stage) {
   const int64_t v = std::max(1, w.parallel.vp);
   int64_t n = 0;
   switch (w.parallel.schedule) {
-  case Schedule::GPIPE: n = m; break;
-  case Schedule::ONE_F_ONE_B: n = std::min<int64_t>(p - stage, m); break;
-  case Schedule::ZB_H1: n = std::min<int64_t>(p, m); break;
-  case Schedule::ZB_H2: n = std::min<int64_t>(2 * p - 1, m); break;
+  case Schedule::GPIPE:
+    n = m;
+    break;
+  case Schedule::ONE_F_ONE_B:
+    n = std::min<int64_t>(p - stage, m);
+    break;
+  case Schedule::ZB_H1:
+    n = std::min<int64_t>(p, m);
+    break;
+  case Schedule::ZB_H2:
+    n = std::min<int64_t>(2 * p - 1, m);
+    break;
   case Schedule::INTERLEAVED:
     if (m == p)
       return {m * v, m};
@@ -150,7 +162,8 @@ double weight_bytes(const WorkloadSpec& w) {
 Bytes offloaded_activations(const WorkloadSpec& w, int stage) {
   if (w.training.offload_layers <= 0)
     return Bytes(0.0);
-  return stored_layer_activations(w).total() * d(w.training.offload_layers) * d(in_flight_passes(w, stage).passes);
+  return stored_layer_activations(w).total() * d(w.training.offload_layers) *
+         d(in_flight_passes(w, stage).passes);
 }
 
 Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic) {
@@ -188,8 +201,8 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
   if (w.model.moe.enabled() && w.parallel.ep > 1)
     buffers += ep_all_to_all_bytes(w) * 2.0; // dispatch and combine
   if (w.parallel.cp > 1)
-    buffers += cp_kv_block_bytes(w) * 2.0;   // the K,V block in flight and the one in use
-  if (w.training.offload_layers > 0)         // one offloaded layer's activations on their way
+    buffers += cp_kv_block_bytes(w) * 2.0; // the K,V block in flight and the one in use
+  if (w.training.offload_layers > 0)       // one offloaded layer's activations on their way
     buffers += stored_layer_activations(w).total();
   l.comm_buffers = buffers;
   l.runtime = gpu.runtime_overhead;
@@ -213,8 +226,9 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   // their input only, the others everything. Offloading: the first offload_layers layers of each
   // chunk keep nothing on the GPU.
   const double recomputed = w.training.recompute != Recompute::FULL ? 0.0
-                            : w.training.recompute_layers == 0  ? pass_layers
-                                                                : std::min(d(w.training.recompute_layers), pass_layers);
+                            : w.training.recompute_layers == 0
+                                ? pass_layers
+                                : std::min(d(w.training.recompute_layers), pass_layers);
   const Bytes plain = w.training.recompute == Recompute::FULL ? recompute_working_set(w).total()
                                                               : stored_layer_activations(w).total();
   const Bytes layers = stored_layer_activations(w).total() * recomputed +
@@ -230,8 +244,9 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
     const double held = weight_bytes(w) + fp8_weight_bytes(w);
     const double emb = layout.has_embedding ? embedding_params(w.model, w.parallel.tp) * held : 0.0;
     const double out = layout.has_output ? output_params(w.model, w.parallel.tp, w.parallel.pp) * held : 0.0;
-    const int64_t chunk_layers = w.parallel.chunk_layers.empty() ? layout.num_layers / std::max(1, w.parallel.vp)
-                                                                  : largest_chunk_layers(w, stage);
+    const int64_t chunk_layers = w.parallel.chunk_layers.empty()
+                                     ? layout.num_layers / std::max(1, w.parallel.vp)
+                                     : largest_chunk_layers(w, stage);
     const double ends = chunk_layers > window ? std::max(emb, out) : emb + out;
     l.zero3_gathered = gathered_layer_bytes(w) * static_cast<double>(window) + Bytes(ends);
   }

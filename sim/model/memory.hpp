@@ -64,7 +64,8 @@ double fp8_weight_bytes(const WorkloadSpec& w);
 double weight_bytes(const WorkloadSpec& w);
 
 struct MemoryLedger {
-  Bytes weights;        ///< 2*Psi (ZeRO-3: /dp); fp8 training adds 2 bytes per layer parameter (fp8_params: 1*Psi + 1)
+  Bytes
+      weights; ///< 2*Psi (ZeRO-3: /dp); fp8 training adds 2 bytes per layer parameter (fp8_params: 1*Psi + 1)
   Bytes gradients;      ///< 2*Psi (ZeRO-2/3: /dp)
   Bytes optimizer;      ///< K*Psi (ZeRO-1/2/3: /dp)
   Bytes activations;    ///< stored activations of the in-flight micro-batches (+ recompute working set)

@@ -95,8 +95,8 @@ Flops layer_forward_flops_at(const ModelSpec& m, int64_t layer) {
   if (!is_moe_layer(m, layer))
     return attention + mlp_block_forward_flops(m, 1, 1);
   const double s = d(m.seq_len);
-  return attention + router_forward_flops(m, s) +
-         shared_experts_forward_flops(m, s, 1) + routed_experts_forward_flops(m, s * d(m.moe.top_k), 1);
+  return attention + router_forward_flops(m, s) + shared_experts_forward_flops(m, s, 1) +
+         routed_experts_forward_flops(m, s * d(m.moe.top_k), 1);
 }
 
 Flops router_forward_flops(const ModelSpec& m, double tokens) {

@@ -8,14 +8,22 @@ namespace stepsim::model {
 
 namespace {
 
-double d(int64_t v) { return static_cast<double>(v); }
+double d(int64_t v) {
+  return static_cast<double>(v);
+}
 
-double kv_dim(const ModelSpec& m) { return d(m.kv_heads) * d(m.head_dim()); }
+double kv_dim(const ModelSpec& m) {
+  return d(m.kv_heads) * d(m.head_dim());
+}
 
-double mlp_matrices(const ModelSpec& m) { return m.mlp == MlpKind::SWIGLU ? 3.0 : 2.0; }
+double mlp_matrices(const ModelSpec& m) {
+  return m.mlp == MlpKind::SWIGLU ? 3.0 : 2.0;
+}
 
 /// Weights of a norm: LayerNorm has a scale and a bias, RMSNorm a scale.
-double norm_params(const ModelSpec& m) { return (m.norm == NormKind::LAYERNORM ? 2.0 : 1.0) * d(m.hidden); }
+double norm_params(const ModelSpec& m) {
+  return (m.norm == NormKind::LAYERNORM ? 2.0 : 1.0) * d(m.hidden);
+}
 
 /// Multi-head latent attention's norms of the query and key/value latents (replicated).
 double mla_norm_params(const ModelSpec& m) {
@@ -36,14 +44,17 @@ double attention_gemm_weights(const ModelSpec& m, int tp) {
   const MlaSpec& a = m.mla;
   const double heads = d(m.heads);
   const double qk = d(a.qk_head_dim());
-  const double q = a.q_lora_rank > 0 ? h * d(a.q_lora_rank) + d(a.q_lora_rank) * heads * qk / t : h * heads * qk / t;
+  const double q =
+      a.q_lora_rank > 0 ? h * d(a.q_lora_rank) + d(a.q_lora_rank) * heads * qk / t : h * heads * qk / t;
   const double kv = h * d(a.kv_lora_rank + a.qk_rope_head_dim) +
                     d(a.kv_lora_rank) * heads * d(a.qk_nope_head_dim + a.v_head_dim) / t;
   const double out = heads * d(a.v_head_dim) * h / t;
   return q + kv + out;
 }
 
-double element_bytes(Precision) { return 2.0; }
+double element_bytes(Precision) {
+  return 2.0;
+}
 
 double layer_params(const ModelSpec& m, int tp) {
   const double h = d(m.hidden), f = d(m.ffn_hidden), t = tp;
@@ -53,7 +64,7 @@ double layer_params(const ModelSpec& m, int tp) {
   double p = attention_gemm_weights(m, tp) + mlp_w / t + 2.0 * norm_params(m) + mla_norm_params(m);
   if (m.bias) {
     const double col_biases = d(m.q_dim()) + 2.0 * kv_dim(m) + (mlp_matrices(m) - 1.0) * f; // split
-    const double row_biases = 2.0 * h;                                             // replicated
+    const double row_biases = 2.0 * h;                                                      // replicated
     p += col_biases / t + row_biases;
   }
   return p;
@@ -164,13 +175,14 @@ LayerParams stage_params(const WorkloadSpec& w, int stage) {
   const int vp = std::max(1, w.parallel.vp);
   if (w.parallel.chunk_layers.empty()) {
     const StageLayout s = stage_layout(w, stage);
-    return stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep, w.parallel.expert_tp());
+    return stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep,
+                        w.parallel.expert_tp());
   }
   LayerParams sum;
   for (int v = 0; v < vp; ++v) {
     const StageLayout c = chunk_span(w, v * w.parallel.pp + stage);
-    const LayerParams p =
-        stack_params(w.model, c.first_layer, c.num_layers, w.parallel.tp, w.parallel.ep, w.parallel.expert_tp());
+    const LayerParams p = stack_params(w.model, c.first_layer, c.num_layers, w.parallel.tp, w.parallel.ep,
+                                       w.parallel.expert_tp());
     sum.dense += p.dense;
     sum.expert += p.expert;
   }
@@ -197,7 +209,8 @@ Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int
 
 Flops attention_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp, bool windowed) {
   const double tokens = d(micro_batch) * d(m.seq_len);
-  return Flops(2.0 * tokens * attention_gemm_weights(m, tp)) + attention_core_flops(m, micro_batch, tp, windowed);
+  return Flops(2.0 * tokens * attention_gemm_weights(m, tp)) +
+         attention_core_flops(m, micro_batch, tp, windowed);
 }
 
 Flops mla_up_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
@@ -330,9 +343,13 @@ Bytes pp_message_bytes(const WorkloadSpec& w) {
   return w.parallel.sp || w.parallel.pp_scatter_gather ? full / w.parallel.tp : full;
 }
 
-Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage) { return Bytes(params_on_rank(w, stage) * grad_bytes(w)); }
+Bytes dp_gradient_bytes(const WorkloadSpec& w, int stage) {
+  return Bytes(params_on_rank(w, stage) * grad_bytes(w));
+}
 
-double grad_bytes(const WorkloadSpec& w) { return w.training.grad_reduce_in_fp32 ? 4.0 : element_bytes(w.precision); }
+double grad_bytes(const WorkloadSpec& w) {
+  return w.training.grad_reduce_in_fp32 ? 4.0 : element_bytes(w.precision);
+}
 
 double gradients_held_on_rank(const WorkloadSpec& w, int stage) {
   return w.parallel.zero_stage >= 2 ? optimizer_params_on_rank(w, stage) : params_on_rank(w, stage);

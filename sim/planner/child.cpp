@@ -55,12 +55,14 @@ Simulated collect(const process::Outcome& child) {
 
 } // namespace
 
-std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs, int jobs) {
+std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs,
+                                    int jobs) {
   std::vector<process::Job> children;
   for (const WorkloadSpec& w : specs)
     children.push_back(process::Job{.body = [&cluster, &w] { return simulate_one(cluster, w); }, .argv = {}});
   const std::vector<process::Outcome> outcomes = process::run_all(
-      children, process::PoolOptions{.jobs = jobs, .spawn = {.output = process::Output::DISCARD}, .name = "plan"});
+      children,
+      process::PoolOptions{.jobs = jobs, .spawn = {.output = process::Output::DISCARD}, .name = "plan"});
   std::vector<Simulated> out;
   for (const process::Outcome& child : outcomes)
     out.push_back(collect(child));

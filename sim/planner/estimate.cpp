@@ -13,7 +13,9 @@ namespace stepsim::planner {
 
 namespace {
 
-double d(int64_t v) { return static_cast<double>(v); }
+double d(int64_t v) {
+  return static_cast<double>(v);
+}
 
 /// Alpha-beta figures of the links a group of `span` consecutive ranks crosses.
 struct Link {
@@ -68,7 +70,8 @@ public:
     est.pp_comm = Seconds(pp_comm());
     est.dp_exposed = Seconds(dp_exposed());
     est.optimizer = Seconds(optimizer());
-    est.step = est.compute + est.tp_comm + est.ep_comm + est.bubble + est.pp_comm + est.dp_exposed + est.optimizer;
+    est.step =
+        est.compute + est.tp_comm + est.ep_comm + est.bubble + est.pp_comm + est.dp_exposed + est.optimizer;
     return est;
   }
 
@@ -80,7 +83,8 @@ private:
   /// attention core meets all s keys, graph::block_query; kernel profiles see the whole
   /// sequence, graph::gpu_compute_cost).
   double time(Block b, Phase ph, int stage, bool windowed = false) const {
-    return graph::gpu_compute_cost(w_, compute_time_, graph::block_query(w_, b, ph, stage, windowed)).time.value();
+    return graph::gpu_compute_cost(w_, compute_time_, graph::block_query(w_, b, ph, stage, windowed))
+        .time.value();
   }
 
   /// An attention block's time per layer: its windowed layers (a window shorter than the
@@ -204,7 +208,8 @@ private:
   void pass_times() {
     const double pass = d(v_) * cluster_.gpu.pass_overhead.value();
     t_f_ = layers_ * att_f_ + dense_layers_ * mlp_f_ + moe_layers_ * mlp_f_moe_ + lg_f_ + pass;
-    t_b_ = layers_ * (att_b_ + att_r_) + dense_layers_ * (mlp_b_ + mlp_r_) + moe_layers_ * mlp_b_moe_ + lg_b_ + pass;
+    t_b_ = layers_ * (att_b_ + att_r_) + dense_layers_ * (mlp_b_ + mlp_r_) + moe_layers_ * mlp_b_moe_ +
+           lg_b_ + pass;
     // Activation offloading, as the builder: an offloaded layer's copy out (forward) and back
     // (backward) at gpu.host_bandwidth runs beside the layer's compute, which waits for the rest.
     if (w_.training.offload_layers > 0 && cluster_.gpu.host_bandwidth.value() > 0 && layers_ > 0) {
@@ -230,10 +235,14 @@ private:
     const double per_mb = t_f_ + t_b_ + tp_per_mb_ + ep_per_mb_;
     switch (par_.schedule) {
     case Schedule::GPIPE:
-    case Schedule::ONE_F_ONE_B: return d(p_ - 1) * per_mb;
-    case Schedule::INTERLEAVED: return d(p_ - 1) * per_mb / d(v_);
-    case Schedule::ZB_H1: return d(p_ - 1) * std::max(per_mb - 2.0 * t_w_, t_f_);
-    case Schedule::ZB_H2: return d(p_ - 1) * (t_f_ + layers_ * 2.0 * tp_one_);
+    case Schedule::ONE_F_ONE_B:
+      return d(p_ - 1) * per_mb;
+    case Schedule::INTERLEAVED:
+      return d(p_ - 1) * per_mb / d(v_);
+    case Schedule::ZB_H1:
+      return d(p_ - 1) * std::max(per_mb - 2.0 * t_w_, t_f_);
+    case Schedule::ZB_H2:
+      return d(p_ - 1) * (t_f_ + layers_ * 2.0 * tp_one_);
     }
     return 0;
   }
@@ -281,8 +290,9 @@ private:
         exposed += d(m_ * v_) * std::max(0.0, gather(expert_grads, edp, dp_link) / d(v_) - t_b_ / d(v_)) +
                    gather(expert_layer, edp, dp_link) + gathered_back(expert_grads, expert_layer, edp);
       else if (overlap) // ZeRO-1 with the gather under the forward: the reduce-scatter stays
-        exposed += std::max(gather(expert_grads, edp, dp_link) - last_pass, gather(expert_layer, edp, dp_link)) +
-                   gathered_back(expert_grads, expert_layer, edp);
+        exposed +=
+            std::max(gather(expert_grads, edp, dp_link) - last_pass, gather(expert_layer, edp, dp_link)) +
+            gathered_back(expert_grads, expert_layer, edp);
       else // ZeRO-1: an all-reduce of the same volume as the reduce-scatter and the gather
         exposed += std::max(all_reduce(expert_grads, edp, dp_link) - last_pass,
                             all_reduce(expert_layer, edp, dp_link));
@@ -293,14 +303,19 @@ private:
     // beyond one chunk forward (t_F/v), or at least one bucket, is exposed.
     const double param_exposed = gathered_back(grads, bucket, dp_);
     switch (par_.zero_stage) {
-    case 0: return exposed + std::max(all_reduce(grads, dp_, dp_link) - last_pass, all_reduce(bucket, dp_, dp_link));
+    case 0:
+      return exposed +
+             std::max(all_reduce(grads, dp_, dp_link) - last_pass, all_reduce(bucket, dp_, dp_link));
     case 1:
-      return exposed + (std::max(gather(grads, dp_, dp_link) - last_pass, gather(bucket, dp_, dp_link)) + param_exposed);
+      return exposed + (std::max(gather(grads, dp_, dp_link) - last_pass, gather(bucket, dp_, dp_link)) +
+                        param_exposed);
     case 2: {
       const double rs = gather(grads, dp_, dp_link) / d(v_);
-      return exposed + (d(m_ * v_) * std::max(0.0, rs - t_b_ / d(v_)) + gather(bucket, dp_, dp_link) + param_exposed);
+      return exposed +
+             (d(m_ * v_) * std::max(0.0, rs - t_b_ / d(v_)) + gather(bucket, dp_, dp_link) + param_exposed);
     }
-    default: return zero3_exposed(dp_link);
+    default:
+      return zero3_exposed(dp_link);
     }
   }
 
@@ -316,7 +331,8 @@ private:
       const int64_t edp = model::expert_data_parallel(par_);
       for (int64_t l = 0; l < w_.model.layers; ++l) {
         const model::LayerParams lp = model::layer_params_at(w_.model, l, par_.tp, par_.ep, par_.expert_tp());
-        per_layer = std::max(per_layer, gather(lp.dense * wb_, dp_, dp_link) + gather(lp.expert * wb_, edp, dp_link));
+        per_layer =
+            std::max(per_layer, gather(lp.dense * wb_, dp_, dp_link) + gather(lp.expert * wb_, edp, dp_link));
       }
     }
     const double passes = d(m_ * v_);
@@ -351,9 +367,9 @@ private:
   const ParallelSpec& par_;
   const graph::ComputeTimeFn& compute_time_;
   const int64_t p_, v_, t_, dp_, m_;
-  const double e_;  ///< a gradient's bytes
-  const double wb_; ///< a gathered weight's bytes
-  const bool split_; ///< zero-bubble B and W passes
+  const double e_;                ///< a gradient's bytes
+  const double wb_;               ///< a gathered weight's bytes
+  const bool split_;              ///< zero-bubble B and W passes
   const model::StageLayout last_; ///< the last (slowest) stage's layers, with the MTP ones
   const double layers_;
   double win_share_ = 0; ///< the last stage's windowed layers' share
@@ -367,7 +383,8 @@ private:
 
 } // namespace
 
-Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const graph::ComputeTimeFn& compute_time) {
+Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w,
+                       const graph::ComputeTimeFn& compute_time) {
   return StepEstimator(cluster, w, compute_time).run();
 }
 

@@ -16,9 +16,13 @@ namespace stepsim::planner {
 namespace {
 
 /// Per-candidate diagnostics describe() the layout: only build the line when it is shown.
-bool debug_log() { return log().should_log(spdlog::level::debug); }
+bool debug_log() {
+  return log().should_log(spdlog::level::debug);
+}
 
-double gib(Bytes b) { return b.value() / (1024.0 * 1024.0 * 1024.0); }
+double gib(Bytes b) {
+  return b.value() / (1024.0 * 1024.0 * 1024.0);
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -35,8 +39,7 @@ std::vector<int> divisors(int64_t n, int64_t limit) {
 bool same_layout(const WorkloadSpec& a, const WorkloadSpec& b) {
   const ParallelSpec &x = a.parallel, &y = b.parallel;
   return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep &&
-         x.expert_tp() == y.expert_tp() && x.vp == y.vp &&
-         x.schedule == y.schedule && x.sp == y.sp &&
+         x.expert_tp() == y.expert_tp() && x.vp == y.vp && x.schedule == y.schedule && x.sp == y.sp &&
          x.zero_stage == y.zero_stage && a.batch.micro_batch == b.batch.micro_batch &&
          a.training.recompute == b.training.recompute; // offloading is what the planner adds to make it fit
 }
@@ -45,29 +48,36 @@ bool same_layout(const WorkloadSpec& a, const WorkloadSpec& b) {
 
 std::string schedule_name(Schedule s) {
   switch (s) {
-  case Schedule::GPIPE: return "gpipe";
-  case Schedule::ONE_F_ONE_B: return "1f1b";
-  case Schedule::INTERLEAVED: return "interleaved";
-  case Schedule::ZB_H1: return "zb-h1";
-  case Schedule::ZB_H2: return "zb-h2";
+  case Schedule::GPIPE:
+    return "gpipe";
+  case Schedule::ONE_F_ONE_B:
+    return "1f1b";
+  case Schedule::INTERLEAVED:
+    return "interleaved";
+  case Schedule::ZB_H1:
+    return "zb-h1";
+  case Schedule::ZB_H2:
+    return "zb-h2";
   }
   return "?";
 }
 
 std::string recompute_name(const TrainingSpec& t) {
   switch (t.recompute) {
-  case Recompute::NONE: return "none";
+  case Recompute::NONE:
+    return "none";
   case Recompute::FULL:
     return t.recompute_layers > 0 ? "full[" + std::to_string(t.recompute_layers) + " per chunk]" : "full";
-  case Recompute::SELECTIVE: break;
+  case Recompute::SELECTIVE:
+    break;
   }
   if (t.recompute_modules == RecomputeModules{})
     return "selective";
   std::string modules;
   const RecomputeModules& m = t.recompute_modules;
-  for (const auto& [on, name] : {std::pair{m.core_attn, "core_attn"}, std::pair{m.layernorm, "layernorm"},
-                                 std::pair{m.mlp, "mlp"}, std::pair{m.moe_act, "moe_act"},
-                                 std::pair{m.mla_up_proj, "mla_up_proj"}})
+  for (const auto& [on, name] :
+       {std::pair{m.core_attn, "core_attn"}, std::pair{m.layernorm, "layernorm"}, std::pair{m.mlp, "mlp"},
+        std::pair{m.moe_act, "moe_act"}, std::pair{m.mla_up_proj, "mla_up_proj"}})
     if (on)
       modules += (modules.empty() ? "" : ",") + std::string(name);
   return "selective[" + modules + "]";
@@ -76,13 +86,14 @@ std::string recompute_name(const TrainingSpec& t) {
 std::string describe(const WorkloadSpec& w) {
   const ParallelSpec& p = w.parallel;
   return "tp" + std::to_string(p.tp) + (p.cp > 1 ? " cp" + std::to_string(p.cp) : std::string()) + " pp" +
-         std::to_string(p.pp) + " dp" + std::to_string(p.dp) + (p.ep > 1 ? " ep" + std::to_string(p.ep) : std::string()) +
+         std::to_string(p.pp) + " dp" + std::to_string(p.dp) +
+         (p.ep > 1 ? " ep" + std::to_string(p.ep) : std::string()) +
          (p.folds_experts() ? " etp" + std::to_string(p.etp) : std::string()) +
-         (p.ep_overlap ? " ep_overlap" : "") +
-         " vp" +
-         std::to_string(p.vp) + " mb" + std::to_string(w.batch.micro_batch) + " zero" + std::to_string(p.zero_stage) +
-         " " + recompute_name(w.training) +
-         (w.training.offload_layers > 0 ? " offload" + std::to_string(w.training.offload_layers) : std::string()) +
+         (p.ep_overlap ? " ep_overlap" : "") + " vp" + std::to_string(p.vp) + " mb" +
+         std::to_string(w.batch.micro_batch) + " zero" + std::to_string(p.zero_stage) + " " +
+         recompute_name(w.training) +
+         (w.training.offload_layers > 0 ? " offload" + std::to_string(w.training.offload_layers)
+                                        : std::string()) +
          (p.sp ? " sp" : "") + " " + schedule_name(p.schedule);
 }
 
@@ -144,8 +155,10 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
               if (base.model.moe.experts % e == 0)
                 eps.push_back(e);
           }
-          std::vector<bool> sps = space.vary_sp ? std::vector<bool>{false, true} : std::vector<bool>{base.parallel.sp};
-          std::vector<int> zeros = space.vary_zero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{base.parallel.zero_stage};
+          std::vector<bool> sps =
+              space.vary_sp ? std::vector<bool>{false, true} : std::vector<bool>{base.parallel.sp};
+          std::vector<int> zeros =
+              space.vary_zero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{base.parallel.zero_stage};
           for (bool sp : sps) {
             if (sp && tp == 1)
               continue;
@@ -210,8 +223,8 @@ bool fits_host_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
 }
 
 bool offload_to_fit(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpace& space, Bytes& peak) {
-  if (!space.try_offload || cluster.gpu.host_bandwidth.value() <= 0 || w.training.recompute != Recompute::NONE ||
-      w.training.offload_layers > 0)
+  if (!space.try_offload || cluster.gpu.host_bandwidth.value() <= 0 ||
+      w.training.recompute != Recompute::NONE || w.training.offload_layers > 0)
     return false;
   // Each offloaded layer per chunk lowers the peak (the ledger is monotone in it): the first that
   // fits is the fewest. check_layout bounds it by the smallest chunk.
@@ -268,7 +281,8 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
     const Estimate est = estimate_step(cluster, w, runner::compute_time_model(cluster, w, table));
     r.ranked.push_back({w, est, peak, is_given});
     if (debug_log())
-      log().debug("plan: estimated {}: step {:.6f} s, peak {:.2f} GiB", describe(w), est.step.value(), gib(peak));
+      log().debug("plan: estimated {}: step {:.6f} s, peak {:.2f} GiB", describe(w), est.step.value(),
+                  gib(peak));
   };
   for (const WorkloadSpec& layout : all) {
     WorkloadSpec w = layout;
@@ -276,8 +290,9 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
     if ((peak > cluster.gpu.hbm_capacity || !fits_host_memory(cluster, w)) &&
         !offload_to_fit(cluster, w, options.space, peak)) {
       if (debug_log())
-        log().debug("plan: filtered out {}: static peak {:.2f} GiB of {:.2f} GiB HBM{}", describe(w), gib(peak),
-                    gib(cluster.gpu.hbm_capacity), fits_host_memory(cluster, w) ? "" : ", host memory exceeded");
+        log().debug("plan: filtered out {}: static peak {:.2f} GiB of {:.2f} GiB HBM{}", describe(w),
+                    gib(peak), gib(cluster.gpu.hbm_capacity),
+                    fits_host_memory(cluster, w) ? "" : ", host memory exceeded");
       continue;
     }
     ++r.fit;
@@ -294,18 +309,19 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
       rank(w, peak, true);
     rank(fewer, fewer_peak, false);
   }
-  std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
-    return a.estimate.step < b.estimate.step;
-  });
+  std::stable_sort(r.ranked.begin(), r.ranked.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.estimate.step < b.estimate.step; });
   r.estimate_s = seconds_since(t0);
-  log().info("plan: {} of {} layouts fit in memory, {} estimated in {:.3f} s", r.fit, r.enumerated, r.ranked.size(),
-             r.estimate_s);
+  log().info("plan: {} of {} layouts fit in memory, {} estimated in {:.3f} s", r.fit, r.enumerated,
+             r.ranked.size(), r.estimate_s);
 
   const size_t k = std::min(r.ranked.size(), static_cast<size_t>(std::max(0, options.top)));
   r.simulated.assign(r.ranked.begin(), r.ranked.begin() + static_cast<std::ptrdiff_t>(k));
   if (options.include_given) {
-    const bool listed = std::any_of(r.simulated.begin(), r.simulated.end(), [](const Candidate& c) { return c.given; });
-    const auto it = std::find_if(r.ranked.begin(), r.ranked.end(), [](const Candidate& c) { return c.given; });
+    const bool listed =
+        std::any_of(r.simulated.begin(), r.simulated.end(), [](const Candidate& c) { return c.given; });
+    const auto it =
+        std::find_if(r.ranked.begin(), r.ranked.end(), [](const Candidate& c) { return c.given; });
     if (!listed && it != r.ranked.end())
       r.simulated.push_back(*it);
   }

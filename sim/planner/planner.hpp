@@ -4,8 +4,8 @@
 // and simulate the best few (each in its own process). Formulas: docs/planner.md.
 
 #include "config/spec.hpp"
-#include "graph/step_builder.hpp"
 #include "core/units.hpp"
+#include "graph/step_builder.hpp"
 
 #include <cstdint>
 #include <string>
@@ -16,8 +16,8 @@ namespace stepsim::planner {
 /// What enumeration varies. Empty lists mean the defaults noted.
 struct SearchSpace {
   std::vector<int64_t> micro_batches = {1, 2, 4, 8}; ///< sequences per micro-batch
-  int max_vp = 8;      ///< largest interleaving degree tried
-  int max_tp = 0;      ///< largest TP degree; 0 = 2 x gpus_per_node (TP across nodes is allowed, and slow)
+  int max_vp = 8;                                    ///< largest interleaving degree tried
+  int max_tp = 0; ///< largest TP degree; 0 = 2 x gpus_per_node (TP across nodes is allowed, and slow)
   bool vary_zero = true;
   bool vary_recompute = true;
   /// A layout without recomputation that does not fit is tried again with activation offloading
@@ -79,7 +79,8 @@ struct Estimate {
 
 /// Estimates one step of `w` (check_layout passed) on `cluster` using `compute_time` (the runner's
 /// compute-time model) for every compute block and closed forms for communication.
-Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w, const graph::ComputeTimeFn& compute_time);
+Estimate estimate_step(const ClusterSpec& cluster, const WorkloadSpec& w,
+                       const graph::ComputeTimeFn& compute_time);
 
 /// "tp8 pp8 dp16 vp1 mb1 zero0 full sp 1f1b"
 std::string describe(const WorkloadSpec& w);
@@ -91,8 +92,8 @@ std::string recompute_name(const TrainingSpec& t);
 struct Candidate {
   WorkloadSpec workload;
   Estimate estimate;
-  Bytes peak_memory;      ///< static ledger, worst stage
-  bool given = false;     ///< the layout of the workload file itself
+  Bytes peak_memory;  ///< static ledger, worst stage
+  bool given = false; ///< the layout of the workload file itself
 };
 
 /// Result of simulating one candidate (in a child process).
@@ -103,26 +104,26 @@ struct Simulated {
   double bubble_fraction = 0;
   double exposed_tp_s = 0, exposed_pp_s = 0, exposed_dp_s = 0;
   double mfu = 0;
-  double peak_bytes = 0;  ///< memory timeline peak, worst GPU
+  double peak_bytes = 0; ///< memory timeline peak, worst GPU
   bool fits = true;
 };
 
 struct PlanOptions {
-  int top = 3;            ///< candidates to simulate (best estimates)
+  int top = 3; ///< candidates to simulate (best estimates)
   bool simulate = true;
   bool include_given = true; ///< also simulate the workload file's own layout when it fits (reference row)
-  int jobs = 1;           ///< simulations at once (child processes)
+  int jobs = 1;              ///< simulations at once (child processes)
   SearchSpace space;
 };
 
 struct PlanResult {
   size_t enumerated = 0;
-  size_t fit = 0;                      ///< layouts that fit (with offloading where it takes that)
+  size_t fit = 0; ///< layouts that fit (with offloading where it takes that)
   /// Fitting layouts by estimate, best first (all of them; the workload's own layout, when it
   /// recomputes every layer, also beside its variant recomputing fewer).
   std::vector<Candidate> ranked;
-  std::vector<Candidate> simulated;    ///< the ones simulated: top K (+ the given layout)
-  std::vector<Simulated> outcomes;     ///< parallel to `simulated`
+  std::vector<Candidate> simulated; ///< the ones simulated: top K (+ the given layout)
+  std::vector<Simulated> outcomes;  ///< parallel to `simulated`
   double enumerate_s = 0, estimate_s = 0, simulate_s = 0;
 };
 
@@ -133,6 +134,7 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
 /// Simulates each of `specs` in its own child process (runner::simulate), at most `jobs` at once,
 /// and returns their summary figures in order. A failed child is reported, not thrown; Error is
 /// thrown only when a process cannot be started.
-std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs, int jobs);
+std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs,
+                                    int jobs);
 
 } // namespace stepsim::planner

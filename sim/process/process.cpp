@@ -24,16 +24,18 @@ namespace stepsim::process {
 
 namespace {
 
-constexpr int TICK_MS = 200;            // the longest a parent sleeps without looking at its children
-constexpr int ORPHANED_EXIT = 125;      // a child whose parent died before it started
-constexpr int EXEC_FAILED_EXIT = 127;   // as a shell reports a command it cannot run
+constexpr int TICK_MS = 200;          // the longest a parent sleeps without looking at its children
+constexpr int ORPHANED_EXIT = 125;    // a child whose parent died before it started
+constexpr int EXEC_FAILED_EXIT = 127; // as a shell reports a command it cannot run
 constexpr std::size_t READ_CHUNK = 65536;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 struct Pipe {
   int read = -1;
@@ -186,9 +188,9 @@ Child::Child(const Job& job, const SpawnOptions& options) : options_(options) {
 }
 
 Child::Child(Child&& other) noexcept
-    : options_(other.options_), pid_(other.pid_), message_fd_(other.message_fd_), output_fd_(other.output_fd_),
-      pid_fd_(other.pid_fd_), message_text_(std::move(other.message_text_)), started_s_(other.started_s_),
-      reaped_(other.reaped_), outcome_(std::move(other.outcome_)) {
+    : options_(other.options_), pid_(other.pid_), message_fd_(other.message_fd_),
+      output_fd_(other.output_fd_), pid_fd_(other.pid_fd_), message_text_(std::move(other.message_text_)),
+      started_s_(other.started_s_), reaped_(other.reaped_), outcome_(std::move(other.outcome_)) {
   other.pid_ = -1;
   other.message_fd_ = other.output_fd_ = other.pid_fd_ = -1;
   other.reaped_ = true;
@@ -291,7 +293,9 @@ void Child::close_fds() {
   close_fd(pid_fd_);
 }
 
-Outcome Child::take_outcome() { return std::move(outcome_); }
+Outcome Child::take_outcome() {
+  return std::move(outcome_);
+}
 
 Outcome Child::wait() {
   for (step(); !reaped_; step())
@@ -299,7 +303,9 @@ Outcome Child::wait() {
   return take_outcome();
 }
 
-Outcome run(const Job& job, const SpawnOptions& options) { return Child(job, options).wait(); }
+Outcome run(const Job& job, const SpawnOptions& options) {
+  return Child(job, options).wait();
+}
 
 void run_each(std::size_t count, const std::function<Job(std::size_t)>& job, const PoolOptions& options,
               const OnDone& on_done, const OnTick& on_tick) {

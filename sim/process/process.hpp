@@ -46,8 +46,8 @@ enum class Output {
 
 struct SpawnOptions {
   Output output = Output::CAPTURE;
-  double timeout_s = 0;                        ///< SIGKILL the child's process group after this; 0: never
-  std::size_t max_output_bytes = 64ull << 20;  ///< captured output beyond this is read and dropped
+  double timeout_s = 0;                       ///< SIGKILL the child's process group after this; 0: never
+  std::size_t max_output_bytes = 64ull << 20; ///< captured output beyond this is read and dropped
 };
 
 /// How a child ended and what it sent.
@@ -110,9 +110,9 @@ private:
 Outcome run(const Job& job, const SpawnOptions& options = {});
 
 struct PoolOptions {
-  int jobs = 1;        ///< children at a time (values below 1 count as 1)
-  SpawnOptions spawn;  ///< for every child
-  std::string name;    ///< prefix of the Error thrown when a child cannot be started ("sweep")
+  int jobs = 1;       ///< children at a time (values below 1 count as 1)
+  SpawnOptions spawn; ///< for every child
+  std::string name;   ///< prefix of the Error thrown when a child cannot be started ("sweep")
 };
 
 /// Called in the parent for each ended job with its index, in the order they end (jobs ending

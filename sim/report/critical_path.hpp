@@ -13,12 +13,12 @@
 namespace stepsim::report {
 
 struct CriticalPath {
-  std::vector<graph::TaskId> tasks; ///< the chain, first task first
-  Seconds length;                   ///< busy + wait: the step time
-  Seconds wait;                     ///< the step's time not covered by a task of the chain
-  std::map<graph::Block, Seconds> compute;          ///< busy time of compute tasks per block
-  std::map<graph::CommGroup, Seconds> collectives;  ///< collectives per group (sends excluded)
-  std::map<graph::CommGroup, Seconds> p2p;          ///< point-to-point sends per group (PP, CP ring)
+  std::vector<graph::TaskId> tasks;                ///< the chain, first task first
+  Seconds length;                                  ///< busy + wait: the step time
+  Seconds wait;                                    ///< the step's time not covered by a task of the chain
+  std::map<graph::Block, Seconds> compute;         ///< busy time of compute tasks per block
+  std::map<graph::CommGroup, Seconds> collectives; ///< collectives per group (sends excluded)
+  std::map<graph::CommGroup, Seconds> p2p;         ///< point-to-point sends per group (PP, CP ring)
 };
 
 /// The critical path of `graph` replayed with `start`/`end` per task id, over a step of

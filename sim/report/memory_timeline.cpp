@@ -76,7 +76,8 @@ MemoryReport memory_timeline(const graph::StepProgram& program, const std::vecto
     });
     const int stage = program.grid.pp_of(ranks[i]);
     const model::MemoryLedger base = model::persistent_memory(workload, cluster.gpu, stage);
-    const double persistent = (base.weights + base.gradients + base.optimizer + base.comm_buffers + base.runtime).value();
+    const double persistent =
+        (base.weights + base.gradients + base.optimizer + base.comm_buffers + base.runtime).value();
     const double frag = std::max(0.0, cluster.gpu.allocator_fragmentation - 1.0);
     double dynamic = 0, gathered = 0, peak_dynamic = 0, peak_gathered = 0;
     CounterSeries track;
@@ -94,10 +95,12 @@ MemoryReport memory_timeline(const graph::StepProgram& program, const std::vecto
         peak_gathered = gathered;
       }
       if (keep_tracks && (k + 1 == ev.size() || ev[k + 1].time != ev[k].time))
-        track.samples.emplace_back(ev[k].time, persistent + dynamic + frag * (dynamic + base.comm_buffers.value()));
+        track.samples.emplace_back(ev[k].time,
+                                   persistent + dynamic + frag * (dynamic + base.comm_buffers.value()));
     }
     if (keep_tracks) {
-      track.samples.emplace_back(step_end, persistent + dynamic + frag * (dynamic + base.comm_buffers.value()));
+      track.samples.emplace_back(step_end,
+                                 persistent + dynamic + frag * (dynamic + base.comm_buffers.value()));
       rep.tracks.push_back(std::move(track));
     }
     model::MemoryLedger l = base;
@@ -121,10 +124,11 @@ MemoryReport memory_timeline(const graph::StepProgram& program, const std::vecto
   rep.fits_in_memory = worst_peak <= rep.capacity.value() && host_fits;
   if (worst_peak > rep.capacity.value()) {
     const model::MemoryLedger& l = rep.worst;
-    rep.reason = "GPU " + std::to_string(rep.worst_rank) + " (pipeline stage " + std::to_string(rep.worst_stage) +
-                 ") needs " + gib(l.peak()) + " but has " + gib(rep.capacity) + ": over by " +
-                 gib(l.peak() - rep.capacity) + "; weights " + gib(l.weights) + ", gradients " + gib(l.gradients) +
-                 ", optimizer states " + gib(l.optimizer) + ", activations " + gib(l.activations) + " (" +
+    rep.reason = "GPU " + std::to_string(rep.worst_rank) + " (pipeline stage " +
+                 std::to_string(rep.worst_stage) + ") needs " + gib(l.peak()) + " but has " +
+                 gib(rep.capacity) + ": over by " + gib(l.peak() - rep.capacity) + "; weights " +
+                 gib(l.weights) + ", gradients " + gib(l.gradients) + ", optimizer states " +
+                 gib(l.optimizer) + ", activations " + gib(l.activations) + " (" +
                  std::to_string(model::in_flight_micro_batches(workload, rep.worst_stage)) +
                  " micro-batches in flight), other " + gib(l.other());
   }

@@ -17,15 +17,15 @@ namespace stepsim::report {
 
 struct MemoryReport {
   bool fits_in_memory = true;
-  graph::Rank worst_rank = 0;          ///< GPU with the highest peak (lowest rank on ties)
+  graph::Rank worst_rank = 0; ///< GPU with the highest peak (lowest rank on ties)
   int worst_stage = 0;
-  model::MemoryLedger worst;           ///< its ledger at its peak
-  Bytes capacity;                      ///< HBM capacity of one GPU
-  Bytes host_peak;                     ///< most host memory a GPU holds for offloaded activations
-  Bytes host_capacity;                 ///< host memory per GPU (0 = not given, not checked)
-  std::vector<Bytes> stage_peaks;      ///< highest peak per pipeline stage
-  std::string reason;                  ///< when it does not fit: which GPU, by how much, why
-  std::vector<CounterSeries> tracks;   ///< bytes in use per simulated GPU (only when asked for)
+  model::MemoryLedger worst;         ///< its ledger at its peak
+  Bytes capacity;                    ///< HBM capacity of one GPU
+  Bytes host_peak;                   ///< most host memory a GPU holds for offloaded activations
+  Bytes host_capacity;               ///< host memory per GPU (0 = not given, not checked)
+  std::vector<Bytes> stage_peaks;    ///< highest peak per pipeline stage
+  std::string reason;                ///< when it does not fit: which GPU, by how much, why
+  std::vector<CounterSeries> tracks; ///< bytes in use per simulated GPU (only when asked for)
 };
 
 /// Replays allocations and frees in time order (frees first at equal times). Throws

@@ -18,23 +18,26 @@ using graph::TaskId;
 constexpr double EPS = 1e-12;
 
 /// The member of per-group values (GroupTimes, GroupBytes) that counts `group`'s collectives.
-template <class Groups>
-auto& slot(Groups& g, graph::CommGroup group) {
+template <class Groups> auto& slot(Groups& g, graph::CommGroup group) {
   switch (group) {
-  case graph::CommGroup::TP: return g.tp;
-  case graph::CommGroup::PP: return g.pp;
-  case graph::CommGroup::EP: return g.ep;
-  case graph::CommGroup::CP: return g.cp;
-  default: return g.dp;
+  case graph::CommGroup::TP:
+    return g.tp;
+  case graph::CommGroup::PP:
+    return g.pp;
+  case graph::CommGroup::EP:
+    return g.ep;
+  case graph::CommGroup::CP:
+    return g.cp;
+  default:
+    return g.dp;
   }
 }
 
 /// Per-group values as summary.json writes them, keyed by group name: tp, pp, dp, ep, cp.
-template <class Groups>
-nlohmann::ordered_json per_group_json(const Groups& g) {
+template <class Groups> nlohmann::ordered_json per_group_json(const Groups& g) {
   nlohmann::ordered_json j;
-  for (graph::CommGroup group :
-       {graph::CommGroup::TP, graph::CommGroup::PP, graph::CommGroup::DP, graph::CommGroup::EP, graph::CommGroup::CP})
+  for (graph::CommGroup group : {graph::CommGroup::TP, graph::CommGroup::PP, graph::CommGroup::DP,
+                                 graph::CommGroup::EP, graph::CommGroup::CP})
     j[std::string(to_string(group))] = slot(g, group).value();
   return j;
 }
@@ -304,7 +307,7 @@ namespace {
 /// zeros included, so the keys are the same for every step).
 nlohmann::ordered_json critical_path_json(const CriticalPath& p) {
   using nlohmann::ordered_json;
-  constexpr graph::Block BLOCKS[] = {graph::Block::ATTENTION, graph::Block::MLP,     graph::Block::LOGITS,
+  constexpr graph::Block BLOCKS[] = {graph::Block::ATTENTION, graph::Block::MLP,    graph::Block::LOGITS,
                                      graph::Block::OPTIMIZER, graph::Block::ROUTER, graph::Block::EXPERTS};
   constexpr graph::CommGroup GROUPS[] = {graph::CommGroup::TP, graph::CommGroup::PP, graph::CommGroup::DP,
                                          graph::CommGroup::EP, graph::CommGroup::CP};
@@ -316,9 +319,9 @@ nlohmann::ordered_json critical_path_json(const CriticalPath& p) {
     }
     return j;
   };
-  return ordered_json{{"length_s", p.length.value()}, {"tasks", p.tasks.size()},
+  return ordered_json{{"length_s", p.length.value()},        {"tasks", p.tasks.size()},
                       {"compute_s", per(BLOCKS, p.compute)}, {"collectives_s", per(GROUPS, p.collectives)},
-                      {"p2p_s", per(GROUPS, p.p2p)}, {"wait_s", p.wait.value()}};
+                      {"p2p_s", per(GROUPS, p.p2p)},         {"wait_s", p.wait.value()}};
 }
 
 } // namespace
@@ -376,12 +379,12 @@ void write_summary_json(std::ostream& out, const Summary& s) {
     peaks.push_back(b.value());
   m["stage_peak_bytes"] = peaks;
   if (!mem.fits_in_memory)
-    m["oom"] = ordered_json{{"gpu", mem.worst_rank},
-                            {"over_by_bytes", std::max(0.0, (mem.worst.peak() - mem.capacity).value())},
-                            {"host_over_by_bytes", mem.host_capacity.value() > 0
-                                                       ? std::max(0.0, (mem.host_peak - mem.host_capacity).value())
-                                                       : 0.0},
-                            {"reason", mem.reason}};
+    m["oom"] = ordered_json{
+        {"gpu", mem.worst_rank},
+        {"over_by_bytes", std::max(0.0, (mem.worst.peak() - mem.capacity).value())},
+        {"host_over_by_bytes",
+         mem.host_capacity.value() > 0 ? std::max(0.0, (mem.host_peak - mem.host_capacity).value()) : 0.0},
+        {"reason", mem.reason}};
   j["memory"] = m;
   j["tasks"] = s.tasks;
   j["critical_path"] = critical_path_json(s.critical_path);
@@ -427,19 +430,21 @@ void print_summary_table(std::ostream& out, const Summary& s) {
   if (s.other_idle.value() > 0)
     row("other idle", secs(s.other_idle));
   row("peak memory (worst GPU)", gib(s.memory.worst.peak()) + " of " + gib(s.memory.capacity) + " (GPU " +
-                                      std::to_string(s.memory.worst_rank) + ", stage " +
-                                      std::to_string(s.memory.worst_stage) + ")");
+                                     std::to_string(s.memory.worst_rank) + ", stage " +
+                                     std::to_string(s.memory.worst_stage) + ")");
   if (s.memory.host_peak.value() > 0)
-    row("host memory (offloaded)", gib(s.memory.host_peak) + (s.memory.host_capacity.value() > 0
-                                                                  ? " of " + gib(s.memory.host_capacity) + " per GPU"
-                                                                  : std::string(" per GPU")));
+    row("host memory (offloaded)",
+        gib(s.memory.host_peak) + (s.memory.host_capacity.value() > 0
+                                       ? " of " + gib(s.memory.host_capacity) + " per GPU"
+                                       : std::string(" per GPU")));
   out << "  per stage:  stage  bubble  peak memory  compute     exposed tp / pp / dp\n";
   for (const StageMetrics& st : s.stages) {
     const size_t k = static_cast<size_t>(st.stage);
     const Bytes peak = k < s.memory.stage_peaks.size() ? s.memory.stage_peaks[k] : Bytes(0.0);
     out << fmt_double("              %5.0f", st.stage) << fmt_double("  %5.1f%%", 100.0 * st.bubble_fraction)
-        << "  " << gib(peak) << "  " << human_time(st.compute.value()) << "   " << human_time(st.exposed.tp.value())
-        << " / " << human_time(st.exposed.pp.value()) << " / " << human_time(st.exposed.dp.value()) << '\n';
+        << "  " << gib(peak) << "  " << human_time(st.compute.value()) << "   "
+        << human_time(st.exposed.tp.value()) << " / " << human_time(st.exposed.pp.value()) << " / "
+        << human_time(st.exposed.dp.value()) << '\n';
   }
   if (!s.memory.fits_in_memory)
     out << "\n  *** DOES NOT FIT IN MEMORY *** " << s.memory.reason << '\n';

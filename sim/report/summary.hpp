@@ -39,24 +39,26 @@ struct Summary {
   int micro_batches = 0;
   Seconds step_time;
   double tokens_per_s = 0;
-  double tflops_per_gpu = 0;   ///< model FLOPs / (step time * GPUs), in TFLOP/s
-  double mfu = 0;              ///< model FLOPs / (step time * GPUs * peak)
-  double hfu = 0;              ///< hardware FLOPs (with recomputation) / (step time * GPUs * peak)
+  double tflops_per_gpu = 0; ///< model FLOPs / (step time * GPUs), in TFLOP/s
+  double mfu = 0;            ///< model FLOPs / (step time * GPUs * peak)
+  double hfu = 0;            ///< hardware FLOPs (with recomputation) / (step time * GPUs * peak)
   std::string flops_formula;
-  double bubble_fraction = 0;  ///< share of the step a compute stream idles for pipeline reasons, mean over GPUs
-  Seconds compute;             ///< busy compute time per GPU, mean
+  double bubble_fraction =
+      0;           ///< share of the step a compute stream idles for pipeline reasons, mean over GPUs
+  Seconds compute; ///< busy compute time per GPU, mean
   /// Where the compute time came from (kernel profile rows measured or interpolated, the
   /// profile's model, or the plain roofline): shares of all simulated compute time, summing to
   /// 1 (all 0 when there is none). Weighted by each task's simulated busy time.
   graph::TimeSources compute_source;
-  GroupTimes exposed;          ///< time the compute stream waits on each group's communication, mean per GPU
-  Seconds other_idle;          ///< idle time attributed to nothing above, mean per GPU
-  GroupBytes comm_bytes_per_gpu;   ///< collective payloads S a GPU takes part in
-  GroupBytes comm_volume_per_gpu;  ///< bytes a GPU sends: 2(n-1)/n*S all-reduce, (n-1)/n*S gather/scatter, S send
-  MemoryReport memory;             ///< peaks from the memory timeline (no tracks)
+  GroupTimes exposed; ///< time the compute stream waits on each group's communication, mean per GPU
+  Seconds other_idle; ///< idle time attributed to nothing above, mean per GPU
+  GroupBytes comm_bytes_per_gpu; ///< collective payloads S a GPU takes part in
+  GroupBytes
+      comm_volume_per_gpu; ///< bytes a GPU sends: 2(n-1)/n*S all-reduce, (n-1)/n*S gather/scatter, S send
+  MemoryReport memory;     ///< peaks from the memory timeline (no tracks)
   std::vector<StageMetrics> stages;
   size_t tasks = 0;
-  CriticalPath critical_path;      ///< the chain of tasks that sets the step time
+  CriticalPath critical_path; ///< the chain of tasks that sets the step time
 };
 
 /// Computes the summary. `start`/`end` are per task id, in seconds from the step's start.

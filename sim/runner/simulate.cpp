@@ -20,27 +20,29 @@ namespace {
 
 /// The optimizer step's kernels on one rank of `stage` (model::optimizer_step_bytes).
 std::vector<kernels::KernelCall> optimizer_calls(const WorkloadSpec& w, int stage) {
-  return kernels::optimizer_kernels(w, std::max<int64_t>(1, std::llround(model::optimizer_params_on_rank(w, stage))),
-                                    std::max<int64_t>(1, std::llround(model::gradients_held_on_rank(w, stage))));
+  return kernels::optimizer_kernels(
+      w, std::max<int64_t>(1, std::llround(model::optimizer_params_on_rank(w, stage))),
+      std::max<int64_t>(1, std::llround(model::gradients_held_on_rank(w, stage))));
 }
 
 /// Compute times from a kernel table, cached per (block, phase) (and stage for the optimizer).
 class ProfiledTimes {
 public:
   ProfiledTimes(std::shared_ptr<const kernels::KernelTable> table, const WorkloadSpec& w, const GpuSpec& gpu)
-      : table_(std::move(table)), w_(w), gemm_efficiency_(gpu.gemm_efficiency > 0 ? gpu.gemm_efficiency : 1.0),
+      : table_(std::move(table)), w_(w),
+        gemm_efficiency_(gpu.gemm_efficiency > 0 ? gpu.gemm_efficiency : 1.0),
         memory_bound_efficiency_(gpu.memory_bound_efficiency > 0 ? gpu.memory_bound_efficiency : 1.0),
-        launch_overhead_(gpu.launch_overhead.value() >= 0 ? gpu.launch_overhead : table_->launch_overhead()) {}
+        launch_overhead_(gpu.launch_overhead.value() >= 0 ? gpu.launch_overhead : table_->launch_overhead()) {
+  }
 
   graph::ComputeCost operator()(const graph::ComputeQuery& q) {
     const bool optimizer = q.block == graph::Block::OPTIMIZER || q.phase == graph::Phase::OPTIMIZER;
-    const auto key =
-        std::make_tuple(static_cast<int>(q.block), static_cast<int>(q.phase), optimizer ? q.stage : -1, q.windowed);
+    const auto key = std::make_tuple(static_cast<int>(q.block), static_cast<int>(q.phase),
+                                     optimizer ? q.stage : -1, q.windowed);
     if (auto it = cache_.find(key); it != cache_.end())
       return it->second;
-    const graph::ComputeCost cost =
-        optimizer ? sum(optimizer_calls(w_, q.stage))
-                  : sum(kernels::block_kernels(w_, q.block, q.phase, q.windowed));
+    const graph::ComputeCost cost = optimizer ? sum(optimizer_calls(w_, q.stage))
+                                              : sum(kernels::block_kernels(w_, q.block, q.phase, q.windowed));
     cache_.emplace(key, cost);
     return cost;
   }
@@ -54,17 +56,25 @@ private:
       const kernels::KernelTime k = table_->lookup(c.shape);
       // Calibration (docs/calibration.md): GEMM/attention rates, memory-bound rates and the
       // per-kernel fixed cost.
-      const bool tensor_core = c.shape.kind == kernels::KernelKind::GEMM || c.shape.kind == kernels::KernelKind::ATTENTION_FWD ||
+      const bool tensor_core = c.shape.kind == kernels::KernelKind::GEMM ||
+                               c.shape.kind == kernels::KernelKind::ATTENTION_FWD ||
                                c.shape.kind == kernels::KernelKind::ATTENTION_BWD;
-      const double t = k.time.value() * c.time_factor / (tensor_core ? gemm_efficiency_ : memory_bound_efficiency_) +
-                       launch_overhead_.value();
+      const double t =
+          k.time.value() * c.time_factor / (tensor_core ? gemm_efficiency_ : memory_bound_efficiency_) +
+          launch_overhead_.value();
       total += t;
       dgrad += c.part == kernels::CallPart::INPUT_DGRAD ? t : 0.0;
       wgrad += c.part == kernels::CallPart::INPUT_WGRAD ? t : 0.0;
       switch (k.source) {
-      case kernels::Source::MEASURED: s.measured += t; break;
-      case kernels::Source::INTERPOLATED: s.interpolated += t; break;
-      case kernels::Source::MODELLED: s.modelled += t; break;
+      case kernels::Source::MEASURED:
+        s.measured += t;
+        break;
+      case kernels::Source::INTERPOLATED:
+        s.interpolated += t;
+        break;
+      case kernels::Source::MODELLED:
+        s.modelled += t;
+        break;
       }
     }
     if (total <= 0)
@@ -92,7 +102,8 @@ std::shared_ptr<const kernels::KernelTable> load_kernel_table(const ClusterSpec&
   if (cluster.gpu.profile.empty())
     return nullptr;
   try {
-    return std::make_shared<const kernels::KernelTable>(kernels::KernelTable::load(cluster.gpu.profile, cluster.gpu));
+    return std::make_shared<const kernels::KernelTable>(
+        kernels::KernelTable::load(cluster.gpu.profile, cluster.gpu));
   } catch (const ConfigError& e) { // the profile's own error, placed under the key that named it
     throw ConfigError(cluster.source + ": key 'gpu.profile': " + e.what());
   }
@@ -114,17 +125,24 @@ graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const Worklo
   // fp8 training: a block's linear GEMMs at the fp8 peak, its attention core and the logits at
   // the bf16 peak; the block runs at the FLOP-weighted harmonic mean of the two.
   const ModelSpec m = workload.model;
-  const double core = model::attention_core_flops(m, 1, 1).value() /
-                      model::attention_block_forward_flops(m, 1, 1).value();
+  const double core =
+      model::attention_core_flops(m, 1, 1).value() / model::attention_block_forward_flops(m, 1, 1).value();
   return [gpu, core](const graph::ComputeQuery& q) {
     double fp16_share = 0;
     switch (q.block) {
-    case graph::Block::ATTENTION: fp16_share = core; break;
+    case graph::Block::ATTENTION:
+      fp16_share = core;
+      break;
     case graph::Block::MLP:
-    case graph::Block::EXPERTS: fp16_share = 0; break;
-    default: fp16_share = 1; break;
+    case graph::Block::EXPERTS:
+      fp16_share = 0;
+      break;
+    default:
+      fp16_share = 1;
+      break;
     }
-    const double peak = 1.0 / (fp16_share / gpu.peak_bf16.value() + (1.0 - fp16_share) / gpu.peak_fp8.value());
+    const double peak =
+        1.0 / (fp16_share / gpu.peak_bf16.value() + (1.0 - fp16_share) / gpu.peak_fp8.value());
     return graph::ComputeCost(model::roofline_time(q.flops, q.bytes, gpu, FlopsPerSec(peak)));
   };
 }
@@ -168,7 +186,8 @@ bool non_blocking(const ClusterSpec& c) {
 
 } // namespace
 
-Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, const SimulateOptions& options) {
+Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
+                    const SimulateOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   Simulation sim;
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
@@ -200,8 +219,8 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, co
     sim.result = replay.run();
   } catch (const engine::AlgorithmNotApplicable& e) {
     // The algorithm was forced by the workload's `collectives` map: bad input, named by its key.
-    throw ConfigError("workload key 'collectives." + std::string(graph::to_string(e.group())) + "' = " +
-                      std::string(collectives::to_string(e.algorithm())) + ": cannot run " +
+    throw ConfigError("workload key 'collectives." + std::string(graph::to_string(e.group())) +
+                      "' = " + std::string(collectives::to_string(e.algorithm())) + ": cannot run " +
                       std::string(to_string(e.op())) + " over the " + std::to_string(e.ranks()) +
                       " GPUs of this group (docs/collectives.md lists what each algorithm runs; auto "
                       "picks one that can)");

@@ -57,6 +57,7 @@ std::vector<kernels::KernelShape> compute_kernel_shapes(const WorkloadSpec& work
 
 /// Builds, replays and summarizes one step. Precondition: config::check_layout() passed.
 /// At most once per process (SimGrid). Throws SimulationError / ModelError.
-Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload, const SimulateOptions& options = {});
+Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
+                    const SimulateOptions& options = {});
 
 } // namespace stepsim::runner

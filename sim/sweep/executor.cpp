@@ -2,8 +2,8 @@
 
 #include "config/config.hpp"
 #include "core/error.hpp"
-#include "process/process.hpp"
 #include "core/vocabulary.hpp"
+#include "process/process.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -87,7 +87,8 @@ Row verdict_row(const SweepConfig& config, const process::Outcome& child, double
     return row;
   }
   if (!parsed) {
-    row.reason = "simulation process exited with code " + std::to_string(child.exit_code) + " without a verdict";
+    row.reason =
+        "simulation process exited with code " + std::to_string(child.exit_code) + " without a verdict";
     return row;
   }
   const std::optional<RunStatus> s = run_status_by_name_or_null(verdict["status"].get<std::string>());
@@ -122,7 +123,9 @@ void execute(const std::vector<const SweepConfig*>& pending, const ExecuteOption
              const OnFinished& on_finished, const OnTick& on_tick) {
   // Children die with the sweep (a killed sweep leaves no simulations running), quietly.
   const process::PoolOptions pool{
-      .jobs = options.jobs, .spawn = {.output = process::Output::DISCARD, .timeout_s = options.timeout_s}, .name = "sweep"};
+      .jobs = options.jobs,
+      .spawn = {.output = process::Output::DISCARD, .timeout_s = options.timeout_s},
+      .name = "sweep"};
   process::run_each(
       pending.size(),
       [&](std::size_t i) {

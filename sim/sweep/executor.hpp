@@ -15,11 +15,11 @@
 namespace stepsim::sweep {
 
 struct ExecuteOptions {
-  std::filesystem::path cluster;       ///< base cluster file
-  std::filesystem::path workload;      ///< base workload file
-  int jobs = 1;                        ///< child processes at a time, >= 1
-  double timeout_s = 0;                ///< kill a configuration after this many seconds; 0: never
-  runner::SimulateOptions simulate;    ///< passed to runner::simulate in each child
+  std::filesystem::path cluster;    ///< base cluster file
+  std::filesystem::path workload;   ///< base workload file
+  int jobs = 1;                     ///< child processes at a time, >= 1
+  double timeout_s = 0;             ///< kill a configuration after this many seconds; 0: never
+  runner::SimulateOptions simulate; ///< passed to runner::simulate in each child
 };
 
 /// Called in the parent for each finished configuration, in completion order, with its row and

@@ -26,11 +26,11 @@ struct SweepConfig {
 
 struct SweepPlan {
   std::string name;
-  std::string source;                ///< the sweep file
-  std::filesystem::path cluster;     ///< resolved base cluster file
-  std::filesystem::path workload;    ///< resolved base workload file
-  std::vector<std::string> columns;  ///< swept keys: the points' keys (first appearance), then the grid's
-  std::vector<SweepConfig> configs;  ///< in index order
+  std::string source;               ///< the sweep file
+  std::filesystem::path cluster;    ///< resolved base cluster file
+  std::filesystem::path workload;   ///< resolved base workload file
+  std::vector<std::string> columns; ///< swept keys: the points' keys (first appearance), then the grid's
+  std::vector<SweepConfig> configs; ///< in index order
 };
 
 /// Upper bound on the number of configurations a sweep may expand to.

@@ -55,13 +55,15 @@ std::string Progress::eta() const {
 
 void Progress::draw() {
   const std::size_t finished = options_.resumed + done_;
-  const double frac = options_.total == 0 ? 1.0 : static_cast<double>(finished) / static_cast<double>(options_.total);
+  const double frac =
+      options_.total == 0 ? 1.0 : static_cast<double>(finished) / static_cast<double>(options_.total);
   const int filled = std::clamp(static_cast<int>(frac * BAR_WIDTH), 0, BAR_WIDTH);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::string bar(static_cast<std::size_t>(filled), '#');
   bar += std::string(static_cast<std::size_t>(BAR_WIDTH - filled), '.');
   char line[512];
-  std::snprintf(line, sizeof line, "\r\033[K%s [%s] %zu/%zu  ok %zu  skipped %zu  failed %zu  elapsed %s  ETA %s",
+  std::snprintf(line, sizeof line,
+                "\r\033[K%s [%s] %zu/%zu  ok %zu  skipped %zu  failed %zu  elapsed %s  ETA %s",
                 options_.label.c_str(), bar.c_str(), finished, options_.total, ok_, skipped_, failed_,
                 format_duration(elapsed).c_str(), eta().c_str());
   out_ << line << std::flush;
@@ -117,8 +119,8 @@ void Progress::close() {
   std::snprintf(line, sizeof line,
                 "%s: done: %zu ok, %zu skipped, %zu failed in this run (%zu resumed) in %s wall, %.2f s per "
                 "configuration\n",
-                options_.label.c_str(), ok_, skipped_, failed_, options_.resumed, format_duration(elapsed).c_str(),
-                done_ == 0 ? 0.0 : busy_s_ / static_cast<double>(done_));
+                options_.label.c_str(), ok_, skipped_, failed_, options_.resumed,
+                format_duration(elapsed).c_str(), done_ == 0 ? 0.0 : busy_s_ / static_cast<double>(done_));
   out_ << line << std::flush;
 }
 

@@ -12,11 +12,11 @@
 namespace stepsim::sweep {
 
 struct ProgressOptions {
-  std::size_t total = 0;    ///< configurations this process is responsible for
-  std::size_t resumed = 0;  ///< of those, already finished by an earlier run
-  int jobs = 1;             ///< processes at a time (for the ETA)
-  bool tty = false;         ///< redraw a bar instead of printing lines
-  std::string label;        ///< prefix, e.g. "sweep" or "sweep shard 1/4"
+  std::size_t total = 0;   ///< configurations this process is responsible for
+  std::size_t resumed = 0; ///< of those, already finished by an earlier run
+  int jobs = 1;            ///< processes at a time (for the ETA)
+  bool tty = false;        ///< redraw a bar instead of printing lines
+  std::string label;       ///< prefix, e.g. "sweep" or "sweep shard 1/4"
 };
 
 class Progress {
@@ -45,7 +45,7 @@ private:
   std::size_t ok_ = 0;
   std::size_t skipped_ = 0;
   std::size_t failed_ = 0;
-  double busy_s_ = 0;    ///< summed wall time of this run's configurations
+  double busy_s_ = 0; ///< summed wall time of this run's configurations
 };
 
 /// "1:02:03", "2:03" or "7 s".

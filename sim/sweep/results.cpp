@@ -26,9 +26,9 @@ using nlohmann::ordered_json;
 
 /// Metric columns after `reason`, in order.
 constexpr const char* METRIC_COLUMNS[] = {
-    "num_gpus",          "micro_batches",     "step_time_s",       "tokens_per_s",  "tflops_per_gpu",
-    "mfu",               "hfu",               "bubble_fraction",   "compute_s",     "exposed_tp_s",
-    "exposed_pp_s",      "exposed_dp_s",      "peak_memory_bytes", "fits_in_memory", "hbm_capacity_bytes",
+    "num_gpus",     "micro_batches", "step_time_s",       "tokens_per_s",   "tflops_per_gpu",
+    "mfu",          "hfu",           "bubble_fraction",   "compute_s",      "exposed_tp_s",
+    "exposed_pp_s", "exposed_dp_s",  "peak_memory_bytes", "fits_in_memory", "hbm_capacity_bytes",
 };
 
 std::string format_number(double v) {
@@ -125,7 +125,8 @@ std::vector<std::string> metric_cells(const Row& row) {
                                         {"memory", "peak_memory_bytes"},
                                         {"memory", "peak_per_gpu_bytes"},
                                         {"memory", "peak"}}));
-  cells[i++] = number_cell(find_any(s, {{"fits_in_memory"}, {"memory", "fits_in_memory"}, {"memory", "fits"}}));
+  cells[i++] =
+      number_cell(find_any(s, {{"fits_in_memory"}, {"memory", "fits_in_memory"}, {"memory", "fits"}}));
   if (const json* cap = find_any(s, {{"memory", "capacity_bytes"}, {"hbm_capacity_bytes"}})) {
     cells[i] = number_cell(cap);
   }
@@ -158,7 +159,8 @@ std::string csv_header(const std::vector<std::string>& columns) {
 std::string csv_line(const Row& row, const std::vector<std::string>& columns) {
   std::string line = row.id + "," + std::to_string(row.index);
   for (const auto& c : columns) {
-    const auto it = std::find_if(row.config.begin(), row.config.end(), [&](const KeyValue& kv) { return kv.first == c; });
+    const auto it =
+        std::find_if(row.config.begin(), row.config.end(), [&](const KeyValue& kv) { return kv.first == c; });
     line += "," + (it == row.config.end() ? std::string() : csv_cell(it->second));
   }
   line += "," + std::string(to_string(row.status)) + "," + csv_cell(row.reason);

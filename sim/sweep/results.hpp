@@ -24,11 +24,11 @@ namespace stepsim::sweep {
 struct Row {
   std::string id;
   std::size_t index = 0;
-  std::vector<KeyValue> config;   ///< swept keys set by this configuration, in column order
+  std::vector<KeyValue> config; ///< swept keys set by this configuration, in column order
   RunStatus status = RunStatus::OK;
-  std::string reason;             ///< why skipped or failed; "" when ok
-  double hbm_capacity_bytes = 0;  ///< the cluster's GPU memory; 0 when the cluster did not load
-  std::string summary_json;       ///< compact summary.json of an ok row, else ""
+  std::string reason;            ///< why skipped or failed; "" when ok
+  double hbm_capacity_bytes = 0; ///< the cluster's GPU memory; 0 when the cluster did not load
+  std::string summary_json;      ///< compact summary.json of an ok row, else ""
 };
 
 /// The CSV header line (with '\n'): id, index, the swept keys, status, reason, then the metrics.
@@ -46,10 +46,10 @@ void sort_rows(std::vector<Row>& rows);
 
 /// What reading a jsonl file found.
 struct ReadRows {
-  std::vector<Row> rows;          ///< complete, parseable lines, first occurrence of each id
-  std::size_t torn_bytes = 0;     ///< bytes after the last '\n' (a write cut short)
-  std::size_t bad_lines = 0;      ///< complete lines that are not rows
-  std::size_t duplicates = 0;     ///< lines repeating an id already read
+  std::vector<Row> rows;      ///< complete, parseable lines, first occurrence of each id
+  std::size_t torn_bytes = 0; ///< bytes after the last '\n' (a write cut short)
+  std::size_t bad_lines = 0;  ///< complete lines that are not rows
+  std::size_t duplicates = 0; ///< lines repeating an id already read
 };
 
 /// Reads a jsonl results file; a missing file reads as empty. Throws Error when it cannot be read.

@@ -82,15 +82,15 @@ SweepOutcome run_sweep(const SweepOptions& options, std::ostream& err) {
 
   std::vector<const SweepConfig*> mine;
   for (const SweepConfig& c : plan.configs) {
-    if (!options.shard || static_cast<int>(c.index % static_cast<std::size_t>(options.shard->count)) ==
-                              options.shard->index) {
+    if (!options.shard ||
+        static_cast<int>(c.index % static_cast<std::size_t>(options.shard->count)) == options.shard->index) {
       mine.push_back(&c);
     }
   }
 
   write_manifest(options.out_dir, plan);
-  ResultLog log(ResultFiles::in(options.out_dir, options.shard ? std::optional<int>(options.shard->index)
-                                                               : std::nullopt),
+  ResultLog log(ResultFiles::in(options.out_dir,
+                                options.shard ? std::optional<int>(options.shard->index) : std::nullopt),
                 plan.columns, options.retry_failed, err);
 
   std::map<std::string, RunStatus> status; // id -> status, for this shard's configurations
@@ -158,7 +158,8 @@ MergeOutcome merge_results(const std::filesystem::path& dir, std::ostream& err) 
     const std::string prefix = "results.shard-";
     const std::string suffix = ".jsonl";
     if (name.size() > prefix.size() + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix)) {
-      const int n = parse_int(std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+      const int n = parse_int(
+          std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
       if (n >= 0) {
         shards.emplace_back(n, entry.path());
       }
@@ -176,7 +177,8 @@ MergeOutcome merge_results(const std::filesystem::path& dir, std::ostream& err) 
   auto take = [&](const fs::path& file) {
     const ReadRows read = read_rows(file);
     if (read.torn_bytes > 0) {
-      err << "sweep: " << file.string() << ": ignoring a partial last line (" << read.torn_bytes << " bytes)\n";
+      err << "sweep: " << file.string() << ": ignoring a partial last line (" << read.torn_bytes
+          << " bytes)\n";
     }
     for (const Row& r : read.rows) {
       const std::string line = json_line(r);
@@ -216,7 +218,8 @@ MergeOutcome merge_results(const std::filesystem::path& dir, std::ostream& err) 
       << merged.csv.string();
   if (out.expected > 0) {
     err << " (" << out.expected << " configuration(s) in the sweep"
-        << (out.rows < out.expected ? ", " + std::to_string(out.expected - out.rows) + " missing" : std::string())
+        << (out.rows < out.expected ? ", " + std::to_string(out.expected - out.rows) + " missing"
+                                    : std::string())
         << ")";
   }
   err << '\n';

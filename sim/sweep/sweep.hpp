@@ -25,19 +25,19 @@ Shard parse_shard(const std::string& text);
 struct SweepOptions {
   std::filesystem::path sweep_file;
   std::filesystem::path out_dir;
-  int jobs = 0;                  ///< processes at a time; 0: the CPUs available
-  std::optional<Shard> shard;    ///< run one shard into results.shard-I.*; nullopt: everything into results.*
-  double timeout_s = 0;          ///< per configuration; 0: none
-  bool retry_failed = false;     ///< drop failed rows of an earlier run and run them again
-  bool tty = false;              ///< draw a progress bar instead of lines
-  std::string label = "sweep";   ///< progress prefix
+  int jobs = 0;                ///< processes at a time; 0: the CPUs available
+  std::optional<Shard> shard;  ///< run one shard into results.shard-I.*; nullopt: everything into results.*
+  double timeout_s = 0;        ///< per configuration; 0: none
+  bool retry_failed = false;   ///< drop failed rows of an earlier run and run them again
+  bool tty = false;            ///< draw a progress bar instead of lines
+  std::string label = "sweep"; ///< progress prefix
   runner::SimulateOptions simulate;
 };
 
 struct SweepOutcome {
-  std::size_t total = 0;    ///< configurations of this shard
-  std::size_t resumed = 0;  ///< already in the result files before this run
-  std::size_t ok = 0;       ///< rows of this shard by status, old and new
+  std::size_t total = 0;   ///< configurations of this shard
+  std::size_t resumed = 0; ///< already in the result files before this run
+  std::size_t ok = 0;      ///< rows of this shard by status, old and new
   std::size_t skipped = 0;
   std::size_t failed = 0;
 };
@@ -49,10 +49,10 @@ struct SweepOutcome {
 SweepOutcome run_sweep(const SweepOptions& options, std::ostream& err);
 
 struct MergeOutcome {
-  std::size_t rows = 0;         ///< rows in the merged files
-  std::size_t shard_files = 0;  ///< results.shard-*.jsonl files read
-  std::size_t expected = 0;     ///< configurations per DIR/sweep.json; 0 when unknown
-  std::size_t conflicts = 0;    ///< ids found twice with different content (first kept)
+  std::size_t rows = 0;        ///< rows in the merged files
+  std::size_t shard_files = 0; ///< results.shard-*.jsonl files read
+  std::size_t expected = 0;    ///< configurations per DIR/sweep.json; 0 when unknown
+  std::size_t conflicts = 0;   ///< ids found twice with different content (first kept)
 };
 
 /// Merges DIR/results.shard-*.jsonl (and an existing DIR/results.jsonl) into DIR/results.jsonl

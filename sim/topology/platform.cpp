@@ -2,12 +2,12 @@
 
 #include "core/error.hpp"
 
+#include <simgrid/kernel/routing/NetPoint.hpp>
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/Link.hpp>
 #include <simgrid/s4u/NetZone.hpp>
-#include <simgrid/kernel/routing/NetPoint.hpp>
-#include <simgrid/kernel/routing/NetZoneImpl.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -115,7 +115,8 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
         // PCIe nodes: GPU-to-GPU traffic also crosses the switch / host bridge, shared by all.
         sg4::Link* bridge = nullptr;
         if (c.intra == IntraNodeKind::PCIE && c.pcie_host_bandwidth.value() > 0)
-          bridge = make_link(nz, node + "-pcie-bridge", c.pcie_host_bandwidth.value() * c.nvswitch.efficiency, 0.0);
+          bridge = make_link(nz, node + "-pcie-bridge", c.pcie_host_bandwidth.value() * c.nvswitch.efficiency,
+                             0.0);
         for (int g = 0; g < c.gpus_per_node; ++g) {
           sg4::Host* h = nz->create_host(node + "-gpu" + std::to_string(g), gpu_pstates);
           h->seal();
@@ -138,11 +139,14 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
             route.emplace_back(nvl_down[b]);
             nz->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr, route, false);
           }
-          nz->add_route(hosts[a]->get_netpoint(), sw_host->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl_up[a])}, false);
-          nz->add_route(sw_host->get_netpoint(), hosts[a]->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nvl_down[a])}, false);
+          nz->add_route(hosts[a]->get_netpoint(), sw_host->get_netpoint(), nullptr, nullptr,
+                        {sg4::LinkInRoute(nvl_up[a])}, false);
+          nz->add_route(sw_host->get_netpoint(), hosts[a]->get_netpoint(), nullptr, nullptr,
+                        {sg4::LinkInRoute(nvl_down[a])}, false);
           const int k = nic_of(c, a);
           nz->add_route(hosts[a]->get_netpoint(), gw, nullptr, nullptr, {sg4::LinkInRoute(nic_up[k])}, false);
-          nz->add_route(gw, hosts[a]->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nic_down[k])}, false);
+          nz->add_route(gw, hosts[a]->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nic_down[k])},
+                        false);
         }
         nz->seal();
         // Node -> leaf switch: the NIC links already bound bandwidth; this carries the switch
@@ -287,8 +291,8 @@ private:
     }
     if (!tree.done[static_cast<size_t>(to)]) {
       if (tree.reach[static_cast<size_t>(to)] == -2)
-        throw SimulationError("platform: the fabric's switch graph does not connect switch " + std::to_string(from) +
-                              " to switch " + std::to_string(to));
+        throw SimulationError("platform: the fabric's switch graph does not connect switch " +
+                              std::to_string(from) + " to switch " + std::to_string(to));
       std::vector<int>& path = tree.to[static_cast<size_t>(to)];
       for (int sw = to; sw != from;) {
         const int c = tree.reach[static_cast<size_t>(sw)];
@@ -362,8 +366,8 @@ Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<doub
         cables.push_back({l.a, l.b, l.bandwidth.value(), l.latency.value()});
     }
     if (nic_switch.size() != static_cast<size_t>(c.nodes))
-      throw SimulationError("platform: graph fabric attaches " + std::to_string(nic_switch.size()) + " nodes, the cluster has " +
-                            std::to_string(c.nodes));
+      throw SimulationError("platform: graph fabric attaches " + std::to_string(nic_switch.size()) +
+                            " nodes, the cluster has " + std::to_string(c.nodes));
   }
   auto* impl = new SwitchGraphZone("cluster");
   sg4::NetZone* zone = impl->get_iface();
@@ -437,13 +441,15 @@ sg4::Host* endpoint_host(const Platform& platform, int32_t endpoint) {
 Seconds route_latency(const Platform& platform, int a, int b) {
   std::vector<sg4::Link*> links;
   double latency = 0;
-  platform.gpus.at(static_cast<size_t>(a))->route_to(platform.gpus.at(static_cast<size_t>(b)), links, &latency);
+  platform.gpus.at(static_cast<size_t>(a))
+      ->route_to(platform.gpus.at(static_cast<size_t>(b)), links, &latency);
   return Seconds(latency);
 }
 
 BytesPerSec route_bandwidth(const Platform& platform, int a, int b) {
   std::vector<sg4::Link*> links;
-  platform.gpus.at(static_cast<size_t>(a))->route_to(platform.gpus.at(static_cast<size_t>(b)), links, nullptr);
+  platform.gpus.at(static_cast<size_t>(a))
+      ->route_to(platform.gpus.at(static_cast<size_t>(b)), links, nullptr);
   double bw = std::numeric_limits<double>::infinity();
   for (const sg4::Link* l : links)
     bw = std::min(bw, l->get_bandwidth());

@@ -22,8 +22,8 @@ struct Platform {
   /// gpu_speed / cluster.gpu.overlap_slowdown (the engine switches while the GPU communicates).
   std::vector<simgrid::s4u::Host*> gpus;
   std::vector<simgrid::s4u::Host*> switches; ///< per node: its NVSwitch as an endpoint (NVLS flows)
-  simgrid::s4u::Host* timer = nullptr;  ///< many-core host that runs pure delays
-  double gpu_speed = 0;                 ///< host speed: SimGrid flops per simulated second
+  simgrid::s4u::Host* timer = nullptr;       ///< many-core host that runs pure delays
+  double gpu_speed = 0;                      ///< host speed: SimGrid flops per simulated second
 };
 
 /// Builds the platform inside `engine` (which must not have one yet). Link bandwidths are

@@ -118,17 +118,24 @@ int64_t to_ns(Seconds t) {
 /// A slice name's abbreviation of a phase ("fwd attn", "pp send bwd"); args and the CSV spell it out.
 std::string_view short_phase(Phase p) {
   switch (p) {
-  case Phase::FORWARD: return "fwd";
-  case Phase::BACKWARD: return "bwd";
-  case Phase::RECOMPUTE: return "recomp";
-  case Phase::OPTIMIZER: return "opt";
-  case Phase::WEIGHT_GRAD: return "wgrad";
+  case Phase::FORWARD:
+    return "fwd";
+  case Phase::BACKWARD:
+    return "bwd";
+  case Phase::RECOMPUTE:
+    return "recomp";
+  case Phase::OPTIMIZER:
+    return "opt";
+  case Phase::WEIGHT_GRAD:
+    return "wgrad";
   }
   return "?";
 }
 
 /// A slice name's block: its vocabulary name, abbreviated for attention.
-std::string_view short_block(Block b) { return b == Block::ATTENTION ? "attn" : to_string(b); }
+std::string_view short_block(Block b) {
+  return b == Block::ATTENTION ? "attn" : to_string(b);
+}
 
 std::string_view category(const Task& t) {
   return t.kind == TaskKind::COMPUTE ? to_string(t.kind) : to_string(t.group);
@@ -140,8 +147,8 @@ std::string_view category(const Task& t) {
 /// so drawing them on its own comm thread would overlap slices there. The second pass of a
 /// combined 1F1B pair (Task::lane 1) runs alongside the first: its compute, tp and ep tasks get
 /// threads 9-11.
-constexpr int PP_RECV_FWD_TID = 4; ///< activations from the previous stage
-constexpr int PP_RECV_BWD_TID = 5; ///< gradients from the next stage
+constexpr int PP_RECV_FWD_TID = 4;            ///< activations from the previous stage
+constexpr int PP_RECV_BWD_TID = 5;            ///< gradients from the next stage
 constexpr int CP_RECV_TID = STREAM_COUNT + 2; ///< K,V blocks from the previous CP rank
 constexpr int PAIRED_COMPUTE_TID = STREAM_COUNT + 3;
 constexpr int PAIRED_TP_TID = STREAM_COUNT + 4;
@@ -173,10 +180,14 @@ std::string_view thread_name(int tid) {
 /// Display order: each paired-pass thread right after its stream's thread.
 int thread_sort_index(int tid) {
   switch (tid) {
-  case PAIRED_COMPUTE_TID: return 2 * stream_tid(Stream::COMPUTE) + 1;
-  case PAIRED_TP_TID: return 2 * stream_tid(Stream::TP_COMM) + 1;
-  case PAIRED_EP_TID: return 2 * stream_tid(Stream::EP_COMM) + 1;
-  default: return 2 * tid;
+  case PAIRED_COMPUTE_TID:
+    return 2 * stream_tid(Stream::COMPUTE) + 1;
+  case PAIRED_TP_TID:
+    return 2 * stream_tid(Stream::TP_COMM) + 1;
+  case PAIRED_EP_TID:
+    return 2 * stream_tid(Stream::EP_COMM) + 1;
+  default:
+    return 2 * tid;
   }
 }
 
@@ -189,10 +200,14 @@ int thread_of(const Task& t, size_t index) {
   }
   if (t.lane != 0) {
     switch (t.stream) {
-    case Stream::COMPUTE: return PAIRED_COMPUTE_TID;
-    case Stream::TP_COMM: return PAIRED_TP_TID;
-    case Stream::EP_COMM: return PAIRED_EP_TID;
-    default: break;
+    case Stream::COMPUTE:
+      return PAIRED_COMPUTE_TID;
+    case Stream::TP_COMM:
+      return PAIRED_TP_TID;
+    case Stream::EP_COMM:
+      return PAIRED_EP_TID;
+    default:
+      break;
     }
   }
   return stream_tid(t.stream);
@@ -356,7 +371,9 @@ std::optional<TaskId> send_consumer(const graph::StepGraph& g, TaskId send, Rank
 
 /// A time strictly inside [start, start + dur] when the slice is long enough, so that flow
 /// events bind to that slice and not to a neighbour that ends or starts at the same instant.
-int64_t inside(int64_t start_ns, int64_t dur_ns) { return dur_ns >= 2 ? start_ns + 1 : start_ns; }
+int64_t inside(int64_t start_ns, int64_t dur_ns) {
+  return dur_ns >= 2 ? start_ns + 1 : start_ns;
+}
 
 void put_metadata_event(Sink& out, std::string_view kind, Rank pid, int tid, bool thread) {
   out.put("{\"ph\":\"M\",\"name\":\"");
@@ -551,7 +568,8 @@ void write_task_csv(std::ostream& stream, const TraceInput& in) {
   check_input(in);
   const graph::StepGraph& g = in.program.graph;
   Sink out(stream);
-  out.put("task,kind,rank,stream,phase,block,group,op,stage,layer,micro_batch,start_s,end_s,bytes,flops,role\n");
+  out.put(
+      "task,kind,rank,stream,phase,block,group,op,stage,layer,micro_batch,start_s,end_s,bytes,flops,role\n");
   for (TaskId id = 0; id < g.size(); ++id) {
     const Task& t = g.task(id);
     const bool compute = t.kind == TaskKind::COMPUTE;

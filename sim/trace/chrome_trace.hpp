@@ -21,11 +21,11 @@ namespace stepsim::trace {
 
 /// What a trace is drawn from. All references must outlive the call.
 struct TraceInput {
-  const graph::StepProgram& program; ///< the replayed DAG (finalized)
-  const std::vector<Seconds>& start; ///< per task id: simulated start
-  const std::vector<Seconds>& end;   ///< per task id: simulated end
-  const ClusterSpec& cluster;        ///< names the run; gpus_per_node places ranks on nodes
-  const WorkloadSpec& workload;      ///< names the run
+  const graph::StepProgram& program;                  ///< the replayed DAG (finalized)
+  const std::vector<Seconds>& start;                  ///< per task id: simulated start
+  const std::vector<Seconds>& end;                    ///< per task id: simulated end
+  const ClusterSpec& cluster;                         ///< names the run; gpus_per_node places ranks on nodes
+  const WorkloadSpec& workload;                       ///< names the run
   const std::vector<CounterSeries>* memory = nullptr; ///< bytes in use per GPU: a "memory" counter track
 };
 

@@ -40,8 +40,9 @@ double rms_error(const std::vector<RunResult>& results) {
 }
 
 /// Simulates the fit runs with `values` set, returns the objective.
-double objective(const config::RunsFile& runs, const std::vector<std::string>& ids, const CalibrateOptions& options,
-                 const std::vector<Knob>& knobs, const std::vector<double>& values, std::ostream* log, int& evaluations) {
+double objective(const config::RunsFile& runs, const std::vector<std::string>& ids,
+                 const CalibrateOptions& options, const std::vector<Knob>& knobs,
+                 const std::vector<double>& values, std::ostream* log, int& evaluations) {
   ValidateOptions v = options.validate;
   v.calibration = false;
   v.only = ids;
@@ -76,7 +77,9 @@ double objective(const config::RunsFile& runs, const std::vector<std::string>& i
 
 Knob parse_knob(const std::string& text) {
   const auto eq = text.find('=');
-  const auto bad = [&]() { return ConfigError("--knob " + text + ": expected KEY=LO:HI[:UNIT], e.g. gpu.gemm_efficiency=0.5:1"); };
+  const auto bad = [&]() {
+    return ConfigError("--knob " + text + ": expected KEY=LO:HI[:UNIT], e.g. gpu.gemm_efficiency=0.5:1");
+  };
   if (eq == std::string::npos || eq == 0)
     throw bad();
   Knob k;
@@ -104,7 +107,8 @@ Knob parse_knob(const std::string& text) {
   if (parts.size() == 3) {
     k.unit = parts[2];
     if (k.unit.empty())
-      throw ConfigError("--knob " + text + ": the unit after the second ':' is empty (omit it, or give e.g. us)");
+      throw ConfigError("--knob " + text +
+                        ": the unit after the second ':' is empty (omit it, or give e.g. us)");
   }
   return k;
 }
@@ -129,7 +133,8 @@ CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std:
   std::string family;
   const config::MeasuredRun* first = nullptr;
   for (const auto& id : fit_ids) {
-    const auto it = std::find_if(runs.runs.begin(), runs.runs.end(), [&](const auto& r) { return r.id == id; });
+    const auto it =
+        std::find_if(runs.runs.begin(), runs.runs.end(), [&](const auto& r) { return r.id == id; });
     if (it == runs.runs.end())
       throw ConfigError(runs.source + ": no run with id '" + id + "'");
     if (first == nullptr)
@@ -145,15 +150,17 @@ CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std:
     throw ConfigError("calibrate: no bundled topology for the fit runs' GPU");
   // Each knob's range must be values the cluster accepts, before any run is simulated: its ends and
   // its midpoint, where the search starts (a knob of whole numbers, such as nodes, fails there).
-  const RunPlan plan = plan_run(*first, {.topologies = options.validate.topologies, .calibration = false, .extra = {}});
+  const RunPlan plan =
+      plan_run(*first, {.topologies = options.validate.topologies, .calibration = false, .extra = {}});
   if (plan.skip_reason.empty())
     for (const Knob& k : options.knobs)
       for (const double v : {k.lo, k.hi, 0.5 * (k.lo + k.hi)}) {
         try {
           (void)plan_cluster(plan, {{"cluster." + k.key, number(v) + k.unit}});
         } catch (const ConfigError& e) {
-          throw ConfigError("--knob " + k.key + "=" + number(k.lo) + ":" + number(k.hi) + (k.unit.empty() ? "" : ":") +
-                            k.unit + ": the cluster refuses " + number(v) + k.unit + ": " + e.what());
+          throw ConfigError("--knob " + k.key + "=" + number(k.lo) + ":" + number(k.hi) +
+                            (k.unit.empty() ? "" : ":") + k.unit + ": the cluster refuses " + number(v) +
+                            k.unit + ": " + e.what());
         }
       }
 

@@ -15,10 +15,10 @@ namespace stepsim::validate {
 
 /// One knob: a cluster key (without the "cluster." prefix) searched in [lo, hi].
 struct Knob {
-  std::string key;     ///< e.g. "gpu.gemm_efficiency"
+  std::string key; ///< e.g. "gpu.gemm_efficiency"
   double lo = 0;
   double hi = 0;
-  std::string unit;    ///< appended to the value when set: "" or e.g. "us"
+  std::string unit; ///< appended to the value when set: "" or e.g. "us"
 };
 
 /// Parses "KEY=LO:HI" or "KEY=LO:HI:UNIT" (e.g. "gpu.launch_overhead=0:20:us"). Throws ConfigError.
@@ -30,10 +30,10 @@ Knob parse_knob(const std::string& text);
 enum class Objective { MEAN_ABS, RMS };
 
 struct CalibrateOptions {
-  ValidateOptions validate;     ///< topologies, work_dir, jobs; calibration files are NOT applied
-  std::vector<Knob> knobs;      ///< searched one after the other (coordinate descent)
-  double tolerance = 0.005;     ///< stop when the bracket is narrower than this (knob units)
-  int rounds = 1;               ///< coordinate-descent rounds over the knobs
+  ValidateOptions validate; ///< topologies, work_dir, jobs; calibration files are NOT applied
+  std::vector<Knob> knobs;  ///< searched one after the other (coordinate descent)
+  double tolerance = 0.005; ///< stop when the bracket is narrower than this (knob units)
+  int rounds = 1;           ///< coordinate-descent rounds over the knobs
   Objective objective = Objective::MEAN_ABS;
 };
 
@@ -45,14 +45,14 @@ struct KnobValue {
 };
 
 struct CalibrationResult {
-  std::string gpu_kind;                 ///< the calibration file's gpu.kind
+  std::string gpu_kind; ///< the calibration file's gpu.kind
   std::vector<std::string> fit_runs;
   std::vector<KnobValue> values;
-  double fit_mean_abs_error_pct = 0;   ///< the objective at the fitted values
+  double fit_mean_abs_error_pct = 0; ///< the objective at the fitted values
   double fit_median_abs_error_pct = 0;
   double fit_rms_error_pct = 0;
   Objective objective = Objective::MEAN_ABS;
-  int evaluations = 0;                  ///< knob settings simulated
+  int evaluations = 0; ///< knob settings simulated
 };
 
 /// Fits the knobs on `fit_ids` (all of one GPU kind; throws ConfigError otherwise or when a run

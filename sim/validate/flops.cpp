@@ -19,7 +19,8 @@ Flops model_flops(const FlopsShape& s) {
 
 TflopsBasis tflops_basis(const std::string& text) {
   std::string t(text);
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(t.begin(), t.end(), t.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const bool megatron = t.find("eq.3") != std::string::npos || t.find("eq. 3") != std::string::npos ||
                         t.find("recompute") != std::string::npos || t.find("4*2") != std::string::npos;
   return megatron ? TflopsBasis::MEGATRON_RECOMPUTE : TflopsBasis::MODEL;

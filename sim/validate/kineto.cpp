@@ -23,7 +23,8 @@ namespace {
 using Json = nlohmann::json;
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -66,8 +67,8 @@ std::string gunzip(const std::filesystem::path& file, const std::string& data) {
     out.append(buffer, sizeof buffer - z.avail_out);
     if (out.size() > kMaxInputBytes) {
       inflateEnd(&z);
-      throw ConfigError(file.string() + ": its gzip data inflates past the " + std::to_string(kMaxInputBytes) +
-                        " bytes accepted");
+      throw ConfigError(file.string() + ": its gzip data inflates past the " +
+                        std::to_string(kMaxInputBytes) + " bytes accepted");
     }
     // Z_BUF_ERROR: no progress without more input, which is fed above unless it has ended.
     if (rc == Z_STREAM_END || (rc != Z_OK && !(rc == Z_BUF_ERROR && fed < data.size())))
@@ -82,7 +83,8 @@ std::string gunzip(const std::filesystem::path& file, const std::string& data) {
 
 Json read_json(const std::filesystem::path& file) {
   std::string text = read_input_file(file, "trace");
-  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b)
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f &&
+      static_cast<unsigned char>(text[1]) == 0x8b)
     text = gunzip(file, text);
   try {
     Json j = Json::parse(text);
@@ -107,10 +109,11 @@ double event_time(const std::filesystem::path& file, std::size_t index, const Js
   const auto it = e.find(key);
   const double limit = std::string_view(key) == "dur" ? 1e12 : 1e18;
   if (it == e.end() || !it->is_number() || !(it->get<double>() >= 0) || it->get<double>() > limit)
-    throw ConfigError(file.string() + ": traceEvents[" + std::to_string(index) + "] ('" +
-                      (e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : std::string()) +
-                      "'): expected '" + key + "' as microseconds in [0, " + (limit == 1e12 ? "1e12" : "1e18") +
-                      "], found " + (it == e.end() ? std::string("nothing") : it->dump()));
+    throw ConfigError(
+        file.string() + ": traceEvents[" + std::to_string(index) + "] ('" +
+        (e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : std::string()) +
+        "'): expected '" + key + "' as microseconds in [0, " + (limit == 1e12 ? "1e12" : "1e18") +
+        "], found " + (it == e.end() ? std::string("nothing") : it->dump()));
   return it->get<double>() * 1e-6;
 }
 
@@ -153,7 +156,8 @@ TraceBreakdown finish(const std::map<int64_t, Device>& devices, std::map<std::st
   TraceBreakdown b;
   b.devices = static_cast<int>(devices.size());
   b.steps = std::max(1, steps);
-  const double per = static_cast<double>(std::max(1, b.devices)) * static_cast<double>(b.steps); // no int overflow
+  const double per =
+      static_cast<double>(std::max(1, b.devices)) * static_cast<double>(b.steps); // no int overflow
   for (auto& [k, v] : compute) {
     b.compute_s[k] = v / per;
     b.compute_total_s += v / per;
@@ -225,7 +229,8 @@ TraceBreakdown read_kineto_trace(const std::filesystem::path& file) {
       continue;
     const std::string name = text(e, "name");
     const std::string cat = lower(text(e, "cat"));
-    const bool step = name.rfind("ProfilerStep#", 0) == 0 && (cat == "user_annotation" || cat == "cpu_op" || cat.empty());
+    const bool step =
+        name.rfind("ProfilerStep#", 0) == 0 && (cat == "user_annotation" || cat == "cpu_op" || cat.empty());
     const bool kernel = cat == "kernel";
     const bool memop = cat == "gpu_memcpy" || cat == "gpu_memset";
     if (!step && !kernel && !memop)
@@ -238,7 +243,8 @@ TraceBreakdown read_kineto_trace(const std::filesystem::path& file) {
       continue;
     }
     int64_t device = static_cast<int64_t>(number(e, "pid"));
-    if (const auto a = e.find("args"); a != e.end() && a->is_object() && a->contains("device") && (*a)["device"].is_number())
+    if (const auto a = e.find("args");
+        a != e.end() && a->is_object() && a->contains("device") && (*a)["device"].is_number())
       device = (*a)["device"].get<int64_t>();
     const std::string category = kernel ? kineto_category(name) : "elementwise";
     Device& d = devices[device];
@@ -251,9 +257,10 @@ TraceBreakdown read_kineto_trace(const std::filesystem::path& file) {
     }
   }
   if (devices.empty())
-    throw ConfigError(file.string() +
-                      ": no GPU kernel events (ph 'X', cat 'kernel', 'gpu_memcpy' or 'gpu_memset'): not a PyTorch "
-                      "profiler trace of a GPU run (record it with ProfilerActivity.CUDA)");
+    throw ConfigError(
+        file.string() +
+        ": no GPU kernel events (ph 'X', cat 'kernel', 'gpu_memcpy' or 'gpu_memset'): not a PyTorch "
+        "profiler trace of a GPU run (record it with ProfilerActivity.CUDA)");
   const int steps = static_cast<int>(step_names.size());
   return finish(devices, compute, comm, steps > 0 ? step_sum / steps : 0.0, steps);
 }
@@ -270,7 +277,8 @@ TraceBreakdown read_kineto_traces(const std::vector<std::filesystem::path>& path
     for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
       const std::string name = entry.path().filename().string();
       const auto ends = [&](std::string_view suffix) {
-        return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        return name.size() >= suffix.size() &&
+               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
       };
       if (entry.is_regular_file() && (ends(".json") || ends(".json.gz")))
         found.push_back(entry.path());
@@ -354,14 +362,15 @@ void print_comparison(std::ostream& out, const TraceBreakdown& m, const TraceBre
     cell(a);
     cell(b);
     if (a != nullptr && b != nullptr && *a > 0)
-      out << std::setw(9) << std::showpos << std::setprecision(1) << (*b - *a) / *a * 100 << std::noshowpos << " %";
+      out << std::setw(9) << std::showpos << std::setprecision(1) << (*b - *a) / *a * 100 << std::noshowpos
+          << " %";
     out << '\n';
   };
   out << "per step and GPU (measured: " << m.steps << " step(s) on " << m.devices << " GPU(s)"
-      << (m.files > 1 ? " of " + std::to_string(m.files) + " trace files" : std::string()) << "; simulated: "
-      << s.devices << " GPU(s))\n";
-  out << "  " << std::left << std::setw(28) << "" << std::right << std::setw(14) << "measured" << std::setw(14)
-      << "simulated" << std::setw(11) << "diff" << '\n';
+      << (m.files > 1 ? " of " + std::to_string(m.files) + " trace files" : std::string())
+      << "; simulated: " << s.devices << " GPU(s))\n";
+  out << "  " << std::left << std::setw(28) << "" << std::right << std::setw(14) << "measured"
+      << std::setw(14) << "simulated" << std::setw(11) << "diff" << '\n';
   row("step time", &m.step_time_s, &s.step_time_s);
   row("compute (all kernels)", &m.compute_total_s, &s.compute_total_s);
   std::set<std::string> keys;
@@ -372,7 +381,8 @@ void print_comparison(std::ostream& out, const TraceBreakdown& m, const TraceBre
   for (const auto& k : keys) {
     const auto a = m.compute_s.find(k);
     const auto b = s.compute_s.find(k);
-    row("  " + k, a == m.compute_s.end() ? nullptr : &a->second, b == s.compute_s.end() ? nullptr : &b->second);
+    row("  " + k, a == m.compute_s.end() ? nullptr : &a->second,
+        b == s.compute_s.end() ? nullptr : &b->second);
   }
   row("communication (NCCL)", &m.comm_total_s, &s.comm_total_s);
   keys.clear();

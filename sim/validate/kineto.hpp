@@ -12,12 +12,14 @@ namespace stepsim::validate {
 
 /// Times per step per GPU (means over the GPUs in the trace), seconds.
 struct TraceBreakdown {
-  double step_time_s = 0;   ///< mean ProfilerStep# span, else the span of all GPU activity
-  int steps = 1;            ///< ProfilerStep# spans found (1 when none)
-  int devices = 0;          ///< GPUs with activity
-  int files = 1;            ///< trace files read (one per rank, or one for all)
-  std::map<std::string, double> compute_s; ///< by category: gemm, attention, elementwise (Kineto); blocks (stepsim)
-  std::map<std::string, double> comm_s;    ///< by collective: all_reduce, all_gather, reduce_scatter, send_recv, other
+  double step_time_s = 0; ///< mean ProfilerStep# span, else the span of all GPU activity
+  int steps = 1;          ///< ProfilerStep# spans found (1 when none)
+  int devices = 0;        ///< GPUs with activity
+  int files = 1;          ///< trace files read (one per rank, or one for all)
+  std::map<std::string, double>
+      compute_s; ///< by category: gemm, attention, elementwise (Kineto); blocks (stepsim)
+  std::map<std::string, double>
+      comm_s; ///< by collective: all_reduce, all_gather, reduce_scatter, send_recv, other
   double compute_total_s = 0;
   double comm_total_s = 0;
   double exposed_comm_s = 0; ///< communication time not overlapped by compute on the same GPU

@@ -1,8 +1,8 @@
 #include "validate/plan.hpp"
 
 #include "core/error.hpp"
-#include "validate/rules.hpp"
 #include "model/transformer.hpp"
+#include "validate/rules.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -18,7 +18,8 @@ namespace {
 constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -31,8 +32,8 @@ bool has(const std::string& text, const char* word) {
 /// 0 when the record gives no params_b, is MoE, or hidden / heads already counts within 3 % of
 /// it; otherwise the common width (64 .. 256) whose count is within 1.5 %, if one is.
 int64_t head_dim_from_params(const config::MeasuredModel& m, bool swiglu, int64_t ffn) {
-  if (!m.params_b || *m.params_b <= 0 || m.moe_experts.value_or(0) > 1 || !m.layers || !m.hidden || !m.heads ||
-      !m.vocab || !m.seq_len || *m.heads <= 0)
+  if (!m.params_b || *m.params_b <= 0 || m.moe_experts.value_or(0) > 1 || !m.layers || !m.hidden ||
+      !m.heads || !m.vocab || !m.seq_len || *m.heads <= 0)
     return 0;
   ModelSpec s;
   s.layers = *m.layers;
@@ -102,11 +103,16 @@ std::string calibration_kind(const std::string& family) {
 
 const char* to_string(Metric m) {
   switch (m) {
-  case Metric::ITERATION_TIME: return "iteration_time_s";
-  case Metric::TFLOPS_PER_GPU: return "tflops_per_gpu";
-  case Metric::MFU: return "mfu_pct";
-  case Metric::TOKENS_PER_S: return "tokens_per_s_per_gpu";
-  case Metric::HFU: return "hfu_pct";
+  case Metric::ITERATION_TIME:
+    return "iteration_time_s";
+  case Metric::TFLOPS_PER_GPU:
+    return "tflops_per_gpu";
+  case Metric::MFU:
+    return "mfu_pct";
+  case Metric::TOKENS_PER_S:
+    return "tokens_per_s_per_gpu";
+  case Metric::HFU:
+    return "hfu_pct";
   }
   return "?";
 }
@@ -129,13 +135,15 @@ std::string bundled_topology(const std::string& family, int64_t nodes, int64_t g
 
 std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_per_node) {
   // A rate: a number and a unit not followed by a letter; bits unless the B is a capital.
-  static const std::regex rate_re(R"((\d{1,6}(?:\.\d{1,6})?)\s*(Gb/s|Gbps|Gbit/s|Tb/s|Tbps|GB/s|GBps|Gb)(?![A-Za-z]))",
-                                  std::regex::icase);
+  static const std::regex rate_re(
+      R"((\d{1,6}(?:\.\d{1,6})?)\s*(Gb/s|Gbps|Gbit/s|Tb/s|Tbps|GB/s|GBps|Gb)(?![A-Za-z]))",
+      std::regex::icase);
   // A count: "8x", "8 x", "8×" before a space or a digit ("8x200").
   static const std::regex count_re(R"((?:^|[^\w.])(\d{1,3})\s*(?:x|X|\xC3\x97)(?=[\s\d]))");
   // The first rate in bits, or in bytes per second ("80GB" is a capacity, not a rate).
   double gbps = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), rate_re); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), rate_re); it != std::sregex_iterator();
+       ++it) {
     const std::string unit = (*it)[2].str();
     const double value = std::stod((*it)[1].str());
     if (unit[1] == 'b')
@@ -150,7 +158,8 @@ std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_p
     return std::nullopt;
   NodeNics n;
   std::smatch count;
-  if (std::regex_search(text, count, count_re) && std::stoll(count[1].str()) > 0 && std::stoll(count[1].str()) <= 128) {
+  if (std::regex_search(text, count, count_re) && std::stoll(count[1].str()) > 0 &&
+      std::stoll(count[1].str()) <= 128) {
     n.count = std::stoll(count[1].str());
     n.gbps = gbps;
     return n;
@@ -193,8 +202,9 @@ std::string compared_figure(const config::MeasuredFigures& f, int64_t gpus, RunP
     p.metric = Metric::HFU;
     p.measured = *f.hfu_pct;
   } else {
-    return std::string("no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct, tokens/s, aggregate_pflops or "
-                       "hfu_pct)");
+    return std::string(
+        "no measured figure (iteration_time_s, tflops_per_gpu, mfu_pct, tokens/s, aggregate_pflops or "
+        "hfu_pct)");
   }
   // An error relative to zero, or to a denormal, would be infinite or meaningless.
   if (!(p.measured >= 1e-6) || !std::isfinite(p.measured)) {
@@ -238,8 +248,8 @@ std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& opti
       p.defaults.emplace_back("gpus_per_node=" + std::to_string(rack) + " (" +
                               (rack == 72 ? "the NVL72 rack's NVLink domain"
                                           : "64 GPUs of each NVL72 rack, the job not filling whole racks") +
-                              " instead of the record's " + (per_node ? std::to_string(per_node) : std::string("none")) +
-                              ")");
+                              " instead of the record's " +
+                              (per_node ? std::to_string(per_node) : std::string("none")) + ")");
     per_node = rack;
   } else if (per_node == 0) {
     per_node = 8;
@@ -255,7 +265,8 @@ std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& opti
     p.cluster.gpus_per_node = per_node;
   }
   if (gpus % per_node != 0)
-    return "num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " + std::to_string(per_node);
+    return "num_gpus " + std::to_string(gpus) + " is not a multiple of gpus_per_node " +
+           std::to_string(per_node);
   const int64_t nodes = gpus / per_node;
   p.cluster.nodes = nodes;
   const std::string topo = bundled_topology(p.gpu_kind, nodes, node_size);
@@ -280,7 +291,8 @@ std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& opti
     }
   }
   if (gpu.max_gb > 0 && run.hardware.gpu_mem_gb && *run.hardware.gpu_mem_gb > gpu.max_gb)
-    return std::string("hardware.gpu_mem_gb " + std::to_string(static_cast<int64_t>(*run.hardware.gpu_mem_gb)) +
+    return std::string("hardware.gpu_mem_gb " +
+                       std::to_string(static_cast<int64_t>(*run.hardware.gpu_mem_gb)) +
                        " does not match a V100 (16 or 32 GB)");
   if (gpu.hbm_gib > 0) {
     p.cluster.hbm_capacity = Bytes(gpu.hbm_gib * GIB);
@@ -372,7 +384,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   if (!global_batch && run.batch.global_batch_tokens && m.seq_len && *m.seq_len > 0 &&
       *run.batch.global_batch_tokens % *m.seq_len == 0) {
     global_batch = *run.batch.global_batch_tokens / *m.seq_len;
-    p.defaults.emplace_back("global_batch_seqs=" + std::to_string(*global_batch) + " (global_batch_tokens / seq_len)");
+    p.defaults.emplace_back("global_batch_seqs=" + std::to_string(*global_batch) +
+                            " (global_batch_tokens / seq_len)");
   }
   // Required fields.
   std::vector<std::string> missing;
@@ -464,14 +477,15 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     w << "  full_attention_every: " << *m.full_attention_every << "\n";
   if (m.mla) {
     w << "  mla: {q_lora_rank: " << m.mla->q_lora_rank << ", kv_lora_rank: " << m.mla->kv_lora_rank
-      << ", qk_nope_head_dim: " << m.mla->qk_nope_head_dim << ", qk_rope_head_dim: " << m.mla->qk_rope_head_dim
-      << ", v_head_dim: " << m.mla->v_head_dim << "}\n";
+      << ", qk_nope_head_dim: " << m.mla->qk_nope_head_dim
+      << ", qk_rope_head_dim: " << m.mla->qk_rope_head_dim << ", v_head_dim: " << m.mla->v_head_dim << "}\n";
   } else if (m.head_dim) {
     w << "  head_dim: " << *m.head_dim << "\n";
   } else if (const int64_t d = head_dim_from_params(m, swiglu, *ffn); d > 0) {
     w << "  head_dim: " << d << "\n";
     char note[160];
-    std::snprintf(note, sizeof note, "head_dim=%lld (hidden/heads does not give params_b %g B; this width does)",
+    std::snprintf(note, sizeof note,
+                  "head_dim=%lld (hidden/heads does not give params_b %g B; this width does)",
                   static_cast<long long>(d), *m.params_b);
     p.defaults.emplace_back(note);
   }
@@ -521,12 +535,13 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // DualPipe (DeepSeek-V3) overlaps one micro-batch's forward with another's backward, all-to-alls
   // included: a different step, not a 1F1B variant (docs/schedules.md).
   if (pp > 1 && (has(sched, "dualpipe") || has(sched, "dual pipe")))
-    return skip("schedule '" + par.schedule + "' is not modelled (bidirectional pipeline with forward/backward overlap)");
+    return skip("schedule '" + par.schedule +
+                "' is not modelled (bidirectional pipeline with forward/backward overlap)");
   if (vp > 1) {
     w << "  schedule: interleaved\n";
     if (!sched.empty() && !has(sched, "interleav") && !has(sched, "1f1b"))
-      p.defaults.emplace_back("schedule=interleaved (virtual_pp " + std::to_string(vp) +
-                              "; the record's '" + par.schedule + "' runs one chunk per stage)");
+      p.defaults.emplace_back("schedule=interleaved (virtual_pp " + std::to_string(vp) + "; the record's '" +
+                              par.schedule + "' runs one chunk per stage)");
   } else if (has(sched, "zb-h2")) {
     w << "  schedule: zb-h2\n";
   } else if (has(sched, "zb-h1")) {
@@ -568,7 +583,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   // the receiving stage (Narayanan et al. 2021, sec. 4.1; on by default there). DeepSpeed's
   // pipeline engine sends whole activations: Megatron-DeepSpeed, and Megatron-LM's layers under
   // DeepSpeed's pipeline ("DeepSpeed + Megatron-LM", MT-NLG).
-  if (const auto rule = pp > 1 && tp > 1 && !sp ? first_rule(Mechanism::PP_SCATTER_GATHER, facts) : std::nullopt) {
+  if (const auto rule =
+          pp > 1 && tp > 1 && !sp ? first_rule(Mechanism::PP_SCATTER_GATHER, facts) : std::nullopt) {
     w << "  pp_scatter_gather: " << to_string(rule->value()) << "\n";
     p.defaults.push_back(rule->listed(facts));
   }
@@ -601,9 +617,11 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   w << "  zero_stage: " << zero << "\n";
   facts.zero_stage = zero;
   if (dp == 0)
-    return skip("num_gpus " + std::to_string(gpus) + " is not divisible by tp*pp*cp = " + std::to_string(tp * pp * cp));
+    return skip("num_gpus " + std::to_string(gpus) +
+                " is not divisible by tp*pp*cp = " + std::to_string(tp * pp * cp));
   if (par.dp && *par.dp != dp)
-    p.defaults.emplace_back("dp=" + std::to_string(dp) + " (derived; the record says " + std::to_string(*par.dp) + ")");
+    p.defaults.emplace_back("dp=" + std::to_string(dp) + " (derived; the record says " +
+                            std::to_string(*par.dp) + ")");
 
   // fp8 first: fp8 records often also name their 16-bit precision ("fp8, bf16 master weights").
   // PyTorch's dtype names count too (torch.bfloat16, float8_e4m3fn, torch.float16 / half).
@@ -620,7 +638,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   else
     p.defaults.emplace_back("precision=bf16");
   w << "precision: " << precision << "\n";
-  facts.precision = precision == "fp8" ? Precision::FP8 : (precision == "fp16" ? Precision::FP16 : Precision::BF16);
+  facts.precision =
+      precision == "fp8" ? Precision::FP8 : (precision == "fp16" ? Precision::FP16 : Precision::BF16);
 
   const std::string rc = lower(run.recompute);
   std::string recompute;
@@ -679,7 +698,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
 
   // Calibration knobs, then the caller's trial values.
   if (options.calibration) {
-    const std::filesystem::path cal = options.topologies / "calibration" / (calibration_kind(p.gpu_kind) + ".yaml");
+    const std::filesystem::path cal =
+        options.topologies / "calibration" / (calibration_kind(p.gpu_kind) + ".yaml");
     if (std::filesystem::exists(cal)) {
       const config::CalibrationFile c = config::load_calibration(cal);
       p.overrides.insert(p.overrides.end(), c.knobs.begin(), c.knobs.end());
@@ -699,8 +719,8 @@ ClusterSpec plan_cluster(const RunPlan& plan, const std::vector<config::Override
   };
   const ClusterSettings& s = plan.cluster;
   if (c.fabric.kind == FabricKind::GRAPH && s.nodes > 0 && s.nodes != c.nodes && free("cluster.nodes"))
-    throw ConfigError(plan.cluster_file.string() + ": a graph fabric attaches its " + std::to_string(c.nodes) +
-                      " nodes by name; the run needs " + std::to_string(s.nodes));
+    throw ConfigError(plan.cluster_file.string() + ": a graph fabric attaches its " +
+                      std::to_string(c.nodes) + " nodes by name; the run needs " + std::to_string(s.nodes));
   if (s.gpus_per_node && free("cluster.gpus_per_node"))
     c.gpus_per_node = static_cast<int>(*s.gpus_per_node);
   if (s.nodes > 0 && free("cluster.nodes"))
@@ -734,8 +754,9 @@ std::vector<config::Override> set_options(const RunPlan& plan) {
     out.push_back({"cluster.nics.bandwidth", number("%gGbps", *s.nic_gbps)});
   if (s.hbm_capacity) {
     const double gib = s.hbm_capacity->value() / GIB;
-    out.push_back({"cluster.gpu.hbm_capacity", gib == std::floor(gib) ? number("%gGiB", gib)
-                                                                      : number("%gGB", s.hbm_capacity->value() / 1e9)});
+    out.push_back({"cluster.gpu.hbm_capacity", gib == std::floor(gib)
+                                                   ? number("%gGiB", gib)
+                                                   : number("%gGB", s.hbm_capacity->value() / 1e9)});
   }
   if (s.nvswitch_gbytes_per_s)
     out.push_back({"cluster.nvswitch.bandwidth", number("%gGBps", *s.nvswitch_gbytes_per_s)});
@@ -756,8 +777,9 @@ double check_plan(RunPlan& plan, const std::filesystem::path& workload_file) {
       // Sources differ on the peak of an fp8 run's utilisation (fp8's, or bf16's): say which.
       if (plan.metric == Metric::MFU || plan.metric == Metric::HFU) {
         char text[160];
-        std::snprintf(text, sizeof text, "peak_tflops=%g (the GPU's %s peak; the record gives no peak_tflops_assumed)",
-                      peak, precision_name(workload.precision));
+        std::snprintf(text, sizeof text,
+                      "peak_tflops=%g (the GPU's %s peak; the record gives no peak_tflops_assumed)", peak,
+                      precision_name(workload.precision));
         plan.defaults.emplace_back(text);
       }
     }
@@ -773,17 +795,21 @@ double check_plan(RunPlan& plan, const std::filesystem::path& workload_file) {
 double predicted_metric(const RunPlan& plan, Seconds step_time, StepFlops flops) {
   const Flops model = flops.model > 0 ? Flops(flops.model) : model_flops(plan.shape);
   switch (plan.metric) {
-  case Metric::ITERATION_TIME: return step_time.value();
+  case Metric::ITERATION_TIME:
+    return step_time.value();
   case Metric::TFLOPS_PER_GPU:
-    return tflops_per_gpu(plan.basis == TflopsBasis::MEGATRON_RECOMPUTE ? megatron_recompute_flops(plan.shape) : model,
+    return tflops_per_gpu(plan.basis == TflopsBasis::MEGATRON_RECOMPUTE ? megatron_recompute_flops(plan.shape)
+                                                                        : model,
                           step_time, plan.num_gpus);
-  case Metric::MFU: return 100.0 * tflops_per_gpu(model, step_time, plan.num_gpus) / plan.peak_tflops;
+  case Metric::MFU:
+    return 100.0 * tflops_per_gpu(model, step_time, plan.num_gpus) / plan.peak_tflops;
   case Metric::HFU: {
     const Flops hardware = flops.hardware > 0 ? Flops(flops.hardware) : model;
     return 100.0 * tflops_per_gpu(hardware, step_time, plan.num_gpus) / plan.peak_tflops;
   }
   case Metric::TOKENS_PER_S:
-    return plan.shape.global_batch * plan.shape.seq_len / step_time.value() / static_cast<double>(plan.num_gpus);
+    return plan.shape.global_batch * plan.shape.seq_len / step_time.value() /
+           static_cast<double>(plan.num_gpus);
   }
   return 0;
 }

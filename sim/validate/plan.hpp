@@ -23,42 +23,43 @@ enum class Metric {
   HFU,            ///< measured.hfu_pct (with the recomputed FLOPs), percent
 };
 
-const char* to_string(Metric m); ///< "iteration_time_s", "tflops_per_gpu", "mfu_pct", "tokens_per_s_per_gpu", "hfu_pct"
+const char*
+to_string(Metric m); ///< "iteration_time_s", "tflops_per_gpu", "mfu_pct", "tokens_per_s_per_gpu", "hfu_pct"
 
 struct PlanOptions {
-  std::filesystem::path topologies;         ///< folder holding the bundled topologies
-  bool calibration = true;                  ///< apply topologies/calibration/<gpu kind>.yaml
-  std::vector<config::Override> extra;      ///< applied after everything (calibrate's trial knobs)
+  std::filesystem::path topologies;    ///< folder holding the bundled topologies
+  bool calibration = true;             ///< apply topologies/calibration/<gpu kind>.yaml
+  std::vector<config::Override> extra; ///< applied after everything (calibrate's trial knobs)
 };
 
 /// What a record sets on its bundled topology, typed; each is a cluster key of the same meaning.
 struct ClusterSettings {
-  int64_t nodes = 0;                            ///< nodes (0: the topology's)
-  std::optional<int64_t> gpus_per_node;         ///< gpus_per_node: the record's node when not 8, or the job's GPUs
-  std::optional<int64_t> nics_per_node;         ///< nics.count, from hardware.inter_node
-  std::optional<double> nic_gbps;               ///< nics.bandwidth, Gb/s per NIC per direction
-  std::optional<double> nvswitch_gbytes_per_s;  ///< nvswitch.bandwidth, GB/s per GPU per direction
-  std::optional<Bytes> hbm_capacity;            ///< gpu.hbm_capacity
+  int64_t nodes = 0;                    ///< nodes (0: the topology's)
+  std::optional<int64_t> gpus_per_node; ///< gpus_per_node: the record's node when not 8, or the job's GPUs
+  std::optional<int64_t> nics_per_node; ///< nics.count, from hardware.inter_node
+  std::optional<double> nic_gbps;       ///< nics.bandwidth, Gb/s per NIC per direction
+  std::optional<double> nvswitch_gbytes_per_s; ///< nvswitch.bandwidth, GB/s per GPU per direction
+  std::optional<Bytes> hbm_capacity;           ///< gpu.hbm_capacity
 };
 
 /// One run, ready to simulate, or skipped with a reason.
 struct RunPlan {
   std::string id;
   int64_t num_gpus = 0;
-  std::string layout;                    ///< "tp8 pp12 dp4", "dp384 zero3", ...
-  std::string gpu_kind;                  ///< "A100", "A100-40GB", "H100", "H200", "H800", "B200", "GB200", or "" when unknown
-  std::string skip_reason;               ///< non-empty: not simulated
-  std::filesystem::path cluster_file;    ///< bundled topology
-  std::string workload_yaml;             ///< the generated workload file's text
-  ClusterSettings cluster;               ///< what the record sets on the topology
+  std::string layout;   ///< "tp8 pp12 dp4", "dp384 zero3", ...
+  std::string gpu_kind; ///< "A100", "A100-40GB", "H100", "H200", "H800", "B200", "GB200", or "" when unknown
+  std::string skip_reason;                 ///< non-empty: not simulated
+  std::filesystem::path cluster_file;      ///< bundled topology
+  std::string workload_yaml;               ///< the generated workload file's text
+  ClusterSettings cluster;                 ///< what the record sets on the topology
   std::vector<config::Override> overrides; ///< "cluster.*" knobs: calibration file, then PlanOptions::extra
-  std::vector<std::string> defaults;     ///< every default used: "micro_batch=1 (not given)"
+  std::vector<std::string> defaults;       ///< every default used: "micro_batch=1 (not given)"
   Metric metric = Metric::ITERATION_TIME;
-  double measured = 0;                   ///< the measured figure in the metric's unit
+  double measured = 0; ///< the measured figure in the metric's unit
   TflopsBasis basis = TflopsBasis::MODEL;
-  FlopsShape shape;                      ///< for the FLOP conventions
-  double peak_tflops = 0;                ///< for MFU: the source's assumed peak (or the GPU's)
-  bool moe = false;                      ///< a mixture-of-experts model
+  FlopsShape shape;       ///< for the FLOP conventions
+  double peak_tflops = 0; ///< for MFU: the source's assumed peak (or the GPU's)
+  bool moe = false;       ///< a mixture-of-experts model
 };
 
 /// The GPU family of a record's hardware ("A100-SXM4-80GB", "a100_80gb" -> "A100"), or "". An

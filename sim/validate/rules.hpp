@@ -52,8 +52,8 @@ struct RuleMatch {
   int year_to = 0;                     ///< source.year <= this; 0 = no bound
   int zero_from = 0;                   ///< the mapped ZeRO stage within [zero_from, zero_to]
   int zero_to = 3;
-  std::string_view precision = {};     ///< the mapped precision ("bf16", "fp16", "fp8") among these
-  bool grouped_query = false;          ///< kv_heads given and unlike heads
+  std::string_view precision = {};      ///< the mapped precision ("bf16", "fp16", "fp8") among these
+  bool grouped_query = false;           ///< kv_heads given and unlike heads
   bool sequence_splits_over_tp = false; ///< seq_len % tp == 0
 };
 
@@ -70,9 +70,9 @@ struct Rule {
 
 /// The facts of a record the rules match on, as plan_run has mapped them so far.
 struct RecordFacts {
-  std::string framework;            ///< as written
-  std::string model;                ///< model.name as written
-  std::optional<int> year;          ///< source.year
+  std::string framework;   ///< as written
+  std::string model;       ///< model.name as written
+  std::optional<int> year; ///< source.year
   int zero_stage = 0;
   Precision precision = Precision::BF16;
   bool grouped_query = false;
@@ -102,14 +102,14 @@ std::optional<Applied> first_rule(Mechanism m, const RecordFacts& facts);
 /// One GPU family as records name it: the words that identify it in `hardware.gpu`, the bundled
 /// profile and topology it runs on, and what differs from that profile.
 struct GpuRule {
-  std::string_view family;          ///< the plan's name: "A100-40GB", "H800"
-  std::string_view words;           ///< one of these in the lowercased hardware.gpu text
+  std::string_view family; ///< the plan's name: "A100-40GB", "H800"
+  std::string_view words;  ///< one of these in the lowercased hardware.gpu text
   /// A capacity band: gpu_mem_gb below this, or without gpu_mem_gb one of `memory_words` in the
   /// text (0 = any capacity).
   double below_gb = 0;
   std::string_view memory_words = {};
-  std::string_view kind;            ///< gpu.kind of the bundled profile and calibration file
-  std::string_view topology;        ///< bundled topology file
+  std::string_view kind;     ///< gpu.kind of the bundled profile and calibration file
+  std::string_view topology; ///< bundled topology file
   /// Another topology for nodes of this many GPUs (V100: 16, a DGX-2), "" = none.
   std::string_view wide_topology = {};
   int64_t wide_gpus_per_node = 0;

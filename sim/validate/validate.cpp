@@ -60,7 +60,8 @@ process::Message simulate_run(const RunPlan& plan, const std::filesystem::path& 
   WorkloadSpec workload = config::load_workload(dir / "workload.yaml", plan.overrides);
   workload = config::check_layout(cluster, workload).workload;
   const runner::Simulation sim = runner::simulate(cluster, workload);
-  write_file_atomically(dir / "summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
+  write_file_atomically(dir / "summary.json",
+                        [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
   const report::MemoryReport& mem = sim.summary.memory;
   // The step's model and hardware FLOPs as the summary counts them for this architecture.
   const report::Summary& s = sim.summary;
@@ -112,11 +113,13 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
                                      std::ostream* progress) {
   std::set<std::string> only(options.only.begin(), options.only.end());
   for (const auto& id : options.only) {
-    const bool known = std::any_of(runs.runs.begin(), runs.runs.end(), [&](const auto& r) { return r.id == id; });
+    const bool known =
+        std::any_of(runs.runs.begin(), runs.runs.end(), [&](const auto& r) { return r.id == id; });
     if (!known)
       throw ConfigError(runs.source + ": no run with id '" + id + "'");
   }
-  PlanOptions plan_options{.topologies = options.topologies, .calibration = options.calibration, .extra = options.extra};
+  PlanOptions plan_options{
+      .topologies = options.topologies, .calibration = options.calibration, .extra = options.extra};
   std::vector<RunResult> results;
   std::vector<std::filesystem::path> dirs;
   for (const config::MeasuredRun& run : runs.runs) {
@@ -129,7 +132,8 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
       std::filesystem::create_directories(dir);
       write_file_atomically(dir / "workload.yaml", [&](std::ostream& o) { o << r.plan.workload_yaml; });
       std::ofstream cmd(dir / "command.txt");
-      cmd << "stepsim run --cluster " << r.plan.cluster_file.string() << " --workload " << (dir / "workload.yaml").string();
+      cmd << "stepsim run --cluster " << r.plan.cluster_file.string() << " --workload "
+          << (dir / "workload.yaml").string();
       for (const auto& o : set_options(r.plan))
         cmd << " --set " << o.path << "=" << o.value;
       cmd << "\n";
@@ -148,10 +152,13 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
   for (std::size_t i = 0; i < results.size(); ++i)
     if (results[i].plan.skip_reason.empty())
       pending.push_back(i);
-  std::stable_sort(pending.begin(), pending.end(),
-                   [&](std::size_t a, std::size_t b) { return results[a].plan.num_gpus > results[b].plan.num_gpus; });
+  std::stable_sort(pending.begin(), pending.end(), [&](std::size_t a, std::size_t b) {
+    return results[a].plan.num_gpus > results[b].plan.num_gpus;
+  });
   const process::PoolOptions pool{
-      .jobs = options.jobs, .spawn = {.output = process::Output::CAPTURE, .timeout_s = options.timeout_s}, .name = "validate"};
+      .jobs = options.jobs,
+      .spawn = {.output = process::Output::CAPTURE, .timeout_s = options.timeout_s},
+      .name = "validate"};
   process::run_each(
       pending.size(),
       [&](std::size_t k) {
@@ -216,19 +223,20 @@ void print_table(std::ostream& out, const std::vector<RunResult>& results) {
     w_id = std::max(w_id, r.plan.id.size());
     w_layout = std::max(w_layout, r.plan.layout.size());
   }
-  out << std::left << std::setw(static_cast<int>(w_id)) << "id" << "  " << std::right << std::setw(5) << "GPUs"
-      << "  " << std::left << std::setw(static_cast<int>(w_layout)) << "layout" << "  " << std::setw(20) << "metric"
-      << std::right << std::setw(11) << "measured" << std::setw(11) << "predicted" << std::setw(9) << "error %"
-      << '\n';
+  out << std::left << std::setw(static_cast<int>(w_id)) << "id"
+      << "  " << std::right << std::setw(5) << "GPUs"
+      << "  " << std::left << std::setw(static_cast<int>(w_layout)) << "layout"
+      << "  " << std::setw(20) << "metric" << std::right << std::setw(11) << "measured" << std::setw(11)
+      << "predicted" << std::setw(9) << "error %" << '\n';
   for (const RunResult& r : results) {
     if (r.status != RunStatus::OK)
       continue;
     out << std::left << std::setw(static_cast<int>(w_id)) << r.plan.id << "  " << std::right << std::setw(5)
-        << r.plan.num_gpus << "  " << std::left << std::setw(static_cast<int>(w_layout)) << r.plan.layout << "  "
-        << std::setw(20) << to_string(r.plan.metric) << std::right << std::setw(11)
+        << r.plan.num_gpus << "  " << std::left << std::setw(static_cast<int>(w_layout)) << r.plan.layout
+        << "  " << std::setw(20) << to_string(r.plan.metric) << std::right << std::setw(11)
         << fmt(r.plan.measured, digits(r.plan.measured)) << std::setw(11)
-        << fmt(r.predicted, digits(r.plan.measured)) << std::setw(9) << ((r.error_pct >= 0 ? "+" : "") + fmt(r.error_pct, 1))
-        << '\n';
+        << fmt(r.predicted, digits(r.plan.measured)) << std::setw(9)
+        << ((r.error_pct >= 0 ? "+" : "") + fmt(r.error_pct, 1)) << '\n';
   }
   bool any = false;
   for (const RunResult& r : results) {
@@ -237,12 +245,13 @@ void print_table(std::ostream& out, const std::vector<RunResult>& results) {
     if (!any)
       out << "\nnot validated:\n";
     any = true;
-    out << "  " << r.plan.id << " (" << r.plan.num_gpus << " GPUs, " << r.plan.layout << "): " << to_string(r.status)
-        << ": " << r.reason << '\n';
+    out << "  " << r.plan.id << " (" << r.plan.num_gpus << " GPUs, " << r.plan.layout
+        << "): " << to_string(r.status) << ": " << r.reason << '\n';
   }
   const MemoryStats mem = memory_stats(results);
   if (mem.checked > 0) {
-    out << "\nmemory: the ledger fits " << mem.fitting << " of " << mem.checked << " simulated runs in GPU memory";
+    out << "\nmemory: the ledger fits " << mem.fitting << " of " << mem.checked
+        << " simulated runs in GPU memory";
     if (mem.fitting == mem.checked)
       out << '\n';
     else
@@ -251,7 +260,9 @@ void print_table(std::ostream& out, const std::vector<RunResult>& results) {
       if (r.status == RunStatus::OK && !r.fits())
         out << "  " << r.plan.id << ": peak " << fmt(r.peak_bytes / 1073741824.0, 1) << " GiB of "
             << fmt(r.capacity_bytes / 1073741824.0, 1) << " (pipeline stage " << r.peak_stage << ")"
-            << (r.host_bytes > 0 ? ", " + fmt(r.host_bytes / 1073741824.0, 1) + " GiB offloaded to host memory" : "")
+            << (r.host_bytes > 0
+                    ? ", " + fmt(r.host_bytes / 1073741824.0, 1) + " GiB offloaded to host memory"
+                    : "")
             << "\n";
     }
   }
@@ -263,15 +274,16 @@ void print_table(std::ostream& out, const std::vector<RunResult>& results) {
       groups[r.plan.moe ? "model MoE" : "model dense"].push_back(r);
     }
   const auto kinds = [&](const std::string& prefix) {
-    return std::count_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first.starts_with(prefix); });
+    return std::count_if(groups.begin(), groups.end(),
+                         [&](const auto& g) { return g.first.starts_with(prefix); });
   };
   if (kinds("GPU ") > 1 || kinds("model ") > 1) {
     out << "\nerror by group (|error %|):\n";
     for (const auto& [name, rows] : groups) {
       const ErrorStats s = error_stats(rows);
       out << "  " << std::left << std::setw(16) << name << std::right << std::setw(4) << s.validated
-          << " runs  median " << std::setw(6) << fmt(s.median_abs, 2) << "  mean " << std::setw(6) << fmt(s.mean_abs, 2)
-          << "  max " << std::setw(7) << fmt(s.max_abs, 2) << '\n';
+          << " runs  median " << std::setw(6) << fmt(s.median_abs, 2) << "  mean " << std::setw(6)
+          << fmt(s.mean_abs, 2) << "  max " << std::setw(7) << fmt(s.max_abs, 2) << '\n';
     }
   }
   any = false;
@@ -295,7 +307,8 @@ void write_csv(std::ostream& out, const std::vector<RunResult>& results) {
     pred << std::setprecision(10) << r.predicted;
     out << csv_field(r.plan.id) << ',' << r.plan.num_gpus << ',' << to_string(r.plan.metric) << ','
         << (r.plan.measured > 0 ? meas.str() : "") << ',' << (ok ? pred.str() : "") << ','
-        << (ok ? fmt(r.error_pct, 3) : "") << ',' << to_string(r.status) << ',' << csv_field(r.reason) << '\n';
+        << (ok ? fmt(r.error_pct, 3) : "") << ',' << to_string(r.status) << ',' << csv_field(r.reason)
+        << '\n';
   }
 }
 

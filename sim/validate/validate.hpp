@@ -15,23 +15,23 @@
 namespace stepsim::validate {
 
 struct ValidateOptions {
-  std::filesystem::path topologies;      ///< bundled topologies folder
-  std::filesystem::path work_dir;        ///< per-run files go to work_dir/runs/<id>/ (created)
-  int jobs = 1;                          ///< child processes at a time, >= 1
-  bool calibration = true;               ///< apply topologies/calibration/*.yaml
-  std::vector<config::Override> extra;   ///< cluster overrides after calibration (calibrate's trials)
-  std::vector<std::string> only;         ///< run ids to consider; empty = all
-  double timeout_s = 0;                  ///< kill a simulation after this long; 0 = never
+  std::filesystem::path topologies;    ///< bundled topologies folder
+  std::filesystem::path work_dir;      ///< per-run files go to work_dir/runs/<id>/ (created)
+  int jobs = 1;                        ///< child processes at a time, >= 1
+  bool calibration = true;             ///< apply topologies/calibration/*.yaml
+  std::vector<config::Override> extra; ///< cluster overrides after calibration (calibrate's trials)
+  std::vector<std::string> only;       ///< run ids to consider; empty = all
+  double timeout_s = 0;                ///< kill a simulation after this long; 0 = never
 };
 
 struct RunResult {
   RunPlan plan;
   RunStatus status = RunStatus::SKIPPED;
-  std::string reason;      ///< skip/failure reason; for OK rows the defaults used
-  double predicted = 0;    ///< in the metric's unit
-  double error_pct = 0;    ///< (predicted - measured) / measured * 100
-  double step_time_s = 0;  ///< simulated step time
-  double wall_s = 0;       ///< host time of the simulation
+  std::string reason;     ///< skip/failure reason; for OK rows the defaults used
+  double predicted = 0;   ///< in the metric's unit
+  double error_pct = 0;   ///< (predicted - measured) / measured * 100
+  double step_time_s = 0; ///< simulated step time
+  double wall_s = 0;      ///< host time of the simulation
   /// The memory ledger's verdict (OK rows): the worst GPU's peak, its capacity and its stage, the
   /// host memory offloaded activations take, and whether it all fits (summary.json's
   /// fits_in_memory). Every measured run ran, so a run that does not fit points at a ledger that
@@ -58,10 +58,10 @@ struct MemoryStats {
 MemoryStats memory_stats(const std::vector<RunResult>& results);
 
 struct ErrorStats {
-  int validated = 0;      ///< OK rows
-  int skipped = 0;        ///< SKIPPED and FAILED rows
-  double median_abs = 0;  ///< median |error_pct| over OK rows (0 when none)
-  double mean_abs = 0;    ///< mean |error_pct| over OK rows (0 when none)
+  int validated = 0;     ///< OK rows
+  int skipped = 0;       ///< SKIPPED and FAILED rows
+  double median_abs = 0; ///< median |error_pct| over OK rows (0 when none)
+  double mean_abs = 0;   ///< mean |error_pct| over OK rows (0 when none)
   double max_abs = 0;
 };
 

@@ -9,8 +9,9 @@
 
 namespace stepsim::test {
 
-inline std::vector<double> busbw_sweep(const ClusterSpec& cluster, CollectiveOp op, std::vector<graph::Rank> ranks,
-                                       const std::vector<double>& sizes, collectives::Algorithm algorithm,
+inline std::vector<double> busbw_sweep(const ClusterSpec& cluster, CollectiveOp op,
+                                       std::vector<graph::Rank> ranks, const std::vector<double>& sizes,
+                                       collectives::Algorithm algorithm,
                                        CollectiveForm form = CollectiveForm::AUTO) {
   graph::StepProgram prog;
   for (size_t i = 0; i < sizes.size(); ++i) {

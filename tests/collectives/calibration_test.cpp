@@ -12,7 +12,9 @@ using collectives::Algorithm;
 
 namespace {
 constexpr double MiB = 1024.0 * 1024.0, GiB = 1024.0 * MiB;
-std::string topo(const char* f) { return std::string(STEPSIM_SOURCE_DIR) + "/topologies/" + f; }
+std::string topo(const char* f) {
+  return std::string(STEPSIM_SOURCE_DIR) + "/topologies/" + f;
+}
 std::vector<graph::Rank> first(int n) {
   std::vector<graph::Rank> r;
   for (int i = 0; i < n; ++i)
@@ -24,7 +26,8 @@ std::vector<graph::Rank> first(int n) {
 // 8x H100, one node, NVLS chosen automatically: 67.0 GB/s at 1 MiB, 466.3 at 1 GiB, 480.2 at 8 GiB.
 TEST(Calibration, DgxH100NodeNvls) {
   const ClusterSpec c = config::load_cluster(topo("dgx-h100.yaml"));
-  const auto bw = test::busbw_sweep(c, CollectiveOp::ALL_REDUCE, first(8), {1 * MiB, 1 * GiB, 8 * GiB}, Algorithm::AUTO);
+  const auto bw =
+      test::busbw_sweep(c, CollectiveOp::ALL_REDUCE, first(8), {1 * MiB, 1 * GiB, 8 * GiB}, Algorithm::AUTO);
   EXPECT_NEAR(bw[0], 67.0, 0.25 * 67.0);
   EXPECT_NEAR(bw[1], 466.3, 0.10 * 466.3);
   EXPECT_NEAR(bw[2], 480.2, 0.10 * 480.2);

@@ -17,19 +17,18 @@
 #include <unistd.h>
 
 namespace fs = std::filesystem;
+using stepsim::test::fresh_temp_dir;
 using stepsim::test::run_stepsim;
 using stepsim::test::src;
-using stepsim::test::fresh_temp_dir;
 using Result = stepsim::test::CommandResult;
 
-namespace {
-
-} // namespace
+namespace {} // namespace
 
 TEST(CollectiveCli, TableAndCsv) {
   const fs::path dir = fresh_temp_dir("csv");
-  const Result r = run_stepsim("collective --cluster " + src("topologies/dgx-h100.yaml") +
-                           " --op all_reduce --gpus 8 --sizes 1MiB:4MiB --csv " + (dir / "out.csv").string());
+  const Result r =
+      run_stepsim("collective --cluster " + src("topologies/dgx-h100.yaml") +
+                  " --op all_reduce --gpus 8 --sizes 1MiB:4MiB --csv " + (dir / "out.csv").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("algbw(GB/s)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("busbw(GB/s)"), std::string::npos) << r.out;
@@ -58,7 +57,8 @@ TEST(CollectiveCli, BadArgumentsExitTwo) {
   // Only cluster keys can be overridden here; a workload key is an error, not ignored.
   const Result r = run_stepsim("collective" + cluster + " --op all_reduce --gpus 8 --set parallel.tp=2");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--set parallel.tp=2: `stepsim collective` reads only a cluster"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--set parallel.tp=2: `stepsim collective` reads only a cluster"), std::string::npos)
+      << r.out;
   EXPECT_EQ(run_stepsim("collective" + cluster + " --op all_reduce --gpus 8 --set cluster.=1").code, 2);
 }
 
@@ -70,13 +70,13 @@ TEST(CollectiveCli, BadArgumentsExitTwo) {
 TEST(CollectiveCli, TpAcrossNodesExposesTpCommunication) {
   const auto exposed_tp = [](const std::string& name, int nodes, int per_node) {
     const fs::path dir = fresh_temp_dir(name);
-    const Result r = run_stepsim("run --quiet --no-trace --cluster " + src("topologies/dgx-a100-superpod.yaml") +
-                             " --workload " + src("workloads/gpt3-175b.yaml") +
-                             " --set model.layers=8 --set batch.global_batch=8 --set training.recompute=none" +
-                             " --set cluster.nodes=" + std::to_string(nodes) +
-                             " --set cluster.gpus_per_node=" + std::to_string(per_node) +
-                             " --set cluster.nics.count=" + std::to_string(per_node) +
-                             " --set parallel.tp=8 --set parallel.pp=1 --out " + dir.string());
+    const Result r =
+        run_stepsim("run --quiet --no-trace --cluster " + src("topologies/dgx-a100-superpod.yaml") +
+                    " --workload " + src("workloads/gpt3-175b.yaml") +
+                    " --set model.layers=8 --set batch.global_batch=8 --set training.recompute=none" +
+                    " --set cluster.nodes=" + std::to_string(nodes) + " --set cluster.gpus_per_node=" +
+                    std::to_string(per_node) + " --set cluster.nics.count=" + std::to_string(per_node) +
+                    " --set parallel.tp=8 --set parallel.pp=1 --out " + dir.string());
     EXPECT_EQ(r.code, 0) << r.out;
     std::ifstream in(dir / "summary.json");
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);

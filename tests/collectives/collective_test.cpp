@@ -14,7 +14,7 @@ using namespace stepsim::collectives;
 
 namespace {
 
-constexpr double AI = 3e-6, AX = 8e-6; // intra / inter-node one-way latency
+constexpr double AI = 3e-6, AX = 8e-6;  // intra / inter-node one-way latency
 constexpr double BI = 240e9, BX = 24e9; // NVLink per GPU / one NIC
 
 /// A view of nodes of `per_node` GPUs with `nics` NICs each: latency and bandwidth by node.
@@ -26,7 +26,9 @@ TopologyView view_of(int per_node, int nics, bool nvls = false) {
   v.nvls_latency = Seconds(18e-6);
   v.nvls_payload_scale = 0.8 / 0.62;
   v.latency = [per_node](int32_t a, int32_t b) { return Seconds(a / per_node == b / per_node ? AI : AX); };
-  v.bandwidth = [per_node](int32_t a, int32_t b) { return BytesPerSec(a / per_node == b / per_node ? BI : BX); };
+  v.bandwidth = [per_node](int32_t a, int32_t b) {
+    return BytesPerSec(a / per_node == b / per_node ? BI : BX);
+  };
   return v;
 }
 
@@ -73,19 +75,22 @@ TEST(Collective, Channels) {
 TEST(Collective, Applicable) {
   const TopologyView v = view_of(8, 8, true), plain = view_of(8, 8, false);
   EXPECT_TRUE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::NVLS, first(8), v));
-  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::NVLS, first(8), plain));  // no NVLS hardware
-  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::NVLS, first(16), v));     // only inside one node
-  EXPECT_FALSE(applicable(CollectiveOp::ALL_GATHER, Algorithm::NVLS, first(8), v));      // all-reduce only
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::NVLS, first(8), plain)); // no NVLS hardware
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::NVLS, first(16), v)); // only inside one node
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_GATHER, Algorithm::NVLS, first(8), v));  // all-reduce only
   EXPECT_TRUE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(16), v));
-  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(8), v));        // one node
-  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(12), v));       // 8 + 4: not uniform
-  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, one_per_node(4, 8), v)); // one GPU per node
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(8), v)); // one node
+  EXPECT_FALSE(
+      applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(12), v)); // 8 + 4: not uniform
+  EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, one_per_node(4, 8),
+                          v)); // one GPU per node
   EXPECT_TRUE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::TREE, first(16), v));
   EXPECT_FALSE(applicable(CollectiveOp::ALL_GATHER, Algorithm::TREE, first(16), v));
   EXPECT_TRUE(applicable(CollectiveOp::ALL_TO_ALL, Algorithm::PAIRWISE, first(16), v));
   EXPECT_FALSE(applicable(CollectiveOp::ALL_TO_ALL, Algorithm::RING, first(16), v));
   EXPECT_FALSE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::PAIRWISE, first(16), v));
-  for (CollectiveOp op : {CollectiveOp::ALL_GATHER, CollectiveOp::REDUCE_SCATTER, CollectiveOp::BROADCAST, CollectiveOp::REDUCE})
+  for (CollectiveOp op : {CollectiveOp::ALL_GATHER, CollectiveOp::REDUCE_SCATTER, CollectiveOp::BROADCAST,
+                          CollectiveOp::REDUCE})
     EXPECT_TRUE(applicable(op, Algorithm::RING, first(16), v));
   EXPECT_TRUE(applicable(CollectiveOp::SEND, Algorithm::RING, first(2), v));
   EXPECT_TRUE(applicable(CollectiveOp::ALL_REDUCE, Algorithm::AUTO, first(16), v));
@@ -109,8 +114,12 @@ TEST(Collective, EstimateRingInsideNode) {
 TEST(Collective, EstimateTreeLogDepthLatency) {
   const TopologyView v = view_of(1, 1);
   const double S = 8; // latency-bound
-  const auto tree = [&](int nodes) { return estimate(CollectiveOp::ALL_REDUCE, Algorithm::TREE, first(nodes), Bytes(S), v).value(); };
-  const auto ring = [&](int nodes) { return estimate(CollectiveOp::ALL_REDUCE, Algorithm::RING, first(nodes), Bytes(S), v).value(); };
+  const auto tree = [&](int nodes) {
+    return estimate(CollectiveOp::ALL_REDUCE, Algorithm::TREE, first(nodes), Bytes(S), v).value();
+  };
+  const auto ring = [&](int nodes) {
+    return estimate(CollectiveOp::ALL_REDUCE, Algorithm::RING, first(nodes), Bytes(S), v).value();
+  };
   for (int nodes : {4, 16, 64, 256}) {
     EXPECT_NEAR(tree(2 * nodes) - tree(nodes), 2 * AX, 1e-12) << nodes;
     EXPECT_NEAR(tree(nodes), 2 * std::log2(nodes) * AX + 2 * S / (0.92 * BX), 1e-12) << nodes;
@@ -126,8 +135,8 @@ TEST(Collective, EstimateHierarchicalSlowerTier) {
   const int k = 4, m = 8;
   const double intra = (m - 1) * AI + (m - 1.0) / m * S / BI;
   const double inter = 2.0 * (k - 1) * AX + 2.0 * (k - 1) / k * (S / m) / BX;
-  EXPECT_NEAR(estimate(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(k * m), Bytes(S), v).value(), 2 * intra + inter,
-              1e-9);
+  EXPECT_NEAR(estimate(CollectiveOp::ALL_REDUCE, Algorithm::HIERARCHICAL, first(k * m), Bytes(S), v).value(),
+              2 * intra + inter, 1e-9);
   EXPECT_GT(inter, 2 * intra); // NIC tier (24 GB/s per rail) is the slower one here
 }
 
@@ -161,11 +170,12 @@ TEST(Collective, Choose) {
 }
 
 TEST(Collective, Names) {
-  for (Algorithm a : {Algorithm::AUTO, Algorithm::RING, Algorithm::TREE, Algorithm::HIERARCHICAL, Algorithm::NVLS,
-                      Algorithm::PAIRWISE})
+  for (Algorithm a : {Algorithm::AUTO, Algorithm::RING, Algorithm::TREE, Algorithm::HIERARCHICAL,
+                      Algorithm::NVLS, Algorithm::PAIRWISE})
     EXPECT_EQ(parse_algorithm(to_string(a)), a);
-  for (CollectiveOp op : {CollectiveOp::ALL_REDUCE, CollectiveOp::ALL_GATHER, CollectiveOp::REDUCE_SCATTER, CollectiveOp::SEND,
-                          CollectiveOp::BROADCAST, CollectiveOp::REDUCE, CollectiveOp::ALL_TO_ALL})
+  for (CollectiveOp op :
+       {CollectiveOp::ALL_REDUCE, CollectiveOp::ALL_GATHER, CollectiveOp::REDUCE_SCATTER, CollectiveOp::SEND,
+        CollectiveOp::BROADCAST, CollectiveOp::REDUCE, CollectiveOp::ALL_TO_ALL})
     EXPECT_EQ(collective_op_by_name(to_string(op)), op);
   EXPECT_THROW(parse_algorithm("Ring"), ConfigError);
   EXPECT_THROW((void)collective_op_by_name("allreduce"), ConfigError);
@@ -174,22 +184,31 @@ TEST(Collective, Names) {
 // expand: an algorithm that does not apply throws; forms keep every rank's byte volume.
 TEST(Collective, ExpandChecksAndVolumes) {
   const TopologyView v = view_of(8, 8, true);
-  EXPECT_THROW(expand(CollectiveOp::ALL_REDUCE, first(16), Bytes(1e6), Algorithm::NVLS, CollectiveForm::FINE, v), SimulationError);
-  EXPECT_THROW(expand(CollectiveOp::ALL_GATHER, first(16), Bytes(1e6), Algorithm::TREE, CollectiveForm::FINE, v), SimulationError);
-  EXPECT_TRUE(expand(CollectiveOp::ALL_REDUCE, first(1), Bytes(1e6), Algorithm::AUTO, CollectiveForm::FINE, v).flows.empty());
+  EXPECT_THROW(
+      expand(CollectiveOp::ALL_REDUCE, first(16), Bytes(1e6), Algorithm::NVLS, CollectiveForm::FINE, v),
+      SimulationError);
+  EXPECT_THROW(
+      expand(CollectiveOp::ALL_GATHER, first(16), Bytes(1e6), Algorithm::TREE, CollectiveForm::FINE, v),
+      SimulationError);
+  EXPECT_TRUE(expand(CollectiveOp::ALL_REDUCE, first(1), Bytes(1e6), Algorithm::AUTO, CollectiveForm::FINE, v)
+                  .flows.empty());
   const double S = 64e6;
   for (Algorithm a : {Algorithm::RING, Algorithm::TREE, Algorithm::HIERARCHICAL}) {
     double fine = 0, coarse = 0;
-    for (const Flow& f : expand(CollectiveOp::ALL_REDUCE, first(16), Bytes(S), a, CollectiveForm::FINE, v).flows)
+    for (const Flow& f :
+         expand(CollectiveOp::ALL_REDUCE, first(16), Bytes(S), a, CollectiveForm::FINE, v).flows)
       fine += f.bytes;
-    for (const Flow& f : expand(CollectiveOp::ALL_REDUCE, first(16), Bytes(S), a, CollectiveForm::COARSE, v).flows)
+    for (const Flow& f :
+         expand(CollectiveOp::ALL_REDUCE, first(16), Bytes(S), a, CollectiveForm::COARSE, v).flows)
       coarse += f.bytes;
     EXPECT_NEAR(fine, coarse, 1e-6 * fine) << to_string(a);
   }
   // Pairwise all-to-all without PXN: every rank sends (n-1)/n S.
   const TopologyView flat = view_of(8, 8);
   double sent = 0;
-  for (const Flow& f : expand(CollectiveOp::ALL_TO_ALL, first(16), Bytes(S), Algorithm::PAIRWISE, CollectiveForm::FINE, flat).flows)
+  for (const Flow& f :
+       expand(CollectiveOp::ALL_TO_ALL, first(16), Bytes(S), Algorithm::PAIRWISE, CollectiveForm::FINE, flat)
+           .flows)
     if (f.src == 3)
       sent += f.bytes;
   EXPECT_NEAR(sent, 15.0 / 16 * S, 1e-6 * S);
@@ -211,9 +230,11 @@ TEST(Collective, DeduplicatedAllToAllShrinksCrossNodeBytes) {
   // A node is among a token's 2 groups with P 2/4, then holds one of its 2 experts (drawn from
   // the 8 of the chosen groups) with P 1 - (4/8)(3/7) = 11/14: P = 11/28 per token, against
   // 2/4 routed copies: 11/14.
-  EXPECT_DOUBLE_EQ(remote_copy_share({.experts = 16, .top_k = 2, .groups = 4, .group_top_k = 2}, 4), 11.0 / 14.0);
+  EXPECT_DOUBLE_EQ(remote_copy_share({.experts = 16, .top_k = 2, .groups = 4, .group_top_k = 2}, 4),
+                   11.0 / 14.0);
   // Groups that are not the nodes: the limit is not counted.
-  EXPECT_DOUBLE_EQ(remote_copy_share({.experts = 16, .top_k = 2, .groups = 8, .group_top_k = 2}, 2), 23.0 / 30.0);
+  EXPECT_DOUBLE_EQ(remote_copy_share({.experts = 16, .top_k = 2, .groups = 8, .group_top_k = 2}, 2),
+                   23.0 / 30.0);
   const TopologyView v = view_of(4, 4);
   const Bytes size(8.0e6); // per rank; 1e6 to each of the 8 peers
   for (CollectiveForm form : {CollectiveForm::COARSE, CollectiveForm::FINE}) {
@@ -230,7 +251,8 @@ TEST(Collective, DeduplicatedAllToAllShrinksCrossNodeBytes) {
     EXPECT_NEAR(dedup_remote, plain_remote * 23.0 / 30.0, 1.0) << static_cast<int>(form);
     EXPECT_NEAR(dedup_local, plain_local, 1.0) << static_cast<int>(form);
   }
-  const FlowProgram in_node = expand(CollectiveOp::ALL_TO_ALL, first(4), size, Algorithm::PAIRWISE, CollectiveForm::COARSE, v, d);
+  const FlowProgram in_node =
+      expand(CollectiveOp::ALL_TO_ALL, first(4), size, Algorithm::PAIRWISE, CollectiveForm::COARSE, v, d);
   double bytes = 0;
   for (const Flow& f : in_node.flows)
     bytes += f.bytes;

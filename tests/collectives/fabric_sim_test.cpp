@@ -8,8 +8,8 @@
 #include "bench.hpp"
 #include "common/specs.hpp"
 #include "common/subprocess.hpp"
-#include "engine/helpers.hpp"
 #include "config/config.hpp"
+#include "engine/helpers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -27,9 +27,12 @@ constexpr double MiB = 1024.0 * 1024.0, GiB = 1024.0 * MiB;
 constexpr double NIC = 25e9 * 0.96, NVL = 300e9 * 0.8; // test::dgx_cluster's achieved bandwidths
 constexpr double NIC_LAT = 4e-6, SW = 0.5e-6;
 
-std::string topo(const char* f) { return std::string(STEPSIM_SOURCE_DIR) + "/topologies/" + f; }
+std::string topo(const char* f) {
+  return std::string(STEPSIM_SOURCE_DIR) + "/topologies/" + f;
+}
 
-std::vector<graph::Rank> ranks(std::initializer_list<int> nodes, int per_node, int first_local = 0, int count = -1) {
+std::vector<graph::Rank> ranks(std::initializer_list<int> nodes, int per_node, int first_local = 0,
+                               int count = -1) {
   std::vector<graph::Rank> r;
   for (int n : nodes)
     for (int g = first_local; g < (count < 0 ? per_node : first_local + count); ++g)
@@ -38,8 +41,9 @@ std::vector<graph::Rank> ranks(std::initializer_list<int> nodes, int per_node, i
 }
 
 /// Concurrent collectives (one per group, no edges); returns the step time. Run in a child.
-double concurrent(const ClusterSpec& c, graph::CollectiveOp op, const std::vector<std::vector<graph::Rank>>& groups,
-                  double bytes, Algorithm algorithm, CollectiveForm form) {
+double concurrent(const ClusterSpec& c, graph::CollectiveOp op,
+                  const std::vector<std::vector<graph::Rank>>& groups, double bytes, Algorithm algorithm,
+                  CollectiveForm form) {
   const graph::StepProgram prog = test::collectives_program(groups, Bytes(bytes), op);
   engine::ReplayOptions o;
   o.collective_form = form;
@@ -56,7 +60,8 @@ double in_child(const std::function<double()>& fn) {
 
 /// Fine and coarse step times of the same program.
 std::pair<double, double> fine_coarse(const ClusterSpec& c, graph::CollectiveOp op,
-                                      const std::vector<std::vector<graph::Rank>>& groups, double bytes, Algorithm a) {
+                                      const std::vector<std::vector<graph::Rank>>& groups, double bytes,
+                                      Algorithm a) {
   return {in_child([&] { return concurrent(c, op, groups, bytes, a, CollectiveForm::FINE); }),
           in_child([&] { return concurrent(c, op, groups, bytes, a, CollectiveForm::COARSE); })};
 }
@@ -90,8 +95,12 @@ TEST(ClosedForm, OversubscriptionTwoToOneHalvesCrossLeaf) {
     cross.push_back({g, g + 64});
   for (int g = 0; g < 32; ++g)
     inside.push_back({g, g + 32});
-  const double t_cross = in_child([&] { return concurrent(c, graph::CollectiveOp::SEND, cross, S, Algorithm::RING, CollectiveForm::AUTO); });
-  const double t_inside = in_child([&] { return concurrent(c, graph::CollectiveOp::SEND, inside, S, Algorithm::RING, CollectiveForm::AUTO); });
+  const double t_cross = in_child([&] {
+    return concurrent(c, graph::CollectiveOp::SEND, cross, S, Algorithm::RING, CollectiveForm::AUTO);
+  });
+  const double t_inside = in_child([&] {
+    return concurrent(c, graph::CollectiveOp::SEND, inside, S, Algorithm::RING, CollectiveForm::AUTO);
+  });
   EXPECT_NEAR(t_inside, S / nic, 0.01 * S / nic);
   EXPECT_NEAR(t_cross, S / (nic / 2), 0.01 * S / (nic / 2));
   EXPECT_NEAR(t_cross / t_inside, 2.0, 0.03);
@@ -162,7 +171,8 @@ TEST(FineVsCoarse, Tree) {
 TEST(FineVsCoarse, Nvls) {
   const ClusterSpec c = config::load_cluster(topo("dgx-h100.yaml"));
   for (double S : {64 * MiB, 1 * GiB}) {
-    const auto [fine, coarse] = fine_coarse(c, graph::CollectiveOp::ALL_REDUCE, {ranks({0}, 8)}, S, Algorithm::NVLS);
+    const auto [fine, coarse] =
+        fine_coarse(c, graph::CollectiveOp::ALL_REDUCE, {ranks({0}, 8)}, S, Algorithm::NVLS);
     EXPECT_NEAR(coarse, fine, 0.02 * fine) << S;
   }
 }
@@ -217,8 +227,10 @@ TEST(ClosedForm, NvlsFormsOnNvlink) {
   for (double S : {4 * MiB, 1 * GiB}) {
     const double bytes = S * c.nvswitch.efficiency / c.nvls.efficiency;
     const double C = std::min(64.0, std::ceil(bytes / MiB));
-    const double closed = c.nvls.latency.value() + (C + 1) * (c.nvswitch.latency.value() / 2 + bytes / C / beta);
-    const auto [fine, coarse] = fine_coarse(c, graph::CollectiveOp::ALL_REDUCE, {ranks({0}, 8)}, S, Algorithm::NVLS);
+    const double closed =
+        c.nvls.latency.value() + (C + 1) * (c.nvswitch.latency.value() / 2 + bytes / C / beta);
+    const auto [fine, coarse] =
+        fine_coarse(c, graph::CollectiveOp::ALL_REDUCE, {ranks({0}, 8)}, S, Algorithm::NVLS);
     EXPECT_NEAR(fine, closed, 0.005 * closed) << S;
     EXPECT_NEAR(coarse, closed, 0.005 * closed) << S;
   }
@@ -236,8 +248,9 @@ TEST(ClosedForm, AllToAllFormsOnNics) {
 }
 
 TEST(FineVsCoarse, AllToAllUnderContention) {
-  const auto [fine, coarse] = fine_coarse(oversubscribed(), graph::CollectiveOp::ALL_TO_ALL,
-                                          {ranks({0, 2}, 4), ranks({1, 3}, 4)}, 256 * MiB, Algorithm::PAIRWISE);
+  const auto [fine, coarse] =
+      fine_coarse(oversubscribed(), graph::CollectiveOp::ALL_TO_ALL, {ranks({0, 2}, 4), ranks({1, 3}, 4)},
+                  256 * MiB, Algorithm::PAIRWISE);
   EXPECT_NEAR(coarse, fine, 0.02 * fine);
 }
 
@@ -253,7 +266,8 @@ TEST(Contention, DpGroupsShareOversubscribedUplink) {
   };
   const double S = 256 * MiB;
   const double alone = in_child([&] {
-    return concurrent(cluster(), graph::CollectiveOp::ALL_REDUCE, {{0, 2}}, S, Algorithm::RING, CollectiveForm::AUTO);
+    return concurrent(cluster(), graph::CollectiveOp::ALL_REDUCE, {{0, 2}}, S, Algorithm::RING,
+                      CollectiveForm::AUTO);
   });
   const double both = in_child([&] {
     return concurrent(cluster(), graph::CollectiveOp::ALL_REDUCE, {{0, 2}, {1, 3}}, S, Algorithm::RING,
@@ -286,4 +300,3 @@ TEST(Contention, RailOptimizedVsFatTreeAllToAll) {
   const double fat = run(FabricKind::FAT_TREE, 1), rail = run(FabricKind::RAIL_OPTIMIZED, 2);
   EXPECT_GT(fat / rail, 2.0) << fat << " " << rail;
 }
-

@@ -18,7 +18,9 @@ using namespace stepsim::collectives;
 namespace {
 
 /// Latency that depends on the pair, so the coarse form's max is observable: 1 us + 1 ns * |a-b|.
-Seconds pair_latency(int32_t a, int32_t b) { return Seconds(1e-6 + 1e-9 * std::abs(a - b)); }
+Seconds pair_latency(int32_t a, int32_t b) {
+  return Seconds(1e-6 + 1e-9 * std::abs(a - b));
+}
 
 /// Non-contiguous GPU ids, so ring order must come from the span and not from 0..n-1.
 std::vector<int32_t> ring_of(int n) {
@@ -35,7 +37,6 @@ std::map<int32_t, double> bytes_sent(const FlowProgram& p) {
   return out;
 }
 
-
 } // namespace
 
 // ring_steps: 2(n-1) for all-reduce, n-1 for all-gather / reduce-scatter, 1 for a send.
@@ -47,9 +48,12 @@ TEST(Ring, StepsAndBytesPerRank) {
     EXPECT_EQ(ring_steps(CollectiveOp::REDUCE_SCATTER, n), n - 1);
     EXPECT_EQ(ring_steps(CollectiveOp::SEND, n), 1);
     const double S = 3e8;
-    EXPECT_DOUBLE_EQ(ring_bytes_per_rank(CollectiveOp::ALL_REDUCE, Bytes(S), n).value(), 2.0 * (n - 1) / n * S);
-    EXPECT_DOUBLE_EQ(ring_bytes_per_rank(CollectiveOp::ALL_GATHER, Bytes(S), n).value(), 1.0 * (n - 1) / n * S);
-    EXPECT_DOUBLE_EQ(ring_bytes_per_rank(CollectiveOp::REDUCE_SCATTER, Bytes(S), n).value(), 1.0 * (n - 1) / n * S);
+    EXPECT_DOUBLE_EQ(ring_bytes_per_rank(CollectiveOp::ALL_REDUCE, Bytes(S), n).value(),
+                     2.0 * (n - 1) / n * S);
+    EXPECT_DOUBLE_EQ(ring_bytes_per_rank(CollectiveOp::ALL_GATHER, Bytes(S), n).value(),
+                     1.0 * (n - 1) / n * S);
+    EXPECT_DOUBLE_EQ(ring_bytes_per_rank(CollectiveOp::REDUCE_SCATTER, Bytes(S), n).value(),
+                     1.0 * (n - 1) / n * S);
     EXPECT_DOUBLE_EQ(ring_bytes_per_rank(CollectiveOp::SEND, Bytes(S), n).value(), S);
   }
 }
@@ -60,8 +64,10 @@ TEST(Ring, ClosedFormTime) {
   const BytesPerSec b(240e9);
   for (int n : {2, 4, 8, 16}) {
     const double S = 1 << 30;
-    EXPECT_NEAR(ring_time(CollectiveOp::ALL_REDUCE, Bytes(S), n, a, b).value(), 2 * (n - 1) * 3e-6 + 2.0 * (n - 1) / n * S / 240e9, 1e-15);
-    EXPECT_NEAR(ring_time(CollectiveOp::ALL_GATHER, Bytes(S), n, a, b).value(), (n - 1) * 3e-6 + 1.0 * (n - 1) / n * S / 240e9, 1e-15);
+    EXPECT_NEAR(ring_time(CollectiveOp::ALL_REDUCE, Bytes(S), n, a, b).value(),
+                2 * (n - 1) * 3e-6 + 2.0 * (n - 1) / n * S / 240e9, 1e-15);
+    EXPECT_NEAR(ring_time(CollectiveOp::ALL_GATHER, Bytes(S), n, a, b).value(),
+                (n - 1) * 3e-6 + 1.0 * (n - 1) / n * S / 240e9, 1e-15);
   }
   EXPECT_EQ(ring_time(CollectiveOp::ALL_REDUCE, Bytes(1e9), 1, a, b).value(), 0.0);
 }
@@ -72,7 +78,8 @@ TEST(ExpandRing, FineAllReduceCountsAndVolumes) {
   for (int n : {2, 3, 4, 8, 16}) {
     const auto gpus = ring_of(n);
     const double S = 1 << 20;
-    const FlowProgram p = expand_ring(CollectiveOp::ALL_REDUCE, gpus, Bytes(S), CollectiveForm::FINE, pair_latency);
+    const FlowProgram p =
+        expand_ring(CollectiveOp::ALL_REDUCE, gpus, Bytes(S), CollectiveForm::FINE, pair_latency);
     ASSERT_EQ(p.flows.size(), static_cast<size_t>(2 * (n - 1) * n)) << n;
     ASSERT_EQ(p.dep_begin.size(), p.flows.size() + 1);
     EXPECT_EQ(p.tail_delay.value(), 0.0);
@@ -95,7 +102,8 @@ TEST(ExpandRing, FineAllReduceCountsAndVolumes) {
 TEST(ExpandRing, FineDependencies) {
   const int n = 5;
   const auto gpus = ring_of(n);
-  const FlowProgram p = expand_ring(CollectiveOp::ALL_REDUCE, gpus, Bytes(1e6), CollectiveForm::FINE, pair_latency);
+  const FlowProgram p =
+      expand_ring(CollectiveOp::ALL_REDUCE, gpus, Bytes(1e6), CollectiveForm::FINE, pair_latency);
   for (int k = 0; k < 2 * (n - 1); ++k) {
     for (int i = 0; i < n; ++i) {
       const size_t f = static_cast<size_t>(k * n + i);
@@ -199,9 +207,10 @@ TEST(ResolveForm, AutoIsFineUpToTheThreshold) {
 // expand_ring with AUTO: a ring of 2 expands as the fine form (2(n-1)·n = 4 flows for an
 // all-reduce), a ring of 8 as the coarse one (n = 8 flows).
 TEST(ExpandRing, AutoFormFollowsTheGroupSize) {
-  EXPECT_EQ(expand_ring(CollectiveOp::ALL_REDUCE, ring_of(2), Bytes(1e6), CollectiveForm::AUTO, pair_latency).flows.size(),
+  EXPECT_EQ(expand_ring(CollectiveOp::ALL_REDUCE, ring_of(2), Bytes(1e6), CollectiveForm::AUTO, pair_latency)
+                .flows.size(),
             4u);
-  EXPECT_EQ(expand_ring(CollectiveOp::ALL_REDUCE, ring_of(8), Bytes(1e6), CollectiveForm::AUTO, pair_latency).flows.size(),
+  EXPECT_EQ(expand_ring(CollectiveOp::ALL_REDUCE, ring_of(8), Bytes(1e6), CollectiveForm::AUTO, pair_latency)
+                .flows.size(),
             8u);
 }
-

@@ -39,7 +39,9 @@ inline CommandResult run_stepsim(const std::string& args) {
 }
 
 /// A path inside the source tree.
-inline std::string src(const std::string& rel) { return std::string(STEPSIM_SOURCE_DIR) + "/" + rel; }
+inline std::string src(const std::string& rel) {
+  return std::string(STEPSIM_SOURCE_DIR) + "/" + rel;
+}
 
 /// A whole file's bytes ("" when it cannot be read).
 inline std::string slurp(const std::filesystem::path& p) {

@@ -19,8 +19,8 @@
 #include <functional>
 #include <iterator>
 #include <set>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <unistd.h>
 #include <vector>
 
@@ -360,14 +360,17 @@ TEST_F(ConfigTest, ReadsFp8PeakAndPrecision) {
   EXPECT_DOUBLE_EQ(c.gpu.peak_fp8.value(), 624e12);
   EXPECT_DOUBLE_EQ(stepsim::peak_flops(c.gpu, stepsim::Precision::FP8).value(), 624e12);
   EXPECT_DOUBLE_EQ(cluster(CLUSTER).gpu.peak_fp8.value(), 0.0); // absent: no fp8 tensor cores
-  EXPECT_EQ(workload(replace(WORKLOAD, "precision: bf16", "precision: fp8")).precision, stepsim::Precision::FP8);
+  EXPECT_EQ(workload(replace(WORKLOAD, "precision: bf16", "precision: fp8")).precision,
+            stepsim::Precision::FP8);
 }
 
 TEST_F(ConfigTest, ReadsPassOverhead) {
   EXPECT_DOUBLE_EQ(cluster(CLUSTER).gpu.pass_overhead.value(), 0.0); // default: none
-  const ClusterSpec c = cluster(replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: 0.85\n  pass_overhead: 543us"));
+  const ClusterSpec c =
+      cluster(replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: 0.85\n  pass_overhead: 543us"));
   EXPECT_DOUBLE_EQ(c.gpu.pass_overhead.value(), 543e-6);
-  const std::string bad = replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: 0.85\n  pass_overhead: soon");
+  const std::string bad =
+      replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: 0.85\n  pass_overhead: soon");
   expect_contains(cluster_error(bad), {in_cluster(bad, "pass_overhead: ^soon"), "key 'gpu.pass_overhead'"});
 }
 
@@ -505,8 +508,9 @@ TEST_F(ConfigTest, RejectsEfficiencyOutsideZeroToOne) {
   // Below 0.001 a time would overflow or round to nonsense (an NVSwitch at 1e-300 of its rate once
   // gave a 63-digit step time): the sanity limit.
   const std::string tiny = replace(CLUSTER, "  efficiency: 0.80", "  efficiency: 1e-300");
-  expect_contains(cluster_error(tiny), {in_cluster(tiny, "  efficiency: ^1e-300"), "key 'nvswitch.efficiency'",
-                                        "expected a number in [0.001, 1] (the sanity limit), found 1e-300"});
+  expect_contains(cluster_error(tiny),
+                  {in_cluster(tiny, "  efficiency: ^1e-300"), "key 'nvswitch.efficiency'",
+                   "expected a number in [0.001, 1] (the sanity limit), found 1e-300"});
   const std::string text = replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: high");
   expect_contains(cluster_error(text),
                   {in_cluster(text, "memory_efficiency: ^high"), "key 'gpu.memory_efficiency'",
@@ -531,8 +535,9 @@ TEST_F(ConfigTest, RejectsOversubscriptionBelowOne) {
 
 TEST_F(ConfigTest, RejectsUnknownFabricKindListingAllowedValues) {
   const std::string yaml = replace(CLUSTER, "kind: fat_tree", "kind: dragonfly");
-  expect_contains(cluster_error(yaml), {in_cluster(yaml, "kind: ^dragonfly"), "key 'fabric.kind'",
-                                        "expected one of fat_tree, rail_optimized, graph, found 'dragonfly'"});
+  expect_contains(cluster_error(yaml),
+                  {in_cluster(yaml, "kind: ^dragonfly"), "key 'fabric.kind'",
+                   "expected one of fat_tree, rail_optimized, graph, found 'dragonfly'"});
   const std::string close = replace(CLUSTER, "kind: fat_tree", "kind: fattree");
   expect_contains(cluster_error(close), {"did you mean 'fat_tree'?"});
 }
@@ -555,8 +560,8 @@ TEST_F(ConfigTest, RejectsZeroBandwidth) {
                                         "expected a positive bandwidth of at least 1bps, found '0GBps'"});
   // A vanishing rate (flows that never end) is refused the same way.
   const std::string tiny = replace(CLUSTER, "bandwidth: 300GBps", "bandwidth: 1e-320Gbps");
-  expect_contains(cluster_error(tiny), {in_cluster(tiny, "bandwidth: ^1e-320Gbps"), "key 'nvswitch.bandwidth'",
-                                        "at least 1bps, found '1e-320Gbps'"});
+  expect_contains(cluster_error(tiny), {in_cluster(tiny, "bandwidth: ^1e-320Gbps"),
+                                        "key 'nvswitch.bandwidth'", "at least 1bps, found '1e-320Gbps'"});
 }
 
 TEST_F(ConfigTest, RejectsNegativeByteSize) {
@@ -681,7 +686,8 @@ TEST_F(ConfigTest, ExplicitValuesOverrideFamilyDefaults) {
 
 TEST_F(ConfigTest, ReadsAllParallelKeys) {
   const std::string yaml =
-      replace(WORKLOAD, "  schedule: 1f1b\n", "  dp: 4\n  schedule: gpipe\n  sp: true\n  pp_scatter_gather: true\n  zero_stage: 3\n");
+      replace(WORKLOAD, "  schedule: 1f1b\n",
+              "  dp: 4\n  schedule: gpipe\n  sp: true\n  pp_scatter_gather: true\n  zero_stage: 3\n");
   const WorkloadSpec w = workload(replace(yaml, "precision: bf16", "precision: fp16"));
   EXPECT_EQ(w.parallel.dp, 4);
   EXPECT_EQ(w.parallel.schedule, stepsim::Schedule::GPIPE);
@@ -748,20 +754,19 @@ TEST_P(WorkloadEnumTest, RejectsBadValueListingAllowedOnes) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllEnums, WorkloadEnumTest,
-    ::testing::Values(EnumCase{"schedule: 1f1b", "schedule: dualpipe", "schedule: ^dualpipe",
-                               "parallel.schedule", "gpipe, 1f1b, interleaved, zb-h1, zb-h2, found 'dualpipe'"},
-                      EnumCase{"precision: bf16", "precision: fp4", "precision: ^fp4", "precision",
-                               "bf16, fp16, fp8, found 'fp4'"},
-                      EnumCase{"precision: bf16\n", "precision: bf16\ntraining:\n  recompute: some\n",
-                               "recompute: ^some", "training.recompute",
-                               "none, selective, full, found 'some'"},
-                      EnumCase{"precision: bf16\n", "precision: bf16\ntraining:\n  cross_entropy: fp16\n",
-                               "cross_entropy: ^fp16", "training.cross_entropy", "fp32, fused, found 'fp16'"},
-                      EnumCase{"  mlp: gelu\n", "  mlp: gelu\n  norm: batchnorm\n", "norm: ^batchnorm",
-                               "model.norm", "layernorm, rmsnorm, found 'batchnorm'"},
-                      EnumCase{"  mlp: gelu\n", "  mlp: gelu\n  position_embedding: alibi\n",
-                               "position_embedding: ^alibi", "model.position_embedding",
-                               "learned, rotary, found 'alibi'"}),
+    ::testing::Values(
+        EnumCase{"schedule: 1f1b", "schedule: dualpipe", "schedule: ^dualpipe", "parallel.schedule",
+                 "gpipe, 1f1b, interleaved, zb-h1, zb-h2, found 'dualpipe'"},
+        EnumCase{"precision: bf16", "precision: fp4", "precision: ^fp4", "precision",
+                 "bf16, fp16, fp8, found 'fp4'"},
+        EnumCase{"precision: bf16\n", "precision: bf16\ntraining:\n  recompute: some\n", "recompute: ^some",
+                 "training.recompute", "none, selective, full, found 'some'"},
+        EnumCase{"precision: bf16\n", "precision: bf16\ntraining:\n  cross_entropy: fp16\n",
+                 "cross_entropy: ^fp16", "training.cross_entropy", "fp32, fused, found 'fp16'"},
+        EnumCase{"  mlp: gelu\n", "  mlp: gelu\n  norm: batchnorm\n", "norm: ^batchnorm", "model.norm",
+                 "layernorm, rmsnorm, found 'batchnorm'"},
+        EnumCase{"  mlp: gelu\n", "  mlp: gelu\n  position_embedding: alibi\n", "position_embedding: ^alibi",
+                 "model.position_embedding", "learned, rotary, found 'alibi'"}),
     [](const ::testing::TestParamInfo<EnumCase>& info) {
       std::string name;
       for (char ch : info.param.key) {
@@ -792,22 +797,25 @@ TEST_F(ConfigTest, RejectsNonPositiveModelDimension) {
 // "Size limits"), before a product of them can overflow or a graph exhaust memory.
 TEST_F(ConfigTest, RejectsSizesBeyondTheLimits) {
   const std::string layers = replace(WORKLOAD, "layers: 4", "layers: 4611686018427387904");
-  expect_contains(workload_error(layers), {in_workload(layers, "layers: ^4611686018427387904"), "key 'model.layers'",
-                                           "expected a positive integer up to 100000 (the size limit), found "
-                                           "4611686018427387904"});
+  expect_contains(workload_error(layers),
+                  {in_workload(layers, "layers: ^4611686018427387904"), "key 'model.layers'",
+                   "expected a positive integer up to 100000 (the size limit), found "
+                   "4611686018427387904"});
   const std::string seq = replace(WORKLOAD, "seq_len: 256", "seq_len: 9223372036854775807");
-  expect_contains(workload_error(seq), {in_workload(seq, "seq_len: ^9223372036854775807"), "key 'model.seq_len'",
-                                        "up to 134217728"});
+  expect_contains(workload_error(seq), {in_workload(seq, "seq_len: ^9223372036854775807"),
+                                        "key 'model.seq_len'", "up to 134217728"});
   // Each size within its limit, their product not: tokens per micro-batch, attention scores.
   const std::string tokens =
       replace(replace(WORKLOAD, "seq_len: 256", "seq_len: 134217728"), "micro_batch: 2", "micro_batch: 64");
-  expect_contains(workload_error(tokens), {in_workload(tokens, "micro_batch: ^64"), "key 'batch.micro_batch'",
-                                           "64 x 134217728 tokens per micro-batch, more than the 2^32 accepted"});
+  expect_contains(workload_error(tokens),
+                  {in_workload(tokens, "micro_batch: ^64"), "key 'batch.micro_batch'",
+                   "64 x 134217728 tokens per micro-batch, more than the 2^32 accepted"});
   const std::string scores = replace(
       replace(replace(WORKLOAD, "seq_len: 256", "seq_len: 134217728"), "hidden: 256", "hidden: 65536"),
       "heads: 8", "heads: 65536");
-  expect_contains(workload_error(scores), {in_workload(scores, "micro_batch: ^2"),
-                                           "2 x 65536 x 134217728^2 attention scores, more than the 2^62 accepted"});
+  expect_contains(workload_error(scores),
+                  {in_workload(scores, "micro_batch: ^2"),
+                   "2 x 65536 x 134217728^2 attention scores, more than the 2^62 accepted"});
   const std::string nics = replace(CLUSTER, "count: 8", "count: 100000000");
   expect_contains(cluster_error(nics), {in_cluster(nics, "count: ^100000000"), "key 'nics.count'",
                                         "up to 1024 (the size limit), found 100000000"});
@@ -839,8 +847,9 @@ TEST_F(ConfigTest, RejectsNonIntegerDp) {
 // model.mla: multi-head latent attention's latent ranks and head widths; it needs kv_heads =
 // heads, no model.head_dim and no linear biases, each refusal naming the key.
 TEST_F(ConfigTest, MlaKeysAndTheirRules) {
-  const std::string mla = "  mla: {q_lora_rank: 64, kv_lora_rank: 32, qk_nope_head_dim: 32, qk_rope_head_dim: 16, "
-                          "v_head_dim: 32}\n";
+  const std::string mla =
+      "  mla: {q_lora_rank: 64, kv_lora_rank: 32, qk_nope_head_dim: 32, qk_rope_head_dim: 16, "
+      "v_head_dim: 32}\n";
   const std::string yaml = replace(WORKLOAD, "  mlp: gelu\n", "  mlp: gelu\n  bias: false\n" + mla);
   const WorkloadSpec w = workload(yaml);
   EXPECT_TRUE(w.model.mla.enabled());
@@ -864,9 +873,11 @@ TEST_F(ConfigTest, RejectsNonBooleanSp) {
 }
 
 TEST_F(ConfigTest, RejectsNonBooleanPpScatterGather) {
-  const std::string yaml = replace(WORKLOAD, "  schedule: 1f1b\n", "  schedule: 1f1b\n  pp_scatter_gather: 1\n");
-  expect_contains(workload_error(yaml), {in_workload(yaml, "pp_scatter_gather: ^1"),
-                                         "key 'parallel.pp_scatter_gather'", "expected true or false, found '1'"});
+  const std::string yaml =
+      replace(WORKLOAD, "  schedule: 1f1b\n", "  schedule: 1f1b\n  pp_scatter_gather: 1\n");
+  expect_contains(workload_error(yaml),
+                  {in_workload(yaml, "pp_scatter_gather: ^1"), "key 'parallel.pp_scatter_gather'",
+                   "expected true or false, found '1'"});
 }
 
 TEST_F(ConfigTest, RejectsNegativeOptimizerBytes) {
@@ -1110,9 +1121,11 @@ TEST_F(ConfigTest, LayoutRejectsPrecisionTheGpuLacks) {
   const std::string fp8 = replace(WORKLOAD, "precision: bf16", "precision: fp8");
   expect_contains(layout_error(CLUSTER, fp8),
                   {workload_path().string() + ": precision: fp8 needs gpu.peak_flops.fp8, which "});
-  const std::string fp8_only_fp16 = replace(CLUSTER, "{bf16: 312TFLOPS, fp16: 312TFLOPS}", "{fp16: 312TFLOPS, fp8: 624TFLOPS}");
-  expect_contains(layout_error(fp8_only_fp16, fp8),
-                  {workload_path().string() + ": precision: fp8 runs the attention core, logits and norms in bf16"});
+  const std::string fp8_only_fp16 =
+      replace(CLUSTER, "{bf16: 312TFLOPS, fp16: 312TFLOPS}", "{fp16: 312TFLOPS, fp8: 624TFLOPS}");
+  expect_contains(
+      layout_error(fp8_only_fp16, fp8),
+      {workload_path().string() + ": precision: fp8 runs the attention core, logits and norms in bf16"});
 }
 
 // ---- bundled inputs ------------------------------------------------------------------------
@@ -1255,14 +1268,17 @@ TEST_F(ConfigTest, ClusterReportsEveryError) {
   const std::vector<std::string> lines = lines_of(cluster_error(bad));
   ASSERT_EQ(lines.size(), 3u) << cluster_error(bad);
   EXPECT_EQ(lines[0], in_cluster(bad, "nodes: ^0") + "key 'nodes': expected a positive integer, found 0");
-  EXPECT_EQ(lines[1], in_cluster(bad, "compute_efficiency: ^1.5") +
-                          "key 'gpu.compute_efficiency': expected a number in [0.001, 1] (the sanity limit), found 1.5");
+  EXPECT_EQ(
+      lines[1],
+      in_cluster(bad, "compute_efficiency: ^1.5") +
+          "key 'gpu.compute_efficiency': expected a number in [0.001, 1] (the sanity limit), found 1.5");
   EXPECT_EQ(lines[2], in_cluster(bad, "^nodes_per_lef") +
                           "unknown key 'fabric.nodes_per_lef'; did you mean 'fabric.nodes_per_leaf'?");
   // Each alone is the whole message.
-  EXPECT_EQ(cluster_error(replace(CLUSTER, "compute_efficiency: 0.70", "compute_efficiency: 1.5")),
-            in_cluster(CLUSTER, "compute_efficiency: ^0.70") +
-                "key 'gpu.compute_efficiency': expected a number in [0.001, 1] (the sanity limit), found 1.5");
+  EXPECT_EQ(
+      cluster_error(replace(CLUSTER, "compute_efficiency: 0.70", "compute_efficiency: 1.5")),
+      in_cluster(CLUSTER, "compute_efficiency: ^0.70") +
+          "key 'gpu.compute_efficiency': expected a number in [0.001, 1] (the sanity limit), found 1.5");
 }
 
 // A workload with errors in three mappings (model, parallel, training) and a --set reports all
@@ -1276,22 +1292,28 @@ TEST_F(ConfigTest, WorkloadReportsEveryError) {
   ASSERT_EQ(lines.size(), 4u) << msg;
   EXPECT_EQ(lines[0], in_workload(bad, "heads: ^eight") +
                           "key 'model.heads': expected a positive integer, found 'eight' (not an integer)");
-  EXPECT_EQ(lines[1], "--set batch.micro_batch=0: key 'batch.micro_batch': expected a positive integer, found 0");
-  EXPECT_EQ(lines[2], in_workload(bad, "schedule: ^1F1B") +
-                          "key 'parallel.schedule': expected one of gpipe, 1f1b, interleaved, zb-h1, zb-h2, found "
-                          "'1F1B'; did you mean '1f1b'?");
-  EXPECT_EQ(lines[3], in_workload(bad, "recompute: ^sometimes") +
-                          "key 'training.recompute': expected one of none, selective, full, found 'sometimes'");
+  EXPECT_EQ(lines[1],
+            "--set batch.micro_batch=0: key 'batch.micro_batch': expected a positive integer, found 0");
+  EXPECT_EQ(lines[2],
+            in_workload(bad, "schedule: ^1F1B") +
+                "key 'parallel.schedule': expected one of gpipe, 1f1b, interleaved, zb-h1, zb-h2, found "
+                "'1F1B'; did you mean '1f1b'?");
+  EXPECT_EQ(lines[3],
+            in_workload(bad, "recompute: ^sometimes") +
+                "key 'training.recompute': expected one of none, selective, full, found 'sometimes'");
 }
 
 // Two unknown keys in one mapping and a key given twice: all three reported.
 TEST_F(ConfigTest, MappingReportsEveryUnknownKey) {
-  const std::string bad = replace(CLUSTER, "  kind: A100-SXM4-80GB\n",
-                                  "  kind: A100-SXM4-80GB\n  colour: green\n  hbm_capcity: 80GiB\n  kind: A100\n");
+  const std::string bad =
+      replace(CLUSTER, "  kind: A100-SXM4-80GB\n",
+              "  kind: A100-SXM4-80GB\n  colour: green\n  hbm_capcity: 80GiB\n  kind: A100\n");
   const std::vector<std::string> lines = lines_of(cluster_error(bad));
   ASSERT_EQ(lines.size(), 3u) << cluster_error(bad);
-  EXPECT_NE(lines[0].find(in_cluster(bad, "^colour") + "unknown key 'gpu.colour'"), std::string::npos) << lines[0];
-  EXPECT_EQ(lines[1], in_cluster(bad, "^hbm_capcity") + "unknown key 'gpu.hbm_capcity'; did you mean 'gpu.hbm_capacity'?");
+  EXPECT_NE(lines[0].find(in_cluster(bad, "^colour") + "unknown key 'gpu.colour'"), std::string::npos)
+      << lines[0];
+  EXPECT_EQ(lines[1], in_cluster(bad, "^hbm_capcity") +
+                          "unknown key 'gpu.hbm_capcity'; did you mean 'gpu.hbm_capacity'?");
   EXPECT_EQ(lines[2], in_cluster(bad, "^kind: A100\n") + "key 'gpu.kind' is given twice (first at " +
                           cluster_path().string() + ":" + line_col(bad, "^kind: A100-") + ")");
 }
@@ -1372,7 +1394,8 @@ TEST(SchemaDoc, TablesMatchTheDeclaration) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string regenerated =
       schema::with_table(schema::with_table(text, schema::File::CLUSTER), schema::File::WORKLOAD);
-  if (const char* write = std::getenv("STEPSIM_WRITE_SCHEMA_DOC"); write != nullptr && std::string(write) == "1") {
+  if (const char* write = std::getenv("STEPSIM_WRITE_SCHEMA_DOC");
+      write != nullptr && std::string(write) == "1") {
     std::ofstream(doc) << regenerated;
     GTEST_SKIP() << "rewrote " << doc;
   }
@@ -1406,7 +1429,8 @@ TEST_F(ConfigTest, UnknownKeyListsTheDeclaredKeys) {
   std::string keys;
   for (std::string_view k : schema::children(schema::File::WORKLOAD, "collectives"))
     keys += (keys.empty() ? "" : ", ") + std::string(k);
-  EXPECT_EQ(workload_error(bad), in_workload(bad, "{^zzzzzz") + "unknown key 'collectives.zzzzzz'; expected one of " + keys);
+  EXPECT_EQ(workload_error(bad),
+            in_workload(bad, "{^zzzzzz") + "unknown key 'collectives.zzzzzz'; expected one of " + keys);
   EXPECT_EQ(keys, "tp, pp, dp, ep, cp");
 }
 

@@ -179,13 +179,16 @@ TEST_F(HfConfig, HeadDimApartFromHiddenOverHeads) {
   // The same from YAML: model.head_dim lifts the heads-divide-hidden rule; without it the error
   // says so.
   std::string yaml = LLAMA_YAML;
-  yaml.replace(yaml.find("  heads: 32\n  kv_heads: 32\n"), 26, "  heads: 48\n  kv_heads: 8\n  head_dim: 128\n");
+  yaml.replace(yaml.find("  heads: 32\n  kv_heads: 32\n"), 26,
+               "  heads: 48\n  kv_heads: 8\n  head_dim: 128\n");
   const WorkloadSpec w = config::load_workload(write("a.yaml", yaml));
   EXPECT_EQ(w.model.head_dim(), 128);
   EXPECT_EQ(w.model.q_dim(), 6144);
   yaml.replace(yaml.find("  head_dim: 128\n"), 16, "");
   const std::string msg = config_error([&] { config::load_workload(write("b.yaml", yaml)); });
-  EXPECT_NE(msg.find("key 'model.heads': expected a divisor of model.hidden = 4096, found 48"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("key 'model.heads': expected a divisor of model.hidden = 4096, found 48"),
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("or give model.head_dim"), std::string::npos) << msg;
   yaml.replace(yaml.find("  kv_heads: 8\n"), 14, "  kv_heads: 8\n  head_dim: 0\n");
   EXPECT_NE(config_error([&] { config::load_workload(write("c.yaml", yaml)); }).find("head_dim"),
@@ -193,7 +196,8 @@ TEST_F(HfConfig, HeadDimApartFromHiddenOverHeads) {
   // heads x head_dim is held to model.hidden's limit (2^20), from YAML or from the config.
   yaml.replace(yaml.find("  head_dim: 0\n"), 14, "  head_dim: 65536\n");
   EXPECT_NE(config_error([&] { config::load_workload(write("d.yaml", yaml)); })
-                .find("key 'model.head_dim': heads x head_dim = 48 x 65536 = 3145728, more than the 1048576 accepted"),
+                .find("key 'model.head_dim': heads x head_dim = 48 x 65536 = 3145728, more than the 1048576 "
+                      "accepted"),
             std::string::npos);
 }
 
@@ -222,18 +226,22 @@ TEST_F(HfConfig, QwenMoeConfigs) {
 
   std::string bad = qwen3;
   bad.replace(bad.find("\"decoder_sparse_step\": 1"), 24, "\"decoder_sparse_step\": 2");
-  EXPECT_NE(config_error([&] { config::read_hf_config(write("b1.json", bad)); })
-                .find("key 'decoder_sparse_step': only 1 (every layer MoE) is modelled, found 2"),
+  EXPECT_NE(config_error([&] {
+              config::read_hf_config(write("b1.json", bad));
+            }).find("key 'decoder_sparse_step': only 1 (every layer MoE) is modelled, found 2"),
             std::string::npos);
   bad = qwen3;
   bad.replace(bad.find("\"mlp_only_layers\": []"), 21, "\"mlp_only_layers\": [0, 47]");
-  EXPECT_NE(config_error([&] { config::read_hf_config(write("b2.json", bad)); }).find("key 'mlp_only_layers'"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error([&] { config::read_hf_config(write("b2.json", bad)); }).find("key 'mlp_only_layers'"),
+      std::string::npos);
   bad = qwen2;
   bad.replace(bad.find("3072"), 4, "1000");
-  EXPECT_NE(config_error([&] { config::read_hf_config(write("b3.json", bad)); })
-                .find("key 'shared_expert_intermediate_size': expected a multiple of moe_intermediate_size = 768"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error([&] {
+        config::read_hf_config(write("b3.json", bad));
+      }).find("key 'shared_expert_intermediate_size': expected a multiple of moe_intermediate_size = 768"),
+      std::string::npos);
 }
 
 // An unsupported model_type is an error naming the file and the key, listing the supported types.
@@ -242,7 +250,8 @@ TEST_F(HfConfig, UnsupportedModelTypeIsAClearError) {
   const std::string msg = config_error([&] { config::read_hf_config(p); });
   EXPECT_NE(msg.find(p.string() + ": key 'model_type': unsupported model type 'gpt2'"), std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss"),
+  EXPECT_NE(msg.find("supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, "
+                     "deepseek_v3, gpt_oss"),
             std::string::npos)
       << msg;
 }
@@ -278,11 +287,13 @@ TEST_F(HfConfig, SizesBeyondTheLimitsAreRefused) {
   json.replace(json.find("\"num_hidden_layers\": 32"), 23, "\"num_hidden_layers\": 4194304");
   write("hf.json", json);
   const std::string msg = config_error([&] { config::load_workload(write("a.yaml", FROM_HF_YAML)); });
-  EXPECT_NE(msg.find("a.yaml:3:12: key 'model.from_hf': the Hugging Face config gives model.layers = 4194304, more "
-                     "than the 100000 accepted"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("a.yaml:3:12: key 'model.from_hf': the Hugging Face config gives model.layers = 4194304, more "
+               "than the 100000 accepted"),
+      std::string::npos)
       << msg;
-  EXPECT_NO_THROW(config::load_workload(write("b.yaml", FROM_HF_YAML), {config::parse_override("model.layers=32")}));
+  EXPECT_NO_THROW(
+      config::load_workload(write("b.yaml", FROM_HF_YAML), {config::parse_override("model.layers=32")}));
 }
 
 // Every size a config gives obeys its workload key's limit, the MoE and MLA ones too (a head width
@@ -293,11 +304,12 @@ TEST_F(HfConfig, EveryConfigSizeIsLimitedAndKeysAreUnique) {
   struct Case {
     std::string key, value, says;
   };
-  for (const Case& c : {Case{"qk_nope_head_dim", "9223372036854775807", "model.mla.qk_nope_head_dim = 9223372036854775807"},
-                        Case{"v_head_dim", "4611686018427387904", "model.mla.v_head_dim"},
-                        Case{"n_shared_experts", "9223372036854775807", "model.moe.shared_experts"},
-                        Case{"moe_layer_freq", "9223372036854775807", "model.moe.moe_layer_freq"},
-                        Case{"num_nextn_predict_layers", "100", "model.mtp_layers = 100"}}) {
+  for (const Case& c :
+       {Case{"qk_nope_head_dim", "9223372036854775807", "model.mla.qk_nope_head_dim = 9223372036854775807"},
+        Case{"v_head_dim", "4611686018427387904", "model.mla.v_head_dim"},
+        Case{"n_shared_experts", "9223372036854775807", "model.moe.shared_experts"},
+        Case{"moe_layer_freq", "9223372036854775807", "model.moe.moe_layer_freq"},
+        Case{"num_nextn_predict_layers", "100", "model.mtp_layers = 100"}}) {
     std::string json = v2;
     const std::string from = "\"" + c.key + "\": ";
     const auto at = json.find(from);
@@ -369,8 +381,8 @@ TEST_F(HfConfig, BundledMoeConfigs) {
   EXPECT_TRUE(model::is_moe_layer(ds, 61));
   const double mtp = model::layer_params_at(ds, 61, 1, 1, 1).total() + model::mtp_params(ds, 1, 1);
   EXPECT_NEAR((mtp + 2.0 * 7168.0 * 129280.0) / 14e9, 1.0, 0.05) << mtp;
-  EXPECT_NEAR(model::output_params(ds, 1, 1) - model::mtp_params(ds, 1, 1),
-              7168.0 * 129280.0 + 7168.0, 1.0); // the untied output layer and the final norm
+  EXPECT_NEAR(model::output_params(ds, 1, 1) - model::mtp_params(ds, 1, 1), 7168.0 * 129280.0 + 7168.0,
+              1.0); // the untied output layer and the final norm
 }
 
 // DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json): MLA without a query latent
@@ -401,8 +413,9 @@ TEST_F(HfConfig, BundledWorkloadsPassLayoutChecks) {
     int dp;
     const char* cluster = "h200-cluster";
   };
-  for (const Case c : {Case{"mixtral-8x7b", 8, 8}, Case{"deepseek-v3-like", 32, 32}, Case{"llama3-405b-128k", 28, 1},
-                       Case{"gpt-oss-120b", 8, 64, "dgx-b200"}, Case{"qwen3-235b-a22b", 32, 128}}) {
+  for (const Case c :
+       {Case{"mixtral-8x7b", 8, 8}, Case{"deepseek-v3-like", 32, 32}, Case{"llama3-405b-128k", 28, 1},
+        Case{"gpt-oss-120b", 8, 64, "dgx-b200"}, Case{"qwen3-235b-a22b", 32, 128}}) {
     const ClusterSpec cluster =
         config::load_cluster(SOURCE_DIR / "topologies" / (std::string(c.cluster) + ".yaml"),
                              {config::parse_override("cluster.nodes=" + std::to_string(c.nodes))});
@@ -438,7 +451,8 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
   EXPECT_EQ(layout_error({"parallel.cp=4", "model.moe={experts: 8, top_k: 2}", "parallel.ep=4"}), "");
   // Expert tensor parallelism: 1 (folded expert groups) or tp; folding needs SP and etp*ep
   // dividing the GPUs of a stage, and may then exceed dp (here 8).
-  const std::vector<std::string> moe_tp2 = {"model.moe={experts: 32, top_k: 2}", "parallel.tp=2", "parallel.sp=true"};
+  const std::vector<std::string> moe_tp2 = {"model.moe={experts: 32, top_k: 2}", "parallel.tp=2",
+                                            "parallel.sp=true"};
   auto with = [&](std::vector<std::string> sets, const std::vector<std::string>& more) {
     sets.insert(sets.end(), more.begin(), more.end());
     return layout_error(sets);
@@ -451,23 +465,29 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
             std::string::npos);
   EXPECT_EQ(with(moe_tp2, {"parallel.ep=16", "parallel.etp=1"}), "");
   EXPECT_EQ(with(moe_tp2, {"parallel.ep=4", "parallel.etp=2"}), "");
-  EXPECT_NE(with(moe_tp2, {"parallel.ep=32", "parallel.etp=1"}).find("parallel.etp*ep = 1*32 does not divide tp*cp*dp = 16"),
+  EXPECT_NE(with(moe_tp2, {"parallel.ep=32", "parallel.etp=1"})
+                .find("parallel.etp*ep = 1*32 does not divide tp*cp*dp = 16"),
             std::string::npos);
-  EXPECT_NE(layout_error({"model.moe={experts: 32, top_k: 2}", "parallel.tp=2", "parallel.ep=16", "parallel.etp=1"})
-                .find("needs parallel.sp: true"),
-            std::string::npos);
+  EXPECT_NE(
+      layout_error({"model.moe={experts: 32, top_k: 2}", "parallel.tp=2", "parallel.ep=16", "parallel.etp=1"})
+          .find("needs parallel.sp: true"),
+      std::string::npos);
   // Combined 1F1B (ep_overlap): MoE with ep >= 2, interleaved with a pipeline (1f1b without),
   // no full recomputation.
-  const std::vector<std::string> moe_ep = {"model.moe={experts: 8, top_k: 2}", "parallel.ep=4", "parallel.ep_overlap=true"};
+  const std::vector<std::string> moe_ep = {"model.moe={experts: 8, top_k: 2}", "parallel.ep=4",
+                                           "parallel.ep_overlap=true"};
   EXPECT_EQ(layout_error(moe_ep), "");
-  EXPECT_NE(layout_error({"parallel.ep_overlap=true"}).find("parallel.ep_overlap needs a mixture-of-experts model"),
-            std::string::npos);
-  EXPECT_NE(with(moe_ep, {"parallel.schedule=gpipe"}).find("with parallel.pp = 1 needs parallel.schedule = 1f1b"),
-            std::string::npos);
+  EXPECT_NE(
+      layout_error({"parallel.ep_overlap=true"}).find("parallel.ep_overlap needs a mixture-of-experts model"),
+      std::string::npos);
+  EXPECT_NE(
+      with(moe_ep, {"parallel.schedule=gpipe"}).find("with parallel.pp = 1 needs parallel.schedule = 1f1b"),
+      std::string::npos);
   EXPECT_NE(with(moe_ep, {"parallel.pp=2", "model.layers=32"}).find("needs parallel.schedule = interleaved"),
             std::string::npos);
-  EXPECT_NE(with(moe_ep, {"training.recompute=full"}).find("cannot be combined with training.recompute = full"),
-            std::string::npos);
+  EXPECT_NE(
+      with(moe_ep, {"training.recompute=full"}).find("cannot be combined with training.recompute = full"),
+      std::string::npos);
   // Uneven model chunks: one count per chunk (pp*vp), adding up to the layers (32 here), none empty
   // but the last.
   EXPECT_EQ(layout_error({"parallel.pp=2", "parallel.dp=8", "parallel.chunk_layers=[15, 17]"}), "");
@@ -481,15 +501,17 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
                 .find("only the last model chunk (it holds the output layer) may have no layers"),
             std::string::npos);
   EXPECT_EQ(with(moe_ep, {"parallel.ep_dispatch=deduplicated"}), "");
-  const std::string bad_groups = config_error([&] {
-    load_from_hf({"model.moe={experts: 8, top_k: 2, routing: {groups: 3, group_top_k: 1}}"});
-  });
-  EXPECT_NE(bad_groups.find("routing.groups = 3 must divide moe.experts = 8"), std::string::npos) << bad_groups;
+  const std::string bad_groups = config_error(
+      [&] { load_from_hf({"model.moe={experts: 8, top_k: 2, routing: {groups: 3, group_top_k: 1}}"}); });
+  EXPECT_NE(bad_groups.find("routing.groups = 3 must divide moe.experts = 8"), std::string::npos)
+      << bad_groups;
   const std::string no_mla = config_error([&] {
     load_from_hf({"training.recompute=selective", "training.recompute_modules=[mla_up_proj]"});
   });
-  EXPECT_NE(no_mla.find("module 'mla_up_proj' needs multi-head latent attention"), std::string::npos) << no_mla;
-  EXPECT_NE(layout_error({"parallel.ep_dispatch=deduplicated"}).find("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model"),
+  EXPECT_NE(no_mla.find("module 'mla_up_proj' needs multi-head latent attention"), std::string::npos)
+      << no_mla;
+  EXPECT_NE(layout_error({"parallel.ep_dispatch=deduplicated"})
+                .find("parallel.ep_dispatch = deduplicated needs a mixture-of-experts model"),
             std::string::npos);
   // tp*cp*pp*dp = GPUs; dp derived with cp.
   std::vector<config::Override> o = {config::parse_override("parallel.cp=4")};
@@ -583,22 +605,27 @@ TEST_F(HfConfig, SlidingWindowKeys) {
   std::string irregular = pattern;
   irregular.replace(irregular.find("\"sliding_attention\""), 19, "\"full_attention\"");
   const fs::path ip = write("i.json", irregular);
-  EXPECT_NE(config_error([&] { config::read_hf_config(ip); })
-                .find(ip.string() + ": key 'layer_types': only every n-th layer attending to the full sequence"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error([&] {
+        config::read_hf_config(ip);
+      }).find(ip.string() + ": key 'layer_types': only every n-th layer attending to the full sequence"),
+      std::string::npos);
   std::string short_list = mistral;
   short_list.replace(short_list.find("\"sliding_window\""), 0, "\"layer_types\": [\"full_attention\"], ");
-  EXPECT_NE(config_error([&] { config::read_hf_config(write("s.json", short_list)); })
-                .find("key 'layer_types': expected one entry per layer (32), found 1"),
+  EXPECT_NE(config_error([&] {
+              config::read_hf_config(write("s.json", short_list));
+            }).find("key 'layer_types': expected one entry per layer (32), found 1"),
             std::string::npos);
 
   const std::string qwen = R"({
     "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
     "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
     "max_position_embeddings": 32768, "use_sliding_window": true, "sliding_window": 4096})";
-  EXPECT_NE(config_error([&] { config::read_hf_config(write("q.json", qwen)); })
-                .find("key 'use_sliding_window': Qwen's sliding window above max_window_layers is not modelled"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error([&] {
+        config::read_hf_config(write("q.json", qwen));
+      }).find("key 'use_sliding_window': Qwen's sliding window above max_window_layers is not modelled"),
+      std::string::npos);
 }
 
 // The workload keys: a window and the full-attention period are validated, override the Hugging
@@ -609,11 +636,14 @@ TEST_F(HfConfig, SlidingWindowWorkloadKeys) {
   const WorkloadSpec w = load({"model.sliding_window=1024", "model.full_attention_every=4"});
   EXPECT_EQ(w.model.sliding_window, 1024);
   EXPECT_EQ(w.model.full_attention_every, 4);
-  EXPECT_NE(config_error([&] { load({"model.full_attention_every=2"}); })
-                .find("key 'model.full_attention_every': model.full_attention_every needs model.sliding_window > 0"),
-            std::string::npos);
-  EXPECT_NE(config_error([&] { load({"model.sliding_window=-1"}); })
-                .find("key 'model.sliding_window': expected an integer in 0.."),
+  EXPECT_NE(
+      config_error([&] {
+        load({"model.full_attention_every=2"});
+      }).find("key 'model.full_attention_every': model.full_attention_every needs model.sliding_window > 0"),
+      std::string::npos);
+  EXPECT_NE(config_error([&] {
+              load({"model.sliding_window=-1"});
+            }).find("key 'model.sliding_window': expected an integer in 0.."),
             std::string::npos);
 
   const ClusterSpec cluster = config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
@@ -622,7 +652,8 @@ TEST_F(HfConfig, SlidingWindowWorkloadKeys) {
                 .find("parallel.cp = 2 with model.sliding_window = 1024 is not modelled"),
             std::string::npos);
   // A window of half the (4096-token) sequence is full attention: ring attention is fine.
-  EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "model.sliding_window=2048", "parallel.cp=2"}), "");
+  EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "model.sliding_window=2048", "parallel.cp=2"}),
+            "");
 }
 
 // training.recompute_modules: read with recompute: selective, each module once, the MLP module
@@ -630,18 +661,22 @@ TEST_F(HfConfig, SlidingWindowWorkloadKeys) {
 TEST_F(HfConfig, RecomputeModulesKey) {
   write("hf.json", LLAMA_JSON);
   const auto load = [&](const std::vector<std::string>& sets) { return load_from_hf(sets); };
-  const WorkloadSpec w = load({"training.recompute=selective", "training.recompute_modules=[layernorm, mlp]"});
-  EXPECT_EQ(w.training.recompute_modules, (RecomputeModules{.core_attn = false, .layernorm = true, .mlp = true}));
+  const WorkloadSpec w =
+      load({"training.recompute=selective", "training.recompute_modules=[layernorm, mlp]"});
+  EXPECT_EQ(w.training.recompute_modules,
+            (RecomputeModules{.core_attn = false, .layernorm = true, .mlp = true}));
   EXPECT_EQ(load({"training.recompute=selective"}).training.recompute_modules, RecomputeModules{});
   const auto error = [&](const std::vector<std::string>& sets) { return config_error([&] { load(sets); }); };
-  EXPECT_NE(error({"training.recompute_modules=[layernorm]"})
-                .find("key 'training.recompute_modules': recompute_modules needs training.recompute: selective"),
-            std::string::npos);
+  EXPECT_NE(
+      error({"training.recompute_modules=[layernorm]"})
+          .find("key 'training.recompute_modules': recompute_modules needs training.recompute: selective"),
+      std::string::npos);
   EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[moe]"})
                 .find("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found 'moe'"),
             std::string::npos);
-  EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[mlp, mlp]"}).find("listed twice"),
-            std::string::npos);
+  EXPECT_NE(
+      error({"training.recompute=selective", "training.recompute_modules=[mlp, mlp]"}).find("listed twice"),
+      std::string::npos);
   EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[]"}).find("a non-empty list"),
             std::string::npos);
   EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[moe_act]"})
@@ -660,35 +695,43 @@ TEST_F(HfConfig, Fp8ParamsAndOffloadKeys) {
   const auto load = [&](const std::vector<std::string>& sets) { return load_from_hf(sets); };
   const auto error = [&](const std::vector<std::string>& sets) { return config_error([&] { load(sets); }); };
   EXPECT_TRUE(load({"precision=fp8", "training.fp8_params=true"}).training.fp8_params);
-  EXPECT_NE(error({"precision=bf16", "training.fp8_params=true"}).find("fp8 primary weights need precision: fp8"),
-            std::string::npos);
+  EXPECT_NE(
+      error({"precision=bf16", "training.fp8_params=true"}).find("fp8 primary weights need precision: fp8"),
+      std::string::npos);
   EXPECT_EQ(load({"training.offload_layers=3"}).training.offload_layers, 3);
   EXPECT_NE(error({"training.offload_layers=-1"}).find("key 'training.offload_layers'"), std::string::npos);
   ClusterSpec cluster = config::load_cluster(SOURCE_DIR / "topologies/h200-cluster.yaml",
                                              {config::parse_override("cluster.nodes=2")});
   EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3"}), "");
-  EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3", "training.recompute=selective"})
+  EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3",
+                                   "training.recompute=selective"})
                 .find("training.offload_layers needs training.recompute: none"),
             std::string::npos);
   // Recomputing the first N layers of each chunk is a form of full recomputation.
   EXPECT_EQ(load({"training.recompute=full", "training.recompute_layers=2"}).training.recompute_layers, 2);
-  EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "training.recompute=full", "training.recompute_layers=2"}),
+  EXPECT_EQ(layout_error(cluster,
+                         {"batch.global_batch=64", "training.recompute=full", "training.recompute_layers=2"}),
             "");
   EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.recompute_layers=2"})
                 .find("training.recompute_layers = 2 needs training.recompute: full"),
             std::string::npos);
   cluster.gpu.host_bandwidth = BytesPerSec(0.0);
-  EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3"}).find("needs gpu.host_bandwidth"),
+  EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", "training.offload_layers=3"})
+                .find("needs gpu.host_bandwidth"),
             std::string::npos);
   // Overlapping the parameter all-gather needs one: the distributed optimizer's (ZeRO-1 or 2).
   EXPECT_TRUE(load({"training.overlap_param_gather=true"}).training.overlap_param_gather);
-  EXPECT_NE(error({"training.overlap_param_gather=maybe"}).find("key 'training.overlap_param_gather'"), std::string::npos);
-  EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "parallel.zero_stage=1", "training.overlap_param_gather=true"}),
+  EXPECT_NE(error({"training.overlap_param_gather=maybe"}).find("key 'training.overlap_param_gather'"),
+            std::string::npos);
+  EXPECT_EQ(layout_error(cluster, {"batch.global_batch=64", "parallel.zero_stage=1",
+                                   "training.overlap_param_gather=true"}),
             "");
   for (const char* zero : {"parallel.zero_stage=0", "parallel.zero_stage=3"})
-    EXPECT_NE(layout_error(cluster, {"batch.global_batch=64", zero, "training.overlap_param_gather=true"})
-                  .find("training.overlap_param_gather overlaps the distributed optimizer's parameter all-gather and "
-                        "needs parallel.zero_stage 1 or 2"),
-              std::string::npos)
+    EXPECT_NE(
+        layout_error(cluster, {"batch.global_batch=64", zero, "training.overlap_param_gather=true"})
+            .find(
+                "training.overlap_param_gather overlaps the distributed optimizer's parameter all-gather and "
+                "needs parallel.zero_stage 1 or 2"),
+        std::string::npos)
         << zero;
 }

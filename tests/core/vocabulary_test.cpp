@@ -13,8 +13,7 @@ namespace {
 
 /// Each enum's every value with the spelling the outputs print (traces, CSVs, summary.json,
 /// status words), written out here independently of the tables they check.
-template <class E>
-using Spellings = std::vector<std::pair<E, std::string_view>>;
+template <class E> using Spellings = std::vector<std::pair<E, std::string_view>>;
 
 /// to_string gives each value its spelling; the throwing and the optional parser read the
 /// spelling back to the same value; every value is listed once.

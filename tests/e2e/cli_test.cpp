@@ -18,17 +18,17 @@
 #include <vector>
 
 namespace fs = std::filesystem;
+using stepsim::test::fresh_temp_dir;
 using stepsim::test::run_stepsim;
 using stepsim::test::slurp;
 using stepsim::test::src;
-using stepsim::test::fresh_temp_dir;
 using Result = stepsim::test::CommandResult;
 
 namespace {
 
 std::string tiny_args(const fs::path& out) {
-  return "run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
-         " --set cluster.nodes=1 --out " + out.string();
+  return "run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+         src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --out " + out.string();
 }
 
 } // namespace
@@ -42,8 +42,9 @@ TEST(EndToEnd, EveryBundledPairRuns) {
   for (const auto& t : topologies) {
     for (const auto& [w, extra] : workloads) {
       const fs::path out = fresh_temp_dir(t + "-" + w);
-      const Result r = run_stepsim("run --quiet --no-trace --cluster " + src("topologies/" + t + ".yaml") +
-                                   " --workload " + src("workloads/" + w + ".yaml") + extra + " --out " + out.string());
+      const Result r =
+          run_stepsim("run --quiet --no-trace --cluster " + src("topologies/" + t + ".yaml") +
+                      " --workload " + src("workloads/" + w + ".yaml") + extra + " --out " + out.string());
       ASSERT_EQ(r.code, 0) << t << " x " << w << ":\n" << r.out;
       const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
       EXPECT_GT(j["step_time_s"].get<double>(), 0.0) << t << " x " << w;
@@ -67,9 +68,10 @@ TEST(EndToEnd, EveryBundledTopologyRunsOnItsProfile) {
     // 144 sequences: divisible by every node's data-parallel size (8, 16 or 72 GPUs over tp 2, pp 2).
     // A GPU without bf16 tensor cores (V100) trains in fp16.
     const bool bf16 = slurp(entry.path()).find("bf16:") != std::string::npos;
-    const Result r = run_stepsim("run --quiet --no-trace --cluster " + entry.path().string() + " --workload " +
-                                 src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --set batch.global_batch=144" +
-                                 (bf16 ? "" : " --set precision=fp16") + " --out " + out.string());
+    const Result r =
+        run_stepsim("run --quiet --no-trace --cluster " + entry.path().string() + " --workload " +
+                    src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --set batch.global_batch=144" +
+                    (bf16 ? "" : " --set precision=fp16") + " --out " + out.string());
     ASSERT_EQ(r.code, 0) << t << ":\n" << r.out;
     const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
     EXPECT_GT(j["step_time_s"].get<double>(), 0.0) << t;
@@ -112,11 +114,13 @@ TEST(EndToEnd, LogLevelWritesDiagnosticsOnStderrOnly) {
   EXPECT_NE(trace.out.find(" start #0 "), std::string::npos) << trace.out;
   EXPECT_NE(trace.out.find(" done #0"), std::string::npos) << trace.out;
 
-  const Result plan = run_stepsim("plan --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
-                                  src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --top 1 --log-level debug");
+  const Result plan =
+      run_stepsim("plan --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                  src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --top 1 --log-level debug");
   ASSERT_EQ(plan.code, 0) << plan.out;
-  for (const char* says : {"stepsim: info: plan: ", " layouts enumerated in ", "stepsim: debug: plan: estimated ",
-                           " layouts fit in memory, ", "plan: simulating ", " candidates, 1 at once", "stepsim: debug: plan: simulated "})
+  for (const char* says : {"stepsim: info: plan: ", " layouts enumerated in ",
+                           "stepsim: debug: plan: estimated ", " layouts fit in memory, ",
+                           "plan: simulating ", " candidates, 1 at once", "stepsim: debug: plan: simulated "})
     EXPECT_NE(plan.out.find(says), std::string::npos) << says << "\n" << plan.out;
 
   const Result bad = run_stepsim(tiny_args(loud) + " --log-level loud");
@@ -134,8 +138,8 @@ TEST(EndToEnd, SummaryKeysAndAccounting) {
   const fs::path out = fresh_temp_dir("keys");
   ASSERT_EQ(run_stepsim(tiny_args(out)).code, 0);
   const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
-  for (const char* k : {"num_gpus", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "hfu", "bubble_fraction",
-                        "exposed_comm_s", "compute_s", "flops_formula"})
+  for (const char* k : {"num_gpus", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "hfu",
+                        "bubble_fraction", "exposed_comm_s", "compute_s", "flops_formula"})
     EXPECT_TRUE(j.contains(k)) << k;
   for (const char* g : {"tp", "pp", "dp"})
     EXPECT_TRUE(j["exposed_comm_s"].contains(g)) << g;
@@ -178,8 +182,8 @@ TEST(EndToEnd, BadInputExitsTwoWithLocation) {
   fs::create_directories(dir);
   const fs::path bad = dir / "bad.yaml";
   std::ofstream(bad) << slurp(src("workloads/tiny-gpt.yaml")) << "\nbatchh: {}\n";
-  const Result r = run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " + bad.string() +
-                               " --set cluster.nodes=1");
+  const Result r = run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                               bad.string() + " --set cluster.nodes=1");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(bad.string() + ":"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("batchh"), std::string::npos) << r.out;
@@ -188,8 +192,9 @@ TEST(EndToEnd, BadInputExitsTwoWithLocation) {
 }
 
 TEST(EndToEnd, BadOverrideExitsTwo) {
-  const Result r = run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
-                               src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --set parallel.tp=abc");
+  const Result r =
+      run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                  src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --set parallel.tp=abc");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("parallel.tp"), std::string::npos) << r.out;
 }
@@ -210,12 +215,14 @@ TEST(EndToEnd, ErrorsFoundWhileRunningExitTwo) {
                            src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1 --out " + out.string();
   const Result forced = run_stepsim(base + " --set parallel.zero_stage=2 --set collectives.dp=tree");
   EXPECT_EQ(forced.code, 2) << forced.out;
-  EXPECT_NE(forced.out.find("'collectives.dp' = tree: cannot run reduce_scatter"), std::string::npos) << forced.out;
+  EXPECT_NE(forced.out.find("'collectives.dp' = tree: cannot run reduce_scatter"), std::string::npos)
+      << forced.out;
   // An efficiency so small that a kernel would take forever is refused as the value it is.
   const Result tiny = run_stepsim(base + " --set cluster.gpu.gemm_efficiency=1e-320");
   EXPECT_EQ(tiny.code, 2) << tiny.out;
-  EXPECT_NE(tiny.out.find("--set cluster.gpu.gemm_efficiency=1e-320: key 'gpu.gemm_efficiency': expected a number in "
-                          "[0.001, 1] (the sanity limit)"),
+  EXPECT_NE(tiny.out.find(
+                "--set cluster.gpu.gemm_efficiency=1e-320: key 'gpu.gemm_efficiency': expected a number in "
+                "[0.001, 1] (the sanity limit)"),
             std::string::npos)
       << tiny.out;
   EXPECT_FALSE(fs::exists(out / "summary.json"));
@@ -224,7 +231,8 @@ TEST(EndToEnd, ErrorsFoundWhileRunningExitTwo) {
 
 TEST(EndToEnd, UnknownOptionAndMissingFile) {
   EXPECT_EQ(run_stepsim("run --cluster x.yaml --workload y.yaml --bogus").code, 2);
-  const Result r = run_stepsim("run --cluster /nonexistent.yaml --workload " + src("workloads/tiny-gpt.yaml"));
+  const Result r =
+      run_stepsim("run --cluster /nonexistent.yaml --workload " + src("workloads/tiny-gpt.yaml"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("/nonexistent.yaml"), std::string::npos) << r.out;
   EXPECT_EQ(run_stepsim("frobnicate").code, 2);
@@ -235,14 +243,15 @@ TEST(EndToEnd, UnknownOptionAndMissingFile) {
 // override without a cluster, a bound crossed (the planner's --max-vp, calibrate's --tolerance,
 // collective sizes), a forced algorithm for a point-to-point send.
 TEST(EndToEnd, CommandLineMisuseExitsTwo) {
-  const std::string tiny = "--cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
-                           " --set cluster.nodes=1";
+  const std::string tiny = "--cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                           src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=1";
   const auto expect = [](const std::string& args, const std::string& says) {
     const Result r = run_stepsim(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_NE(r.out.find(says), std::string::npos) << args << "\n" << r.out;
   };
-  expect("run " + tiny + " --cluster " + src("topologies/dgx-b200.yaml"), "option --cluster is given 2 times");
+  expect("run " + tiny + " --cluster " + src("topologies/dgx-b200.yaml"),
+         "option --cluster is given 2 times");
   expect("run " + tiny + " --out ''", "option --out needs a non-empty value");
   expect("run " + tiny + " --csv", "--csv writes DIR/tasks.csv: give --out DIR");
   expect("version extra", "unexpected argument 'extra'");
@@ -258,7 +267,8 @@ TEST(EndToEnd, CommandLineMisuseExitsTwo) {
   expect("calibrate " + src("tests/validate/data/measured_runs.yaml") +
              " --fit narayanan21_t1_1p7B --knob gpu.pass_overhead=0:1:ms --tolerance 1e-300",
          "would be more than 10^6 grid steps");
-  const std::string calibrate = "calibrate " + src("tests/validate/data/measured_runs.yaml") + " --fit narayanan21_t1_1p7B";
+  const std::string calibrate =
+      "calibrate " + src("tests/validate/data/measured_runs.yaml") + " --fit narayanan21_t1_1p7B";
   // A knob range the cluster refuses is named before anything is simulated.
   expect(calibrate + " --knob gpu.gemm_efficiency=0:2",
          "--knob gpu.gemm_efficiency=0:2: the cluster refuses 0: --set cluster.gpu.gemm_efficiency=0");
@@ -270,11 +280,12 @@ TEST(EndToEnd, CommandLineMisuseExitsTwo) {
   expect(calibrate + " --objective median", "--objective median: expected mean or rms");
   expect(calibrate + " --knob gpu.gemm_efficiency=0.5:1 --tolerance 2", "holds fewer than two grid steps");
   expect(calibrate + " --knob nodes=1:4", "the cluster refuses 2.5");
-  expect("validate " + src("tests/validate/data/measured_runs.yaml") + " --timeout 0", "--timeout: expected seconds > 0");
+  expect("validate " + src("tests/validate/data/measured_runs.yaml") + " --timeout 0",
+         "--timeout: expected seconds > 0");
   expect(collective + "--op bogus", "--op: expected");
   // A precision the GPU lacks rules out every layout: the planner says why instead of "nothing fits".
-  expect("plan --cluster " + src("topologies/dgx2-v100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
-             " --top 0",
+  expect("plan --cluster " + src("topologies/dgx2-v100.yaml") + " --workload " +
+             src("workloads/tiny-gpt.yaml") + " --top 0",
          "precision: bf16 needs gpu.peak_flops.bf16");
 }
 
@@ -302,8 +313,8 @@ TEST(EndToEnd, SecondYamlDocumentAndUnreadablePathsAreNamed) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("a second YAML document"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(two.string() + ":"), std::string::npos) << r.out;
-  r = run_stepsim("memory --workload " + src("workloads/tiny-gpt.yaml") + cluster + " --set model.from_hf=" +
-                  std::string(300, 'x'));
+  r = run_stepsim("memory --workload " + src("workloads/tiny-gpt.yaml") + cluster +
+                  " --set model.from_hf=" + std::string(300, 'x'));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("key 'model.from_hf'"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("File name too long"), std::string::npos) << r.out;
@@ -313,8 +324,8 @@ TEST(EndToEnd, SecondYamlDocumentAndUnreadablePathsAreNamed) {
 // A failed run leaves no partial output behind (outputs are written whole or not at all).
 TEST(EndToEnd, FailedRunWritesNothing) {
   const fs::path out = fresh_temp_dir("fail");
-  run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
-              " --set parallel.dp=3 --out " + out.string());
+  run_stepsim("run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+              src("workloads/tiny-gpt.yaml") + " --set parallel.dp=3 --out " + out.string());
   EXPECT_FALSE(fs::exists(out / "summary.json"));
   EXPECT_FALSE(fs::exists(out / "trace.json"));
 }
@@ -324,9 +335,10 @@ TEST(EndToEnd, FailedRunWritesNothing) {
 // micro-batch 1 without recomputation needs ~100 GiB on stage 0: MODEL.md §3.)
 TEST(EndToEnd, OutOfMemoryIsReportedAndFailOnOomExitsThree) {
   const fs::path out = fresh_temp_dir("oom");
-  const std::string args = "run --no-trace --cluster " + src("topologies/dgx-a100-superpod.yaml") + " --workload " +
-                           src("workloads/gpt3-175b.yaml") +
-                           " --set training.recompute=none --set cluster.nodes=64 --set batch.global_batch=64";
+  const std::string args =
+      "run --no-trace --cluster " + src("topologies/dgx-a100-superpod.yaml") + " --workload " +
+      src("workloads/gpt3-175b.yaml") +
+      " --set training.recompute=none --set cluster.nodes=64 --set batch.global_batch=64";
   const Result r = run_stepsim(args + " --out " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
@@ -335,8 +347,8 @@ TEST(EndToEnd, OutOfMemoryIsReportedAndFailOnOomExitsThree) {
   EXPECT_GT(j["memory"]["peak_bytes"].get<double>(), j["memory"]["capacity_bytes"].get<double>());
   EXPECT_TRUE(j["memory"].contains("oom"));
   EXPECT_GT(j["memory"]["oom"]["over_by_bytes"].get<double>(), 0.0);
-  for (const char* k : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes",
-                        "peak_bytes", "capacity_bytes", "stage_peak_bytes"})
+  for (const char* k : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+                        "other_bytes", "peak_bytes", "capacity_bytes", "stage_peak_bytes"})
     EXPECT_TRUE(j["memory"].contains(k)) << k;
   EXPECT_EQ(run_stepsim(args + " --quiet --fail-on-oom").code, 3);
   fs::remove_all(out);
@@ -368,13 +380,14 @@ TEST(EndToEnd, MemoryCommandMatchesSimulatedPeak) {
 // layer's activations at the host rate; the ledger keeps the one layer in flight as a buffer and
 // drops the two offloaded layers' activations. The memory command agrees with the simulated peak.
 TEST(EndToEnd, OffloadedLayersCopyAtTheHostRate) {
-  const std::string common = "--cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
-                             src("workloads/tiny-gpt.yaml") +
-                             " --set cluster.nodes=1 --set parallel.tp=1 --set parallel.pp=1 --set parallel.schedule=1f1b";
+  const std::string common =
+      "--cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
+      " --set cluster.nodes=1 --set parallel.tp=1 --set parallel.pp=1 --set parallel.schedule=1f1b";
   const fs::path base = fresh_temp_dir("offload-none");
   const fs::path off = fresh_temp_dir("offload-two");
   ASSERT_EQ(run_stepsim("run --quiet --no-trace " + common + " --out " + base.string()).code, 0);
-  const std::string offload = common + " --set training.offload_layers=2 --set cluster.gpu.host_bandwidth=1MBps";
+  const std::string offload =
+      common + " --set training.offload_layers=2 --set cluster.gpu.host_bandwidth=1MBps";
   const Result r = run_stepsim("run --quiet --no-trace " + offload + " --out " + off.string());
   ASSERT_EQ(r.code, 0) << r.out;
   const auto a = nlohmann::json::parse(slurp(base / "summary.json"));

@@ -22,10 +22,10 @@
 #include <vector>
 
 namespace fs = std::filesystem;
+using stepsim::test::fresh_temp_dir;
 using stepsim::test::run_stepsim;
 using stepsim::test::slurp;
 using stepsim::test::src;
-using stepsim::test::fresh_temp_dir;
 using Result = stepsim::test::CommandResult;
 
 namespace {
@@ -150,8 +150,9 @@ TEST(MoeEndToEnd, RingAttentionChargesOneGpuItsShareOfTheBlock) {
   double fwd[2], bwd[2];
   for (int i = 0; i < 2; ++i) {
     const fs::path out = fresh_temp_dir("cpshare" + std::to_string(i));
-    const Result r = run_stepsim(base + (i ? " --set parallel.cp=4 --set cluster.nodes=4" : " --set cluster.nodes=1") +
-                                 " --out " + out.string());
+    const Result r =
+        run_stepsim(base + (i ? " --set parallel.cp=4 --set cluster.nodes=4" : " --set cluster.nodes=1") +
+                    " --out " + out.string());
     ASSERT_EQ(r.code, 0) << r.out;
     fwd[i] = block_time(out / "tasks.csv", "forward", "attention");
     bwd[i] = block_time(out / "tasks.csv", "backward", "attention");
@@ -169,10 +170,11 @@ TEST(MoeEndToEnd, RingAttentionChargesOneGpuItsShareOfTheBlock) {
 // and gave W everything, B nothing).
 TEST(MoeEndToEnd, ZeroBubbleSplitsTheMlpBackwardInHalvesUnderContextParallelism) {
   const fs::path out = fresh_temp_dir("zbcp");
-  const Result r = run_stepsim(llama_tasks_run() +
-                               " --set model.layers=4 --set batch.global_batch=8 --set parallel.pp=2"
-                               " --set parallel.cp=2 --set parallel.schedule=zb-h1 --set cluster.nodes=4 --out " +
-                               out.string());
+  const Result r =
+      run_stepsim(llama_tasks_run() +
+                  " --set model.layers=4 --set batch.global_batch=8 --set parallel.pp=2"
+                  " --set parallel.cp=2 --set parallel.schedule=zb-h1 --set cluster.nodes=4 --out " +
+                  out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   const double b = block_time(out / "tasks.csv", "backward", "mlp");
   const double w = block_time(out / "tasks.csv", "weight_grad", "mlp");
@@ -218,11 +220,13 @@ TEST(MoeEndToEnd, AllToAllSeesTheFabric) {
 // 8) the other group's all-to-alls are left out, and where the dense gradients' all-reduce overlaps
 // them its ring flows on that group's nodes run unslowed, taking more of the NICs they share with
 // the simulated all-to-alls (docs/moe.md, "Folding"): the tests below bound that.
-void expect_folded_equals_unfolded(const std::string& extra, int one_group_gpus = 32, double tolerance = 1e-9) {
+void expect_folded_equals_unfolded(const std::string& extra, int one_group_gpus = 32,
+                                   double tolerance = 1e-9) {
   const std::string args = "run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") +
                            " --workload " + src("workloads/mixtral-8x7b.yaml") +
                            " --set cluster.nodes=8 --set model.layers=8 --set batch.global_batch=32"
-                           " --set parallel.cp=2 --set parallel.pp=2" + extra;
+                           " --set parallel.cp=2 --set parallel.pp=2" +
+                           extra;
   const char* modes[3] = {"", " --no-sampling", " --no-fold"};
   double step[3] = {0, 0, 0};
   int gpus[3] = {0, 0, 0};
@@ -235,7 +239,7 @@ void expect_folded_equals_unfolded(const std::string& extra, int one_group_gpus 
     gpus[i] = j["simulated_gpus"].get<int>();
     fs::remove_all(out);
   }
-  EXPECT_EQ(gpus[0], 8);  // tp 2 * cp 2 * pp 2: one EP rank
+  EXPECT_EQ(gpus[0], 8);              // tp 2 * cp 2 * pp 2: one EP rank
   EXPECT_EQ(gpus[1], one_group_gpus); // tp 2 * cp 2 * pp 2 * ep 4: one EP group
   EXPECT_EQ(gpus[2], 64);
   EXPECT_NEAR(step[0], step[2], tolerance * step[2]);
@@ -244,7 +248,9 @@ void expect_folded_equals_unfolded(const std::string& extra, int one_group_gpus 
 
 // Two EP groups: one stage-1 all-to-all of the last micro-batch's backward meets the ring of the
 // dense gradients (1.35e-4 of the step; the bound: 3e-4).
-TEST(MoeEndToEnd, FoldedNearlyEqualsUnfolded) { expect_folded_equals_unfolded("", 32, 3e-4); }
+TEST(MoeEndToEnd, FoldedNearlyEqualsUnfolded) {
+  expect_folded_equals_unfolded("", 32, 3e-4);
+}
 
 // One EP group of all eight replicas: every all-to-all is simulated, and folding is exact.
 TEST(MoeEndToEnd, FoldedEqualsUnfoldedWithOneExpertGroup) {
@@ -256,10 +262,11 @@ TEST(MoeEndToEnd, FoldedEqualsUnfoldedWithOneExpertGroup) {
 // of its node, 3688 of the step's 3744 flows ran, now 1000), and the step time is the one of
 // simulating every GPU and flow.
 TEST(MoeEndToEnd, InNodeAllToAllKeepsTheObservedGpusFlows) {
-  const std::string args = "run --no-trace --cluster " + src("topologies/h200-cluster.yaml") + " --workload " +
-                           src("workloads/mixtral-8x7b.yaml") +
-                           " --set cluster.nodes=2 --set model.layers=4 --set batch.global_batch=32"
-                           " --set parallel.tp=1 --set parallel.sp=false --set parallel.pp=2 --set parallel.ep=8";
+  const std::string args =
+      "run --no-trace --cluster " + src("topologies/h200-cluster.yaml") + " --workload " +
+      src("workloads/mixtral-8x7b.yaml") +
+      " --set cluster.nodes=2 --set model.layers=4 --set batch.global_batch=32"
+      " --set parallel.tp=1 --set parallel.sp=false --set parallel.pp=2 --set parallel.ep=8";
   double step[2];
   long flows[2];
   for (int i = 0; i < 2; ++i) {
@@ -312,7 +319,8 @@ TEST(MoeEndToEnd, CombinedOneFOneBHidesExpertAllToAlls) {
   nlohmann::json j[2];
   for (int i = 0; i < 2; ++i) {
     const fs::path out = fresh_temp_dir("ep_overlap" + std::to_string(i));
-    const Result r = run_stepsim(args + (i ? " --set parallel.ep_overlap=true" : "") + " --out " + out.string());
+    const Result r =
+        run_stepsim(args + (i ? " --set parallel.ep_overlap=true" : "") + " --out " + out.string());
     ASSERT_EQ(r.code, 0) << r.out;
     j[i] = nlohmann::json::parse(slurp(out / "summary.json"));
     if (i == 1) {
@@ -323,8 +331,8 @@ TEST(MoeEndToEnd, CombinedOneFOneBHidesExpertAllToAlls) {
         if (e["ph"] == "M" && e["name"] == "thread_name")
           names.insert(e["args"]["name"].get<std::string>());
         if (e["ph"] == "X")
-          slices[{e["pid"].get<int>(), e["tid"].get<int>()}].emplace_back(e["ts"].get<double>(),
-                                                                          e["ts"].get<double>() + e["dur"].get<double>());
+          slices[{e["pid"].get<int>(), e["tid"].get<int>()}].emplace_back(
+              e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
       }
       EXPECT_EQ(names.count("compute (paired pass)"), 1u);
       EXPECT_EQ(names.count("ep comm (paired pass)"), 1u);
@@ -337,10 +345,12 @@ TEST(MoeEndToEnd, CombinedOneFOneBHidesExpertAllToAlls) {
     fs::remove_all(out);
   }
   const double step[2] = {j[0]["step_time_s"].get<double>(), j[1]["step_time_s"].get<double>()};
-  const double ep[2] = {j[0]["exposed_comm_s"]["ep"].get<double>(), j[1]["exposed_comm_s"]["ep"].get<double>()};
+  const double ep[2] = {j[0]["exposed_comm_s"]["ep"].get<double>(),
+                        j[1]["exposed_comm_s"]["ep"].get<double>()};
   EXPECT_LT(step[1], 0.97 * step[0]) << step[0] << " -> " << step[1];
   EXPECT_LT(ep[1], 0.9 * ep[0]) << ep[0] << " -> " << ep[1];
-  EXPECT_NEAR(j[1]["compute_s"].get<double>(), j[0]["compute_s"].get<double>(), 0.01 * j[0]["compute_s"].get<double>());
+  EXPECT_NEAR(j[1]["compute_s"].get<double>(), j[0]["compute_s"].get<double>(),
+              0.01 * j[0]["compute_s"].get<double>());
   EXPECT_LE(j[1]["compute_s"].get<double>(), step[1]);
 }
 
@@ -349,14 +359,16 @@ TEST(MoeEndToEnd, CombinedOneFOneBHidesExpertAllToAlls) {
 // by P(the node holds one of a token's 2 experts) / (2/4) = (1 - 24/32 * 23/31) / 0.5 = 0.887, and
 // the exposed EP time with them; an EP group inside one node moves the same bytes either way.
 TEST(MoeEndToEnd, DeduplicatedDispatchShrinksCrossNodeAllToAlls) {
-  const std::string cross = "run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") +
-                            " --workload " + src("workloads/mixtral-8x7b.yaml") +
-                            " --set cluster.nodes=8 --set model.layers=8 --set batch.global_batch=64"
-                            " --set parallel.pp=2 --set model.moe.experts=32 --set parallel.ep=32 --set parallel.etp=1";
-  const std::string inside = "run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") +
-                             " --workload " + src("workloads/mixtral-8x7b.yaml") +
-                             " --set cluster.nodes=2 --set model.layers=4 --set batch.global_batch=32"
-                             " --set parallel.tp=1 --set parallel.sp=false --set parallel.pp=2 --set parallel.ep=8";
+  const std::string cross =
+      "run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") + " --workload " +
+      src("workloads/mixtral-8x7b.yaml") +
+      " --set cluster.nodes=8 --set model.layers=8 --set batch.global_batch=64"
+      " --set parallel.pp=2 --set model.moe.experts=32 --set parallel.ep=32 --set parallel.etp=1";
+  const std::string inside =
+      "run --quiet --no-trace --cluster " + src("topologies/h200-cluster.yaml") + " --workload " +
+      src("workloads/mixtral-8x7b.yaml") +
+      " --set cluster.nodes=2 --set model.layers=4 --set batch.global_batch=32"
+      " --set parallel.tp=1 --set parallel.sp=false --set parallel.pp=2 --set parallel.ep=8";
   auto run = [](const std::string& args, const std::string& tag) {
     const fs::path out = fresh_temp_dir(tag);
     const Result r = run_stepsim(args + " --out " + out.string());

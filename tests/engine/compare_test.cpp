@@ -30,7 +30,9 @@ double simulate(const ClusterSpec& cluster, const Groups& groups, double bytes, 
   return r.ok && r.values.size() == 1 ? r.values[0] : NAN;
 }
 
-double ring(int n, double alpha, double beta, double S) { return 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / beta; }
+double ring(int n, double alpha, double beta, double S) {
+  return 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * S / beta;
+}
 
 constexpr double NVL_BETA = 300e9 * 0.8, NVL_ALPHA = 3e-6;
 constexpr double NIC_BETA = 25e9 * 0.96;

@@ -59,8 +59,12 @@ std::array<TaskId, 4> diamond(Timeline& t, double c_end, Block d_block) {
   return {a, b, c, d};
 }
 
-Seconds at(const std::map<Block, Seconds>& m, Block b) { return m.contains(b) ? m.at(b) : Seconds(0.0); }
-Seconds at(const std::map<CommGroup, Seconds>& m, CommGroup g) { return m.contains(g) ? m.at(g) : Seconds(0.0); }
+Seconds at(const std::map<Block, Seconds>& m, Block b) {
+  return m.contains(b) ? m.at(b) : Seconds(0.0);
+}
+Seconds at(const std::map<CommGroup, Seconds>& m, CommGroup g) {
+  return m.contains(g) ? m.at(g) : Seconds(0.0);
+}
 
 } // namespace
 
@@ -146,7 +150,8 @@ TEST(CriticalPath, OneGpuStepIsItsComputeStream) {
   double compute = 0;
   size_t busy_tasks = 0;
   for (TaskId id = 0; id < r.program.graph.size(); ++id)
-    if (r.program.graph.task(id).kind == graph::TaskKind::COMPUTE && r.program.graph.task(id).duration.value() > 0) {
+    if (r.program.graph.task(id).kind == graph::TaskKind::COMPUTE &&
+        r.program.graph.task(id).duration.value() > 0) {
       compute += r.program.graph.task(id).duration.value();
       ++busy_tasks;
     }

@@ -36,7 +36,8 @@ void expect_timeline_matches_static(const WorkloadSpec& w) {
     const double first = track.samples.front().second;
     for (const auto& [t, bytes] : track.samples)
       EXPECT_GE(bytes, first - 1.0) << "GPU " << track.gpu << " dips below its persistent state at t=" << t;
-    EXPECT_NEAR(track.samples.back().second, first, 1.0) << "GPU " << track.gpu << " does not end where it started";
+    EXPECT_NEAR(track.samples.back().second, first, 1.0)
+        << "GPU " << track.gpu << " does not end where it started";
   }
 }
 
@@ -45,7 +46,8 @@ void expect_timeline_matches_static(const WorkloadSpec& w) {
 void expect_zero3_gathered_bounded(const WorkloadSpec& w, double at_least) {
   const ClusterSpec c = test::dgx_cluster(1, 8, 8);
   const Simulated run = simulate(w, c);
-  const report::MemoryReport rep = report::memory_timeline(run.program, run.result.start, run.result.end, c, w, true);
+  const report::MemoryReport rep =
+      report::memory_timeline(run.program, run.result.start, run.result.end, c, w, true);
   const double layer = model::gathered_layer_bytes(w).value();
   EXPECT_GT(rep.worst.zero3_gathered.value(), at_least);
   const double embedding = model::embedding_params(w.model, 1) * 2.0;
@@ -114,7 +116,8 @@ TEST(MemoryTimeline, DoesNotFitIsReportedWithReason) {
   ClusterSpec c = test::dgx_cluster(1, 2, 2);
   c.gpu.hbm_capacity = Bytes(8.0 * 1024 * 1024 * 1024);
   const Simulated run = simulate(w, c);
-  const report::MemoryReport rep = report::memory_timeline(run.program, run.result.start, run.result.end, c, w, false);
+  const report::MemoryReport rep =
+      report::memory_timeline(run.program, run.result.start, run.result.end, c, w, false);
   EXPECT_FALSE(rep.fits_in_memory);
   EXPECT_GT(rep.worst.peak(), c.gpu.hbm_capacity);
   EXPECT_NE(rep.reason.find("GPU " + std::to_string(rep.worst_rank)), std::string::npos) << rep.reason;

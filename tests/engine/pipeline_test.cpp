@@ -27,7 +27,9 @@ struct BubbleCase {
   int m;
 };
 
-void PrintTo(const BubbleCase& c, std::ostream* os) { *os << "p=" << c.p << " m=" << c.m; }
+void PrintTo(const BubbleCase& c, std::ostream* os) {
+  *os << "p=" << c.p << " m=" << c.m;
+}
 
 std::string bubble_name(const testing::TestParamInfo<BubbleCase>& info) {
   const BubbleCase& c = info.param;
@@ -49,8 +51,8 @@ constexpr int LAYERS_PER_STAGE = 2;
 // Here t_f = 2 layers x 2 blocks x 1 ms, t_b = 2 x 2 x 2 ms.
 TEST_P(Bubble, StepTimeAndIdleFraction) {
   const BubbleCase c = GetParam();
-  const WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(LAYERS_PER_STAGE * c.p, 256, 128), 1, c.p, 1,
-                                                 c.m, 1, c.schedule);
+  const WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(LAYERS_PER_STAGE * c.p, 256, 128),
+                                                 1, c.p, 1, c.m, 1, c.schedule);
   BuildOptions o;
   o.compute_time = [](const ComputeQuery& q) {
     if (q.block == Block::LOGITS || q.block == Block::OPTIMIZER)
@@ -83,12 +85,13 @@ TEST_P(Bubble, StepTimeAndIdleFraction) {
   EXPECT_NEAR(idle, expected_idle, 0.005 * expected_idle);
 }
 
-INSTANTIATE_TEST_SUITE_P(Pipeline, Bubble,
-                         testing::Values(BubbleCase{Schedule::GPIPE, 2, 4}, BubbleCase{Schedule::ONE_F_ONE_B, 2, 4},
-                                         BubbleCase{Schedule::GPIPE, 4, 8}, BubbleCase{Schedule::ONE_F_ONE_B, 4, 8},
-                                         BubbleCase{Schedule::GPIPE, 4, 16}, BubbleCase{Schedule::ONE_F_ONE_B, 4, 16},
-                                         BubbleCase{Schedule::GPIPE, 8, 8}, BubbleCase{Schedule::ONE_F_ONE_B, 8, 8}),
-                         bubble_name);
+INSTANTIATE_TEST_SUITE_P(
+    Pipeline, Bubble,
+    testing::Values(BubbleCase{Schedule::GPIPE, 2, 4}, BubbleCase{Schedule::ONE_F_ONE_B, 2, 4},
+                    BubbleCase{Schedule::GPIPE, 4, 8}, BubbleCase{Schedule::ONE_F_ONE_B, 4, 8},
+                    BubbleCase{Schedule::GPIPE, 4, 16}, BubbleCase{Schedule::ONE_F_ONE_B, 4, 16},
+                    BubbleCase{Schedule::GPIPE, 8, 8}, BubbleCase{Schedule::ONE_F_ONE_B, 8, 8}),
+    bubble_name);
 
 namespace {
 
@@ -171,7 +174,7 @@ TEST(FoldCp, MixedRingHopsStayUnfolded) {
   o.gpus_per_node = 4;
   o.compute_time = [](const ComputeQuery&) { return Seconds(1e-3); };
   EXPECT_EQ(build_step(w, o).simulated_ranks.size(), 2u * 2 * 4); // tp x pp x cp
-  o.gpus_per_node = 0; // unknown: not folded either
+  o.gpus_per_node = 0;                                            // unknown: not folded either
   EXPECT_EQ(build_step(w, o).simulated_ranks.size(), 2u * 2 * 4);
 }
 
@@ -294,7 +297,8 @@ TEST(ReplayErrors, ForcedAlgorithmThatCannotRunIsTyped) {
     EXPECT_EQ(e.algorithm(), collectives::Algorithm::TREE);
     EXPECT_EQ(e.op(), CollectiveOp::REDUCE_SCATTER);
     EXPECT_EQ(e.ranks(), 8u);
-    EXPECT_EQ(std::string(e.what()), "engine: the dp group's algorithm tree cannot run reduce_scatter over its 8 GPUs");
+    EXPECT_EQ(std::string(e.what()),
+              "engine: the dp group's algorithm tree cannot run reduce_scatter over its 8 GPUs");
   }
 }
 

@@ -25,7 +25,9 @@ struct RingCase {
   CollectiveForm form;
 };
 
-void PrintTo(const RingCase& c, std::ostream* os) { *os << "n=" << c.n << " S=" << c.bytes; }
+void PrintTo(const RingCase& c, std::ostream* os) {
+  *os << "n=" << c.n << " S=" << c.bytes;
+}
 
 std::string name(const testing::TestParamInfo<RingCase>& info) {
   const RingCase& c = info.param;
@@ -51,8 +53,10 @@ TEST_P(RingAllReduce, MatchesClosedForm) {
   EXPECT_NEAR(r.step_time.value(), expected, 0.02 * expected)
       << "simulated " << r.step_time.value() << " s, closed form " << expected << " s";
   // The same closed form, as the collectives module states it.
-  EXPECT_NEAR(collectives::ring_time(CollectiveOp::ALL_REDUCE, Bytes(c.bytes), c.n, Seconds(alpha), BytesPerSec(beta)).value(),
-              expected, 1e-12);
+  EXPECT_NEAR(
+      collectives::ring_time(CollectiveOp::ALL_REDUCE, Bytes(c.bytes), c.n, Seconds(alpha), BytesPerSec(beta))
+          .value(),
+      expected, 1e-12);
   // Flow counts: fine 2(n-1) n, coarse n.
   EXPECT_EQ(r.flows, static_cast<uint64_t>(c.form == CollectiveForm::FINE ? 2 * (c.n - 1) * c.n : c.n));
   ASSERT_EQ(r.start.size(), 1u);
@@ -60,14 +64,15 @@ TEST_P(RingAllReduce, MatchesClosedForm) {
   EXPECT_EQ(r.end[0].value(), r.step_time.value());
 }
 
-INSTANTIATE_TEST_SUITE_P(InNode, RingAllReduce,
-                         testing::Values(RingCase{2, 1 << 20, CollectiveForm::FINE}, RingCase{2, 1 << 20, CollectiveForm::COARSE},
-                                         RingCase{4, 1 << 20, CollectiveForm::FINE}, RingCase{4, 1 << 20, CollectiveForm::COARSE},
-                                         RingCase{8, 1 << 20, CollectiveForm::FINE}, RingCase{8, 1 << 20, CollectiveForm::COARSE},
-                                         RingCase{2, 1 << 30, CollectiveForm::FINE}, RingCase{2, 1 << 30, CollectiveForm::COARSE},
-                                         RingCase{4, 1 << 30, CollectiveForm::FINE}, RingCase{4, 1 << 30, CollectiveForm::COARSE},
-                                         RingCase{8, 1 << 30, CollectiveForm::FINE}, RingCase{8, 1 << 30, CollectiveForm::COARSE}),
-                         name);
+INSTANTIATE_TEST_SUITE_P(
+    InNode, RingAllReduce,
+    testing::Values(RingCase{2, 1 << 20, CollectiveForm::FINE}, RingCase{2, 1 << 20, CollectiveForm::COARSE},
+                    RingCase{4, 1 << 20, CollectiveForm::FINE}, RingCase{4, 1 << 20, CollectiveForm::COARSE},
+                    RingCase{8, 1 << 20, CollectiveForm::FINE}, RingCase{8, 1 << 20, CollectiveForm::COARSE},
+                    RingCase{2, 1 << 30, CollectiveForm::FINE}, RingCase{2, 1 << 30, CollectiveForm::COARSE},
+                    RingCase{4, 1 << 30, CollectiveForm::FINE}, RingCase{4, 1 << 30, CollectiveForm::COARSE},
+                    RingCase{8, 1 << 30, CollectiveForm::FINE}, RingCase{8, 1 << 30, CollectiveForm::COARSE}),
+    name);
 
 // AUTO picks the coarse form for rings of more than two ranks: n flows.
 TEST(RingAuto, CoarseAboveTwoRanks) {
@@ -81,7 +86,8 @@ TEST(RingAuto, CoarseAboveTwoRanks) {
 TEST(RingAllGather, MatchesClosedForm) {
   const ClusterSpec cluster = stepsim::test::dgx_cluster(1, 8, 8);
   const double S = 1 << 28;
-  const auto prog = stepsim::test::collectives_program({stepsim::test::iota_ranks(0, 8)}, Bytes(S), graph::CollectiveOp::ALL_GATHER);
+  const auto prog = stepsim::test::collectives_program({stepsim::test::iota_ranks(0, 8)}, Bytes(S),
+                                                       graph::CollectiveOp::ALL_GATHER);
   const double t = stepsim::test::step_time(prog, cluster, CollectiveForm::FINE);
   const double expected = 7 * 3e-6 + 7.0 / 8 * S / 240e9;
   EXPECT_NEAR(t, expected, 0.02 * expected);

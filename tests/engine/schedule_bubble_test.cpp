@@ -37,8 +37,8 @@ struct Measured {
   double steady_bubble() const { return (period - busy) / busy; }
 };
 
-/// 12 layers per stage (vp 1, 2, 3 and 4 split them evenly). Hidden 2048, sequence 32: the attention core is < 1 % of
-/// the attention FLOPs, so the B/W split of every block is (almost exactly) half and half.
+/// 12 layers per stage (vp 1, 2, 3 and 4 split them evenly). Hidden 2048, sequence 32: the attention core is
+/// < 1 % of the attention FLOPs, so the B/W split of every block is (almost exactly) half and half.
 WorkloadSpec bubble_workload(Schedule s, int p, int m, int vp) {
   WorkloadSpec w = test::workload(test::small_gpt(12 * p, 2048, 32), 1, p, 1, m, 1, s);
   w.parallel.vp = vp;
@@ -91,7 +91,8 @@ TEST(ScheduleBubble, InterleavedOverIdeal) {
     const double expected = (p - 1.0) / (vp * m);
     EXPECT_NEAR(il.busy, one.busy, 1e-6 * one.busy);
     EXPECT_NEAR(il.bubble(), expected, 0.005 * expected + 1e-6) << "vp=" << vp;
-    std::printf("p=%d m=%d vp=%d: interleaved bubble/ideal %.4f (closed form (p-1)/(v m) = %.4f); 1F1B %.4f; PP sends x%.3f\n",
+    std::printf("p=%d m=%d vp=%d: interleaved bubble/ideal %.4f (closed form (p-1)/(v m) = %.4f); 1F1B %.4f; "
+                "PP sends x%.3f\n",
                 p, m, vp, il.bubble(), expected, one.bubble(), static_cast<double>(p * vp - 1) / (p - 1));
   }
 }
@@ -111,10 +112,11 @@ TEST(ScheduleBubble, ZeroBubbleAgainstOneFOneB) {
     EXPECT_GE(r1, 0.30) << "p=" << p << " m=" << m;
     EXPECT_LT(r2, 0.2) << "p=" << p << " m=" << m;
     EXPECT_LE(h2.bubble(), h1.bubble() + 1e-9);
-    std::printf("p=%d m=%d: 1F1B bubble/ideal %.4f (closed form %.4f); ZB-H1 %.4f (x%.3f); ZB-H2 single step %.4f "
-                "(x%.3f), steady %.4f (x%.3f)\n",
-                p, m, one.bubble(), (p - 1.0) / m, h1.bubble(), r1, h2.bubble(), h2.bubble() / one.bubble(),
-                h2.steady_bubble(), r2);
+    std::printf(
+        "p=%d m=%d: 1F1B bubble/ideal %.4f (closed form %.4f); ZB-H1 %.4f (x%.3f); ZB-H2 single step %.4f "
+        "(x%.3f), steady %.4f (x%.3f)\n",
+        p, m, one.bubble(), (p - 1.0) / m, h1.bubble(), r1, h2.bubble(), h2.bubble() / one.bubble(),
+        h2.steady_bubble(), r2);
   }
 }
 
@@ -149,7 +151,8 @@ void expect_timeline_matches_static(const WorkloadSpec& w) {
   });
   ASSERT_TRUE(r.ok) << r.error;
   for (int p = 0; p < w.parallel.pp; ++p)
-    EXPECT_NEAR(r.values[static_cast<size_t>(2 * p)], r.values[static_cast<size_t>(2 * p + 1)], 1.0) << "stage " << p;
+    EXPECT_NEAR(r.values[static_cast<size_t>(2 * p)], r.values[static_cast<size_t>(2 * p + 1)], 1.0)
+        << "stage " << p;
   EXPECT_LE(r.values.back(), 1.0) << "the ledger does not balance";
 }
 

@@ -30,7 +30,8 @@ constexpr int MICRO_BATCHES = 2;
 
 /// tp 2 on one node, no pipeline or DP; blocks of fixed times, the logits and optimizer free.
 WorkloadSpec tp_workload(bool sp, bool overlap) {
-  WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(LAYERS, 4096, 2048), 2, 1, 1, MICRO_BATCHES);
+  WorkloadSpec w =
+      stepsim::test::workload(stepsim::test::small_gpt(LAYERS, 4096, 2048), 2, 1, 1, MICRO_BATCHES);
   w.parallel.sp = sp;
   w.parallel.tp_grad_overlap = overlap;
   return w;
@@ -68,7 +69,8 @@ Replayed replay(bool sp, bool overlap, double wgrad) {
     std::map<std::pair<int, int>, std::vector<TaskId>> issued;
     for (TaskId id = 0; id < prog.graph.size(); ++id) {
       const Task& t = prog.graph.task(id);
-      if (t.kind == TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.phase == Phase::BACKWARD && t.layer >= 0)
+      if (t.kind == TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.phase == Phase::BACKWARD &&
+          t.layer >= 0)
         issued[{t.layer, t.micro_batch}].push_back(id);
     }
     double hidden = 0, regather = 0;

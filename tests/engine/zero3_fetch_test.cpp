@@ -32,8 +32,8 @@ WorkloadSpec blocking_workload() {
 
 struct Replayed {
   double step = 0;
-  double compute = 0;    ///< Σ of rank 0's compute task times
-  double dp = 0;         ///< Σ of the DP collectives' times (start to end)
+  double compute = 0;     ///< Σ of rank 0's compute task times
+  double dp = 0;          ///< Σ of the DP collectives' times (start to end)
   double collectives = 0; ///< how many DP collectives carry a host part
 };
 
@@ -42,7 +42,9 @@ Replayed replay(double per_rank) {
     const WorkloadSpec w = blocking_workload();
     BuildOptions o;
     o.compute_time = [](const ComputeQuery& q) {
-      return ComputeCost(Seconds(q.block == Block::OPTIMIZER ? 1e-4 : q.phase == Phase::FORWARD ? 1e-3 : 2e-3));
+      return ComputeCost(Seconds(q.block == Block::OPTIMIZER ? 1e-4
+                                 : q.phase == Phase::FORWARD ? 1e-3
+                                                             : 2e-3));
     };
     o.list_collective_per_rank = Seconds(per_rank);
     const StepProgram prog = build_step(w, o);

@@ -145,7 +145,8 @@ TEST(ExpertParallel, Zero3GathersExpertsOverTheirExpertDataParallelGroup) {
   for (int layer = 0; layer < 4; ++layer)
     for (int mb = 0; mb < 3; ++mb)
       for (const bool expert : {false, true}) {
-        const int ag = static_cast<int>(CollectiveOp::ALL_GATHER), rs = static_cast<int>(CollectiveOp::REDUCE_SCATTER);
+        const int ag = static_cast<int>(CollectiveOp::ALL_GATHER),
+                  rs = static_cast<int>(CollectiveOp::REDUCE_SCATTER);
         const int fwd = static_cast<int>(Phase::FORWARD), bwd = static_cast<int>(Phase::BACKWARD);
         EXPECT_EQ((seen[{ag, layer, mb, fwd, expert}]), 1) << layer << " " << mb << " " << expert;
         EXPECT_EQ((seen[{ag, layer, mb, bwd, expert}]), 1) << layer << " " << mb << " " << expert;
@@ -225,8 +226,8 @@ TEST(ExpertParallel, TpCollectivesOfAnMoeLayerCarryTheRoutedCopies) {
     std::set<graph::TaskId> seen;
     for (graph::TaskId id = 0; id < p.graph.size(); ++id) {
       const graph::Task& t = p.graph.task(id);
-      if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.layer == layer && t.phase == phase &&
-          t.micro_batch == 0 && p.graph.participants(t).front() == 0)
+      if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.layer == layer &&
+          t.phase == phase && t.micro_batch == 0 && p.graph.participants(t).front() == 0)
         sum += t.bytes.value();
     }
     return sum;
@@ -347,8 +348,8 @@ TEST(ExpertParallel, FoldedMoeLayersSkipTheTpCollectivesAroundTheExperts) {
   auto tp_bytes = [&](int layer, Phase phase) {
     double sum = 0;
     for (const graph::Task& t : prog.graph.tasks())
-      if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.layer == layer && t.phase == phase &&
-          t.micro_batch == 0 && prog.graph.participants(t).front() == 0)
+      if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.layer == layer &&
+          t.phase == phase && t.micro_batch == 0 && prog.graph.participants(t).front() == 0)
         sum += t.bytes.value();
     return sum;
   };
@@ -436,7 +437,8 @@ TEST(PipelineLayout, UnevenChunksPlaceTheirLayers) {
     EXPECT_EQ(n, 1) << "layer " << key.first;
   EXPECT_EQ(passes.size(), 12u); // 6 layers x forward, backward
   // Parameters per stage follow the chunks: stage 0 holds 4 layers and the embedding.
-  EXPECT_DOUBLE_EQ(model::params_on_rank(w, 0), 4 * model::layer_params(w.model, 1) + model::embedding_params(w.model, 1));
+  EXPECT_DOUBLE_EQ(model::params_on_rank(w, 0),
+                   4 * model::layer_params(w.model, 1) + model::embedding_params(w.model, 1));
 }
 
 // Folding simulates every CP rank and one EP group (ep consecutive DP ranks).
@@ -506,7 +508,8 @@ TEST(ContextParallel, Cp2HalvesAttentionFlopsAndAddsRingTraffic) {
   // Folded (docs/engine.md): CP index 0 alone, the same ring sends (rank 1's copying rank 0's).
   const auto folded = graph::build_step(w, fo);
   EXPECT_EQ(folded.simulated_ranks, std::vector<graph::Rank>{0});
-  EXPECT_NEAR(flops(folded, 0, Block::ATTENTION), flops(cp, 0, Block::ATTENTION), 1e-9 * flops(cp, 0, Block::ATTENTION));
+  EXPECT_NEAR(flops(folded, 0, Block::ATTENTION), flops(cp, 0, Block::ATTENTION),
+              1e-9 * flops(cp, 0, Block::ATTENTION));
   int sends = 0;
   for (const graph::Task& t : folded.graph.tasks())
     sends += t.group == CommGroup::CP ? 1 : 0;
@@ -561,7 +564,10 @@ TEST(ExpertParallel, BackwardSplitAtColumnParallelInputsOnly) {
   EXPECT_EQ(pieces(prog, Block::ATTENTION), 4);
   EXPECT_EQ(pieces(prog, Block::MLP), 1); // the dense layer's
   EXPECT_EQ(pieces(prog, Block::EXPERTS), 0);
-  w.model.mla = MlaSpec{.q_lora_rank = 0, .kv_lora_rank = 128, .qk_nope_head_dim = 32, .qk_rope_head_dim = 16,
+  w.model.mla = MlaSpec{.q_lora_rank = 0,
+                        .kv_lora_rank = 128,
+                        .qk_nope_head_dim = 32,
+                        .qk_rope_head_dim = 16,
                         .v_head_dim = 32};
   EXPECT_EQ(pieces(build(w), Block::ATTENTION), 0);
   w.model.mla = MlaSpec{};
@@ -640,8 +646,8 @@ TEST(ExpertParallel, ExpertParametersFollowTheDistributedOptimizer) {
                     prog.graph.task(prog.graph.predecessors(id)[0]).kind == graph::TaskKind::COLLECTIVE);
         bool gates_experts = false;
         for (graph::TaskId c : prog.graph.successors(id))
-          gates_experts |= prog.graph.task(c).block == Block::EXPERTS && prog.graph.task(c).micro_batch == 0 &&
-                           prog.graph.task(c).phase == Phase::FORWARD;
+          gates_experts |= prog.graph.task(c).block == Block::EXPERTS &&
+                           prog.graph.task(c).micro_batch == 0 && prog.graph.task(c).phase == Phase::FORWARD;
         EXPECT_TRUE(gates_experts);
       }
     }
@@ -651,10 +657,12 @@ TEST(ExpertParallel, ExpertParametersFollowTheDistributedOptimizer) {
   using Key = std::pair<CollectiveOp, Phase>;
   EXPECT_EQ(expert_traffic(w), (std::map<Key, double>{{{CollectiveOp::ALL_REDUCE, Phase::BACKWARD}, s}}));
   w.training.overlap_param_gather = true;
-  EXPECT_EQ(expert_traffic(w), (std::map<Key, double>{{{CollectiveOp::REDUCE_SCATTER, Phase::BACKWARD}, 0.5 * s},
-                                                       {{CollectiveOp::ALL_GATHER, Phase::FORWARD}, 0.5 * s}}));
+  EXPECT_EQ(expert_traffic(w),
+            (std::map<Key, double>{{{CollectiveOp::REDUCE_SCATTER, Phase::BACKWARD}, 0.5 * s},
+                                   {{CollectiveOp::ALL_GATHER, Phase::FORWARD}, 0.5 * s}}));
   w.parallel.zero_stage = 2;
   w.training.overlap_param_gather = false;
-  EXPECT_EQ(expert_traffic(w), (std::map<Key, double>{{{CollectiveOp::REDUCE_SCATTER, Phase::BACKWARD}, 0.5 * s * m},
-                                                       {{CollectiveOp::ALL_GATHER, Phase::OPTIMIZER}, 0.5 * s}}));
+  EXPECT_EQ(expert_traffic(w),
+            (std::map<Key, double>{{{CollectiveOp::REDUCE_SCATTER, Phase::BACKWARD}, 0.5 * s * m},
+                                   {{CollectiveOp::ALL_GATHER, Phase::OPTIMIZER}, 0.5 * s}}));
 }

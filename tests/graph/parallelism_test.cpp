@@ -39,7 +39,9 @@ double volume(const graph::StepProgram& prog, graph::Rank r, CommGroup group) {
       continue;
     const double n = static_cast<double>(parts.size());
     const double s = t.bytes.value();
-    v += t.op == CollectiveOp::ALL_REDUCE ? 2.0 * (n - 1.0) / n * s : t.op == CollectiveOp::SEND ? s : (n - 1.0) / n * s;
+    v += t.op == CollectiveOp::ALL_REDUCE ? 2.0 * (n - 1.0) / n * s
+         : t.op == CollectiveOp::SEND     ? s
+                                          : (n - 1.0) / n * s;
   }
   return v;
 }
@@ -52,7 +54,9 @@ size_t count(const graph::StepProgram& prog, graph::Rank r, graph::Phase phase) 
   return k;
 }
 
-WorkloadSpec small(int tp, int pp, int dp, int64_t m) { return test::workload(test::small_gpt(4), tp, pp, dp, m); }
+WorkloadSpec small(int tp, int pp, int dp, int64_t m) {
+  return test::workload(test::small_gpt(4), tp, pp, dp, m);
+}
 
 /// Every simulated rank's activation allocations are freed by the end of the step.
 void expect_activations_balance(const graph::StepProgram& prog) {
@@ -113,13 +117,15 @@ TEST(Zero, OverlappedParameterGatherMovesTheGathersUnderTheForward) {
     const auto plain = build(w);
     w.training.overlap_param_gather = true;
     const auto overlapped = build(w);
-    EXPECT_NEAR(volume(overlapped, 0, CommGroup::DP), volume(plain, 0, CommGroup::DP), 1e-6 * volume(plain, 0, CommGroup::DP));
+    EXPECT_NEAR(volume(overlapped, 0, CommGroup::DP), volume(plain, 0, CommGroup::DP),
+                1e-6 * volume(plain, 0, CommGroup::DP));
     const graph::StepGraph& g = overlapped.graph;
     std::map<graph::Rank, std::vector<std::pair<int, int>>> order; // rank 0's gathers: (micro_batch, bucket)
     int waited = 0;
     for (graph::TaskId id = 0; id < g.size(); ++id) {
       const graph::Task& t = g.task(id);
-      if (t.kind != graph::TaskKind::COLLECTIVE || t.op != CollectiveOp::ALL_GATHER || t.group != CommGroup::DP)
+      if (t.kind != graph::TaskKind::COLLECTIVE || t.op != CollectiveOp::ALL_GATHER ||
+          t.group != CommGroup::DP)
         continue;
       EXPECT_EQ(t.phase, graph::Phase::FORWARD) << "zero " << zero;
       for (graph::TaskId pred : g.predecessors(id)) {
@@ -176,7 +182,8 @@ TEST(Zero, GradientsReducedInFp32) {
     w.training.grad_reduce_in_fp32 = true;
     const double fp32 = volume(build(w), 0, CommGroup::DP);
     EXPECT_NEAR(fp32 / plain, zero == 0 ? 2.0 : zero == 1 ? 6.0 / 4.0 : 8.0 / 6.0, 1e-9) << "zero " << zero;
-    EXPECT_DOUBLE_EQ(model::persistent_memory(w, test::a100(), 0).gradients.value(), 2.0 * grads) << "zero " << zero;
+    EXPECT_DOUBLE_EQ(model::persistent_memory(w, test::a100(), 0).gradients.value(), 2.0 * grads)
+        << "zero " << zero;
   }
 }
 
@@ -231,8 +238,8 @@ TEST(Zero, Stage3BlockingFetchGathersTensorByTensor) {
   const double v = volume(prefetch, 0, CommGroup::DP);
   EXPECT_NEAR(volume(blocking, 0, CommGroup::DP), 4.0 / 3.0 * v, 1e-9 * v);
   for (const graph::Task& t : blocking.graph.tasks()) {
-    if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::DP && t.role == graph::CommRole::NONE &&
-        t.op != CollectiveOp::ALL_REDUCE) {
+    if (t.kind == graph::TaskKind::COLLECTIVE && t.group == CommGroup::DP &&
+        t.role == graph::CommRole::NONE && t.op != CollectiveOp::ALL_REDUCE) {
       EXPECT_NEAR(t.duration.value(), dp * 20e-6, 1e-15);
     }
   }
@@ -287,8 +294,10 @@ TEST(SequenceParallel, TpVolumeWithTheBackwardRegather) {
     w.parallel.tp_grad_overlap = overlap;
     const auto sp = build(w);
     EXPECT_EQ(2 * tp_tasks(sp), 5 * tp_tasks(plain));
-    EXPECT_NEAR(volume(sp, 0, CommGroup::TP), 1.25 * volume(plain, 0, CommGroup::TP), 1e-6 * volume(plain, 0, CommGroup::TP));
-    EXPECT_NEAR(volume(sp, 0, CommGroup::PP), volume(plain, 0, CommGroup::PP) / 4.0, 1e-6 * volume(plain, 0, CommGroup::PP));
+    EXPECT_NEAR(volume(sp, 0, CommGroup::TP), 1.25 * volume(plain, 0, CommGroup::TP),
+                1e-6 * volume(plain, 0, CommGroup::TP));
+    EXPECT_NEAR(volume(sp, 0, CommGroup::PP), volume(plain, 0, CommGroup::PP) / 4.0,
+                1e-6 * volume(plain, 0, CommGroup::PP));
   }
 }
 
@@ -312,7 +321,8 @@ TEST(PipelineScatterGather, SendsShrinkByTAndOneGatherPerMessage) {
   EXPECT_EQ(tasks(sg, CommGroup::PP, CollectiveOp::SEND), sends);
   EXPECT_EQ(tasks(plain, CommGroup::TP, CollectiveOp::ALL_GATHER), 0u);
   EXPECT_EQ(tasks(sg, CommGroup::TP, CollectiveOp::ALL_GATHER), sends / t); // one per TP group message
-  EXPECT_NEAR(volume(sg, 0, CommGroup::PP), volume(plain, 0, CommGroup::PP) / t, 1e-9 * volume(plain, 0, CommGroup::PP));
+  EXPECT_NEAR(volume(sg, 0, CommGroup::PP), volume(plain, 0, CommGroup::PP) / t,
+              1e-9 * volume(plain, 0, CommGroup::PP));
   // Rank 0 (stage 0) receives m gradient messages; stage 1 rank receives m activations. Each
   // gather moves (t-1)/t of the full b*s*h message on top of the TP collectives.
   const double full = model::tp_collective_bytes(w).value();
@@ -393,7 +403,8 @@ TEST(Recompute, FirstLayersOfEachChunkOnly) {
   const double plain = model::recompute_working_set(full).total().value();
   double fwd_alloc[2] = {0, 0};
   for (const graph::Task& t : first.graph.tasks())
-    if (t.rank == 0 && t.phase == graph::Phase::FORWARD && t.micro_batch == 0 && (t.layer == 0 || t.layer == 1))
+    if (t.rank == 0 && t.phase == graph::Phase::FORWARD && t.micro_batch == 0 &&
+        (t.layer == 0 || t.layer == 1))
       fwd_alloc[t.layer] += t.act_alloc.value();
   EXPECT_NEAR(fwd_alloc[0], input, 1e-6 * input);
   EXPECT_NEAR(fwd_alloc[1], plain, 1e-6 * plain);

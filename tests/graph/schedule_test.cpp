@@ -87,7 +87,8 @@ TEST(Schedule, OneFOneB) {
         const auto order = one_f_one_b_order(stage, pp, m);
         const Stats s = check_order(order, m);
         EXPECT_LE(s.max_in_flight, pp - stage) << "pp=" << pp << " m=" << m << " stage=" << stage;
-        EXPECT_EQ(s.max_in_flight, std::min(pp - stage, m)) << "pp=" << pp << " m=" << m << " stage=" << stage;
+        EXPECT_EQ(s.max_in_flight, std::min(pp - stage, m))
+            << "pp=" << pp << " m=" << m << " stage=" << stage;
         const int warmup = std::min(pp - stage - 1, m);
         for (int i = 0; i < warmup; ++i)
           EXPECT_EQ(order[static_cast<size_t>(i)].phase, Phase::FORWARD);
@@ -123,9 +124,12 @@ void check_chunked(const std::vector<PassRef>& order, int m, int vp, bool split)
     ASSERT_LT(p.chunk, vp);
     ASSERT_GE(p.micro_batch, 0);
     ASSERT_LT(p.micro_batch, m);
-    const size_t i = static_cast<size_t>(p.chunk) * static_cast<size_t>(m) + static_cast<size_t>(p.micro_batch);
+    const size_t i =
+        static_cast<size_t>(p.chunk) * static_cast<size_t>(m) + static_cast<size_t>(p.micro_batch);
     switch (p.phase) {
-    case Phase::FORWARD: ++f[i]; break;
+    case Phase::FORWARD:
+      ++f[i];
+      break;
     case Phase::BACKWARD:
       EXPECT_EQ(f[i], 1) << "backward before forward";
       ++b[i];
@@ -135,7 +139,8 @@ void check_chunked(const std::vector<PassRef>& order, int m, int vp, bool split)
       EXPECT_EQ(b[i], 1) << "W before B";
       ++w[i];
       break;
-    default: ADD_FAILURE() << "unexpected phase";
+    default:
+      ADD_FAILURE() << "unexpected phase";
     }
   }
   for (size_t i = 0; i < n; ++i) {
@@ -160,7 +165,9 @@ Replayed unit_replay(Schedule schedule, int pp, int m, int vp, double tf, double
   for (int s = 0; s < pp; ++s)
     orders.push_back(stage_order(schedule, s, pp, m, vp));
   const int chunks = pp * vp;
-  auto key = [&](int global, int mb) { return static_cast<size_t>(global) * static_cast<size_t>(m) + static_cast<size_t>(mb); };
+  auto key = [&](int global, int mb) {
+    return static_cast<size_t>(global) * static_cast<size_t>(m) + static_cast<size_t>(mb);
+  };
   std::vector<double> fdone(static_cast<size_t>(chunks * m), -1), bdone(fdone);
   std::vector<size_t> next(static_cast<size_t>(pp), 0);
   std::vector<double> free_at(static_cast<size_t>(pp), 0), first(static_cast<size_t>(pp), -1);
@@ -246,8 +253,10 @@ TEST(Schedule, InterleavedOrderAndInFlight) {
           if (warmup < m * vp) {
             EXPECT_EQ(order[static_cast<size_t>(warmup + 1)].phase, Phase::BACKWARD);
           }
-          const model::InFlight expected = model::in_flight_passes(schedule_workload(Schedule::INTERLEAVED, pp, m, vp), stage);
-          EXPECT_EQ(peak_in_flight(order, false), expected.passes) << "pp=" << pp << " vp=" << vp << " m=" << m << " stage=" << stage;
+          const model::InFlight expected =
+              model::in_flight_passes(schedule_workload(Schedule::INTERLEAVED, pp, m, vp), stage);
+          EXPECT_EQ(peak_in_flight(order, false), expected.passes)
+              << "pp=" << pp << " vp=" << vp << " m=" << m << " stage=" << stage;
           if (stage == pp - 1) {
             EXPECT_EQ(peak_in_flight(order, false, vp - 1), expected.output_passes);
           }
@@ -274,10 +283,14 @@ TEST(Schedule, ZeroBubbleOrdersAndInFlight) {
         const auto h2 = zb_h2_order(stage, pp, m);
         check_chunked(h1, m, 1, true);
         check_chunked(h2, m, 1, true);
-        EXPECT_EQ(peak_in_flight(h1, true), std::min(pp, m)) << "pp=" << pp << " m=" << m << " stage=" << stage;
-        EXPECT_EQ(peak_in_flight(h2, true), std::min(2 * pp - 1, m)) << "pp=" << pp << " m=" << m << " stage=" << stage;
-        EXPECT_EQ(peak_in_flight(h1, true), model::in_flight_passes(schedule_workload(Schedule::ZB_H1, pp, m, 1), stage).passes);
-        EXPECT_EQ(peak_in_flight(h2, true), model::in_flight_passes(schedule_workload(Schedule::ZB_H2, pp, m, 1), stage).passes);
+        EXPECT_EQ(peak_in_flight(h1, true), std::min(pp, m))
+            << "pp=" << pp << " m=" << m << " stage=" << stage;
+        EXPECT_EQ(peak_in_flight(h2, true), std::min(2 * pp - 1, m))
+            << "pp=" << pp << " m=" << m << " stage=" << stage;
+        EXPECT_EQ(peak_in_flight(h1, true),
+                  model::in_flight_passes(schedule_workload(Schedule::ZB_H1, pp, m, 1), stage).passes);
+        EXPECT_EQ(peak_in_flight(h2, true),
+                  model::in_flight_passes(schedule_workload(Schedule::ZB_H2, pp, m, 1), stage).passes);
         // Forward/B order is 1F1B's (ZB-H1) and all passes of stage_order agree.
         const auto via = stage_order(Schedule::ZB_H1, stage, pp, m);
         ASSERT_EQ(via.size(), h1.size());
@@ -303,7 +316,8 @@ TEST(Schedule, UnitReplayBubbles) {
       EXPECT_DOUBLE_EQ(unit_replay(Schedule::GPIPE, pp, m, 1, 1, 2, 0).makespan, (m + pp - 1) * 3.0);
       for (int vp : {2, 4}) {
         const Replayed il = unit_replay(Schedule::INTERLEAVED, pp, m, vp, 1.0 / vp, 2.0 / vp, 0);
-        EXPECT_NEAR(il.makespan, (m * vp + pp - 1) * 3.0 / vp, 1e-9) << "pp=" << pp << " vp=" << vp << " m=" << m;
+        EXPECT_NEAR(il.makespan, (m * vp + pp - 1) * 3.0 / vp, 1e-9)
+            << "pp=" << pp << " vp=" << vp << " m=" << m;
         EXPECT_NEAR((il.makespan - 3.0 * m) / (3.0 * m), (pp - 1.0) / (vp * m), 1e-9);
       }
       const Replayed h1 = unit_replay(Schedule::ZB_H1, pp, m, 1, 1, 1, 1);

@@ -24,9 +24,12 @@ namespace {
 /// Compute time: 1 ms forward blocks, 2 ms backward, 0.1 ms logits, 0.5 ms optimizer.
 Seconds fixed_time(const ComputeQuery& q) {
   switch (q.block) {
-  case Block::LOGITS: return Seconds(1e-4);
-  case Block::OPTIMIZER: return Seconds(5e-4);
-  default: return Seconds(q.phase == Phase::BACKWARD ? 2e-3 : 1e-3);
+  case Block::LOGITS:
+    return Seconds(1e-4);
+  case Block::OPTIMIZER:
+    return Seconds(5e-4);
+  default:
+    return Seconds(q.phase == Phase::BACKWARD ? 2e-3 : 1e-3);
   }
 }
 
@@ -206,7 +209,8 @@ TEST(BuildStep, ComputeCostsFromModel) {
       EXPECT_EQ(t.phase, Phase::OPTIMIZER);
       EXPECT_DOUBLE_EQ(t.duration.value(), 5e-4);
       break;
-    default: ADD_FAILURE() << "compute task without a block";
+    default:
+      ADD_FAILURE() << "compute task without a block";
     }
   }
 }
@@ -309,7 +313,8 @@ TEST(BuildStep, TpBytesPerGroup) {
           continue;
         consumers.insert(g.task(c).rank);
         if (t.role == CommRole::EMBEDDING) { // layer 0's forward waits for it
-          EXPECT_TRUE(g.task(c).layer == 0 && g.task(c).phase == Phase::FORWARD && g.task(c).micro_batch == t.micro_batch);
+          EXPECT_TRUE(g.task(c).layer == 0 && g.task(c).phase == Phase::FORWARD &&
+                      g.task(c).micro_batch == t.micro_batch);
         }
       }
       for (TaskId p : g.predecessors(id)) {
@@ -347,7 +352,8 @@ TEST(BuildStep, TpBytesPerGroup) {
       else if (g.task(s).role != CommRole::NONE)
         next.insert(next.end(), g.successors(s).begin(), g.successors(s).end());
     }
-    EXPECT_TRUE(std::includes(consumers.begin(), consumers.end(), ranks.begin(), ranks.end())) << "all-reduce " << id;
+    EXPECT_TRUE(std::includes(consumers.begin(), consumers.end(), ranks.begin(), ranks.end()))
+        << "all-reduce " << id;
   }
   EXPECT_EQ(bytes.size(), 4u); // one TP group per stage (replica 0 only)
   for (const auto& [ranks, total] : bytes) {
@@ -388,7 +394,8 @@ TEST(BuildStep, PpBytesPerBoundary) {
       bool consumer = false;
       for (TaskId s : g.successors(id)) {
         const Task& c = g.task(s);
-        if (c.kind == TaskKind::COMPUTE && c.rank == ranks[1] && c.micro_batch == t.micro_batch && c.phase == t.phase)
+        if (c.kind == TaskKind::COMPUTE && c.rank == ranks[1] && c.micro_batch == t.micro_batch &&
+            c.phase == t.phase)
           consumer = true;
       }
       EXPECT_TRUE(consumer) << "send " << id;
@@ -396,7 +403,8 @@ TEST(BuildStep, PpBytesPerBoundary) {
       bool producer = false;
       for (TaskId p : g.predecessors(id)) {
         const Task& c = g.task(p);
-        if (c.kind == TaskKind::COMPUTE && c.rank == ranks[0] && c.micro_batch == t.micro_batch && c.phase == t.phase)
+        if (c.kind == TaskKind::COMPUTE && c.rank == ranks[0] && c.micro_batch == t.micro_batch &&
+            c.phase == t.phase)
           producer = true;
       }
       EXPECT_TRUE(producer) << "send " << id;
@@ -499,7 +507,9 @@ TEST(BuildStep, NoFoldSimulatesEveryReplica) {
   const auto by_rank = compute_by_rank(full.graph);
   EXPECT_EQ(by_rank.size(), 16u);
   for (const auto& [r, ids] : by_rank)
-    EXPECT_EQ(ids.size(), compute_by_rank(folded.graph).at(full.grid.rank(0, full.grid.pp_of(r), full.grid.tp_of(r))).size());
+    EXPECT_EQ(
+        ids.size(),
+        compute_by_rank(folded.graph).at(full.grid.rank(0, full.grid.pp_of(r), full.grid.tp_of(r))).size());
   auto count = [](const StepGraph& g, CommGroup grp, bool norm = false) {
     size_t n = 0;
     for (const Task& t : g.tasks())
@@ -557,7 +567,9 @@ TEST(BuildStep, CollectivesOutsideTheLayers) {
           }
         break;
       }
-      default: EXPECT_EQ(ranks.size(), 2u); break; // a TP group
+      default:
+        EXPECT_EQ(ranks.size(), 2u);
+        break; // a TP group
       }
     }
     const std::vector<double> per_mb(8, b * s * h * 2);
@@ -570,7 +582,8 @@ TEST(BuildStep, CollectivesOutsideTheLayers) {
       EXPECT_EQ((seen[{CommRole::NORM_GRADS, CollectiveOp::ALL_REDUCE, stage}]),
                 std::vector<double>(1, (2 * (2 * 2 * h + 2 * h) + (stage == 3 ? 2 * h : 0)) * 2))
           << "stage " << stage;
-    EXPECT_EQ((seen[{CommRole::TIED_EMBEDDING, CollectiveOp::ALL_REDUCE, 0}]), std::vector<double>(2, v * h / t * 2));
+    EXPECT_EQ((seen[{CommRole::TIED_EMBEDDING, CollectiveOp::ALL_REDUCE, 0}]),
+              std::vector<double>(2, v * h / t * 2));
     EXPECT_EQ((seen[{CommRole::GRAD_NORM, CollectiveOp::ALL_REDUCE, -1}]),
               std::vector<double>(precision == Precision::FP16 ? 2 : 1, 4.0));
     // Every optimizer waits for the last gradient-norm all-reduce.
@@ -680,7 +693,8 @@ TEST(BuildStep, MultiTokenPredictionLayerOnTheLastStage) {
     const StepProgram prog = build(w);
     std::map<int, int> forwards; // stage -> forward attention tasks of layer 8 (rank 0 of its TP group)
     for (const Task& t : prog.graph.tasks())
-      if (t.kind == TaskKind::COMPUTE && t.block == Block::ATTENTION && t.layer == 8 && t.phase == Phase::FORWARD)
+      if (t.kind == TaskKind::COMPUTE && t.block == Block::ATTENTION && t.layer == 8 &&
+          t.phase == Phase::FORWARD)
         ++forwards[t.stage];
     ASSERT_EQ(forwards.size(), 1u) << static_cast<int>(s);
     EXPECT_EQ(forwards.begin()->first, 3);
@@ -727,7 +741,8 @@ TEST(TpGradOverlap, BackwardBlocksSplitAroundTheirCollective) {
   int checked = 0;
   for (TaskId id = 0; id < prog.graph.size(); ++id) {
     const Task& t = prog.graph.task(id);
-    if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::TP || t.phase != Phase::BACKWARD || t.layer < 0)
+    if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::TP || t.phase != Phase::BACKWARD ||
+        t.layer < 0)
       continue;
     ASSERT_EQ(t.op, CollectiveOp::ALL_REDUCE);
     // The all-reduce's compute predecessors: each rank's first piece, whose successor on the
@@ -744,7 +759,8 @@ TEST(TpGradOverlap, BackwardBlocksSplitAroundTheirCollective) {
       ASSERT_NE(wgrad, ~TaskId{0});
       const double gemm = first.block == Block::ATTENTION ? qkv : fc1;
       EXPECT_NEAR(prog.graph.task(wgrad).flops.value(), gemm, 1e-9 * gemm);
-      const double block = first.block == Block::ATTENTION ? 2 * a : 2 * model::mlp_block_forward_flops(w.model, 2, 2).value();
+      const double block =
+          first.block == Block::ATTENTION ? 2 * a : 2 * model::mlp_block_forward_flops(w.model, 2, 2).value();
       EXPECT_NEAR(first.flops.value(), block - gemm, 1e-9 * block);
       // The pass's next compute task waits for both the weight gradient and the all-reduce.
       for (TaskId next : prog.graph.successors(wgrad)) {

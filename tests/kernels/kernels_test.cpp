@@ -19,7 +19,7 @@ const std::string kSourceDir = STEPSIM_SOURCE_DIR;
 
 /// A GPU of `kind` with a 16-bit peak (TFLOP/s), an fp8 peak (0: the table's default), HBM
 /// capacity (bytes) and bandwidth (GB/s).
-GpuSpec gpu(const char *kind, double tflops16, double tflops8, double capacity, double gbps) {
+GpuSpec gpu(const char* kind, double tflops16, double tflops8, double capacity, double gbps) {
   GpuSpec g;
   g.kind = kind;
   g.peak_bf16 = g.peak_fp16 = FlopsPerSec(tflops16 * 1e12);
@@ -29,12 +29,24 @@ GpuSpec gpu(const char *kind, double tflops16, double tflops8, double capacity, 
   return g;
 }
 
-GpuSpec a100() { return gpu("A100-SXM4-80GB", 312, 0, 80e9, 2039); }
-GpuSpec a100_40gb() { return gpu("A100-SXM4-40GB", 312, 0, 40.0 * 1024 * 1024 * 1024, 1555); }
-GpuSpec h100() { return gpu("H100-SXM5-80GB", 989, 0, 80e9, 3350); }
-GpuSpec h200() { return gpu("H200-SXM-141GB", 989, 0, 141e9, 4800); }
-GpuSpec b200() { return gpu("B200-SXM-180GB", 2250, 4500, 180e9, 8000); }
-GpuSpec gb200() { return gpu("GB200-186GB", 2500, 5000, 186e9, 8000); }
+GpuSpec a100() {
+  return gpu("A100-SXM4-80GB", 312, 0, 80e9, 2039);
+}
+GpuSpec a100_40gb() {
+  return gpu("A100-SXM4-40GB", 312, 0, 40.0 * 1024 * 1024 * 1024, 1555);
+}
+GpuSpec h100() {
+  return gpu("H100-SXM5-80GB", 989, 0, 80e9, 3350);
+}
+GpuSpec h200() {
+  return gpu("H200-SXM-141GB", 989, 0, 141e9, 4800);
+}
+GpuSpec b200() {
+  return gpu("B200-SXM-180GB", 2250, 4500, 180e9, 8000);
+}
+GpuSpec gb200() {
+  return gpu("GB200-186GB", 2500, 5000, 186e9, 8000);
+}
 
 ProfileHeader test_header() {
   ProfileHeader h;
@@ -49,12 +61,12 @@ ProfileHeader test_header() {
 }
 
 /// A row achieving `tflops` TFLOP/s on `shape` (compute kinds) or `gbps` GB/s (memory kinds).
-ProfileRow row_at_rate(const KernelShape &s, double rate_per_s, std::string impl = "cublaslt") {
+ProfileRow row_at_rate(const KernelShape& s, double rate_per_s, std::string impl = "cublaslt") {
   const double work = is_compute_bound(s.kind) ? kernel_flops(s).value() : kernel_bytes(s).value();
   return ProfileRow{s, Seconds(work / rate_per_s), std::move(impl)};
 }
 
-double gemm_efficiency(const KernelTable &t, const KernelShape &s) {
+double gemm_efficiency(const KernelTable& t, const KernelShape& s) {
   return kernel_flops(s).value() / (t.lookup(s).time.value() * t.peak(s.dtype).value());
 }
 
@@ -76,7 +88,7 @@ KernelProfile measured_profile() {
 TEST(KernelTable, ExactRowsAreReturnedAsMeasured) {
   const KernelProfile p = measured_profile();
   const KernelTable t(p, a100());
-  for (const ProfileRow &r : p.rows) {
+  for (const ProfileRow& r : p.rows) {
     const KernelTime kt = t.lookup(r.shape);
     EXPECT_EQ(kt.source, Source::MEASURED) << describe(r.shape);
     EXPECT_DOUBLE_EQ(kt.time.value(), r.time.value()) << describe(r.shape);
@@ -176,7 +188,7 @@ TEST(KernelTable, RejectsMismatchedGpuAndMissingFp8) {
 // --- bundled profiles -------------------------------------------------------------------------
 
 struct Bundled {
-  const char *file;
+  const char* file;
   GpuSpec gpu;
   double best_tflops; // measured_runs.yaml gemm_measurements
   KernelShape best_shape;
@@ -192,7 +204,8 @@ protected:
     if (i == 2)
       return {"H200-SXM-141GB.csv", h200(), 792.1, gemm(Dtype::BF16, 6144, 17920, 2816)}; // the H100's die
     if (i == 3)
-      return {"A100-SXM4-40GB.csv", a100_40gb(), 267.9, gemm(Dtype::BF16, 6912, 16384, 2048)}; // the A100's die
+      return {"A100-SXM4-40GB.csv", a100_40gb(), 267.9,
+              gemm(Dtype::BF16, 6912, 16384, 2048)}; // the A100's die
     // Blackwell: no published GEMM measurement; the H100's measured fraction of peak at 8192^3.
     if (i == 4)
       return {"B200-SXM-180GB.csv", b200(), std::round(792.1 / 989.0 * 2250.0 * 10) / 10,
@@ -212,20 +225,20 @@ TEST_P(BundledProfile, LoadsAndMatchesThePublishedBestCase) {
   EXPECT_NEAR(gemm_efficiency(t, b.best_shape), best, 1e-6);
   // Large transformer GEMMs (GPT-3 MLP and QKV at tp 1 and 8192 tokens) sit within a few % of
   // the best case, and never above it.
-  for (const KernelShape &s : {gemm(Dtype::BF16, 8192, 49152, 12288), gemm(Dtype::BF16, 8192, 36864, 12288),
+  for (const KernelShape& s : {gemm(Dtype::BF16, 8192, 49152, 12288), gemm(Dtype::BF16, 8192, 36864, 12288),
                                gemm(Dtype::BF16, 8192, 8192, 8192)}) {
     const double eff = gemm_efficiency(t, s);
     EXPECT_LE(eff, best * (1 + 1e-6)) << describe(s);
     EXPECT_GT(eff, best * 0.95) << describe(s);
   }
   // No 16-bit GEMM row above the published 16-bit best case (fp8 rows: H100HasFp8AndA100DoesNot).
-  for (const ProfileRow &r : t.profile().rows) {
+  for (const ProfileRow& r : t.profile().rows) {
     if (r.shape.kind == KernelKind::GEMM && r.shape.dtype != Dtype::FP8_E4M3) {
       EXPECT_LE(gemm_efficiency(t, r.shape), best + 1e-6) << describe(r.shape);
     }
   }
   // Every reference shape the profile covers looks up to its own row.
-  for (const KernelShape &s : reference_profile_shapes()) {
+  for (const KernelShape& s : reference_profile_shapes()) {
     if (t.peak(s.dtype).value() <= 0 && is_compute_bound(s.kind))
       continue;
     EXPECT_EQ(t.lookup(s).source, Source::MODELLED);
@@ -263,7 +276,8 @@ TEST(BundledProfile, V100HasFp16TensorCoresOnly) {
   EXPECT_DOUBLE_EQ(t.peak(Dtype::FP8_E4M3).value(), 0.0);
   const double best = 267.9 / 312.0;
   EXPECT_NEAR(gemm_efficiency(t, gemm(Dtype::FP16, 8192, 8192, 8192)), best, 1e-3);
-  for (const KernelShape &s : {gemm(Dtype::FP16, 8192, 49152, 12288), gemm(Dtype::FP16, 8192, 36864, 12288)}) {
+  for (const KernelShape& s :
+       {gemm(Dtype::FP16, 8192, 49152, 12288), gemm(Dtype::FP16, 8192, 36864, 12288)}) {
     const double eff = gemm_efficiency(t, s);
     EXPECT_LE(eff, best * (1 + 1e-3)) << describe(s);
     EXPECT_GT(eff, best * 0.95) << describe(s);
@@ -282,7 +296,8 @@ TEST(BundledProfile, V100HasFp16TensorCoresOnly) {
   EXPECT_NEAR(kernel_bytes(copy).value() / t.lookup(copy).time.value() / 900e9, 0.9, 0.01);
   // A GPU needs one 16-bit peak at least.
   v100.peak_fp16 = FlopsPerSec(0);
-  EXPECT_THROW((void)KernelTable::load(kSourceDir + "/kernels_profiles/data/V100-SXM2-32GB.csv", v100), ConfigError);
+  EXPECT_THROW((void)KernelTable::load(kSourceDir + "/kernels_profiles/data/V100-SXM2-32GB.csv", v100),
+               ConfigError);
 }
 
 // The H200 is the H100's die with faster HBM: GEMMs take the same time, memory-bound kernels
@@ -290,7 +305,8 @@ TEST(BundledProfile, V100HasFp16TensorCoresOnly) {
 TEST(BundledProfile, H200IsTheH100WithFasterMemory) {
   const KernelTable h1 = KernelTable::load(kSourceDir + "/kernels_profiles/data/H100-SXM5-80GB.csv", h100());
   const KernelTable h2 = KernelTable::load(kSourceDir + "/kernels_profiles/data/H200-SXM-141GB.csv", h200());
-  for (const KernelShape &s : {gemm(Dtype::BF16, 8192, 28672, 8192), gemm(Dtype::FP8_E4M3, 8192, 28672, 8192)})
+  for (const KernelShape& s :
+       {gemm(Dtype::BF16, 8192, 28672, 8192), gemm(Dtype::FP8_E4M3, 8192, 28672, 8192)})
     EXPECT_DOUBLE_EQ(h2.lookup(s).time.value(), h1.lookup(s).time.value()) << describe(s);
   const KernelShape copy = elementwise(KernelKind::MEMCPY, Dtype::BF16, int64_t{1} << 31);
   EXPECT_NEAR(h1.lookup(copy).time.value() / h2.lookup(copy).time.value(), 4800.0 / 3350.0, 1e-3);
@@ -300,7 +316,8 @@ TEST(BundledProfile, H200IsTheH100WithFasterMemory) {
 // kernels scale with the bandwidth (1555 vs 2039 GB/s).
 TEST(BundledProfile, A100FortyGigabytesIsTheA100WithSlowerMemory) {
   const KernelTable a80 = KernelTable::load(kSourceDir + "/kernels_profiles/data/A100-SXM4-80GB.csv", a100());
-  const KernelTable a40 = KernelTable::load(kSourceDir + "/kernels_profiles/data/A100-SXM4-40GB.csv", a100_40gb());
+  const KernelTable a40 =
+      KernelTable::load(kSourceDir + "/kernels_profiles/data/A100-SXM4-40GB.csv", a100_40gb());
   const KernelShape mlp = gemm(Dtype::BF16, 8192, 24576, 6144);
   EXPECT_DOUBLE_EQ(a40.lookup(mlp).time.value(), a80.lookup(mlp).time.value());
   const KernelShape copy = elementwise(KernelKind::MEMCPY, Dtype::BF16, int64_t{1} << 31);
@@ -316,7 +333,7 @@ TEST(BundledProfile, H100HasFp8AndA100DoesNot) {
   // cuBLASLt e4m3 GEMMs per layer, 1.828x bf16) on the published bf16 best: 8192^3 at 1448.0 TFLOP/s.
   const double fp8_best = 1448.0e12 / (2 * 989e12);
   EXPECT_NEAR(gemm_efficiency(h, gemm(Dtype::FP8_E4M3, 8192, 8192, 8192)), fp8_best, 1e-6);
-  for (const ProfileRow &r : h.profile().rows) {
+  for (const ProfileRow& r : h.profile().rows) {
     if (r.shape.kind == KernelKind::GEMM && r.shape.dtype == Dtype::FP8_E4M3) {
       EXPECT_LE(gemm_efficiency(h, r.shape), fp8_best + 1e-6) << describe(r.shape);
     }
@@ -324,10 +341,11 @@ TEST(BundledProfile, H100HasFp8AndA100DoesNot) {
   // A large transformer GEMM runs within a few % of it: fp8 is then ~1.8x bf16.
   const KernelShape mlp = gemm(Dtype::FP8_E4M3, 8192, 49152, 12288);
   EXPECT_GT(gemm_efficiency(h, mlp), fp8_best * 0.95);
-  const double speedup = h.lookup(gemm(Dtype::BF16, 8192, 49152, 12288)).time.value() / h.lookup(mlp).time.value();
+  const double speedup =
+      h.lookup(gemm(Dtype::BF16, 8192, 49152, 12288)).time.value() / h.lookup(mlp).time.value();
   EXPECT_NEAR(speedup, 1.828, 0.1); // the measured training mix
   const KernelTable a = KernelTable::load(kSourceDir + "/kernels_profiles/data/A100-SXM4-80GB.csv", a100());
-  for (const ProfileRow &r : a.profile().rows)
+  for (const ProfileRow& r : a.profile().rows)
     EXPECT_NE(r.shape.dtype, Dtype::FP8_E4M3);
 }
 
@@ -344,10 +362,10 @@ WorkloadSpec gpt3_workload(int tp, int64_t micro_batch, bool flash = true) {
   return w;
 }
 
-std::vector<KernelShape> only(const std::vector<KernelShape> &v, KernelKind kind) {
+std::vector<KernelShape> only(const std::vector<KernelShape>& v, KernelKind kind) {
   std::vector<KernelShape> out;
   std::copy_if(v.begin(), v.end(), std::back_inserter(out),
-               [&](const KernelShape &s) { return s.kind == kind; });
+               [&](const KernelShape& s) { return s.kind == kind; });
   return out;
 }
 
@@ -456,7 +474,7 @@ TEST(WorkloadKernels, ParameterCountsMatchThePublishedModels) {
 TEST(WorkloadKernels, HeadDimSetsTheAttentionWidths) {
   WorkloadSpec w = gpt3_workload(4, 1);
   w.model = llama2_70b(); // a Llama-style layer, resized to Qwen3-32B
-  ModelSpec &m = w.model;
+  ModelSpec& m = w.model;
   m.layers = 64;
   m.hidden = 5120;
   m.head_dim_set = 128;
@@ -465,11 +483,11 @@ TEST(WorkloadKernels, HeadDimSetsTheAttentionWidths) {
   m.seq_len = 2048;
   const auto shapes = workload_kernels(w);
   const int64_t T = 2048;
-  auto has = [&](const KernelShape &s) { return std::find(shapes.begin(), shapes.end(), s) != shapes.end(); };
+  auto has = [&](const KernelShape& s) { return std::find(shapes.begin(), shapes.end(), s) != shapes.end(); };
   EXPECT_TRUE(has(gemm(Dtype::BF16, T, (16 + 2 * 2) * 128, 5120))); // QKV at tp 4
   EXPECT_TRUE(has(gemm(Dtype::BF16, T, 5120, 16 * 128)));           // output projection
   bool attention_at_128 = false;
-  for (const KernelShape &s : shapes)
+  for (const KernelShape& s : shapes)
     attention_at_128 |= s.kind == KernelKind::ATTENTION_FWD && s.head_dim == 128 && s.heads == 16;
   EXPECT_TRUE(attention_at_128);
   EXPECT_NEAR(static_cast<double>(model_parameters(m)) / 1e9, 32.8, 0.05);
@@ -513,14 +531,14 @@ TEST(Formats, ShapeListRoundTrips) {
   EXPECT_EQ(parse_shape_list(ss, "mem"), shapes);
 }
 
-std::string error_of(const std::string &text, bool profile) {
+std::string error_of(const std::string& text, bool profile) {
   std::istringstream in(text);
   try {
     if (profile)
       (void)parse_profile(in, "p.csv");
     else
       (void)parse_shape_list(in, "s.csv");
-  } catch (const ConfigError &e) {
+  } catch (const ConfigError& e) {
     return e.what();
   }
   return "no error";

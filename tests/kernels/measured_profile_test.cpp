@@ -33,18 +33,18 @@ GpuSpec h200() {
 }
 
 /// Fast-accumulation fp8 run (the bundled measured profile) and the split-accumulation run.
-const KernelProfile &fast_run() {
+const KernelProfile& fast_run() {
   static const KernelProfile p = read_profile(kData + "measured/H200-SXM-141GB.csv");
   return p;
 }
-const KernelProfile &split_run() {
+const KernelProfile& split_run() {
   static const KernelProfile p = read_profile(kData + "measured/H200-SXM-141GB-fp8-split-accum.csv");
   return p;
 }
 
-std::map<KernelShape, const ProfileRow *> by_shape(const KernelProfile &p) {
-  std::map<KernelShape, const ProfileRow *> m;
-  for (const ProfileRow &r : p.rows)
+std::map<KernelShape, const ProfileRow*> by_shape(const KernelProfile& p) {
+  std::map<KernelShape, const ProfileRow*> m;
+  for (const ProfileRow& r : p.rows)
     m[r.shape] = &r;
   return m;
 }
@@ -55,12 +55,12 @@ double quantile(std::vector<double> v, double q) {
 }
 
 TEST(MeasuredH200, ProfilesAreWholeAndPhysical) {
-  for (const KernelProfile *p : {&fast_run(), &split_run()}) {
+  for (const KernelProfile* p : {&fast_run(), &split_run()}) {
     EXPECT_EQ(p->header.obtained, Provenance::MEASURED);
     EXPECT_EQ(p->header.gpu_kind, "H200-SXM-141GB");
     EXPECT_EQ(p->header.sm_count, 132);
     ASSERT_GT(p->rows.size(), 700u);
-    for (const ProfileRow &r : p->rows) {
+    for (const ProfileRow& r : p->rows) {
       const double t = r.time.value();
       if (is_compute_bound(r.shape.kind)) {
         const double peak = r.shape.dtype == Dtype::FP8_E4M3 ? 1979e12 : 989e12;
@@ -97,7 +97,7 @@ Agreement agreement(KernelKind kind, Dtype dtype) {
   const auto fast = by_shape(fast_run());
   const auto split = by_shape(split_run());
   std::vector<double> ratios;
-  for (const ProfileRow &m : modelled.rows) {
+  for (const ProfileRow& m : modelled.rows) {
     if (m.shape.kind != kind || m.shape.dtype != dtype || m.impl != "model")
       continue;
     const auto f = fast.find(m.shape);
@@ -106,10 +106,9 @@ Agreement agreement(KernelKind kind, Dtype dtype) {
       continue;
     // fp8: one fast-accumulation forward and two split-accumulation backward GEMMs; otherwise
     // the geometric mean of the two runs (same kernels).
-    const double measured =
-        dtype == Dtype::FP8_E4M3
-            ? (f->second->time.value() + 2 * s->second->time.value()) / 3
-            : std::sqrt(f->second->time.value() * s->second->time.value());
+    const double measured = dtype == Dtype::FP8_E4M3
+                                ? (f->second->time.value() + 2 * s->second->time.value()) / 3
+                                : std::sqrt(f->second->time.value() * s->second->time.value());
     ratios.push_back(m.time.value() / measured);
   }
   if (ratios.empty())
@@ -142,7 +141,7 @@ TEST(MeasuredH200, ModelledGemmsHaveOneScaleAcrossShapesAndPrecisions) {
   EXPECT_LT(bf16.median, 1.0);
   EXPECT_NEAR(fp8.median / bf16.median, 1.0, 0.03); // the fp8 anchor carries the measured mix
   // Shape effects (waves, tiles, edges): 80 % of shapes within 12 % of the median scale.
-  for (const Agreement &a : {bf16, fp8}) {
+  for (const Agreement& a : {bf16, fp8}) {
     EXPECT_GT(a.p10, a.median * 0.88);
     EXPECT_LT(a.p90, a.median * 1.12);
   }
@@ -153,7 +152,7 @@ TEST(MeasuredH200, Fp8FastAccumulationIsFasterThanSplit) {
   // backward) on the same shapes: a few % to ~20 % faster, never slower beyond noise.
   const auto split = by_shape(split_run());
   std::vector<double> speedups;
-  for (const ProfileRow &r : fast_run().rows) {
+  for (const ProfileRow& r : fast_run().rows) {
     if (r.shape.kind != KernelKind::GEMM || r.shape.dtype != Dtype::FP8_E4M3)
       continue;
     EXPECT_EQ(r.impl, "cublaslt_fast_accum");
@@ -171,9 +170,10 @@ TEST(MeasuredH200, Fp8FastAccumulationIsFasterThanSplit) {
 // --- the time-list format the suite merges (--times) ---------------------------------------
 
 TEST(Formats, TimeListReadsRowsTimedOutsideTheSuite) {
-  std::istringstream in("# format: stepsim-kernel-times/1\n# timed by a test\nkernel,dtype,shape,time_s,impl\n"
-                        "attention_fwd,bf16,batch=1;heads=32;kv_heads=8;seq=8192;head_dim=128;causal=1,9.9e-04,"
-                        "torch_sdpa_cudnn\nlayernorm,bf16,rows=2048;cols=12288,6.18e-05,torch_layer_norm\n");
+  std::istringstream in(
+      "# format: stepsim-kernel-times/1\n# timed by a test\nkernel,dtype,shape,time_s,impl\n"
+      "attention_fwd,bf16,batch=1;heads=32;kv_heads=8;seq=8192;head_dim=128;causal=1,9.9e-04,"
+      "torch_sdpa_cudnn\nlayernorm,bf16,rows=2048;cols=12288,6.18e-05,torch_layer_norm\n");
   const std::vector<ProfileRow> rows = parse_time_list(in, "t.csv");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].shape.kind, KernelKind::ATTENTION_FWD);
@@ -183,11 +183,11 @@ TEST(Formats, TimeListReadsRowsTimedOutsideTheSuite) {
   EXPECT_EQ(rows[1].shape.cols, 12288);
 }
 
-std::string time_list_error(const std::string &text) {
+std::string time_list_error(const std::string& text) {
   std::istringstream in(text);
   try {
     (void)parse_time_list(in, "t.csv");
-  } catch (const ConfigError &e) {
+  } catch (const ConfigError& e) {
     return e.what();
   }
   return "no error";
@@ -198,11 +198,14 @@ TEST(Formats, TimeListErrorsNameFileAndLine) {
   EXPECT_EQ(time_list_error("kernel,dtype,shape,time_s,impl\ngelu,bf16,elements=8,1e-6,x\n")
                 .rfind("t.csv:1: missing header key 'format: stepsim-kernel-times/1'", 0),
             0u);
-  EXPECT_EQ(time_list_error("# format: stepsim-kernel-shapes/1\n").rfind("t.csv:1: format 'stepsim-kernel-shapes/1'", 0),
+  EXPECT_EQ(time_list_error("# format: stepsim-kernel-shapes/1\n")
+                .rfind("t.csv:1: format 'stepsim-kernel-shapes/1'", 0),
             0u);
-  EXPECT_EQ(time_list_error(head + "gelu,bf16,elements=8,0,x\n").rfind("t.csv:3: time_s '0' is not a positive", 0),
+  EXPECT_EQ(
+      time_list_error(head + "gelu,bf16,elements=8,0,x\n").rfind("t.csv:3: time_s '0' is not a positive", 0),
+      0u);
+  EXPECT_EQ(time_list_error(head + "gelu,bf16,elements=8,1e-6\n").rfind("t.csv:3: expected 5 columns", 0),
             0u);
-  EXPECT_EQ(time_list_error(head + "gelu,bf16,elements=8,1e-6\n").rfind("t.csv:3: expected 5 columns", 0), 0u);
   EXPECT_EQ(time_list_error(head + "gelu,bf16,elements=8,1e-6,\n").rfind("t.csv:3: impl is empty", 0), 0u);
   EXPECT_EQ(time_list_error(head + "gelu,bf16,elements=8,1e-6,a\ngelu,bf16,elements=8,2e-6,b\n")
                 .rfind("t.csv:4: duplicate row", 0),

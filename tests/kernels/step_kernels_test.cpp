@@ -29,17 +29,17 @@ WorkloadSpec gpt3(int tp, int64_t micro_batch, bool flash = true) {
   return w;
 }
 
-double flops_of(const std::vector<KernelCall> &calls, KernelKind kind) {
+double flops_of(const std::vector<KernelCall>& calls, KernelKind kind) {
   double f = 0;
-  for (const KernelCall &c : calls)
+  for (const KernelCall& c : calls)
     if (c.shape.kind == kind)
       f += kernel_flops(c.shape).value();
   return f;
 }
 
-size_t count_of(const std::vector<KernelCall> &calls, KernelKind kind) {
+size_t count_of(const std::vector<KernelCall>& calls, KernelKind kind) {
   return static_cast<size_t>(
-      std::count_if(calls.begin(), calls.end(), [&](const KernelCall &c) { return c.shape.kind == kind; }));
+      std::count_if(calls.begin(), calls.end(), [&](const KernelCall& c) { return c.shape.kind == kind; }));
 }
 
 // Forward GEMM FLOPs of a GPT layer on one TP rank: attention 2·T·4h²/t, MLP 2·T·8h²/t (h = 12288,
@@ -70,7 +70,7 @@ TEST(BlockKernels, LossTrafficPerLogit) {
   const double logits = 2048.0 * 6400.0;
   auto bytes = [&](Phase p) {
     double b = 0;
-    for (const KernelCall &c : block_kernels(w, Block::LOGITS, p))
+    for (const KernelCall& c : block_kernels(w, Block::LOGITS, p))
       if (c.shape.kind != KernelKind::GEMM && c.shape.kind != KernelKind::LAYERNORM)
         b += kernel_bytes(c.shape).value() * c.time_factor;
     return b;
@@ -132,8 +132,9 @@ TEST(BlockKernels, Fp8TrainingRunsTheLinearGemmsInFp8) {
   for (Block b : {Block::ATTENTION, Block::MLP, Block::LOGITS}) {
     for (Phase p : {Phase::FORWARD, Phase::BACKWARD}) {
       const auto calls = block_kernels(w, b, p);
-      EXPECT_DOUBLE_EQ(flops_of(calls, KernelKind::GEMM), flops_of(block_kernels(bf16, b, p), KernelKind::GEMM));
-      for (const KernelCall &c : calls) {
+      EXPECT_DOUBLE_EQ(flops_of(calls, KernelKind::GEMM),
+                       flops_of(block_kernels(bf16, b, p), KernelKind::GEMM));
+      for (const KernelCall& c : calls) {
         const bool linear = c.shape.kind == KernelKind::GEMM && b != Block::LOGITS;
         const bool fp32_loss = std::string(c.role).find("(fp32)") != std::string::npos;
         EXPECT_EQ(c.shape.dtype, linear ? Dtype::FP8_E4M3 : fp32_loss ? Dtype::FP32 : Dtype::BF16) << c.role;
@@ -147,7 +148,7 @@ TEST(BlockKernels, Fp8TrainingRunsTheLinearGemmsInFp8) {
   // LayerNormLinear / LayerNormMLP kernels).
   auto cast_elements = [&](Block b, Phase p) {
     double n = 0;
-    for (const KernelCall &c : block_kernels(w, b, p))
+    for (const KernelCall& c : block_kernels(w, b, p))
       if (std::string(c.role).rfind("fp8 cast-transpose", 0) == 0)
         n += static_cast<double>(c.shape.elements);
     return n;
@@ -199,9 +200,9 @@ TEST(BlockKernels, ShapesAreTheSuitesShapes) {
   llama.batch.micro_batch = 1;
   llama.batch.global_batch = 1;
   llama.training.flash_attention = true;
-  for (const WorkloadSpec &w : {gpt3(8, 1), gpt3(4, 2), gpt3(8, 1, false), llama}) {
+  for (const WorkloadSpec& w : {gpt3(8, 1), gpt3(4, 2), gpt3(8, 1, false), llama}) {
     const auto suite = workload_kernels(w);
-    for (const KernelShape &s : block_kernel_shapes(w)) {
+    for (const KernelShape& s : block_kernel_shapes(w)) {
       if (s.kind == KernelKind::MEMCPY)
         continue;
       EXPECT_NE(std::find(suite.begin(), suite.end(), s), suite.end()) << w.name << ": " << describe(s);
@@ -241,9 +242,8 @@ TEST(BlockKernels, UnfusedAttentionCore) {
   const auto fused_bwd = block_kernels(gpt3(8, 1), Block::ATTENTION, Phase::BACKWARD);
   EXPECT_DOUBLE_EQ(flops_of(bwd, KernelKind::GEMM), flops_of(fused_bwd, KernelKind::GEMM) + 2 * core);
   EXPECT_EQ(count_of(bwd, KernelKind::SOFTMAX_XENT), 1u);
-  const auto softmax_bwd = std::find_if(bwd.begin(), bwd.end(), [](const KernelCall &c) {
-    return c.shape.kind == KernelKind::SOFTMAX_XENT;
-  });
+  const auto softmax_bwd = std::find_if(
+      bwd.begin(), bwd.end(), [](const KernelCall& c) { return c.shape.kind == KernelKind::SOFTMAX_XENT; });
   EXPECT_DOUBLE_EQ(softmax_bwd->time_factor, 1.5);
   EXPECT_EQ(attention_core_kernels(w, Phase::BACKWARD).size(), 6u);
 
@@ -295,8 +295,11 @@ WorkloadSpec mla_workload(int tp, int64_t q_lora) {
   w.model.heads = 128;
   w.model.kv_heads = 128;
   w.model.seq_len = 4096;
-  w.model.mla = MlaSpec{.q_lora_rank = q_lora, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
-                        .qk_rope_head_dim = 64, .v_head_dim = 128};
+  w.model.mla = MlaSpec{.q_lora_rank = q_lora,
+                        .kv_lora_rank = 512,
+                        .qk_nope_head_dim = 128,
+                        .qk_rope_head_dim = 64,
+                        .v_head_dim = 128};
   w.parallel.tp = tp;
   w.parallel.pp = 1;
   w.batch.micro_batch = 1;
@@ -323,10 +326,11 @@ TEST(BlockKernels, MlaProjectionsAndCore) {
       EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::GEMM), q + kv + out) << "tp " << t << " q_lora " << q_lora;
       EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::GEMM), 2 * T * model::attention_gemm_weights(w.model, t));
       EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::ATTENTION_FWD), 0.5 * 2 * T * T * a * (192 + 128));
-      EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::ATTENTION_FWD), 0.5 * model::attention_core_flops(w.model, 1, t).value());
+      EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::ATTENTION_FWD),
+                       0.5 * model::attention_core_flops(w.model, 1, t).value());
       EXPECT_DOUBLE_EQ(flops_of(block_kernels(w, Block::ATTENTION, Phase::BACKWARD), KernelKind::GEMM),
                        2 * flops_of(fwd, KernelKind::GEMM));
-      for (const KernelCall &c : fwd)
+      for (const KernelCall& c : fwd)
         EXPECT_NE(std::string(c.role), "qkv fwd");
       // The latents' norms run over all T tokens, one per latent.
       EXPECT_EQ(count_of(fwd, KernelKind::RMSNORM), q_lora > 0 ? 3u : 2u);
@@ -382,7 +386,7 @@ TEST(BlockKernels, SlidingWindowCore) {
     EXPECT_EQ(mlp.size(), block_kernels(w, Block::MLP, pass, true).size());
   }
   const auto suite = workload_kernels(w);
-  for (const KernelShape &s : block_kernel_shapes(w)) {
+  for (const KernelShape& s : block_kernel_shapes(w)) {
     if (s.kind == KernelKind::MEMCPY)
       continue;
     EXPECT_NE(std::find(suite.begin(), suite.end(), s), suite.end()) << describe(s);
@@ -399,7 +403,7 @@ TEST(BlockKernels, SlidingWindowCore) {
   // A window that does not divide the sequence: the nearest whole count of sequences, scaled.
   w.training.flash_attention = true;
   w.model.sliding_window = 3000; // 2·8192/6000 = 2.73 sequences of 6000
-  for (const KernelCall &c : block_kernels(w, Block::ATTENTION, Phase::FORWARD, true)) {
+  for (const KernelCall& c : block_kernels(w, Block::ATTENTION, Phase::FORWARD, true)) {
     if (c.shape.kind != KernelKind::ATTENTION_FWD)
       continue;
     EXPECT_EQ(c.shape.seq, 6000);
@@ -423,9 +427,9 @@ TEST(BlockKernels, SlidingWindowCore) {
 namespace stepsim::kernels {
 namespace {
 
-size_t count_role(const std::vector<KernelCall> &calls, const std::string &role) {
-  return static_cast<size_t>(
-      std::count_if(calls.begin(), calls.end(), [&](const KernelCall &c) { return std::string(c.role) == role; }));
+size_t count_role(const std::vector<KernelCall>& calls, const std::string& role) {
+  return static_cast<size_t>(std::count_if(calls.begin(), calls.end(),
+                                           [&](const KernelCall& c) { return std::string(c.role) == role; }));
 }
 
 // Selective recomputation by module: before each block's backward, layernorm repeats the block's
@@ -466,8 +470,11 @@ TEST(BlockKernels, SelectiveRecomputeModules) {
   // model::mla_up_projection_flops.
   WorkloadSpec mla = gpt3(8, 1);
   mla.model.kv_heads = mla.model.heads;
-  mla.model.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
-                          .qk_rope_head_dim = 64, .v_head_dim = 128};
+  mla.model.mla = MlaSpec{.q_lora_rank = 1536,
+                          .kv_lora_rank = 512,
+                          .qk_nope_head_dim = 128,
+                          .qk_rope_head_dim = 64,
+                          .v_head_dim = 128};
   mla.training.recompute = Recompute::SELECTIVE;
   const double without = flops_of(block_kernels(mla, Block::ATTENTION, Phase::BACKWARD), KernelKind::GEMM);
   mla.training.recompute_modules.mla_up_proj = true;
@@ -477,7 +484,6 @@ TEST(BlockKernels, SelectiveRecomputeModules) {
   EXPECT_NEAR(flops_of(with_up, KernelKind::GEMM) - without,
               model::mla_up_projection_flops(mla.model, mla.batch.micro_batch, 8).value(), 1e-6 * without);
 }
-
 
 // Only attention, MLP, logits and router blocks have kernels here, and only in the forward,
 // backward and recomputation (the optimizer's are optimizer_kernels; the experts' GEMMs are
@@ -490,7 +496,7 @@ TEST(BlockKernels, RejectsBlocksAndPhasesWithoutKernels) {
     EXPECT_THROW(block_kernels(w, Block::MLP, p), ModelError) << to_string(p);
   try {
     (void)block_kernels(w, Block::EXPERTS, Phase::FORWARD);
-  } catch (const ModelError &e) {
+  } catch (const ModelError& e) {
     EXPECT_EQ(std::string(e.what()), "compute model: no kernels for block experts");
   }
 }

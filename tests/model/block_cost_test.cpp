@@ -14,7 +14,9 @@ using namespace stepsim;
 
 namespace {
 
-double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
+double rel(double a, double b) {
+  return std::abs(a - b) / std::abs(b);
+}
 
 /// A GPT model (h = 1024, 16 heads, f = 4h, s = 512) at micro-batch 2 on tp 2.
 WorkloadSpec gpt(int cp = 1) {
@@ -33,7 +35,8 @@ TEST(BlockCost, GptLayerForwardAndBackward) {
   const double b = 2, s = 512, h = 1024, tp = 2;
   const model::BlockWork attn = model::attention_work(w);
   const model::BlockWork mlp = model::mlp_work(w);
-  EXPECT_LT(rel(attn.forward.flops.value() + mlp.forward.flops.value(), (24 * b * s * h * h + 4 * b * s * s * h) / tp),
+  EXPECT_LT(rel(attn.forward.flops.value() + mlp.forward.flops.value(),
+                (24 * b * s * h * h + 4 * b * s * s * h) / tp),
             1e-12);
   EXPECT_LT(rel(attn.forward.flops.value(), (8 * b * s * h * h + 4 * b * s * s * h) / tp), 1e-12);
   EXPECT_LT(rel(attn.backward.flops.value(), 2 * (8 * b * s * h * h + 4 * b * s * s * h) / tp), 1e-12);
@@ -68,7 +71,9 @@ TEST(BlockCost, ContextParallelismSplitsTheSequence) {
   EXPECT_EQ(model::gpu_seq_len(w), 128);
   EXPECT_EQ(model::gpu_model(w).seq_len, 128);
   EXPECT_EQ(model::gpu_tokens(w), b * sl);
-  EXPECT_LT(rel(model::attention_work(w).forward.flops.value(), (8 * b * sl * h * h + 4 * b * sl * s * h) / tp), 1e-12);
+  EXPECT_LT(
+      rel(model::attention_work(w).forward.flops.value(), (8 * b * sl * h * h + 4 * b * sl * s * h) / tp),
+      1e-12);
   EXPECT_LT(rel(model::mlp_work(w).forward.flops.value(), 16 * b * sl * h * h / tp), 1e-12);
   const model::RingAttentionWork ring = model::ring_attention_work(w);
   EXPECT_LT(rel(ring.chunk.value(), 4 * b * sl * sl * h / tp), 1e-12);
@@ -85,8 +90,11 @@ TEST(BlockCost, ContextParallelismSplitsTheSequence) {
 // column-parallel QKV input linear.
 TEST(BlockCost, MlaUpProjectionRecomputation) {
   WorkloadSpec w = gpt();
-  w.model.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
-                        .qk_rope_head_dim = 64, .v_head_dim = 128};
+  w.model.mla = MlaSpec{.q_lora_rank = 1536,
+                        .kv_lora_rank = 512,
+                        .qk_nope_head_dim = 128,
+                        .qk_rope_head_dim = 64,
+                        .v_head_dim = 128};
   w.training.recompute = Recompute::SELECTIVE;
   w.training.recompute_modules = {.core_attn = false, .mla_up_proj = false};
   const model::BlockWork kept = model::attention_work(w);

@@ -70,10 +70,18 @@ TEST(MemoryLedger, ZeroStagesMatchPaperFormulas) {
       const double states = (l.weights + l.gradients + l.optimizer).value();
       double expected = 0;
       switch (zero) {
-      case 0: expected = (4.0 + k) * psi; break;
-      case 1: expected = 2.0 * psi + 2.0 * psi + k * psi / dp; break;
-      case 2: expected = 2.0 * psi + (2.0 + k) * psi / dp; break;
-      case 3: expected = (4.0 + k) * psi / dp; break;
+      case 0:
+        expected = (4.0 + k) * psi;
+        break;
+      case 1:
+        expected = 2.0 * psi + 2.0 * psi + k * psi / dp;
+        break;
+      case 2:
+        expected = 2.0 * psi + (2.0 + k) * psi / dp;
+        break;
+      case 3:
+        expected = (4.0 + k) * psi / dp;
+        break;
       }
       EXPECT_NEAR(states, expected, 1e-9 * expected) << "zero " << zero << " dp " << dp;
     }
@@ -85,7 +93,8 @@ TEST(MemoryLedger, ZeroStagesMatchPaperFormulas) {
 // attention score become 2 (the softmax output, without the dropout mask and output).
 TEST(MemoryLedger, NoDropoutKeepsNoMasks) {
   const ModelSpec m = test::gpt3_175b();
-  const double a = static_cast<double>(m.heads), s = static_cast<double>(m.seq_len), h = static_cast<double>(m.hidden);
+  const double a = static_cast<double>(m.heads), s = static_cast<double>(m.seq_len),
+               h = static_cast<double>(m.hidden);
   WorkloadSpec w = test::workload(m, 1, 8, 1, 8, 2);
   w.model.dropout = false;
   const double x = sbh(w);
@@ -93,8 +102,8 @@ TEST(MemoryLedger, NoDropoutKeepsNoMasks) {
   for (const int t : {2, 8}) {
     w.parallel.tp = t;
     w.parallel.sp = false;
-    EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (8.0 + 24.0 / t + 2.0 * a * s / (h * t)),
-                1e-6 * x);
+    EXPECT_NEAR(model::stored_layer_activations(w).total().value(),
+                x * (8.0 + 24.0 / t + 2.0 * a * s / (h * t)), 1e-6 * x);
     w.parallel.sp = true;
     w.training.flash_attention = true; // no scores kept at all
     EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * 32.0 / t, 1e-6 * x);
@@ -108,7 +117,8 @@ TEST(MemoryLedger, NoDropoutKeepsNoMasks) {
 //   s*b*h*(10 + 24/t); full recompute 2*s*b*h (/t with SP).
 TEST(MemoryLedger, KorthikantiActivationFormulas) {
   const ModelSpec m = test::gpt3_175b();
-  const double a = static_cast<double>(m.heads), s = static_cast<double>(m.seq_len), h = static_cast<double>(m.hidden);
+  const double a = static_cast<double>(m.heads), s = static_cast<double>(m.seq_len),
+               h = static_cast<double>(m.hidden);
   for (const int64_t b : {1, 2}) {
     WorkloadSpec w = test::workload(m, 1, 8, 1, 8, b);
     const double x = sbh(w);
@@ -117,10 +127,11 @@ TEST(MemoryLedger, KorthikantiActivationFormulas) {
       w.parallel.tp = t;
       w.parallel.sp = false;
       w.training.recompute = Recompute::NONE;
-      EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)),
-                  1e-6 * x);
+      EXPECT_NEAR(model::stored_layer_activations(w).total().value(),
+                  x * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)), 1e-6 * x);
       w.parallel.sp = true;
-      EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (34.0 / t + 5.0 * a * s / (h * t)), 1e-6 * x);
+      EXPECT_NEAR(model::stored_layer_activations(w).total().value(), x * (34.0 / t + 5.0 * a * s / (h * t)),
+                  1e-6 * x);
       w.training.recompute = Recompute::SELECTIVE;
       EXPECT_NEAR(model::stored_layer_activations(w).total().value(), 34.0 * x / t, 1e-6 * x);
       w.parallel.sp = false;
@@ -131,8 +142,8 @@ TEST(MemoryLedger, KorthikantiActivationFormulas) {
       EXPECT_NEAR(model::stored_layer_activations(w).total().value(), 2.0 * x / t, 1e-6 * x);
       // Full recomputation re-materialises one whole layer (as without recomputation) at a time.
       w.parallel.sp = false;
-      EXPECT_NEAR(model::recompute_working_set(w).total().value(), x * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)),
-                  1e-6 * x);
+      EXPECT_NEAR(model::recompute_working_set(w).total().value(),
+                  x * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)), 1e-6 * x);
     }
   }
 }
@@ -151,12 +162,14 @@ TEST(MemoryLedger, Fp8TrainingStoresFp8GemmInputsAndFp8WeightCopies) {
     WorkloadSpec e = w;
     e.precision = Precision::FP8;
     const double saved = x * (2.0 + 1.0 / t + f / t);
-    EXPECT_NEAR(model::stored_layer_activations(w).total().value() - model::stored_layer_activations(e).total().value(),
+    EXPECT_NEAR(model::stored_layer_activations(w).total().value() -
+                    model::stored_layer_activations(e).total().value(),
                 saved, 1e-6 * x)
         << "tp " << t;
     const double layers = static_cast<double>(model::stage_layout(w, 3).num_layers);
-    EXPECT_NEAR((model::persistent_memory(e, gpu, 3).weights - model::persistent_memory(w, gpu, 3).weights).value(),
-                2.0 * model::layer_params(w.model, t) * layers, 1.0);
+    EXPECT_NEAR(
+        (model::persistent_memory(e, gpu, 3).weights - model::persistent_memory(w, gpu, 3).weights).value(),
+        2.0 * model::layer_params(w.model, t) * layers, 1.0);
     w.training.recompute = Recompute::FULL;
     e.training.recompute = Recompute::FULL;
     EXPECT_DOUBLE_EQ(model::stored_layer_activations(e).total().value(),
@@ -249,7 +262,10 @@ TEST(MemoryLedger, MlaActivationsAndKvBlock) {
   m.kv_heads = 128;
   m.seq_len = 4096;
   m.dropout = false;
-  m.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64,
+  m.mla = MlaSpec{.q_lora_rank = 1536,
+                  .kv_lora_rank = 512,
+                  .qk_nope_head_dim = 128,
+                  .qk_rope_head_dim = 64,
                   .v_head_dim = 128};
   for (const int t : {1, 8}) {
     WorkloadSpec w = test::workload(m, t, 1, 1, 1);
@@ -302,7 +318,10 @@ TEST(MemoryLedger, SelectiveRecomputeModules) {
   // (a x 128) are not kept, 2 bytes each, split by TP: 2 sb a (192 + 192 + 128) / t; the latents stay.
   ModelSpec mla = test::llama2_70b();
   mla.kv_heads = mla.heads;
-  mla.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64,
+  mla.mla = MlaSpec{.q_lora_rank = 1536,
+                    .kv_lora_rank = 512,
+                    .qk_nope_head_dim = 128,
+                    .qk_rope_head_dim = 64,
                     .v_head_dim = 128};
   WorkloadSpec l = test::workload(mla, 2, 4, 1, 8);
   l.training.recompute = Recompute::SELECTIVE;

@@ -80,9 +80,9 @@ TEST(MoeParams, FoldedExpertsAreWholeAndShardedOverTheFoldedGroup) {
   w.parallel.cp = 2;
   w.parallel.ep = 8;
   w.parallel.sp = true;
-  EXPECT_EQ(model::expert_data_parallel(w.parallel), 1);  // legacy: dp*cp/ep = 8/8
+  EXPECT_EQ(model::expert_data_parallel(w.parallel), 1); // legacy: dp*cp/ep = 8/8
   w.parallel.etp = 1;
-  EXPECT_EQ(model::expert_data_parallel(w.parallel), 2);  // folded: 2*2*4/8
+  EXPECT_EQ(model::expert_data_parallel(w.parallel), 2); // folded: 2*2*4/8
   w.parallel.zero_stage = 1;
   const double expert = model::expert_params_on_rank(w, 0);
   EXPECT_DOUBLE_EQ(expert, 32.0 * 8.0 / 8.0 * 3.0 * 4096 * 14336); // 32 layers, 1 whole expert each
@@ -213,6 +213,7 @@ TEST(MoeMemory, DispatchedTokensAreKeptAsTheExpertsFc1Input) {
   EXPECT_NEAR(mlp_moe - mlp_dense, 2.0 * k * sbh, 1.0);
   w.precision = Precision::FP8;
   dense.precision = Precision::FP8;
-  EXPECT_NEAR(model::stored_layer_activations(w).mlp.value() - model::stored_layer_activations(dense).mlp.value(),
+  EXPECT_NEAR(model::stored_layer_activations(w).mlp.value() -
+                  model::stored_layer_activations(dense).mlp.value(),
               1.0 * k * sbh, 1.0);
 }

@@ -14,7 +14,9 @@ using stepsim::test::llama2_70b;
 
 namespace {
 
-double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
+double rel(double a, double b) {
+  return std::abs(a - b) / std::abs(b);
+}
 
 } // namespace
 
@@ -56,7 +58,8 @@ TEST(Params, Llama2_70bTotal) {
 // copies of the replicated parts (norms: 4h for GPT LayerNorms, 2h for Llama RMSNorms; the
 // row-parallel biases of attention-out and fc2: 2h for GPT).
 TEST(Params, TpShardsSumToUnsplitLayer) {
-  for (const auto& [m, replicated] : {std::pair{gpt3_175b(), 6.0 * 12288}, std::pair{llama2_70b(), 2.0 * 8192}}) {
+  for (const auto& [m, replicated] :
+       {std::pair{gpt3_175b(), 6.0 * 12288}, std::pair{llama2_70b(), 2.0 * 8192}}) {
     for (int t : {1, 2, 4, 8}) {
       const double sum = t * model::layer_params(m, t);
       EXPECT_LT(rel(sum - (t - 1) * replicated, model::layer_params(m, 1)), 1e-14) << m.name << " tp=" << t;
@@ -70,7 +73,7 @@ TEST(Params, EmbeddingAndOutputSplits) {
   const ModelSpec g = gpt3_175b();
   const double h = 12288, V = 51200, s = 2048;
   EXPECT_EQ(model::embedding_params(g, 4), V * h / 4 + s * h);
-  EXPECT_EQ(model::output_params(g, 4, 1), 2 * h);         // tied, one stage: no copy
+  EXPECT_EQ(model::output_params(g, 4, 1), 2 * h);             // tied, one stage: no copy
   EXPECT_EQ(model::output_params(g, 4, 8), 2 * h + V * h / 4); // tied, pp > 1: a copy
   const ModelSpec ll = llama2_70b();
   EXPECT_EQ(model::embedding_params(ll, 8), 32000.0 * 8192 / 8); // rotary: no table
@@ -108,8 +111,12 @@ TEST(Flops, GptLayerForward) {
   for (int64_t b : {1, 4}) {
     for (int t : {1, 8}) {
       const double bd = static_cast<double>(b);
-      EXPECT_LT(rel(model::layer_forward_flops(m, b, t).value(), (24 * bd * s * h * h + 4 * bd * s * s * h) / t), 1e-15);
-      EXPECT_LT(rel(model::attention_block_forward_flops(m, b, t).value(), (8 * bd * s * h * h + 4 * bd * s * s * h) / t), 1e-15);
+      EXPECT_LT(
+          rel(model::layer_forward_flops(m, b, t).value(), (24 * bd * s * h * h + 4 * bd * s * s * h) / t),
+          1e-15);
+      EXPECT_LT(rel(model::attention_block_forward_flops(m, b, t).value(),
+                    (8 * bd * s * h * h + 4 * bd * s * s * h) / t),
+                1e-15);
       EXPECT_LT(rel(model::mlp_block_forward_flops(m, b, t).value(), 16 * bd * s * h * h / t), 1e-15);
       EXPECT_LT(rel(model::attention_core_flops(m, b, t).value(), 4 * bd * s * s * h / t), 1e-15);
       EXPECT_LT(rel(model::logits_forward_flops(m, b, t).value(), 2 * bd * s * h * V / t), 1e-15);
@@ -144,9 +151,13 @@ TEST(Flops, HardwareFlopsWithRecompute) {
   w.training.recompute = Recompute::NONE;
   EXPECT_EQ(model::hardware_flops_per_step(w).value(), model::model_flops_per_step(w).value());
   w.training.recompute = Recompute::FULL;
-  EXPECT_LT(rel(model::hardware_flops_per_step(w).value(), 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))), 1e-9);
+  EXPECT_LT(rel(model::hardware_flops_per_step(w).value(),
+                96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))),
+            1e-9);
   w.training.recompute = Recompute::SELECTIVE;
-  EXPECT_LT(rel(model::hardware_flops_per_step(w).value(), model::model_flops_per_step(w).value() + 4 * B * s * s * h * l), 1e-12);
+  EXPECT_LT(rel(model::hardware_flops_per_step(w).value(),
+                model::model_flops_per_step(w).value() + 4 * B * s * s * h * l),
+            1e-12);
   // Full recomputation of the first 3 of each stage's 12 layers (recompute_layers): a quarter of
   // the layers' forward again, 24 l h^2 (1 + s/(6h)) B s / 4.
   w.training.recompute = Recompute::FULL;
@@ -165,7 +176,10 @@ TEST(Flops, MlaUpProjectionRecompute) {
   m.hidden = 7168;
   m.heads = 128;
   m.kv_heads = 128;
-  m.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64,
+  m.mla = MlaSpec{.q_lora_rank = 1536,
+                  .kv_lora_rank = 512,
+                  .qk_nope_head_dim = 128,
+                  .qk_rope_head_dim = 64,
                   .v_head_dim = 128};
   const double s = static_cast<double>(m.seq_len);
   const double up = 2.0 * s * (1536.0 * 128 * 192 + 512.0 * 128 * 256);
@@ -176,7 +190,8 @@ TEST(Flops, MlaUpProjectionRecompute) {
   w.training.recompute = Recompute::SELECTIVE;
   const double core_only = model::hardware_flops_per_step(w).value();
   w.training.recompute_modules.mla_up_proj = true;
-  EXPECT_LT(rel(model::hardware_flops_per_step(w).value() - core_only, up * 61 * static_cast<double>(w.batch.global_batch)),
+  EXPECT_LT(rel(model::hardware_flops_per_step(w).value() - core_only,
+                up * 61 * static_cast<double>(w.batch.global_batch)),
             1e-12);
 }
 
@@ -193,7 +208,8 @@ TEST(Roofline, PicksMaxOfComputeAndMemory) {
   // fp16 uses the fp16 peak.
   GpuSpec g2 = g;
   g2.peak_fp16 = FlopsPerSec(2 * 312e12);
-  EXPECT_DOUBLE_EQ(model::roofline_time(Flops(1e12), Bytes(0), g2, Precision::FP16).value(), 1e12 / (2 * peak));
+  EXPECT_DOUBLE_EQ(model::roofline_time(Flops(1e12), Bytes(0), g2, Precision::FP16).value(),
+                   1e12 / (2 * peak));
 }
 
 // MODEL.md §4: a TP all-reduce carries b s h * 2 bytes; a PP message the same (divided by t with
@@ -229,7 +245,8 @@ TEST(Optimizer, TimeIsMemoryBound) {
   EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi * (2 * (12 + 2) + 4 + 8 + 4) / bw), 1e-14);
   w.precision = Precision::BF16;
   w.parallel.zero_stage = 1;
-  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), (psi / 4 * (2 * (12 + 2) + 4) + psi * 4) / bw), 1e-14);
+  EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), (psi / 4 * (2 * (12 + 2) + 4) + psi * 4) / bw),
+            1e-14);
   w.parallel.zero_stage = 2;
   EXPECT_LT(rel(model::optimizer_time(w, g, 3).value(), psi / 4 * (2 * (12 + 2) + 4 + 4) / bw), 1e-14);
   w.training.optimizer_bytes_per_param = 8;
@@ -250,7 +267,8 @@ TEST(Flops, SlidingWindowAttention) {
   EXPECT_EQ(model::attention_core_flops(m, 2, 8, false).value(), full);
   EXPECT_EQ(model::attention_core_flops(m, 2, 8, true).value(), 2 * b * s * (2 * w) * a * 2 * d / t);
   EXPECT_EQ(model::attention_core_flops(m, 2, 8).value(), full);
-  EXPECT_EQ((model::attention_block_forward_flops(m, 2, 8, false) - model::attention_block_forward_flops(m, 2, 8, true))
+  EXPECT_EQ((model::attention_block_forward_flops(m, 2, 8, false) -
+             model::attention_block_forward_flops(m, 2, 8, true))
                 .value(),
             full - 2 * b * s * (2 * w) * a * 2 * d / t);
   m.sliding_window = 4096; // 2w = s: the window covers what causal attention sees on average
@@ -280,7 +298,8 @@ TEST(Flops, SlidingWindowAttention) {
   // Selective recomputation repeats each layer's core at its own span.
   work.training.recompute = Recompute::SELECTIVE;
   const double cores = 40 * 2 * s * s * a * 2 * d + 40 * 2 * s * (2 * w) * a * 2 * d;
-  EXPECT_LT(rel(model::hardware_flops_per_step(work).value() - model::model_flops_per_step(work).value(), 16 * cores),
+  EXPECT_LT(rel(model::hardware_flops_per_step(work).value() - model::model_flops_per_step(work).value(),
+                16 * cores),
             1e-9);
 }
 

@@ -26,7 +26,9 @@ namespace {
 
 const std::string SRC = STEPSIM_SOURCE_DIR;
 
-ClusterSpec superpod() { return config::load_cluster(SRC + "/topologies/dgx-a100-superpod.yaml"); }
+ClusterSpec superpod() {
+  return config::load_cluster(SRC + "/topologies/dgx-a100-superpod.yaml");
+}
 
 WorkloadSpec gpt3(const ClusterSpec& c) {
   WorkloadSpec w = config::load_workload(SRC + "/workloads/gpt3-175b.yaml");
@@ -168,8 +170,9 @@ TEST(Planner, Gpt3BeatsMegatronLayout) {
   ASSERT_GT(megatron, 0.0) << "the workload's own layout was not simulated";
   EXPECT_LE(best, megatron) << best_name;
   // Its speed is a benchmark (bench/step_bench.cpp, plan/gpt3_175b_1024a100_top3_j2), not asserted.
-  std::printf("planner: %zu layouts, %zu fit; best %s %.3f s vs Megatron TP8 PP8 1F1B full %.3f s; %.1f s wall\n",
-              r.enumerated, r.fit, best_name.c_str(), best, megatron, wall);
+  std::printf(
+      "planner: %zu layouts, %zu fit; best %s %.3f s vs Megatron TP8 PP8 1F1B full %.3f s; %.1f s wall\n",
+      r.enumerated, r.fit, best_name.c_str(), best, megatron, wall);
 }
 
 // ZeRO-3 with gradient accumulation, with and without a pipeline: the estimate's exposed DP time
@@ -244,7 +247,8 @@ TEST(Planner, MoeEstimateTracksSimulation) {
   qwen = config::check_layout(c32, qwen).workload;
   const auto ds_sims = planner::simulate_all(c32, {ds, qwen}, 2);
   ASSERT_EQ(ds_sims.size(), 2u);
-  const std::vector<std::pair<ClusterSpec, WorkloadSpec>> cases{{c, specs[0]}, {c, specs[1]}, {c32, ds}, {c32, qwen}};
+  const std::vector<std::pair<ClusterSpec, WorkloadSpec>> cases{
+      {c, specs[0]}, {c, specs[1]}, {c32, ds}, {c32, qwen}};
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& sim = i < 2 ? mixtral_sims[i] : ds_sims[i - 2];
     ASSERT_TRUE(sim.ok) << sim.error;
@@ -351,13 +355,14 @@ TEST(Planner, SlidingWindowEstimateTracksSimulation) {
   // recomputation); half the layers windowed. The kernels' rates differ with the core's length,
   // hence the band.
   const ModelSpec& m = windowed.model;
-  const double dense = 3 * (model::attention_block_forward_flops(m, 1, 8).value() -
-                            model::attention_core_flops(m, 1, 8).value() + model::mlp_block_forward_flops(m, 1, 8).value());
+  const double dense =
+      3 * (model::attention_block_forward_flops(m, 1, 8).value() -
+           model::attention_core_flops(m, 1, 8).value() + model::mlp_block_forward_flops(m, 1, 8).value());
   const double work_full = dense + 2 * model::attention_core_flops(m, 1, 8, false).value();
   const double work_win = dense + 2 * model::attention_core_flops(m, 1, 8, true).value();
   const double saving = (work_full - 0.5 * (work_full + work_win)) / work_full;
-  std::printf("work saving %.3f, simulated %.3f, estimated %.3f\n", saving, 1 - sims[1].step_s / sims[0].step_s,
-              1 - estimated[1] / estimated[0]);
+  std::printf("work saving %.3f, simulated %.3f, estimated %.3f\n", saving,
+              1 - sims[1].step_s / sims[0].step_s, 1 - estimated[1] / estimated[0]);
   EXPECT_GT(saving, 0.05);
   for (const double s : {1 - sims[1].step_s / sims[0].step_s, 1 - estimated[1] / estimated[0]}) {
     EXPECT_GT(s, 0.5 * saving);
@@ -386,9 +391,9 @@ TEST(Planner, RecomputeNameListsNonDefaultModules) {
 // and its estimate, with the copies over NVLink-C2C, is within 10 % of the simulated step. Without
 // a host link nothing is offloaded.
 TEST(Planner, OffloadsTheFewestLayersThatFit) {
-  const ClusterSpec c = config::load_cluster(SRC + "/topologies/gb200-nvl72.yaml",
-                                             {config::parse_override("cluster.nodes=1"),
-                                              config::parse_override("cluster.gpus_per_node=64")});
+  const ClusterSpec c = config::load_cluster(
+      SRC + "/topologies/gb200-nvl72.yaml",
+      {config::parse_override("cluster.nodes=1"), config::parse_override("cluster.gpus_per_node=64")});
   ModelSpec m = test::llama2_70b();
   m.seq_len = 8192;
   m.vocab = 128256;
@@ -416,8 +421,8 @@ TEST(Planner, OffloadsTheFewestLayersThatFit) {
   ASSERT_TRUE(sims.at(0).ok) << sims.at(0).error;
   const planner::Estimate e = planner::estimate_step(c, o, runner::compute_time_model(c, o));
   EXPECT_NEAR(e.step.value(), sims[0].step_s, 0.10 * sims[0].step_s);
-  std::printf("offload %lld layers: estimated %.3f s, simulated %.3f s\n", static_cast<long long>(n), e.step.value(),
-              sims[0].step_s);
+  std::printf("offload %lld layers: estimated %.3f s, simulated %.3f s\n", static_cast<long long>(n),
+              e.step.value(), sims[0].step_s);
   ClusterSpec no_link = c;
   no_link.gpu.host_bandwidth = BytesPerSec(0.0);
   WorkloadSpec none = w;
@@ -449,8 +454,8 @@ TEST(Planner, PartialFullRecomputationEstimateTracksSimulation) {
   EXPECT_LT(e.step.value(), e_all.step.value());
   EXPECT_LT(sims[0].step_s, sims[1].step_s);
   EXPECT_NEAR(e.step.value(), sims[0].step_s, 0.10 * sims[0].step_s);
-  std::printf("recompute 6 of 12: estimated %.3f s, simulated %.3f s (all: %.3f s simulated)\n", e.step.value(),
-              sims[0].step_s, sims[1].step_s);
+  std::printf("recompute 6 of 12: estimated %.3f s, simulated %.3f s (all: %.3f s simulated)\n",
+              e.step.value(), sims[0].step_s, sims[1].step_s);
 }
 
 // The planner's fewest recomputed layers: GPT-3 175B as the bundled workload runs it (tp 8, pp 8,
@@ -507,9 +512,10 @@ TEST(Planner, KeepsOverlapParamGatherForTheDistributedOptimizerOnly) {
   }
   EXPECT_LT(sims[1].step_s, sims[0].step_s);
   EXPECT_LT(est[1], est[0]);
-  std::printf("ZeRO-1 parameter all-gather after the optimizer: %.3f s simulated, %.3f s estimated; overlapped: "
-              "%.3f s, %.3f s\n",
-              sims[0].step_s, est[0], sims[1].step_s, est[1]);
+  std::printf(
+      "ZeRO-1 parameter all-gather after the optimizer: %.3f s simulated, %.3f s estimated; overlapped: "
+      "%.3f s, %.3f s\n",
+      sims[0].step_s, est[0], sims[1].step_s, est[1]);
 }
 
 // The estimate's compute against closed forms, with a compute model of 1 PFLOP/s (all roofline,
@@ -539,8 +545,11 @@ TEST(PlannerEstimate, ComputeMatchesClosedForms) {
 TEST(PlannerEstimate, MlaUpProjectionRecomputationCounts) {
   const ClusterSpec c = test::free_comm_cluster(1, 8);
   WorkloadSpec w = test::workload(test::small_gpt(4), 2, 1, 1, 4, 2);
-  w.model.mla = MlaSpec{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
-                        .qk_rope_head_dim = 64, .v_head_dim = 128};
+  w.model.mla = MlaSpec{.q_lora_rank = 1536,
+                        .kv_lora_rank = 512,
+                        .qk_nope_head_dim = 128,
+                        .qk_rope_head_dim = 64,
+                        .v_head_dim = 128};
   w.training.recompute = Recompute::SELECTIVE;
   w.training.recompute_modules = {.core_attn = false, .mla_up_proj = false};
   const graph::ComputeTimeFn flops_time = [](const graph::ComputeQuery& q) {

@@ -75,7 +75,8 @@ TEST(Process, BodyMessageAndExitZero) {
 
 // A body that throws: the exception's text, exit status 1, no message.
 TEST(Process, BodyExceptionIsReported) {
-  const Outcome o = run(Job{.body = []() -> Message { throw std::runtime_error("no such layout"); }, .argv = {}});
+  const Outcome o =
+      run(Job{.body = []() -> Message { throw std::runtime_error("no such layout"); }, .argv = {}});
   EXPECT_FALSE(o.message.has_value());
   EXPECT_EQ(o.exception, "no such layout");
   EXPECT_EQ(o.exit_code, 1);
@@ -142,12 +143,14 @@ TEST(Process, TimeoutKillsTheProcessGroup) {
 // A child whose parent dies: the middle process starts `sleep 60` (exec), prints its pid and
 // exits at once; the sleeper gets SIGKILL from PR_SET_PDEATHSIG.
 TEST(Process, ParentDeathKillsTheChild) {
-  const Outcome o = run(Job{.body = []() -> Message {
-    Child sleeper(Job{.body = {}, .argv = {"sleep", "60"}}, SpawnOptions{.output = Output::DISCARD});
-    std::printf("%d\n", static_cast<int>(sleeper.pid()));
-    std::fflush(stdout);
-    std::_Exit(0); // without reaping or killing the sleeper
-  }, .argv = {}});
+  const Outcome o = run(
+      Job{.body = []() -> Message {
+            Child sleeper(Job{.body = {}, .argv = {"sleep", "60"}}, SpawnOptions{.output = Output::DISCARD});
+            std::printf("%d\n", static_cast<int>(sleeper.pid()));
+            std::fflush(stdout);
+            std::_Exit(0); // without reaping or killing the sleeper
+          },
+          .argv = {}});
   EXPECT_EQ(o.exit_code, 0);
   const pid_t sleeper = static_cast<pid_t>(std::atoi(o.output.c_str()));
   ASSERT_GT(sleeper, 0) << o.output;
@@ -159,12 +162,13 @@ TEST(Process, ParentDeathKillsTheChild) {
 // arrives and nothing deadlocks.
 TEST(Process, LargeOutputAndMessage) {
   constexpr std::size_t MIB = 1 << 20;
-  const Outcome o = run(Job{.body = [] {
-                              const std::string line(1023, 'x');
-                              for (std::size_t i = 0; i < MIB / 1024; ++i)
-                                std::printf("%s\n", line.c_str());
-                              return Message{{"big", std::string(MIB, 'y')}};
-                            },
+  const Outcome o = run(Job{.body =
+                                [] {
+                                  const std::string line(1023, 'x');
+                                  for (std::size_t i = 0; i < MIB / 1024; ++i)
+                                    std::printf("%s\n", line.c_str());
+                                  return Message{{"big", std::string(MIB, 'y')}};
+                                },
                             .argv = {}});
   ASSERT_EQ(o.output.size(), MIB);
   EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), static_cast<long>(MIB / 1024));
@@ -271,11 +275,11 @@ void on_alarm(int) {}
 // Signals arriving every millisecond (no SA_RESTART) interrupt poll, read and waitpid: every
 // result still arrives whole.
 TEST(Pool, InterruptedBySignals) {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_alarm;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;
-  struct sigaction old{};
+  struct sigaction old {};
   ASSERT_EQ(::sigaction(SIGALRM, &sa, &old), 0);
   itimerval every_ms{{0, 1000}, {0, 1000}};
   ASSERT_EQ(::setitimer(ITIMER_REAL, &every_ms, nullptr), 0);
@@ -303,7 +307,8 @@ TEST(Pool, InterruptedBySignals) {
 
 // Numbers keep NaN and the infinities through a message.
 TEST(Message, NonFiniteNumbers) {
-  const Message m = Message::parse(Message{number(1.0 / 3.0), number(NAN), number(INFINITY), number(-INFINITY)}.dump());
+  const Message m =
+      Message::parse(Message{number(1.0 / 3.0), number(NAN), number(INFINITY), number(-INFINITY)}.dump());
   EXPECT_EQ(number_of(m[0]), 1.0 / 3.0);
   EXPECT_TRUE(std::isnan(number_of(m[1])));
   EXPECT_EQ(number_of(m[2]), INFINITY);

@@ -68,7 +68,8 @@ fs::path scaled_gemm_profile(double factor) {
 
 /// A "measured" profile with a row for every shape `w` looks up, at the bundled model's times;
 /// `drop` (if given) is left out.
-fs::path measured_profile(const WorkloadSpec& w, const ClusterSpec& c, kernels::KernelKind drop, bool drop_any) {
+fs::path measured_profile(const WorkloadSpec& w, const ClusterSpec& c, kernels::KernelKind drop,
+                          bool drop_any) {
   const kernels::KernelTable bundled = kernels::KernelTable::load(kA100Profile, c.gpu);
   kernels::KernelProfile p;
   p.header = bundled.profile().header;
@@ -89,18 +90,21 @@ std::vector<double> simulate_in_child(const ClusterSpec& c, const WorkloadSpec& 
   const test::ChildResult r = test::run_in_child([&] {
     const runner::Simulation sim = runner::simulate(c, w);
     const report::Summary& s = sim.summary;
-    return std::vector<double>{s.step_time.value(),           s.compute.value(),
-                               s.compute_source.measured,     s.compute_source.interpolated,
-                               s.compute_source.modelled,     s.compute_source.roofline};
+    return std::vector<double>{s.step_time.value(),       s.compute.value(),
+                               s.compute_source.measured, s.compute_source.interpolated,
+                               s.compute_source.modelled, s.compute_source.roofline};
   });
   EXPECT_TRUE(r.ok) << r.error;
   return r.ok ? r.values : std::vector<double>(6, 0.0);
 }
 
-double source_sum(const std::vector<double>& v) { return v[2] + v[3] + v[4] + v[5]; }
+double source_sum(const std::vector<double>& v) {
+  return v[2] + v[3] + v[4] + v[5];
+}
 
 graph::ComputeQuery query(graph::Block block, graph::Phase phase) {
-  return graph::ComputeQuery{.block = block, .phase = phase, .stage = 0, .flops = Flops(0.0), .bytes = Bytes(0.0)};
+  return graph::ComputeQuery{
+      .block = block, .phase = phase, .stage = 0, .flops = Flops(0.0), .bytes = Bytes(0.0)};
 }
 
 // --- the compute-time model (no simulation) ------------------------------------------------
@@ -115,10 +119,8 @@ TEST(ComputeModel, SumsKernelTimesPlusLaunchOverhead) {
   const graph::ComputeTimeFn fn = runner::compute_time_model(c, w, table);
   for (graph::Phase phase : {graph::Phase::FORWARD, graph::Phase::BACKWARD}) {
     double expected = 0;
-    for (const kernels::KernelCall& k : kernels::block_kernels(w, Block::MLP,
-                                                                phase == graph::Phase::FORWARD
-                                                                    ? Phase::FORWARD
-                                                                    : Phase::BACKWARD))
+    for (const kernels::KernelCall& k : kernels::block_kernels(
+             w, Block::MLP, phase == graph::Phase::FORWARD ? Phase::FORWARD : Phase::BACKWARD))
       expected += table->lookup(k.shape).time.value() * k.time_factor + table->launch_overhead().value();
     const graph::ComputeCost cost = fn(query(graph::Block::MLP, phase));
     EXPECT_NEAR(cost.time.value(), expected, 1e-12 * expected);
@@ -128,7 +130,11 @@ TEST(ComputeModel, SumsKernelTimesPlusLaunchOverhead) {
   EXPECT_GT(opt.time.value(), 0.0);
 
   const graph::ComputeTimeFn roof = runner::compute_time_model(a100_cluster(1, 1, ""), w);
-  const graph::ComputeQuery q{.block = graph::Block::MLP, .phase = graph::Phase::FORWARD, .stage = 0, .flops = Flops(1e12), .bytes = Bytes(1e9)};
+  const graph::ComputeQuery q{.block = graph::Block::MLP,
+                              .phase = graph::Phase::FORWARD,
+                              .stage = 0,
+                              .flops = Flops(1e12),
+                              .bytes = Bytes(1e9)};
   const graph::ComputeCost rc = roof(q);
   EXPECT_DOUBLE_EQ(rc.time.value(), model::roofline_time(q.flops, q.bytes, c.gpu, w.precision).value());
   EXPECT_DOUBLE_EQ(rc.sources.roofline, 1.0);
@@ -144,7 +150,10 @@ TEST(ComputeModel, Fp8RooflineMixesThePeaks) {
   const graph::ComputeTimeFn fp8 = runner::compute_time_model(c, w);
   const double bf16_time = model::roofline_time(Flops(1e12), Bytes(1.0), c.gpu, Precision::BF16).value();
   auto at = [&](graph::Block b) {
-    return fp8(graph::ComputeQuery{.block = b, .phase = graph::Phase::FORWARD, .stage = 0, .flops = Flops(1e12),
+    return fp8(graph::ComputeQuery{.block = b,
+                                   .phase = graph::Phase::FORWARD,
+                                   .stage = 0,
+                                   .flops = Flops(1e12),
                                    .bytes = Bytes(1.0)})
         .time.value();
   };
@@ -163,8 +172,10 @@ TEST(ComputeModel, DoublingGemmRowsDoublesGemmTime) {
   const ClusterSpec c2 = a100_cluster(1, 1, doubled.string());
   const WorkloadSpec w = compute_bound_workload();
   const auto t1 = runner::load_kernel_table(c1);
-  const graph::ComputeCost a = runner::compute_time_model(c1, w, t1)(query(graph::Block::MLP, graph::Phase::FORWARD));
-  const graph::ComputeCost b = runner::compute_time_model(c2, w)(query(graph::Block::MLP, graph::Phase::FORWARD));
+  const graph::ComputeCost a =
+      runner::compute_time_model(c1, w, t1)(query(graph::Block::MLP, graph::Phase::FORWARD));
+  const graph::ComputeCost b =
+      runner::compute_time_model(c2, w)(query(graph::Block::MLP, graph::Phase::FORWARD));
   double gemm = 0;
   for (const kernels::KernelCall& k : kernels::block_kernels(w, Block::MLP, Phase::FORWARD))
     if (k.shape.kind == kernels::KernelKind::GEMM)
@@ -301,7 +312,9 @@ TEST(KernelsCommand, OutputParsesBackAsAShapeList) {
   w = config::check_layout(c, w).workload;
   const auto suite = kernels::workload_kernels(w);
   ASSERT_GE(shapes.size(), suite.size());
-  EXPECT_EQ(std::vector<kernels::KernelShape>(shapes.begin(), shapes.begin() + static_cast<long>(suite.size())), suite);
+  EXPECT_EQ(
+      std::vector<kernels::KernelShape>(shapes.begin(), shapes.begin() + static_cast<long>(suite.size())),
+      suite);
   for (const kernels::KernelShape& s : runner::compute_kernel_shapes(w))
     EXPECT_NE(std::find(shapes.begin(), shapes.end(), s), shapes.end()) << kernels::describe(s);
 }
@@ -322,7 +335,8 @@ TEST(ProfileConfig, ResolvesRelativeToTheClusterFile) {
   EXPECT_TRUE(fs::equivalent(h100.gpu.profile, kSourceDir / "kernels_profiles/data/H100-SXM5-80GB.csv"));
 
   const fs::path cluster = kSourceDir / "topologies/dgx-a100-superpod.yaml";
-  const ClusterSpec none = config::load_cluster(cluster, {config::parse_override("cluster.gpu.profile=none")});
+  const ClusterSpec none =
+      config::load_cluster(cluster, {config::parse_override("cluster.gpu.profile=none")});
   EXPECT_TRUE(none.gpu.profile.empty());
   try {
     config::load_cluster(cluster, {config::parse_override("cluster.gpu.profile=no-such.csv")});

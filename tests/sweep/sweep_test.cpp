@@ -55,7 +55,8 @@ class SweepTest : public ::testing::Test {
 protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("stepsim-sweep-" + std::string(info->name()) + "-" + std::to_string(getpid()));
+    dir_ = fs::temp_directory_path() /
+           ("stepsim-sweep-" + std::string(info->name()) + "-" + std::to_string(getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -127,8 +128,9 @@ TEST_F(SweepTest, GridExpandsToTheCartesianProduct) {
 
 // A list of points gives one configuration each; points combine with a grid as a product.
 TEST_F(SweepTest, PointsAreAListAndCombineWithAGrid) {
-  const std::string points = "points:\n  - {parallel.tp: 2, parallel.pp: 2}\n  - {parallel.tp: 4, parallel.pp: 2}\n"
-                             "  - {parallel.tp: 8, parallel.sp: true}\n";
+  const std::string points =
+      "points:\n  - {parallel.tp: 2, parallel.pp: 2}\n  - {parallel.tp: 4, parallel.pp: 2}\n"
+      "  - {parallel.tp: 8, parallel.sp: true}\n";
   const auto list = stepsim::sweep::expand(stepsim::config::load_sweep(write_sweep("list", points)));
   ASSERT_EQ(list.configs.size(), 3u);
   EXPECT_EQ(list.columns, (std::vector<std::string>{"parallel.tp", "parallel.pp", "parallel.sp"}));
@@ -145,15 +147,19 @@ TEST_F(SweepTest, PointsAreAListAndCombineWithAGrid) {
 // The id depends on what the configuration is, not on the order the keys are written in.
 TEST(SweepIds, StableAndOrderIndependent) {
   using stepsim::config::Override;
-  const std::string a = stepsim::sweep::config_id("c.yaml", "w.yaml", {Override{"parallel.tp", "2"}, Override{"parallel.pp", "4"}});
-  const std::string b = stepsim::sweep::config_id("c.yaml", "w.yaml", {Override{"parallel.pp", "4"}, Override{"parallel.tp", "2"}});
-  const std::string c = stepsim::sweep::config_id("c.yaml", "w.yaml", {Override{"parallel.pp", "4"}, Override{"parallel.tp", "4"}});
+  const std::string a = stepsim::sweep::config_id(
+      "c.yaml", "w.yaml", {Override{"parallel.tp", "2"}, Override{"parallel.pp", "4"}});
+  const std::string b = stepsim::sweep::config_id(
+      "c.yaml", "w.yaml", {Override{"parallel.pp", "4"}, Override{"parallel.tp", "2"}});
+  const std::string c = stepsim::sweep::config_id(
+      "c.yaml", "w.yaml", {Override{"parallel.pp", "4"}, Override{"parallel.tp", "4"}});
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   EXPECT_EQ(a.size(), 16u);
   // FNV-1a 64 of "cluster=c.yaml\nworkload=w.yaml\nparallel.pp=4\nparallel.tp=2\n": fixed forever,
   // since result files of earlier runs are matched by it.
-  EXPECT_EQ(a, stepsim::sweep::config_id("c.yaml", "w.yaml", {Override{"parallel.tp", "2"}, Override{"parallel.pp", "4"}}));
+  EXPECT_EQ(a, stepsim::sweep::config_id("c.yaml", "w.yaml",
+                                         {Override{"parallel.tp", "2"}, Override{"parallel.pp", "4"}}));
 }
 
 // CSV lines are derived from the JSON record and survive a round trip unchanged.
@@ -205,7 +211,8 @@ TEST_F(SweepTest, MalformedSweepFileExits2WithFileLine) {
     EXPECT_NE(r.out.find(f.string()), std::string::npos) << c.body << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.body << r.out;
   }
-  const Result missing = run_stepsim("sweep " + (dir_ / "nope.yaml").string() + " --out " + (dir_ / "out").string());
+  const Result missing =
+      run_stepsim("sweep " + (dir_ / "nope.yaml").string() + " --out " + (dir_ / "out").string());
   EXPECT_EQ(missing.code, 2) << missing.out;
   // A cluster or workload file that cannot be read is the sweep file's error, not one skipped row
   // per configuration.
@@ -213,13 +220,15 @@ TEST_F(SweepTest, MalformedSweepFileExits2WithFileLine) {
     std::string text = slurp(write_sweep("nocluster", "grid:\n  parallel.tp: [1, 2]\n"));
     text.replace(text.find("cluster: "), 9 + src("topologies/dgx-h100.yaml").size(), "cluster: " + cluster);
     spit(dir_ / "nocluster.yaml", text);
-    const Result r = run_stepsim("sweep " + (dir_ / "nocluster.yaml").string() + " --out " + (dir_ / "out").string());
+    const Result r =
+        run_stepsim("sweep " + (dir_ / "nocluster.yaml").string() + " --out " + (dir_ / "out").string());
     EXPECT_EQ(r.code, 2) << cluster << "\n" << r.out;
     EXPECT_NE(r.out.find("nocluster.yaml:2:10: key 'cluster'"), std::string::npos) << r.out;
   }
   const Result empty_jobs = run_stepsim("sweep " + big_sweep().string() + " --out x -j ''");
   EXPECT_EQ(empty_jobs.code, 2) << empty_jobs.out;
-  EXPECT_NE(empty_jobs.out.find("-j/--jobs: expected a positive integer"), std::string::npos) << empty_jobs.out;
+  EXPECT_NE(empty_jobs.out.find("-j/--jobs: expected a positive integer"), std::string::npos)
+      << empty_jobs.out;
   const Result bad_shard = run_stepsim("sweep " + big_sweep().string() + " --out x --shard 2/2");
   EXPECT_EQ(bad_shard.code, 2) << bad_shard.out;
   EXPECT_NE(bad_shard.out.find("--shard"), std::string::npos) << bad_shard.out;
@@ -245,11 +254,13 @@ TEST_F(SweepTest, SkippedConfigurationsCarryAReason) {
     EXPECT_TRUE(rows[i]["summary"].is_null());
   }
   EXPECT_NE(rows[1]["reason"].get<std::string>().find("16"), std::string::npos) << rows[1];
-  EXPECT_NE(rows[2]["reason"].get<std::string>().find("did you mean 'parallel.tp'"), std::string::npos) << rows[2];
+  EXPECT_NE(rows[2]["reason"].get<std::string>().find("did you mean 'parallel.tp'"), std::string::npos)
+      << rows[2];
   EXPECT_NE(rows[3]["reason"].get<std::string>().find("zigzag"), std::string::npos) << rows[3];
   const auto csv = lines(slurp(out / "results.csv"));
   ASSERT_EQ(csv.size(), 5u);
-  EXPECT_EQ(csv[0].rfind("id,index,parallel.tp,parallel.tpp,parallel.schedule,status,reason,", 0), 0u) << csv[0];
+  EXPECT_EQ(csv[0].rfind("id,index,parallel.tp,parallel.tpp,parallel.schedule,status,reason,", 0), 0u)
+      << csv[0];
   EXPECT_NE(csv[2].find(",skipped,"), std::string::npos) << csv[2];
 }
 
@@ -314,7 +325,8 @@ TEST_F(SweepTest, ResumeAfterSigkillLosesAndDuplicatesNothing) {
 // A partial last line (a write cut short) is dropped on resume and its configuration runs again;
 // a CSV behind the JSON record is rebuilt from it.
 TEST_F(SweepTest, TornLastLineIsRepairedOnResume) {
-  const fs::path f = write_sweep("torn", "grid:\n  parallel.tp: [1, 2, 4]\n  parallel.schedule: [gpipe, 1f1b]\n");
+  const fs::path f =
+      write_sweep("torn", "grid:\n  parallel.tp: [1, 2, 4]\n  parallel.schedule: [gpipe, 1f1b]\n");
   const fs::path out = dir_ / "out";
   ASSERT_EQ(run_stepsim("sweep " + f.string() + " --out " + out.string()).code, 0);
   const std::string jsonl = slurp(out / "results.jsonl");
@@ -328,7 +340,8 @@ TEST_F(SweepTest, TornLastLineIsRepairedOnResume) {
   cut += rows[4].substr(0, rows[4].size() / 2);
   spit(out / "results.jsonl", cut);
   const auto csv_lines = lines(csv);
-  spit(out / "results.csv", csv_lines[0] + "\n" + csv_lines[1] + "\n" + csv_lines[2] + "\n" + csv_lines[3] + "\n");
+  spit(out / "results.csv",
+       csv_lines[0] + "\n" + csv_lines[1] + "\n" + csv_lines[2] + "\n" + csv_lines[3] + "\n");
 
   const Result r = run_stepsim("sweep " + f.string() + " --out " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
@@ -347,7 +360,8 @@ TEST_F(SweepTest, ShardsMergeIntoTheUnshardedResult) {
   const fs::path out = dir_ / "sharded";
   size_t rows = 0;
   for (int i = 0; i < 3; ++i) {
-    const Result r = run_stepsim("sweep " + f.string() + " --out " + out.string() + " --shard " + std::to_string(i) + "/3 -j 1");
+    const Result r = run_stepsim("sweep " + f.string() + " --out " + out.string() + " --shard " +
+                                 std::to_string(i) + "/3 -j 1");
     ASSERT_EQ(r.code, 0) << r.out;
     const auto shard_rows = jsonl_rows(out / ("results.shard-" + std::to_string(i) + ".jsonl"));
     for (const auto& row : shard_rows)
@@ -373,13 +387,15 @@ TEST_F(SweepTest, MpirunTwoRanksGiveTheUnshardedResult) {
     GTEST_SKIP() << "stepsim was built without MPI";
   if (access(mpiexec.c_str(), X_OK) != 0)
     GTEST_SKIP() << mpiexec << " is not executable";
-  const fs::path f = write_sweep("mpi", "grid:\n  parallel.tp: [1, 2, 4]\n  parallel.schedule: [gpipe, 1f1b]\n");
+  const fs::path f =
+      write_sweep("mpi", "grid:\n  parallel.tp: [1, 2, 4]\n  parallel.schedule: [gpipe, 1f1b]\n");
   const fs::path full = dir_ / "full";
   ASSERT_EQ(run_stepsim("sweep " + f.string() + " --out " + full.string()).code, 0);
   const fs::path out = dir_ / "mpi";
-  const Result r = run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader " +
-                             mpiexec + " --allow-run-as-root --oversubscribe -np 2 " + STEPSIM_BINARY + " sweep " +
-                             f.string() + " --out " + out.string() + " -j 1");
+  const Result r =
+      run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader " +
+                mpiexec + " --allow-run-as-root --oversubscribe -np 2 " + STEPSIM_BINARY + " sweep " +
+                f.string() + " --out " + out.string() + " -j 1");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(fs::exists(out / "results.shard-0.jsonl")) << r.out;
   EXPECT_TRUE(fs::exists(out / "results.shard-1.jsonl")) << r.out;
@@ -390,10 +406,12 @@ TEST_F(SweepTest, MpirunTwoRanksGiveTheUnshardedResult) {
 // A configuration that runs past --timeout is a failed row, and the sweep exits 1.
 TEST_F(SweepTest, TimeoutGivesAFailedRow) {
   const std::string text = "name: slow\ncluster: " + src("topologies/dgx-a100-superpod.yaml") +
-                           "\nworkload: " + src("workloads/gpt3-175b.yaml") + "\npoints:\n  - {batch.micro_batch: 1}\n";
+                           "\nworkload: " + src("workloads/gpt3-175b.yaml") +
+                           "\npoints:\n  - {batch.micro_batch: 1}\n";
   spit(dir_ / "slow.yaml", text);
   const fs::path out = dir_ / "out";
-  const Result r = run_stepsim("sweep " + (dir_ / "slow.yaml").string() + " --out " + out.string() + " --timeout 0.05");
+  const Result r =
+      run_stepsim("sweep " + (dir_ / "slow.yaml").string() + " --out " + out.string() + " --timeout 0.05");
   EXPECT_EQ(r.code, 1) << r.out;
   const auto rows = jsonl_rows(out / "results.jsonl");
   ASSERT_EQ(rows.size(), 1u);

@@ -3,9 +3,9 @@
 // that describe them and their errors (file:line:col). One platform per TEST (one SimGrid
 // engine per process: gtest_discover_tests runs each TEST alone).
 
+#include "common/specs.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
-#include "common/specs.hpp"
 #include "topology/platform.hpp"
 
 #include <gtest/gtest.h>
@@ -36,7 +36,8 @@ topology::Platform build(const ClusterSpec& c) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / ("stepsim-topo-" + std::to_string(getpid()) + "-" + name);
+  const auto p =
+      std::filesystem::temp_directory_path() / ("stepsim-topo-" + std::to_string(getpid()) + "-" + name);
   std::ofstream(p) << text;
   return p.string();
 }
@@ -50,7 +51,9 @@ nvswitch: {bandwidth: 300GBps, latency: 3us, efficiency: 0.8}
 nics: {count: 2, bandwidth: 200Gbps, latency: 4us, efficiency: 0.96}
 )";
 
-std::string graph_cluster(const std::string& fabric) { return std::string(CLUSTER_HEAD) + fabric; }
+std::string graph_cluster(const std::string& fabric) {
+  return std::string(CLUSTER_HEAD) + fabric;
+}
 
 // Two leaves joined by two spines; nodes 0-1 on leafA, 2-3 on leafB; a slow direct link.
 const char* GRAPH_FABRIC = R"(fabric:
@@ -77,9 +80,9 @@ TEST(RailOptimized, RoutesThroughRailLeavesAndSpine) {
   c.fabric.kind = FabricKind::RAIL_OPTIMIZED;
   c.fabric.nodes_per_leaf = 4;
   const auto p = build(c);
-  EXPECT_NEAR(topology::route_latency(p, 0, 2).value(), NIC_LAT + SW, 1e-12);       // rail 0 -> rail 0
-  EXPECT_NEAR(topology::route_latency(p, 0, 3).value(), NIC_LAT + 3 * SW, 1e-12);   // rail 0 -> rail 1
-  EXPECT_NEAR(topology::route_latency(p, 0, 1).value(), NVL_LAT, 1e-12);            // same node
+  EXPECT_NEAR(topology::route_latency(p, 0, 2).value(), NIC_LAT + SW, 1e-12);     // rail 0 -> rail 0
+  EXPECT_NEAR(topology::route_latency(p, 0, 3).value(), NIC_LAT + 3 * SW, 1e-12); // rail 0 -> rail 1
+  EXPECT_NEAR(topology::route_latency(p, 0, 1).value(), NVL_LAT, 1e-12);          // same node
   EXPECT_NEAR(topology::route_bandwidth(p, 0, 3).value(), NIC, 1e-3);
   EXPECT_NEAR(topology::route_bandwidth(p, 0, 1).value(), NVL, 1e-3);
   // NVLS endpoints still reach every GPU of their node.
@@ -97,8 +100,8 @@ TEST(RailOptimized, OversubscribedUplinkOnlyOnCrossRail) {
   c.fabric.oversubscription = 8;
   const auto p = build(c);
   EXPECT_NEAR(topology::route_bandwidth(p, 0, 2).value(), NIC, 1e-3);         // same unit, same rail
-  EXPECT_NEAR(topology::route_bandwidth(p, 0, 3).value(), 2 * NIC / 8, 1e-3);  // cross rail: uplink
-  EXPECT_NEAR(topology::route_bandwidth(p, 0, 4).value(), 2 * NIC / 8, 1e-3);  // other unit, same rail
+  EXPECT_NEAR(topology::route_bandwidth(p, 0, 3).value(), 2 * NIC / 8, 1e-3); // cross rail: uplink
+  EXPECT_NEAR(topology::route_bandwidth(p, 0, 4).value(), 2 * NIC / 8, 1e-3); // other unit, same rail
   EXPECT_NEAR(topology::route_latency(p, 0, 4).value(), NIC_LAT + 3 * SW, 1e-12);
 }
 
@@ -112,10 +115,10 @@ TEST(ThreeTier, LatencyAndOversubscriptionPerTier) {
   c.fabric.leaves_per_pod = 2;
   c.fabric.spine_oversubscription = 4;
   const auto p = build(c);
-  EXPECT_NEAR(topology::route_latency(p, 0, 2).value(), NIC_LAT + SW, 1e-12);      // node 0 -> 1
-  EXPECT_NEAR(topology::route_latency(p, 0, 4).value(), NIC_LAT + 3 * SW, 1e-12);  // leaf 0 -> 1
-  EXPECT_NEAR(topology::route_latency(p, 0, 8).value(), NIC_LAT + 5 * SW, 1e-12);  // pod 0 -> 1
-  EXPECT_NEAR(topology::route_bandwidth(p, 0, 4).value(), NIC, 1e-3);              // 2 NICs of uplink
+  EXPECT_NEAR(topology::route_latency(p, 0, 2).value(), NIC_LAT + SW, 1e-12);         // node 0 -> 1
+  EXPECT_NEAR(topology::route_latency(p, 0, 4).value(), NIC_LAT + 3 * SW, 1e-12);     // leaf 0 -> 1
+  EXPECT_NEAR(topology::route_latency(p, 0, 8).value(), NIC_LAT + 5 * SW, 1e-12);     // pod 0 -> 1
+  EXPECT_NEAR(topology::route_bandwidth(p, 0, 4).value(), NIC, 1e-3);                 // 2 NICs of uplink
   EXPECT_NEAR(topology::route_bandwidth(p, 0, 8).value(), 4 * 2 * NIC / 2 / 4, 1e-3); // pod uplink: 1 NIC
 }
 
@@ -132,7 +135,8 @@ TEST(GraphFabric, ShortestPathRoutes) {
   EXPECT_NEAR(topology::route_latency(p, 0, 1).value(), NVL_LAT, 1e-12);
   const double cross = topology::route_latency(p, 0, 4).value();
   // leafA, spine, leafB: three switches, plus 1 us of cable per hop via spine1 or 0 via spine2.
-  EXPECT_TRUE(std::abs(cross - (NIC_LAT + 3 * SW + 2e-6)) < 1e-12 || std::abs(cross - (NIC_LAT + 3 * SW)) < 1e-12)
+  EXPECT_TRUE(std::abs(cross - (NIC_LAT + 3 * SW + 2e-6)) < 1e-12 ||
+              std::abs(cross - (NIC_LAT + 3 * SW)) < 1e-12)
       << cross;
   const double bw = topology::route_bandwidth(p, 0, 4).value();
   EXPECT_TRUE(std::abs(bw - NIC) < 1e-3 || std::abs(bw - 12.5e9) < 1e-3) << bw;
@@ -171,16 +175,18 @@ TEST(GraphFabric, ErrorsNameFileLineColumn) {
   expect_error("fabric: {kind: graph, switches: [a, b], links: [{between: [a, c], bandwidth: 1GBps}],"
                " attach: [{nodes: [0, 3], switch: a}]}\n",
                "8:", "found 'c'");
-  expect_error("fabric:\n  kind: graph\n  switches: [a, a]\n  links: []\n  attach: []\n", "10:", "listed twice");
+  expect_error("fabric:\n  kind: graph\n  switches: [a, a]\n  links: []\n  attach: []\n",
+               "10:", "listed twice");
   expect_error("fabric:\n  kind: graph\n  switches: [a, b]\n  links: [{between: [a, b], bandwidth: 1GBps}]\n"
                "  attach: [{nodes: [0, 2], switch: a}]\n",
                "12:", "node 3 is not attached");
   expect_error("fabric:\n  kind: graph\n  switches: [a, b]\n  links: [{between: [a, b], bandwidth: 1GBps}]\n"
                "  attach: [{nodes: [0, 3], rails: [a]}]\n",
                "12:", "one switch per NIC");
-  expect_error("fabric:\n  kind: graph\n  switches: [a, b, c]\n  links: [{between: [a, b], bandwidth: 1GBps}]\n"
-               "  attach: [{nodes: [0, 1], switch: a}, {nodes: [2, 3], switch: c}]\n",
-               "11:", "not connected");
+  expect_error(
+      "fabric:\n  kind: graph\n  switches: [a, b, c]\n  links: [{between: [a, b], bandwidth: 1GBps}]\n"
+      "  attach: [{nodes: [0, 1], switch: a}, {nodes: [2, 3], switch: c}]\n",
+      "11:", "not connected");
   expect_error("fabric: {kind: fat_tree, switches: [a]}\n", "8:", "only for kind: graph");
   expect_error("fabric: {kind: fat_tree, tiers: 4}\n", "8:", "2 or 3");
   expect_error("fabric: {kind: fat_tree, leaves_per_pod: 4}\n", "8:", "only with tiers: 3");
@@ -209,6 +215,7 @@ TEST(ThreeTier, ParsesTierKeys) {
   EXPECT_EQ(c.fabric.tiers, 3);
   EXPECT_EQ(c.fabric.leaves_per_pod, 2);
   EXPECT_DOUBLE_EQ(c.fabric.spine_oversubscription, 1.5);
-  EXPECT_THROW(config::load_cluster(write_temp("t2.yaml", graph_cluster("fabric: {kind: fat_tree, tiers: 3}\n"))),
-               ConfigError);
+  EXPECT_THROW(
+      config::load_cluster(write_temp("t2.yaml", graph_cluster("fabric: {kind: fat_tree, tiers: 3}\n"))),
+      ConfigError);
 }

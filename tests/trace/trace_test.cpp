@@ -189,7 +189,8 @@ void check_trace(const Fixture& f) {
       EXPECT_GE(e.at("ts").get<double>(), 0.0);
       EXPECT_GE(e.at("dur").get<double>(), 0.0);
       EXPECT_TRUE(e.at("name").is_string());
-      EXPECT_TRUE(e.at("cat") == "compute" || e.at("cat") == "tp" || e.at("cat") == "pp" || e.at("cat") == "dp");
+      EXPECT_TRUE(e.at("cat") == "compute" || e.at("cat") == "tp" || e.at("cat") == "pp" ||
+                  e.at("cat") == "dp");
       const double ts = e.at("ts");
       thread_slices[{e.at("pid"), e.at("tid")}].emplace_back(ts, ts + e.at("dur").get<double>());
     } else if (ph == "s") {
@@ -208,7 +209,8 @@ void check_trace(const Fixture& f) {
   ASSERT_EQ(process_names.size(), f.program.simulated_ranks.size());
   for (graph::Rank r : f.program.simulated_ranks) {
     const std::string want = "node 0 / GPU " + std::to_string(r) + " (dp " + std::to_string(grid.dp_of(r)) +
-                             ", pp " + std::to_string(grid.pp_of(r)) + ", tp " + std::to_string(grid.tp_of(r)) + ")";
+                             ", pp " + std::to_string(grid.pp_of(r)) + ", tp " +
+                             std::to_string(grid.tp_of(r)) + ")";
     EXPECT_EQ(process_names.at(r), want);
   }
   // Every thread that carries slices is named.
@@ -247,7 +249,9 @@ void check_trace(const Fixture& f) {
   EXPECT_EQ(text, chrome(f.input()));
 }
 
-TEST(ChromeTrace, UnfoldedStepIsCompleteAndDeterministic) { check_trace(unfolded()); }
+TEST(ChromeTrace, UnfoldedStepIsCompleteAndDeterministic) {
+  check_trace(unfolded());
+}
 
 TEST(ChromeTrace, FoldedStepSkipsUnsimulatedRanks) {
   const Fixture f(true, false);
@@ -262,11 +266,11 @@ TEST(ChromeTrace, NamesAndArgs) {
   for (const json& e : doc.at("traceEvents"))
     if (e.at("ph") == "X")
       names.insert(e.at("name").get<std::string>());
-  for (const char* n : {"fwd attn L0 mb0", "bwd mlp L3 mb3", "bwd mlp wgrad L3 mb3", "bwd attn wgrad L0 mb0",
-                        "logits fwd mb2", "logits bwd mb0", "optimizer",
-                        "tp all_reduce L1 mb1", "pp send fwd mb3", "pp send bwd mb2", "dp all_reduce bucket 0",
-                        "tp all_reduce embedding mb0", "tp all_reduce logits mb1", "tp all_reduce loss mb2",
-                        "dp all_reduce grad norm"})
+  for (const char* n :
+       {"fwd attn L0 mb0", "bwd mlp L3 mb3", "bwd mlp wgrad L3 mb3", "bwd attn wgrad L0 mb0",
+        "logits fwd mb2", "logits bwd mb0", "optimizer", "tp all_reduce L1 mb1", "pp send fwd mb3",
+        "pp send bwd mb2", "dp all_reduce bucket 0", "tp all_reduce embedding mb0",
+        "tp all_reduce logits mb1", "tp all_reduce loss mb2", "dp all_reduce grad norm"})
     EXPECT_TRUE(names.count(n)) << n;
 
   for (const json& e : doc.at("traceEvents")) {
@@ -323,7 +327,9 @@ TEST(TaskCsv, OneRowPerTask) {
   std::istringstream lines(s.str());
   std::string line;
   ASSERT_TRUE(std::getline(lines, line));
-  EXPECT_EQ(line, "task,kind,rank,stream,phase,block,group,op,stage,layer,micro_batch,start_s,end_s,bytes,flops,role");
+  EXPECT_EQ(
+      line,
+      "task,kind,rank,stream,phase,block,group,op,stage,layer,micro_batch,start_s,end_s,bytes,flops,role");
   size_t rows = 0, roles = 0;
   while (std::getline(lines, line)) {
     EXPECT_EQ(std::count(line.begin(), line.end(), ','), 15) << line;
@@ -335,7 +341,8 @@ TEST(TaskCsv, OneRowPerTask) {
     for (std::string c; std::getline(fields, c, ',');)
       cols.push_back(c);
     // The last column names a collective outside the layers (empty otherwise: getline drops it).
-    const std::string_view role = graph::to_string(f.program.graph.task(static_cast<graph::TaskId>(rows)).role);
+    const std::string_view role =
+        graph::to_string(f.program.graph.task(static_cast<graph::TaskId>(rows)).role);
     ASSERT_EQ(cols.size(), role.empty() ? 15u : 16u) << line;
     if (!role.empty()) {
       EXPECT_EQ(cols[15], role);

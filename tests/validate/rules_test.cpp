@@ -49,9 +49,9 @@ RecordFacts splitting(RecordFacts f) {
 /// One row's case: the record that reaches it (its mechanism's first match), what it lists, and
 /// a control that the row does not match.
 struct Case {
-  std::size_t row;        ///< index into framework_rules()
+  std::size_t row; ///< index into framework_rules()
   RecordFacts hit;
-  std::string listed;     ///< the defaults' text
+  std::string listed; ///< the defaults' text
   RecordFacts control;
 };
 
@@ -61,41 +61,51 @@ std::vector<Case> cases() {
       {1, record("", "GPT OSS 20B"), "mlp=swiglu (gpt-oss)", record("", "gpt-3 175B")},
       {2, record("", "Nemotron-4 GPT 340B"), "mlp=gelu (nemotron)", record("", "Llama 3 70B")},
       {3, record("", "Llama-3.1-405B"), "mlp=swiglu (llama)", record("", "MT-NLG 530B")},
-      {4, grouped(record("", "unknown-7b")), "mlp=swiglu (grouped-query attention)", record("", "unknown-7b")},
+      {4, grouped(record("", "unknown-7b")), "mlp=swiglu (grouped-query attention)",
+       record("", "unknown-7b")},
       {5, record("", "unknown-7b"), "mlp=gelu (multi-head attention)", record("", "unknown-7b")}, // catch-all
       {6, record("", "Mixtral 8x7B"), "dropout=false (mixtral)", record("", "BLOOM-176B")},
       {7, record("NeMo 24.09"), "sp=true (framework 'NeMo 24.09')", record("Megatron-LM")},
       {8, splitting(record("Megatron-Core", "", 2023)),
        "sp=true (tensor parallelism in a source from 2023: sequence parallelism is its standard companion)",
        splitting(record("Megatron-DeepSpeed", "", 2023))},
-      {9, record("Megatron-LM"), "pp_scatter_gather=true (framework 'Megatron-LM')", record("DeepSpeed + Megatron-LM")},
+      {9, record("Megatron-LM"), "pp_scatter_gather=true (framework 'Megatron-LM')",
+       record("DeepSpeed + Megatron-LM")},
       {10, record("Megatron-DeepSpeed", "", 2022), "tp_grad_overlap=false (framework 'Megatron-DeepSpeed')",
        record("Megatron-LM", "", 2022)},
-      {11, record("Megatron-LM", "", 2021), "tp_grad_overlap=false (a source from 2021)", record("Megatron-LM")},
-      {12, record("Megatron-Bridge 25.09"), "etp=1 (framework 'Megatron-Bridge 25.09')", record("Megatron-Core")},
-      {13, record("NeMo 2.0"), "zero_stage=1 (distributed optimizer, framework 'NeMo 2.0')", record("Megatron-LM")},
+      {11, record("Megatron-LM", "", 2021), "tp_grad_overlap=false (a source from 2021)",
+       record("Megatron-LM")},
+      {12, record("Megatron-Bridge 25.09"), "etp=1 (framework 'Megatron-Bridge 25.09')",
+       record("Megatron-Core")},
+      {13, record("NeMo 2.0"), "zero_stage=1 (distributed optimizer, framework 'NeMo 2.0')",
+       record("Megatron-LM")},
       {14, record("Megatron-LM"), "zero_stage=0", record("Megatron-LM")}, // catch-all
       {15, record("Composer + PyTorch FSDP", "", 2023),
-       "flash_attention=true (framework 'Composer + PyTorch FSDP', source year 2023)", record("Composer", "", 2022)},
+       "flash_attention=true (framework 'Composer + PyTorch FSDP', source year 2023)",
+       record("Composer", "", 2022)},
       {16, record("torchtitan"), "flash_attention=true (framework 'torchtitan')", record("Megatron-LM")},
-      {17, record("", "", 2024), "flash_attention=true (framework 'none', source year 2024)", record("", "", 2022)},
+      {17, record("", "", 2024), "flash_attention=true (framework 'none', source year 2024)",
+       record("", "", 2022)},
       {18, record("Megatron-LM", "", 2021), "flash_attention=false (framework 'Megatron-LM')",
        record("Megatron-LM", "", 2021)}, // catch-all
       {19, with_precision(record("Megatron-Bridge"), Precision::FP8),
        "fp8_params=true (fp8 primary weights, framework 'Megatron-Bridge')", record("Megatron-Bridge")},
-      {20, with_zero(record("NeMo"), 1), "overlap_param_gather=true (framework 'NeMo')", with_zero(record("NeMo"), 3)},
+      {20, with_zero(record("NeMo"), 1), "overlap_param_gather=true (framework 'NeMo')",
+       with_zero(record("NeMo"), 3)},
       {21, with_zero(record("torchtitan"), 3),
        "grad_reduce_in_fp32=true (framework 'torchtitan': FSDP2 mixed_precision_reduce float32)",
        with_precision(with_zero(record("torchtitan"), 3), Precision::FP16)},
       {22, with_zero(record("DeepSpeed", "", 2021), 3),
-       "zero3_fetch=blocking (framework 'DeepSpeed', a source from 2021)", with_zero(record("DeepSpeed", "", 2022), 3)},
+       "zero3_fetch=blocking (framework 'DeepSpeed', a source from 2021)",
+       with_zero(record("DeepSpeed", "", 2022), 3)},
   };
 }
 
 bool catch_all(const Rule& r) {
   const RuleMatch& w = r.when;
-  return w.framework.empty() && w.not_framework.empty() && w.model.empty() && w.year_from == 0 && w.year_to == 0 &&
-         w.zero_from == 0 && w.zero_to == 3 && w.precision.empty() && !w.grouped_query && !w.sequence_splits_over_tp;
+  return w.framework.empty() && w.not_framework.empty() && w.model.empty() && w.year_from == 0 &&
+         w.year_to == 0 && w.zero_from == 0 && w.zero_to == 3 && w.precision.empty() && !w.grouped_query &&
+         !w.sequence_splits_over_tp;
 }
 
 } // namespace
@@ -130,9 +140,10 @@ TEST(MappingRules, CatchAllsAndSimulatorDefaults) {
   const RecordFacts plain = record("Megatron-LM", "GPT-3", 2022);
   for (const Mechanism m : {Mechanism::MLP, Mechanism::ZERO_STAGE, Mechanism::FLASH_ATTENTION})
     EXPECT_TRUE(first_rule(m, plain)) << to_string(m);
-  for (const Mechanism m : {Mechanism::DROPOUT, Mechanism::SEQUENCE_PARALLEL, Mechanism::TP_GRAD_OVERLAP,
-                            Mechanism::EXPERT_TENSOR_PARALLEL, Mechanism::FP8_PARAMS, Mechanism::OVERLAP_PARAM_GATHER,
-                            Mechanism::GRAD_REDUCE_IN_FP32, Mechanism::ZERO3_FETCH})
+  for (const Mechanism m :
+       {Mechanism::DROPOUT, Mechanism::SEQUENCE_PARALLEL, Mechanism::TP_GRAD_OVERLAP,
+        Mechanism::EXPERT_TENSOR_PARALLEL, Mechanism::FP8_PARAMS, Mechanism::OVERLAP_PARAM_GATHER,
+        Mechanism::GRAD_REDUCE_IN_FP32, Mechanism::ZERO3_FETCH})
     EXPECT_FALSE(first_rule(m, plain)) << to_string(m);
   // A bounded year needs a year: a record without one is neither before 2022 nor from 2023 on.
   EXPECT_FALSE(first_rule(Mechanism::TP_GRAD_OVERLAP, record("Megatron-LM")));

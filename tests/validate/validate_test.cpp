@@ -4,8 +4,8 @@
 
 #include "config/config.hpp"
 #include "config/runs_config.hpp"
-#include "model/memory.hpp"
 #include "core/error.hpp"
+#include "model/memory.hpp"
 #include "validate/calibrate.hpp"
 #include "validate/flops.hpp"
 #include "validate/kineto.hpp"
@@ -55,7 +55,8 @@ Result run_stepsim(const std::string& args) {
 }
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("stepsim-validate-test-" + std::to_string(::getpid()) + "-" + name);
+  const fs::path d =
+      fs::temp_directory_path() / ("stepsim-validate-test-" + std::to_string(::getpid()) + "-" + name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -85,7 +86,8 @@ std::string joined_defaults(const validate::RunPlan& p) {
   return out;
 }
 
-std::string small_run(const std::string& id, const std::string& precision, const std::string& extra_measured = "") {
+std::string small_run(const std::string& id, const std::string& precision,
+                      const std::string& extra_measured = "") {
   return "- id: " + id + R"(
   group: test
   model: {name: GPT-small, layers: 4, hidden: 1024, ffn_hidden: 4096, attn_heads: 16, kv_heads: 16, vocab: 51200, seq_len: 1024,
@@ -94,7 +96,8 @@ std::string small_run(const std::string& id, const std::string& precision, const
   parallelism: {tp: 8, pp: 1, dp: 1, cp: null, ep: null, sp: 1, zero_stage: 0, fsdp: null, virtual_pp: null, schedule: 1F1B}
   batch: {micro_batch: 1, global_batch_seqs: 4, global_batch_tokens: null, grad_accum: null}
   recompute: full
-  precision: )" + precision + R"(
+  precision: )" +
+         precision + R"(
   framework: Megatron-LM
   measured: {tflops_per_gpu: null, tflops_basis: null, mfu_pct: null, hfu_pct: null, iteration_time_s: 0.05)" +
          extra_measured + R"(}
@@ -116,26 +119,31 @@ validate::RunPlan plan_first(const fs::path& dir, const std::string& runs_text, 
 // Published TFLOP/s from published iteration times (MODEL.md section 2, eq. 3 with recompute).
 TEST(FlopConventions, BloomIterationTimeGivesPublishedTflops) {
   // BLOOM-176B: 104.70 s per iteration <-> 149.77 TFLOP/s (README: 4*2 coefficient with recompute).
-  const validate::FlopsShape s{.global_batch = 2048, .seq_len = 2048, .layers = 70, .hidden = 14336, .vocab = 250880};
+  const validate::FlopsShape s{
+      .global_batch = 2048, .seq_len = 2048, .layers = 70, .hidden = 14336, .vocab = 250880};
   const double tflops = validate::tflops_per_gpu(validate::megatron_recompute_flops(s), Seconds(104.70), 384);
   EXPECT_NEAR(tflops, 149.77, 149.77 * 0.01);
 }
 
 TEST(FlopConventions, MegatronTable2DerivedIterationTime) {
   // Narayanan 2021 Table 2, 175B on 384 GPUs: 153 TFLOP/s <-> 76.78 s (eq. 3).
-  const validate::FlopsShape s{.global_batch = 1536, .seq_len = 2048, .layers = 96, .hidden = 12288, .vocab = 51200};
-  EXPECT_NEAR(validate::tflops_per_gpu(validate::megatron_recompute_flops(s), Seconds(76.78), 384), 153.0, 1.53);
+  const validate::FlopsShape s{
+      .global_batch = 1536, .seq_len = 2048, .layers = 96, .hidden = 12288, .vocab = 51200};
+  EXPECT_NEAR(validate::tflops_per_gpu(validate::megatron_recompute_flops(s), Seconds(76.78), 384), 153.0,
+              1.53);
 }
 
 TEST(FlopConventions, KorthikantiMfuFromIterationTime) {
   // Korthikanti 2022, 175B selective: 13.75 s on 64 A100s <-> MFU 51.4 % (72 coefficient).
-  const validate::FlopsShape s{.global_batch = 64, .seq_len = 2048, .layers = 96, .hidden = 12288, .vocab = 51200};
+  const validate::FlopsShape s{
+      .global_batch = 64, .seq_len = 2048, .layers = 96, .hidden = 12288, .vocab = 51200};
   const double mfu = 100 * validate::tflops_per_gpu(validate::model_flops(s), Seconds(13.75), 64) / 312;
   EXPECT_NEAR(mfu, 51.4, 0.514);
 }
 
 TEST(FlopConventions, BasisFromText) {
-  EXPECT_EQ(validate::tflops_basis("Megatron eq.3 (includes recompute)"), validate::TflopsBasis::MEGATRON_RECOMPUTE);
+  EXPECT_EQ(validate::tflops_basis("Megatron eq.3 (includes recompute)"),
+            validate::TflopsBasis::MEGATRON_RECOMPUTE);
   EXPECT_EQ(validate::tflops_basis("hardware TFLOPs incl. recompute (README: 4*2 coefficient)"),
             validate::TflopsBasis::MEGATRON_RECOMPUTE);
   EXPECT_EQ(validate::tflops_basis("MosaicML: 6N + attention"), validate::TflopsBasis::MODEL);
@@ -217,10 +225,13 @@ TEST(RunsFile, UnknownKeysWarnDuplicateIdsAndWrongShapesFail) {
   std::string all;
   for (const std::string& line : read.ignored)
     all += line + "\n";
-  EXPECT_NE(all.find((d / "a.yaml").string() + ":1:1: unknown key 'memory_measurements' ignored"), std::string::npos)
+  EXPECT_NE(all.find((d / "a.yaml").string() + ":1:1: unknown key 'memory_measurements' ignored"),
+            std::string::npos)
       << all;
   EXPECT_NE(all.find("unknown key 'runs[0].model.attention' ignored\n"), std::string::npos) << all;
-  EXPECT_NE(all.find("unknown key 'runs[0].modle' ignored; did you mean 'runs[0].model'?\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("unknown key 'runs[0].modle' ignored; did you mean 'runs[0].model'?\n"),
+            std::string::npos)
+      << all;
   const Result r = run_stepsim("validate " + (d / "a.yaml").string());
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("stepsim: warning: "), std::string::npos) << r.output;
@@ -240,7 +251,8 @@ TEST(Plan, DefaultsAreListedAndMetricPreference) {
   text.replace(text.find("micro_batch: 1"), 14, "micro_batch: null");
   write(d / "runs.yaml", text);
   const config::RunsFile f = config::load_runs(d / "runs.yaml");
-  const validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  const validate::RunPlan p =
+      validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
   EXPECT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_EQ(p.metric, validate::Metric::ITERATION_TIME); // preferred over tflops_per_gpu
   const std::string defaults = joined_defaults(p);
@@ -257,12 +269,14 @@ TEST(Plan, HeadWidthFromTheParameterCount) {
   const fs::path d = temp_dir("plan-head-dim");
   auto plan_of = [&](const std::string& params_b) {
     std::string text = "runs:\n" + small_run("q", "bf16");
-    text.replace(text.find("{name: GPT-small, layers: 4, hidden: 1024, ffn_hidden: 4096, attn_heads: 16, kv_heads: 16, "
-                           "vocab: 51200, seq_len: 1024,"),
-                 119,
-                 "{name: Qwen3-32B, params_b: " + params_b +
-                     ", layers: 64, hidden: 5120, ffn_hidden: 25600, attn_heads: 64, kv_heads: 8, vocab: 151936, "
-                     "seq_len: 4096,");
+    text.replace(
+        text.find(
+            "{name: GPT-small, layers: 4, hidden: 1024, ffn_hidden: 4096, attn_heads: 16, kv_heads: 16, "
+            "vocab: 51200, seq_len: 1024,"),
+        119,
+        "{name: Qwen3-32B, params_b: " + params_b +
+            ", layers: 64, hidden: 5120, ffn_hidden: 25600, attn_heads: 64, kv_heads: 8, vocab: 151936, "
+            "seq_len: 4096,");
     return plan_first(d, text, false);
   };
   const validate::RunPlan q = plan_of("32.8");
@@ -307,7 +321,8 @@ TEST(Plan, RecordMlaReachesTheWorkload) {
     ADD_FAILURE() << "a record without v_head_dim loaded";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("mla"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("expected kv_lora_rank, qk_nope_head_dim and v_head_dim"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("expected kv_lora_rank, qk_nope_head_dim and v_head_dim"),
+              std::string::npos)
         << e.what();
   }
   fs::remove_all(d);
@@ -319,7 +334,8 @@ TEST(Plan, RecordSlidingWindowReachesTheWorkload) {
   const fs::path d = temp_dir("plan-window");
   std::string text = "runs:\n" + small_run("w", "bf16");
   text.replace(text.find("name: GPT-small"), 15, "name: gpt-oss-small");
-  text.replace(text.find("moe_experts: null}"), 18, "moe_experts: null, sliding_window: 64, full_attention_every: 2}");
+  text.replace(text.find("moe_experts: null}"), 18,
+               "moe_experts: null, sliding_window: 64, full_attention_every: 2}");
   const validate::RunPlan p = plan_first(d, text, false);
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_NE(p.workload_yaml.find("  sliding_window: 64\n  full_attention_every: 2\n"), std::string::npos)
@@ -346,7 +362,8 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
     write(d / "runs.yaml", "runs:\n" + text);
     const config::RunsFile f = config::load_runs(d / "runs.yaml");
     fs::remove_all(d);
-    return validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    return validate::plan_run(f.runs.at(0),
+                              {.topologies = src("topologies"), .calibration = false, .extra = {}});
   };
   const validate::RunPlan nemo = plan_of(small_run("n", "bf16"), "NeMo 24.09", "Nemotron-4 mini");
   ASSERT_TRUE(nemo.skip_reason.empty()) << nemo.skip_reason;
@@ -365,9 +382,11 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
   two.replace(two.find("dp: 1"), 5, "dp: 2");
   const validate::RunPlan nemo2 = plan_of(two, "NeMo 24.09", "Nemotron-4 mini");
   ASSERT_TRUE(nemo2.skip_reason.empty()) << nemo2.skip_reason;
-  EXPECT_NE(nemo2.workload_yaml.find("  overlap_param_gather: true\n"), std::string::npos) << nemo2.workload_yaml;
+  EXPECT_NE(nemo2.workload_yaml.find("  overlap_param_gather: true\n"), std::string::npos)
+      << nemo2.workload_yaml;
   const std::string defaults2 = joined_defaults(nemo2);
-  EXPECT_NE(defaults2.find("overlap_param_gather=true (framework 'NeMo 24.09')"), std::string::npos) << defaults2;
+  EXPECT_NE(defaults2.find("overlap_param_gather=true (framework 'NeMo 24.09')"), std::string::npos)
+      << defaults2;
 
   const validate::RunPlan megatron = plan_of(small_run("m", "bf16"), "Megatron-LM", "Llama-small");
   EXPECT_EQ(megatron.workload_yaml.find("  sp: true"), std::string::npos) << megatron.workload_yaml;
@@ -391,7 +410,8 @@ TEST(Plan, RecipeMemorySettings) {
     write(d / "runs.yaml", "runs:\n" + text);
     const config::RunsFile f = config::load_runs(d / "runs.yaml");
     fs::remove_all(d);
-    return validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    return validate::plan_run(f.runs.at(0),
+                              {.topologies = src("topologies"), .calibration = false, .extra = {}});
   };
   const auto joined = [](const validate::RunPlan& p) {
     std::string s;
@@ -407,8 +427,9 @@ TEST(Plan, RecipeMemorySettings) {
   EXPECT_NE(joined(bridge).find("fp8_params=true (fp8 primary weights"), std::string::npos) << joined(bridge);
   EXPECT_NE(bridge.workload_yaml.find("  dropout: false\n"), std::string::npos) << bridge.workload_yaml;
   EXPECT_NE(joined(bridge).find("dropout=false (llama)"), std::string::npos) << joined(bridge);
-  const validate::RunPlan said = plan_of(h100, "NeMo Megatron-Bridge (25.11 container)",
-                                         "\n  fp8_params: false\n  offload_layers: 2\n  optimizer_bytes_per_param: 8");
+  const validate::RunPlan said =
+      plan_of(h100, "NeMo Megatron-Bridge (25.11 container)",
+              "\n  fp8_params: false\n  offload_layers: 2\n  optimizer_bytes_per_param: 8");
   // Full recomputation of the first layers of each chunk (the block method).
   std::string text = small_run("block", "bf16");
   text.replace(text.find("recompute: full"), 15, "recompute: full\n  recompute_layers: 2");
@@ -422,7 +443,8 @@ TEST(Plan, RecipeMemorySettings) {
   ASSERT_TRUE(said.skip_reason.empty()) << said.skip_reason;
   EXPECT_EQ(said.workload_yaml.find("fp8_params"), std::string::npos) << said.workload_yaml;
   EXPECT_NE(said.workload_yaml.find("  offload_layers: 2\n"), std::string::npos) << said.workload_yaml;
-  EXPECT_NE(said.workload_yaml.find("  optimizer_bytes_per_param: 8\n"), std::string::npos) << said.workload_yaml;
+  EXPECT_NE(said.workload_yaml.find("  optimizer_bytes_per_param: 8\n"), std::string::npos)
+      << said.workload_yaml;
   // Other frameworks keep 16-bit weights beside their fp8 copies.
   const validate::RunPlan nemo = plan_of(h100, "NeMo 24.09", "");
   EXPECT_EQ(nemo.workload_yaml.find("fp8_params"), std::string::npos) << nemo.workload_yaml;
@@ -441,17 +463,21 @@ TEST(Plan, ScheduleNames) {
     write(d / "runs.yaml", "runs:\n" + text);
     const config::RunsFile f = config::load_runs(d / "runs.yaml");
     fs::remove_all(d);
-    return validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    return validate::plan_run(f.runs.at(0),
+                              {.topologies = src("topologies"), .calibration = false, .extra = {}});
   };
   EXPECT_NE(plan_with("ZB-H1").workload_yaml.find("schedule: zb-h1"), std::string::npos);
   EXPECT_NE(plan_with("ZB-H2").workload_yaml.find("schedule: zb-h2"), std::string::npos);
   EXPECT_NE(plan_with("GPipe").workload_yaml.find("schedule: gpipe"), std::string::npos);
   // Megatron-LM's pipeline scatters its messages over the TP ranks; DeepSpeed's engine does not.
   EXPECT_NE(plan_with("1F1B").workload_yaml.find("pp_scatter_gather: true"), std::string::npos);
-  EXPECT_EQ(plan_with("1F1B", "DeepSpeed + Megatron-LM").workload_yaml.find("pp_scatter_gather"), std::string::npos);
-  EXPECT_EQ(plan_with("1F1B", "Megatron-DeepSpeed").workload_yaml.find("pp_scatter_gather"), std::string::npos);
+  EXPECT_EQ(plan_with("1F1B", "DeepSpeed + Megatron-LM").workload_yaml.find("pp_scatter_gather"),
+            std::string::npos);
+  EXPECT_EQ(plan_with("1F1B", "Megatron-DeepSpeed").workload_yaml.find("pp_scatter_gather"),
+            std::string::npos);
   const validate::RunPlan dual = plan_with("DualPipe");
-  EXPECT_NE(dual.skip_reason.find("schedule 'DualPipe' is not modelled"), std::string::npos) << dual.skip_reason;
+  EXPECT_NE(dual.skip_reason.find("schedule 'DualPipe' is not modelled"), std::string::npos)
+      << dual.skip_reason;
 }
 
 // Fused attention for a framework the mapping does not know: by the source's year (2023 on: fused).
@@ -464,7 +490,8 @@ TEST(Plan, FlashAttentionByFrameworkThenYear) {
     write(d / "runs.yaml", "runs:\n" + text);
     const config::RunsFile f = config::load_runs(d / "runs.yaml");
     fs::remove_all(d);
-    const validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    const validate::RunPlan p = validate::plan_run(
+        f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
     return p.workload_yaml.find("flash_attention: true") != std::string::npos;
   };
   EXPECT_TRUE(flash_of("HAI-LLM", "  source: {title: a report, year: 2024, url: x}\n"));
@@ -479,14 +506,15 @@ TEST(Plan, FlashAttentionByFrameworkThenYear) {
 TEST(Plan, InterNodeNicsFromText) {
   auto nics = [](const std::string& text) {
     const auto n = validate::parse_inter_node(text, 8);
-    return n ? std::to_string(n->count) + "x" + std::to_string(static_cast<int>(std::lround(n->gbps * 10))) : "none";
+    return n ? std::to_string(n->count) + "x" + std::to_string(static_cast<int>(std::lround(n->gbps * 10)))
+             : "none";
   };
   EXPECT_EQ(nics("8x 200 Gb/s HDR InfiniBand per node, fat tree"), "8x2000");
   EXPECT_EQ(nics("4x Omni-Path 100 Gb/s per node (dedicated NCCL subnet)"), "4x1000");
   EXPECT_EQ(nics("8 x 400Gbps NDR"), "8x4000");
   EXPECT_EQ(nics("A100 80GB, 1600 Gb/s node-node RoCE"), "8x2000"); // 80GB is no rate
   EXPECT_EQ(nics("3.2 Tbps EFA"), "8x4000");
-  EXPECT_EQ(nics("100 GB/s per node"), "8x1000");                 // bytes: 800 Gb/s in all
+  EXPECT_EQ(nics("100 GB/s per node"), "8x1000"); // bytes: 800 Gb/s in all
   EXPECT_EQ(nics("HDR 200 Gb/s per port"), "8x2000");
   EXPECT_EQ(nics("HDR InfiniBand"), "none");
   EXPECT_EQ(nics("A100 80GB single node"), "none");
@@ -496,19 +524,22 @@ TEST(Plan, InterNodeNicsFromText) {
   // are listed with the defaults.
   std::string text = small_run("bloomlike", "bf16");
   text.replace(text.find("num_gpus: 8,"), 12, "num_gpus: 32,");
-  text.replace(text.find("peak_tflops_assumed"), 19, "inter_node: 4x Omni-Path 100 Gb/s, peak_tflops_assumed");
+  text.replace(text.find("peak_tflops_assumed"), 19,
+               "inter_node: 4x Omni-Path 100 Gb/s, peak_tflops_assumed");
   const fs::path d = temp_dir("nics");
   write(d / "runs.yaml", "runs:\n" + text);
   const config::RunsFile f = config::load_runs(d / "runs.yaml");
   fs::remove_all(d);
-  const validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+  const validate::RunPlan p =
+      validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_EQ(p.cluster.nics_per_node, 4);
   EXPECT_EQ(p.cluster.nic_gbps, 100.0);
   std::string overrides;
   for (const auto& o : validate::set_options(p))
     overrides += o.path + "=" + o.value + ";";
-  EXPECT_NE(overrides.find("cluster.nics.count=4;cluster.nics.bandwidth=100Gbps;"), std::string::npos) << overrides;
+  EXPECT_NE(overrides.find("cluster.nics.count=4;cluster.nics.bandwidth=100Gbps;"), std::string::npos)
+      << overrides;
   const ClusterSpec c = validate::plan_cluster(p);
   EXPECT_EQ(c.nics_per_node, 4);
   EXPECT_DOUBLE_EQ(c.nic.bandwidth.value(), 100e9 / 8);
@@ -569,33 +600,47 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
     write(d / "runs.yaml", "runs:\n" + text);
     const config::RunsFile f = config::load_runs(d / "runs.yaml");
     fs::remove_all(d);
-    return validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    return validate::plan_run(f.runs.at(0),
+                              {.topologies = src("topologies"), .calibration = false, .extra = {}});
   };
   EXPECT_NE(plan_with("sp: 1,", "sp: true,").workload_yaml.find("  sp: true\n"), std::string::npos);
   EXPECT_EQ(plan_with("sp: 1,", "sp: false,").workload_yaml.find("  sp: true"), std::string::npos);
   EXPECT_NE(plan_with("sp: 1,", "sp: 8,").workload_yaml.find("  sp: true\n"), std::string::npos);
   const std::string no_zero = "zero_stage: 0, fsdp: null";
-  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: FULL_SHARD").workload_yaml.find("zero_stage: 3\n"), std::string::npos);
-  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: SHARD_GRAD_OP").workload_yaml.find("zero_stage: 2\n"), std::string::npos);
-  EXPECT_NE(plan_with(no_zero, "zero_stage: FSDP SHARD_GRAD_OP, fsdp: null").workload_yaml.find("zero_stage: 2\n"), std::string::npos);
-  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: NO_SHARD").workload_yaml.find("zero_stage: 0\n"), std::string::npos);
-  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: true").workload_yaml.find("zero_stage: 3\n"), std::string::npos);
+  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: FULL_SHARD").workload_yaml.find("zero_stage: 3\n"),
+            std::string::npos);
+  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: SHARD_GRAD_OP").workload_yaml.find("zero_stage: 2\n"),
+            std::string::npos);
+  EXPECT_NE(
+      plan_with(no_zero, "zero_stage: FSDP SHARD_GRAD_OP, fsdp: null").workload_yaml.find("zero_stage: 2\n"),
+      std::string::npos);
+  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: NO_SHARD").workload_yaml.find("zero_stage: 0\n"),
+            std::string::npos);
+  EXPECT_NE(plan_with(no_zero, "zero_stage: null, fsdp: true").workload_yaml.find("zero_stage: 3\n"),
+            std::string::npos);
   // The global batch from tokens, the micro-batch from the accumulation steps (dp = 1 here).
-  const validate::RunPlan batch = plan_with("micro_batch: 1, global_batch_seqs: 4, global_batch_tokens: null, grad_accum: null",
-                                            "micro_batch: null, global_batch_seqs: null, global_batch_tokens: 8192, grad_accum: 4");
-  EXPECT_NE(batch.workload_yaml.find("global_batch: 8\n  micro_batch: 2\n"), std::string::npos) << batch.workload_yaml;
-  EXPECT_NE(plan_with("global_batch_seqs: 4, global_batch_tokens: null", "global_batch_seqs: null, global_batch_tokens: 1000")
+  const validate::RunPlan batch =
+      plan_with("micro_batch: 1, global_batch_seqs: 4, global_batch_tokens: null, grad_accum: null",
+                "micro_batch: null, global_batch_seqs: null, global_batch_tokens: 8192, grad_accum: 4");
+  EXPECT_NE(batch.workload_yaml.find("global_batch: 8\n  micro_batch: 2\n"), std::string::npos)
+      << batch.workload_yaml;
+  EXPECT_NE(plan_with("global_batch_seqs: 4, global_batch_tokens: null",
+                      "global_batch_seqs: null, global_batch_tokens: 1000")
                 .skip_reason.find("missing batch.global_batch_seqs"),
             std::string::npos); // 1000 tokens are no whole number of 1024-token sequences
   // A GPT's MLP width defaults to 4h; a gated MLP's cannot be guessed.
-  EXPECT_NE(plan_with("ffn_hidden: 4096,", "ffn_hidden: null,").workload_yaml.find("ffn_hidden: 4096\n"), std::string::npos);
-  EXPECT_NE(plan_with("name: GPT-small, layers: 4, hidden: 1024, ffn_hidden: 4096,", "name: Llama-small, layers: 4, hidden: 1024,")
+  EXPECT_NE(plan_with("ffn_hidden: 4096,", "ffn_hidden: null,").workload_yaml.find("ffn_hidden: 4096\n"),
+            std::string::npos);
+  EXPECT_NE(plan_with("name: GPT-small, layers: 4, hidden: 1024, ffn_hidden: 4096,",
+                      "name: Llama-small, layers: 4, hidden: 1024,")
                 .skip_reason.find("missing model.ffn_hidden"),
             std::string::npos);
   // Recomputation named without its kind is whole-layer checkpointing.
   for (const char* rc : {"activation checkpointing", "gradient checkpointing", "true", "yes"})
-    EXPECT_NE(plan_with("recompute: full", std::string("recompute: ") + rc).workload_yaml.find("recompute: full\n"),
-              std::string::npos) << rc;
+    EXPECT_NE(
+        plan_with("recompute: full", std::string("recompute: ") + rc).workload_yaml.find("recompute: full\n"),
+        std::string::npos)
+        << rc;
   EXPECT_NE(plan_with("recompute: full", "recompute: selective").workload_yaml.find("recompute: selective\n"),
             std::string::npos);
   EXPECT_NE(plan_with("recompute: full", "recompute: sometimes").skip_reason.find("unrecognised recompute"),
@@ -627,7 +672,8 @@ TEST(Plan, PcieCardsAreSkippedGraceHopperAndExportPartsMapOntoTheirDies) {
   };
   for (const char* card : {"A100-PCIE-40GB", "NVIDIA H100 PCIe", "H100 NVL"}) {
     const validate::RunPlan p = plan_for(std::string("gpu: ") + card + ", num_gpus: 8, gpus_per_node: 8");
-    EXPECT_NE(p.skip_reason.find("no bundled topology for the PCIe card"), std::string::npos) << card << ": " << p.skip_reason;
+    EXPECT_NE(p.skip_reason.find("no bundled topology for the PCIe card"), std::string::npos)
+        << card << ": " << p.skip_reason;
   }
   validate::RunPlan p = plan_for("gpu: GH200, gpu_mem_gb: 96, num_gpus: 8, gpus_per_node: 4");
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
@@ -666,12 +712,14 @@ TEST(Plan, UnmodelledPrecisionIsSkippedAndTheScheduleTakenIsListed) {
   const fs::path d = temp_dir("prec");
   for (const char* precision : {"fp32", "tf32", "nvfp4"}) {
     const validate::RunPlan p = plan_first(d, "runs:\n" + small_run("p", precision), false);
-    EXPECT_NE(p.skip_reason.find(std::string("precision '") + precision + "' is not modelled"), std::string::npos)
+    EXPECT_NE(p.skip_reason.find(std::string("precision '") + precision + "' is not modelled"),
+              std::string::npos)
         << p.skip_reason;
   }
   // PyTorch's dtype names are the precisions they name.
-  for (const auto& [named, taken] : {std::pair{"torch.bfloat16", "bf16"}, std::pair{"float8 (e4m3 forward)", "fp8"},
-                                     std::pair{"float16 (AMP)", "fp16"}, std::pair{"half", "fp16"}}) {
+  for (const auto& [named, taken] :
+       {std::pair{"torch.bfloat16", "bf16"}, std::pair{"float8 (e4m3 forward)", "fp8"},
+        std::pair{"float16 (AMP)", "fp16"}, std::pair{"half", "fp16"}}) {
     const validate::RunPlan p = plan_first(d, "runs:\n" + small_run("t", named), false);
     EXPECT_NE(p.workload_yaml.find(std::string("precision: ") + taken + "\n"), std::string::npos)
         << named << ": " << p.workload_yaml << p.skip_reason;
@@ -681,7 +729,8 @@ TEST(Plan, UnmodelledPrecisionIsSkippedAndTheScheduleTakenIsListed) {
   text.replace(text.find("virtual_pp: null, schedule: 1F1B"), 32, "virtual_pp: 2, schedule: zb-h1");
   const validate::RunPlan p = plan_first(d, text, false);
   EXPECT_NE(p.workload_yaml.find("schedule: interleaved"), std::string::npos) << p.workload_yaml;
-  EXPECT_NE(joined_defaults(p).find("schedule=interleaved (virtual_pp 2; the record's 'zb-h1'"), std::string::npos)
+  EXPECT_NE(joined_defaults(p).find("schedule=interleaved (virtual_pp 2; the record's 'zb-h1'"),
+            std::string::npos)
       << joined_defaults(p);
   fs::remove_all(d);
 }
@@ -691,7 +740,8 @@ TEST(Plan, UnmodelledPrecisionIsSkippedAndTheScheduleTakenIsListed) {
 // rule) it runs 1F1B and says why. Never plain 1F1B unlisted, as when "interleaved 1F1B" read as 1F1B.
 TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
   const fs::path d = temp_dir("ilv");
-  const auto plan_for = [&](const std::string& global_batch, const std::string& schedule = "interleaved 1F1B") {
+  const auto plan_for = [&](const std::string& global_batch,
+                            const std::string& schedule = "interleaved 1F1B") {
     std::string text = "runs:\n" + small_run("i", "bf16");
     text.replace(text.find("tp: 8, pp: 1, dp: 1,"), 20, "tp: 2, pp: 2, dp: 2,");
     text.replace(text.find("schedule: 1F1B"), 14, "schedule: " + schedule);
@@ -703,14 +753,16 @@ TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
   EXPECT_NE(p.workload_yaml.find("schedule: interleaved\n  vp: 2"), std::string::npos) << p.workload_yaml;
   EXPECT_NE(p.layout.find(" vp2"), std::string::npos) << p.layout;
   EXPECT_NE(joined_defaults(p).find("vp=2 (the record's schedule 'interleaved 1F1B' gives no virtual_pp)"),
-            std::string::npos) << joined_defaults(p);
+            std::string::npos)
+      << joined_defaults(p);
   write(d / "w.yaml", p.workload_yaml);
   EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
   p = plan_for("6"); // 3 micro-batches: not a multiple of pp
   EXPECT_NE(p.workload_yaml.find("schedule: 1f1b"), std::string::npos) << p.workload_yaml;
   EXPECT_EQ(p.workload_yaml.find("vp:"), std::string::npos) << p.workload_yaml;
   EXPECT_NE(joined_defaults(p).find("schedule=1f1b (the record's 'interleaved 1F1B' gives no virtual_pp"),
-            std::string::npos) << joined_defaults(p);
+            std::string::npos)
+      << joined_defaults(p);
   // Narayanan 2021's rows say the schedule is not known: 1F1B, as before.
   p = plan_for("8", "PTD-P (1F1B / interleaved not stated per row)");
   EXPECT_NE(p.workload_yaml.find("schedule: 1f1b"), std::string::npos) << p.workload_yaml;
@@ -726,7 +778,8 @@ TEST(Plan, SequenceParallelGoesWithTensorParallelismFromTwentyTwentyThree) {
   const auto plan_for = [&](const std::string& year, const std::string& framework, const std::string& sp,
                             const std::string& seq_len = "1024") {
     std::string text = "runs:\n" + small_run("s", "bf16");
-    text.replace(text.find("  group: test\n"), 14, "  group: test\n  source: {title: t, year: " + year + "}\n");
+    text.replace(text.find("  group: test\n"), 14,
+                 "  group: test\n  source: {title: t, year: " + year + "}\n");
     text.replace(text.find("sp: 1,"), 6, "sp: " + sp + ",");
     text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
     text.replace(text.find("seq_len: 1024"), 13, "seq_len: " + seq_len);
@@ -741,13 +794,15 @@ TEST(Plan, SequenceParallelGoesWithTensorParallelismFromTwentyTwentyThree) {
   EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
   // Not for 2021-22 Megatron-LM, DeepSpeed's stack, a record saying sp 1, or a sequence of 1020
   // tokens, which does not split over 8 TP ranks (the run stays simulable).
-  for (const auto& [year, framework, sp, seq_len] : {std::tuple{"2022", "Megatron-LM", "null", "1024"},
-                                                     std::tuple{"2024", "Megatron-DeepSpeed", "null", "1024"},
-                                                     std::tuple{"2024", "in-house PyTorch", "1", "1024"},
-                                                     std::tuple{"2024", "in-house PyTorch", "null", "1020"}}) {
+  for (const auto& [year, framework, sp, seq_len] :
+       {std::tuple{"2022", "Megatron-LM", "null", "1024"},
+        std::tuple{"2024", "Megatron-DeepSpeed", "null", "1024"},
+        std::tuple{"2024", "in-house PyTorch", "1", "1024"},
+        std::tuple{"2024", "in-house PyTorch", "null", "1020"}}) {
     p = plan_for(year, framework, sp, seq_len);
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
-    EXPECT_EQ(p.workload_yaml.find("sp: true"), std::string::npos) << year << " " << framework << " sp " << sp;
+    EXPECT_EQ(p.workload_yaml.find("sp: true"), std::string::npos)
+        << year << " " << framework << " sp " << sp;
     EXPECT_EQ(joined_defaults(p).find("sp=true"), std::string::npos) << joined_defaults(p);
     write(d / "w.yaml", p.workload_yaml);
     EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << seq_len << ": " << p.skip_reason;
@@ -761,7 +816,8 @@ TEST(Plan, TpGradientOverlapFromTwentyTwentyTwoOffDeepSpeed) {
   const fs::path d = temp_dir("tp-overlap");
   const auto plan_for = [&](const std::string& year, const std::string& framework) {
     std::string text = "runs:\n" + small_run("o", "bf16");
-    text.replace(text.find("  group: test\n"), 14, "  group: test\n  source: {title: t, year: " + year + "}\n");
+    text.replace(text.find("  group: test\n"), 14,
+                 "  group: test\n  source: {title: t, year: " + year + "}\n");
     text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
     return plan_first(d, text, false);
   };
@@ -774,7 +830,8 @@ TEST(Plan, TpGradientOverlapFromTwentyTwentyTwoOffDeepSpeed) {
   for (const auto& [year, framework, why] :
        {std::tuple{"2021", "Megatron-LM", "tp_grad_overlap=false (a source from 2021)"},
         std::tuple{"2022", "Megatron-DeepSpeed", "tp_grad_overlap=false (framework 'Megatron-DeepSpeed')"},
-        std::tuple{"2022", "DeepSpeed + Megatron-LM", "tp_grad_overlap=false (framework 'DeepSpeed + Megatron-LM')"}}) {
+        std::tuple{"2022", "DeepSpeed + Megatron-LM",
+                   "tp_grad_overlap=false (framework 'DeepSpeed + Megatron-LM')"}}) {
     validate::RunPlan p = plan_for(year, framework);
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
     EXPECT_NE(p.workload_yaml.find("  tp_grad_overlap: false\n"), std::string::npos) << p.workload_yaml;
@@ -791,7 +848,8 @@ TEST(Plan, DeepSpeedZero3OfTwentyTwentyOneFetchesBlocking) {
   const fs::path d = temp_dir("zero3-fetch");
   const auto plan_for = [&](const std::string& year, const std::string& framework, const std::string& zero) {
     std::string text = "runs:\n" + small_run("z", "fp16 mixed");
-    text.replace(text.find("  group: test\n"), 14, "  group: test\n  source: {title: t, year: " + year + "}\n");
+    text.replace(text.find("  group: test\n"), 14,
+                 "  group: test\n  source: {title: t, year: " + year + "}\n");
     text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
     text.replace(text.find("tp: 8, pp: 1, dp: 1"), 19, "tp: 1, pp: 1, dp: 8");
     text.replace(text.find("zero_stage: 0"), 13, "zero_stage: " + zero);
@@ -801,14 +859,15 @@ TEST(Plan, DeepSpeedZero3OfTwentyTwentyOneFetchesBlocking) {
   validate::RunPlan p = plan_for("2021", "DeepSpeed ZeRO-3", "3");
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_NE(p.workload_yaml.find("  zero3_fetch: blocking\n"), std::string::npos) << p.workload_yaml;
-  EXPECT_NE(joined_defaults(p).find("zero3_fetch=blocking (framework 'DeepSpeed ZeRO-3', a source from 2021)"),
-            std::string::npos)
+  EXPECT_NE(
+      joined_defaults(p).find("zero3_fetch=blocking (framework 'DeepSpeed ZeRO-3', a source from 2021)"),
+      std::string::npos)
       << joined_defaults(p);
   write(d / "w.yaml", p.workload_yaml);
   EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
-  for (const auto& [year, framework, zero] : {std::tuple{"2023", "DeepSpeed ZeRO-3", "3"},
-                                              std::tuple{"2021", "PyTorch FSDP", "3"},
-                                              std::tuple{"2021", "DeepSpeed ZeRO-2", "2"}}) {
+  for (const auto& [year, framework, zero] :
+       {std::tuple{"2023", "DeepSpeed ZeRO-3", "3"}, std::tuple{"2021", "PyTorch FSDP", "3"},
+        std::tuple{"2021", "DeepSpeed ZeRO-2", "2"}}) {
     p = plan_for(year, framework, zero);
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
     EXPECT_EQ(p.workload_yaml.find("zero3_fetch"), std::string::npos) << year << " " << framework;
@@ -878,7 +937,8 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     const fs::path d = temp_dir("nvl72");
     write(d / "runs.yaml", "runs:\n" + text);
     const config::RunsFile f = config::load_runs(d / "runs.yaml");
-    validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = true, .extra = {}});
+    validate::RunPlan p =
+        validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = true, .extra = {}});
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
     write(d / "w.yaml", p.workload_yaml);
     EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << p.skip_reason;
@@ -952,9 +1012,11 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
     {
       std::string text = small_run("volta", "fp16");
       const std::string from = "gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8, peak_tflops_assumed: 312";
-      text.replace(text.find(from), from.size(), "gpu: V100-SXM2-16GB, gpu_mem_gb: 80, num_gpus: 8, gpus_per_node: 8");
+      text.replace(text.find(from), from.size(),
+                   "gpu: V100-SXM2-16GB, gpu_mem_gb: 80, num_gpus: 8, gpus_per_node: 8");
       const validate::RunPlan bad = plan_first(d, "runs:\n" + text, true);
-      EXPECT_NE(bad.skip_reason.find("gpu_mem_gb 80 does not match a V100"), std::string::npos) << bad.skip_reason;
+      EXPECT_NE(bad.skip_reason.find("gpu_mem_gb 80 does not match a V100"), std::string::npos)
+          << bad.skip_reason;
     }
     // bf16 on a V100 is skipped by the loader, naming the missing peak.
     p = plan_of("bf16", "gpu: V100-SXM2-32GB, num_gpus: 32, gpus_per_node: 8");
@@ -967,7 +1029,8 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
   const fs::path d = temp_dir("forty");
   write(d / "runs.yaml", "runs:\n" + text);
   const config::RunsFile f = config::load_runs(d / "runs.yaml");
-  validate::RunPlan p = validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = true, .extra = {}});
+  validate::RunPlan p =
+      validate::plan_run(f.runs.at(0), {.topologies = src("topologies"), .calibration = true, .extra = {}});
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_EQ(p.cluster_file.filename(), "dgx-a100-40gb-superpod.yaml");
   write(d / "w.yaml", p.workload_yaml);
@@ -983,16 +1046,22 @@ TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
 
 TEST(Validate, OutputFormatAndSkippedRuns) {
   const fs::path d = temp_dir("e2e");
-  write(d / "runs.yaml", "runs:\n" + small_run("plain", "bf16") + small_run("eightbit", "fp8 (transformer engine)") +
-                             small_run("nogpu", "bf16").replace(small_run("nogpu", "bf16").find("A100-SXM4-80GB"), 14, "TPUv4"));
-  const Result r = run_stepsim("validate " + (d / "runs.yaml").string() + " --out " + (d / "out").string() + " -j2");
+  write(
+      d / "runs.yaml",
+      "runs:\n" + small_run("plain", "bf16") + small_run("eightbit", "fp8 (transformer engine)") +
+          small_run("nogpu", "bf16").replace(small_run("nogpu", "bf16").find("A100-SXM4-80GB"), 14, "TPUv4"));
+  const Result r =
+      run_stepsim("validate " + (d / "runs.yaml").string() + " --out " + (d / "out").string() + " -j2");
   ASSERT_EQ(r.code, 0) << r.output;
   // Last line.
   std::string last = r.output;
   while (!last.empty() && last.back() == '\n')
     last.pop_back();
   last = last.substr(last.rfind('\n') + 1);
-  EXPECT_TRUE(std::regex_match(last, std::regex(R"(validated \d+ runs, skipped \d+: median_abs_error_pct=[0-9.]+ max_abs_error_pct=[0-9.]+)")))
+  EXPECT_TRUE(std::regex_match(
+      last,
+      std::regex(
+          R"(validated \d+ runs, skipped \d+: median_abs_error_pct=[0-9.]+ max_abs_error_pct=[0-9.]+)")))
       << last;
   EXPECT_NE(last.find("validated 1 runs, skipped 2"), std::string::npos) << last;
   // fp8 training on A100s, which have no fp8 tensor cores.
@@ -1018,14 +1087,17 @@ TEST(Validate, OutputFormatAndSkippedRuns) {
 TEST(Validate, MemoryVerdictListsRunsTheLedgerDoesNotFit) {
   const fs::path d = temp_dir("memory");
   std::string huge = small_run("huge", "bf16");
-  huge.replace(huge.find("micro_batch: 1, global_batch_seqs: 4"), 36, "micro_batch: 1024, global_batch_seqs: 1024");
+  huge.replace(huge.find("micro_batch: 1, global_batch_seqs: 4"), 36,
+               "micro_batch: 1024, global_batch_seqs: 1024");
   huge.replace(huge.find("recompute: full"), 15, "recompute: none");
   write(d / "runs.yaml", "runs:\n" + small_run("small", "bf16") + huge);
   const Result r = run_stepsim("validate " + (d / "runs.yaml").string());
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("memory: the ledger fits 1 of 2 simulated runs in GPU memory;"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("memory: the ledger fits 1 of 2 simulated runs in GPU memory;"), std::string::npos)
+      << r.output;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(\n  huge: peak ([0-9.]+) GiB of 80\.0 \(pipeline stage 0\))")))
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex(R"(\n  huge: peak ([0-9.]+) GiB of 80\.0 \(pipeline stage 0\))")))
       << r.output;
   const double per_layer = 1024.0 * 1024 * 1024 * (34.0 / 8 + 5.0 * 16 * 1024 / (1024.0 * 8));
   EXPECT_GE(std::stod(m[1]), 4 * per_layer / 1073741824.0) << r.output;
@@ -1049,7 +1121,8 @@ TEST(Validate, SeveralRunsFilesReadAsOne) {
     (void)config::load_runs(std::vector<fs::path>{d / "a.yaml", d / "c.yaml"});
     ADD_FAILURE() << "a run id in two files was accepted";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("run id 'one' is also in " + (d / "a.yaml").string()), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("run id 'one' is also in " + (d / "a.yaml").string()),
+              std::string::npos)
         << e.what();
   }
   fs::remove_all(d);
@@ -1071,7 +1144,8 @@ TEST(Validate, NonPositiveMeasuredFigureIsSkipped) {
   write(d / "runs.yaml", text);
   const Result tiny = run_stepsim("validate " + (d / "runs.yaml").string());
   EXPECT_EQ(tiny.code, 0) << tiny.output;
-  EXPECT_NE(tiny.output.find("skipped: the measured iteration_time_s is 1e-300, not a positive figure"), std::string::npos)
+  EXPECT_NE(tiny.output.find("skipped: the measured iteration_time_s is 1e-300, not a positive figure"),
+            std::string::npos)
       << tiny.output;
   fs::remove_all(d);
 }
@@ -1085,7 +1159,9 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
   write(d / "runs.yaml", text);
   const Result r = run_stepsim("validate " + (d / "runs.yaml").string());
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("odd (8 GPUs, tp8 pp1 dp1): skipped: not accepted by the loader"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("odd (8 GPUs, tp8 pp1 dp1): skipped: not accepted by the loader"),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("validated 0 runs, skipped 1"), std::string::npos) << r.output;
   fs::remove_all(d);
 }
@@ -1101,7 +1177,8 @@ TEST(Validate, EveryBundledRunMaps) {
     EXPECT_GE(f.runs.size(), at_least) << file;
     const fs::path d = temp_dir("maps");
     for (const config::MeasuredRun& run : f.runs) {
-      validate::RunPlan p = validate::plan_run(run, {.topologies = src("topologies"), .calibration = true, .extra = {}});
+      validate::RunPlan p =
+          validate::plan_run(run, {.topologies = src("topologies"), .calibration = true, .extra = {}});
       ASSERT_TRUE(p.skip_reason.empty()) << run.id << ": " << p.skip_reason;
       write(d / "w.yaml", p.workload_yaml);
       EXPECT_GT(validate::check_plan(p, d / "w.yaml"), 0.0) << run.id;
@@ -1145,7 +1222,8 @@ TEST(Validate, TheLedgerFitsTheBundledRunsButTheListedOnes) {
     const config::RunsFile f = config::load_runs(src(file));
     const fs::path d = temp_dir("fits");
     for (const config::MeasuredRun& run : f.runs) {
-      const validate::RunPlan p = validate::plan_run(run, {.topologies = src("topologies"), .calibration = true, .extra = {}});
+      const validate::RunPlan p =
+          validate::plan_run(run, {.topologies = src("topologies"), .calibration = true, .extra = {}});
       ASSERT_TRUE(p.skip_reason.empty()) << run.id << ": " << p.skip_reason;
       write(d / "w.yaml", p.workload_yaml);
       const ClusterSpec cluster = validate::plan_cluster(p);
@@ -1194,8 +1272,8 @@ TEST(Validate, ExpertGroupsFoldOverTpWhereTheRecordNeedsIt) {
       EXPECT_TRUE(has_etp) << p.workload_yaml;
       // DeepSeek's extensions of the schema: the experts' width besides the dense MLP's, the
       // leading dense layers and the multi-token-prediction depth.
-      for (const char* line : {"  ffn_hidden: 18432\n", "    expert_ffn_hidden: 2048\n", "    first_dense_layers: 3\n",
-                               "  mtp_layers: 1\n", "    shared_experts: 1\n"})
+      for (const char* line : {"  ffn_hidden: 18432\n", "    expert_ffn_hidden: 2048\n",
+                               "    first_dense_layers: 3\n", "  mtp_layers: 1\n", "    shared_experts: 1\n"})
         EXPECT_NE(p.workload_yaml.find(line), std::string::npos) << line << p.workload_yaml;
       ++checked;
     }
@@ -1217,7 +1295,8 @@ TEST(Validate, UnevenLayersSplitOverChunksAsTheFrameworksDo) {
       const validate::RunPlan p = validate::plan_run(run, o);
       if (run.id == "bloom176b_384gpu") {
         EXPECT_NE(p.workload_yaml.find("  layers: 70\n"), std::string::npos) << p.workload_yaml;
-        EXPECT_NE(p.workload_yaml.find("  chunk_layers: [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]\n"), std::string::npos)
+        EXPECT_NE(p.workload_yaml.find("  chunk_layers: [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]\n"),
+                  std::string::npos)
             << p.workload_yaml;
         ++checked;
       } else if (run.id == "mbridge2602_llama31_405b_1024h100_fp8") {
@@ -1240,9 +1319,10 @@ TEST(Validate, UnevenLayersSplitOverChunksAsTheFrameworksDo) {
 // GEMM ceiling predicts their step times within 10 %.
 TEST(Validate, Fp8RunsAreHeldOutAndWithinTenPercent) {
   const fs::path d = temp_dir("fp8");
-  const Result r = run_stepsim("validate " + src("tests/validate/data/heldout_runs.yaml") + " --only dgxc_gpt3_175b_1024h100_fp8" +
-                               " --only dgxc_llama31_70b_512h100_fp8 --only dgxc_llama31_8b_128h100_fp8 -j2 --topologies " +
-                               src("topologies") + " --out " + (d / "out").string());
+  const Result r = run_stepsim(
+      "validate " + src("tests/validate/data/heldout_runs.yaml") + " --only dgxc_gpt3_175b_1024h100_fp8" +
+      " --only dgxc_llama31_70b_512h100_fp8 --only dgxc_llama31_8b_128h100_fp8 -j2 --topologies " +
+      src("topologies") + " --out " + (d / "out").string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("validated 3 runs, skipped 0"), std::string::npos) << r.output;
   std::ifstream csv(d / "out" / "validation.csv");
@@ -1284,7 +1364,8 @@ TEST(Validate, UtilisationCountsTheArchitecturesFlops) {
   agg.replace(agg.find("tflops_basis: null"), 18, "tflops_basis: Megatron eq.3 (includes recompute)");
   agg.replace(agg.find("iteration_time_s: 0.05"), 22, "iteration_time_s: null, aggregate_pflops: 1.0");
   write(d / "runs.yaml", "runs:\n" + llama + hfu + agg);
-  const Result r = run_stepsim("validate " + (d / "runs.yaml").string() + " -j3 --out " + (d / "out").string());
+  const Result r =
+      run_stepsim("validate " + (d / "runs.yaml").string() + " -j3 --out " + (d / "out").string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("validated 3 runs, skipped 0"), std::string::npos) << r.output;
   std::map<std::string, std::vector<std::string>> rows;
@@ -1303,7 +1384,8 @@ TEST(Validate, UtilisationCountsTheArchitecturesFlops) {
   const auto summary = [&](const std::string& id) {
     return nlohmann::json::parse(slurp(d / "out" / "runs" / id / "summary.json"));
   };
-  const validate::FlopsShape shape{.global_batch = 4, .seq_len = 1024, .layers = 4, .hidden = 1024, .vocab = 51200};
+  const validate::FlopsShape shape{
+      .global_batch = 4, .seq_len = 1024, .layers = 4, .hidden = 1024, .vocab = 51200};
 
   EXPECT_EQ(rows["llama"][2], "mfu_pct");
   EXPECT_NE(r.output.find("peak_tflops=312 (the GPU's bf16 peak; the record gives no peak_tflops_assumed)"),
@@ -1313,7 +1395,9 @@ TEST(Validate, UtilisationCountsTheArchitecturesFlops) {
   const double mfu = std::stod(rows["llama"][4]);
   EXPECT_NEAR(mfu, 100.0 * sl["tflops_per_gpu"].get<double>() / 312.0, 1e-4 * mfu);
   const double gpt_formula =
-      100.0 * validate::tflops_per_gpu(validate::model_flops(shape), Seconds(sl["step_time_s"].get<double>()), 8) / 312.0;
+      100.0 *
+      validate::tflops_per_gpu(validate::model_flops(shape), Seconds(sl["step_time_s"].get<double>()), 8) /
+      312.0;
   EXPECT_GT(std::fabs(mfu / gpt_formula - 1.0), 0.02) << mfu << " vs the GPT formula's " << gpt_formula;
 
   EXPECT_EQ(rows["hfu"][2], "hfu_pct");
@@ -1340,7 +1424,8 @@ TEST(Validate, UtilisationCountsTheArchitecturesFlops) {
 // rank on the three DeepSpeed ZeRO-3 rows of `then` (RMS error) with the GEMM efficiency held at
 // its stored value, which the bundled topology carries (docs/calibration.md).
 TEST(Calibration, ReDerivesTheStoredA100Knobs) {
-  const config::CalibrationFile stored = config::load_calibration(src("topologies/calibration/A100-SXM4-80GB.yaml"));
+  const config::CalibrationFile stored =
+      config::load_calibration(src("topologies/calibration/A100-SXM4-80GB.yaml"));
   ASSERT_EQ(stored.knobs.size(), 2u);
   ASSERT_EQ(stored.fit_runs.size(), 4u);
   ASSERT_EQ(stored.then.size(), 1u);
@@ -1382,14 +1467,16 @@ TEST(Calibration, ReDerivesTheStoredA100Knobs) {
 // A later fit names knobs of the file's `knobs`; anything else is refused with its location.
 TEST(Calibration, LaterFitsNameStoredKnobs) {
   const fs::path d = temp_dir("then");
-  write(d / "c.yaml", "gpu_kind: X\nknobs:\n  gpu.gemm_efficiency: 0.8\nthen:\n  - knobs: [gpu.pass_overhead]\n"
-                      "    runs: [a]\n");
+  write(d / "c.yaml",
+        "gpu_kind: X\nknobs:\n  gpu.gemm_efficiency: 0.8\nthen:\n  - knobs: [gpu.pass_overhead]\n"
+        "    runs: [a]\n");
   try {
     (void)config::load_calibration(d / "c.yaml");
     ADD_FAILURE() << "accepted a later fit of a knob the file does not set";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("c.yaml:5:"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("'gpu.pass_overhead' is not a key of knobs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'gpu.pass_overhead' is not a key of knobs"), std::string::npos)
+        << e.what();
   }
   write(d / "c.yaml", "gpu_kind: X\nknobs:\n  gpu.gemm_efficiency: 0.8\n  gpu.pass_overhead: 1us\nthen:\n"
                       "  - knobs: [gpu.pass_overhead]\n    runs: [a, b]\n    objective: rms_error_pct\n"
@@ -1404,11 +1491,12 @@ TEST(Calibration, LaterFitsNameStoredKnobs) {
 // The stored GB200 GEMM efficiency, fitted on the one GB200 run of fit_runs.yaml with the two
 // other knobs at the H100's values (the bundled rack carries them), re-derives from the data.
 TEST(Calibration, ReDerivesTheStoredGb200Knob) {
-  const config::CalibrationFile stored = config::load_calibration(src("topologies/calibration/GB200-186GB.yaml"));
+  const config::CalibrationFile stored =
+      config::load_calibration(src("topologies/calibration/GB200-186GB.yaml"));
   ASSERT_EQ(stored.fit_runs.size(), 1u);
   ASSERT_EQ(stored.knobs.at(0).path, "cluster.gpu.gemm_efficiency");
-  const config::RunsFile runs = config::load_runs(
-      std::vector<fs::path>{src("tests/validate/data/measured_runs.yaml"), src("tests/validate/data/fit_runs.yaml")});
+  const config::RunsFile runs = config::load_runs(std::vector<fs::path>{
+      src("tests/validate/data/measured_runs.yaml"), src("tests/validate/data/fit_runs.yaml")});
   validate::CalibrateOptions options;
   options.validate.topologies = src("topologies");
   options.validate.work_dir = temp_dir("calibrate-gb200");
@@ -1426,11 +1514,12 @@ TEST(Calibration, ReDerivesTheStoredGb200Knob) {
 // topologies carry them), each one's search over its range lands on its stored value. That is
 // the condition the joint optimum of the coordinate descent satisfies.
 TEST(Calibration, ReDerivesTheStoredH100Knobs) {
-  const config::CalibrationFile stored = config::load_calibration(src("topologies/calibration/H100-SXM5-80GB.yaml"));
+  const config::CalibrationFile stored =
+      config::load_calibration(src("topologies/calibration/H100-SXM5-80GB.yaml"));
   ASSERT_EQ(stored.knobs.size(), 3u);
   ASSERT_EQ(stored.fit_runs.size(), 6u);
-  const config::RunsFile runs = config::load_runs(
-      std::vector<fs::path>{src("tests/validate/data/measured_runs.yaml"), src("tests/validate/data/fit_runs.yaml")});
+  const config::RunsFile runs = config::load_runs(std::vector<fs::path>{
+      src("tests/validate/data/measured_runs.yaml"), src("tests/validate/data/fit_runs.yaml")});
   for (const auto& knob : stored.knobs) {
     validate::CalibrateOptions options;
     options.validate.topologies = src("topologies");
@@ -1438,7 +1527,9 @@ TEST(Calibration, ReDerivesTheStoredH100Knobs) {
     options.validate.jobs = 2;
     const bool overhead = knob.path.find("pass_overhead") != std::string::npos;
     const bool memory = knob.path.find("memory_bound") != std::string::npos;
-    options.knobs = {validate::parse_knob(knob.path + (overhead ? "=0:1500:us" : memory ? "=0.3:1" : "=0.8:1"))};
+    options.knobs = {validate::parse_knob(knob.path + (overhead ? "=0:1500:us"
+                                                       : memory ? "=0.3:1"
+                                                                : "=0.8:1"))};
     options.tolerance = overhead ? 2.0 : 0.005;
     const validate::CalibrationResult r = validate::calibrate(runs, stored.fit_runs, options, nullptr);
     ASSERT_EQ(r.values.size(), 1u);
@@ -1450,13 +1541,16 @@ TEST(Calibration, ReDerivesTheStoredH100Knobs) {
 
 // Every calibration file applies cleanly to the bundled topologies of its GPU kind.
 TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
-  for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"H100-SXM5-80GB", "dgx-h100"},
-                                  std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}, std::pair{"H200-SXM-141GB", "h200-cluster"},
-                                  std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"},
-                                  std::pair{"V100-SXM2-32GB", "dgx2-v100"}, std::pair{"V100-SXM2-32GB", "dgx1-v100"},
-                                  std::pair{"B200-SXM-180GB", "dgx-b200"}, std::pair{"GB200-186GB", "gb200-nvl72"}}) {
-    const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
-    const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
+  for (const auto& [cal, topo] :
+       {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"H100-SXM5-80GB", "dgx-h100"},
+        std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"}, std::pair{"H200-SXM-141GB", "h200-cluster"},
+        std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"}, std::pair{"V100-SXM2-32GB", "dgx2-v100"},
+        std::pair{"V100-SXM2-32GB", "dgx1-v100"}, std::pair{"B200-SXM-180GB", "dgx-b200"},
+        std::pair{"GB200-186GB", "gb200-nvl72"}}) {
+    const config::CalibrationFile c =
+        config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
+    const ClusterSpec calibrated =
+        config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
     EXPECT_EQ(calibrated.gpu.kind, c.gpu_kind) << topo;
     EXPECT_GT(calibrated.gpu.gemm_efficiency, 0.5) << topo;
     EXPECT_LE(calibrated.gpu.gemm_efficiency, 1.0) << topo;
@@ -1467,14 +1561,17 @@ TEST(Calibration, CalibrationFilesApplyToTheBundledTopologies) {
 // `stepsim validate` checked: applying a GPU kind's calibration file on top of each of its
 // bundled topologies changes nothing.
 TEST(Calibration, BundledTopologiesCarryTheCalibratedKnobs) {
-  for (const auto& [cal, topo] : {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"A100-SXM4-80GB", "fat-tree-2to1"},
-                                  std::pair{"H100-SXM5-80GB", "dgx-h100"}, std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"},
-                                  std::pair{"H200-SXM-141GB", "h200-cluster"}, std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"},
-                                  std::pair{"V100-SXM2-32GB", "dgx2-v100"}, std::pair{"V100-SXM2-32GB", "dgx1-v100"},
-                                  std::pair{"B200-SXM-180GB", "dgx-b200"}, std::pair{"GB200-186GB", "gb200-nvl72"}}) {
-    const config::CalibrationFile c = config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
+  for (const auto& [cal, topo] :
+       {std::pair{"A100-SXM4-80GB", "dgx-a100-superpod"}, std::pair{"A100-SXM4-80GB", "fat-tree-2to1"},
+        std::pair{"H100-SXM5-80GB", "dgx-h100"}, std::pair{"H100-SXM5-80GB", "dgx-h100-superpod"},
+        std::pair{"H200-SXM-141GB", "h200-cluster"}, std::pair{"A100-SXM4-40GB", "dgx-a100-40gb-superpod"},
+        std::pair{"V100-SXM2-32GB", "dgx2-v100"}, std::pair{"V100-SXM2-32GB", "dgx1-v100"},
+        std::pair{"B200-SXM-180GB", "dgx-b200"}, std::pair{"GB200-186GB", "gb200-nvl72"}}) {
+    const config::CalibrationFile c =
+        config::load_calibration(src(std::string("topologies/calibration/") + cal + ".yaml"));
     const ClusterSpec plain = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"));
-    const ClusterSpec calibrated = config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
+    const ClusterSpec calibrated =
+        config::load_cluster(src(std::string("topologies/") + topo + ".yaml"), c.knobs);
     EXPECT_EQ(plain.gpu.gemm_efficiency, calibrated.gpu.gemm_efficiency) << topo;
     EXPECT_EQ(plain.gpu.memory_bound_efficiency, calibrated.gpu.memory_bound_efficiency) << topo;
     EXPECT_EQ(plain.gpu.launch_overhead, calibrated.gpu.launch_overhead) << topo;
@@ -1500,13 +1597,16 @@ TEST(Compare, KinetoTraceBreakdown) {
   EXPECT_EQ(validate::kineto_category("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32"), "gemm");
   EXPECT_EQ(validate::kineto_category("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT"), "gemm");
   EXPECT_EQ(validate::kineto_category("void flash_fwd_kernel<Flash_fwd_kernel_traits<128>>"), "attention");
-  EXPECT_EQ(validate::kineto_category("ncclKernel_AllReduce_RING_LL_Sum_bfloat16(ncclWorkElem)"), "nccl:all_reduce");
-  EXPECT_EQ(validate::kineto_category("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"), "nccl:send_recv");
+  EXPECT_EQ(validate::kineto_category("ncclKernel_AllReduce_RING_LL_Sum_bfloat16(ncclWorkElem)"),
+            "nccl:all_reduce");
+  EXPECT_EQ(validate::kineto_category("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"),
+            "nccl:send_recv");
   EXPECT_EQ(validate::kineto_category("void at::native::vectorized_elementwise_kernel<4>"), "elementwise");
   EXPECT_EQ(validate::kineto_category("triton_tem_fused_addmm_3"), "gemm");
   EXPECT_EQ(validate::kineto_category("void gemv2T_kernel_val<int, int, __nv_bfloat16>"), "gemm");
   EXPECT_EQ(validate::kineto_category("triton_poi_fused_add_mul_0"), "elementwise");
-  EXPECT_EQ(validate::kineto_category("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16"), "attention");
+  EXPECT_EQ(validate::kineto_category("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16"),
+            "attention");
 
   // Two steps on two GPUs. Per step on each GPU: GEMM 0-400 us, flash 400-500, elementwise
   // 500-550, an all-reduce 450-700 (overlapped 450-550 by compute, so 150 us exposed).
@@ -1514,9 +1614,11 @@ TEST(Compare, KinetoTraceBreakdown) {
   std::ostringstream t;
   t << R"({"schemaVersion": 1, "traceEvents": [)";
   bool first = true;
-  const auto ev = [&](const std::string& cat, const std::string& name, int pid, double ts, double dur, int device) {
-    t << (first ? "" : ",") << R"({"ph": "X", "cat": ")" << cat << R"(", "name": ")" << name << R"(", "pid": )" << pid
-      << R"(, "tid": 7, "ts": )" << ts << R"(, "dur": )" << dur << R"(, "args": {"device": )" << device << "}}";
+  const auto ev = [&](const std::string& cat, const std::string& name, int pid, double ts, double dur,
+                      int device) {
+    t << (first ? "" : ",") << R"({"ph": "X", "cat": ")" << cat << R"(", "name": ")" << name
+      << R"(", "pid": )" << pid << R"(, "tid": 7, "ts": )" << ts << R"(, "dur": )" << dur
+      << R"(, "args": {"device": )" << device << "}}";
     first = false;
   };
   for (int step = 0; step < 2; ++step) {
@@ -1548,22 +1650,29 @@ TEST(Compare, KinetoTraceBreakdown) {
   const validate::TraceBreakdown s = validate::read_stepsim_trace(d / "sim.json");
   EXPECT_NEAR(s.step_time_s, 700e-6, 1e-9);
   EXPECT_NEAR(s.exposed_comm_s, 200e-6, 1e-9);
-  const Result r = run_stepsim("compare --measured " + (d / "measured.json").string() + " --simulated " + (d / "sim.json").string());
+  const Result r = run_stepsim("compare --measured " + (d / "measured.json").string() + " --simulated " +
+                               (d / "sim.json").string());
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("exposed communication"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("all_reduce"), std::string::npos) << r.output;
   write(d / "bad.json", "{not json");
-  EXPECT_EQ(run_stepsim("compare --measured " + (d / "bad.json").string() + " --simulated " + (d / "sim.json").string()).code, 2);
+  EXPECT_EQ(run_stepsim("compare --measured " + (d / "bad.json").string() + " --simulated " +
+                        (d / "sim.json").string())
+                .code,
+            2);
   // A number beyond double's range is bad input too (exit 2, the file named), not an internal error.
   write(d / "huge.json", R"({"traceEvents": [{"ph": "X", "ts": 1e400, "dur": 1}]})");
-  const Result huge = run_stepsim("compare --measured " + (d / "huge.json").string() + " --simulated " + (d / "sim.json").string());
+  const Result huge = run_stepsim("compare --measured " + (d / "huge.json").string() + " --simulated " +
+                                  (d / "sim.json").string());
   EXPECT_EQ(huge.code, 2) << huge.output;
-  EXPECT_NE(huge.output.find((d / "huge.json").string() + ": not valid JSON"), std::string::npos) << huge.output;
+  EXPECT_NE(huge.output.find((d / "huge.json").string() + ": not valid JSON"), std::string::npos)
+      << huge.output;
   EXPECT_EQ(huge.output.find("[json.exception"), std::string::npos) << huge.output; // the library's tag
   // A trace with no GPU kernels, and a kernel without a valid duration, are refused by name.
   const auto compare_measured = [&](const std::string& name, const std::string& json) {
     write(d / name, json);
-    return run_stepsim("compare --measured " + (d / name).string() + " --simulated " + (d / "sim.json").string());
+    return run_stepsim("compare --measured " + (d / name).string() + " --simulated " +
+                       (d / "sim.json").string());
   };
   for (const char* empty : {R"({"traceEvents": []})", "[]"}) {
     const Result r = compare_measured("empty.json", empty);
@@ -1572,10 +1681,14 @@ TEST(Compare, KinetoTraceBreakdown) {
   }
   for (const char* dur : {R"("dur": -1)", R"("dur": "x")", R"("dur": 1e300)", R"("other": 1)"}) {
     const Result r = compare_measured(
-        "dur.json", std::string(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "ts": 5, )") + dur + "}]}");
+        "dur.json",
+        std::string(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "ts": 5, )") +
+            dur + "}]}");
     EXPECT_EQ(r.code, 2) << dur << "\n" << r.output;
-    EXPECT_NE(r.output.find("dur.json: traceEvents[0] ('k'): expected 'dur' as microseconds"), std::string::npos)
-        << dur << "\n" << r.output;
+    EXPECT_NE(r.output.find("dur.json: traceEvents[0] ('k'): expected 'dur' as microseconds"),
+              std::string::npos)
+        << dur << "\n"
+        << r.output;
   }
   fs::remove_all(d);
 }
@@ -1621,16 +1734,21 @@ TEST(Compare, RankTracesInFilesFoldersAndGzip) {
     EXPECT_NEAR(m.exposed_comm_s, 125e-6, 1e-9);
   };
   check(validate::read_kineto_traces({d / "traces"}));
-  check(validate::read_kineto_traces({d / "traces" / "rank0.pt.trace.json", d / "traces" / "rank1.pt.trace.json.gz"}));
+  check(validate::read_kineto_traces(
+      {d / "traces" / "rank0.pt.trace.json", d / "traces" / "rank1.pt.trace.json.gz"}));
   // The gzip file alone reads as its text does.
   write(d / "rank1.json", rank1);
   const validate::TraceBreakdown plain = validate::read_kineto_trace(d / "rank1.json");
-  const validate::TraceBreakdown zipped = validate::read_kineto_trace(d / "traces" / "rank1.pt.trace.json.gz");
+  const validate::TraceBreakdown zipped =
+      validate::read_kineto_trace(d / "traces" / "rank1.pt.trace.json.gz");
   EXPECT_DOUBLE_EQ(zipped.step_time_s, plain.step_time_s);
   EXPECT_DOUBLE_EQ(zipped.exposed_comm_s, plain.exposed_comm_s);
 
-  write(d / "sim.json", R"({"traceEvents":[{"ph":"X","pid":0,"tid":0,"ts":0,"dur":500,"name":"fwd attn L0 mb0","cat":"compute"}]})");
-  const Result r = run_stepsim("compare --measured " + (d / "traces").string() + " --simulated " + (d / "sim.json").string());
+  write(
+      d / "sim.json",
+      R"({"traceEvents":[{"ph":"X","pid":0,"tid":0,"ts":0,"dur":500,"name":"fwd attn L0 mb0","cat":"compute"}]})");
+  const Result r = run_stepsim("compare --measured " + (d / "traces").string() + " --simulated " +
+                               (d / "sim.json").string());
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("measured: 2 step(s) on 2 GPU(s) of 2 trace files"), std::string::npos) << r.output;
 
@@ -1638,11 +1756,13 @@ TEST(Compare, RankTracesInFilesFoldersAndGzip) {
   std::ifstream in(d / "traces" / "rank1.pt.trace.json.gz", std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   write(d / "cut.json.gz", bytes.substr(0, bytes.size() / 2));
-  Result bad = run_stepsim("compare --measured " + (d / "cut.json.gz").string() + " --simulated " + (d / "sim.json").string());
+  Result bad = run_stepsim("compare --measured " + (d / "cut.json.gz").string() + " --simulated " +
+                           (d / "sim.json").string());
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("cut.json.gz: not a whole gzip file"), std::string::npos) << bad.output;
   fs::create_directories(d / "none");
-  bad = run_stepsim("compare --measured " + (d / "none").string() + " --simulated " + (d / "sim.json").string());
+  bad = run_stepsim("compare --measured " + (d / "none").string() + " --simulated " +
+                    (d / "sim.json").string());
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("none: a folder without trace files"), std::string::npos) << bad.output;
   fs::remove_all(d);
@@ -1671,10 +1791,18 @@ TEST(Validate, ErrorByGpuFamilyAndModelKind) {
   validate::print_table(out, mixed);
   const std::string text = out.str();
   ASSERT_NE(text.find("error by group (|error %|):"), std::string::npos) << text;
-  EXPECT_NE(text.find("  GPU A100           2 runs  median   2.50  mean   2.50  max    4.00\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("  GPU H100           2 runs  median   6.00  mean   6.00  max   10.00\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("  model MoE          1 runs  median  10.00  mean  10.00  max   10.00\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("  model dense        3 runs  median   2.00  mean   2.33  max    4.00\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  GPU A100           2 runs  median   2.50  mean   2.50  max    4.00\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  GPU H100           2 runs  median   6.00  mean   6.00  max   10.00\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  model MoE          1 runs  median  10.00  mean  10.00  max   10.00\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  model dense        3 runs  median   2.00  mean   2.33  max    4.00\n"),
+            std::string::npos)
+      << text;
   std::ostringstream single;
   validate::print_table(single, {row("a", "H100", false, 2.0), row("f", "H100", false, 3.0)});
   EXPECT_EQ(single.str().find("error by group"), std::string::npos) << single.str();
