@@ -6,6 +6,7 @@ packages=(
   build-essential cmake pkg-config
   libsimgrid-dev libboost-dev libyaml-cpp-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libbenchmark-dev
+  clang-format                                   # tools/check_format.sh (ctest format)
   python3
   libopenmpi-dev openmpi-bin python3-matplotlib  # `stepsim sweep` under mpirun; tools/plot_sweep.py
 )
