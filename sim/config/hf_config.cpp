@@ -164,18 +164,13 @@ void read_sliding_window(const JsonReader& r, const std::string& type, ModelSpec
                  std::to_string(i) + " breaks that pattern (n = " + std::to_string(full_every) + ")");
 }
 
-} // namespace
-
-const std::vector<std::string>& supported_hf_model_types() {
-  static const std::vector<std::string> types = {"llama",       "mistral", "mixtral",   "qwen2",
-                                                 "qwen2_moe",   "qwen3",   "qwen3_moe", "deepseek_v2",
-                                                 "deepseek_v3", "gpt_oss"};
-  return types;
+bool is_deepseek(const std::string& type) {
+  return type == "deepseek_v2" || type == "deepseek_v3";
 }
 
-ModelSpec read_hf_config(const std::filesystem::path& file) {
-  const std::string name = file.string();
-  const std::string text = read_input_file(file);
+/// The JSON object in `text`; a key given twice in one object, a syntax error or a non-object
+/// top level fails naming `name` (and the line and column of a syntax error).
+json parse_config_json(const std::string& name, const std::string& text) {
   json root;
   // A key given twice in one object would otherwise keep its last value unseen: refuse it.
   std::vector<std::set<std::string>> keys;
@@ -200,9 +195,12 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
   if (!root.is_object())
     throw ConfigError(name + ":1:1: expected a JSON object (a Hugging Face config.json), found " +
                       std::string(root.type_name()));
-  const JsonReader r(name, root);
+  return root;
+}
 
-  const std::string type = r.require_string("model_type");
+/// model_type, which must be one of supported_hf_model_types().
+std::string read_model_type(const JsonReader& r) {
+  std::string type = r.require_string("model_type");
   const auto& types = supported_hf_model_types();
   if (std::find(types.begin(), types.end(), type) == types.end()) {
     std::string list;
@@ -210,8 +208,11 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
       list += (list.empty() ? "" : ", ") + t;
     r.fail("model_type", "unsupported model type '" + type + "'; supported: " + list);
   }
+  return type;
+}
 
-  ModelSpec m;
+/// The sizes and layer choices every supported family shares (no MoE, no sliding window).
+void read_common(const JsonReader& r, const std::string& type, ModelSpec& m) {
   m.name = type;
   m.hidden = r.require_int("hidden_size", "model.hidden");
   m.layers = r.require_int("num_hidden_layers", "model.layers");
@@ -222,8 +223,7 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
   m.seq_len = r.require_int("max_position_embeddings", "model.seq_len");
   // Qwen3 and Mistral NeMo give the head width apart from hidden_size / num_attention_heads.
   // (DeepSeek's multi-head latent attention has its own qk/v head dims and no head_dim.)
-  const bool deepseek = type == "deepseek_v2" || type == "deepseek_v3";
-  if (!deepseek)
+  if (!is_deepseek(type))
     m.head_dim_set = r.find_int("head_dim").value_or(0);
   if (m.head_dim_set <= 0 && m.hidden % m.heads != 0)
     r.fail("num_attention_heads", "expected a divisor of hidden_size = " + std::to_string(m.hidden) +
@@ -244,7 +244,53 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
     r.fail("attention_dropout",
            "expected a probability in [0, 1], found " + std::to_string(attention_dropout));
   m.dropout = attention_dropout > 0.0;
+}
 
+/// DeepSeek-V2/V3: multi-head latent attention, shared experts, leading dense layers, MTP and
+/// group-limited routing.
+void read_deepseek(const JsonReader& r, ModelSpec& m) {
+  // Multi-head latent attention; q_lora_rank null: one full query projection (V2-Lite).
+  m.mla.q_lora_rank = r.find_int("q_lora_rank", 0).value_or(0);
+  m.mla.kv_lora_rank = r.require_int("kv_lora_rank", "model.mla.kv_lora_rank");
+  m.mla.qk_nope_head_dim = r.require_int("qk_nope_head_dim", "model.mla.qk_nope_head_dim");
+  m.mla.qk_rope_head_dim = r.find_int("qk_rope_head_dim", 0).value_or(0);
+  m.mla.v_head_dim = r.require_int("v_head_dim", "model.mla.v_head_dim");
+  m.moe.experts = r.require_int("n_routed_experts", "model.moe.experts");
+  m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
+  m.moe.expert_ffn_hidden = r.require_int("moe_intermediate_size", "model.moe.expert_ffn_hidden");
+  m.moe.shared_experts = r.find_int("n_shared_experts", 0).value_or(0);
+  m.moe.first_dense_layers = r.find_int("first_k_dense_replace", 0).value_or(0);
+  m.moe.layer_freq = r.find_int("moe_layer_freq").value_or(1);
+  m.mtp_layers = r.find_int("num_nextn_predict_layers", 0).value_or(0);
+  // Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4); 1 group is no limit.
+  if (const int64_t g = r.find_int("n_group", 0).value_or(0); g > 1) {
+    m.moe.routing.groups = g;
+    m.moe.routing.group_top_k = r.find_int("topk_group", 1).value_or(g);
+  }
+}
+
+/// Qwen2-MoE / Qwen3-MoE: every layer MoE, with Qwen2-MoE's shared expert.
+void read_qwen_moe(const JsonReader& r, ModelSpec& m) {
+  m.moe.experts = r.require_int("num_experts", "model.moe.experts");
+  m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
+  m.moe.expert_ffn_hidden = r.require_int("moe_intermediate_size", "model.moe.expert_ffn_hidden");
+  // Every layer MoE: the models published so far (decoder_sparse_step 1, no mlp_only_layers).
+  if (const int64_t step = r.find_int("decoder_sparse_step").value_or(1); step != 1)
+    r.fail("decoder_sparse_step", "only 1 (every layer MoE) is modelled, found " + std::to_string(step));
+  if (r.non_empty_list("mlp_only_layers"))
+    r.fail("mlp_only_layers", "dense layers among the MoE layers are not modelled; expected an empty list");
+  // Qwen2-MoE's one shared expert of shared_expert_intermediate_size is n experts' worth.
+  if (const int64_t shared = r.find_int("shared_expert_intermediate_size", 0).value_or(0); shared > 0) {
+    if (shared % m.moe.expert_ffn_hidden != 0)
+      r.fail("shared_expert_intermediate_size",
+             "expected a multiple of moe_intermediate_size = " + std::to_string(m.moe.expert_ffn_hidden) +
+                 ", found " + std::to_string(shared));
+    m.moe.shared_experts = shared / m.moe.expert_ffn_hidden;
+  }
+}
+
+/// The family's mixture of experts (and DeepSeek's latent attention); dense families read nothing.
+void read_moe(const JsonReader& r, const std::string& type, ModelSpec& m) {
   if (type == "mixtral" || type == "gpt_oss") {
     m.moe.experts = r.require_int("num_local_experts", "model.moe.experts");
     m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
@@ -252,43 +298,31 @@ ModelSpec read_hf_config(const std::filesystem::path& file) {
     // gpt-oss: biases on the attention projections (and the experts', a few per mille of them).
     if (type == "gpt_oss")
       m.bias = r.find_bool("attention_bias").value_or(true);
-  } else if (deepseek) {
-    // Multi-head latent attention; q_lora_rank null: one full query projection (V2-Lite).
-    m.mla.q_lora_rank = r.find_int("q_lora_rank", 0).value_or(0);
-    m.mla.kv_lora_rank = r.require_int("kv_lora_rank", "model.mla.kv_lora_rank");
-    m.mla.qk_nope_head_dim = r.require_int("qk_nope_head_dim", "model.mla.qk_nope_head_dim");
-    m.mla.qk_rope_head_dim = r.find_int("qk_rope_head_dim", 0).value_or(0);
-    m.mla.v_head_dim = r.require_int("v_head_dim", "model.mla.v_head_dim");
-    m.moe.experts = r.require_int("n_routed_experts", "model.moe.experts");
-    m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
-    m.moe.expert_ffn_hidden = r.require_int("moe_intermediate_size", "model.moe.expert_ffn_hidden");
-    m.moe.shared_experts = r.find_int("n_shared_experts", 0).value_or(0);
-    m.moe.first_dense_layers = r.find_int("first_k_dense_replace", 0).value_or(0);
-    m.moe.layer_freq = r.find_int("moe_layer_freq").value_or(1);
-    m.mtp_layers = r.find_int("num_nextn_predict_layers", 0).value_or(0);
-    // Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4); 1 group is no limit.
-    if (const int64_t g = r.find_int("n_group", 0).value_or(0); g > 1) {
-      m.moe.routing.groups = g;
-      m.moe.routing.group_top_k = r.find_int("topk_group", 1).value_or(g);
-    }
+  } else if (is_deepseek(type)) {
+    read_deepseek(r, m);
   } else if (type == "qwen2_moe" || type == "qwen3_moe") {
-    m.moe.experts = r.require_int("num_experts", "model.moe.experts");
-    m.moe.top_k = r.require_int("num_experts_per_tok", "model.moe.top_k");
-    m.moe.expert_ffn_hidden = r.require_int("moe_intermediate_size", "model.moe.expert_ffn_hidden");
-    // Every layer MoE: the models published so far (decoder_sparse_step 1, no mlp_only_layers).
-    if (const int64_t step = r.find_int("decoder_sparse_step").value_or(1); step != 1)
-      r.fail("decoder_sparse_step", "only 1 (every layer MoE) is modelled, found " + std::to_string(step));
-    if (r.non_empty_list("mlp_only_layers"))
-      r.fail("mlp_only_layers", "dense layers among the MoE layers are not modelled; expected an empty list");
-    // Qwen2-MoE's one shared expert of shared_expert_intermediate_size is n experts' worth.
-    if (const int64_t shared = r.find_int("shared_expert_intermediate_size", 0).value_or(0); shared > 0) {
-      if (shared % m.moe.expert_ffn_hidden != 0)
-        r.fail("shared_expert_intermediate_size",
-               "expected a multiple of moe_intermediate_size = " + std::to_string(m.moe.expert_ffn_hidden) +
-                   ", found " + std::to_string(shared));
-      m.moe.shared_experts = shared / m.moe.expert_ffn_hidden;
-    }
+    read_qwen_moe(r, m);
   }
+}
+
+} // namespace
+
+const std::vector<std::string>& supported_hf_model_types() {
+  static const std::vector<std::string> types = {"llama",       "mistral", "mixtral",   "qwen2",
+                                                 "qwen2_moe",   "qwen3",   "qwen3_moe", "deepseek_v2",
+                                                 "deepseek_v3", "gpt_oss"};
+  return types;
+}
+
+ModelSpec read_hf_config(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  const std::string text = read_input_file(file);
+  const json root = parse_config_json(name, text);
+  const JsonReader r(name, root);
+  const std::string type = read_model_type(r);
+  ModelSpec m;
+  read_common(r, type, m);
+  read_moe(r, type, m);
   read_sliding_window(r, type, m);
   if (m.moe.enabled() && m.moe.top_k > m.moe.experts)
     r.fail("num_experts_per_tok", "expected at most the number of routed experts (" +

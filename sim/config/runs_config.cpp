@@ -80,29 +80,24 @@ std::optional<MapReader> opt_map(const MapReader& m, std::string_view key, std::
   return f->map(std::move(keys), &ignored);
 }
 
-MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::Node& node,
-                     std::vector<std::string>& ignored) {
-  const Field entry(doc, path, node, node);
-  const MapReader m =
-      entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
-                 "recompute", "recompute_modules", "fp8_params", "offload_layers", "recompute_layers",
-                 "optimizer_bytes_per_param", "precision", "framework", "measured", "derived", "notes"},
-                &ignored);
-  MeasuredRun r;
-  r.where = doc.location(path, node);
-  r.id = m.require("id").string();
-  // The id names the run's folder under --out: a plain file name.
+/// The run's id. It names the run's folder under --out, so it must be a plain file name.
+std::string read_run_id(const MapReader& m) {
+  std::string id = m.require("id").string();
   const bool plain =
-      !r.id.empty() && r.id.size() <= 200 && r.id != "." && r.id != ".." &&
-      std::all_of(r.id.begin(), r.id.end(), [](char c) {
+      !id.empty() && id.size() <= 200 && id != "." && id != ".." &&
+      std::all_of(id.begin(), id.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
       });
   if (!plain)
     m.require("id").fail(
         "expected 1 to 200 letters, digits, '.', '_' or '-' (it names the run's output folder), "
         "found '" +
-        r.id.substr(0, 80) + (r.id.size() > 80 ? "...'" : "'"));
-  r.group = opt_text(m, "group");
+        id.substr(0, 80) + (id.size() > 80 ? "...'" : "'"));
+  return id;
+}
+
+/// The recipe's recomputation and memory settings (recompute .. optimizer_bytes_per_param).
+void read_memory_settings(const MapReader& m, MeasuredRun& r) {
   r.recompute = opt_text(m, "recompute");
   if (auto f = m.find("recompute_modules"); f && !is_null(*f)) {
     if (!f->value().IsSequence() || f->value().size() == 0)
@@ -122,173 +117,238 @@ MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::N
   if (auto f = m.find("optimizer_bytes_per_param"); f && !is_null(*f))
     r.optimizer_bytes_per_param =
         f->number("a number in [0, 1024]", [](double v) { return v >= 0.0 && v <= 1024.0; });
-  r.precision = opt_text(m, "precision");
-  r.framework = opt_text(m, "framework");
+}
+
+/// source.year when the source is a mapping with an integer year; the rest of it is not read.
+std::optional<int> read_source_year(const YAML::Node& node) {
   // A missing key reads as an undefined node, which must be tested before it is asked anything.
   if (const YAML::Node source = node["source"]; source && source.IsMap()) {
     const YAML::Node y = source["year"];
     int year = 0;
     if (y && y.IsScalar() && YAML::convert<int>::decode(y, year))
-      r.year = year;
+      return year;
   }
-  if (auto s = opt_map(m, "model", {"name",           "params_b",
-                                    "layers",         "hidden",
-                                    "ffn_hidden",     "attn_heads",
-                                    "kv_heads",       "vocab",
-                                    "seq_len",        "moe_experts",
-                                    "moe_topk",       "moe_shared_experts",
-                                    "head_dim",       "mla",
-                                    "sliding_window", "full_attention_every",
-                                    "moe_ffn_hidden", "moe_first_dense",
-                                    "mtp_layers",     "moe_groups",
-                                    "moe_group_topk", "notes"},
-                       ignored)) {
-    r.model.name = opt_text(*s, "name");
-    r.model.layers = opt_count(*s, "layers");
-    r.model.hidden = opt_count(*s, "hidden");
-    r.model.ffn_hidden = opt_count(*s, "ffn_hidden");
-    r.model.heads = opt_count(*s, "attn_heads");
-    r.model.kv_heads = opt_count(*s, "kv_heads");
-    r.model.vocab = opt_count(*s, "vocab");
-    r.model.seq_len = opt_count(*s, "seq_len");
-    r.model.moe_experts = opt_count(*s, "moe_experts");
-    r.model.moe_topk = opt_count(*s, "moe_topk");
-    r.model.moe_shared_experts = opt_int(*s, "moe_shared_experts");
-    r.model.head_dim = opt_count(*s, "head_dim");
-    if (auto a = opt_map(
-            *s, "mla", {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
-            ignored)) {
-      const auto kv = opt_int(*a, "kv_lora_rank"), nope = opt_int(*a, "qk_nope_head_dim"),
-                 v = opt_int(*a, "v_head_dim");
-      if (!kv || !nope || !v || *kv == 0 || *nope == 0 || *v == 0)
-        s->require("mla").fail("expected kv_lora_rank, qk_nope_head_dim and v_head_dim, each > 0 "
-                               "(q_lora_rank and qk_rope_head_dim are optional)");
-      r.model.mla = MlaSpec{.q_lora_rank = opt_int(*a, "q_lora_rank").value_or(0),
-                            .kv_lora_rank = *kv,
-                            .qk_nope_head_dim = *nope,
-                            .qk_rope_head_dim = opt_int(*a, "qk_rope_head_dim").value_or(0),
-                            .v_head_dim = *v};
-    }
-    r.model.sliding_window = opt_count(*s, "sliding_window");
-    r.model.full_attention_every = opt_count(*s, "full_attention_every");
-    r.model.moe_ffn_hidden = opt_count(*s, "moe_ffn_hidden");
-    r.model.moe_first_dense = opt_int(*s, "moe_first_dense");
-    r.model.mtp_layers = opt_int(*s, "mtp_layers");
-    r.model.moe_groups = opt_count(*s, "moe_groups");
-    r.model.moe_group_topk = opt_count(*s, "moe_group_topk");
-    r.model.notes = opt_text(*s, "notes");
-    r.model.params_b = opt_positive(*s, "params_b");
+  return std::nullopt;
+}
+
+/// model.mla: kv_lora_rank, qk_nope_head_dim and v_head_dim are required and > 0.
+void read_mla(const MapReader& s, std::vector<std::string>& ignored, MeasuredModel& model) {
+  auto a =
+      opt_map(s, "mla", {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
+              ignored);
+  if (!a)
+    return;
+  const auto kv = opt_int(*a, "kv_lora_rank"), nope = opt_int(*a, "qk_nope_head_dim"),
+             v = opt_int(*a, "v_head_dim");
+  if (!kv || !nope || !v || *kv == 0 || *nope == 0 || *v == 0)
+    s.require("mla").fail("expected kv_lora_rank, qk_nope_head_dim and v_head_dim, each > 0 "
+                          "(q_lora_rank and qk_rope_head_dim are optional)");
+  model.mla = MlaSpec{.q_lora_rank = opt_int(*a, "q_lora_rank").value_or(0),
+                      .kv_lora_rank = *kv,
+                      .qk_nope_head_dim = *nope,
+                      .qk_rope_head_dim = opt_int(*a, "qk_rope_head_dim").value_or(0),
+                      .v_head_dim = *v};
+}
+
+void read_model(const MapReader& m, std::vector<std::string>& ignored, MeasuredModel& model) {
+  auto s = opt_map(m, "model", {"name",           "params_b",
+                                "layers",         "hidden",
+                                "ffn_hidden",     "attn_heads",
+                                "kv_heads",       "vocab",
+                                "seq_len",        "moe_experts",
+                                "moe_topk",       "moe_shared_experts",
+                                "head_dim",       "mla",
+                                "sliding_window", "full_attention_every",
+                                "moe_ffn_hidden", "moe_first_dense",
+                                "mtp_layers",     "moe_groups",
+                                "moe_group_topk", "notes"},
+                   ignored);
+  if (!s)
+    return;
+  model.name = opt_text(*s, "name");
+  model.layers = opt_count(*s, "layers");
+  model.hidden = opt_count(*s, "hidden");
+  model.ffn_hidden = opt_count(*s, "ffn_hidden");
+  model.heads = opt_count(*s, "attn_heads");
+  model.kv_heads = opt_count(*s, "kv_heads");
+  model.vocab = opt_count(*s, "vocab");
+  model.seq_len = opt_count(*s, "seq_len");
+  model.moe_experts = opt_count(*s, "moe_experts");
+  model.moe_topk = opt_count(*s, "moe_topk");
+  model.moe_shared_experts = opt_int(*s, "moe_shared_experts");
+  model.head_dim = opt_count(*s, "head_dim");
+  read_mla(*s, ignored, model);
+  model.sliding_window = opt_count(*s, "sliding_window");
+  model.full_attention_every = opt_count(*s, "full_attention_every");
+  model.moe_ffn_hidden = opt_count(*s, "moe_ffn_hidden");
+  model.moe_first_dense = opt_int(*s, "moe_first_dense");
+  model.mtp_layers = opt_int(*s, "mtp_layers");
+  model.moe_groups = opt_count(*s, "moe_groups");
+  model.moe_group_topk = opt_count(*s, "moe_group_topk");
+  model.notes = opt_text(*s, "notes");
+  model.params_b = opt_positive(*s, "params_b");
+}
+
+void read_hardware(const MapReader& m, std::vector<std::string>& ignored, MeasuredHardware& hw) {
+  auto s = opt_map(m, "hardware",
+                   {"gpu", "gpu_mem_gb", "num_gpus", "gpus_per_node", "intra_node", "inter_node",
+                    "peak_tflops_assumed", "system"},
+                   ignored);
+  if (!s)
+    return;
+  hw.gpu = opt_text(*s, "gpu");
+  hw.num_gpus = opt_count(*s, "num_gpus");
+  hw.gpus_per_node = opt_count(*s, "gpus_per_node");
+  hw.peak_tflops = opt_positive(*s, "peak_tflops_assumed");
+  hw.system = opt_text(*s, "system");
+  hw.gpu_mem_gb = opt_positive(*s, "gpu_mem_gb");
+  hw.inter_node = opt_text(*s, "inter_node");
+}
+
+/// parallelism.sp: a degree (1 = off, the TP size = on), or a boolean (true: on, read as degree 2).
+void read_sp(const MapReader& s, MeasuredParallelism& p) {
+  if (auto f = s.find("sp"); f && !is_null(*f)) {
+    const std::string t = f->scalar("an integer, a boolean or null");
+    if (t == "true" || t == "True" || t == "false" || t == "False")
+      p.sp = f->boolean() ? 2 : 1;
+    else
+      p.sp = opt_int(s, "sp");
   }
-  if (auto s = opt_map(m, "hardware",
-                       {"gpu", "gpu_mem_gb", "num_gpus", "gpus_per_node", "intra_node", "inter_node",
-                        "peak_tflops_assumed", "system"},
-                       ignored)) {
-    r.hardware.gpu = opt_text(*s, "gpu");
-    r.hardware.num_gpus = opt_count(*s, "num_gpus");
-    r.hardware.gpus_per_node = opt_count(*s, "gpus_per_node");
-    r.hardware.peak_tflops = opt_positive(*s, "peak_tflops_assumed");
-    r.hardware.system = opt_text(*s, "system");
-    r.hardware.gpu_mem_gb = opt_positive(*s, "gpu_mem_gb");
-    r.hardware.inter_node = opt_text(*s, "inter_node");
+}
+
+/// parallelism.chunk_layers: non-negative layer counts, one per model chunk.
+void read_chunk_layers(const MapReader& s, MeasuredParallelism& p) {
+  if (auto f = s.find("chunk_layers"); f && !is_null(*f)) {
+    if (!f->value().IsSequence())
+      f->fail("expected a list of layer counts, one per model chunk");
+    for (const YAML::Node& item : f->value()) {
+      int64_t n = -1;
+      if (!item.IsScalar() || !YAML::convert<int64_t>::decode(item, n) || n < 0)
+        f->fail("expected non-negative layer counts");
+      p.chunk_layers.push_back(n);
+    }
   }
-  if (auto s = opt_map(m, "parallelism",
-                       {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers",
-                        "sp", "zero_stage", "fsdp", "virtual_pp", "schedule"},
-                       ignored)) {
-    MeasuredParallelism& p = r.parallelism;
-    p.tp = opt_count(*s, "tp");
-    p.pp = opt_count(*s, "pp");
-    p.dp = opt_count(*s, "dp");
-    p.cp = opt_count(*s, "cp");
-    p.ep = opt_count(*s, "ep");
-    p.etp = opt_count(*s, "etp");
-    // sp: a degree (1 = off, the TP size = on), or a boolean (true: on, read as degree 2).
-    if (auto f = s->find("sp"); f && !is_null(*f)) {
-      const std::string t = f->scalar("an integer, a boolean or null");
-      if (t == "true" || t == "True" || t == "false" || t == "False")
-        p.sp = f->boolean() ? 2 : 1;
-      else
-        p.sp = opt_int(*s, "sp");
-    }
-    p.virtual_pp = opt_count(*s, "virtual_pp");
-    if (auto f = s->find("ep_overlap"); f && !is_null(*f))
-      p.ep_overlap = f->boolean();
-    if (auto f = s->find("chunk_layers"); f && !is_null(*f)) {
-      if (!f->value().IsSequence())
-        f->fail("expected a list of layer counts, one per model chunk");
-      for (const YAML::Node& item : f->value()) {
-        int64_t n = -1;
-        if (!item.IsScalar() || !YAML::convert<int64_t>::decode(item, n) || n < 0)
-          f->fail("expected non-negative layer counts");
-        p.chunk_layers.push_back(n);
-      }
-    }
-    if (auto f = s->find("ep_dispatch"); f && !is_null(*f)) {
-      p.ep_dispatch = f->scalar("all_to_all or deduplicated");
-      if (p.ep_dispatch != "all_to_all" && p.ep_dispatch != "deduplicated")
-        f->fail("expected all_to_all or deduplicated, found '" + p.ep_dispatch + "'");
-    }
-    p.zero_stage = opt_text(*s, "zero_stage");
-    // A stage is 0..3, optionally followed by a note ("1 (distributed optimizer)"); a name
-    // ("ZeRO-3", "fsdp") is mapped later or skipped with its reason.
-    const bool signed_number = p.zero_stage.size() > 1 &&
-                               (p.zero_stage[0] == '-' || p.zero_stage[0] == '+') &&
-                               std::isdigit(static_cast<unsigned char>(p.zero_stage[1])) != 0;
-    if (signed_number ||
-        (!p.zero_stage.empty() && std::isdigit(static_cast<unsigned char>(p.zero_stage[0])) != 0)) {
-      const char next = p.zero_stage.size() > 1 ? p.zero_stage[1] : ' ';
-      if (signed_number || p.zero_stage[0] > '3' || !(next == ' ' || next == '('))
-        s->require("zero_stage")
-            .fail("expected 0, 1, 2 or 3 (optionally followed by a note), found '" + p.zero_stage + "'");
-    }
-    // fsdp: a boolean, or the sharding strategy's name: FULL_SHARD / HYBRID_SHARD shard the
-    // parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2, taken as
-    // the zero_stage when that is empty); NO_SHARD is plain data parallelism.
-    if (auto f = s->find("fsdp"); f && !is_null(*f)) {
-      const std::string t =
-          f->scalar("a boolean, a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, "
-                    "NO_SHARD) or null");
-      std::string u;
-      for (char c : t)
-        u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-      if (u.find("SHARD_GRAD_OP") != std::string::npos) {
-        p.fsdp = false;
-        if (p.zero_stage.empty())
-          p.zero_stage = "2 (" + t + ")";
-      } else if (u.find("SHARD") != std::string::npos) {
-        p.fsdp = u.find("NO_SHARD") == std::string::npos;
-      } else if (u == "TRUE" || u == "FALSE") {
-        p.fsdp = f->boolean();
-      } else {
-        f->fail(
-            "expected a boolean or a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD), "
-            "found '" +
-            t + "'");
-      }
-    }
-    p.schedule = opt_text(*s, "schedule");
+}
+
+/// A stage is 0..3, optionally followed by a note ("1 (distributed optimizer)"); a name
+/// ("ZeRO-3", "fsdp") is mapped later or skipped with its reason.
+void check_zero_stage(const MapReader& s, const std::string& stage) {
+  const bool signed_number = stage.size() > 1 && (stage[0] == '-' || stage[0] == '+') &&
+                             std::isdigit(static_cast<unsigned char>(stage[1])) != 0;
+  if (signed_number || (!stage.empty() && std::isdigit(static_cast<unsigned char>(stage[0])) != 0)) {
+    const char next = stage.size() > 1 ? stage[1] : ' ';
+    if (signed_number || stage[0] > '3' || !(next == ' ' || next == '('))
+      s.require("zero_stage")
+          .fail("expected 0, 1, 2 or 3 (optionally followed by a note), found '" + stage + "'");
   }
-  if (auto s = opt_map(m, "batch", {"micro_batch", "global_batch_seqs", "global_batch_tokens", "grad_accum"},
-                       ignored)) {
-    r.batch.micro_batch = opt_count(*s, "micro_batch");
-    r.batch.global_batch_seqs = opt_count(*s, "global_batch_seqs");
-    r.batch.global_batch_tokens = opt_count(*s, "global_batch_tokens");
-    r.batch.grad_accum = opt_count(*s, "grad_accum");
+}
+
+/// fsdp: a boolean, or the sharding strategy's name: FULL_SHARD / HYBRID_SHARD shard the
+/// parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2, taken as
+/// the zero_stage when that is empty); NO_SHARD is plain data parallelism.
+void read_fsdp(const MapReader& s, MeasuredParallelism& p) {
+  if (auto f = s.find("fsdp"); f && !is_null(*f)) {
+    const std::string t =
+        f->scalar("a boolean, a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, "
+                  "NO_SHARD) or null");
+    std::string u;
+    for (char c : t)
+      u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (u.find("SHARD_GRAD_OP") != std::string::npos) {
+      p.fsdp = false;
+      if (p.zero_stage.empty())
+        p.zero_stage = "2 (" + t + ")";
+    } else if (u.find("SHARD") != std::string::npos) {
+      p.fsdp = u.find("NO_SHARD") == std::string::npos;
+    } else if (u == "TRUE" || u == "FALSE") {
+      p.fsdp = f->boolean();
+    } else {
+      f->fail(
+          "expected a boolean or a sharding strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD), "
+          "found '" +
+          t + "'");
+    }
   }
-  if (auto s = opt_map(m, "measured",
-                       {"tflops_per_gpu", "tflops_basis", "mfu_pct", "hfu_pct", "iteration_time_s",
-                        "tokens_per_s_per_gpu", "tokens_per_s_total", "aggregate_pflops", "other"},
-                       ignored)) {
-    MeasuredFigures& f = r.measured;
-    f.tflops_per_gpu = opt_number(*s, "tflops_per_gpu");
-    f.tflops_basis = opt_text(*s, "tflops_basis");
-    f.mfu_pct = opt_percent(*s, "mfu_pct");
-    f.hfu_pct = opt_percent(*s, "hfu_pct");
-    f.iteration_time_s = opt_number(*s, "iteration_time_s");
-    f.tokens_per_s_per_gpu = opt_number(*s, "tokens_per_s_per_gpu");
-    f.tokens_per_s_total = opt_number(*s, "tokens_per_s_total");
-    f.aggregate_pflops = opt_number(*s, "aggregate_pflops");
+}
+
+void read_parallelism(const MapReader& m, std::vector<std::string>& ignored, MeasuredParallelism& p) {
+  auto s = opt_map(m, "parallelism",
+                   {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers", "sp",
+                    "zero_stage", "fsdp", "virtual_pp", "schedule"},
+                   ignored);
+  if (!s)
+    return;
+  p.tp = opt_count(*s, "tp");
+  p.pp = opt_count(*s, "pp");
+  p.dp = opt_count(*s, "dp");
+  p.cp = opt_count(*s, "cp");
+  p.ep = opt_count(*s, "ep");
+  p.etp = opt_count(*s, "etp");
+  read_sp(*s, p);
+  p.virtual_pp = opt_count(*s, "virtual_pp");
+  if (auto f = s->find("ep_overlap"); f && !is_null(*f))
+    p.ep_overlap = f->boolean();
+  read_chunk_layers(*s, p);
+  if (auto f = s->find("ep_dispatch"); f && !is_null(*f)) {
+    p.ep_dispatch = f->scalar("all_to_all or deduplicated");
+    if (p.ep_dispatch != "all_to_all" && p.ep_dispatch != "deduplicated")
+      f->fail("expected all_to_all or deduplicated, found '" + p.ep_dispatch + "'");
   }
+  p.zero_stage = opt_text(*s, "zero_stage");
+  check_zero_stage(*s, p.zero_stage);
+  read_fsdp(*s, p);
+  p.schedule = opt_text(*s, "schedule");
+}
+
+void read_batch(const MapReader& m, std::vector<std::string>& ignored, MeasuredBatch& b) {
+  auto s =
+      opt_map(m, "batch", {"micro_batch", "global_batch_seqs", "global_batch_tokens", "grad_accum"}, ignored);
+  if (!s)
+    return;
+  b.micro_batch = opt_count(*s, "micro_batch");
+  b.global_batch_seqs = opt_count(*s, "global_batch_seqs");
+  b.global_batch_tokens = opt_count(*s, "global_batch_tokens");
+  b.grad_accum = opt_count(*s, "grad_accum");
+}
+
+void read_figures(const MapReader& m, std::vector<std::string>& ignored, MeasuredFigures& f) {
+  auto s = opt_map(m, "measured",
+                   {"tflops_per_gpu", "tflops_basis", "mfu_pct", "hfu_pct", "iteration_time_s",
+                    "tokens_per_s_per_gpu", "tokens_per_s_total", "aggregate_pflops", "other"},
+                   ignored);
+  if (!s)
+    return;
+  f.tflops_per_gpu = opt_number(*s, "tflops_per_gpu");
+  f.tflops_basis = opt_text(*s, "tflops_basis");
+  f.mfu_pct = opt_percent(*s, "mfu_pct");
+  f.hfu_pct = opt_percent(*s, "hfu_pct");
+  f.iteration_time_s = opt_number(*s, "iteration_time_s");
+  f.tokens_per_s_per_gpu = opt_number(*s, "tokens_per_s_per_gpu");
+  f.tokens_per_s_total = opt_number(*s, "tokens_per_s_total");
+  f.aggregate_pflops = opt_number(*s, "aggregate_pflops");
+}
+
+MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::Node& node,
+                     std::vector<std::string>& ignored) {
+  const Field entry(doc, path, node, node);
+  const MapReader m =
+      entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
+                 "recompute", "recompute_modules", "fp8_params", "offload_layers", "recompute_layers",
+                 "optimizer_bytes_per_param", "precision", "framework", "measured", "derived", "notes"},
+                &ignored);
+  MeasuredRun r;
+  r.where = doc.location(path, node);
+  r.id = read_run_id(m);
+  r.group = opt_text(m, "group");
+  read_memory_settings(m, r);
+  r.precision = opt_text(m, "precision");
+  r.framework = opt_text(m, "framework");
+  r.year = read_source_year(node);
+  read_model(m, ignored, r.model);
+  read_hardware(m, ignored, r.hardware);
+  read_parallelism(m, ignored, r.parallelism);
+  read_batch(m, ignored, r.batch);
+  read_figures(m, ignored, r.measured);
   return r;
 }
 

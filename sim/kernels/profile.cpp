@@ -174,154 +174,206 @@ std::string parse_shape_fields(KernelKind kind, Dtype dtype, const std::string& 
   return "";
 }
 
-KernelProfile parse_profile(std::istream& in, const std::string& origin) {
-  KernelProfile p;
-  p.origin = origin;
-  ProfileHeader& h = p.header;
-  std::set<std::string> seen_keys;
-  std::set<KernelShape> seen_shapes;
+namespace {
+
+/// What parse_profile has read so far.
+struct ProfileParse {
+  const std::string& origin;
+  KernelProfile profile{};
+  std::set<std::string> seen_keys{};
+  std::set<KernelShape> seen_shapes{};
   bool have_columns = false;
   bool have_format = false;
+};
 
-  auto on_comment = [&](int line, const std::string& text) {
-    const auto colon = text.find(':');
-    if (colon == std::string::npos)
-      return; // free comment
-    const std::string key = text.substr(0, colon);
-    if (key.empty() || key.find_first_not_of("abcdefghijklmnopqrstuvwxyz_0-9") != std::string::npos)
-      return; // free comment that happens to contain ':'
-    if (have_columns)
-      fail(origin, line, "header key '" + key + "' after the first row");
-    const std::string value = trim(text.substr(colon + 1));
-    const bool repeatable = key == "source" || key == "note";
-    if (!repeatable && !seen_keys.insert(key).second)
-      fail(origin, line, "header key '" + key + "' given twice");
-    auto number = [&](double& out) {
-      if (!parse_double(value, out))
-        fail(origin, line, "header key '" + key + "': '" + value + "' is not a number");
-    };
-    auto integer = [&](int64_t& out) {
-      if (!parse_int(value, out))
-        fail(origin, line, "header key '" + key + "': '" + value + "' is not an integer");
-    };
-    double x = 0;
-    int64_t i = 0;
-    if (key == "format") {
-      if (value != kProfileFormat)
-        fail(origin, line, "format '" + value + "' is not " + kProfileFormat);
-      have_format = true;
-    } else if (key == "gpu") {
-      h.gpu = value;
-    } else if (key == "gpu_kind") {
-      h.gpu_kind = value;
-    } else if (key == "obtained") {
-      if (value == "measured")
-        h.obtained = Provenance::MEASURED;
-      else if (value == "modelled")
-        h.obtained = Provenance::MODELLED;
-      else
-        fail(origin, line, "obtained: '" + value + "' is neither 'measured' nor 'modelled'");
-    } else if (key == "sm_count") {
-      integer(i);
-      if (i <= 0)
-        fail(origin, line, "sm_count must be > 0");
-      h.sm_count = static_cast<int>(i);
-    } else if (key == "compute_capability") {
-      h.compute_capability = value;
-    } else if (key == "sm_clock_mhz") {
-      number(h.sm_clock_mhz);
-    } else if (key == "mem_clock_mhz") {
-      number(h.mem_clock_mhz);
-    } else if (key == "l2_bytes") {
-      integer(h.l2_bytes);
-    } else if (key == "driver") {
-      h.driver = value;
-    } else if (key == "cuda") {
-      h.cuda = value;
-    } else if (key == "date") {
-      h.date = value;
-    } else if (key == "tool") {
-      h.tool = value;
-    } else if (key == "launch_overhead_s") {
-      number(x);
-      if (x <= 0 || x > 1e-3)
-        fail(origin, line, "launch_overhead_s must be in (0, 1e-3] seconds");
-      h.launch_overhead = Seconds(x);
-    } else if (key == "overlap_slowdown") {
-      number(x);
-      if (x < 1.0 || x > 3.0)
-        fail(origin, line, "overlap_slowdown must be in [1, 3]");
-      h.overlap_slowdown = x;
-    } else if (key == "source") {
-      h.sources.push_back(value);
-    } else if (key == "note") {
-      h.notes.push_back(value);
-    } else {
-      fail(origin, line,
-           "unknown header key '" + key +
-               "' (expected format, gpu, gpu_kind, obtained, sm_count, compute_capability, "
-               "sm_clock_mhz, mem_clock_mhz, l2_bytes, driver, cuda, date, tool, "
-               "launch_overhead_s, overlap_slowdown, source, note)");
-    }
-  };
+/// One `# key: value` header line of a profile.
+struct HeaderLine {
+  const std::string& origin;
+  int line;
+  const std::string& key;
+  const std::string& value;
+};
 
-  auto on_line = [&](int line, const std::string& text) {
-    if (!have_columns) {
-      if (text != kProfileColumns)
-        fail(origin, line, std::string("expected the column line '") + kProfileColumns + "'");
-      have_columns = true;
-      if (!have_format)
-        fail(origin, line, std::string("missing header key 'format: ") + kProfileFormat + "'");
-      for (const char* key : {"gpu_kind", "obtained", "sm_count", "launch_overhead_s", "overlap_slowdown"}) {
-        if (!seen_keys.count(key))
-          fail(origin, line, std::string("missing header key '") + key + "'");
-      }
-      return;
-    }
-    const std::vector<std::string> cols = split(text, ',');
-    if (cols.size() != 7)
-      fail(origin, line,
-           "expected 7 columns (" + std::string(kProfileColumns) + "), got " + std::to_string(cols.size()));
-    ProfileRow row;
-    std::string why = parse_shape_columns(cols, row.shape);
-    if (!why.empty())
-      fail(origin, line, why);
-    double t = 0;
-    double flop_s = 0;
-    double byte_s = 0;
-    if (!parse_double(cols[3], t) || t <= 0)
-      fail(origin, line, "time_s '" + cols[3] + "' is not a positive number");
-    if (!parse_double(cols[4], flop_s) || flop_s < 0)
-      fail(origin, line, "flop_per_s '" + cols[4] + "' is not a number >= 0");
-    if (!parse_double(cols[5], byte_s) || byte_s < 0)
-      fail(origin, line, "byte_per_s '" + cols[5] + "' is not a number >= 0");
-    row.time = Seconds(t);
-    // The rates are derived columns for readers; they must agree with the shape and time.
-    const double want_flop_s = kernel_flops(row.shape).value() / t;
-    const double want_byte_s = kernel_bytes(row.shape).value() / t;
-    auto close = [](double a, double b) {
-      return std::fabs(a - b) <= 0.01 * std::max(std::fabs(a), std::fabs(b)) + 1e-30;
-    };
-    if (!close(flop_s, want_flop_s))
-      fail(origin, line,
-           "flop_per_s " + cols[4] + " disagrees with the shape and time_s (expected " + fmt(want_flop_s, 4) +
-               ")");
-    if (!close(byte_s, want_byte_s))
-      fail(origin, line,
-           "byte_per_s " + cols[5] + " disagrees with the shape and time_s (expected " + fmt(want_byte_s, 4) +
-               ")");
-    row.impl = cols[6];
-    if (row.impl.empty())
-      fail(origin, line, "impl is empty");
-    if (!seen_shapes.insert(row.shape).second)
-      fail(origin, line, "duplicate row for " + describe(row.shape));
-    p.rows.push_back(std::move(row));
-  };
+double header_number(const HeaderLine& h) {
+  double out = 0;
+  if (!parse_double(h.value, out))
+    fail(h.origin, h.line, "header key '" + h.key + "': '" + h.value + "' is not a number");
+  return out;
+}
 
-  scan_lines(in, on_comment, on_line);
-  if (!have_columns)
+int64_t header_integer(const HeaderLine& h) {
+  int64_t out = 0;
+  if (!parse_int(h.value, out))
+    fail(h.origin, h.line, "header key '" + h.key + "': '" + h.value + "' is not an integer");
+  return out;
+}
+
+/// The header keys whose value is kept as written. Returns false for any other key.
+bool read_text_key(const HeaderLine& l, ProfileHeader& h) {
+  if (l.key == "gpu")
+    h.gpu = l.value;
+  else if (l.key == "gpu_kind")
+    h.gpu_kind = l.value;
+  else if (l.key == "compute_capability")
+    h.compute_capability = l.value;
+  else if (l.key == "driver")
+    h.driver = l.value;
+  else if (l.key == "cuda")
+    h.cuda = l.value;
+  else if (l.key == "date")
+    h.date = l.value;
+  else if (l.key == "tool")
+    h.tool = l.value;
+  else if (l.key == "source")
+    h.sources.push_back(l.value);
+  else if (l.key == "note")
+    h.notes.push_back(l.value);
+  else
+    return false;
+  return true;
+}
+
+/// The header keys with a checked value (format, obtained, numbers), or fails on an unknown key.
+void read_checked_key(const HeaderLine& l, ProfileParse& st) {
+  ProfileHeader& h = st.profile.header;
+  if (l.key == "format") {
+    if (l.value != kProfileFormat)
+      fail(l.origin, l.line, "format '" + l.value + "' is not " + kProfileFormat);
+    st.have_format = true;
+  } else if (l.key == "obtained") {
+    if (l.value == "measured")
+      h.obtained = Provenance::MEASURED;
+    else if (l.value == "modelled")
+      h.obtained = Provenance::MODELLED;
+    else
+      fail(l.origin, l.line, "obtained: '" + l.value + "' is neither 'measured' nor 'modelled'");
+  } else if (l.key == "sm_count") {
+    const int64_t i = header_integer(l);
+    if (i <= 0)
+      fail(l.origin, l.line, "sm_count must be > 0");
+    h.sm_count = static_cast<int>(i);
+  } else if (l.key == "sm_clock_mhz") {
+    h.sm_clock_mhz = header_number(l);
+  } else if (l.key == "mem_clock_mhz") {
+    h.mem_clock_mhz = header_number(l);
+  } else if (l.key == "l2_bytes") {
+    h.l2_bytes = header_integer(l);
+  } else if (l.key == "launch_overhead_s") {
+    const double x = header_number(l);
+    if (x <= 0 || x > 1e-3)
+      fail(l.origin, l.line, "launch_overhead_s must be in (0, 1e-3] seconds");
+    h.launch_overhead = Seconds(x);
+  } else if (l.key == "overlap_slowdown") {
+    const double x = header_number(l);
+    if (x < 1.0 || x > 3.0)
+      fail(l.origin, l.line, "overlap_slowdown must be in [1, 3]");
+    h.overlap_slowdown = x;
+  } else {
+    fail(l.origin, l.line,
+         "unknown header key '" + l.key +
+             "' (expected format, gpu, gpu_kind, obtained, sm_count, compute_capability, "
+             "sm_clock_mhz, mem_clock_mhz, l2_bytes, driver, cuda, date, tool, "
+             "launch_overhead_s, overlap_slowdown, source, note)");
+  }
+}
+
+/// A comment line: a `key: value` header entry (lower-case key), or a free comment.
+void read_profile_comment(ProfileParse& st, int line, const std::string& text) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos)
+    return; // free comment
+  const std::string key = text.substr(0, colon);
+  if (key.empty() || key.find_first_not_of("abcdefghijklmnopqrstuvwxyz_0-9") != std::string::npos)
+    return; // free comment that happens to contain ':'
+  if (st.have_columns)
+    fail(st.origin, line, "header key '" + key + "' after the first row");
+  const std::string value = trim(text.substr(colon + 1));
+  const bool repeatable = key == "source" || key == "note";
+  if (!repeatable && !st.seen_keys.insert(key).second)
+    fail(st.origin, line, "header key '" + key + "' given twice");
+  const HeaderLine l{.origin = st.origin, .line = line, .key = key, .value = value};
+  if (!read_text_key(l, st.profile.header))
+    read_checked_key(l, st);
+}
+
+/// The column line, which ends the header: it must hold the format and the required keys.
+void read_profile_columns(ProfileParse& st, int line, const std::string& text) {
+  if (text != kProfileColumns)
+    fail(st.origin, line, std::string("expected the column line '") + kProfileColumns + "'");
+  st.have_columns = true;
+  if (!st.have_format)
+    fail(st.origin, line, std::string("missing header key 'format: ") + kProfileFormat + "'");
+  for (const char* key : {"gpu_kind", "obtained", "sm_count", "launch_overhead_s", "overlap_slowdown"}) {
+    if (!st.seen_keys.count(key))
+      fail(st.origin, line, std::string("missing header key '") + key + "'");
+  }
+}
+
+/// True when two rates agree within 1 %.
+bool rates_agree(double a, double b) {
+  return std::fabs(a - b) <= 0.01 * std::max(std::fabs(a), std::fabs(b)) + 1e-30;
+}
+
+/// One data row: kernel, dtype, shape, time and the two derived rates, which must agree with them.
+ProfileRow parse_profile_row(const std::string& origin, int line, const std::string& text) {
+  const std::vector<std::string> cols = split(text, ',');
+  if (cols.size() != 7)
+    fail(origin, line,
+         "expected 7 columns (" + std::string(kProfileColumns) + "), got " + std::to_string(cols.size()));
+  ProfileRow row;
+  std::string why = parse_shape_columns(cols, row.shape);
+  if (!why.empty())
+    fail(origin, line, why);
+  double t = 0;
+  double flop_s = 0;
+  double byte_s = 0;
+  if (!parse_double(cols[3], t) || t <= 0)
+    fail(origin, line, "time_s '" + cols[3] + "' is not a positive number");
+  if (!parse_double(cols[4], flop_s) || flop_s < 0)
+    fail(origin, line, "flop_per_s '" + cols[4] + "' is not a number >= 0");
+  if (!parse_double(cols[5], byte_s) || byte_s < 0)
+    fail(origin, line, "byte_per_s '" + cols[5] + "' is not a number >= 0");
+  row.time = Seconds(t);
+  // The rates are derived columns for readers; they must agree with the shape and time.
+  const double want_flop_s = kernel_flops(row.shape).value() / t;
+  const double want_byte_s = kernel_bytes(row.shape).value() / t;
+  if (!rates_agree(flop_s, want_flop_s))
+    fail(origin, line,
+         "flop_per_s " + cols[4] + " disagrees with the shape and time_s (expected " + fmt(want_flop_s, 4) +
+             ")");
+  if (!rates_agree(byte_s, want_byte_s))
+    fail(origin, line,
+         "byte_per_s " + cols[5] + " disagrees with the shape and time_s (expected " + fmt(want_byte_s, 4) +
+             ")");
+  row.impl = cols[6];
+  if (row.impl.empty())
+    fail(origin, line, "impl is empty");
+  return row;
+}
+
+/// A non-comment line: the column line first, then one row per line.
+void read_profile_line(ProfileParse& st, int line, const std::string& text) {
+  if (!st.have_columns) {
+    read_profile_columns(st, line, text);
+    return;
+  }
+  ProfileRow row = parse_profile_row(st.origin, line, text);
+  if (!st.seen_shapes.insert(row.shape).second)
+    fail(st.origin, line, "duplicate row for " + describe(row.shape));
+  st.profile.rows.push_back(std::move(row));
+}
+
+} // namespace
+
+KernelProfile parse_profile(std::istream& in, const std::string& origin) {
+  ProfileParse st{.origin = origin};
+  st.profile.origin = origin;
+  scan_lines(
+      in, [&st](int line, const std::string& text) { read_profile_comment(st, line, text); },
+      [&st](int line, const std::string& text) { read_profile_line(st, line, text); });
+  if (!st.have_columns)
     fail(origin, 0, std::string("no column line '") + kProfileColumns + "' (empty profile?)");
-  return p;
+  return std::move(st.profile);
 }
 
 KernelProfile read_profile(const std::filesystem::path& file) {
