@@ -78,116 +78,150 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
   return out;
 }
 
-} // namespace
+/// What the command line asks of `stepsim collective`, as written.
+struct CollectiveArgs {
+  std::string cluster_file;
+  std::string op_text;
+  std::string gpus_text;
+  std::string sizes_text;
+  std::string algorithm_text;
+  std::string csv_file;
+  CollectiveForm form = CollectiveForm::AUTO;
+  std::vector<config::Override> overrides;
+};
 
-int collective_command(Args& args, std::ostream& out, std::ostream& err) {
-  (void)err;
-  if (args.flag("--help")) {
-    out << COLLECTIVE_USAGE;
-    return 0;
-  }
-  const std::string cluster_file = args.required("--cluster");
-  const std::string op_text = args.required("--op");
-  const std::string gpus_text = args.required("--gpus");
-  const std::string sizes_text = args.value("--sizes", "1MiB:8GiB");
-  const std::string algorithm_text = args.value("--algorithm", "auto");
-  const std::string csv_file = args.value("--csv", "");
-  const CollectiveForm form = parse_collective_form(args.value("--collectives", "auto"));
-  const std::vector<config::Override> overrides = overrides_from(args);
-  for (const config::Override& o : overrides) // no workload here: every override is a cluster key
+/// Reads the options, then finishes `args`. Throws ConfigError for an override of a non-cluster key.
+CollectiveArgs parse_collective_args(Args& args) {
+  CollectiveArgs a;
+  a.cluster_file = args.required("--cluster");
+  a.op_text = args.required("--op");
+  a.gpus_text = args.required("--gpus");
+  a.sizes_text = args.value("--sizes", "1MiB:8GiB");
+  a.algorithm_text = args.value("--algorithm", "auto");
+  a.csv_file = args.value("--csv", "");
+  a.form = parse_collective_form(args.value("--collectives", "auto"));
+  a.overrides = overrides_from(args);
+  for (const config::Override& o : a.overrides) // no workload here: every override is a cluster key
     if (!o.path.starts_with("cluster.") || o.path.size() == std::string_view("cluster.").size())
       throw ConfigError(
           "--set " + o.path + "=" + o.value +
           ": `stepsim collective` reads only a cluster; name a cluster key, e.g. --set cluster.nodes=2");
   args.finish();
+  return a;
+}
 
-  CollectiveOp op;
-  collectives::Algorithm algorithm;
+/// The sweep to simulate: OP over `ranks` (GPUs 0..n-1, or 0 and n-1 for p2p) at each size.
+struct CollectiveSweep {
+  CollectiveOp op = CollectiveOp::ALL_REDUCE;
+  collectives::Algorithm algorithm = collectives::Algorithm::AUTO;
+  int n = 0;
+  std::vector<Bytes> sizes;
+  ClusterSpec cluster;
+  std::vector<graph::Rank> ranks;
+};
+
+/// Checks the options against each other and the cluster. Throws ConfigError.
+CollectiveSweep resolve_sweep(const CollectiveArgs& a) {
+  CollectiveSweep w;
   try {
-    op = op_from_cli_name(op_text);
+    w.op = op_from_cli_name(a.op_text);
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--op: ") + e.what());
   }
   try {
-    algorithm = collectives::parse_algorithm(algorithm_text);
+    w.algorithm = collectives::parse_algorithm(a.algorithm_text);
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--algorithm: ") + e.what());
   }
-  if (op == CollectiveOp::SEND && algorithm != collectives::Algorithm::AUTO)
-    throw ConfigError("--algorithm " + algorithm_text +
+  if (w.op == CollectiveOp::SEND && w.algorithm != collectives::Algorithm::AUTO)
+    throw ConfigError("--algorithm " + a.algorithm_text +
                       ": a point-to-point send has no algorithm to choose (omit it)");
-  int n = 0;
   try {
-    n = std::stoi(gpus_text);
+    w.n = std::stoi(a.gpus_text);
   } catch (const std::exception&) {
-    n = 0;
+    w.n = 0;
   }
-  const std::vector<Bytes> sizes = parse_sizes(sizes_text);
-  const ClusterSpec cluster = config::load_cluster(cluster_file, overrides);
-  if (n < 2 || n > cluster.num_gpus())
-    throw ConfigError("--gpus: expected an integer in 2.." + std::to_string(cluster.num_gpus()) +
-                      " (the cluster's GPUs), found '" + gpus_text + "'");
-
-  std::vector<graph::Rank> ranks;
-  if (op == CollectiveOp::SEND)
-    ranks = {0, n - 1};
+  w.sizes = parse_sizes(a.sizes_text);
+  w.cluster = config::load_cluster(a.cluster_file, a.overrides);
+  if (w.n < 2 || w.n > w.cluster.num_gpus())
+    throw ConfigError("--gpus: expected an integer in 2.." + std::to_string(w.cluster.num_gpus()) +
+                      " (the cluster's GPUs), found '" + a.gpus_text + "'");
+  if (w.op == CollectiveOp::SEND)
+    w.ranks = {0, w.n - 1};
   else
-    for (int i = 0; i < n; ++i)
-      ranks.push_back(i);
-  {
-    // A forced algorithm that cannot run this op on these GPUs is a usage error (exit 2).
-    collectives::TopologyView shape;
-    shape.gpus_per_node = cluster.gpus_per_node;
-    shape.nics_per_node = cluster.nics_per_node;
-    shape.nvls = cluster.nvls.enabled && cluster.intra == IntraNodeKind::NVSWITCH;
-    if (op != CollectiveOp::SEND && !collectives::applicable(op, algorithm, ranks, shape))
-      throw ConfigError("--algorithm: " + std::string(collectives::to_string(algorithm)) + " cannot run " +
-                        std::string(op_cli_name(op)) + " over " + std::to_string(n) +
-                        " GPUs of this cluster");
-  }
+    for (int i = 0; i < w.n; ++i)
+      w.ranks.push_back(i);
+  return w;
+}
 
+/// A forced algorithm that cannot run this op on these GPUs is a usage error (exit 2).
+void check_forced_algorithm(const CollectiveSweep& w) {
+  collectives::TopologyView shape;
+  shape.gpus_per_node = w.cluster.gpus_per_node;
+  shape.nics_per_node = w.cluster.nics_per_node;
+  shape.nvls = w.cluster.nvls.enabled && w.cluster.intra == IntraNodeKind::NVSWITCH;
+  if (w.op != CollectiveOp::SEND && !collectives::applicable(w.op, w.algorithm, w.ranks, shape))
+    throw ConfigError("--algorithm: " + std::string(collectives::to_string(w.algorithm)) + " cannot run " +
+                      std::string(op_cli_name(w.op)) + " over " + std::to_string(w.n) +
+                      " GPUs of this cluster");
+}
+
+/// One collective task per size, each depending on the previous one.
+graph::StepProgram chain_program(const CollectiveSweep& w) {
   graph::StepProgram prog;
-  for (size_t i = 0; i < sizes.size(); ++i) {
+  for (size_t i = 0; i < w.sizes.size(); ++i) {
     graph::Task t;
     t.group = graph::CommGroup::DP;
-    t.op = op;
+    t.op = w.op;
     t.stream = graph::Stream::DP_COMM;
     t.rank = 0;
-    t.bytes = sizes[i];
-    const graph::TaskId id = prog.graph.add_collective(t, ranks);
+    t.bytes = w.sizes[i];
+    const graph::TaskId id = prog.graph.add_collective(t, w.ranks);
     if (i > 0)
       prog.graph.add_edge(id - 1, id);
   }
   prog.graph.finalize();
-  prog.simulated_ranks = ranks;
-  prog.grid = graph::RankGrid{n, 1, 1};
+  prog.simulated_ranks = w.ranks;
+  prog.grid = graph::RankGrid{w.n, 1, 1};
   prog.micro_batches = 1;
+  return prog;
+}
 
+/// One size's measurement.
+struct Row {
+  double size, time, algbw, busbw;
+  std::string algorithm;
+};
+
+/// Simulates the chain and measures each size.
+std::vector<Row> measure(const CollectiveSweep& w, CollectiveForm form) {
+  const graph::StepProgram prog = chain_program(w);
   engine::ReplayOptions options;
   options.collective_form = form;
-  options.algorithms.dp = algorithm;
-  engine::Replay replay(prog, cluster, options);
+  options.algorithms.dp = w.algorithm;
+  engine::Replay replay(prog, w.cluster, options);
   const engine::ReplayResult r = replay.run();
 
-  struct Row {
-    double size, time, algbw, busbw;
-    std::string algorithm;
-  };
   std::vector<Row> rows;
   // The algorithm AUTO resolves to, reported per size (the engine resolves it the same way).
-  const int nr = static_cast<int>(ranks.size());
-  for (size_t i = 0; i < sizes.size(); ++i) {
+  const int nr = static_cast<int>(w.ranks.size());
+  for (size_t i = 0; i < w.sizes.size(); ++i) {
     const double t = r.end[i].value() - r.start[i].value();
-    const double algbw = t > 0 ? sizes[i].value() / t / 1e9 : 0.0;
-    std::string name = op == CollectiveOp::SEND ? "direct" : std::string(collectives::to_string(algorithm));
-    if (op != CollectiveOp::SEND)
+    const double algbw = t > 0 ? w.sizes[i].value() / t / 1e9 : 0.0;
+    std::string name =
+        w.op == CollectiveOp::SEND ? "direct" : std::string(collectives::to_string(w.algorithm));
+    if (w.op != CollectiveOp::SEND)
       name = std::string(collectives::to_string(r.algorithm[i]));
-    rows.push_back({sizes[i].value(), t, algbw, algbw * collectives::bus_factor(op, nr), name});
+    rows.push_back({w.sizes[i].value(), t, algbw, algbw * collectives::bus_factor(w.op, nr), name});
   }
+  return rows;
+}
 
+/// The nccl-tests-style table.
+void print_table(std::ostream& out, const CollectiveSweep& w, const std::vector<Row>& rows) {
   char line[256];
-  std::snprintf(line, sizeof line, "# %s over %d GPUs of %s\n", std::string(op_cli_name(op)).c_str(), n,
-                cluster.name.c_str());
+  std::snprintf(line, sizeof line, "# %s over %d GPUs of %s\n", std::string(op_cli_name(w.op)).c_str(), w.n,
+                w.cluster.name.c_str());
   out << line;
   std::snprintf(line, sizeof line, "#%15s %12s %12s %12s  %s\n", "size(B)", "time(us)", "algbw(GB/s)",
                 "busbw(GB/s)", "algorithm");
@@ -197,17 +231,37 @@ int collective_command(Args& args, std::ostream& out, std::ostream& err) {
                   row.busbw, row.algorithm.c_str());
     out << line;
   }
-  if (!csv_file.empty()) {
-    write_file_atomically(csv_file, [&](std::ostream& o) {
-      o << "op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps\n";
-      for (const Row& row : rows) {
-        std::snprintf(line, sizeof line, "%s,%.0f,%d,%s,%.9g,%.6g,%.6g\n",
-                      std::string(op_cli_name(op)).c_str(), row.size, n, row.algorithm.c_str(), row.time,
-                      row.algbw, row.busbw);
-        o << line;
-      }
-    });
+}
+
+/// The rows as CSV, written atomically to `file`.
+void write_csv(const std::string& file, const CollectiveSweep& w, const std::vector<Row>& rows) {
+  write_file_atomically(file, [&](std::ostream& o) {
+    char line[256];
+    o << "op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps\n";
+    for (const Row& row : rows) {
+      std::snprintf(line, sizeof line, "%s,%.0f,%d,%s,%.9g,%.6g,%.6g\n",
+                    std::string(op_cli_name(w.op)).c_str(), row.size, w.n, row.algorithm.c_str(), row.time,
+                    row.algbw, row.busbw);
+      o << line;
+    }
+  });
+}
+
+} // namespace
+
+int collective_command(Args& args, std::ostream& out, std::ostream& err) {
+  (void)err;
+  if (args.flag("--help")) {
+    out << COLLECTIVE_USAGE;
+    return 0;
   }
+  const CollectiveArgs a = parse_collective_args(args);
+  const CollectiveSweep w = resolve_sweep(a);
+  check_forced_algorithm(w);
+  const std::vector<Row> rows = measure(w, a.form);
+  print_table(out, w, rows);
+  if (!a.csv_file.empty())
+    write_csv(a.csv_file, w, rows);
   return 0;
 }
 

@@ -62,25 +62,31 @@ std::string pad(std::string s, size_t n) {
   return s;
 }
 
-} // namespace
-
-int plan_command(Args& args, std::ostream& out, std::ostream& err) {
-  if (args.flag("--help")) {
-    out << PLAN_USAGE;
-    return 0;
-  }
-  const std::string cluster_file = args.required("--cluster");
-  const std::string workload_file = args.required("--workload");
-  const std::vector<config::Override> overrides = overrides_from(args);
-  const std::string gpus_text = args.value("--gpus", "");
+/// What the command line asks of `stepsim plan`.
+struct PlanArgs {
+  std::string cluster_file;
+  std::string workload_file;
+  std::vector<config::Override> overrides;
+  std::string gpus_text;
   planner::PlanOptions options;
+  int show = 10;
+};
+
+/// Reads the options, then finishes `args` (an unknown option is an error before any file is read).
+PlanArgs parse_plan_args(Args& args) {
+  PlanArgs p;
+  p.cluster_file = args.required("--cluster");
+  p.workload_file = args.required("--workload");
+  p.overrides = overrides_from(args);
+  p.gpus_text = args.value("--gpus", "");
+  planner::PlanOptions& options = p.options;
   options.top = positive("--top", args.value("--top", "3"), 0);
   options.jobs = positive("--jobs", args.value("--jobs", "1"), 1, 4096);
   // Enumeration grows with the interleaving degree: 128 chunks per stage is beyond any recipe.
   options.space.max_vp = positive("--max-vp", args.value("--max-vp", "8"), 1, 128);
   const std::string max_tp = args.value("--max-tp", "");
   options.space.max_tp = max_tp.empty() ? 0 : positive("--max-tp", max_tp, 1);
-  const int show = positive("--estimates", args.value("--estimates", "10"), 0);
+  p.show = positive("--estimates", args.value("--estimates", "10"), 0);
   const std::string mbs = args.value("--micro-batches", "");
   args.finish();
   if (!mbs.empty()) {
@@ -92,69 +98,75 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
       start = comma + 1;
     }
   }
+  return p;
+}
 
-  ClusterSpec cluster = config::load_cluster(cluster_file, overrides);
-  if (!gpus_text.empty()) {
-    const int gpus = positive("--gpus", gpus_text, 1);
+/// The cluster file, cut down to --gpus when given.
+ClusterSpec load_plan_cluster(const PlanArgs& p) {
+  ClusterSpec cluster = config::load_cluster(p.cluster_file, p.overrides);
+  if (!p.gpus_text.empty()) {
+    const int gpus = positive("--gpus", p.gpus_text, 1);
     if (gpus % cluster.gpus_per_node != 0 || gpus > cluster.num_gpus())
-      throw ConfigError("--gpus " + gpus_text +
+      throw ConfigError("--gpus " + p.gpus_text +
                         ": must be a multiple of gpus_per_node = " + std::to_string(cluster.gpus_per_node) +
                         " and at most the cluster's " + std::to_string(cluster.num_gpus()) + " GPUs");
     cluster.nodes = gpus / cluster.gpus_per_node;
   }
-  WorkloadSpec given = config::load_workload(workload_file, overrides);
-  // A precision the GPU has no peak for rules out every layout: say so, not "nothing fits".
-  config::check_precision(cluster, given);
-  bool given_valid = true;
+  return cluster;
+}
+
+/// Checks the workload's own layout on the cluster (dp derived), replacing `given` with the
+/// checked workload; false, with a note on `err`, when it is not valid there.
+bool check_given_layout(const ClusterSpec& cluster, WorkloadSpec& given, std::ostream& err) {
   try {
     WorkloadSpec checked = given;
     checked.parallel.dp = 0;
     checked = config::check_layout(cluster, checked).workload;
     given = checked;
   } catch (const ModelError& e) {
-    given_valid = false;
     err << "stepsim plan: the workload's own layout is not valid here (" << e.what()
         << "); planning without it\n";
+    return false;
   }
-  options.include_given = given_valid;
+  return true;
+}
 
-  const planner::PlanResult r = planner::plan(cluster, given, options);
-  out << "stepsim plan: " << given.name << " on " << cluster.name << " (" << cluster.num_gpus() << " GPUs)\n"
-      << "  " << r.enumerated << " valid layouts, " << r.fit << " fit in "
-      << gib(cluster.gpu.hbm_capacity.value()) << " GiB; enumerate " << fmt("%.2f", r.enumerate_s)
-      << " s, estimate " << fmt("%.2f", r.estimate_s) << " s, simulate " << fmt("%.1f", r.simulate_s)
-      << " s\n";
-  if (r.ranked.empty()) {
-    out << "  no layout fits in memory\n";
-    return 0;
-  }
-  const size_t n_show = std::min(r.ranked.size(), static_cast<size_t>(show));
-  // Layout names grow with cp and ep: the name column is as wide as the widest shown.
+/// The plan's result and how its tables are laid out.
+struct PlanView {
+  const planner::PlanResult& r;
+  size_t name_width = 42;
+  double cap = 0; ///< GPU memory capacity, bytes
+};
+
+/// Layout names grow with cp and ep: the name column is as wide as the widest shown.
+size_t name_column_width(const planner::PlanResult& r, size_t n_show) {
   size_t name_width = 42;
   for (size_t i = 0; i < n_show; ++i)
     name_width = std::max(name_width, planner::describe(r.ranked[i].workload).size());
   for (const planner::Candidate& c : r.simulated)
     name_width = std::max(name_width, planner::describe(c.workload).size() + (c.given ? 2 : 0));
-  if (n_show > 0) {
-    const bool moe = given.model.moe.enabled();
-    out << "\n  best estimates (s: step = compute + tp" << (moe ? " + ep" : "")
-        << " + bubble + pp + dp + optimizer)\n";
-    for (size_t i = 0; i < n_show; ++i) {
-      const planner::Candidate& c = r.ranked[i];
-      const planner::Estimate& e = c.estimate;
-      out << "  " << pad(std::to_string(i + 1), 4) << pad(planner::describe(c.workload), name_width + 2)
-          << fmt("%7.3f", e.step.value()) << " = " << fmt("%.3f", e.compute.value()) << " + "
-          << fmt("%.3f", e.tp_comm.value()) << " + "
-          << (moe ? fmt("%.3f", e.ep_comm.value()) + " + " : std::string()) << fmt("%.3f", e.bubble.value())
-          << " + " << fmt("%.3f", e.pp_comm.value()) << " + " << fmt("%.3f", e.dp_exposed.value()) << " + "
-          << fmt("%.3f", e.optimizer.value()) << "   mem " << gib(c.peak_memory.value()) << " GiB"
-          << (c.given ? "  (workload's layout)" : "") << '\n';
-    }
-  }
-  if (r.outcomes.empty())
-    return 0;
+  return name_width;
+}
 
-  // Simulated, ranked by simulated step time.
+/// The n_show best estimates with their terms.
+void print_estimates(std::ostream& out, const PlanView& v, size_t n_show, bool moe) {
+  out << "\n  best estimates (s: step = compute + tp" << (moe ? " + ep" : "")
+      << " + bubble + pp + dp + optimizer)\n";
+  for (size_t i = 0; i < n_show; ++i) {
+    const planner::Candidate& c = v.r.ranked[i];
+    const planner::Estimate& e = c.estimate;
+    out << "  " << pad(std::to_string(i + 1), 4) << pad(planner::describe(c.workload), v.name_width + 2)
+        << fmt("%7.3f", e.step.value()) << " = " << fmt("%.3f", e.compute.value()) << " + "
+        << fmt("%.3f", e.tp_comm.value()) << " + "
+        << (moe ? fmt("%.3f", e.ep_comm.value()) + " + " : std::string()) << fmt("%.3f", e.bubble.value())
+        << " + " << fmt("%.3f", e.pp_comm.value()) << " + " << fmt("%.3f", e.dp_exposed.value()) << " + "
+        << fmt("%.3f", e.optimizer.value()) << "   mem " << gib(c.peak_memory.value()) << " GiB"
+        << (c.given ? "  (workload's layout)" : "") << '\n';
+  }
+}
+
+/// Indices of the simulated layouts, those that succeeded first, by simulated step time.
+std::vector<size_t> simulated_order(const planner::PlanResult& r) {
   std::vector<size_t> order;
   for (size_t i = 0; i < r.outcomes.size(); ++i)
     order.push_back(i);
@@ -164,15 +176,20 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
       return x.ok;
     return x.step_s < y.step_s;
   });
-  out << "\n  " << pad("simulated (ranked)", 4 + name_width + 6 + 1)
+  return order;
+}
+
+/// The simulated layouts, ranked by simulated step time.
+void print_simulated(std::ostream& out, const PlanView& v, const std::vector<size_t>& order) {
+  out << "\n  " << pad("simulated (ranked)", 4 + v.name_width + 6 + 1)
       << "step s  est s  bubble  exp tp  exp pp  exp dp   MFU"
       << "  peak GiB  headroom\n";
-  const double cap = cluster.gpu.hbm_capacity.value();
+  const double cap = v.cap;
   for (size_t k = 0; k < order.size(); ++k) {
-    const planner::Candidate& c = r.simulated[order[k]];
-    const planner::Simulated& s = r.outcomes[order[k]];
+    const planner::Candidate& c = v.r.simulated[order[k]];
+    const planner::Simulated& s = v.r.outcomes[order[k]];
     out << "  " << pad(std::to_string(k + 1), 4)
-        << pad(planner::describe(c.workload) + (c.given ? " *" : ""), name_width + 6);
+        << pad(planner::describe(c.workload) + (c.given ? " *" : ""), v.name_width + 6);
     if (!s.ok) {
       out << "failed: " << s.error << '\n';
       continue;
@@ -185,8 +202,28 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
         << '\n';
   }
   out << "  (* = the workload file's own layout)\n";
+}
 
-  // Why the best wins, against the runner-up and the workload's layout.
+/// Why the best simulated layout wins against `other` (nothing when other failed or is the best).
+void print_why(std::ostream& out, const PlanView& v, size_t best, size_t other, const char* label) {
+  const planner::Simulated& b = v.r.outcomes[best];
+  const planner::Simulated& o = v.r.outcomes[other];
+  if (!o.ok || other == best)
+    return;
+  const double cap = v.cap;
+  out << "  vs " << label << " (" << planner::describe(v.r.simulated[other].workload)
+      << "): " << fmt("%.3f", o.step_s - b.step_s) << " s faster; bubble "
+      << fmt("%.1f", 100 * b.bubble_fraction) << "% vs " << fmt("%.1f", 100 * o.bubble_fraction) << "% ("
+      << fmt("%+.3f", b.bubble_fraction * b.step_s - o.bubble_fraction * o.step_s) << " s); exposed comm "
+      << fmt("%.3f", b.exposed_tp_s + b.exposed_pp_s + b.exposed_dp_s) << " vs "
+      << fmt("%.3f", o.exposed_tp_s + o.exposed_pp_s + o.exposed_dp_s) << " s; memory headroom "
+      << gib(cap - b.peak_bytes) << " vs " << gib(cap - o.peak_bytes) << " GiB\n";
+}
+
+/// The best simulated layout and why it wins, against the runner-up and the workload's layout;
+/// 1 when no simulation succeeded.
+int print_best(std::ostream& out, std::ostream& err, const PlanView& v, const std::vector<size_t>& order) {
+  const planner::PlanResult& r = v.r;
   const size_t best = order.front();
   const planner::Simulated& b = r.outcomes[best];
   if (!b.ok) {
@@ -194,26 +231,50 @@ int plan_command(Args& args, std::ostream& out, std::ostream& err) {
         << planner::describe(r.simulated[best].workload) << ": " << b.error << '\n';
     return 1;
   }
-  auto why = [&](size_t other, const char* label) {
-    const planner::Simulated& o = r.outcomes[other];
-    if (!o.ok || other == best)
-      return;
-    out << "  vs " << label << " (" << planner::describe(r.simulated[other].workload)
-        << "): " << fmt("%.3f", o.step_s - b.step_s) << " s faster; bubble "
-        << fmt("%.1f", 100 * b.bubble_fraction) << "% vs " << fmt("%.1f", 100 * o.bubble_fraction) << "% ("
-        << fmt("%+.3f", b.bubble_fraction * b.step_s - o.bubble_fraction * o.step_s) << " s); exposed comm "
-        << fmt("%.3f", b.exposed_tp_s + b.exposed_pp_s + b.exposed_dp_s) << " vs "
-        << fmt("%.3f", o.exposed_tp_s + o.exposed_pp_s + o.exposed_dp_s) << " s; memory headroom "
-        << gib(cap - b.peak_bytes) << " vs " << gib(cap - o.peak_bytes) << " GiB\n";
-  };
   out << "\n  best: " << planner::describe(r.simulated[best].workload) << ", " << fmt("%.3f", b.step_s)
       << " s per step, MFU " << fmt("%.1f", 100 * b.mfu) << "%\n";
   if (order.size() > 1)
-    why(order[1], "runner-up");
+    print_why(out, v, best, order[1], "runner-up");
   for (size_t i = 0; i < r.simulated.size(); ++i)
     if (r.simulated[i].given && i != order[1 % order.size()])
-      why(i, "the workload's layout");
+      print_why(out, v, best, i, "the workload's layout");
   return 0;
+}
+
+} // namespace
+
+int plan_command(Args& args, std::ostream& out, std::ostream& err) {
+  if (args.flag("--help")) {
+    out << PLAN_USAGE;
+    return 0;
+  }
+  PlanArgs p = parse_plan_args(args);
+  const ClusterSpec cluster = load_plan_cluster(p);
+  WorkloadSpec given = config::load_workload(p.workload_file, p.overrides);
+  // A precision the GPU has no peak for rules out every layout: say so, not "nothing fits".
+  config::check_precision(cluster, given);
+  p.options.include_given = check_given_layout(cluster, given, err);
+
+  const planner::PlanResult r = planner::plan(cluster, given, p.options);
+  out << "stepsim plan: " << given.name << " on " << cluster.name << " (" << cluster.num_gpus() << " GPUs)\n"
+      << "  " << r.enumerated << " valid layouts, " << r.fit << " fit in "
+      << gib(cluster.gpu.hbm_capacity.value()) << " GiB; enumerate " << fmt("%.2f", r.enumerate_s)
+      << " s, estimate " << fmt("%.2f", r.estimate_s) << " s, simulate " << fmt("%.1f", r.simulate_s)
+      << " s\n";
+  if (r.ranked.empty()) {
+    out << "  no layout fits in memory\n";
+    return 0;
+  }
+  const size_t n_show = std::min(r.ranked.size(), static_cast<size_t>(p.show));
+  const PlanView view{
+      .r = r, .name_width = name_column_width(r, n_show), .cap = cluster.gpu.hbm_capacity.value()};
+  if (n_show > 0)
+    print_estimates(out, view, n_show, given.model.moe.enabled());
+  if (r.outcomes.empty())
+    return 0;
+  const std::vector<size_t> order = simulated_order(r);
+  print_simulated(out, view, order);
+  return print_best(out, err, view, order);
 }
 
 } // namespace stepsim::cli

@@ -136,21 +136,49 @@ std::string human_time(double s) {
 
 } // namespace
 
-Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>& start,
-                  const std::vector<Seconds>& end, const ClusterSpec& cluster, const WorkloadSpec& w) {
-  const graph::StepGraph& g = program.graph;
-  Summary s;
+namespace {
+
+/// The replay summarize reads: the graph, its task times and the simulated ranks (ascending).
+struct Replay {
+  const graph::StepGraph& g;
+  const std::vector<Seconds>& start;
+  const std::vector<Seconds>& end;
+  const std::vector<graph::Rank>& ranks;
+};
+
+/// Position of rank r among the simulated ranks, -1 when it is not simulated.
+int index_of(const std::vector<graph::Rank>& ranks, graph::Rank r) {
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), r);
+  return (it != ranks.end() && *it == r) ? static_cast<int>(it - ranks.begin()) : -1;
+}
+
+/// What summarize accumulates per simulated rank (indexed by position among simulated ranks).
+struct RankTally {
+  explicit RankTally(size_t n)
+      : ledgers(n), last_end(n, 0.0), bytes(n), volume(n), last_comm_end(n, -1.0), last_comm(n, 0),
+        computes(n) {}
+
+  std::vector<Ledger> ledgers;
+  std::vector<double> last_end;
+  std::vector<GroupBytes> bytes, volume;
+  std::vector<double> last_comm_end;
+  std::vector<TaskId> last_comm;
+  std::vector<std::vector<TaskId>> computes;
+  graph::TimeSources source_time; // seconds per source, over all simulated compute tasks
+};
+
+/// Step time, throughput, FLOP rates and the identification of the run.
+void fill_throughput(Summary& s, const graph::StepProgram& program, const std::vector<Seconds>& end,
+                     const ClusterSpec& cluster, const WorkloadSpec& w) {
   s.cluster = cluster.name;
   s.workload = w.name;
   s.num_gpus = w.num_gpus();
   s.simulated_gpus = static_cast<int>(program.simulated_ranks.size());
   s.micro_batches = program.micro_batches;
-  s.tasks = g.size();
-  s.memory = memory_timeline(program, start, end, cluster, w, false);
+  s.tasks = program.graph.size();
   for (const Seconds& e : end)
     s.step_time = std::max(s.step_time, e);
   const double T = s.step_time.value();
-  s.critical_path = critical_path(g, start, end, s.step_time);
 
   const double tokens = static_cast<double>(w.batch.global_batch) * static_cast<double>(w.model.seq_len);
   const double model_flops = model::model_flops_per_step(w).value();
@@ -165,24 +193,12 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
   s.flops_formula =
       "korthikanti2022: model FLOPs = 3 x forward FLOPs of all layers and logits per sequence x global_batch "
       "(= 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for a GPT layer); HFU adds recomputed FLOPs";
+}
 
-  // Index: rank -> position among simulated ranks.
-  const auto& ranks = program.simulated_ranks;
-  auto index_of = [&](graph::Rank r) -> int {
-    auto it = std::lower_bound(ranks.begin(), ranks.end(), r);
-    return (it != ranks.end() && *it == r) ? static_cast<int>(it - ranks.begin()) : -1;
-  };
-  std::vector<Ledger> ledgers(ranks.size());
-  std::vector<double> last_end(ranks.size(), 0.0);
-  std::vector<GroupBytes> bytes(ranks.size()), volume(ranks.size());
-  std::vector<double> last_comm_end(ranks.size(), -1.0);
-  std::vector<TaskId> last_comm(ranks.size(), 0);
-  const Attributor attributor(g, start, end);
-  graph::TimeSources source_time; // seconds per source, over all simulated compute tasks
-
-  // Compute tasks per simulated rank, visited below in start order (stream order, ascending id,
-  // unless a combined 1F1B pair runs two passes at once: parallel.ep_overlap).
-  std::vector<std::vector<TaskId>> computes(ranks.size());
+/// Bytes and volume per group of every simulated participant of each collective, the last
+/// collective of each, and the compute tasks of each simulated rank (in id order).
+void tally_tasks(const Replay& r, RankTally& tally) {
+  const graph::StepGraph& g = r.g;
   for (TaskId id = 0; id < g.size(); ++id) {
     const graph::Task& t = g.task(id);
     if (t.kind == graph::TaskKind::COLLECTIVE) {
@@ -193,27 +209,35 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
         sent *= 2.0 * (n - 1.0) / n;
       else if (t.op != graph::CollectiveOp::SEND)
         sent *= (n - 1.0) / n;
-      for (graph::Rank r : parts)
-        if (const int i = index_of(r); i >= 0) {
-          slot(bytes[static_cast<size_t>(i)], t.group) += t.bytes;
-          slot(volume[static_cast<size_t>(i)], t.group) += Bytes(sent);
-          if (end[id].value() > last_comm_end[static_cast<size_t>(i)]) {
-            last_comm_end[static_cast<size_t>(i)] = end[id].value();
-            last_comm[static_cast<size_t>(i)] = id;
+      for (graph::Rank p : parts)
+        if (const int i = index_of(r.ranks, p); i >= 0) {
+          slot(tally.bytes[static_cast<size_t>(i)], t.group) += t.bytes;
+          slot(tally.volume[static_cast<size_t>(i)], t.group) += Bytes(sent);
+          if (r.end[id].value() > tally.last_comm_end[static_cast<size_t>(i)]) {
+            tally.last_comm_end[static_cast<size_t>(i)] = r.end[id].value();
+            tally.last_comm[static_cast<size_t>(i)] = id;
           }
         }
       continue;
     }
-    if (const int i = index_of(t.rank); i >= 0)
-      computes[static_cast<size_t>(i)].push_back(id);
+    if (const int i = index_of(r.ranks, t.rank); i >= 0)
+      tally.computes[static_cast<size_t>(i)].push_back(id);
   }
-  for (size_t i = 0; i < computes.size(); ++i) {
-    std::vector<TaskId>& ids = computes[i];
+}
+
+/// Walks each rank's compute tasks in start order (stream order, ascending id, unless a combined
+/// 1F1B pair runs two passes at once: parallel.ep_overlap), explaining the idle gaps before them.
+void attribute_compute(const Replay& r, const Attributor& attributor, RankTally& tally) {
+  const std::vector<Seconds>& start = r.start;
+  const std::vector<Seconds>& end = r.end;
+  graph::TimeSources& source_time = tally.source_time;
+  for (size_t i = 0; i < tally.computes.size(); ++i) {
+    std::vector<TaskId>& ids = tally.computes[i];
     std::stable_sort(ids.begin(), ids.end(), [&](TaskId x, TaskId y) { return start[x] < start[y]; });
-    Ledger& l = ledgers[i];
+    Ledger& l = tally.ledgers[i];
     for (const TaskId id : ids) {
-      const graph::Task& t = g.task(id);
-      const double a = last_end[i], b = start[id].value();
+      const graph::Task& t = r.g.task(id);
+      const double a = tally.last_end[i], b = start[id].value();
       if (b - a > EPS)
         attributor.explain(a, b, id, l);
       // Busy time is the union of the compute intervals: tasks of two passes running at once
@@ -225,22 +249,28 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
       source_time.interpolated += busy * t.sources.interpolated;
       source_time.modelled += busy * t.sources.modelled;
       source_time.roofline += busy * t.sources.roofline;
-      last_end[i] = std::max(a, end[id].value());
+      tally.last_end[i] = std::max(a, end[id].value());
     }
   }
-  // After a GPU's last compute task: communication it still takes part in (e.g. the ZeRO
-  // parameter all-gather after the optimizer) is exposed; the rest waits for the others.
-  for (size_t i = 0; i < ledgers.size(); ++i) {
-    double a = last_end[i];
-    if (last_comm_end[i] > a + EPS) {
-      const TaskId c = last_comm[i];
-      attributor.explain_collective(a, last_comm_end[i], c, ranks[i], ledgers[i]);
-      a = last_comm_end[i];
+}
+
+/// After a GPU's last compute task: communication it still takes part in (e.g. the ZeRO
+/// parameter all-gather after the optimizer) is exposed; the rest waits for the others.
+void attribute_tail(const Replay& r, const Attributor& attributor, double T, RankTally& tally) {
+  for (size_t i = 0; i < tally.ledgers.size(); ++i) {
+    double a = tally.last_end[i];
+    if (tally.last_comm_end[i] > a + EPS) {
+      const TaskId c = tally.last_comm[i];
+      attributor.explain_collective(a, tally.last_comm_end[i], c, r.ranks[i], tally.ledgers[i]);
+      a = tally.last_comm_end[i];
     }
     if (T - a > EPS)
-      ledgers[i].bubble += Seconds(T - a);
+      tally.ledgers[i].bubble += Seconds(T - a);
   }
+}
 
+/// The share of compute time from each source, left as it is when no compute time was counted.
+void fill_compute_source(Summary& s, const graph::TimeSources& source_time) {
   const double source_total =
       source_time.measured + source_time.interpolated + source_time.modelled + source_time.roofline;
   if (source_total > 0)
@@ -248,13 +278,19 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
                                           .interpolated = source_time.interpolated / source_total,
                                           .modelled = source_time.modelled / source_total,
                                           .roofline = source_time.roofline / source_total};
+}
 
-  // Means over GPUs, overall and per stage.
+/// Means over GPUs, overall and per stage.
+void fill_means(Summary& s, const graph::StepProgram& program, const RankTally& tally) {
+  const auto& ranks = program.simulated_ranks;
+  const double T = s.step_time.value();
   const double n = static_cast<double>(ranks.size());
   s.stages.resize(static_cast<size_t>(program.grid.pp));
   std::vector<int> per_stage(static_cast<size_t>(program.grid.pp), 0);
   for (size_t i = 0; i < ranks.size(); ++i) {
-    const Ledger& l = ledgers[i];
+    const Ledger& l = tally.ledgers[i];
+    const GroupBytes& bytes = tally.bytes[i];
+    const GroupBytes& volume = tally.volume[i];
     s.compute += l.compute / n;
     s.other_idle += l.other / n;
     s.exposed.tp += l.exposed.tp / n;
@@ -262,16 +298,16 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
     s.exposed.dp += l.exposed.dp / n;
     s.exposed.ep += l.exposed.ep / n;
     s.exposed.cp += l.exposed.cp / n;
-    s.comm_bytes_per_gpu.ep += bytes[i].ep / n;
-    s.comm_bytes_per_gpu.cp += bytes[i].cp / n;
-    s.comm_volume_per_gpu.ep += volume[i].ep / n;
-    s.comm_volume_per_gpu.cp += volume[i].cp / n;
-    s.comm_bytes_per_gpu.tp += bytes[i].tp / n;
-    s.comm_bytes_per_gpu.pp += bytes[i].pp / n;
-    s.comm_bytes_per_gpu.dp += bytes[i].dp / n;
-    s.comm_volume_per_gpu.tp += volume[i].tp / n;
-    s.comm_volume_per_gpu.pp += volume[i].pp / n;
-    s.comm_volume_per_gpu.dp += volume[i].dp / n;
+    s.comm_bytes_per_gpu.ep += bytes.ep / n;
+    s.comm_bytes_per_gpu.cp += bytes.cp / n;
+    s.comm_volume_per_gpu.ep += volume.ep / n;
+    s.comm_volume_per_gpu.cp += volume.cp / n;
+    s.comm_bytes_per_gpu.tp += bytes.tp / n;
+    s.comm_bytes_per_gpu.pp += bytes.pp / n;
+    s.comm_bytes_per_gpu.dp += bytes.dp / n;
+    s.comm_volume_per_gpu.tp += volume.tp / n;
+    s.comm_volume_per_gpu.pp += volume.pp / n;
+    s.comm_volume_per_gpu.dp += volume.dp / n;
     if (T > 0)
       s.bubble_fraction += l.bubble.value() / T / n;
     const size_t st = static_cast<size_t>(program.grid.pp_of(ranks[i]));
@@ -298,9 +334,28 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
     sm.exposed.cp = sm.exposed.cp / k;
     sm.bubble_fraction /= k;
   }
-  return s;
 }
 
+} // namespace
+
+Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>& start,
+                  const std::vector<Seconds>& end, const ClusterSpec& cluster, const WorkloadSpec& w) {
+  const graph::StepGraph& g = program.graph;
+  Summary s;
+  fill_throughput(s, program, end, cluster, w);
+  s.memory = memory_timeline(program, start, end, cluster, w, false);
+  s.critical_path = critical_path(g, start, end, s.step_time);
+
+  const Replay replay{.g = g, .start = start, .end = end, .ranks = program.simulated_ranks};
+  RankTally tally(program.simulated_ranks.size());
+  const Attributor attributor(g, start, end);
+  tally_tasks(replay, tally);
+  attribute_compute(replay, attributor, tally);
+  attribute_tail(replay, attributor, s.step_time.value(), tally);
+  fill_compute_source(s, tally.source_time);
+  fill_means(s, program, tally);
+  return s;
+}
 namespace {
 
 /// summary.json's `critical_path`: its length and busy time per kind (every block and group,
