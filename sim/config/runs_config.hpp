@@ -1,5 +1,5 @@
 #pragma once
-// A measured-runs file (the schema of shared/reference/measured_runs.yaml, docs/validation.md):
+// A measured-runs file (the schema of tests/validate/data/measured_runs.yaml, docs/validation.md):
 // published training runs with their model, hardware, layout and measured throughput. Parsed
 // here because config/ is the only user of yaml-cpp; the result is plain structs with every
 // optional figure as std::optional (YAML `null` = absent). Mapping a run onto a cluster and a

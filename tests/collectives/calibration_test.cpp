@@ -1,5 +1,5 @@
 // Calibration (docs/collectives.md): simulated nccl-tests bus bandwidth on the bundled
-// topologies against shared/reference/measured_runs.yaml `collective_measurements`:
+// topologies against tests/validate/data/measured_runs.yaml `collective_measurements`:
 // within 10 % at large sizes, 25 % at 1 MiB. One simulation per TEST (own process).
 
 #include "bench.hpp"
