@@ -66,6 +66,16 @@ inline ModelSpec gpt3_175b() {
   return m;
 }
 
+/// DeepSeek-V3's multi-head latent attention (DeepSeek-AI 2024): query latent 1536, key/value
+/// latent 512, per-head widths 128 without and 64 with rotary embedding, value 128.
+inline MlaSpec deepseek_v3_mla() {
+  return MlaSpec{.q_lora_rank = 1536,
+                 .kv_lora_rank = 512,
+                 .qk_nope_head_dim = 128,
+                 .qk_rope_head_dim = 64,
+                 .v_head_dim = 128};
+}
+
 /// Llama-2-70B (Touvron et al. 2023).
 inline ModelSpec llama2_70b() {
   ModelSpec m;

@@ -90,11 +90,7 @@ TEST(BlockCost, ContextParallelismSplitsTheSequence) {
 // column-parallel QKV input linear.
 TEST(BlockCost, MlaUpProjectionRecomputation) {
   WorkloadSpec w = gpt();
-  w.model.mla = MlaSpec{.q_lora_rank = 1536,
-                        .kv_lora_rank = 512,
-                        .qk_nope_head_dim = 128,
-                        .qk_rope_head_dim = 64,
-                        .v_head_dim = 128};
+  w.model.mla = test::deepseek_v3_mla();
   w.training.recompute = Recompute::SELECTIVE;
   w.training.recompute_modules = {.core_attn = false, .mla_up_proj = false};
   const model::BlockWork kept = model::attention_work(w);

@@ -262,11 +262,7 @@ TEST(MemoryLedger, MlaActivationsAndKvBlock) {
   m.kv_heads = 128;
   m.seq_len = 4096;
   m.dropout = false;
-  m.mla = MlaSpec{.q_lora_rank = 1536,
-                  .kv_lora_rank = 512,
-                  .qk_nope_head_dim = 128,
-                  .qk_rope_head_dim = 64,
-                  .v_head_dim = 128};
+  m.mla = test::deepseek_v3_mla();
   for (const int t : {1, 8}) {
     WorkloadSpec w = test::workload(m, t, 1, 1, 1);
     w.training.flash_attention = true;
@@ -318,11 +314,7 @@ TEST(MemoryLedger, SelectiveRecomputeModules) {
   // (a x 128) are not kept, 2 bytes each, split by TP: 2 sb a (192 + 192 + 128) / t; the latents stay.
   ModelSpec mla = test::llama2_70b();
   mla.kv_heads = mla.heads;
-  mla.mla = MlaSpec{.q_lora_rank = 1536,
-                    .kv_lora_rank = 512,
-                    .qk_nope_head_dim = 128,
-                    .qk_rope_head_dim = 64,
-                    .v_head_dim = 128};
+  mla.mla = test::deepseek_v3_mla();
   WorkloadSpec l = test::workload(mla, 2, 4, 1, 8);
   l.training.recompute = Recompute::SELECTIVE;
   const double kept = model::stored_layer_activations(l).total().value();

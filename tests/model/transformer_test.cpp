@@ -176,11 +176,7 @@ TEST(Flops, MlaUpProjectionRecompute) {
   m.hidden = 7168;
   m.heads = 128;
   m.kv_heads = 128;
-  m.mla = MlaSpec{.q_lora_rank = 1536,
-                  .kv_lora_rank = 512,
-                  .qk_nope_head_dim = 128,
-                  .qk_rope_head_dim = 64,
-                  .v_head_dim = 128};
+  m.mla = test::deepseek_v3_mla();
   const double s = static_cast<double>(m.seq_len);
   const double up = 2.0 * s * (1536.0 * 128 * 192 + 512.0 * 128 * 256);
   EXPECT_DOUBLE_EQ(model::mla_up_projection_flops(m, 1, 1).value(), up);

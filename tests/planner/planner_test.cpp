@@ -545,11 +545,7 @@ TEST(PlannerEstimate, ComputeMatchesClosedForms) {
 TEST(PlannerEstimate, MlaUpProjectionRecomputationCounts) {
   const ClusterSpec c = test::free_comm_cluster(1, 8);
   WorkloadSpec w = test::workload(test::small_gpt(4), 2, 1, 1, 4, 2);
-  w.model.mla = MlaSpec{.q_lora_rank = 1536,
-                        .kv_lora_rank = 512,
-                        .qk_nope_head_dim = 128,
-                        .qk_rope_head_dim = 64,
-                        .v_head_dim = 128};
+  w.model.mla = test::deepseek_v3_mla();
   w.training.recompute = Recompute::SELECTIVE;
   w.training.recompute_modules = {.core_attn = false, .mla_up_proj = false};
   const graph::ComputeTimeFn flops_time = [](const graph::ComputeQuery& q) {
