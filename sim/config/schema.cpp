@@ -327,6 +327,12 @@ constexpr Key WORKLOAD_KEYS[] = {
      "`grad_sync_dtype: fp32`): 4 bytes per gradient in the DP reductions (buckets, experts' groups, "
      "ZeRO-3's reduce-scatters, the end of step's all-reduces) and in the ledger's gradients, instead "
      "of the 16-bit element's 2; parameter gathers keep the weights' bytes"},
+    {"training.grad_accumulation", "`fused` \\| `fp32_pass`", "optional, **fused**", "",
+     "where each micro-batch's weight gradients are accumulated: `fused` inside the weight-gradient "
+     "GEMMs (Megatron's `gradient_accumulation_fusion`: no extra kernel); `fp32_pass` by a pass after "
+     "each backward pass that adds the 16-bit gradients into fp32 ones and clears them (DeepSpeed's "
+     "bf16 optimizer): 12 bytes of HBM traffic per gradient the rank holds, on the pass's last "
+     "compute task (docs/model.md)"},
     {"training.cross_entropy", "`fp32` \\| `fused`", "optional, **fp32**", "",
      "the loss's kernels: `fp32` casts the logits to fp32 and runs the log-softmax, its backward and "
      "the cast back as separate kernels (PyTorch autocast, Megatron's vocabulary-parallel "

@@ -290,6 +290,12 @@ struct ParallelSpec {
 /// How ZeRO-3 fetches parameters (TrainingSpec::zero3_fetch).
 enum class Zero3Fetch { PREFETCH, BLOCKING };
 
+/// Where a micro-batch's weight gradients are accumulated (TrainingSpec::grad_accumulation).
+enum class GradAccumulation {
+  FUSED,     ///< inside the weight-gradient GEMMs (they add into the gradient buffer): no extra pass
+  FP32_PASS, ///< after each backward pass, a pass adding the 16-bit gradients into fp32 ones
+};
+
 /// What selective recomputation repeats before each layer's backward (Megatron-LM's
 /// recompute_modules; docs/model.md, "Selective recomputation"). The default is the attention core.
 struct RecomputeModules {
@@ -333,6 +339,11 @@ struct TrainingSpec {
   /// accumulate_allreduce_grads_in_fp32, NeMo's grad_sync_dtype: fp32): 4 bytes per gradient in
   /// the DP reductions and in the gradient buffer instead of the 16-bit element's 2.
   bool grad_reduce_in_fp32 = false;
+  /// FP32_PASS: after each micro-batch's backward pass, its 16-bit weight gradients are added
+  /// into an fp32 accumulator and cleared (DeepSpeed's bf16 optimizer, update_hp_grads): 12 bytes
+  /// of HBM traffic per gradient the rank holds, charged to the pass's last compute task
+  /// (docs/model.md, "Gradient accumulation").
+  GradAccumulation grad_accumulation = GradAccumulation::FUSED;
   CrossEntropy cross_entropy = CrossEntropy::FP32; ///< the loss's kernels (and logits memory)
   /// fp8 primary weights (Transformer Engine's fp8_model_init, Megatron's fp8_param_gather): the
   /// model holds its weights in fp8 (1 byte and the fp8 transpose) instead of 16-bit weights plus

@@ -431,6 +431,10 @@ void read_training(const MapReader& m, TrainingSpec& t) {
   });
   optional_key(m, "overlap_param_gather", [&](const Field& f) { t.overlap_param_gather = f.boolean(); });
   optional_key(m, "grad_reduce_in_fp32", [&](const Field& f) { t.grad_reduce_in_fp32 = f.boolean(); });
+  optional_key(m, "grad_accumulation", [&](const Field& f) {
+    t.grad_accumulation = f.choice<GradAccumulation>(
+        {{"fused", GradAccumulation::FUSED}, {"fp32_pass", GradAccumulation::FP32_PASS}});
+  });
   optional_key(m, "cross_entropy", [&](const Field& f) {
     t.cross_entropy = f.choice<CrossEntropy>({{"fp32", CrossEntropy::FP32}, {"fused", CrossEntropy::FUSED}});
   });

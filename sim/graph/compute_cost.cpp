@@ -41,6 +41,15 @@ ComputeQuery optimizer_query(const WorkloadSpec& w, int stage) {
           .bytes = work.bytes};
 }
 
+ComputeQuery grad_accumulation_query(const WorkloadSpec& w, int stage) {
+  const model::Work work = model::grad_accumulation_work(w, stage);
+  return {.block = Block::OPTIMIZER,
+          .phase = Phase::BACKWARD,
+          .stage = stage,
+          .flops = work.flops,
+          .bytes = work.bytes};
+}
+
 ComputeCost gpu_compute_cost(const WorkloadSpec& w, const ComputeTimeFn& time, const ComputeQuery& query) {
   ComputeCost c = time(query);
   const int cp = w.parallel.cp;

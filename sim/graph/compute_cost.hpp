@@ -52,6 +52,11 @@ ComputeQuery block_query(const WorkloadSpec& w, Block block, Phase phase, int st
 /// The optimizer step's query on one GPU of `stage` (model::optimizer_work).
 ComputeQuery optimizer_query(const WorkloadSpec& w, int stage);
 
+/// With training.grad_accumulation: fp32_pass, the pass after each micro-batch's backward over
+/// the gradients one GPU of `stage` holds (model::grad_accumulation_work), as block OPTIMIZER in
+/// phase BACKWARD.
+ComputeQuery grad_accumulation_query(const WorkloadSpec& w, int stage);
+
 /// `time`'s cost of `query` for one GPU of `w`: kernel profiles see the whole sequence, so with
 /// context parallelism a profiled time (and its input-linear parts) is divided by cp.
 ComputeCost gpu_compute_cost(const WorkloadSpec& w, const ComputeTimeFn& time, const ComputeQuery& query);

@@ -41,6 +41,10 @@ private:
   void weight_grad();
   void backward();
   void backward_layer(int j);
+  /// training.grad_accumulation: fp32_pass: after the pass's weight gradients exist, one task per
+  /// rank adding them into the fp32 accumulator (grad_accumulation_query: the rank's held
+  /// gradients, an equal share per model chunk); the pass ends with it.
+  void accumulate_gradients();
 
   [[nodiscard]] int layer_of(int l) const { return static_cast<int>(layout_.first_layer + l); }
   /// ZeRO-3: the dense parameters of local layer l (all of a dense layer; attention, norms,
@@ -395,6 +399,25 @@ void StagePasses::Pass::weight_grad() {
   }
   if (layout_.has_embedding)
     item_done(item_producer_[item_ - 1]);
+  accumulate_gradients();
+}
+
+void StagePasses::Pass::accumulate_gradients() {
+  if (w_.training.grad_accumulation != GradAccumulation::FP32_PASS)
+    return;
+  const ComputeQuery q = grad_accumulation_query(w_, s_.p_);
+  const ComputeCost cost = s_.o_.costs.time()(q);
+  const double share = 1.0 / static_cast<double>(std::max(1, w_.parallel.vp));
+  std::vector<TaskId> ids;
+  for (Rank r : s_.group_.ranks) {
+    Task t = compute_task(r, Block::OPTIMIZER, Phase::BACKWARD, s_.p_, -1, mb_);
+    t.duration = cost.time * share;
+    t.sources = cost.sources;
+    t.flops = q.flops * share;
+    t.bytes = q.bytes * share;
+    ids.push_back(s_.streams_.add_compute(t));
+  }
+  mark_last(&RankState::bwd_last, ids);
 }
 
 void StagePasses::Pass::backward() {
@@ -425,6 +448,8 @@ void StagePasses::Pass::backward() {
     backward_layer(j);
   if (layout_.has_embedding && !split)
     item_done(item_producer_[item_ - 1]);
+  if (!split)
+    accumulate_gradients();
 }
 
 void StagePasses::Pass::backward_layer(int j) {

@@ -457,6 +457,13 @@ std::vector<KernelCall> optimizer_kernels(const WorkloadSpec& w, int64_t updated
   return calls;
 }
 
+std::vector<KernelCall> grad_accumulation_kernels(int64_t held) {
+  const int64_t elements = std::max<int64_t>(1, (3 * held + 1) / 2); // 12 bytes a gradient, 8 an element
+  return {KernelCall{.shape = elementwise(KernelKind::MEMCPY, Dtype::FP32, elements),
+                     .time_factor = 1.0,
+                     .role = "gradient accumulation into fp32"}};
+}
+
 std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec& w) {
   std::set<KernelShape> seen;
   std::vector<KernelShape> out;

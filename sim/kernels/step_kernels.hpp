@@ -94,6 +94,11 @@ KernelCall optimizer_kernel(int64_t params);
 /// Precondition: updated > 0, held > 0.
 std::vector<KernelCall> optimizer_kernels(const WorkloadSpec& w, int64_t updated, int64_t held);
 
+/// training.grad_accumulation: fp32_pass after one micro-batch's backward, over the `held`
+/// gradients of a rank: one streaming kernel of model::FP32_PASS_BYTES_PER_GRADIENT bytes per
+/// gradient (as fp32 copy elements of 8 bytes each: 1.5 per gradient).
+std::vector<KernelCall> grad_accumulation_kernels(int64_t held);
+
 /// Every distinct shape block_kernels yields for `w` (all blocks and passes), first-occurrence
 /// order; the Adam kernel is not included (its size depends on the stage).
 std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec& w);

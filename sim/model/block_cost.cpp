@@ -124,4 +124,11 @@ Work optimizer_work(const WorkloadSpec& w, int stage) {
   return {.flops = Flops(optimizer_params_on_rank(w, stage) * 12.0), .bytes = optimizer_step_bytes(w, stage)};
 }
 
+Work grad_accumulation_work(const WorkloadSpec& w, int stage) {
+  if (w.training.grad_accumulation != GradAccumulation::FP32_PASS)
+    return {.flops = Flops(0.0), .bytes = Bytes(0.0)};
+  const double held = gradients_held_on_rank(w, stage);
+  return {.flops = Flops(held), .bytes = Bytes(held * FP32_PASS_BYTES_PER_GRADIENT)};
+}
+
 } // namespace stepsim::model

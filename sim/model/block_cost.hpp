@@ -90,4 +90,14 @@ double pass_flops_factor(bool backward, bool split);
 /// (optimizer_params_on_rank) and optimizer_step_bytes.
 Work optimizer_work(const WorkloadSpec& w, int stage);
 
+/// HBM bytes per gradient of training.grad_accumulation: fp32_pass, per micro-batch: the 16-bit
+/// gradient read and cleared (2 + 2), the fp32 accumulator read and written (4 + 4).
+inline constexpr double FP32_PASS_BYTES_PER_GRADIENT = 12.0;
+
+/// The gradient accumulation pass of one micro-batch on one GPU of `stage`, over every gradient
+/// the rank holds (gradients_held_on_rank): one add per gradient and
+/// FP32_PASS_BYTES_PER_GRADIENT bytes each under training.grad_accumulation: fp32_pass; nothing
+/// when the weight-gradient GEMMs accumulate (fused).
+Work grad_accumulation_work(const WorkloadSpec& w, int stage);
+
 } // namespace stepsim::model

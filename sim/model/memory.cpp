@@ -190,6 +190,10 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
   if (zero < 3)
     l.weights += Bytes(fp8_weight_bytes(w) * stage_params(w, stage).total());
   l.gradients = Bytes(e * sharded(2));
+  // grad_accumulation: fp32_pass keeps an fp32 accumulator beside the 16-bit gradients (the
+  // reduced ones, when grad_reduce_in_fp32 reduces the accumulator itself).
+  if (w.training.grad_accumulation == GradAccumulation::FP32_PASS)
+    l.gradients += Bytes((w.training.grad_reduce_in_fp32 ? element_bytes(w.precision) : 4.0) * sharded(2));
   l.optimizer = Bytes(w.training.optimizer_bytes_per_param * sharded(1));
   Bytes buffers(0.0);
   if (w.parallel.dp > 1)

@@ -210,6 +210,10 @@ private:
     t_f_ = layers_ * att_f_ + dense_layers_ * mlp_f_ + moe_layers_ * mlp_f_moe_ + lg_f_ + pass;
     t_b_ = layers_ * (att_b_ + att_r_) + dense_layers_ * (mlp_b_ + mlp_r_) + moe_layers_ * mlp_b_moe_ +
            lg_b_ + pass;
+    // training.grad_accumulation: fp32_pass: each backward ends with the pass over the rank's
+    // gradients, a share per chunk: v shares, the whole rank's, per micro-batch (as the builder).
+    if (w_.training.grad_accumulation == GradAccumulation::FP32_PASS)
+      t_b_ += compute_time_(graph::grad_accumulation_query(w_, p_ - 1)).time.value();
     // Activation offloading, as the builder: an offloaded layer's copy out (forward) and back
     // (backward) at gpu.host_bandwidth runs beside the layer's compute, which waits for the rest.
     if (w_.training.offload_layers > 0 && cluster_.gpu.host_bandwidth.value() > 0 && layers_ > 0) {

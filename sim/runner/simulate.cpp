@@ -41,8 +41,13 @@ public:
                                      optimizer ? q.stage : -1, q.windowed);
     if (auto it = cache_.find(key); it != cache_.end())
       return it->second;
-    const graph::ComputeCost cost = optimizer ? sum(optimizer_calls(w_, q.stage))
-                                              : sum(kernels::block_kernels(w_, q.block, q.phase, q.windowed));
+    // The optimizer block in the backward phase is the gradient accumulation pass
+    // (graph::grad_accumulation_query); its query carries one add per gradient.
+    const bool accumulation = q.block == graph::Block::OPTIMIZER && q.phase == graph::Phase::BACKWARD;
+    const graph::ComputeCost cost =
+        accumulation ? sum(kernels::grad_accumulation_kernels(std::llround(q.flops.value())))
+        : optimizer  ? sum(optimizer_calls(w_, q.stage))
+                     : sum(kernels::block_kernels(w_, q.block, q.phase, q.windowed));
     cache_.emplace(key, cost);
     return cost;
   }

@@ -254,7 +254,7 @@ void task_name(const Task& t, Text& name) {
   bool with_layer = t.layer >= 0;
   if (t.kind == TaskKind::COMPUTE) {
     if (t.block == Block::OPTIMIZER) {
-      name << "optimizer";
+      name << (t.phase == Phase::BACKWARD ? "grad accumulation" : "optimizer");
     } else if (t.block == Block::LOGITS) {
       name << "logits " << short_phase(t.phase);
       with_layer = false;

@@ -251,6 +251,52 @@ TEST(BuildStep, PassOverheadChargedOncePerPass) {
   }
 }
 
+// training.grad_accumulation: fp32_pass ends every backward pass (each micro-batch of each model
+// chunk) with one accumulation task per rank (block OPTIMIZER in phase BACKWARD), costing the
+// rank's held gradients' pass (here fixed_time's 0.5 ms) split evenly over its chunks; everything
+// else is as without it, and the backward send of a stage below the last waits for it.
+TEST(BuildStep, Fp32GradAccumulationEndsEveryBackwardPass) {
+  for (Schedule sched : {Schedule::ONE_F_ONE_B, Schedule::INTERLEAVED}) {
+    WorkloadSpec w = standard(sched);
+    if (sched == Schedule::INTERLEAVED)
+      w.parallel.vp = 2;
+    const StepProgram fused = build(w);
+    w.training.grad_accumulation = GradAccumulation::FP32_PASS;
+    const StepProgram prog = build(w);
+    const StepGraph& g = prog.graph;
+    const int vp = std::max(1, w.parallel.vp);
+    std::map<Rank, int> per_rank;
+    for (TaskId id = 0; id < g.size(); ++id) {
+      const Task& t = g.task(id);
+      if (t.kind != TaskKind::COMPUTE || t.block != Block::OPTIMIZER || t.phase != Phase::BACKWARD)
+        continue;
+      ++per_rank[t.rank];
+      EXPECT_NEAR(t.duration.value(), 5e-4 / vp, 1e-15);
+      EXPECT_GE(t.micro_batch, 0);
+      if (t.stage == 0)
+        continue;
+      bool sent = false; // its pass's backward send to the stage below follows it
+      for (TaskId s : g.successors(id)) {
+        const Task& c = g.task(s);
+        sent = sent || (c.kind == TaskKind::COLLECTIVE && c.group == CommGroup::PP &&
+                        c.phase == Phase::BACKWARD && c.micro_batch == t.micro_batch);
+      }
+      EXPECT_TRUE(sent) << "accumulation task " << id;
+    }
+    const int m = 8;
+    ASSERT_FALSE(per_rank.empty());
+    for (const auto& [r, n] : per_rank)
+      EXPECT_EQ(n, m * vp) << "rank " << r;
+    size_t ranks_with_compute = 0;
+    std::set<Rank> seen;
+    for (TaskId id = 0; id < fused.graph.size(); ++id)
+      if (fused.graph.task(id).kind == TaskKind::COMPUTE && seen.insert(fused.graph.task(id).rank).second)
+        ++ranks_with_compute;
+    EXPECT_EQ(per_rank.size(), ranks_with_compute);
+    EXPECT_EQ(g.size(), fused.graph.size() + static_cast<size_t>(m * vp) * per_rank.size());
+  }
+}
+
 // Stream order: each rank's compute tasks form a chain (edge from each to the next in issue
 // order), the chain follows the stage's schedule (first-layer attention forward / last-layer
 // MLP backward of each pass in stage_order), and the optimizer comes last.

@@ -111,6 +111,23 @@ TEST(BlockCost, OptimizerTwelveFlopsPerParameter) {
   EXPECT_EQ(model::optimizer_work(w, 0).flops.value(), 12 * model::params_on_rank(w, 0));
 }
 
+// Gradient accumulation (training.grad_accumulation): fused in the GEMMs costs nothing; the fp32
+// pass streams 12 bytes per gradient the rank holds (2 read + 2 cleared of the 16-bit gradient,
+// 4 read + 4 written of the fp32 accumulator) and does one add each: all of the stage's
+// gradients under ZeRO-0/1, their 1/dp shard under ZeRO-2.
+TEST(BlockCost, Fp32GradAccumulationStreamsTwelveBytesPerHeldGradient) {
+  WorkloadSpec w = gpt();
+  EXPECT_EQ(model::grad_accumulation_work(w, 0).bytes.value(), 0.0);
+  EXPECT_EQ(model::grad_accumulation_work(w, 0).flops.value(), 0.0);
+  w.training.grad_accumulation = GradAccumulation::FP32_PASS;
+  const double psi = model::params_on_rank(w, 0);
+  EXPECT_DOUBLE_EQ(model::grad_accumulation_work(w, 0).bytes.value(), 12.0 * psi);
+  EXPECT_DOUBLE_EQ(model::grad_accumulation_work(w, 0).flops.value(), psi);
+  w.parallel.dp = 4;
+  w.parallel.zero_stage = 2;
+  EXPECT_DOUBLE_EQ(model::grad_accumulation_work(w, 0).bytes.value(), 12.0 * psi / 4.0);
+}
+
 // The pass factor: a backward twice the forward, once when split into B and W.
 TEST(BlockCost, PassFactor) {
   EXPECT_EQ(model::pass_flops_factor(true, false), 2.0);

@@ -56,6 +56,25 @@ TEST(MemoryLedger, SeedSevenBillionExample) {
   }
 }
 
+// grad_accumulation: fp32_pass holds an fp32 accumulator beside the 16-bit gradients: 2 + 4
+// bytes per gradient; with grad_reduce_in_fp32 the reduced (fp32) gradients and the 16-bit ones
+// the backward writes: 4 + 2. ZeRO-2 shards both over dp.
+TEST(MemoryLedger, Fp32GradAccumulationHoldsAnFp32Accumulator) {
+  const GpuSpec gpu = test::a100();
+  for (const bool fp32_reduce : {false, true}) {
+    for (const int zero : {1, 2}) {
+      WorkloadSpec w = test::workload(seven_b(), 1, 1, 4, 4);
+      w.parallel.zero_stage = zero;
+      w.training.grad_reduce_in_fp32 = fp32_reduce;
+      w.training.grad_accumulation = GradAccumulation::FP32_PASS;
+      const double psi = model::params_on_rank(w, 0);
+      const double held = zero >= 2 ? psi / 4.0 : psi;
+      EXPECT_DOUBLE_EQ(model::persistent_memory(w, gpu, 0).gradients.value(), 6.0 * held)
+          << "zero " << zero << " fp32 reduce " << fp32_reduce;
+    }
+  }
+}
+
 // ZeRO over dp ranks (Psi = params per GPU, K = optimizer bytes per param):
 //   stage 1: 2Psi + 2Psi + K*Psi/dp;  stage 2: 2Psi + (2+K)*Psi/dp;  stage 3: (2+2+K)*Psi/dp.
 TEST(MemoryLedger, ZeroStagesMatchPaperFormulas) {
