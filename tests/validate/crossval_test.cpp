@@ -334,3 +334,50 @@ TEST(CrossValidationGroups, BundledRecordsCanBeRefitted) {
       validate::fit_record(config::load_calibration(src("topologies/calibration/H200-SXM-141GB.yaml")))
           .stages.empty());
 }
+
+// A record's search must name its own knobs, each fitted once, with ranges --knob accepts; each
+// refusal names the file, the line and the key.
+TEST(CrossValidationGroups, RecordSearchErrorsNameFileAndKey) {
+  const fs::path d = fs::temp_directory_path() / ("stepsim-crossval-record-" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  const auto error_of = [&](const std::string& text) {
+    write(d / "c.yaml", text);
+    try {
+      (void)validate::fit_record(config::load_calibration(d / "c.yaml"));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string head = "gpu_kind: X\nknobs:\n  gpu.gemm_efficiency: 0.8\n  gpu.pass_overhead: 5us\n";
+  std::string e = error_of(head + "fit:\n  runs: [a]\n  ranges:\n    gpu.launch_overhead: \"0:20:us\"\n");
+  EXPECT_NE(e.find("c.yaml:8:"), std::string::npos) << e;
+  EXPECT_NE(e.find("'gpu.launch_overhead' is not a key of knobs"), std::string::npos) << e;
+  e = error_of(
+      head +
+      "fit:\n  runs: [a]\n  knobs: [gpu.gemm_efficiency]\n  ranges:\n    gpu.gemm_efficiency: \"1:0.5\"\n");
+  EXPECT_NE(e.find("c.yaml:6:3: key 'fit': ranges.gpu.gemm_efficiency: --knob gpu.gemm_efficiency=1:0.5: "
+                   "expected LO < HI"),
+            std::string::npos)
+      << e;
+  e = error_of(
+      head + "fit:\n  runs: [a]\n  knobs: [gpu.gemm_efficiency]\n  ranges: {gpu.gemm_efficiency: \"0.5:1\"}\n"
+             "then:\n  - knobs: [gpu.gemm_efficiency]\n    runs: [b]\n");
+  EXPECT_NE(e.find("'gpu.gemm_efficiency' is fitted again by then[0]"), std::string::npos) << e;
+  // Without fit.knobs the first fit searches what no later fit names: here the GEMM efficiency,
+  // then the pass overhead on runs of its own.
+  const std::string ok =
+      head + "fit:\n  runs: [a]\n  ranges: {gpu.gemm_efficiency: \"0.5:1\"}\n  tolerance: 0.01\n"
+             "then:\n  - knobs: [gpu.pass_overhead]\n    runs: [b]\n    objective: rms_error_pct\n"
+             "    ranges: {gpu.pass_overhead: \"0:100:us\"}\n    rounds: 2\n";
+  EXPECT_EQ(error_of(ok), "(accepted)");
+  const validate::FitRecord r = validate::fit_record(config::load_calibration(d / "c.yaml"));
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_EQ(r.stages[0].knobs.at(0).key, "gpu.gemm_efficiency");
+  EXPECT_DOUBLE_EQ(r.stages[0].tolerance, 0.01);
+  EXPECT_EQ(r.stages[1].knobs.at(0).unit, "us");
+  EXPECT_DOUBLE_EQ(r.stages[1].knobs[0].hi, 100.0);
+  EXPECT_EQ(r.stages[1].rounds, 2);
+  EXPECT_EQ(r.stages[1].objective, validate::Objective::RMS);
+  fs::remove_all(d);
+}
