@@ -191,8 +191,9 @@ KindRefit refit_kind(const FitRecord& rec, const std::vector<std::string>& group
     co.tolerance = stage.tolerance;
     co.objective = stage.objective;
     if (log != nullptr)
-      *log << "  refitting " << rec.gpu_kind << " (" << stage.knobs.size() << " knobs) on " << left.size()
-           << " of its " << stage.runs.size() << " fit runs\n"
+      *log << "  refitting " << rec.gpu_kind << " (" << stage.knobs.size()
+           << (stage.knobs.size() == 1 ? " knob" : " knobs") << ") on " << left.size() << " of its "
+           << stage.runs.size() << " fit runs\n"
            << std::flush;
     const CalibrationResult r = calibrate(runs, left, co, nullptr);
     out.evaluations += r.evaluations;

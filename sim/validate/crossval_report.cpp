@@ -97,11 +97,11 @@ void print_cross_validation(std::ostream& out, const CrossValidation& cv) {
          "refitted as its record says without the group's runs\n\n";
   out << std::left << std::setw(static_cast<int>(width)) << "group" << std::right << std::setw(6) << "runs"
       << std::setw(6) << "ok"
-      << "  " << std::setw(18) << "in-sample |err| %"
+      << "  " << std::setw(18) << "in-sample |err|"
       << "  " << std::setw(18) << "out-of-group |err|" << '\n'
       << std::left << std::setw(static_cast<int>(width)) << "" << std::right << std::setw(12) << ""
-      << "  " << std::setw(18) << "median / max"
-      << "  " << std::setw(18) << "median / max" << '\n';
+      << "  " << std::setw(18) << "median / max %"
+      << "  " << std::setw(18) << "median / max %" << '\n';
   for (const CrossGroup& g : cv.groups)
     stats_row(out, g.key, paired_stats(group_runs(g)), width);
   const PairedStats overall = paired_stats(all_runs(cv));
