@@ -381,3 +381,27 @@ TEST(CrossValidationGroups, RecordSearchErrorsNameFileAndKey) {
   EXPECT_EQ(r.stages[1].objective, validate::Objective::RMS);
   fs::remove_all(d);
 }
+
+// `stepsim calibrate --out` records how it searched, and the record reads back as a refit's
+// stages: the knob, its range and unit, the rounds and the grid step it was given. Fitted on B's
+// runs (measured at 0.9), the knob lands there.
+TEST_F(CrossValidation, CalibrateRecordsItsSearchForARefit) {
+  const fs::path out = d / "fitted.yaml";
+  const Result r =
+      run_stepsim("calibrate " + (d / "runs.yaml").string() +
+                  " --fit b1,b2 --knob gpu.gemm_efficiency=0.6:1 --tolerance 0.002 --topologies " +
+                  topologies.string() + " --out " + out.string() + " -j2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const config::CalibrationFile file = config::load_calibration(out);
+  const validate::FitRecord rec = validate::fit_record(file);
+  ASSERT_EQ(rec.stages.size(), 1u);
+  ASSERT_EQ(rec.stages[0].knobs.size(), 1u);
+  EXPECT_EQ(rec.stages[0].knobs[0].key, "gpu.gemm_efficiency");
+  EXPECT_DOUBLE_EQ(rec.stages[0].knobs[0].lo, 0.6);
+  EXPECT_DOUBLE_EQ(rec.stages[0].knobs[0].hi, 1.0);
+  EXPECT_DOUBLE_EQ(rec.stages[0].tolerance, 0.002);
+  EXPECT_EQ(rec.stages[0].rounds, 1);
+  EXPECT_EQ(rec.stages[0].runs, (std::vector<std::string>{"b1", "b2"}));
+  ASSERT_EQ(file.knobs.size(), 1u);
+  EXPECT_NEAR(std::stod(file.knobs[0].value), 0.9, 0.004) << file.knobs[0].value;
+}
