@@ -5,6 +5,7 @@
 #include "config/runs_config.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "validate/crossval.hpp"
 #include "validate/validate.hpp"
 
 #include <cmath>
@@ -18,11 +19,13 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* VALIDATE_USAGE = R"(usage: stepsim validate RUNS.yaml [--out DIR] [-j N] [options]
+constexpr const char* VALIDATE_USAGE =
+    R"(usage: stepsim validate RUNS.yaml [MORE.yaml ...] [--out DIR] [-j N] [options]
 
-Simulates every run of a measured-runs file (the schema of measured_runs.yaml) on the bundled
-topology of its GPU kind and compares with the measured figure: iteration_time_s when given,
-else TFLOP/s per GPU under the source's FLOP convention, else MFU, else tokens/s per GPU.
+Simulates every run of measured-runs files (the schema of measured_runs.yaml; several are read
+as one, run ids must differ across them) on the bundled topology of its GPU kind and compares
+with the measured figure: iteration_time_s when given, else TFLOP/s per GPU under the source's
+FLOP convention, else MFU, else tokens/s per GPU.
 Runs that cannot be simulated are listed as skipped with the reason. See docs/validation.md.
 
 options:
@@ -33,10 +36,42 @@ options:
   --topologies DIR       bundled topologies folder (default: ./topologies, else the source tree's)
   --no-calibration       do not apply topologies/calibration/<gpu kind>.yaml
   --timeout SECONDS      give up on a simulation after this long (a `failed` row)
+  --cross-validate KEY   group the runs by KEY (source: the record's group; framework: its
+                         framework text without versions; gpu: the GPU family) and, for each
+                         group, refit every GPU kind's calibration as its stored record says
+                         without the group's runs, then predict the group with it: in-sample and
+                         out-of-group errors side by side (docs/validation.md,
+                         "Cross-validation"); with --out, DIR/cross_validation.csv
 
-Last line: `validated N runs, skipped K: median_abs_error_pct=X max_abs_error_pct=Y`.
+Last line: `validated N runs, skipped K: median_abs_error_pct=X max_abs_error_pct=Y` (with
+--cross-validate: `cross-validated N runs in G groups by KEY: in_sample ...; out_of_group ...`).
 Exit codes: 0 it ran (whatever the errors), 2 a malformed runs file or bad option.
 )";
+
+namespace fs = std::filesystem;
+
+/// --cross-validate: the groups' in-sample and out-of-group errors.
+int cross_validate_command(const config::RunsFile& runs, validate::GroupBy by,
+                           const validate::ValidateOptions& options, bool temporary, std::ostream& out,
+                           std::ostream& err) {
+  err << "cross-validating " << runs.runs.size() << " runs of " << runs.source << " by "
+      << validate::group_by_name(by) << " (" << options.jobs << " at a time)\n";
+  validate::CrossValidation cv;
+  try {
+    cv = validate::cross_validate(runs, by, options, &err);
+  } catch (...) {
+    if (temporary)
+      fs::remove_all(options.work_dir);
+    throw;
+  }
+  if (!temporary)
+    write_file_atomically(options.work_dir / "cross_validation.csv",
+                          [&](std::ostream& o) { validate::write_cross_validation_csv(o, cv); });
+  else
+    fs::remove_all(options.work_dir);
+  validate::print_cross_validation(out, cv);
+  return 0;
+}
 
 } // namespace
 
@@ -49,6 +84,7 @@ int validate_command(Args& args, std::ostream& out, std::ostream& err) {
   const std::string jobs_text = args.value("--jobs", "");
   const std::string topologies = args.value("--topologies", "");
   const std::string timeout_text = args.value("--timeout", "");
+  const std::string cross = args.value("--cross-validate", "");
   validate::ValidateOptions options;
   options.calibration = !args.flag("--no-calibration");
   options.only = args.values("--only");
@@ -58,9 +94,12 @@ int validate_command(Args& args, std::ostream& out, std::ostream& err) {
   for (const auto& p : pos)
     if (p.starts_with("-"))
       throw ConfigError("unknown option " + p + " for `stepsim validate`");
-  if (pos.size() != 1)
-    throw ConfigError(pos.empty() ? "missing the runs file (usage: stepsim validate RUNS.yaml [--out DIR])"
-                                  : "expected one runs file, got " + std::to_string(pos.size()));
+  if (pos.empty())
+    throw ConfigError(
+        "missing the runs file (usage: stepsim validate RUNS.yaml [MORE.yaml ...] [--out DIR])");
+  const bool cross_validate = !cross.empty();
+  const validate::GroupBy group_by =
+      cross_validate ? validate::parse_group_by(cross) : validate::GroupBy::SOURCE;
   if (!timeout_text.empty()) {
     try {
       std::size_t used = 0;
@@ -73,16 +112,17 @@ int validate_command(Args& args, std::ostream& out, std::ostream& err) {
   }
   options.topologies = validate::topologies_dir(topologies);
 
-  const config::RunsFile runs = config::load_runs(pos.front());
+  const config::RunsFile runs = config::load_runs(std::vector<fs::path>(pos.begin(), pos.end()));
   for (const std::string& line : runs.ignored)
     err << "stepsim: warning: " << line << '\n';
-  namespace fs = std::filesystem;
   const bool temporary = out_dir.empty();
   options.work_dir = temporary
                          ? fs::temp_directory_path() / ("stepsim-validate-" + std::to_string(::getpid()))
                          : fs::path(out_dir);
   fs::create_directories(options.work_dir);
 
+  if (cross_validate)
+    return cross_validate_command(runs, group_by, options, temporary, out, err);
   err << "validating " << runs.runs.size() << " runs of " << runs.source << " (" << options.jobs
       << " at a time)\n";
   const std::vector<validate::RunResult> results = validate::validate_runs(runs, options, &err);

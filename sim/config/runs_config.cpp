@@ -391,6 +391,68 @@ RunsFile load_runs(const std::vector<std::filesystem::path>& files) {
   return out;
 }
 
+namespace {
+
+/// A key of the calibration file's `knobs`, as a record names it ("gpu.gemm_efficiency"):
+/// returns its path "cluster.KEY"; fails at `name` when `knobs` does not set it.
+std::string knob_path(const Field& name, const std::vector<Override>& knobs) {
+  const std::string path = "cluster." + name.string();
+  if (std::none_of(knobs.begin(), knobs.end(), [&](const Override& o) { return o.path == path; }))
+    name.fail("'" + name.string() + "' is not a key of knobs");
+  return path;
+}
+
+/// A record's list of knob keys (`knobs`), each a key of the file's `knobs`.
+std::vector<std::string> record_knobs(const Document& doc, const Field& list, const std::string& where,
+                                      const std::vector<Override>& knobs) {
+  if (!list.value().IsSequence() || list.value().size() == 0)
+    list.fail("expected a list of the keys of knobs this fit set, found " + detail::describe(list.value()));
+  std::vector<std::string> out;
+  std::size_t k = 0;
+  for (const YAML::Node& key : list.value())
+    out.push_back(knob_path(Field(doc, where + ".knobs[" + std::to_string(k++) + "]", key, key), knobs));
+  return out;
+}
+
+/// A fit record: its runs, objective and the objective's value (the RMS error or the mean
+/// |error|; older files: the median), and how it searched.
+void read_fit_record(const Document& doc, const Field& at, const MapReader& fit, const std::string& where,
+                     const std::vector<Override>& knobs, std::vector<std::string>& runs,
+                     std::string& objective, std::optional<double>& error, CalibrationFile::Search& search) {
+  if (auto r = fit.find("runs")) {
+    if (!r->value().IsSequence())
+      r->fail("expected a list of run ids, found " + detail::describe(r->value()));
+    std::size_t i = 0;
+    for (const YAML::Node& id : r->value())
+      runs.push_back(Field(doc, where + ".runs[" + std::to_string(i++) + "]", id, id).string());
+  }
+  objective = opt_text(fit, "objective");
+  const std::optional<double> median = opt_number(fit, "median_abs_error_pct");
+  const std::optional<double> rms = opt_number(fit, "rms_error_pct");
+  error = opt_number(fit, "mean_abs_error_pct");
+  if (objective == "rms_error_pct")
+    error = rms;
+  if (!error)
+    error = median;
+  (void)opt_text(fit, "search");
+  (void)opt_text(fit, "note");
+  search.where = at.where();
+  if (auto r = fit.find("ranges"); r && !is_null(*r)) {
+    if (!r->value().IsMap())
+      r->fail("expected a mapping of knob keys to LO:HI[:UNIT] ranges, found " +
+              detail::describe(r->value()));
+    for (auto it = r->value().begin(); it != r->value().end(); ++it) {
+      const Field name(doc, where + ".ranges." + it->first.Scalar(), it->first, it->first);
+      const Field range(doc, where + ".ranges." + it->first.Scalar(), it->first, it->second);
+      search.ranges.emplace_back(knob_path(name, knobs), range.scalar("a range LO:HI[:UNIT]"));
+    }
+  }
+  search.rounds = opt_count(fit, "rounds");
+  search.tolerance = opt_positive(fit, "tolerance");
+}
+
+} // namespace
+
 CalibrationFile load_calibration(const std::filesystem::path& file) {
   Document doc(file);
   const auto top = MapReader::root(doc, {"gpu_kind", "knobs", "fit", "then"});
@@ -405,56 +467,41 @@ CalibrationFile load_calibration(const std::filesystem::path& file) {
     const Field value(doc, "knobs." + key, it->first, it->second);
     out.knobs.push_back(Override{"cluster." + key, value.scalar("a scalar value")});
   }
-  // A fit record: its runs, objective and the objective's value (the RMS error or the mean
-  // |error|; older files: the median).
-  const auto read_record = [&](const MapReader& fit, const std::string& where, std::vector<std::string>& runs,
-                               std::string& objective, std::optional<double>& error) {
-    if (auto r = fit.find("runs")) {
-      if (!r->value().IsSequence())
-        r->fail("expected a list of run ids, found " + detail::describe(r->value()));
-      std::size_t i = 0;
-      for (const YAML::Node& id : r->value())
-        runs.push_back(Field(doc, where + ".runs[" + std::to_string(i++) + "]", id, id).string());
+  std::vector<std::string_view> record_keys = {"runs",
+                                               "objective",
+                                               "mean_abs_error_pct",
+                                               "median_abs_error_pct",
+                                               "rms_error_pct",
+                                               "search",
+                                               "note",
+                                               "knobs",
+                                               "ranges",
+                                               "rounds",
+                                               "tolerance"};
+  std::optional<Field> fit_knobs;
+  if (auto f = top.find("fit"); f && !is_null(*f)) {
+    const MapReader fit = f->map(record_keys);
+    read_fit_record(doc, *f, fit, "fit", out.knobs, out.fit_runs, out.objective, out.fit_error_pct,
+                    out.fit_search);
+    if (auto k = fit.find("knobs"); k && !is_null(*k)) {
+      out.fit_knobs = record_knobs(doc, *k, "fit", out.knobs);
+      fit_knobs = k;
     }
-    objective = opt_text(fit, "objective");
-    const std::optional<double> median = opt_number(fit, "median_abs_error_pct");
-    const std::optional<double> rms = opt_number(fit, "rms_error_pct");
-    error = opt_number(fit, "mean_abs_error_pct");
-    if (objective == "rms_error_pct")
-      error = rms;
-    if (!error)
-      error = median;
-    (void)opt_text(fit, "search");
-    (void)opt_text(fit, "note");
-  };
-  const std::vector<std::string_view> record_keys = {
-      "runs", "objective", "mean_abs_error_pct", "median_abs_error_pct", "rms_error_pct", "search", "note"};
-  if (auto f = top.find("fit"); f && !is_null(*f))
-    read_record(f->map(record_keys), "fit", out.fit_runs, out.objective, out.fit_error_pct);
+  }
   if (auto f = top.find("then"); f && !is_null(*f)) {
     if (!f->value().IsSequence())
       f->fail("expected a list of later fits, found " + detail::describe(f->value()));
-    std::vector<std::string_view> stage_keys = record_keys;
-    stage_keys.push_back("knobs");
     std::size_t i = 0;
     for (const YAML::Node& node : f->value()) {
       const std::string where = "then[" + std::to_string(i++) + "]";
-      const MapReader stage = Field(doc, where, node, node).map(stage_keys);
+      const Field at(doc, where, node, node);
+      const MapReader stage = at.map(record_keys);
       CalibrationFile::Stage s;
-      const Field list = stage.require("knobs");
-      if (!list.value().IsSequence() || list.value().size() == 0)
-        list.fail("expected a list of the keys of knobs this fit set, found " +
-                  detail::describe(list.value()));
-      std::size_t k = 0;
-      for (const YAML::Node& key : list.value()) {
-        const Field name(doc, where + ".knobs[" + std::to_string(k++) + "]", key, key);
-        const std::string path = "cluster." + name.string();
-        if (std::none_of(out.knobs.begin(), out.knobs.end(),
-                         [&](const Override& o) { return o.path == path; }))
-          name.fail("'" + name.string() + "' is not a key of knobs");
-        s.knobs.push_back(path);
-      }
-      read_record(stage, where, s.runs, s.objective, s.error_pct);
+      s.knobs = record_knobs(doc, stage.require("knobs"), where, out.knobs);
+      for (const std::string& k : s.knobs)
+        if (std::find(out.fit_knobs.begin(), out.fit_knobs.end(), k) != out.fit_knobs.end())
+          fit_knobs->fail("'" + k.substr(8) + "' is fitted again by " + where + ": a knob is fitted once");
+      read_fit_record(doc, at, stage, where, out.knobs, s.runs, s.objective, s.error_pct, s.search);
       out.then.push_back(std::move(s));
     }
   }

@@ -115,6 +115,20 @@ struct CalibrationFile {
   std::vector<std::string> fit_runs;   ///< ids of the runs the knobs were fitted on
   std::string objective;               ///< e.g. "median_abs_error_pct"
   std::optional<double> fit_error_pct; ///< the objective on the fit set
+  /// How a fit searched, as `stepsim calibrate` took it (optional keys `ranges`, `rounds`,
+  /// `tolerance` of a record): each knob's range as `--knob` reads it ("LO:HI[:UNIT]"), the
+  /// coordinate-descent rounds and the grid step. A refit (`stepsim validate --cross-validate`)
+  /// repeats it; a record without ranges cannot be refitted.
+  struct Search {
+    std::vector<std::pair<std::string, std::string>> ranges; ///< ("cluster.KEY", "LO:HI[:UNIT]")
+    std::optional<int64_t> rounds;
+    std::optional<double> tolerance;
+    std::string where; ///< "FILE:LINE:COL: key 'fit'" (or then[i]), for messages
+  };
+  /// fit.knobs: the knobs the first fit searched (paths prefixed "cluster."); empty = every knob
+  /// that no later fit names. The others were set otherwise (transferred from another GPU kind).
+  std::vector<std::string> fit_knobs;
+  Search fit_search;
   /// A later fit (`then:`): some knobs fitted after the first fit on runs of their own, with the
   /// knobs fitted before held at their values. The first fit (`fit:`) covers the other knobs.
   struct Stage {
@@ -122,14 +136,16 @@ struct CalibrationFile {
     std::vector<std::string> runs;
     std::string objective;
     std::optional<double> error_pct;
+    Search search;
   };
   std::vector<Stage> then;
 };
 
 /// Reads a calibration file: `gpu_kind` (required), `knobs` (a mapping of dotted cluster keys to
 /// scalar values, required), `fit` (optional: runs, objective, its value, and free `note`/`search`
-/// text), `then` (optional: a list of later fits, each the same plus `knobs`, a list of keys of
-/// `knobs` it fitted). Throws ConfigError naming FILE:LINE:COL.
+/// text, and how it searched: `knobs`, `ranges`, `rounds`, `tolerance`), `then` (optional: a list
+/// of later fits, each the same, `knobs` required). Every key a record names must be a key of
+/// `knobs`. Throws ConfigError naming FILE:LINE:COL.
 CalibrationFile load_calibration(const std::filesystem::path& file);
 
 /// Reads a measured-runs file: a mapping with a `runs:` list (and optionally `meta`,

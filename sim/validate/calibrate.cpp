@@ -231,9 +231,16 @@ CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std:
   out.fit_median_abs_error_pct = fit.median_abs;
   out.fit_rms_error_pct = rms_error(results);
   out.objective = options.objective;
+  out.knobs = options.knobs;
+  out.rounds = std::max(1, options.rounds);
+  out.tolerance = options.tolerance;
   for (std::size_t i = 0; i < options.knobs.size(); ++i)
     out.values.push_back(KnobValue{options.knobs[i].key, values[i], options.knobs[i].unit});
   return out;
+}
+
+std::string range_text(const Knob& k) {
+  return number(k.lo) + ":" + number(k.hi) + (k.unit.empty() ? "" : ":" + k.unit);
 }
 
 std::string calibration_yaml(const CalibrationResult& r, const std::string& runs_source) {
@@ -253,6 +260,14 @@ std::string calibration_yaml(const CalibrationResult& r, const std::string& runs
     << "  median_abs_error_pct: " << number(r.fit_median_abs_error_pct) << "\n"
     << "  rms_error_pct: " << number(r.fit_rms_error_pct) << "\n"
     << "  search: golden-section per knob on a grid, " << r.evaluations << " evaluations\n"
+    << "  knobs: [";
+  for (const Knob& k : r.knobs)
+    o << (&k == &r.knobs.front() ? "" : ", ") << k.key;
+  o << "]\n  ranges:\n";
+  for (const Knob& k : r.knobs)
+    o << "    " << k.key << ": \"" << range_text(k) << "\"\n";
+  o << "  rounds: " << r.rounds << "\n"
+    << "  tolerance: " << number(r.tolerance) << "\n"
     << "  note: fitted on " << runs_source << "\n";
   return o.str();
 }

@@ -53,6 +53,11 @@ struct CalibrationResult {
   double fit_rms_error_pct = 0;
   Objective objective = Objective::MEAN_ABS;
   int evaluations = 0; ///< knob settings simulated
+  /// How it searched (recorded so that a refit can repeat it): the knobs with their ranges, the
+  /// coordinate-descent rounds and the grid step.
+  std::vector<Knob> knobs;
+  int rounds = 1;
+  double tolerance = 0.005;
 };
 
 /// Fits the knobs on `fit_ids` (all of one GPU kind; throws ConfigError otherwise or when a run
@@ -60,6 +65,9 @@ struct CalibrationResult {
 /// (options.objective), starting from the middle of its range. `log` (may be null) gets one line per trial.
 CalibrationResult calibrate(const config::RunsFile& runs, const std::vector<std::string>& fit_ids,
                             const CalibrateOptions& options, std::ostream* log);
+
+/// "LO:HI[:UNIT]", the range as `--knob KEY=...` takes it.
+std::string range_text(const Knob& k);
 
 /// The calibration file text (format of config::load_calibration).
 std::string calibration_yaml(const CalibrationResult& r, const std::string& runs_source);
