@@ -105,7 +105,8 @@ void read_gpu_variant(const Document& doc, const MapReader& gpu, GpuSpec& g) {
     if (v->has("peak_flops") && v->has("sm_count"))
       v->require("sm_count").fail("not with peak_flops (the peak already counts the SMs)");
   });
-  double ratio = clock_ratio(*v, base).value_or(1.0);
+  out.clock_ratio = clock_ratio(*v, base).value_or(1.0);
+  double ratio = out.clock_ratio;
   optional_key(*v, "peak_flops", [&](const Field& f) {
     const FlopsPerSec peak = positive_flops(f);
     if (peak.value() > base16)

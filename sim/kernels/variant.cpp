@@ -25,6 +25,7 @@ KernelProfile derive_variant(const KernelProfile& base, const GpuVariant& varian
   }
   if (variant.sm_count > 0)
     out.header.sm_count = variant.sm_count;
+  out.header.sm_clock_mhz *= variant.clock_ratio;
   char note[160];
   std::snprintf(note, sizeof note,
                 "variant %s: compute rows / %.6g, memory-bound rows / %.6g (docs/kernels.md)",

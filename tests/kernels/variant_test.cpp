@@ -294,11 +294,13 @@ TEST(BundledVariant, PowerCappedH100) {
   const double r = std::cbrt(500.0 / 700.0);
   EXPECT_NEAR(c.gpu.peak_bf16.value(), 989e12 * r, 1);
   EXPECT_NEAR(gemm_rate_ratio(c), r, 1e-9);
+  EXPECT_NEAR(c.gpu.variant.clock_ratio, r, 1e-12);
   EXPECT_EQ(c.gpu.hbm_bandwidth.value(), 3350e9); // the cap leaves the HBM clock alone
   const KernelTable base = KernelTable::load(kH100Profile, h100());
   const KernelTable var = KernelTable::load(c.gpu.profile, c.gpu);
   const KernelShape big_copy = copy(int64_t{1} << 31);
   EXPECT_EQ(var.lookup(big_copy).time.value(), base.lookup(big_copy).time.value());
+  EXPECT_NEAR(var.profile().header.sm_clock_mhz, base.profile().header.sm_clock_mhz * r, 1e-9);
 }
 
 // H20: 148 TFLOPS bf16 dense, 4.0 TB/s, 96 GB. The derivation keeps the H100's fraction of peak
