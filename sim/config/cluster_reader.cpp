@@ -223,6 +223,7 @@ void read_gpu(const Document& doc, const MapReader& gpu, GpuSpec& g) {
   optional_key(gpu, "pass_overhead", [&](const Field& f) { g.pass_overhead = latency(f); });
   optional_key(gpu, "list_collective_per_rank",
                [&](const Field& f) { g.list_collective_per_rank = latency(f); });
+  read_gpu_variant(doc, gpu, g);
 }
 
 /// Inside a node: an NVSwitch (optionally with NVLink SHARP) or PCIe; exactly one of the two.

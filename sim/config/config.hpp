@@ -53,6 +53,8 @@ Bytes parse_bytes(const std::string& text, const std::string& where);           
 BytesPerSec parse_bandwidth(const std::string& text, const std::string& where);  ///< "600GBps", "200Gbps"
 Seconds parse_time(const std::string& text, const std::string& where);           ///< "2us", "1.5ms", "0s"
 FlopsPerSec parse_flops_rate(const std::string& text, const std::string& where); ///< "312TFLOPS"
+double parse_power(const std::string& text, const std::string& where);           ///< "500W" -> watts
+double parse_frequency(const std::string& text, const std::string& where);       ///< "1.5GHz" -> hertz
 
 /// Closest candidate to `key` by edit distance, or "" when nothing is close.
 std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates);

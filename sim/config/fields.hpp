@@ -63,6 +63,9 @@ std::optional<MapReader> section(const MapReader& m, std::string_view key, File 
 /// A link's bandwidth, latency and efficiency (nvswitch, pcie, nics).
 void read_link(const MapReader& m, LinkSpec& link);
 
+/// `gpu.variant` and the base part's figures it is stated against (gpu_variant.cpp): resolves
+/// `g`'s peaks, HBM bandwidth and capacity to the variant's. Called after the other gpu keys.
+void read_gpu_variant(const Document& doc, const MapReader& gpu, GpuSpec& g);
 /// The cluster file (cluster_reader.cpp).
 ClusterSpec read_cluster(const Document& doc);
 /// The workload file (workload_reader.cpp).

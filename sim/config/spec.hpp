@@ -37,6 +37,20 @@ enum class IntraNodeKind { NVSWITCH, PCIE };
 /// Collective algorithm (docs/collectives.md); AUTO lets the cost model pick, as NCCL's tuner does.
 enum class CollectiveAlgorithm { AUTO, RING, TREE, HIERARCHICAL, NVLS, PAIRWISE };
 
+/// A part that differs from the base part a cluster's `gpu` keys describe (`gpu.variant`,
+/// docs/kernels.md "GPU variants"): a power limit, a clock, fewer SMs, a lower tensor-core peak,
+/// other HBM. The reader resolves the GpuSpec's peaks, bandwidth and capacity to the variant's;
+/// the kernel table derives the variant's profile from the base profile with the two ratios.
+struct GpuVariant {
+  std::string name;           ///< e.g. "H100-SXM5-80GB-500W"; "" = no variant (the base part)
+  double compute_ratio = 1.0; ///< the variant's tensor-core rate / the base's (SMs x sustained clock)
+  double clock_ratio = 1.0;   ///< the variant's sustained clock / the base's (part of compute_ratio)
+  double memory_ratio = 1.0;  ///< the variant's HBM bandwidth / the base's
+  int sm_count = 0;           ///< the variant's SMs; 0 = the base's
+  int base_sm_count = 0;      ///< `gpu.sm_count` (checked against the profile); 0 = not given
+  [[nodiscard]] bool active() const { return !name.empty(); }
+};
+
 /// One GPU model. Peak figures are dense (no sparsity).
 struct GpuSpec {
   std::string kind;              ///< e.g. "A100-SXM4-80GB"
@@ -83,6 +97,8 @@ struct GpuSpec {
   /// Host memory per GPU (the node's RAM over its GPUs): the room for offloaded activations.
   /// 0 = not given (not checked).
   Bytes host_memory = Bytes(0.0);
+  /// The part this cluster runs when it is not the base part (`gpu.variant`); inactive = the base.
+  GpuVariant variant;
 };
 
 /// A class of link: bandwidth per direction, one-way latency, achieved fraction of bandwidth.

@@ -50,6 +50,17 @@ constexpr std::array FLOPS_UNITS{
     Unit{"PFLOPS", 1e15},
 };
 
+constexpr std::array POWER_UNITS{
+    Unit{"W", 1.0},
+    Unit{"kW", 1e3},
+};
+
+constexpr std::array FREQUENCY_UNITS{
+    Unit{"Hz", 1.0},
+    Unit{"MHz", 1e6},
+    Unit{"GHz", 1e9},
+};
+
 /// What is being parsed, for messages.
 struct QuantityKind {
   std::string_view name;    ///< "a byte size"
@@ -151,6 +162,14 @@ Seconds parse_time(const std::string& text, const std::string& where) {
 
 FlopsPerSec parse_flops_rate(const std::string& text, const std::string& where) {
   return FlopsPerSec(parse_quantity(text, where, {"a FLOP rate", "312TFLOPS", FLOPS_UNITS}));
+}
+
+double parse_power(const std::string& text, const std::string& where) {
+  return parse_quantity(text, where, {"a power", "500W", POWER_UNITS});
+}
+
+double parse_frequency(const std::string& text, const std::string& where) {
+  return parse_quantity(text, where, {"a frequency", "1.5GHz", FREQUENCY_UNITS});
 }
 
 } // namespace stepsim::config

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "kernels/roofline.hpp"
+#include "kernels/variant.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -145,7 +146,10 @@ KernelTable::KernelTable(KernelProfile profile, const GpuSpec& gpu, KernelTableO
 
 KernelTable KernelTable::load(const std::filesystem::path& file, const GpuSpec& gpu,
                               KernelTableOptions options) {
-  return KernelTable(read_profile(file), gpu, options);
+  KernelProfile profile = read_profile(file);
+  if (gpu.variant.active())
+    profile = derive_variant(profile, gpu.variant);
+  return KernelTable(std::move(profile), gpu, options);
 }
 
 FlopsPerSec KernelTable::peak(Dtype dtype) const {

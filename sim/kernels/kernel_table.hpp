@@ -49,7 +49,8 @@ public:
   /// gpu_kind, when the profile lacks sm_count, or when a peak or the bandwidth is not > 0.
   KernelTable(KernelProfile profile, const GpuSpec& gpu, KernelTableOptions options = {});
 
-  /// read_profile(file) then the constructor. Throws ConfigError.
+  /// read_profile(file), derive_variant when gpu.variant is active (kernels/variant.hpp), then
+  /// the constructor. Throws ConfigError.
   static KernelTable load(const std::filesystem::path& file, const GpuSpec& gpu,
                           KernelTableOptions options = {});
 

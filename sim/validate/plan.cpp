@@ -216,6 +216,35 @@ std::string compared_figure(const config::MeasuredFigures& f, int64_t gpus, RunP
   return "";
 }
 
+/// A power cap the record's GPU text states ("500W", "power-capped to 450 W") below the family's
+/// own limit: the gpu.variant overrides that run it (docs/kernels.md, "GPU variants"); a skip
+/// reason when the text names a cap without a wattage, or "".
+std::string map_power_cap(const config::MeasuredHardware& hw, const GpuRule& gpu, RunPlan& p) {
+  static const std::regex watts_re(R"((\d{2,4}(?:\.\d+)?)\s*W(?![A-Za-z]))", std::regex::icase);
+  std::smatch m;
+  const bool stated = std::regex_search(hw.gpu, m, watts_re);
+  if (!stated) {
+    if (has_word(lowered(hw.gpu), "power cap|power-cap|power limit|power-limit|capped"))
+      return "hardware.gpu '" + hw.gpu + "' names a power cap without its wattage";
+    return "";
+  }
+  const double watts = std::stod(m[1].str());
+  if (watts >= gpu.power_limit_w)
+    return ""; // the part at its own limit
+  char w[32], base[32];
+  std::snprintf(w, sizeof w, "%gW", watts);
+  std::snprintf(base, sizeof base, "%gW", gpu.power_limit_w);
+  p.overrides.push_back({"cluster.gpu.power_limit", base});
+  p.overrides.push_back({"cluster.gpu.variant.name", std::string(gpu.kind) + "-" + w});
+  p.overrides.push_back({"cluster.gpu.variant.power_limit", w});
+  char note[160];
+  std::snprintf(note, sizeof note,
+                "gpu.variant.power_limit=%s (hardware.gpu; compute x (%g/%g)^(1/3) = %.3f)", w, watts,
+                gpu.power_limit_w, std::cbrt(watts / gpu.power_limit_w));
+  p.defaults.emplace_back(note);
+  return "";
+}
+
 /// The bundled topology, node shape and typed cluster settings for the record's hardware
 /// (rules.cpp's GPU families); a skip reason, or "".
 std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& options, RunPlan& p) {
@@ -223,15 +252,21 @@ std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& opti
   p.gpu_kind = gpu_family(run.hardware);
   if (p.gpu_kind.empty())
     return std::string("no bundled topology for GPU '" + run.hardware.gpu + "'");
-  // PCIe cards (A100 PCIe, H100 PCIe or NVL) run lower clocks and join by NVLink bridges or PCIe,
-  // not an NVSwitch: no bundled topology stands for them.
+  // PCIe cards other than the H100 PCIe's variant row (A100 PCIe, H100 NVL) run lower clocks and
+  // join by NVLink bridges or PCIe, not an NVSwitch: no bundled topology stands for them.
   const GpuRule& gpu = *gpu_rule(run.hardware.gpu, run.hardware.gpu_mem_gb);
-  const bool card = std::any_of(card_rules().begin(), card_rules().end(), [&](const CardRule& c) {
-    return (c.family.empty() || c.family == p.gpu_kind) && has_word(lowered(run.hardware.gpu), c.words);
-  });
+  const bool card =
+      gpu.form_words.empty() && std::any_of(card_rules().begin(), card_rules().end(), [&](const CardRule& c) {
+        return (c.family.empty() || c.family == p.gpu_kind) && has_word(lowered(run.hardware.gpu), c.words);
+      });
   if (card)
     return std::string("no bundled topology for the PCIe card '" + run.hardware.gpu +
-                       "' (the bundled ones are SXM parts on NVSwitch)");
+                       "' (the bundled ones are SXM parts on NVSwitch, and the H100 PCIe)");
+  if (gpu.variant)
+    p.defaults.emplace_back(gpu.note);
+  if (gpu.power_limit_w > 0)
+    if (std::string why = map_power_cap(run.hardware, gpu, p); !why.empty())
+      return why;
   if (gpu.hbm_from_record) {
     p.defaults.emplace_back(std::string(gpu.note) +
                             std::string(run.hardware.gpu_mem_gb ? ", hbm_capacity from gpu_mem_gb" : ""));

@@ -204,6 +204,16 @@ constexpr std::array GPU_RULES{
             .nvswitch_gbytes_per_s = 200,
             .note = "A800 = A100 SXM with NVLink 200 GB/s per direction",
             .source = "NVIDIA A800 datasheet: NVLink 400 GB/s bidirectional"},
+    // The H100 PCIe card (an H800 PCIe has its compute and memory): 114 SMs, 350 W, HBM2e; the
+    // only H100 with HBM2e. Its topology states the variant and PCIe between the cards.
+    GpuRule{.family = "H100-PCIe",
+            .words = "h100|h800",
+            .form_words = "pcie|hbm2e",
+            .kind = "H100-SXM5-80GB",
+            .topology = "h100-pcie.yaml",
+            .variant = true,
+            .note = "H100 PCIe = the H100 SXM5 variant of 114 SMs at 350 W with 2 TB/s HBM2e, on PCIe",
+            .source = "NVIDIA H100 datasheet: PCIe 756 TFLOPS bf16, 2 TB/s HBM2e, 350 W"},
     GpuRule{
         .family = "H100",
         .words = "h100",
@@ -211,15 +221,17 @@ constexpr std::array GPU_RULES{
         .topology = "dgx-h100.yaml",
         .large_topology = "dgx-h100-superpod.yaml",
         .large_above_nodes = 32,
+        .power_limit_w = 700,
         .source =
             "NVIDIA DGX H100 user guide; DGX SuperPOD H100 reference architecture (32-node scalable units)"},
     GpuRule{.family = "H800",
             .words = "h800",
             .kind = "H100-SXM5-80GB",
-            .topology = "dgx-h100.yaml",
+            .topology = "dgx-h800.yaml",
             .large_topology = "dgx-h100-superpod.yaml",
             .large_above_nodes = 32,
             .nvswitch_gbytes_per_s = 200,
+            .power_limit_w = 700,
             .note = "H800 = H100 SXM with NVLink 200 GB/s per direction",
             .source = "NVIDIA H800 datasheet: NVLink 400 GB/s bidirectional"},
     // Grace Hopper: the H100's die with HBM3e (the 144 GB part: 4.9 TB/s), the H200 profile's.
@@ -234,7 +246,16 @@ constexpr std::array GPU_RULES{
             .words = "h200",
             .kind = "H200-SXM-141GB",
             .topology = "h200-cluster.yaml",
+            .power_limit_w = 700,
             .source = "NVIDIA H200 datasheet: 141 GB HBM3e, 4.8 TB/s"},
+    // After the H200 rows: "h20" is in "h200" and "gh200".
+    GpuRule{.family = "H20",
+            .words = "h20",
+            .kind = "H100-SXM5-80GB",
+            .topology = "hgx-h20.yaml",
+            .variant = true,
+            .note = "H20 = the H100 SXM5 variant of 148 TFLOPS bf16 with 96 GB of HBM3 at 4.0 TB/s",
+            .source = "H20 spec listings: 148 TFLOPS bf16 dense, 96 GB HBM3, 4.0 TB/s, NVLink 900 GB/s"},
     GpuRule{.family = "B200",
             .words = "b200",
             .kind = "B200-SXM-180GB",
@@ -242,10 +263,10 @@ constexpr std::array GPU_RULES{
             .source = "NVIDIA DGX B200 datasheet"},
 };
 
-// PCIe cards (A100 PCIe, H100 PCIe or NVL) run lower clocks and join by NVLink bridges or PCIe,
-// not an NVSwitch.
+// PCIe cards without a bundled topology (the A100 PCIe, the H100 NVL) run lower clocks and join
+// by NVLink bridges or PCIe, not an NVSwitch. (The H100 PCIe has one: the H100-PCIe row above.)
 constexpr std::array CARD_RULES{
-    CardRule{.family = "", .words = "pcie", .source = "NVIDIA A100/H100 PCIe datasheets: no NVSwitch"},
+    CardRule{.family = "", .words = "pcie", .source = "NVIDIA A100 PCIe datasheet: no NVSwitch"},
     CardRule{.family = "H100",
              .words = " nvl|-nvl",
              .source = "NVIDIA H100 NVL datasheet: NVLink bridge pairs, PCIe"},
@@ -393,6 +414,8 @@ const GpuRule* gpu_rule(const std::string& gpu_text, std::optional<double> gpu_m
     if (!has_word(text, r.words))
       continue;
     if (r.below_gb > 0 && !(gpu_mem_gb ? *gpu_mem_gb < r.below_gb : has_word(text, r.memory_words)))
+      continue;
+    if (!r.form_words.empty() && !has_word(text, r.form_words))
       continue;
     return &r;
   }

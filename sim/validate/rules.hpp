@@ -108,6 +108,9 @@ struct GpuRule {
   /// text (0 = any capacity).
   double below_gb = 0;
   std::string_view memory_words = {};
+  /// And one of these in the text too (a card form, a memory type: "pcie|hbm2e"), "" = none:
+  /// a GPU variant whose bundled topology states it (gpu.variant, docs/kernels.md).
+  std::string_view form_words = {};
   std::string_view kind;     ///< gpu.kind of the bundled profile and calibration file
   std::string_view topology; ///< bundled topology file
   /// Another topology for nodes of this many GPUs (V100: 16, a DGX-2), "" = none.
@@ -120,7 +123,11 @@ struct GpuRule {
   double hbm_gib = 0;               ///< HBM capacity, GiB (0 = the profile's)
   bool hbm_from_record = false;     ///< HBM capacity from gpu_mem_gb when given
   double max_gb = 0;                ///< gpu_mem_gb above this is no such part (0 = no check)
-  std::string_view note = {};       ///< listed with the defaults
+  /// The part's power limit, W: a lower wattage in the text ("500W", "power-capped to 450 W")
+  /// runs as gpu.variant.power_limit against it (0 = no power cap recognised for the family).
+  double power_limit_w = 0;
+  bool variant = false;       ///< the topology states a gpu.variant (its note is listed)
+  std::string_view note = {}; ///< listed with the defaults
   std::string_view source;
 };
 

@@ -179,10 +179,12 @@ TEST(MappingRules, EveryGpuRowIsNamed) {
       {"A100", "a100_80gb", std::nullopt, "a100_40g", std::nullopt},
       {"A800-40GB", "A800", 40.0, "A800", 80.0},
       {"A800", "A800-SXM4-80GB", std::nullopt, "A100-SXM4-80GB", std::nullopt},
+      {"H100-PCIe", "NVIDIA H100 PCIe", std::nullopt, "H100-SXM5-80GB", std::nullopt},
       {"H100", "H100-SXM5-80GB", std::nullopt, "H800", std::nullopt},
       {"H800", "H800 SXM5", std::nullopt, "H100", std::nullopt},
       {"H200", "GH200 Grace Hopper", 96.0, "H200", std::nullopt}, // the GH200 row, then the H200 one
       {"H200", "H200-SXM-141GB", std::nullopt, "B200", std::nullopt},
+      {"H20", "NVIDIA H20 96GB", std::nullopt, "H200", std::nullopt}, // after the H200 rows
       {"B200", "B200", std::nullopt, "GB200", std::nullopt},
   };
   const auto rows = gpu_rules();
@@ -201,7 +203,8 @@ TEST(MappingRules, EveryGpuRowIsNamed) {
   EXPECT_EQ(gpu_rule_of("nope"), nullptr);
 }
 
-// Card forms without a bundled topology: any PCIe card, an H100 NVL; an SXM part is none.
+// Card forms without a bundled topology: a PCIe card (the H100 PCIe's own row comes first, so
+// this one is left the A100 PCIe), an H100 NVL; an SXM part is none.
 TEST(MappingRules, CardRowsNameTheirForms) {
   const auto rows = card_rules();
   ASSERT_EQ(rows.size(), 2u);

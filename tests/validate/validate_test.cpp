@@ -659,9 +659,9 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
   fs::remove_all(d);
 }
 
-// A PCIe card (no NVSwitch, lower clocks) has no bundled topology and is skipped with that reason,
-// never mapped onto the SXM part's; a GH200 takes the H200 profile (same die, HBM3e) with its own
-// memory size; an A800 or H800 the A100's or H100's with its slower NVLink.
+// A PCIe card without a bundled topology (A100 PCIe, H100 NVL: no NVSwitch, lower clocks) is
+// skipped with that reason, never mapped onto the SXM part's; a GH200 takes the H200 profile (same
+// die, HBM3e) with its own memory size; an A800 or H800 the A100's or H100's with its slower NVLink.
 TEST(Plan, PcieCardsAreSkippedGraceHopperAndExportPartsMapOntoTheirDies) {
   const fs::path d = temp_dir("pcie");
   const auto plan_for = [&](const std::string& hardware) {
@@ -670,7 +670,7 @@ TEST(Plan, PcieCardsAreSkippedGraceHopperAndExportPartsMapOntoTheirDies) {
     text.replace(text.find(from), from.size(), hardware);
     return plan_first(d, text, true);
   };
-  for (const char* card : {"A100-PCIE-40GB", "NVIDIA H100 PCIe", "H100 NVL"}) {
+  for (const char* card : {"A100-PCIE-40GB", "H100 NVL"}) {
     const validate::RunPlan p = plan_for(std::string("gpu: ") + card + ", num_gpus: 8, gpus_per_node: 8");
     EXPECT_NE(p.skip_reason.find("no bundled topology for the PCIe card"), std::string::npos)
         << card << ": " << p.skip_reason;
@@ -690,7 +690,7 @@ TEST(Plan, PcieCardsAreSkippedGraceHopperAndExportPartsMapOntoTheirDies) {
   for (const auto& [card, topo, kind, calibrated] :
        {std::tuple{"A800-SXM4-80GB", "dgx-a100-superpod.yaml", "A100-SXM4-80GB", "A100-SXM4-80GB"},
         std::tuple{"NVIDIA A800 40GB", "dgx-a100-40gb-superpod.yaml", "A100-SXM4-40GB", "A100-SXM4-40GB"},
-        std::tuple{"H800 SXM5", "dgx-h100.yaml", "H100-SXM5-80GB", "H100-SXM5-80GB"}}) {
+        std::tuple{"H800 SXM5", "dgx-h800.yaml", "H100-SXM5-80GB", "H100-SXM5-80GB"}}) {
     p = plan_for(std::string("gpu: ") + card + ", num_gpus: 8, gpus_per_node: 8");
     ASSERT_TRUE(p.skip_reason.empty()) << card << ": " << p.skip_reason;
     EXPECT_EQ(p.cluster_file.filename(), topo) << card;
@@ -702,6 +702,49 @@ TEST(Plan, PcieCardsAreSkippedGraceHopperAndExportPartsMapOntoTheirDies) {
     EXPECT_EQ(validate::calibration_kind(validate::gpu_family(named)), calibrated) << card;
     EXPECT_NE(joined_defaults(p).find("with NVLink 200 GB/s per direction"), std::string::npos) << card;
   }
+  fs::remove_all(d);
+}
+
+// GPU variants (docs/kernels.md, "GPU variants"): the H100 PCIe (or an H100 named with HBM2e, or an
+// H800 PCIe) and the H20 map onto their bundled variant topologies, with the H100's calibration;
+// a power cap the text states runs as gpu.variant.power_limit on the family's own topology, and a
+// cap without a wattage is skipped with the reason.
+TEST(Plan, GpuVariantsMapOntoTheirVariantTopologies) {
+  const fs::path d = temp_dir("variants");
+  const auto plan_for = [&](const std::string& hardware) {
+    std::string text = "runs:\n" + small_run("v", "bf16");
+    const std::string from = "gpu: A100-SXM4-80GB, num_gpus: 8, gpus_per_node: 8, peak_tflops_assumed: 312";
+    text.replace(text.find(from), from.size(), hardware);
+    return plan_first(d, text, true);
+  };
+  for (const auto& [card, topo, variant] :
+       {std::tuple{"NVIDIA H100 PCIe", "h100-pcie.yaml", "H100-PCIe-80GB"},
+        std::tuple{"H100 80GB HBM2e", "h100-pcie.yaml", "H100-PCIe-80GB"},
+        std::tuple{"H800 PCIe", "h100-pcie.yaml", "H100-PCIe-80GB"},
+        std::tuple{"NVIDIA H20", "hgx-h20.yaml", "H20-96GB"}}) {
+    const validate::RunPlan p = plan_for(std::string("gpu: ") + card + ", num_gpus: 8, gpus_per_node: 8");
+    ASSERT_TRUE(p.skip_reason.empty()) << card << ": " << p.skip_reason;
+    EXPECT_EQ(p.cluster_file.filename(), topo) << card;
+    const ClusterSpec c = validate::plan_cluster(p);
+    EXPECT_EQ(c.gpu.kind, "H100-SXM5-80GB") << card;
+    EXPECT_EQ(c.gpu.variant.name, variant) << card;
+    EXPECT_EQ(validate::calibration_kind(p.gpu_kind), "H100-SXM5-80GB") << card;
+    EXPECT_NE(joined_defaults(p).find(" = the H100 SXM5 variant"), std::string::npos) << card;
+  }
+  // A power cap: the family's topology, the variant from the stated wattage.
+  validate::RunPlan p = plan_for("gpu: H100 SXM power-capped to 450 W, num_gpus: 8, gpus_per_node: 8");
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_EQ(p.cluster_file.filename(), "dgx-h100.yaml");
+  ClusterSpec c = validate::plan_cluster(p);
+  EXPECT_EQ(c.gpu.variant.name, "H100-SXM5-80GB-450W");
+  EXPECT_NEAR(c.gpu.peak_bf16.value(), 989e12 * std::cbrt(450.0 / 700.0), 1);
+  EXPECT_NE(joined_defaults(p).find("gpu.variant.power_limit=450W"), std::string::npos) << joined_defaults(p);
+  // At the part's own limit nothing changes.
+  p = plan_for("gpu: H100 SXM 700W, num_gpus: 8, gpus_per_node: 8");
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_FALSE(validate::plan_cluster(p).gpu.variant.active());
+  p = plan_for("gpu: H100 SXM (power cap), num_gpus: 8, gpus_per_node: 8");
+  EXPECT_NE(p.skip_reason.find("names a power cap without its wattage"), std::string::npos) << p.skip_reason;
   fs::remove_all(d);
 }
 
