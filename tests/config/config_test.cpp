@@ -1417,7 +1417,8 @@ TEST(SchemaDoc, ChildrenOfEachMapping) {
     std::set<std::string_view> seen;
     for (const schema::Key& k : schema::keys(file)) {
       EXPECT_TRUE(seen.insert(k.path).second) << "declared twice: " << k.path;
-      EXPECT_FALSE(k.type.empty() || k.presence.empty() || k.meaning.empty()) << k.path;
+      EXPECT_FALSE(schema::type_column(k).empty() || schema::presence_column(k).empty() || k.meaning.empty())
+          << k.path;
     }
   }
 }
