@@ -118,74 +118,90 @@ std::vector<Override> context(File file, std::string_view path) {
 }
 
 /// Each declared default's spec field, as text that compares exactly.
-const std::map<std::string_view, std::function<std::string(const ClusterSpec&)>, std::less<>> CLUSTER_FIELDS = {
-    {"gpu.runtime_overhead", [](const ClusterSpec& c) { return num(c.gpu.runtime_overhead.value()); }},
-    {"gpu.allocator_fragmentation", [](const ClusterSpec& c) { return num(c.gpu.allocator_fragmentation); }},
-    {"gpu.profile", [](const ClusterSpec& c) { return c.gpu.profile; }},
-    {"gpu.gemm_efficiency", [](const ClusterSpec& c) { return num(c.gpu.gemm_efficiency); }},
-    {"gpu.memory_bound_efficiency", [](const ClusterSpec& c) { return num(c.gpu.memory_bound_efficiency); }},
-    {"gpu.pass_overhead", [](const ClusterSpec& c) { return num(c.gpu.pass_overhead.value()); }},
-    {"gpu.list_collective_per_rank", [](const ClusterSpec& c) { return num(c.gpu.list_collective_per_rank.value()); }},
-    {"fabric.nodes_per_leaf", [](const ClusterSpec& c) { return num(c.fabric.nodes_per_leaf); }},
-    {"fabric.oversubscription", [](const ClusterSpec& c) { return num(c.fabric.oversubscription); }},
-    {"fabric.switch_latency", [](const ClusterSpec& c) { return num(c.fabric.switch_latency.value()); }},
-    {"fabric.tiers", [](const ClusterSpec& c) { return num(c.fabric.tiers); }},
-    {"fabric.spine_oversubscription", [](const ClusterSpec& c) { return num(c.fabric.spine_oversubscription); }},
-    {"fabric.links[].latency",
-     [](const ClusterSpec& c) {
-       return num((c.fabric.links.empty() ? stepsim::FabricSpec::GraphLink{} : c.fabric.links[0]).latency.value());
-     }},
+const std::map<std::string_view, std::function<std::string(const ClusterSpec&)>, std::less<>> CLUSTER_FIELDS =
+    {
+        {"gpu.runtime_overhead", [](const ClusterSpec& c) { return num(c.gpu.runtime_overhead.value()); }},
+        {"gpu.allocator_fragmentation",
+         [](const ClusterSpec& c) { return num(c.gpu.allocator_fragmentation); }},
+        {"gpu.profile", [](const ClusterSpec& c) { return c.gpu.profile; }},
+        {"gpu.gemm_efficiency", [](const ClusterSpec& c) { return num(c.gpu.gemm_efficiency); }},
+        {"gpu.memory_bound_efficiency",
+         [](const ClusterSpec& c) { return num(c.gpu.memory_bound_efficiency); }},
+        {"gpu.pass_overhead", [](const ClusterSpec& c) { return num(c.gpu.pass_overhead.value()); }},
+        {"gpu.list_collective_per_rank",
+         [](const ClusterSpec& c) { return num(c.gpu.list_collective_per_rank.value()); }},
+        {"fabric.nodes_per_leaf", [](const ClusterSpec& c) { return num(c.fabric.nodes_per_leaf); }},
+        {"fabric.oversubscription", [](const ClusterSpec& c) { return num(c.fabric.oversubscription); }},
+        {"fabric.switch_latency", [](const ClusterSpec& c) { return num(c.fabric.switch_latency.value()); }},
+        {"fabric.tiers", [](const ClusterSpec& c) { return num(c.fabric.tiers); }},
+        {"fabric.spine_oversubscription",
+         [](const ClusterSpec& c) { return num(c.fabric.spine_oversubscription); }},
+        {"fabric.links[].latency",
+         [](const ClusterSpec& c) {
+           return num((c.fabric.links.empty() ? stepsim::FabricSpec::GraphLink{} : c.fabric.links[0])
+                          .latency.value());
+         }},
 };
 
-const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>, std::less<>> WORKLOAD_FIELDS = {
-    {"model.mla.q_lora_rank", [](const WorkloadSpec& w) { return num(w.model.mla.q_lora_rank); }},
-    {"model.mla.qk_rope_head_dim", [](const WorkloadSpec& w) { return num(w.model.mla.qk_rope_head_dim); }},
-    {"model.dropout", [](const WorkloadSpec& w) { return num(w.model.dropout); }},
-    {"model.moe.top_k", [](const WorkloadSpec& w) { return num(w.model.moe.top_k); }},
-    {"model.moe.shared_experts", [](const WorkloadSpec& w) { return num(w.model.moe.shared_experts); }},
-    {"model.moe.capacity_factor", [](const WorkloadSpec& w) { return num(w.model.moe.capacity_factor); }},
-    {"model.moe.moe_layer_freq", [](const WorkloadSpec& w) { return num(w.model.moe.layer_freq); }},
-    {"model.moe.first_dense_layers", [](const WorkloadSpec& w) { return num(w.model.moe.first_dense_layers); }},
-    {"model.moe.routing.distribution", [](const WorkloadSpec& w) { return num(w.model.moe.routing.distribution); }},
-    {"model.moe.routing.zipf_exponent", [](const WorkloadSpec& w) { return num(w.model.moe.routing.zipf_exponent); }},
-    {"model.moe.routing.seed", [](const WorkloadSpec& w) { return num(w.model.moe.routing.seed); }},
-    {"model.moe.routing.groups", [](const WorkloadSpec& w) { return num(w.model.moe.routing.groups); }},
-    {"model.moe.routing.group_top_k", [](const WorkloadSpec& w) { return num(w.model.moe.routing.group_top_k); }},
-    {"model.sliding_window", [](const WorkloadSpec& w) { return num(w.model.sliding_window); }},
-    {"model.full_attention_every", [](const WorkloadSpec& w) { return num(w.model.full_attention_every); }},
-    {"model.mtp_layers", [](const WorkloadSpec& w) { return num(w.model.mtp_layers); }},
-    {"parallel.vp", [](const WorkloadSpec& w) { return num(w.parallel.vp); }},
-    {"parallel.sp", [](const WorkloadSpec& w) { return num(w.parallel.sp); }},
-    {"parallel.pp_scatter_gather", [](const WorkloadSpec& w) { return num(w.parallel.pp_scatter_gather); }},
-    {"parallel.tp_grad_overlap", [](const WorkloadSpec& w) { return num(w.parallel.tp_grad_overlap); }},
-    {"parallel.zero_stage", [](const WorkloadSpec& w) { return num(w.parallel.zero_stage); }},
-    {"parallel.cp", [](const WorkloadSpec& w) { return num(w.parallel.cp); }},
-    {"parallel.ep", [](const WorkloadSpec& w) { return num(w.parallel.ep); }},
-    {"parallel.ep_overlap", [](const WorkloadSpec& w) { return num(w.parallel.ep_overlap); }},
-    {"parallel.ep_dispatch", [](const WorkloadSpec& w) { return num(w.parallel.ep_dispatch); }},
-    {"training.dp_bucket", [](const WorkloadSpec& w) { return num(w.training.dp_bucket.value()); }},
-    {"training.optimizer_bytes_per_param",
-     [](const WorkloadSpec& w) { return num(w.training.optimizer_bytes_per_param); }},
-    {"training.recompute", [](const WorkloadSpec& w) { return num(w.training.recompute); }},
-    {"training.recompute_modules",
-     [](const WorkloadSpec& w) {
-       const auto& m = w.training.recompute_modules;
-       return num(m.core_attn) + num(m.layernorm) + num(m.mlp) + num(m.moe_act) + num(m.mla_up_proj);
-     }},
-    {"training.flash_attention", [](const WorkloadSpec& w) { return num(w.training.flash_attention); }},
-    {"training.zero3_prefetch", [](const WorkloadSpec& w) { return num(w.training.zero3_prefetch); }},
-    {"training.zero3_fetch", [](const WorkloadSpec& w) { return num(w.training.zero3_fetch); }},
-    {"training.overlap_param_gather", [](const WorkloadSpec& w) { return num(w.training.overlap_param_gather); }},
-    {"training.grad_reduce_in_fp32", [](const WorkloadSpec& w) { return num(w.training.grad_reduce_in_fp32); }},
-    {"training.cross_entropy", [](const WorkloadSpec& w) { return num(w.training.cross_entropy); }},
-    {"training.fp8_params", [](const WorkloadSpec& w) { return num(w.training.fp8_params); }},
-    {"training.offload_layers", [](const WorkloadSpec& w) { return num(w.training.offload_layers); }},
-    {"training.recompute_layers", [](const WorkloadSpec& w) { return num(w.training.recompute_layers); }},
-    {"collectives.tp", [](const WorkloadSpec& w) { return num(w.collectives.tp); }},
-    {"collectives.pp", [](const WorkloadSpec& w) { return num(w.collectives.pp); }},
-    {"collectives.dp", [](const WorkloadSpec& w) { return num(w.collectives.dp); }},
-    {"collectives.ep", [](const WorkloadSpec& w) { return num(w.collectives.ep); }},
-    {"collectives.cp", [](const WorkloadSpec& w) { return num(w.collectives.cp); }},
+const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>, std::less<>>
+    WORKLOAD_FIELDS = {
+        {"model.mla.q_lora_rank", [](const WorkloadSpec& w) { return num(w.model.mla.q_lora_rank); }},
+        {"model.mla.qk_rope_head_dim",
+         [](const WorkloadSpec& w) { return num(w.model.mla.qk_rope_head_dim); }},
+        {"model.dropout", [](const WorkloadSpec& w) { return num(w.model.dropout); }},
+        {"model.moe.top_k", [](const WorkloadSpec& w) { return num(w.model.moe.top_k); }},
+        {"model.moe.shared_experts", [](const WorkloadSpec& w) { return num(w.model.moe.shared_experts); }},
+        {"model.moe.capacity_factor", [](const WorkloadSpec& w) { return num(w.model.moe.capacity_factor); }},
+        {"model.moe.moe_layer_freq", [](const WorkloadSpec& w) { return num(w.model.moe.layer_freq); }},
+        {"model.moe.first_dense_layers",
+         [](const WorkloadSpec& w) { return num(w.model.moe.first_dense_layers); }},
+        {"model.moe.routing.distribution",
+         [](const WorkloadSpec& w) { return num(w.model.moe.routing.distribution); }},
+        {"model.moe.routing.zipf_exponent",
+         [](const WorkloadSpec& w) { return num(w.model.moe.routing.zipf_exponent); }},
+        {"model.moe.routing.seed", [](const WorkloadSpec& w) { return num(w.model.moe.routing.seed); }},
+        {"model.moe.routing.groups", [](const WorkloadSpec& w) { return num(w.model.moe.routing.groups); }},
+        {"model.moe.routing.group_top_k",
+         [](const WorkloadSpec& w) { return num(w.model.moe.routing.group_top_k); }},
+        {"model.sliding_window", [](const WorkloadSpec& w) { return num(w.model.sliding_window); }},
+        {"model.full_attention_every",
+         [](const WorkloadSpec& w) { return num(w.model.full_attention_every); }},
+        {"model.mtp_layers", [](const WorkloadSpec& w) { return num(w.model.mtp_layers); }},
+        {"parallel.vp", [](const WorkloadSpec& w) { return num(w.parallel.vp); }},
+        {"parallel.sp", [](const WorkloadSpec& w) { return num(w.parallel.sp); }},
+        {"parallel.pp_scatter_gather",
+         [](const WorkloadSpec& w) { return num(w.parallel.pp_scatter_gather); }},
+        {"parallel.tp_grad_overlap", [](const WorkloadSpec& w) { return num(w.parallel.tp_grad_overlap); }},
+        {"parallel.zero_stage", [](const WorkloadSpec& w) { return num(w.parallel.zero_stage); }},
+        {"parallel.cp", [](const WorkloadSpec& w) { return num(w.parallel.cp); }},
+        {"parallel.ep", [](const WorkloadSpec& w) { return num(w.parallel.ep); }},
+        {"parallel.ep_overlap", [](const WorkloadSpec& w) { return num(w.parallel.ep_overlap); }},
+        {"parallel.ep_dispatch", [](const WorkloadSpec& w) { return num(w.parallel.ep_dispatch); }},
+        {"training.dp_bucket", [](const WorkloadSpec& w) { return num(w.training.dp_bucket.value()); }},
+        {"training.optimizer_bytes_per_param",
+         [](const WorkloadSpec& w) { return num(w.training.optimizer_bytes_per_param); }},
+        {"training.recompute", [](const WorkloadSpec& w) { return num(w.training.recompute); }},
+        {"training.recompute_modules",
+         [](const WorkloadSpec& w) {
+           const auto& m = w.training.recompute_modules;
+           return num(m.core_attn) + num(m.layernorm) + num(m.mlp) + num(m.moe_act) + num(m.mla_up_proj);
+         }},
+        {"training.flash_attention", [](const WorkloadSpec& w) { return num(w.training.flash_attention); }},
+        {"training.zero3_prefetch", [](const WorkloadSpec& w) { return num(w.training.zero3_prefetch); }},
+        {"training.zero3_fetch", [](const WorkloadSpec& w) { return num(w.training.zero3_fetch); }},
+        {"training.overlap_param_gather",
+         [](const WorkloadSpec& w) { return num(w.training.overlap_param_gather); }},
+        {"training.grad_reduce_in_fp32",
+         [](const WorkloadSpec& w) { return num(w.training.grad_reduce_in_fp32); }},
+        {"training.cross_entropy", [](const WorkloadSpec& w) { return num(w.training.cross_entropy); }},
+        {"training.fp8_params", [](const WorkloadSpec& w) { return num(w.training.fp8_params); }},
+        {"training.offload_layers", [](const WorkloadSpec& w) { return num(w.training.offload_layers); }},
+        {"training.recompute_layers", [](const WorkloadSpec& w) { return num(w.training.recompute_layers); }},
+        {"collectives.tp", [](const WorkloadSpec& w) { return num(w.collectives.tp); }},
+        {"collectives.pp", [](const WorkloadSpec& w) { return num(w.collectives.pp); }},
+        {"collectives.dp", [](const WorkloadSpec& w) { return num(w.collectives.dp); }},
+        {"collectives.ep", [](const WorkloadSpec& w) { return num(w.collectives.ep); }},
+        {"collectives.cp", [](const WorkloadSpec& w) { return num(w.collectives.cp); }},
 };
 
 class SchemaTest : public ::testing::Test {
@@ -287,8 +303,8 @@ std::vector<std::pair<std::string, std::string>> outside(const schema::Value& va
     if (r.max)
       out.emplace_back(num(r.max->value + 0.5), "expected " + phrase + ", found ");
     if (r.limit_max)
-      out.emplace_back(num(r.limit_max->value * 2), "expected at most " + std::string(r.limit_max->text) +
-                                                        " (the sanity limit)");
+      out.emplace_back(num(r.limit_max->value * 2),
+                       "expected at most " + std::string(r.limit_max->text) + " (the sanity limit)");
     break;
   case Kind::BYTES:
     if (r.min)
