@@ -95,6 +95,9 @@ struct Key {
 
 enum class File { CLUSTER, WORKLOAD };
 
+/// "cluster" or "workload".
+std::string_view file_name(File file);
+
 /// Every key of `file`, parents before their children, siblings in reading order.
 std::span<const Key> keys(File file);
 
