@@ -14,11 +14,9 @@ namespace stepsim::config::detail {
 
 namespace {
 
-// Largest sizes accepted (docs/schema.md, "Size limits"): far above any real cluster, they keep
-// every product of sizes the simulator forms inside int64 and a platform inside memory.
-constexpr int64_t MAX_GPUS = int64_t{1} << 20;  // nodes x gpus_per_node (building its platform: ~50 s, 7 GB)
-constexpr int64_t MAX_NODES = int64_t{1} << 20; // nodes under one leaf or pod
-constexpr int64_t MAX_PER_NODE = 1024;          // GPUs or NICs of one node (NVL576 is the largest domain)
+// Largest cluster accepted (docs/schema.md, "Size limits"): nodes x gpus_per_node (building its
+// platform: ~50 s, 7 GB). The limits of single keys are declared in schema.cpp.
+constexpr int64_t MAX_GPUS = int64_t{1} << 20;
 
 /// A YAML list under `f`, else fails "expected WHAT, found ...". Returned by value (a node is a
 /// handle): callers iterate it straight from a temporary Field in a range-for, whose lifetime
@@ -97,9 +95,9 @@ void read_graph_fabric(const Document& doc, const MapReader& fabric, ClusterSpec
     if (l.a == l.b)
       between.fail("expected two different switches, found '" +
                    c.fabric.switches[static_cast<std::size_t>(l.a)] + "' twice");
-    l.bandwidth = positive_bandwidth(link.require("bandwidth"));
+    l.bandwidth = read_bandwidth(link.require("bandwidth"));
     if (auto f = link.find("latency"))
-      l.latency = latency(*f);
+      l.latency = read_duration(*f);
     c.fabric.links.push_back(l);
   }
   // Attachments: each entry puts the NICs of nodes [first, last] on one switch (`switch`) or
@@ -161,16 +159,14 @@ void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpe
       fabric.require(key).fail(
           "not for kind: graph (its links and attach entries give the capacities and leaves)");
   if (auto f = fabric.find("tiers"))
-    c.fabric.tiers = static_cast<int>(f->integer(2, 3, "2 or 3"));
+    c.fabric.tiers = read_int(*f);
   for (std::string_view key : {"leaves_per_pod", "spine_oversubscription"})
     if (c.fabric.tiers != 3 && fabric.has(key))
       fabric.require(key).fail("only with tiers: 3");
   if (c.fabric.tiers == 3) {
-    c.fabric.leaves_per_pod = limited_int(fabric.require("leaves_per_pod"), MAX_NODES);
-    if (auto f = fabric.find("spine_oversubscription")) {
-      c.fabric.spine_oversubscription = f->number("a number >= 1", [](double v) { return v >= 1.0; });
-      at_most(*f, c.fabric.spine_oversubscription, 1e6, f->scalar("a number"), "1e6");
-    }
+    c.fabric.leaves_per_pod = read_int(fabric.require("leaves_per_pod"));
+    if (auto f = fabric.find("spine_oversubscription"))
+      c.fabric.spine_oversubscription = read_number(*f);
   }
   if (graph)
     read_graph_fabric(doc, fabric, c);
@@ -178,28 +174,27 @@ void read_fabric_extras(const Document& doc, const MapReader& fabric, ClusterSpe
 
 /// The `gpu` mapping (docs/schema.md).
 void read_gpu(const Document& doc, const MapReader& gpu, GpuSpec& g) {
-  required_key(gpu, "kind", [&](const Field& f) { g.kind = f.string(); });
+  required_key(gpu, "kind", [&](const Field& f) { g.kind = read_string(f); });
   if (auto peak = section(gpu, "peak_flops", File::CLUSTER)) {
     doc.attempt([&] {
       if (!peak->has("bf16") && !peak->has("fp16"))
         peak->fail("expected at least one of bf16, fp16, found neither");
     });
-    optional_key(*peak, "bf16", [&](const Field& f) { g.peak_bf16 = positive_flops(f); });
-    optional_key(*peak, "fp16", [&](const Field& f) { g.peak_fp16 = positive_flops(f); });
-    optional_key(*peak, "fp8", [&](const Field& f) { g.peak_fp8 = positive_flops(f); });
+    optional_key(*peak, "bf16", [&](const Field& f) { g.peak_bf16 = read_flops(f); });
+    optional_key(*peak, "fp16", [&](const Field& f) { g.peak_fp16 = read_flops(f); });
+    optional_key(*peak, "fp8", [&](const Field& f) { g.peak_fp8 = read_flops(f); });
   }
-  required_key(gpu, "hbm_capacity", [&](const Field& f) { g.hbm_capacity = positive_bytes(f); });
-  required_key(gpu, "hbm_bandwidth", [&](const Field& f) { g.hbm_bandwidth = positive_bandwidth(f); });
-  required_key(gpu, "compute_efficiency", [&](const Field& f) { g.compute_efficiency = fraction(f); });
-  required_key(gpu, "memory_efficiency", [&](const Field& f) { g.memory_efficiency = fraction(f); });
-  optional_key(gpu, "runtime_overhead", [&](const Field& f) { g.runtime_overhead = nonnegative_bytes(f); });
-  optional_key(gpu, "allocator_fragmentation", [&](const Field& f) {
-    g.allocator_fragmentation = f.number("a number >= 1", [](double v) { return v >= 1.0; });
-  });
+  required_key(gpu, "hbm_capacity", [&](const Field& f) { g.hbm_capacity = read_bytes(f); });
+  required_key(gpu, "hbm_bandwidth", [&](const Field& f) { g.hbm_bandwidth = read_bandwidth(f); });
+  required_key(gpu, "compute_efficiency", [&](const Field& f) { g.compute_efficiency = read_number(f); });
+  required_key(gpu, "memory_efficiency", [&](const Field& f) { g.memory_efficiency = read_number(f); });
+  optional_key(gpu, "runtime_overhead", [&](const Field& f) { g.runtime_overhead = read_bytes(f); });
+  optional_key(gpu, "allocator_fragmentation",
+               [&](const Field& f) { g.allocator_fragmentation = read_number(f); });
   // Kernel profile: relative to the cluster file (to the working directory when given with --set);
   // `none` or absent = the roofline (docs/schema.md).
   optional_key(gpu, "profile", [&](const Field& f) {
-    const std::string text = f.string();
+    const std::string text = read_string(f);
     if (text == "none")
       return;
     std::filesystem::path p(text);
@@ -210,19 +205,16 @@ void read_gpu(const Document& doc, const MapReader& gpu, GpuSpec& g) {
              " (or `none` for the roofline)");
     g.profile = p.lexically_normal().string();
   });
-  optional_key(gpu, "overlap_slowdown", [&](const Field& f) {
-    g.overlap_slowdown =
-        f.number("a number in [1, 10] (the sanity limit)", [](double v) { return v >= 1.0 && v <= 10.0; });
-  });
-  optional_key(gpu, "gemm_efficiency", [&](const Field& f) { g.gemm_efficiency = fraction(f); });
+  optional_key(gpu, "overlap_slowdown", [&](const Field& f) { g.overlap_slowdown = read_number(f); });
+  optional_key(gpu, "gemm_efficiency", [&](const Field& f) { g.gemm_efficiency = read_number(f); });
   optional_key(gpu, "memory_bound_efficiency",
-               [&](const Field& f) { g.memory_bound_efficiency = fraction(f); });
-  optional_key(gpu, "launch_overhead", [&](const Field& f) { g.launch_overhead = latency(f); });
-  optional_key(gpu, "host_bandwidth", [&](const Field& f) { g.host_bandwidth = positive_bandwidth(f); });
-  optional_key(gpu, "host_memory", [&](const Field& f) { g.host_memory = positive_bytes(f); });
-  optional_key(gpu, "pass_overhead", [&](const Field& f) { g.pass_overhead = latency(f); });
+               [&](const Field& f) { g.memory_bound_efficiency = read_number(f); });
+  optional_key(gpu, "launch_overhead", [&](const Field& f) { g.launch_overhead = read_duration(f); });
+  optional_key(gpu, "host_bandwidth", [&](const Field& f) { g.host_bandwidth = read_bandwidth(f); });
+  optional_key(gpu, "host_memory", [&](const Field& f) { g.host_memory = read_bytes(f); });
+  optional_key(gpu, "pass_overhead", [&](const Field& f) { g.pass_overhead = read_duration(f); });
   optional_key(gpu, "list_collective_per_rank",
-               [&](const Field& f) { g.list_collective_per_rank = latency(f); });
+               [&](const Field& f) { g.list_collective_per_rank = read_duration(f); });
   read_gpu_variant(doc, gpu, g);
 }
 
@@ -237,14 +229,14 @@ void read_intra_node(const Document& doc, const MapReader& top, ClusterSpec& c) 
     if (auto pcie = section(top, "pcie", File::CLUSTER)) {
       read_link(*pcie, c.nvswitch);
       optional_key(*pcie, "host_bandwidth",
-                   [&](const Field& f) { c.pcie_host_bandwidth = positive_bandwidth(f); });
+                   [&](const Field& f) { c.pcie_host_bandwidth = read_bandwidth(f); });
     }
   } else if (auto nvs = section(top, "nvswitch", File::CLUSTER)) {
     read_link(*nvs, c.nvswitch);
     if (auto nvls = section(*nvs, "nvls", File::CLUSTER, false)) {
       c.nvls.enabled = true;
-      required_key(*nvls, "efficiency", [&](const Field& f) { c.nvls.efficiency = fraction(f); });
-      required_key(*nvls, "latency", [&](const Field& f) { c.nvls.latency = latency(f); });
+      required_key(*nvls, "efficiency", [&](const Field& f) { c.nvls.efficiency = read_number(f); });
+      required_key(*nvls, "latency", [&](const Field& f) { c.nvls.latency = read_duration(f); });
     }
   }
 }
@@ -252,19 +244,17 @@ void read_intra_node(const Document& doc, const MapReader& top, ClusterSpec& c) 
 /// The `fabric` mapping; the graph's lists need `nodes` and `nics.count`, read before.
 void read_fabric(const Document& doc, const MapReader& fabric, ClusterSpec& c) {
   const bool kind = doc.attempt([&] {
-    c.fabric.kind = fabric.require("kind").choice<FabricKind>({{"fat_tree", FabricKind::FAT_TREE},
-                                                               {"rail_optimized", FabricKind::RAIL_OPTIMIZED},
-                                                               {"graph", FabricKind::GRAPH}});
+    c.fabric.kind =
+        read_choice<FabricKind>(fabric.require("kind"), {{"fat_tree", FabricKind::FAT_TREE},
+                                                         {"rail_optimized", FabricKind::RAIL_OPTIMIZED},
+                                                         {"graph", FabricKind::GRAPH}});
   });
   if (kind && c.nodes > 0 && c.nics_per_node > 0) // else already an error
     doc.attempt([&] { read_fabric_extras(doc, fabric, c); });
-  optional_key(fabric, "nodes_per_leaf",
-               [&](const Field& f) { c.fabric.nodes_per_leaf = limited_int(f, MAX_NODES); });
-  optional_key(fabric, "oversubscription", [&](const Field& f) {
-    c.fabric.oversubscription = f.number("a number >= 1", [](double v) { return v >= 1.0; });
-    at_most(f, c.fabric.oversubscription, 1e6, f.scalar("a number"), "1e6");
-  });
-  optional_key(fabric, "switch_latency", [&](const Field& f) { c.fabric.switch_latency = latency(f); });
+  optional_key(fabric, "nodes_per_leaf", [&](const Field& f) { c.fabric.nodes_per_leaf = read_int(f); });
+  optional_key(fabric, "oversubscription",
+               [&](const Field& f) { c.fabric.oversubscription = read_number(f); });
+  optional_key(fabric, "switch_latency", [&](const Field& f) { c.fabric.switch_latency = read_duration(f); });
 }
 
 } // namespace
@@ -273,10 +263,10 @@ ClusterSpec read_cluster(const Document& doc) {
   const auto top = MapReader::root(doc, keys_of(File::CLUSTER, ""));
   ClusterSpec c;
   c.source = doc.file();
-  required_key(top, "name", [&](const Field& f) { c.name = f.string(); });
-  required_key(top, "nodes", [&](const Field& f) { c.nodes = limited_int(f, INT_MAX_VALUE); });
+  required_key(top, "name", [&](const Field& f) { c.name = read_string(f); });
+  required_key(top, "nodes", [&](const Field& f) { c.nodes = read_int(f); });
   required_key(top, "gpus_per_node", [&](const Field& f) {
-    c.gpus_per_node = limited_int(f, MAX_PER_NODE);
+    c.gpus_per_node = read_int(f);
     if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > MAX_GPUS)
       f.fail("nodes * gpus_per_node = " + std::to_string(c.nodes) + "*" + std::to_string(c.gpus_per_node) +
              " exceeds " + std::to_string(MAX_GPUS) + " GPUs (the size limit)");
@@ -285,7 +275,7 @@ ClusterSpec read_cluster(const Document& doc) {
     read_gpu(doc, *gpu, c.gpu);
   read_intra_node(doc, top, c);
   if (auto nics = section(top, "nics", File::CLUSTER)) {
-    required_key(*nics, "count", [&](const Field& f) { c.nics_per_node = limited_int(f, MAX_PER_NODE); });
+    required_key(*nics, "count", [&](const Field& f) { c.nics_per_node = read_int(f); });
     read_link(*nics, c.nic);
   }
   if (auto fabric = section(top, "fabric", File::CLUSTER))

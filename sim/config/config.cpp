@@ -82,7 +82,7 @@ Override parse_override(const std::string& text) {
 }
 
 ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Override>& overrides) {
-  Document doc(file, /*collect=*/true);
+  Document doc(file, /*collect=*/true, schema::File::CLUSTER);
   for (const auto& o : overrides) {
     if (o.path.starts_with(CLUSTER_PREFIX)) {
       doc.apply(o.path.substr(CLUSTER_PREFIX.size()), o.value, shown(o));
@@ -94,7 +94,7 @@ ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Ov
 }
 
 WorkloadSpec load_workload(const std::filesystem::path& file, const std::vector<Override>& overrides) {
-  Document doc(file, /*collect=*/true);
+  Document doc(file, /*collect=*/true, schema::File::WORKLOAD);
   for (const auto& o : overrides) {
     if (!o.path.starts_with(CLUSTER_PREFIX)) {
       doc.apply(o.path, o.value, shown(o));

@@ -39,8 +39,10 @@ struct Layout {
   bool dp_derived = false; ///< parallel.dp was 0 (omitted) and is GPUs / (tp*cp*pp)
 };
 
-/// Checks that the workload can run on the cluster; `workload` is not changed. Throws ModelError
-/// naming the first reason found (tp*pp*dp != GPUs, heads % tp, layers % pp, ...).
+/// Checks that the workload can run on the cluster; `workload` is not changed. Throws one
+/// ModelError naming every broken rule, one per line (tp*pp*dp != GPUs, heads % tp, layers % pp,
+/// ...); a rule that needs an earlier one to hold (a division by a valid degree) is skipped when
+/// that one is broken.
 [[nodiscard]] Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload);
 
 /// The part of check_layout no layout can mend: the cluster's GPU has a peak for the workload's

@@ -8,34 +8,49 @@
 #include "config/yaml_tree.hpp"
 
 #include <cstdint>
-#include <limits>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace stepsim::config::detail {
 
 using schema::File;
 
-constexpr int64_t INT_MAX_VALUE = std::numeric_limits<int>::max();
-constexpr int64_t INT64_MAX_VALUE = std::numeric_limits<int64_t>::max();
+/// The declaration of the key `f` holds (in its document's file kind), which must be of one of
+/// `kinds`. Throws std::logic_error otherwise (a reader out of step with schema.cpp).
+const schema::Key& declared(const Field& f, std::initializer_list<schema::Kind> kinds);
 
-int64_t positive_int64(const Field& f);
-/// A positive integer up to `max` (the size limit).
-int64_t limited_int64(const Field& f, int64_t max);
-int limited_int(const Field& f, int64_t max);
-/// An efficiency: a fraction of a peak, at least 0.001 (the sanity limit: below it a time would
-/// overflow to infinity or round to nonsense; docs/schema.md, "Size limits").
-double fraction(const Field& f);
-Bytes nonnegative_bytes(const Field& f);
-/// Fails unless `v` <= `max`, naming the limit.
-void at_most(const Field& f, double v, double max, const std::string& text, const char* limit);
-Bytes positive_bytes(const Field& f);
-BytesPerSec positive_bandwidth(const Field& f);
-/// A time >= 0 up to 10 s.
-Seconds latency(const Field& f);
-FlopsPerSec positive_flops(const Field& f);
+/// The one range check of every number-like key: fails unless `value` (written `text`) lies in
+/// `key`'s declared range, naming what was expected ("expected a positive integer, found 0") or
+/// the sanity or size limit it passes ("expected at most 1PiB (the sanity limit), found '2PiB'").
+void check_range(const Field& f, const schema::Key& key, double value, const std::string& text);
+
+// Typed readers: each reads the value of `f` as its declaration's kind and checks it against the
+// declared range or allowed names.
+int64_t read_integer(const Field& f);
+/// As read_integer, for a key whose declared range lies within int.
+int read_int(const Field& f);
+double read_number(const Field& f);
+bool read_bool(const Field& f);
+/// A non-empty string (STRING or PATH keys).
+std::string read_string(const Field& f);
+Bytes read_bytes(const Field& f);
+BytesPerSec read_bandwidth(const Field& f);
+Seconds read_duration(const Field& f);
+FlopsPerSec read_flops(const Field& f);
+/// Watts (POWER keys, e.g. 500W) and hertz (FREQUENCY keys, e.g. 1830MHz).
+double read_power(const Field& f);
+double read_frequency(const Field& f);
+/// One of the declared names, mapped to its enum value by `options`, which must list exactly the
+/// declared names in their order.
+template <class E>
+E read_choice(const Field& f, std::initializer_list<std::pair<std::string_view, E>> options);
+
+/// The largest value `path` of `file` accepts: its declared maximum or size limit.
+int64_t upper_bound(File file, std::string_view path);
 
 /// The keys of `mapping` in `file`, as declared in schema.cpp.
 std::vector<std::string_view> keys_of(File file, std::string_view mapping);
@@ -70,5 +85,17 @@ void read_gpu_variant(const Document& doc, const MapReader& gpu, GpuSpec& g);
 ClusterSpec read_cluster(const Document& doc);
 /// The workload file (workload_reader.cpp).
 WorkloadSpec read_workload(const Document& doc);
+
+/// Throws std::logic_error unless `names` are `key`'s declared names, in order.
+void check_choices(const schema::Key& key, const std::vector<std::string_view>& names);
+
+template <class E>
+E read_choice(const Field& f, std::initializer_list<std::pair<std::string_view, E>> options) {
+  std::vector<std::string_view> names;
+  for (const auto& option : options)
+    names.push_back(option.first);
+  check_choices(declared(f, {schema::Kind::ENUM}), names);
+  return f.choice(options);
+}
 
 } // namespace stepsim::config::detail

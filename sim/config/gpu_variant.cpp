@@ -38,19 +38,9 @@ struct BaseFigures {
 
 BaseFigures read_base(const MapReader& gpu) {
   BaseFigures b;
-  optional_key(gpu, "power_limit", [&](const Field& f) {
-    const double w = parse_power(f.scalar("a power with a unit, e.g. 700W"), f.where());
-    if (!(w > 0))
-      f.fail("expected a positive power, found '" + f.scalar("a power") + "'");
-    b.power_limit = w;
-  });
-  optional_key(gpu, "boost_clock", [&](const Field& f) {
-    const double hz = parse_frequency(f.scalar("a frequency with a unit, e.g. 1830MHz"), f.where());
-    if (!(hz > 0))
-      f.fail("expected a positive frequency, found '" + f.scalar("a frequency") + "'");
-    b.boost_clock = hz;
-  });
-  optional_key(gpu, "sm_count", [&](const Field& f) { b.sm_count = limited_int(f, 4096); });
+  optional_key(gpu, "power_limit", [&](const Field& f) { b.power_limit = read_power(f); });
+  optional_key(gpu, "boost_clock", [&](const Field& f) { b.boost_clock = read_frequency(f); });
+  optional_key(gpu, "sm_count", [&](const Field& f) { b.sm_count = read_int(f); });
   return b;
 }
 
@@ -62,8 +52,8 @@ std::optional<double> clock_ratio(const MapReader& v, const BaseFigures& base) {
   optional_key(v, "power_limit", [&](const Field& f) {
     if (!base.power_limit)
       f.fail("needs gpu.power_limit, the base part's power limit it is relative to");
-    const std::string text = f.scalar("a power with a unit, e.g. 500W");
-    const double w = parse_power(text, f.where());
+    const double w = read_power(f);
+    const std::string text = f.scalar("a power");
     const double lo = MIN_POWER_FRACTION * *base.power_limit;
     if (!(w >= lo && w <= *base.power_limit))
       f.fail("expected a power limit in [" + watts(lo) + ", " + watts(*base.power_limit) +
@@ -73,8 +63,8 @@ std::optional<double> clock_ratio(const MapReader& v, const BaseFigures& base) {
   optional_key(v, "sustained_clock", [&](const Field& f) {
     if (!base.boost_clock)
       f.fail("needs gpu.boost_clock, the base part's boost clock it is relative to");
-    const std::string text = f.scalar("a frequency with a unit, e.g. 1.5GHz");
-    const double hz = parse_frequency(text, f.where());
+    const double hz = read_frequency(f);
+    const std::string text = f.scalar("a frequency");
     if (!(hz > 0 && hz <= *base.boost_clock))
       f.fail("expected a clock in (0, " + megahertz(*base.boost_clock) +
              "] (at most gpu.boost_clock, the base part's), found '" + text + "'");
@@ -94,7 +84,7 @@ void read_gpu_variant(const Document& doc, const MapReader& gpu, GpuSpec& g) {
   if (!(base16 > 0) || !(g.hbm_bandwidth.value() > 0))
     return; // the base's own keys already failed
   GpuVariant out;
-  required_key(*v, "name", [&](const Field& f) { out.name = f.string(); });
+  required_key(*v, "name", [&](const Field& f) { out.name = read_string(f); });
   doc.attempt([&] {
     int stated = 0;
     for (const char* key : {"power_limit", "sustained_clock", "peak_flops"})
@@ -108,7 +98,7 @@ void read_gpu_variant(const Document& doc, const MapReader& gpu, GpuSpec& g) {
   out.clock_ratio = clock_ratio(*v, base).value_or(1.0);
   double ratio = out.clock_ratio;
   optional_key(*v, "peak_flops", [&](const Field& f) {
-    const FlopsPerSec peak = positive_flops(f);
+    const FlopsPerSec peak = read_flops(f);
     if (peak.value() > base16)
       f.fail("expected at most the base part's 16-bit peak (gpu.peak_flops, " +
              std::to_string(static_cast<int64_t>(base16 / 1e12)) + "TFLOPS), found '" +
@@ -118,18 +108,19 @@ void read_gpu_variant(const Document& doc, const MapReader& gpu, GpuSpec& g) {
   optional_key(*v, "sm_count", [&](const Field& f) {
     if (!base.sm_count)
       f.fail("needs gpu.sm_count, the base part's SM count it is relative to");
-    out.sm_count = static_cast<int>(
-        f.integer(1, *base.sm_count,
-                  "an SM count in [1, " + std::to_string(*base.sm_count) + "] (at most gpu.sm_count)"));
+    out.sm_count = read_int(f);
+    if (out.sm_count > *base.sm_count)
+      f.fail("expected an SM count in [1, " + std::to_string(*base.sm_count) + "] (at most gpu.sm_count), found " +
+             std::to_string(out.sm_count));
     out.base_sm_count = *base.sm_count;
     ratio *= static_cast<double>(out.sm_count) / *base.sm_count;
   });
   BytesPerSec hbm = g.hbm_bandwidth;
   optional_key(*v, "hbm_bandwidth", [&](const Field& f) {
-    hbm = positive_bandwidth(f);
+    hbm = read_bandwidth(f);
     out.memory_ratio = hbm.value() / g.hbm_bandwidth.value();
   });
-  optional_key(*v, "hbm_capacity", [&](const Field& f) { g.hbm_capacity = positive_bytes(f); });
+  optional_key(*v, "hbm_capacity", [&](const Field& f) { g.hbm_capacity = read_bytes(f); });
   out.compute_ratio = ratio;
   g.peak_bf16 = g.peak_bf16 * ratio;
   g.peak_fp16 = g.peak_fp16 * ratio;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace stepsim::config {
 
@@ -26,13 +28,56 @@ std::string str(int64_t v) {
   return std::to_string(v);
 }
 
+/// The broken rules of one layout, collected as LLVM's joinErrors does: each check adds its
+/// reason and checking goes on; check_layout then throws them all in one ModelError, one per line
+/// in the order found, each naming the workload file and the keys. A check whose arithmetic needs
+/// an earlier rule to hold (a division by a degree) runs only when that rule held.
+class Problems {
+public:
+  explicit Problems(std::string prefix) : prefix_(std::move(prefix)) {}
+  void operator()(const std::string& why) { lines_.push_back(prefix_ + why); }
+  [[nodiscard]] bool empty() const { return lines_.empty(); }
+  void throw_all() const {
+    if (lines_.empty())
+      return;
+    std::string all;
+    for (const std::string& line : lines_)
+      all += (all.empty() ? "" : "\n") + line;
+    throw ModelError(all);
+  }
+
+private:
+  std::string prefix_;
+  std::vector<std::string> lines_;
+};
+
+std::string workload_name(const WorkloadSpec& w) {
+  return w.source.empty() ? std::string("workload") : w.source;
+}
+
+std::string cluster_name(const ClusterSpec& c) {
+  return c.source.empty() ? c.name : c.source;
+}
+
+/// check_precision's reason, or "" when the GPU has a peak for the precision.
+std::string precision_problem(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+  if (peak_flops(cluster.gpu, workload.precision).value() > 0)
+    return "";
+  return std::string("precision: ") + precision_name(workload.precision) + " needs gpu.peak_flops." +
+         precision_name(workload.precision) + ", which " + cluster_name(cluster) + " does not give for " +
+         cluster.gpu.kind;
+}
+
 /// Schedule rules (docs/schedules.md): interleaving needs vp >= 2, pp >= 2, layers % (pp*vp) == 0
 /// and, as in Megatron-LM, micro-batches % pp == 0; vp > 1 only with the interleaved schedule; the
 /// zero-bubble schedules defer weight gradients, which full recomputation cannot do cheaply.
-template <class Fail> void check_schedule(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
+/// `dp`: the data-parallel size when it is known and the batch sizes are valid.
+void check_schedule(const WorkloadSpec& w, std::optional<int64_t> dp, Problems& fail) {
   const ParallelSpec& p = w.parallel;
-  if (p.vp < 1)
+  if (p.vp < 1) {
     fail("parallel.vp = " + str(p.vp) + " must be >= 1");
+    return; // the rules below count model chunks pp*vp
+  }
   if (p.schedule != Schedule::INTERLEAVED) {
     if (p.vp != 1)
       fail("parallel.vp = " + str(p.vp) +
@@ -48,9 +93,9 @@ template <class Fail> void check_schedule(const WorkloadSpec& w, int64_t dp, con
       fail("parallel.pp*vp = " + str(p.pp) + "*" + str(p.vp) + " = " + str(chunks) +
            " does not divide model.layers = " + str(w.model.layers) +
            " (every model chunk holds the same number of layers)");
-    const int64_t per_step = w.batch.micro_batch * dp;
+    const int64_t per_step = dp ? w.batch.micro_batch * *dp : 0;
     const int64_t m = per_step > 0 ? w.batch.global_batch / per_step : 0;
-    if (m % p.pp != 0)
+    if (dp && m % p.pp != 0)
       fail("parallel.schedule = interleaved needs the micro-batches per pipeline (" + str(m) +
            " = global_batch / (micro_batch*dp)) to be a multiple of parallel.pp = " + str(p.pp) +
            " (Megatron-LM's interleaved schedule)");
@@ -65,7 +110,8 @@ template <class Fail> void check_schedule(const WorkloadSpec& w, int64_t dp, con
 
 /// Expert and context parallelism (docs/moe.md): ep needs experts, divides dp and the experts;
 /// TP splits every expert's MLP; cp divides the sequence (tp*cp with sequence parallelism).
-template <class Fail> void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, const Fail& fail) {
+/// `dp`: the data-parallel size when it is known.
+void check_moe_and_cp(const WorkloadSpec& w, std::optional<int64_t> dp, Problems& fail) {
   const ParallelSpec& p = w.parallel;
   const ModelSpec& m = w.model;
   const MoeSpec& moe = m.moe;
@@ -79,14 +125,16 @@ template <class Fail> void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, c
          "expert split like the dense MLP)");
   if (moe.enabled()) {
     const int etp = p.expert_tp();
-    if (!p.folds_experts()) {
-      if (dp % p.ep != 0)
-        fail("parallel.ep = " + str(p.ep) + " does not divide parallel.dp = " + str(dp) +
+    if (!dp) {
+      // the rules over the data-parallel group need its size
+    } else if (!p.folds_experts()) {
+      if (*dp % p.ep != 0)
+        fail("parallel.ep = " + str(p.ep) + " does not divide parallel.dp = " + str(*dp) +
              " (expert parallelism subdivides the data-parallel group; expert-data-parallel size = dp / ep; "
              "parallel.etp below tp folds it over the tensor-parallel ranks too)");
     } else {
-      const int64_t stage_gpus = static_cast<int64_t>(p.tp) * p.cp * dp;
-      if (stage_gpus % (static_cast<int64_t>(etp) * p.ep) != 0)
+      const int64_t stage_gpus = static_cast<int64_t>(p.tp) * p.cp * *dp;
+      if (etp > 0 && stage_gpus % (static_cast<int64_t>(etp) * p.ep) != 0)
         fail("parallel.etp*ep = " + str(etp) + "*" + str(p.ep) + " does not divide tp*cp*dp = " +
              str(stage_gpus) + " (with etp < tp the expert groups fold over the GPUs of a pipeline stage)");
       if (p.tp > 1 && !p.sp)
@@ -96,7 +144,7 @@ template <class Fail> void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, c
     if (moe.experts % p.ep != 0)
       fail("parallel.ep = " + str(p.ep) + " does not divide model.moe.experts = " + str(moe.experts) +
            " (every EP rank holds the same number of experts)");
-    if (moe.expert_ffn_hidden % etp != 0)
+    if (etp > 0 && moe.expert_ffn_hidden % etp != 0)
       fail(std::string(p.folds_experts() ? "parallel.etp = " : "parallel.tp = ") + str(etp) +
            " does not divide model.moe.expert_ffn_hidden = " + str(moe.expert_ffn_hidden) +
            " (every expert's MLP is split across its expert-tensor-parallel GPUs)");
@@ -137,7 +185,7 @@ template <class Fail> void check_moe_and_cp(const WorkloadSpec& w, int64_t dp, c
 
 /// Layers per model chunk (docs/schedules.md): an even split over pp (vp) or parallel.chunk_layers,
 /// and activation offloading of fewer layers than the smallest chunk holds.
-template <class Fail> void check_chunks(const WorkloadSpec& workload, int64_t pp, const Fail& fail) {
+void check_chunks(const WorkloadSpec& workload, int64_t pp, Problems& fail) {
   const ModelSpec& m = workload.model;
   if (workload.parallel.chunk_layers.empty()) {
     if (m.layers % pp != 0)
@@ -176,120 +224,154 @@ template <class Fail> void check_chunks(const WorkloadSpec& workload, int64_t pp
   }
 }
 
-} // namespace
-
-void check_precision(const ClusterSpec& cluster, const WorkloadSpec& workload) {
-  if (peak_flops(cluster.gpu, workload.precision).value() > 0)
-    return;
-  throw ModelError((workload.source.empty() ? std::string("workload") : workload.source) +
-                   ": precision: " + precision_name(workload.precision) + " needs gpu.peak_flops." +
-                   precision_name(workload.precision) + ", which " +
-                   (cluster.source.empty() ? cluster.name : cluster.source) + " does not give for " +
-                   cluster.gpu.kind);
+/// The ranges a spec built in code may break (a file's reader refuses them): the degrees, the
+/// ZeRO stage and the batch sizes. Returns whether the degrees tp, pp, cp, ep and dp are usable,
+/// which every rule dividing by one of them needs.
+bool check_ranges(const WorkloadSpec& w, Problems& fail) {
+  const ParallelSpec& p = w.parallel;
+  const bool tp_pp = p.tp >= 1 && p.pp >= 1 && p.dp >= 0;
+  if (!tp_pp)
+    fail("parallel: tp and pp must be >= 1 and dp >= 1 (or 0 to derive it), found tp = " + str(p.tp) +
+         ", pp = " + str(p.pp) + ", dp = " + str(p.dp));
+  if (p.zero_stage < 0 || p.zero_stage > 3)
+    fail("parallel.zero_stage = " + str(p.zero_stage) + " but only stages 0, 1, 2 and 3 exist");
+  if (w.batch.micro_batch < 1 || w.batch.global_batch < 1)
+    fail("batch: global_batch and micro_batch must be >= 1, found " + str(w.batch.global_batch) + " and " +
+         str(w.batch.micro_batch));
+  return tp_pp;
 }
 
-Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload) {
-  const std::string prefix = (workload.source.empty() ? std::string("workload") : workload.source) + ": ";
-  const std::string cluster_name = cluster.source.empty() ? cluster.name : cluster.source;
-  const auto fail = [&](const std::string& why) { throw ModelError(prefix + why); };
-  const ModelSpec& m = workload.model;
-  const ParallelSpec& p = workload.parallel;
-  const int64_t tp = p.tp;
-  const int64_t pp = p.pp;
-
-  if (p.tp < 1 || p.pp < 1 || p.dp < 0) {
-    fail("parallel: tp and pp must be >= 1 and dp >= 1 (or 0 to derive it), found tp = " + str(tp) +
-         ", pp = " + str(pp) + ", dp = " + str(p.dp));
-  }
-  if (p.zero_stage < 0 || p.zero_stage > 3) {
-    fail("parallel.zero_stage = " + str(p.zero_stage) + " but only stages 0, 1, 2 and 3 exist");
-  }
-  if (workload.batch.micro_batch < 1 || workload.batch.global_batch < 1) {
-    fail("batch: global_batch and micro_batch must be >= 1, found " + str(workload.batch.global_batch) +
-         " and " + str(workload.batch.micro_batch));
-  }
-  check_precision(cluster, workload);
-  if (workload.training.offload_layers > 0 && cluster.gpu.host_bandwidth.value() <= 0) {
+/// What the workload needs of the cluster's GPU: a peak for its precision (bf16 too for fp8),
+/// and a host link for activation offloading.
+void check_gpu_needs(const ClusterSpec& cluster, const WorkloadSpec& w, Problems& fail) {
+  if (const std::string why = precision_problem(cluster, w); !why.empty())
+    fail(why);
+  if (w.training.offload_layers > 0 && cluster.gpu.host_bandwidth.value() <= 0)
     fail("training.offload_layers moves activations to host memory and needs gpu.host_bandwidth (GPU <-> "
-         "host, "
-         "per direction), which " +
-         cluster_name + " does not give");
-  }
-  if (workload.precision == Precision::FP8 && cluster.gpu.peak_bf16.value() <= 0) {
+         "host, per direction), which " +
+         cluster_name(cluster) + " does not give");
+  if (w.precision == Precision::FP8 && cluster.gpu.peak_bf16.value() <= 0)
     fail("precision: fp8 runs the attention core, logits and norms in bf16 and needs gpu.peak_flops.bf16, "
          "which " +
-         cluster_name + " does not give for " + cluster.gpu.kind);
-  }
+         cluster_name(cluster) + " does not give for " + cluster.gpu.kind);
+}
 
+/// The data-parallel size: parallel.dp, or the cluster's GPUs over tp*cp*pp when it is omitted;
+/// nullopt (a problem reported) when the GPUs do not match.
+std::optional<int64_t> data_parallel(const ClusterSpec& cluster, const WorkloadSpec& w, Problems& fail) {
+  const ParallelSpec& p = w.parallel;
+  const int64_t tp = p.tp, pp = p.pp, cp = p.cp;
   const int64_t gpus = static_cast<int64_t>(cluster.nodes) * cluster.gpus_per_node;
-  const std::string gpus_text = str(gpus) + " GPUs (" + cluster_name + ": " + str(cluster.nodes) +
+  const std::string gpus_text = str(gpus) + " GPUs (" + cluster_name(cluster) + ": " + str(cluster.nodes) +
                                 " nodes * " + str(cluster.gpus_per_node) + " GPUs)";
   // Context parallelism multiplies the GPUs of one model replica: GPUs = tp*cp*pp*dp.
-  const int64_t cp = p.cp;
-  if (p.cp < 1 || p.ep < 1)
-    fail("parallel: cp and ep must be >= 1, found cp = " + str(p.cp) + ", ep = " + str(p.ep));
   const auto tp_pp = checked_mul(tp * pp, cp).value_or(0);
   const std::string tp_pp_name = cp > 1 ? "tp*cp*pp" : "tp*pp";
   const std::string tp_pp_factors =
       cp > 1 ? str(tp) + "*" + str(cp) + "*" + str(pp) : str(tp) + "*" + str(pp);
-  int64_t dp = p.dp;
-  if (dp == 0) {
+  if (p.dp == 0) {
     if (tp_pp == 0 || gpus % tp_pp != 0) {
       fail("parallel: dp is omitted, but the cluster's " + gpus_text + " are not divisible by " + tp_pp_name +
            " = " + tp_pp_factors + " = " + str(tp_pp));
+      return std::nullopt;
     }
-    dp = gpus / tp_pp;
-  } else {
-    const auto total = checked_mul(tp_pp, dp);
-    if (!total || *total != gpus) {
-      fail("parallel: " + tp_pp_name + "*dp = " + tp_pp_factors + "*" + str(dp) + " = " +
-           (total ? str(*total) : std::string("(overflow)")) + " but the cluster has " + gpus_text);
-    }
+    return gpus / tp_pp;
   }
+  const auto total = checked_mul(tp_pp, p.dp);
+  if (!total || *total != gpus) {
+    fail("parallel: " + tp_pp_name + "*dp = " + tp_pp_factors + "*" + str(p.dp) + " = " +
+         (total ? str(*total) : std::string("(overflow)")) + " but the cluster has " + gpus_text);
+    return std::nullopt;
+  }
+  return p.dp;
+}
 
-  const auto divides = [&](const char* degree_name, int64_t degree, const char* dim_name, int64_t dim,
-                           const char* why) {
-    if (dim % degree != 0) {
-      fail(std::string(degree_name) + " = " + str(degree) + " does not divide " + dim_name + " = " +
-           str(dim) + " (" + why + ")");
-    }
+/// Tensor parallelism splits the heads, the MLP and the vocabulary.
+void check_tp_split(const WorkloadSpec& w, Problems& fail) {
+  const int64_t tp = w.parallel.tp;
+  const ModelSpec& m = w.model;
+  const auto divides = [&](const char* dim_name, int64_t dim, const char* why) {
+    if (dim % tp != 0)
+      fail("parallel.tp = " + str(tp) + " does not divide " + dim_name + " = " + str(dim) + " (" + why + ")");
   };
-  divides("parallel.tp", tp, "model.heads", m.heads, "attention heads are split across TP ranks");
-  divides("parallel.tp", tp, "model.kv_heads", m.kv_heads, "key/value heads are split across TP ranks");
-  divides("parallel.tp", tp, "model.ffn_hidden", m.ffn_hidden, "the MLP is split across TP ranks");
-  divides("parallel.tp", tp, "model.vocab", m.vocab, "the embedding and logits are split across TP ranks");
-  check_chunks(workload, pp, fail);
-  if (workload.training.overlap_param_gather && workload.parallel.zero_stage != 1 &&
-      workload.parallel.zero_stage != 2)
+  divides("model.heads", m.heads, "attention heads are split across TP ranks");
+  divides("model.kv_heads", m.kv_heads, "key/value heads are split across TP ranks");
+  divides("model.ffn_hidden", m.ffn_hidden, "the MLP is split across TP ranks");
+  divides("model.vocab", m.vocab, "the embedding and logits are split across TP ranks");
+}
+
+/// Training options that need a ZeRO stage or a recomputation mode.
+void check_training_needs(const WorkloadSpec& w, Problems& fail) {
+  const TrainingSpec& t = w.training;
+  const int zero = w.parallel.zero_stage;
+  if (t.overlap_param_gather && zero != 1 && zero != 2)
     fail("training.overlap_param_gather overlaps the distributed optimizer's parameter all-gather and needs "
          "parallel.zero_stage 1 or 2, found " +
-         str(workload.parallel.zero_stage));
-  if (workload.training.zero3_fetch == Zero3Fetch::BLOCKING && workload.parallel.zero_stage != 3)
+         str(zero));
+  if (t.zero3_fetch == Zero3Fetch::BLOCKING && zero != 3)
     fail("training.zero3_fetch: blocking is how ZeRO-3 gathers parameters and needs parallel.zero_stage 3, "
          "found " +
-         str(workload.parallel.zero_stage));
-  if (workload.training.recompute_layers > 0 && workload.training.recompute != Recompute::FULL)
-    fail("training.recompute_layers = " + str(workload.training.recompute_layers) +
-         " needs training.recompute: full");
+         str(zero));
+  if (t.recompute_layers > 0 && t.recompute != Recompute::FULL)
+    fail("training.recompute_layers = " + str(t.recompute_layers) + " needs training.recompute: full");
+}
 
-  const auto per_step = checked_mul(workload.batch.micro_batch, dp);
-  if (!per_step || workload.batch.global_batch % *per_step != 0) {
-    fail("batch.global_batch = " + str(workload.batch.global_batch) +
-         " is not divisible by batch.micro_batch*parallel.dp = " + str(workload.batch.micro_batch) + "*" +
-         str(dp) + (p.dp == 0 ? " (dp derived)" : "") + " = " +
+/// The global batch splits into micro-batches over the DP replicas.
+void check_batch_split(const WorkloadSpec& w, int64_t dp, Problems& fail) {
+  const auto per_step = checked_mul(w.batch.micro_batch, dp);
+  if (!per_step || w.batch.global_batch % *per_step != 0)
+    fail("batch.global_batch = " + str(w.batch.global_batch) +
+         " is not divisible by batch.micro_batch*parallel.dp = " + str(w.batch.micro_batch) + "*" + str(dp) +
+         (w.parallel.dp == 0 ? " (dp derived)" : "") + " = " +
          (per_step ? str(*per_step) : std::string("(overflow)")));
-  }
-  check_schedule(workload, dp, fail);
-  check_moe_and_cp(workload, dp, fail);
-  if (p.sp && tp == 1) {
+}
+
+/// Sequence parallelism splits the sequence along TP.
+void check_sequence_parallel(const WorkloadSpec& w, Problems& fail) {
+  const int64_t tp = w.parallel.tp;
+  if (!w.parallel.sp)
+    return;
+  if (tp == 1)
     fail("parallel.sp = true needs parallel.tp > 1, found tp = 1 (sequence parallelism splits along TP)");
+  if (w.model.seq_len % tp != 0)
+    fail("parallel.sp = true needs model.seq_len = " + str(w.model.seq_len) +
+         " divisible by parallel.tp = " + str(tp) + " (seq_len % tp = " + str(w.model.seq_len % tp) + ")");
+}
+
+} // namespace
+
+void check_precision(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+  if (const std::string why = precision_problem(cluster, workload); !why.empty())
+    throw ModelError(workload_name(workload) + ": " + why);
+}
+
+Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+  Problems problems(workload_name(workload) + ": ");
+  const ParallelSpec& p = workload.parallel;
+  const bool tp_pp = check_ranges(workload, problems);
+  const bool batch = workload.batch.micro_batch >= 1 && workload.batch.global_batch >= 1;
+  check_gpu_needs(cluster, workload, problems);
+  const bool cp_ep = p.cp >= 1 && p.ep >= 1;
+  if (!cp_ep)
+    problems("parallel: cp and ep must be >= 1, found cp = " + str(p.cp) + ", ep = " + str(p.ep));
+  // Every rule below divides by a degree: none runs over an unusable one.
+  std::optional<int64_t> dp;
+  if (tp_pp && cp_ep) {
+    dp = data_parallel(cluster, workload, problems);
+    check_tp_split(workload, problems);
+    check_chunks(workload, p.pp, problems);
   }
-  if (p.sp && m.seq_len % tp != 0) {
-    fail("parallel.sp = true needs model.seq_len = " + str(m.seq_len) +
-         " divisible by parallel.tp = " + str(tp) + " (seq_len % tp = " + str(m.seq_len % tp) + ")");
+  check_training_needs(workload, problems);
+  if (dp && batch)
+    check_batch_split(workload, *dp, problems);
+  if (tp_pp && cp_ep) {
+    check_schedule(workload, batch ? dp : std::nullopt, problems);
+    check_moe_and_cp(workload, dp, problems);
+    check_sequence_parallel(workload, problems);
   }
+  problems.throw_all();
   Layout layout{.workload = workload, .dp_derived = p.dp == 0};
-  layout.workload.parallel.dp = static_cast<int>(dp);
+  layout.workload.parallel.dp = static_cast<int>(*dp);
   return layout;
 }
 

@@ -73,8 +73,8 @@ std::string describe(const YAML::Node& node) {
 
 // ---- Document ------------------------------------------------------------------------------
 
-Document::Document(const std::filesystem::path& file, bool collect)
-    : file_(file.string()), collect_(collect) {
+Document::Document(const std::filesystem::path& file, bool collect, std::optional<schema::File> schema)
+    : file_(file.string()), collect_(collect), schema_(schema) {
   const std::string text = read_input_file(file);
   std::vector<YAML::Node> documents;
   try {

@@ -4,6 +4,7 @@
 // API; nothing outside sim/config/ includes this header.
 
 #include "config/config.hpp"
+#include "config/schema.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -34,7 +35,10 @@ std::string describe(const YAML::Node& node);
 class Document {
 public:
   /// Reads and parses `file`. Throws ConfigError when it cannot be read or is not valid YAML.
-  explicit Document(const std::filesystem::path& file, bool collect = false);
+  /// `schema`: the file kind whose declaration (schema.hpp) gives the keys' value ranges, for
+  /// the typed readers of fields.hpp; none for the other YAML files.
+  explicit Document(const std::filesystem::path& file, bool collect = false,
+                    std::optional<schema::File> schema = std::nullopt);
 
   /// Sets dotted `path` (relative to the document root) to the YAML text `value`, creating
   /// missing mappings on the way. `shown` is how errors name the override
@@ -43,6 +47,7 @@ public:
 
   [[nodiscard]] const std::string& file() const { return file_; }
   [[nodiscard]] const YAML::Node& root() const { return root_; }
+  [[nodiscard]] std::optional<schema::File> schema() const { return schema_; }
 
   /// Where the node at dotted `path` came from: "--set PATH=VALUE" when an override supplied it,
   /// else "FILE:LINE:COL" (1-based) from the node's mark, else "FILE".
@@ -65,6 +70,7 @@ private:
   std::string file_;
   YAML::Node root_;
   bool collect_ = false;
+  std::optional<schema::File> schema_;
   mutable std::vector<std::string> errors_;                  ///< kept by const readers, hence mutable
   std::vector<std::pair<std::string, std::string>> origins_; ///< (path, shown) of overridden subtrees
 };
@@ -79,6 +85,7 @@ public:
 
   [[nodiscard]] const std::string& path() const { return path_; }
   [[nodiscard]] const YAML::Node& value() const { return value_; }
+  [[nodiscard]] const Document& document() const { return *doc_; }
   /// "LOCATION: key 'PATH'", the prefix of every message about this field.
   [[nodiscard]] std::string where() const;
   /// Throws ConfigError "LOCATION: key 'PATH': WHAT".

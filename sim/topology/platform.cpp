@@ -41,9 +41,90 @@ int nic_of(const ClusterSpec& cluster, int local_gpu) {
 
 namespace {
 
-/// Node zones (GPU hosts, NVSwitch host, NVLink port links, NIC links to the node gateway)
-/// under leaf star zones, leaves under pod star zones (three tiers), pods or leaves under the
-/// root. Each level's up/down link per child carries the child's bandwidth / oversubscription.
+/// A star zone `name` under `parent` whose own switch (a router in a zone of its own: SimGrid
+/// 3.32 mis-resolves a route to a router placed directly in a zone that also holds sub-zones) is
+/// its gateway; up/down links of `capacity` and latency `sw` connect it in `parent`.
+sg4::NetZone* switch_zone(sg4::NetZone* parent, const std::string& name, double capacity, double sw) {
+  sg4::NetZone* zone = sg4::create_star_zone(name);
+  zone->set_parent(parent);
+  sg4::NetZone* sw_zone = sg4::create_full_zone(name + "-swzone");
+  sw_zone->set_parent(zone);
+  simgrid::kernel::routing::NetPoint* gw = sw_zone->create_router(name + "-sw");
+  sw_zone->seal();
+  zone->add_route(sw_zone->get_netpoint(), nullptr, gw, nullptr, {}, true);
+  sg4::Link* up = make_link(parent, name + "-up", capacity, sw);
+  sg4::Link* down = make_link(parent, name + "-down", capacity, sw);
+  parent->add_route(zone->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(up)}, false);
+  parent->add_route(nullptr, zone->get_netpoint(), nullptr, gw, {sg4::LinkInRoute(down)}, false);
+  return zone;
+}
+
+/// Node `n` of a fat tree as a zone under `leaf_zone`: its GPU hosts and NVSwitch host, the
+/// NVLink port links (and a PCIe node's shared bridge), the NIC links to the node's gateway, and
+/// the latency-only hop to the leaf switch. The GPUs and the switch are appended to `out`.
+void build_node_zone(const ClusterSpec& c, sg4::NetZone* leaf_zone, int n, Platform& out,
+                     const std::vector<double>& gpu_pstates) {
+  const double nvl_bw = c.nvswitch.bandwidth.value() * c.nvswitch.efficiency;
+  const double nvl_lat = c.nvswitch.latency.value() / 2.0;
+  const double nic_bw = c.nic.bandwidth.value() * c.nic.efficiency;
+  const double nic_lat = c.nic.latency.value() / 2.0;
+  const double sw = c.fabric.switch_latency.value();
+  const std::string node = "node" + std::to_string(n);
+  sg4::NetZone* nz = sg4::create_full_zone(node);
+  nz->set_parent(leaf_zone);
+  simgrid::kernel::routing::NetPoint* gw = nz->create_router(node + "-gw");
+  std::vector<sg4::Host*> hosts;
+  std::vector<sg4::Link*> nvl_up, nvl_down, nic_up, nic_down;
+  // The node's switch as an endpoint: NVLS flows go GPU -> switch -> GPU over the port links.
+  sg4::Host* sw_host = nz->create_host(node + "-switch", GPU_SPEED);
+  sw_host->seal();
+  out.switches.push_back(sw_host);
+  // PCIe nodes: GPU-to-GPU traffic also crosses the switch / host bridge, shared by all.
+  sg4::Link* bridge = nullptr;
+  if (c.intra == IntraNodeKind::PCIE && c.pcie_host_bandwidth.value() > 0)
+    bridge = make_link(nz, node + "-pcie-bridge", c.pcie_host_bandwidth.value() * c.nvswitch.efficiency, 0.0);
+  for (int g = 0; g < c.gpus_per_node; ++g) {
+    sg4::Host* h = nz->create_host(node + "-gpu" + std::to_string(g), gpu_pstates);
+    h->seal();
+    hosts.push_back(h);
+    out.gpus.push_back(h);
+    nvl_up.push_back(make_link(nz, h->get_name() + "-nvl-up", nvl_bw, nvl_lat));
+    nvl_down.push_back(make_link(nz, h->get_name() + "-nvl-down", nvl_bw, nvl_lat));
+  }
+  for (int k = 0; k < c.nics_per_node; ++k) {
+    nic_up.push_back(make_link(nz, node + "-nic" + std::to_string(k) + "-up", nic_bw, nic_lat));
+    nic_down.push_back(make_link(nz, node + "-nic" + std::to_string(k) + "-down", nic_bw, nic_lat));
+  }
+  for (int a = 0; a < c.gpus_per_node; ++a) {
+    for (int b = 0; b < c.gpus_per_node; ++b) {
+      if (a == b)
+        continue;
+      std::vector<sg4::LinkInRoute> route{sg4::LinkInRoute(nvl_up[a])};
+      if (bridge != nullptr)
+        route.emplace_back(bridge);
+      route.emplace_back(nvl_down[b]);
+      nz->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr, route, false);
+    }
+    nz->add_route(hosts[a]->get_netpoint(), sw_host->get_netpoint(), nullptr, nullptr,
+                  {sg4::LinkInRoute(nvl_up[a])}, false);
+    nz->add_route(sw_host->get_netpoint(), hosts[a]->get_netpoint(), nullptr, nullptr,
+                  {sg4::LinkInRoute(nvl_down[a])}, false);
+    const int k = nic_of(c, a);
+    nz->add_route(hosts[a]->get_netpoint(), gw, nullptr, nullptr, {sg4::LinkInRoute(nic_up[k])}, false);
+    nz->add_route(gw, hosts[a]->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nic_down[k])}, false);
+  }
+  nz->seal();
+  // Node -> leaf switch: the NIC links already bound bandwidth; this carries the switch
+  // latency (leaf switch for one-tier fabrics, half of it on each side).
+  sg4::Link* lat_up = make_link(leaf_zone, node + "-leaf-up", UNLIMITED_BANDWIDTH, sw / 2.0);
+  sg4::Link* lat_down = make_link(leaf_zone, node + "-leaf-down", UNLIMITED_BANDWIDTH, sw / 2.0);
+  leaf_zone->add_route(nz->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(lat_up)}, false);
+  leaf_zone->add_route(nullptr, nz->get_netpoint(), nullptr, gw, {sg4::LinkInRoute(lat_down)}, false);
+}
+
+/// Node zones (build_node_zone) under leaf star zones, leaves under pod star zones (three
+/// tiers), pods or leaves under the root. Each level's up/down link per child carries the
+/// child's bandwidth / oversubscription.
 Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<double>& gpu_pstates) {
   const int per_leaf = std::max(1, std::min(c.fabric.nodes_per_leaf, c.nodes));
   const int leaves = (c.nodes + per_leaf - 1) / per_leaf;
@@ -57,30 +138,8 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
   out.timer->set_core_count(1 << 24);
   out.timer->seal();
 
-  const double nvl_bw = c.nvswitch.bandwidth.value() * c.nvswitch.efficiency;
-  const double nvl_lat = c.nvswitch.latency.value() / 2.0;
   const double nic_bw = c.nic.bandwidth.value() * c.nic.efficiency;
-  const double nic_lat = c.nic.latency.value() / 2.0;
   const double sw = c.fabric.switch_latency.value();
-
-  /// A star zone `name` under `parent` whose own switch (a router in a zone of its own: SimGrid
-  /// 3.32 mis-resolves a route to a router placed directly in a zone that also holds sub-zones)
-  /// is its gateway; up/down links of `capacity` and latency `sw` connect it in `parent`.
-  const auto switch_zone = [&](sg4::NetZone* parent, const std::string& name, double capacity) {
-    sg4::NetZone* zone = sg4::create_star_zone(name);
-    zone->set_parent(parent);
-    sg4::NetZone* sw_zone = sg4::create_full_zone(name + "-swzone");
-    sw_zone->set_parent(zone);
-    simgrid::kernel::routing::NetPoint* gw = sw_zone->create_router(name + "-sw");
-    sw_zone->seal();
-    zone->add_route(sw_zone->get_netpoint(), nullptr, gw, nullptr, {}, true);
-    sg4::Link* up = make_link(parent, name + "-up", capacity, sw);
-    sg4::Link* down = make_link(parent, name + "-down", capacity, sw);
-    parent->add_route(zone->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(up)}, false);
-    parent->add_route(nullptr, zone->get_netpoint(), nullptr, gw, {sg4::LinkInRoute(down)}, false);
-    return zone;
-  };
-
   out.gpus.reserve(static_cast<size_t>(c.num_gpus()));
   for (int pod = 0; pod < pods; ++pod) {
     sg4::NetZone* pod_zone = root;
@@ -90,7 +149,7 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
       const int nodes_here = std::min(per_pod * per_leaf, c.nodes - first_node);
       const double capacity =
           nodes_here * c.nics_per_node * nic_bw / c.fabric.oversubscription / c.fabric.spine_oversubscription;
-      pod_zone = switch_zone(root, "pod" + std::to_string(pod), capacity);
+      pod_zone = switch_zone(root, "pod" + std::to_string(pod), capacity, sw);
     }
     for (int leaf = pod * per_pod; leaf < std::min(leaves, (pod + 1) * per_pod); ++leaf) {
       sg4::NetZone* leaf_zone = pod_zone;
@@ -99,63 +158,10 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
         // Leaf -> spine -> leaf crosses three switches: the node hops carry half a switch each,
         // the leaf uplinks one each (the pod uplinks one each more: five switches).
         leaf_zone = switch_zone(pod_zone, "leaf" + std::to_string(leaf),
-                                nodes_here * c.nics_per_node * nic_bw / c.fabric.oversubscription);
+                                nodes_here * c.nics_per_node * nic_bw / c.fabric.oversubscription, sw);
       }
-      for (int n = leaf * per_leaf; n < std::min(c.nodes, (leaf + 1) * per_leaf); ++n) {
-        const std::string node = "node" + std::to_string(n);
-        sg4::NetZone* nz = sg4::create_full_zone(node);
-        nz->set_parent(leaf_zone);
-        simgrid::kernel::routing::NetPoint* gw = nz->create_router(node + "-gw");
-        std::vector<sg4::Host*> hosts;
-        std::vector<sg4::Link*> nvl_up, nvl_down, nic_up, nic_down;
-        // The node's switch as an endpoint: NVLS flows go GPU -> switch -> GPU over the port links.
-        sg4::Host* sw_host = nz->create_host(node + "-switch", GPU_SPEED);
-        sw_host->seal();
-        out.switches.push_back(sw_host);
-        // PCIe nodes: GPU-to-GPU traffic also crosses the switch / host bridge, shared by all.
-        sg4::Link* bridge = nullptr;
-        if (c.intra == IntraNodeKind::PCIE && c.pcie_host_bandwidth.value() > 0)
-          bridge = make_link(nz, node + "-pcie-bridge", c.pcie_host_bandwidth.value() * c.nvswitch.efficiency,
-                             0.0);
-        for (int g = 0; g < c.gpus_per_node; ++g) {
-          sg4::Host* h = nz->create_host(node + "-gpu" + std::to_string(g), gpu_pstates);
-          h->seal();
-          hosts.push_back(h);
-          out.gpus.push_back(h);
-          nvl_up.push_back(make_link(nz, h->get_name() + "-nvl-up", nvl_bw, nvl_lat));
-          nvl_down.push_back(make_link(nz, h->get_name() + "-nvl-down", nvl_bw, nvl_lat));
-        }
-        for (int k = 0; k < c.nics_per_node; ++k) {
-          nic_up.push_back(make_link(nz, node + "-nic" + std::to_string(k) + "-up", nic_bw, nic_lat));
-          nic_down.push_back(make_link(nz, node + "-nic" + std::to_string(k) + "-down", nic_bw, nic_lat));
-        }
-        for (int a = 0; a < c.gpus_per_node; ++a) {
-          for (int b = 0; b < c.gpus_per_node; ++b) {
-            if (a == b)
-              continue;
-            std::vector<sg4::LinkInRoute> route{sg4::LinkInRoute(nvl_up[a])};
-            if (bridge != nullptr)
-              route.emplace_back(bridge);
-            route.emplace_back(nvl_down[b]);
-            nz->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr, route, false);
-          }
-          nz->add_route(hosts[a]->get_netpoint(), sw_host->get_netpoint(), nullptr, nullptr,
-                        {sg4::LinkInRoute(nvl_up[a])}, false);
-          nz->add_route(sw_host->get_netpoint(), hosts[a]->get_netpoint(), nullptr, nullptr,
-                        {sg4::LinkInRoute(nvl_down[a])}, false);
-          const int k = nic_of(c, a);
-          nz->add_route(hosts[a]->get_netpoint(), gw, nullptr, nullptr, {sg4::LinkInRoute(nic_up[k])}, false);
-          nz->add_route(gw, hosts[a]->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nic_down[k])},
-                        false);
-        }
-        nz->seal();
-        // Node -> leaf switch: the NIC links already bound bandwidth; this carries the switch
-        // latency (leaf switch for one-tier fabrics, half of it on each side).
-        sg4::Link* lat_up = make_link(leaf_zone, node + "-leaf-up", UNLIMITED_BANDWIDTH, sw / 2.0);
-        sg4::Link* lat_down = make_link(leaf_zone, node + "-leaf-down", UNLIMITED_BANDWIDTH, sw / 2.0);
-        leaf_zone->add_route(nz->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(lat_up)}, false);
-        leaf_zone->add_route(nullptr, nz->get_netpoint(), nullptr, gw, {sg4::LinkInRoute(lat_down)}, false);
-      }
+      for (int n = leaf * per_leaf; n < std::min(c.nodes, (leaf + 1) * per_leaf); ++n)
+        build_node_zone(c, leaf_zone, n, out, gpu_pstates);
       if (two_tier)
         leaf_zone->seal();
     }

@@ -387,34 +387,72 @@ void put_metadata_event(Sink& out, std::string_view kind, Rank pid, int tid, boo
   out.put(",\"args\":{");
 }
 
-} // namespace
+/// The trace's events, written one after another with a ",\n" between two: the first event
+/// of the list is the only one without a separator.
+class Events {
+public:
+  explicit Events(Sink& out) : out_(out) {}
+  [[nodiscard]] Sink& out() { return out_; }
+  /// Starts the next event.
+  void next() {
+    if (!first_)
+      out_.put(",\n");
+    first_ = false;
+  }
+  /// A complete ("X") slice of `name` with `args` on thread `tid` of `pid`.
+  void slice(Rank pid, int tid, int64_t ts, int64_t dur, std::string_view cat, const Text& name,
+             const Text& args) {
+    next();
+    out_.put("{\"ph\":\"X\",\"pid\":");
+    out_.put_int(pid);
+    out_.put(",\"tid\":");
+    out_.put_int(tid);
+    out_.put(",\"ts\":");
+    out_.put_us(ts);
+    out_.put(",\"dur\":");
+    out_.put_us(dur);
+    out_.put(",\"name\":\"");
+    out_.put(name.view());
+    out_.put("\",\"cat\":\"");
+    out_.put(cat);
+    out_.put("\",\"args\":");
+    out_.put(args.view());
+    out_.put('}');
+  }
+  /// One end ('s' start, 'f' finish) of the arrow of pipeline send `id`.
+  void flow(char ph, Rank pid, int tid, int64_t ts, TaskId id) {
+    next();
+    out_.put("{\"ph\":\"");
+    out_.put(ph);
+    out_.put("\",\"pid\":");
+    out_.put_int(pid);
+    out_.put(",\"tid\":");
+    out_.put_int(tid);
+    out_.put(",\"ts\":");
+    out_.put_us(ts);
+    out_.put(",\"id\":");
+    out_.put_int(id);
+    out_.put(",\"name\":\"pp send\",\"cat\":\"pp\"");
+    if (ph == 'f')
+      out_.put(",\"bp\":\"e\"");
+    out_.put('}');
+  }
 
-void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
-  check_input(in);
+private:
+  Sink& out_;
+  bool first_ = true;
+};
+
+/// Process and thread names, in rank order.
+void write_names(Events& events, const TraceInput& in, const RankTable& ranks) {
   const graph::StepProgram& program = in.program;
-  const graph::StepGraph& g = program.graph;
   const graph::RankGrid& grid = program.grid;
-  const RankTable ranks = rank_table(program);
-  Sink out(stream);
-
-  int64_t step_ns = 0;
-  for (size_t i = 0; i < g.size(); ++i)
-    step_ns = std::max(step_ns, to_ns(in.end[i]));
-
-  out.put("{\"traceEvents\":[\n");
-  bool first = true;
-  auto sep = [&] {
-    if (!first)
-      out.put(",\n");
-    first = false;
-  };
-
-  // Process and thread names, in rank order.
+  Sink& out = events.out();
   const int per_node = std::max(in.cluster.gpus_per_node, 1);
   for (const Rank r : program.simulated_ranks) {
     if (!ranks.has(r))
       continue;
-    sep();
+    events.next();
     put_metadata_event(out, "process_name", r, 0, false);
     out.put("\"name\":\"node ");
     out.put_int(r / per_node);
@@ -435,7 +473,7 @@ void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
       out.put_int(grid.ep_of(r));
     }
     out.put(")\"}}");
-    sep();
+    events.next();
     put_metadata_event(out, "process_sort_index", r, 0, false);
     out.put("\"sort_index\":");
     out.put_int(r);
@@ -443,12 +481,12 @@ void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
     for (int s = 0; s < THREAD_COUNT; ++s) {
       if ((ranks.threads[static_cast<size_t>(r)] & (1u << static_cast<unsigned>(s))) == 0)
         continue;
-      sep();
+      events.next();
       put_metadata_event(out, "thread_name", r, s, true);
       out.put("\"name\":");
       out.put_json_string(thread_name(s));
       out.put("}}");
-      sep();
+      events.next();
       put_metadata_event(out, "thread_sort_index", r, s, true);
       out.put("\"sort_index\":");
       out.put_int(thread_sort_index(s));
@@ -456,46 +494,13 @@ void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
     }
     out.maybe_flush();
   }
+}
 
-  // One slice per task and participant, in task-id order.
+/// One slice per task and participant, in task-id order, and the arrows of pipeline sends.
+void write_tasks(Events& events, const TraceInput& in, const RankTable& ranks) {
+  const graph::StepGraph& g = in.program.graph;
   Text name;
   Text args;
-  auto slice = [&](Rank pid, int tid, int64_t ts, int64_t dur, std::string_view cat) {
-    sep();
-    out.put("{\"ph\":\"X\",\"pid\":");
-    out.put_int(pid);
-    out.put(",\"tid\":");
-    out.put_int(tid);
-    out.put(",\"ts\":");
-    out.put_us(ts);
-    out.put(",\"dur\":");
-    out.put_us(dur);
-    out.put(",\"name\":\"");
-    out.put(name.view());
-    out.put("\",\"cat\":\"");
-    out.put(cat);
-    out.put("\",\"args\":");
-    out.put(args.view());
-    out.put('}');
-  };
-  auto flow = [&](char ph, Rank pid, int tid, int64_t ts, TaskId id) {
-    sep();
-    out.put("{\"ph\":\"");
-    out.put(ph);
-    out.put("\",\"pid\":");
-    out.put_int(pid);
-    out.put(",\"tid\":");
-    out.put_int(tid);
-    out.put(",\"ts\":");
-    out.put_us(ts);
-    out.put(",\"id\":");
-    out.put_int(id);
-    out.put(",\"name\":\"pp send\",\"cat\":\"pp\"");
-    if (ph == 'f')
-      out.put(",\"bp\":\"e\"");
-    out.put('}');
-  };
-
   for (TaskId id = 0; id < g.size(); ++id) {
     const Task& t = g.task(id);
     const int64_t ts = std::max<int64_t>(to_ns(in.start[id]), 0);
@@ -505,46 +510,69 @@ void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
     const std::string_view cat = category(t);
     if (t.kind == TaskKind::COMPUTE) {
       if (ranks.has(t.rank))
-        slice(t.rank, thread_of(t, 0), ts, dur, cat);
+        events.slice(t.rank, thread_of(t, 0), ts, dur, cat, name, args);
     } else {
       const auto parts = g.participants(t);
       for (size_t i = 0; i < parts.size(); ++i)
         if (ranks.has(parts[i]))
-          slice(parts[i], thread_of(t, i), ts, dur, cat);
+          events.slice(parts[i], thread_of(t, i), ts, dur, cat, name, args);
       if (t.op == CollectiveOp::SEND && parts.size() == 2 && ranks.has(parts[0]) && ranks.has(parts[1])) {
         // Arrow from the send on the sender's pp-comm thread to the compute task it feeds on
         // the receiver (or, lacking one, to the send's own slice on the receiver).
-        flow('s', parts[0], thread_of(t, 0), inside(ts, dur), id);
+        events.flow('s', parts[0], thread_of(t, 0), inside(ts, dur), id);
         if (const auto consumer = send_consumer(g, id, parts[1])) {
           const int64_t cts = std::max<int64_t>(to_ns(in.start[*consumer]), 0);
           const int64_t cdur = std::max<int64_t>(to_ns(in.end[*consumer]) - cts, 0);
-          flow('f', parts[1], thread_of(g.task(*consumer), 0), inside(cts, cdur), id);
+          events.flow('f', parts[1], thread_of(g.task(*consumer), 0), inside(cts, cdur), id);
         } else {
-          flow('f', parts[1], thread_of(t, 1), inside(ts, dur), id);
+          events.flow('f', parts[1], thread_of(t, 1), inside(ts, dur), id);
         }
       }
     }
+    events.out().maybe_flush();
+  }
+}
+
+/// Memory counter tracks (GiB), one per simulated GPU.
+void write_memory(Events& events, const TraceInput& in, const RankTable& ranks) {
+  if (!in.memory)
+    return;
+  Sink& out = events.out();
+  for (const CounterSeries& series : *in.memory) {
+    if (!ranks.has(series.gpu))
+      continue;
+    for (const auto& [time, bytes] : series.samples) {
+      events.next();
+      out.put("{\"ph\":\"C\",\"pid\":");
+      out.put_int(series.gpu);
+      out.put(",\"ts\":");
+      out.put_us(std::max<int64_t>(to_ns(Seconds(time)), 0));
+      out.put(",\"name\":\"memory\",\"args\":{\"GiB\":");
+      out.put_double(std::round(bytes / (1024.0 * 1024.0 * 1024.0) * 1e6) / 1e6);
+      out.put("}}");
+    }
     out.maybe_flush();
   }
+}
 
-  // Memory counter tracks (GiB), one per simulated GPU.
-  if (in.memory) {
-    for (const CounterSeries& series : *in.memory) {
-      if (!ranks.has(series.gpu))
-        continue;
-      for (const auto& [time, bytes] : series.samples) {
-        sep();
-        out.put("{\"ph\":\"C\",\"pid\":");
-        out.put_int(series.gpu);
-        out.put(",\"ts\":");
-        out.put_us(std::max<int64_t>(to_ns(Seconds(time)), 0));
-        out.put(",\"name\":\"memory\",\"args\":{\"GiB\":");
-        out.put_double(std::round(bytes / (1024.0 * 1024.0 * 1024.0) * 1e6) / 1e6);
-        out.put("}}");
-      }
-      out.maybe_flush();
-    }
-  }
+} // namespace
+
+void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
+  check_input(in);
+  const graph::StepProgram& program = in.program;
+  const graph::StepGraph& g = program.graph;
+  const RankTable ranks = rank_table(program);
+  Sink out(stream);
+
+  int64_t step_ns = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    step_ns = std::max(step_ns, to_ns(in.end[i]));
+
+  out.put("{\"traceEvents\":[\n");
+  Events events(out);
+  write_names(events, in, ranks);
+  write_tasks(events, in, ranks);
+  write_memory(events, in, ranks);
 
   out.put("\n],\"displayTimeUnit\":\"ms\",\"metadata\":{\"generator\":\"stepsim\",\"workload\":");
   out.put_json_string(in.workload.name);

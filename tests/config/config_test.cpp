@@ -1103,6 +1103,102 @@ TEST_F(ConfigTest, LayoutRejectsSequenceParallelWithIndivisibleSeqLen) {
                    "parallel.sp = true needs model.seq_len = 255 divisible by parallel.tp = 2"});
 }
 
+/// The lines of `text` (one error or broken rule each).
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  while (from <= text.size()) {
+    const auto to = text.find('\n', from);
+    out.push_back(text.substr(from, to == std::string::npos ? std::string::npos : to - from));
+    if (to == std::string::npos)
+      break;
+    from = to + 1;
+  }
+  return out;
+}
+
+// Every broken rule of a layout is reported at once, one per line in the order of the checks,
+// each naming the workload file and its keys.
+TEST_F(ConfigTest, LayoutReportsTwoBrokenRulesAtOnce) {
+  const std::string yaml =
+      replace(replace(WORKLOAD, "ffn_hidden: 1024", "ffn_hidden: 1025"), "layers: 4", "layers: 5");
+  const auto lines = lines_of(layout_error(CLUSTER, yaml));
+  ASSERT_EQ(lines.size(), 2U);
+  EXPECT_EQ(
+      lines[0],
+      workload_path().string() +
+          ": parallel.tp = 2 does not divide model.ffn_hidden = 1025 (the MLP is split across TP ranks)");
+  EXPECT_EQ(lines[1],
+            workload_path().string() +
+                ": parallel.pp = 2 does not divide model.layers = 5 (every pipeline stage holds the same "
+                "number of layers; parallel.chunk_layers splits them unevenly)");
+}
+
+TEST_F(ConfigTest, LayoutReportsThreeBrokenRulesAtOnce) {
+  const std::string yaml = replace(
+      replace(replace(WORKLOAD, "vocab: 1024", "vocab: 1025"), "global_batch: 16", "global_batch: 18"),
+      "  schedule: 1f1b\n", "  schedule: 1f1b\n  sp: true\n");
+  const std::string sp_seq = replace(yaml, "seq_len: 256", "seq_len: 255");
+  const auto lines = lines_of(layout_error(CLUSTER, sp_seq));
+  ASSERT_EQ(lines.size(), 3U);
+  const std::string at = workload_path().string() + ": ";
+  EXPECT_EQ(lines[0], at + "parallel.tp = 2 does not divide model.vocab = 1025 (the embedding and logits are "
+                           "split across TP ranks)");
+  EXPECT_EQ(lines[1],
+            at + "batch.global_batch = 18 is not divisible by batch.micro_batch*parallel.dp = 2*4 (dp "
+                 "derived) = 8");
+  EXPECT_EQ(
+      lines[2],
+      at + "parallel.sp = true needs model.seq_len = 255 divisible by parallel.tp = 2 (seq_len % tp = 1)");
+}
+
+// A rule that needs an earlier one to hold is skipped when it does not: with dp underivable the
+// batch split (over dp) is not checked, while the rules that do not need dp still are.
+TEST_F(ConfigTest, LayoutSkipsRulesOverAnUnknownDp) {
+  const std::string yaml =
+      replace(replace(WORKLOAD, "tp: 2", "tp: 3"), "global_batch: 16", "global_batch: 18");
+  const std::string message = layout_error(CLUSTER, yaml);
+  const auto lines = lines_of(message);
+  ASSERT_EQ(lines.size(), 5U) << message;
+  EXPECT_EQ(lines[0], workload_path().string() + ": parallel: dp is omitted, but the cluster's 16 GPUs (" +
+                          cluster_path().string() +
+                          ": 2 nodes * 8 GPUs) are not divisible by tp*pp = 3*2 = 6");
+  EXPECT_NE(lines[1].find("parallel.tp = 3 does not divide model.heads = 8"), std::string::npos);
+  EXPECT_NE(lines[2].find("parallel.tp = 3 does not divide model.kv_heads = 8"), std::string::npos);
+  EXPECT_NE(lines[3].find("parallel.tp = 3 does not divide model.ffn_hidden = 1024"), std::string::npos);
+  EXPECT_NE(lines[4].find("parallel.tp = 3 does not divide model.vocab = 1024"), std::string::npos);
+  EXPECT_EQ(message.find("batch.global_batch"), std::string::npos) << message;
+}
+
+// Degrees a spec built in code may hold (a file's reader refuses them): a rule dividing by an
+// unusable degree is not run, so the message names the degree alone, and nothing divides by 0.
+TEST_F(ConfigTest, LayoutSkipsRulesOverAnUnusableDegree) {
+  const ClusterSpec c = cluster(CLUSTER);
+  const WorkloadSpec base = workload(WORKLOAD);
+  const std::string at = workload_path().string() + ": ";
+  WorkloadSpec w = base;
+  w.parallel.tp = 0; // with sp, seq_len % tp and every tp split would divide by 0
+  w.parallel.sp = true;
+  w.batch.global_batch = 0;
+  auto lines = lines_of(message_of<ModelError>([&] { (void)stepsim::config::check_layout(c, w); }));
+  ASSERT_EQ(lines.size(), 2U);
+  EXPECT_EQ(lines[0],
+            at + "parallel: tp and pp must be >= 1 and dp >= 1 (or 0 to derive it), found tp = 0, pp = "
+                 "2, dp = 0");
+  EXPECT_EQ(lines[1], at + "batch: global_batch and micro_batch must be >= 1, found 0 and 2");
+  w = base;
+  w.parallel.schedule = stepsim::Schedule::INTERLEAVED; // layers % (pp*vp) would divide by 0
+  w.parallel.vp = 0;
+  w.parallel.ep = 0;
+  lines = lines_of(message_of<ModelError>([&] { (void)stepsim::config::check_layout(c, w); }));
+  ASSERT_EQ(lines.size(), 1U);
+  EXPECT_EQ(lines[0], at + "parallel: cp and ep must be >= 1, found cp = 1, ep = 0");
+  w.parallel.ep = 1;
+  lines = lines_of(message_of<ModelError>([&] { (void)stepsim::config::check_layout(c, w); }));
+  ASSERT_EQ(lines.size(), 1U);
+  EXPECT_EQ(lines[0], at + "parallel.vp = 0 must be >= 1");
+}
+
 TEST_F(ConfigTest, LayoutRejectsZeroStageOutOfRange) {
   // Out-of-range stages cannot come from a file (rejected on parsing); a spec built in code can.
   const ClusterSpec c = cluster(CLUSTER);
@@ -1243,20 +1339,6 @@ TEST(Bundled, TinyGptDoesNotFitAFullSuperpod) {
 }
 
 // ---- every error at once ------------------------------------------------------------------
-
-/// The lines of `text`.
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::string::size_type start = 0;
-  while (start <= text.size()) {
-    const auto nl = text.find('\n', start);
-    out.push_back(text.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
-    if (nl == std::string::npos)
-      break;
-    start = nl + 1;
-  }
-  return out;
-}
 
 // A cluster with three unrelated errors (a zero node count on line 2, an efficiency above 1 in
 // gpu, an unknown fabric key) is refused with one ConfigError of exactly three lines, in the
@@ -1417,7 +1499,8 @@ TEST(SchemaDoc, ChildrenOfEachMapping) {
     std::set<std::string_view> seen;
     for (const schema::Key& k : schema::keys(file)) {
       EXPECT_TRUE(seen.insert(k.path).second) << "declared twice: " << k.path;
-      EXPECT_FALSE(k.type.empty() || k.presence.empty() || k.meaning.empty()) << k.path;
+      EXPECT_FALSE(schema::type_column(k).empty() || schema::presence_column(k).empty() || k.meaning.empty())
+          << k.path;
     }
   }
 }
