@@ -50,9 +50,9 @@ BaseFigures read_base(const MapReader& gpu) {
 std::optional<double> clock_ratio(const MapReader& v, const BaseFigures& base) {
   std::optional<double> ratio;
   optional_key(v, "power_limit", [&](const Field& f) {
+    const double w = read_power(f);
     if (!base.power_limit)
       f.fail("needs gpu.power_limit, the base part's power limit it is relative to");
-    const double w = read_power(f);
     const std::string text = f.scalar("a power");
     const double lo = MIN_POWER_FRACTION * *base.power_limit;
     if (!(w >= lo && w <= *base.power_limit))
@@ -61,9 +61,9 @@ std::optional<double> clock_ratio(const MapReader& v, const BaseFigures& base) {
     ratio = std::cbrt(w / *base.power_limit);
   });
   optional_key(v, "sustained_clock", [&](const Field& f) {
+    const double hz = read_frequency(f);
     if (!base.boost_clock)
       f.fail("needs gpu.boost_clock, the base part's boost clock it is relative to");
-    const double hz = read_frequency(f);
     const std::string text = f.scalar("a frequency");
     if (!(hz > 0 && hz <= *base.boost_clock))
       f.fail("expected a clock in (0, " + megahertz(*base.boost_clock) +
@@ -106,9 +106,9 @@ void read_gpu_variant(const Document& doc, const MapReader& gpu, GpuSpec& g) {
     ratio = peak.value() / base16;
   });
   optional_key(*v, "sm_count", [&](const Field& f) {
+    out.sm_count = read_int(f);
     if (!base.sm_count)
       f.fail("needs gpu.sm_count, the base part's SM count it is relative to");
-    out.sm_count = read_int(f);
     if (out.sm_count > *base.sm_count)
       f.fail("expected an SM count in [1, " + std::to_string(*base.sm_count) + "] (at most gpu.sm_count), found " +
              std::to_string(out.sm_count));

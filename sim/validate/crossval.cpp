@@ -1,5 +1,6 @@
 #include "validate/crossval.hpp"
 
+#include "config/config.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"
 #include "validate/plan.hpp"
@@ -114,21 +115,23 @@ KnobValue schema_default(const Knob& k) {
   for (const config::schema::Key& key : config::schema::keys(config::schema::File::CLUSTER)) {
     if (key.path != k.key)
       continue;
-    const std::string_view p = key.presence;
-    const auto a = p.find("**");
-    const auto b = a == std::string_view::npos ? a : p.find("**", a + 2);
-    if (b != std::string_view::npos) {
-      const std::string text(p.substr(a + 2, b - a - 2));
+    // The declared default: a number, or a duration in the knob's unit ("0us").
+    const std::string text(key.dflt);
+    if (!text.empty()) {
       try {
         std::size_t used = 0;
         const double v = std::stod(text, &used);
         if (used == text.size())
           return KnobValue{k.key, v, k.unit};
+        if (key.value.kind == config::schema::Kind::DURATION && !k.unit.empty()) // "0s" in "us"
+          return KnobValue{k.key, config::parse_time(text, std::string(key.path)).value() /
+                                                config::parse_time("1" + k.unit, std::string(key.path)).value(),
+                           k.unit};
       } catch (const std::logic_error&) {
       }
     }
     throw ConfigError("cross-validation: knob " + k.key + " has no numeric default in the cluster schema (" +
-                      std::string(p) + ") to predict with when no fit run is left");
+                      "default: " + (text.empty() ? std::string("none") : text) + ") to predict with when no fit run is left");
   }
   throw ConfigError("cross-validation: knob " + k.key + " is not a cluster key");
 }

@@ -193,6 +193,8 @@ const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>
          [](const WorkloadSpec& w) { return num(w.training.overlap_param_gather); }},
         {"training.grad_reduce_in_fp32",
          [](const WorkloadSpec& w) { return num(w.training.grad_reduce_in_fp32); }},
+        {"training.grad_accumulation",
+         [](const WorkloadSpec& w) { return num(w.training.grad_accumulation); }},
         {"training.cross_entropy", [](const WorkloadSpec& w) { return num(w.training.cross_entropy); }},
         {"training.fp8_params", [](const WorkloadSpec& w) { return num(w.training.fp8_params); }},
         {"training.offload_layers", [](const WorkloadSpec& w) { return num(w.training.offload_layers); }},
