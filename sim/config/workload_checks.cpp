@@ -25,8 +25,8 @@ std::string kv_heads_problem(const ModelSpec& model) {
   if (model.heads % model.kv_heads == 0)
     return "";
   return "expected a divisor of model.heads = " + std::to_string(model.heads) + ", found " +
-         std::to_string(model.kv_heads) + " (heads % kv_heads = " + std::to_string(model.heads % model.kv_heads) +
-         ")";
+         std::to_string(model.kv_heads) +
+         " (heads % kv_heads = " + std::to_string(model.heads % model.kv_heads) + ")";
 }
 
 std::string q_dim_problem(const ModelSpec& model) {
@@ -59,14 +59,15 @@ std::string routing_problem(const MoeSpec& moe) {
   if (rt.groups == 0 && rt.group_top_k == 0)
     return "";
   if (rt.groups < 1 || moe.experts % rt.groups != 0)
-    return "routing.groups = " + std::to_string(rt.groups) + " must divide moe.experts = " +
-           std::to_string(moe.experts) +
+    return "routing.groups = " + std::to_string(rt.groups) +
+           " must divide moe.experts = " + std::to_string(moe.experts) +
            " (equal expert groups; no group limit is groups = group_top_k = 0, and group_top_k is " +
            std::to_string(rt.group_top_k) + ")";
-  if (rt.group_top_k < 1 || rt.group_top_k > rt.groups || rt.group_top_k * (moe.experts / rt.groups) < moe.top_k)
-    return "routing.group_top_k = " + std::to_string(rt.group_top_k) + " must be in 1..groups = " +
-           std::to_string(rt.groups) + " and its groups must hold top_k = " + std::to_string(moe.top_k) +
-           " experts";
+  if (rt.group_top_k < 1 || rt.group_top_k > rt.groups ||
+      rt.group_top_k * (moe.experts / rt.groups) < moe.top_k)
+    return "routing.group_top_k = " + std::to_string(rt.group_top_k) +
+           " must be in 1..groups = " + std::to_string(rt.groups) +
+           " and its groups must hold top_k = " + std::to_string(moe.top_k) + " experts";
   return "";
 }
 
@@ -84,8 +85,9 @@ std::vector<Finding> mla_problems(const ModelSpec& model) {
     out.push_back({"head_dim", "model.head_dim cannot be combined with model.mla, whose qk_nope_head_dim, "
                                "qk_rope_head_dim and v_head_dim give the head widths"});
   if (model.kv_heads != model.heads)
-    out.push_back({"kv_heads", "model.mla gives every head its own keys and values: expected kv_heads = heads = " +
-                                   std::to_string(model.heads) + ", found " + std::to_string(model.kv_heads)});
+    out.push_back(
+        {"kv_heads", "model.mla gives every head its own keys and values: expected kv_heads = heads = " +
+                         std::to_string(model.heads) + ", found " + std::to_string(model.kv_heads)});
   if (model.bias)
     out.push_back({"bias", "linear-layer biases are not modelled with model.mla; expected bias: false"});
   if (std::max(model.mla.q_lora_rank, model.mla.kv_lora_rank) > MAX_HIDDEN)
@@ -131,14 +133,14 @@ std::vector<Finding> micro_batch_problems(const WorkloadSpec& w) {
   std::vector<Finding> out;
   const double mb = static_cast<double>(w.batch.micro_batch), s = static_cast<double>(w.model.seq_len);
   if (mb * s > static_cast<double>(MAX_TOKENS_PER_MICRO_BATCH))
-    out.push_back({"micro_batch", "micro_batch x model.seq_len = " + std::to_string(w.batch.micro_batch) + " x " +
-                                      std::to_string(w.model.seq_len) +
+    out.push_back({"micro_batch", "micro_batch x model.seq_len = " + std::to_string(w.batch.micro_batch) +
+                                      " x " + std::to_string(w.model.seq_len) +
                                       " tokens per micro-batch, more than the 2^32 accepted"});
   if (mb * static_cast<double>(w.model.heads) * s * s > MAX_SCORE_ELEMENTS)
-    out.push_back({"micro_batch", "micro_batch x model.heads x model.seq_len^2 = " +
-                                      std::to_string(w.batch.micro_batch) + " x " + std::to_string(w.model.heads) +
-                                      " x " + std::to_string(w.model.seq_len) +
-                                      "^2 attention scores, more than the 2^62 accepted"});
+    out.push_back({"micro_batch",
+                   "micro_batch x model.heads x model.seq_len^2 = " + std::to_string(w.batch.micro_batch) +
+                       " x " + std::to_string(w.model.heads) + " x " + std::to_string(w.model.seq_len) +
+                       "^2 attention scores, more than the 2^62 accepted"});
   return out;
 }
 
@@ -148,12 +150,15 @@ std::vector<Finding> training_problems(const WorkloadSpec& w) {
     out.push_back({"fp8_params", "fp8 primary weights need precision: fp8"});
   const RecomputeModules& m = w.training.recompute_modules;
   if (m.mlp && w.model.moe.enabled())
-    out.push_back({"recompute_modules", "module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts "
-                                        "model; its experts take moe_act"});
+    out.push_back({"recompute_modules",
+                   "module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts "
+                   "model; its experts take moe_act"});
   if (m.moe_act && !w.model.moe.enabled())
-    out.push_back({"recompute_modules", "module 'moe_act' needs a mixture-of-experts model (model.moe.experts)"});
+    out.push_back(
+        {"recompute_modules", "module 'moe_act' needs a mixture-of-experts model (model.moe.experts)"});
   if (m.mla_up_proj && !w.model.mla.enabled())
-    out.push_back({"recompute_modules", "module 'mla_up_proj' needs multi-head latent attention (model.mla)"});
+    out.push_back(
+        {"recompute_modules", "module 'mla_up_proj' needs multi-head latent attention (model.mla)"});
   return out;
 }
 
@@ -200,8 +205,9 @@ std::vector<Finding> range_problems(const WorkloadSpec& w) {
     within("model.moe.routing.groups", m.moe.routing.groups, 0, 65536);
     within("model.moe.routing.group_top_k", m.moe.routing.group_top_k, 0, 65536);
     if (!(m.moe.capacity_factor == 0.0 || m.moe.capacity_factor >= 1.0))
-      out.push_back({"model.moe.capacity_factor", "expected a number >= 1, or 0 for no capacity limit, found " +
-                                                      std::to_string(m.moe.capacity_factor)});
+      out.push_back(
+          {"model.moe.capacity_factor", "expected a number >= 1, or 0 for no capacity limit, found " +
+                                            std::to_string(m.moe.capacity_factor)});
   }
   if (m.mla.enabled()) {
     within("model.mla.q_lora_rank", m.mla.q_lora_rank, 0, MAX_HIDDEN);
@@ -214,8 +220,9 @@ std::vector<Finding> range_problems(const WorkloadSpec& w) {
   if (!(t.dp_bucket.value() > 0))
     out.push_back({"training.dp_bucket", "expected a positive byte size"});
   if (!(t.optimizer_bytes_per_param >= 0.0 && t.optimizer_bytes_per_param <= 1024.0))
-    out.push_back({"training.optimizer_bytes_per_param",
-                   "expected a number in 0..1024 (the sanity limit), found " + std::to_string(t.optimizer_bytes_per_param)});
+    out.push_back(
+        {"training.optimizer_bytes_per_param", "expected a number in 0..1024 (the sanity limit), found " +
+                                                   std::to_string(t.optimizer_bytes_per_param)});
   within("training.zero3_prefetch", t.zero3_prefetch, 0, 64);
   within("training.offload_layers", t.offload_layers, 0, int64_t{1} << 20);
   within("training.recompute_layers", t.recompute_layers, 0, int64_t{1} << 20);
@@ -240,8 +247,9 @@ void set_mlp(ModelSpec& model, MlpKind mlp) {
 std::string recompute_modules_of(const std::vector<std::string>& names, RecomputeModules& modules) {
   RecomputeModules out{.core_attn = false};
   for (const std::string& name : names) {
-    const auto known = std::find_if(std::begin(detail::RECOMPUTE_MODULE_NAMES), std::end(detail::RECOMPUTE_MODULE_NAMES),
-                                    [&](const detail::ModuleName& m) { return m.name == name; });
+    const auto known =
+        std::find_if(std::begin(detail::RECOMPUTE_MODULE_NAMES), std::end(detail::RECOMPUTE_MODULE_NAMES),
+                     [&](const detail::ModuleName& m) { return m.name == name; });
     if (known == std::end(detail::RECOMPUTE_MODULE_NAMES))
       return "expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found '" + name +
              "' (Megatron's moe and shared_experts are not modelled)";

@@ -37,9 +37,9 @@ inline constexpr Name<Zero3Fetch> ZERO3_FETCH_NAMES[] = {{"prefetch", Zero3Fetch
 inline constexpr Name<CrossEntropy> CROSS_ENTROPY_NAMES[] = {{"fp32", CrossEntropy::FP32},
                                                              {"fused", CrossEntropy::FUSED}};
 inline constexpr Name<CollectiveAlgorithm> ALGORITHM_NAMES[] = {
-    {"auto", CollectiveAlgorithm::AUTO},       {"ring", CollectiveAlgorithm::RING},
-    {"tree", CollectiveAlgorithm::TREE},       {"hierarchical", CollectiveAlgorithm::HIERARCHICAL},
-    {"nvls", CollectiveAlgorithm::NVLS},       {"pairwise", CollectiveAlgorithm::PAIRWISE}};
+    {"auto", CollectiveAlgorithm::AUTO}, {"ring", CollectiveAlgorithm::RING},
+    {"tree", CollectiveAlgorithm::TREE}, {"hierarchical", CollectiveAlgorithm::HIERARCHICAL},
+    {"nvls", CollectiveAlgorithm::NVLS}, {"pairwise", CollectiveAlgorithm::PAIRWISE}};
 
 /// training.recompute_modules: each module's name and its flag.
 struct ModuleName {

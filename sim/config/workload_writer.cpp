@@ -7,6 +7,8 @@
 #include "config/schema.hpp"
 #include "config/workload_names.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -217,9 +219,11 @@ void training_values(const TrainingSpec& t, Values& v) {
 }
 
 void collectives_values(const CollectivesSpec& c, Values& v) {
-  const std::pair<const char*, CollectiveAlgorithm> groups[] = {
-      {"collectives.tp", c.tp}, {"collectives.pp", c.pp}, {"collectives.dp", c.dp},
-      {"collectives.ep", c.ep}, {"collectives.cp", c.cp}};
+  const std::pair<const char*, CollectiveAlgorithm> groups[] = {{"collectives.tp", c.tp},
+                                                                {"collectives.pp", c.pp},
+                                                                {"collectives.dp", c.dp},
+                                                                {"collectives.ep", c.ep},
+                                                                {"collectives.cp", c.cp}};
   for (const auto& [key, algorithm] : groups)
     if (algorithm != CollectiveAlgorithm::AUTO)
       v[key] = name_of(detail::ALGORITHM_NAMES, algorithm);
@@ -229,7 +233,8 @@ void collectives_values(const CollectivesSpec& c, Values& v) {
 /// schema's order; removes what it writes from `values`.
 void write_mapping(std::string_view mapping, int depth, Values& values, std::string& out) {
   for (const std::string_view name : schema::children(schema::File::WORKLOAD, mapping)) {
-    const std::string path = mapping.empty() ? std::string(name) : std::string(mapping) + "." + std::string(name);
+    const std::string path =
+        mapping.empty() ? std::string(name) : std::string(mapping) + "." + std::string(name);
     const std::string indent(static_cast<size_t>(2 * depth), ' ');
     if (const auto it = values.find(path); it != values.end()) {
       out += indent + std::string(name) + ": " + it->second + "\n";

@@ -24,15 +24,15 @@ struct Draft {
   RecordFacts facts; ///< what the rules match on (rules.cpp); the ZeRO stage and precision once mapped
   int64_t tp = 1, pp = 1, cp = 1, ep = 1;
   int64_t gpus = 0;
-  int64_t dp = 0;              ///< GPUs / (tp*pp*cp), 0 when that does not divide
-  int64_t etp = 0;             ///< expert tensor parallelism to write (0: = tp)
-  std::string etp_why;         ///< the default etp took, "" for the record's own or none
-  bool swiglu = false;         ///< the MLP is gated
-  std::optional<Applied> mlp;  ///< the MLP's rule
-  int64_t ffn = 0;             ///< model.ffn_hidden (the record's, or 4h for a two-GEMM MLP)
-  int64_t global_batch = 0;    ///< sequences per step
-  int64_t vp = 1;              ///< model chunks per GPU
-  bool sp = false;             ///< sequence parallelism
+  int64_t dp = 0;             ///< GPUs / (tp*pp*cp), 0 when that does not divide
+  int64_t etp = 0;            ///< expert tensor parallelism to write (0: = tp)
+  std::string etp_why;        ///< the default etp took, "" for the record's own or none
+  bool swiglu = false;        ///< the MLP is gated
+  std::optional<Applied> mlp; ///< the MLP's rule
+  int64_t ffn = 0;            ///< model.ffn_hidden (the record's, or 4h for a two-GEMM MLP)
+  int64_t global_batch = 0;   ///< sequences per step
+  int64_t vp = 1;             ///< model chunks per GPU
+  bool sp = false;            ///< sequence parallelism
   [[nodiscard]] WorkloadSpec& workload() const { return plan.workload; }
 };
 

@@ -241,7 +241,8 @@ void map_model_shape(Draft& d) {
   } else if (const int64_t dim = head_dim_from_params(m, d.swiglu, d.ffn); dim > 0) {
     s.head_dim_set = dim;
     char note[160];
-    std::snprintf(note, sizeof note, "head_dim=%lld (hidden/heads does not give params_b %g B; this width does)",
+    std::snprintf(note, sizeof note,
+                  "head_dim=%lld (hidden/heads does not give params_b %g B; this width does)",
                   static_cast<long long>(dim), *m.params_b);
     p.defaults.emplace_back(note);
   }
@@ -308,8 +309,8 @@ std::string map_schedule(Draft& d) {
     par.schedule = Schedule::INTERLEAVED;
     par.vp = static_cast<int>(d.vp);
     if (!text.empty() && !named.one_f_one_b_family)
-      d.plan.defaults.emplace_back("schedule=interleaved (virtual_pp " + std::to_string(d.vp) + "; the record's '" +
-                                   text + "' runs one chunk per stage)");
+      d.plan.defaults.emplace_back("schedule=interleaved (virtual_pp " + std::to_string(d.vp) +
+                                   "; the record's '" + text + "' runs one chunk per stage)");
   } else if (named.named && *named.named != Schedule::ONE_F_ONE_B) {
     par.schedule = *named.named; // zb-h2, zb-h1 or gpipe
   } else {
@@ -331,8 +332,7 @@ std::string map_parallel(Draft& d) {
   // unless its framework is DeepSpeed's, whose "sequence parallelism" (Ulysses) is another scheme
   // and which never had Megatron's; and where the sequence splits evenly over the TP ranks.
   d.facts.sequence_splits_over_tp = *d.run.model.seq_len % d.tp == 0;
-  const auto sp_rule =
-      d.tp > 1 && !par.sp ? first_rule(Mechanism::SEQUENCE_PARALLEL, d.facts) : std::nullopt;
+  const auto sp_rule = d.tp > 1 && !par.sp ? first_rule(Mechanism::SEQUENCE_PARALLEL, d.facts) : std::nullopt;
   d.sp = d.tp > 1 && (par.sp ? *par.sp > 1 : sp_rule && std::get<bool>(sp_rule->value()));
   out.sp = d.sp;
   if (d.sp && sp_rule)
@@ -375,11 +375,11 @@ std::string map_parallel(Draft& d) {
   }
   d.facts.zero_stage = out.zero_stage;
   if (d.dp == 0)
-    return "num_gpus " + std::to_string(d.gpus) + " is not divisible by tp*pp*cp = " +
-           std::to_string(d.tp * d.pp * d.cp);
+    return "num_gpus " + std::to_string(d.gpus) +
+           " is not divisible by tp*pp*cp = " + std::to_string(d.tp * d.pp * d.cp);
   if (par.dp && *par.dp != d.dp)
-    p.defaults.emplace_back("dp=" + std::to_string(d.dp) + " (derived; the record says " + std::to_string(*par.dp) +
-                            ")");
+    p.defaults.emplace_back("dp=" + std::to_string(d.dp) + " (derived; the record says " +
+                            std::to_string(*par.dp) + ")");
   return "";
 }
 

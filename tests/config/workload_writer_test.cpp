@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -177,7 +177,8 @@ TEST(WorkloadChecks, SameFindingsAsTheLoader) {
        [](WorkloadSpec& w) {
          config::set_mlp(w.model, MlpKind::SWIGLU);
          w.model.bias = true;
-         w.model.mla = MlaSpec{.kv_lora_rank = 64, .qk_nope_head_dim = 32, .qk_rope_head_dim = 16, .v_head_dim = 32};
+         w.model.mla =
+             MlaSpec{.kv_lora_rank = 64, .qk_nope_head_dim = 32, .qk_rope_head_dim = 16, .v_head_dim = 32};
        }},
       {"batch.micro_batch",
        [](WorkloadSpec& w) {
@@ -213,7 +214,8 @@ TEST(WorkloadChecks, RangesOfASpecBuiltInCode) {
   w.parallel.zero_stage = 4;
   w.source = "runs/x/workload.yaml";
   const std::string e = config_error([&] { config::check_workload(w); });
-  EXPECT_NE(e.find("runs/x/workload.yaml: key 'model.heads': expected an integer in 1..65536"), std::string::npos)
+  EXPECT_NE(e.find("runs/x/workload.yaml: key 'model.heads': expected an integer in 1..65536"),
+            std::string::npos)
       << e;
   EXPECT_NE(e.find("key 'parallel.zero_stage': expected an integer in 0..3 (the size limit), found 4"),
             std::string::npos)
@@ -222,9 +224,11 @@ TEST(WorkloadChecks, RangesOfASpecBuiltInCode) {
   WorkloadSpec heavy = small();
   heavy.source.clear(); // named by the workload's name
   heavy.training.optimizer_bytes_per_param = 2048;
-  EXPECT_NE(config_error([&] { config::check_workload(heavy); })
-                .find("workload 'small': key 'training.optimizer_bytes_per_param': expected a number in 0..1024"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error([&] {
+        config::check_workload(heavy);
+      }).find("workload 'small': key 'training.optimizer_bytes_per_param': expected a number in 0..1024"),
+      std::string::npos);
 }
 
 } // namespace

@@ -90,9 +90,10 @@ TEST(RecordVocabulary, RecomputeModules) {
   const validate::Parsed<RecomputeModules> m = parse_recompute_modules({"layernorm", "moe_act"});
   ASSERT_TRUE(m.value);
   EXPECT_TRUE(*m.value == (RecomputeModules{.core_attn = false, .layernorm = true, .moe_act = true}));
-  EXPECT_NE(parse_recompute_modules({"moe"}).error.find("found 'moe' (Megatron's moe and shared_experts are not "
-                                                        "modelled)"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_recompute_modules({"moe"}).error.find("found 'moe' (Megatron's moe and shared_experts are not "
+                                                  "modelled)"),
+      std::string::npos);
   EXPECT_EQ(parse_recompute_modules({"mlp", "mlp"}).error, "recompute_modules: module 'mlp' listed twice");
 }
 
