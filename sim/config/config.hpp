@@ -33,6 +33,28 @@ ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Ov
 /// Throws ConfigError.
 WorkloadSpec load_workload(const std::filesystem::path& file, const std::vector<Override>& overrides = {});
 
+/// Checks a workload built in code as the loader checks a file after reading it: every size and
+/// degree within the range its key accepts, then the checks that combine keys (heads against the
+/// hidden size, MoE routing, MLA's head layout, a micro-batch's tokens, the training keys against
+/// the precision and the model), with the loader's messages. The keys are named as in the file,
+/// the place as `source` (or "workload 'NAME'"). Throws one ConfigError with a line per finding.
+void check_workload(const WorkloadSpec& workload);
+
+/// `workload` as a workload file: the keys of schema.cpp's declaration in its order, each written
+/// when the file needs it (the required keys) or when its value differs from the loader's default
+/// (model.mlp's family defaults included), so that load_workload reads the same spec back
+/// (`source` aside). `comment`, when given, heads the file as `#` lines.
+std::string workload_yaml(const WorkloadSpec& workload, const std::string& comment = "");
+
+/// Sets `model.mlp` with the defaults that key brings, as the loader does: GPT-style (gelu)
+/// layernorm, learned positions, biases and tied embeddings; Llama-style (swiglu) none of them.
+void set_mlp(ModelSpec& model, MlpKind mlp);
+
+/// training.recompute_modules from its names (core_attn, layernorm, mlp, moe_act, mla_up_proj, each
+/// at most once): sets `modules` and returns "", or returns the loader's message for the first
+/// name it refuses.
+std::string recompute_modules_of(const std::vector<std::string>& names, RecomputeModules& modules);
+
 /// A workload that check_layout accepted on a cluster, with what the check derived.
 struct Layout {
   WorkloadSpec workload;   ///< the checked workload, parallel.dp derived when it was 0

@@ -170,6 +170,7 @@ struct RoutingSpec {
   /// changes the deduplicated dispatch's traffic (parallel.ep_dispatch, docs/moe.md).
   int64_t groups = 0;
   int64_t group_top_k = 0;
+  bool operator==(const RoutingSpec&) const = default;
 };
 
 /// Mixture-of-experts MLP (docs/moe.md). `experts == 0`: a dense model.
@@ -183,6 +184,7 @@ struct MoeSpec {
   int64_t first_dense_layers = 0; ///< leading layers that keep the dense MLP (DeepSeek-V3: 3)
   RoutingSpec routing;
   [[nodiscard]] bool enabled() const { return experts > 0; }
+  bool operator==(const MoeSpec&) const = default;
 };
 
 /// Multi-head latent attention (DeepSeek-V2/V3; docs/model.md): queries through a low-rank
@@ -197,6 +199,7 @@ struct MlaSpec {
   int64_t v_head_dim = 0;
   [[nodiscard]] bool enabled() const { return kv_lora_rank > 0; }
   [[nodiscard]] int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  bool operator==(const MlaSpec&) const = default;
 };
 
 struct ModelSpec {
@@ -253,11 +256,13 @@ struct ModelSpec {
   }
   /// True when the window saves work: shorter than half the sequence (attention_span < seq_len).
   [[nodiscard]] bool window_below_sequence() const { return attention_span(true) < seq_len; }
+  bool operator==(const ModelSpec&) const = default;
 };
 
 struct BatchSpec {
   int64_t global_batch = 0; ///< sequences per optimizer step, all DP replicas together
   int64_t micro_batch = 0;  ///< sequences per micro-batch per replica
+  bool operator==(const BatchSpec&) const = default;
 };
 
 struct ParallelSpec {
@@ -301,6 +306,7 @@ struct ParallelSpec {
   [[nodiscard]] int expert_tp() const { return etp > 0 ? etp : tp; }
   /// True when the expert groups fold over the TP ranks (etp < tp).
   [[nodiscard]] bool folds_experts() const { return expert_tp() < tp; }
+  bool operator==(const ParallelSpec&) const = default;
 };
 
 /// How ZeRO-3 fetches parameters (TrainingSpec::zero3_fetch).
@@ -369,6 +375,7 @@ struct TrainingSpec {
   /// model chunk move their stored activations to host memory during the forward and bring them
   /// back before their backward (docs/model.md). 0 = none; no recomputation with it.
   int64_t offload_layers = 0;
+  bool operator==(const TrainingSpec&) const = default;
 };
 
 /// Algorithm forced per communication group (AUTO: chosen by the cost model).
@@ -378,6 +385,7 @@ struct CollectivesSpec {
   CollectiveAlgorithm dp = CollectiveAlgorithm::AUTO;
   CollectiveAlgorithm ep = CollectiveAlgorithm::AUTO; ///< expert all-to-all (pairwise)
   CollectiveAlgorithm cp = CollectiveAlgorithm::AUTO; ///< context-parallel ring sends
+  bool operator==(const CollectivesSpec&) const = default;
 };
 
 struct WorkloadSpec {
@@ -395,6 +403,7 @@ struct WorkloadSpec {
     return batch.global_batch / (batch.micro_batch * parallel.dp);
   }
   [[nodiscard]] int num_gpus() const { return parallel.tp * parallel.cp * parallel.pp * parallel.dp; }
+  bool operator==(const WorkloadSpec&) const = default;
 };
 
 /// Peak dense FLOP/s of `gpu` at `p`.

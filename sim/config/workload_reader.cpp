@@ -2,6 +2,9 @@
 
 #include "config/fields.hpp"
 
+#include "config/workload_checks.hpp"
+#include "config/workload_names.hpp"
+
 #include "config/hf_config.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
@@ -15,12 +18,6 @@
 namespace stepsim::config::detail {
 
 namespace {
-
-// Largest products of sizes accepted (docs/schema.md, "Size limits"): they keep every product the
-// simulator forms inside int64 and a step graph inside memory. The limits of single keys are
-// declared in schema.cpp.
-constexpr int64_t MAX_TOKENS_PER_MICRO_BATCH = int64_t{1} << 32;
-constexpr double MAX_SCORE_ELEMENTS = 4.6e18; // micro_batch x heads x seq_len^2 < 2^62
 
 /// The largest value the workload key `path` accepts (schema.cpp).
 int64_t limit(std::string_view path) {
@@ -40,8 +37,8 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
       f->fail("expected at most model.moe.experts = " + std::to_string(moe.experts) + ", found " +
               std::to_string(moe.top_k));
   }
-  if (moe.top_k > moe.experts)
-    m.fail("top_k = " + std::to_string(moe.top_k) + " exceeds experts = " + std::to_string(moe.experts));
+  if (const std::string why = moe_top_k_problem(moe); !why.empty())
+    m.fail(why);
   if (auto f = m.find("expert_ffn_hidden"))
     moe.expert_ffn_hidden = read_integer(*f);
   if (moe.expert_ffn_hidden == 0)
@@ -54,9 +51,8 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
     moe.layer_freq = read_integer(*f);
   if (auto f = m.find("first_dense_layers"))
     moe.first_dense_layers = read_integer(*f);
-  if (moe.first_dense_layers >= model.layers)
-    m.fail("first_dense_layers = " + std::to_string(moe.first_dense_layers) +
-           " leaves no MoE layer among model.layers = " + std::to_string(model.layers));
+  if (const std::string why = moe_dense_problem(model); !why.empty())
+    m.fail(why);
   if (auto f = m.find("routing")) {
     const auto r = f->map(keys_of(File::WORKLOAD, "model.moe.routing"));
     if (auto d = r.find("distribution"))
@@ -71,20 +67,8 @@ void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
     if (auto g = r.find("group_top_k"))
       moe.routing.group_top_k = read_integer(*g);
   }
-  const RoutingSpec& rt = moe.routing;
-  if (rt.groups > 0 || rt.group_top_k > 0) {
-    if (rt.groups < 1 || moe.experts % rt.groups != 0)
-      m.fail("routing.groups = " + std::to_string(rt.groups) +
-             " must divide moe.experts = " + std::to_string(moe.experts) +
-             " (equal expert groups; no group limit is groups = group_top_k = 0, "
-             "and group_top_k is " +
-             std::to_string(rt.group_top_k) + ")");
-    if (rt.group_top_k < 1 || rt.group_top_k > rt.groups ||
-        rt.group_top_k * (moe.experts / rt.groups) < moe.top_k)
-      m.fail("routing.group_top_k = " + std::to_string(rt.group_top_k) +
-             " must be in 1..groups = " + std::to_string(rt.groups) +
-             " and its groups must hold top_k = " + std::to_string(moe.top_k) + " experts");
-  }
+  if (const std::string why = routing_problem(moe); !why.empty())
+    m.fail(why);
 }
 
 /// model.sliding_window and model.full_attention_every (docs/schema.md), over what a Hugging Face
@@ -97,8 +81,8 @@ void read_sliding_window(const MapReader& m, ModelSpec& model) {
   }
   if (auto f = m.find("full_attention_every")) {
     model.full_attention_every = read_integer(*f);
-    if (model.full_attention_every > 0 && model.sliding_window == 0)
-      f->fail("model.full_attention_every needs model.sliding_window > 0 (the other layers' window)");
+    if (const std::string why = window_problem(model); !why.empty())
+      f->fail(why);
   }
 }
 
@@ -136,73 +120,22 @@ void check_mla(const MapReader& m, const ModelSpec& model) {
       f->fail(why);
     m.require("from_hf").fail("the Hugging Face config gives " + why);
   };
-  if (model.head_dim_set > 0)
-    fail("head_dim",
-         "model.head_dim cannot be combined with model.mla, whose qk_nope_head_dim, qk_rope_head_dim and "
-         "v_head_dim give the head widths");
-  if (model.kv_heads != model.heads)
-    fail("kv_heads", "model.mla gives every head its own keys and values: expected kv_heads = heads = " +
-                         std::to_string(model.heads) + ", found " + std::to_string(model.kv_heads));
-  if (model.bias)
-    fail("bias", "linear-layer biases are not modelled with model.mla; expected bias: false");
-  const int64_t max_hidden = limit("model.hidden");
-  if (std::max(model.mla.q_lora_rank, model.mla.kv_lora_rank) > max_hidden)
-    fail("mla", "an MLA latent rank above the " + std::to_string(max_hidden) +
-                    " accepted (the limit of model.hidden)");
-  const int64_t widest = std::max(model.mla.qk_head_dim(), model.mla.v_head_dim);
-  if (model.heads * widest > max_hidden)
-    fail("mla", "heads x the widest MLA head (" + std::to_string(model.heads) + " x " +
-                    std::to_string(widest) + ") exceeds the " + std::to_string(max_hidden) +
-                    " accepted (the limit of model.hidden)");
+  for (const Finding& found : mla_problems(model))
+    fail(found.key, found.why);
 }
 
 /// Sizes a Hugging Face config gave and the workload file did not override obey the limits of
 /// the workload keys (docs/schema.md, "Size limits") before any product of them is formed: a
 /// config is as likely to hold a typo as a workload file.
 void check_hf_sizes(const MapReader& m, const ModelSpec& model) {
-  // (key, value, the key whose limit applies): a config's top_k and first_dense_layers are held
-  // to the limits of the experts and the layers, whose keys are unbounded only for the file.
-  const auto check = [&](const std::string& key, int64_t value, std::string_view limited_by) {
-    const int64_t max = limit(limited_by.empty() ? "model." + key : std::string(limited_by));
-    if (value > max)
-      m.require("from_hf").fail("the Hugging Face config gives model." + key + " = " + std::to_string(value) +
-                                ", more than the " + std::to_string(max) + " accepted");
-  };
-  check("layers", model.layers, "");
-  check("hidden", model.hidden, "");
-  check("heads", model.heads, "");
-  check("kv_heads", model.kv_heads, "");
-  check("ffn_hidden", model.ffn_hidden, "");
-  check("vocab", model.vocab, "");
-  check("seq_len", model.seq_len, "");
-  check("head_dim", model.head_dim_set, "");
-  check("moe.experts", model.moe.experts, "");
-  check("moe.top_k", model.moe.top_k, "model.moe.experts");
-  check("moe.expert_ffn_hidden", model.moe.expert_ffn_hidden, "");
-  check("moe.shared_experts", model.moe.shared_experts, "");
-  check("moe.first_dense_layers", model.moe.first_dense_layers, "model.layers");
-  check("moe.moe_layer_freq", model.moe.layer_freq, "");
-  check("moe.routing.groups", model.moe.routing.groups, "");
-  check("moe.routing.group_top_k", model.moe.routing.group_top_k, "");
-  check("mla.q_lora_rank", model.mla.q_lora_rank, "");
-  check("mla.kv_lora_rank", model.mla.kv_lora_rank, "");
-  check("mla.qk_nope_head_dim", model.mla.qk_nope_head_dim, "");
-  check("mla.qk_rope_head_dim", model.mla.qk_rope_head_dim, "");
-  check("mla.v_head_dim", model.mla.v_head_dim, "");
-  check("sliding_window", model.sliding_window, "");
-  check("full_attention_every", model.full_attention_every, "");
-  check("mtp_layers", model.mtp_layers, "");
+  for (const Finding& found : size_limit_problems(model))
+    m.require("from_hf").fail("the Hugging Face config gives " + found.why);
 }
 
 /// The attention heads against the hidden size: heads divide it (unless model.head_dim is given),
 /// kv_heads divide the heads, heads x head_dim within the hidden size's limit.
 void check_heads(const MapReader& m, const ModelSpec& model) {
-  // With model.head_dim the heads need not divide the hidden size (Qwen3, Mistral NeMo).
-  if (model.head_dim_set <= 0 && model.hidden % model.heads != 0) {
-    const std::string why = "expected a divisor of model.hidden = " + std::to_string(model.hidden) +
-                            ", found " + std::to_string(model.heads) +
-                            " (hidden % heads = " + std::to_string(model.hidden % model.heads) +
-                            "; or give model.head_dim)";
+  if (const std::string why = heads_problem(model); !why.empty()) {
     if (auto f = m.find("heads"))
       f->fail(why);
     m.fail("heads: " + why);
@@ -210,24 +143,14 @@ void check_heads(const MapReader& m, const ModelSpec& model) {
 }
 
 void check_kv_heads(const MapReader& m, const ModelSpec& model) {
-  if (model.heads % model.kv_heads != 0) {
-    const std::string why = "expected a divisor of model.heads = " + std::to_string(model.heads) +
-                            ", found " + std::to_string(model.kv_heads) +
-                            " (heads % kv_heads = " + std::to_string(model.heads % model.kv_heads) + ")";
+  if (const std::string why = kv_heads_problem(model); !why.empty()) {
     if (auto f = m.find("kv_heads"))
       f->fail(why);
     m.fail("kv_heads: " + why);
   }
-  // The attention widths obey the hidden size's limit: heads x head_dim (and a whole step's
-  // tokens times it) must stay far inside 64-bit element counts.
   // (Sizes a Hugging Face config gave beyond their own limits are refused at the end; the product
   // is only formed within them.)
-  if (model.head_dim_set > 0 && model.heads <= limit("model.heads") &&
-      model.head_dim_set <= limit("model.head_dim") && model.q_dim() > limit("model.hidden")) {
-    const std::string why = "heads x head_dim = " + std::to_string(model.heads) + " x " +
-                            std::to_string(model.head_dim_set) + " = " + std::to_string(model.q_dim()) +
-                            ", more than the " + std::to_string(limit("model.hidden")) +
-                            " accepted (the limit of model.hidden)";
+  if (const std::string why = q_dim_problem(model); !why.empty()) {
     if (auto f = m.find("head_dim"))
       f->fail(why);
     m.require("from_hf").fail("the Hugging Face config gives " + why);
@@ -282,13 +205,8 @@ ModelSpec read_model(const MapReader& m, const std::string& workload_name, const
   size("seq_len", model.seq_len);
   doc.attempt([&] {
     if (auto f = from_hf ? m.find("mlp") : std::optional<Field>(m.require("mlp"))) {
-      model.mlp = read_choice<MlpKind>(*f, {{"gelu", MlpKind::GELU}, {"swiglu", MlpKind::SWIGLU}});
-      // GPT-style (gelu) and Llama-style (swiglu) families differ in these defaults.
-      const bool gpt = model.mlp == MlpKind::GELU;
-      model.norm = gpt ? NormKind::LAYERNORM : NormKind::RMSNORM;
-      model.position = gpt ? PositionEmbedding::LEARNED : PositionEmbedding::ROTARY;
-      model.bias = gpt;
-      model.tied_embeddings = gpt;
+      // GPT-style (gelu) and Llama-style (swiglu) families differ in their defaults.
+      set_mlp(model, read_choice<MlpKind>(*f, {{"gelu", MlpKind::GELU}, {"swiglu", MlpKind::SWIGLU}}));
     }
   });
   optional_key(m, "norm", [&](const Field& f) {
@@ -359,28 +277,16 @@ RecomputeModules read_recompute_modules(const Field& f) {
   const YAML::Node& list = f.value();
   if (!list.IsSequence() || list.size() == 0)
     f.fail("expected a non-empty list of core_attn, layernorm, mlp, moe_act, mla_up_proj");
-  RecomputeModules modules{.core_attn = false};
+  std::vector<std::string> names;
   for (const YAML::Node& item : list) {
-    const std::string name = item.IsScalar() ? item.Scalar() : std::string();
-    bool RecomputeModules::*module = nullptr;
-    if (name == "core_attn")
-      module = &RecomputeModules::core_attn;
-    else if (name == "layernorm")
-      module = &RecomputeModules::layernorm;
-    else if (name == "mlp")
-      module = &RecomputeModules::mlp;
-    else if (name == "moe_act")
-      module = &RecomputeModules::moe_act;
-    else if (name == "mla_up_proj")
-      module = &RecomputeModules::mla_up_proj;
-    else
-      f.fail("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found '" +
-             (item.IsScalar() ? name : std::string("a non-scalar entry")) +
-             "' (Megatron's moe and shared_experts are not modelled)");
-    if (modules.*module)
-      f.fail("module '" + name + "' listed twice");
-    modules.*module = true;
+    if (!item.IsScalar())
+      f.fail("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found 'a non-scalar "
+             "entry' (Megatron's moe and shared_experts are not modelled)");
+    names.push_back(item.Scalar());
   }
+  RecomputeModules modules;
+  if (const std::string why = recompute_modules_of(names, modules); !why.empty())
+    f.fail(why);
   return modules;
 }
 
@@ -396,7 +302,7 @@ void read_training(const MapReader& m, TrainingSpec& t) {
   if (recompute) // the modules need the recompute mode
     optional_key(m, "recompute_modules", [&](const Field& f) {
       if (t.recompute != Recompute::SELECTIVE)
-        f.fail("recompute_modules needs training.recompute: selective");
+        f.fail(recompute_modules_problem());
       t.recompute_modules = read_recompute_modules(f);
     });
   optional_key(m, "flash_attention", [&](const Field& f) { t.flash_attention = read_bool(f); });
@@ -423,31 +329,15 @@ void read_training(const MapReader& m, TrainingSpec& t) {
 
 /// micro_batch x seq_len tokens and micro_batch x heads x seq_len^2 scores within their limits.
 void check_micro_batch(const MapReader& batch, const WorkloadSpec& w) {
-  const double mb = static_cast<double>(w.batch.micro_batch), s = static_cast<double>(w.model.seq_len);
-  if (mb * s > static_cast<double>(MAX_TOKENS_PER_MICRO_BATCH))
-    batch.require("micro_batch")
-        .fail("micro_batch x model.seq_len = " + std::to_string(w.batch.micro_batch) + " x " +
-              std::to_string(w.model.seq_len) + " tokens per micro-batch, more than the 2^32 accepted");
-  if (mb * static_cast<double>(w.model.heads) * s * s > MAX_SCORE_ELEMENTS)
-    batch.require("micro_batch")
-        .fail("micro_batch x model.heads x model.seq_len^2 = " + std::to_string(w.batch.micro_batch) + " x " +
-              std::to_string(w.model.heads) + " x " + std::to_string(w.model.seq_len) +
-              "^2 attention scores, more than the 2^62 accepted");
+  for (const Finding& found : micro_batch_problems(w))
+    batch.require(found.key).fail(found.why);
 }
 
 /// The training keys that depend on the precision and the model.
 void check_training(const MapReader& training, const WorkloadSpec& w) {
-  if (auto f = training.find("fp8_params"); f && w.training.fp8_params && w.precision != Precision::FP8)
-    f->fail("fp8 primary weights need precision: fp8");
-  if (auto f = training.find("recompute_modules")) {
-    if (w.training.recompute_modules.mlp && w.model.moe.enabled())
-      f->fail("module 'mlp' (the dense MLP) is not modelled for a mixture-of-experts model; its experts take "
-              "moe_act");
-    if (w.training.recompute_modules.moe_act && !w.model.moe.enabled())
-      f->fail("module 'moe_act' needs a mixture-of-experts model (model.moe.experts)");
-    if (w.training.recompute_modules.mla_up_proj && !w.model.mla.enabled())
-      f->fail("module 'mla_up_proj' needs multi-head latent attention (model.mla)");
-  }
+  for (const Finding& found : training_problems(w))
+    if (auto f = training.find(found.key))
+      f->fail(found.why);
 }
 
 void read_collectives(const MapReader& coll, CollectivesSpec& c) {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -103,7 +104,11 @@ public:
   [[nodiscard]] bool boolean() const;
   /// One of the named values; fails listing them all (and a "did you mean").
   template <class E>
-  [[nodiscard]] E choice(std::initializer_list<std::pair<std::string_view, E>> options) const;
+  [[nodiscard]] E choice(std::initializer_list<std::pair<std::string_view, E>> options) const {
+    return choice_in(std::span<const std::pair<std::string_view, E>>(options.begin(), options.size()));
+  }
+  /// As `choice`, over a table of names (config/workload_names.hpp).
+  template <class E> [[nodiscard]] E choice_in(std::span<const std::pair<std::string_view, E>> options) const;
   /// A mapping whose keys are all in `keys`. With `ignored`, an unknown key is not an error: a
   /// line "LOCATION: unknown key 'PATH' ignored[; did you mean ...]" is appended there instead.
   [[nodiscard]] MapReader map(std::vector<std::string_view> keys,
@@ -160,7 +165,7 @@ private:
   std::vector<std::string_view> keys_;
 };
 
-template <class E> E Field::choice(std::initializer_list<std::pair<std::string_view, E>> options) const {
+template <class E> E Field::choice_in(std::span<const std::pair<std::string_view, E>> options) const {
   std::vector<std::string> names;
   for (const auto& [name, value] : options) {
     names.emplace_back(name);

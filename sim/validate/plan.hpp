@@ -1,11 +1,12 @@
 #pragma once
 // From a published run (config::MeasuredRun) to what stepsim simulates: the bundled topology
-// for its GPU kind, a generated workload file, cluster overrides, the metric to compare and the
+// for its GPU kind, a typed workload (WorkloadSpec), cluster overrides, the metric to compare and the
 // defaults used for every field the record leaves out (docs/validation.md, "Mapping").
 
 #include "config/config.hpp"
 #include "config/runs_config.hpp"
 #include "validate/flops.hpp"
+#include "validate/record_vocabulary.hpp"
 
 #include <filesystem>
 #include <optional>
@@ -29,7 +30,7 @@ to_string(Metric m); ///< "iteration_time_s", "tflops_per_gpu", "mfu_pct", "toke
 struct PlanOptions {
   std::filesystem::path topologies;    ///< folder holding the bundled topologies
   bool calibration = true;             ///< apply topologies/calibration/<gpu kind>.yaml
-  std::vector<config::Override> extra; ///< applied after everything (calibrate's trial knobs)
+  std::vector<config::Override> extra; ///< cluster keys applied after everything (calibrate's trial knobs)
 };
 
 /// What a record sets on its bundled topology, typed; each is a cluster key of the same meaning.
@@ -48,9 +49,11 @@ struct RunPlan {
   int64_t num_gpus = 0;
   std::string layout;   ///< "tp8 pp12 dp4", "dp384 zero3", ...
   std::string gpu_kind; ///< "A100", "A100-40GB", "H100", "H200", "H800", "B200", "GB200", or "" when unknown
-  std::string skip_reason;                 ///< non-empty: not simulated
-  std::filesystem::path cluster_file;      ///< bundled topology
-  std::string workload_yaml;               ///< the generated workload file's text
+  std::string skip_reason;            ///< non-empty: not simulated
+  std::filesystem::path cluster_file; ///< bundled topology
+  /// The workload, as the loader would read it from config::workload_yaml(workload) (`source`
+  /// empty until the caller names the file it writes).
+  WorkloadSpec workload;
   ClusterSettings cluster;                 ///< what the record sets on the topology
   std::vector<config::Override> overrides; ///< "cluster.*" knobs: calibration file, then PlanOptions::extra
   std::vector<std::string> defaults;       ///< every default used: "micro_batch=1 (not given)"
@@ -76,21 +79,9 @@ std::string calibration_kind(const std::string& family);
 /// when there is none.
 std::string bundled_topology(const std::string& family, int64_t nodes, int64_t gpus_per_node = 8);
 
-/// A node's inter-node NICs as a record's `hardware.inter_node` text states them.
-struct NodeNics {
-  int64_t count = 0; ///< NICs per node
-  double gbps = 0;   ///< line rate per NIC per direction, Gb/s
-};
-
-/// Reads `hardware.inter_node` text (counts 1..128): "8x 200 Gb/s HDR InfiniBand" -> {8, 200}, "4x Omni-Path
-/// 100 Gb/s" -> {4, 100}. A rate without a count is the node's total, spread over
-/// `gpus_per_node` NICs ("1600 Gb/s node-node RoCE" -> {8, 200}), unless the text says it is per
-/// NIC, port or GPU. Units: Gb/s, Gbps, Gbit/s, Gb, Tb/s, Tbps (bits) and GB/s, GBps (bytes),
-/// case as written. nullopt when the text states no rate.
-std::optional<NodeNics> parse_inter_node(const std::string& text, int64_t gpus_per_node);
-
-/// Maps `run`. Never throws for a run it cannot map: the plan carries the skip reason. Does not
-/// load the generated files (see check_plan).
+/// Maps `run`. Never throws for a run it cannot map: the plan carries the skip reason. The
+/// workload is built as a WorkloadSpec, not yet checked (see check_plan). Throws ConfigError for
+/// a PlanOptions::extra that is not a cluster key, and for an unreadable calibration file.
 RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options);
 
 /// The plan's cluster: the bundled topology with the knobs (`overrides`, then `more`) read by
@@ -103,11 +94,11 @@ ClusterSpec plan_cluster(const RunPlan& plan, const std::vector<config::Override
 /// nvswitch.bandwidth), then the knobs.
 std::vector<config::Override> set_options(const RunPlan& plan);
 
-/// Loads the plan's cluster (plan_cluster) and workload (from `workload_file`, where the caller
-/// wrote workload_yaml) with the loader and checks the layout; on a ConfigError or ModelError sets
-/// skip_reason to its message. Returns the peak FLOP/s the run's precision gets on the cluster
-/// (0 when skipped).
-double check_plan(RunPlan& plan, const std::filesystem::path& workload_file);
+/// Loads the plan's cluster (plan_cluster), checks the plan's workload as the loader checks a
+/// file (config::check_workload) and the layout; on a ConfigError or ModelError sets skip_reason
+/// to its message. Returns the peak FLOP/s the run's precision gets on the cluster (0 when
+/// skipped).
+double check_plan(RunPlan& plan);
 
 /// FLOPs of one simulated step, as summary.json counts them for the model's own architecture
 /// (grouped-query attention, gated MLPs, routed experts, windows): model FLOPs (3 x forward) and
