@@ -344,6 +344,19 @@ constexpr Key WORKLOAD_KEYS[] = {
     {"training.recompute_layers", "integer", "optional, **0**; needs `recompute: full`", ">= 0",
      "full recomputation of only the first N layers of every model chunk (Megatron's "
      "`recompute_method: block`, `recompute_num_layers`); 0 = every layer ([model.md](model.md))"},
+    {"training.stack", "mapping", "optional, absent = no stack", "",
+     "a training stack preset: the documented defaults of one framework release for the mechanism keys "
+     "`training.flash_attention`, `parallel.sp`, `parallel.tp_grad_overlap`, `parallel.pp_scatter_gather`, "
+     "`parallel.zero_stage`, `training.overlap_param_gather`, `training.grad_reduce_in_fp32`, "
+     "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`; a key the file writes wins, and a "
+     "value whose mechanism needs a layout (sp: tp > 1) applies only where the layout has it "
+     "([stacks.md](stacks.md); `stepsim run --explain` lists each value and its origin)"},
+    {"training.stack.name", "enum", "required in `stack`",
+     "`megatron-lm`, `megatron-core`, `nemo`, `megatron-bridge`, `megatron-deepspeed`, `deepspeed`, `fsdp`, "
+     "`torchtitan`, `composer`",
+     "the framework ([stacks.md](stacks.md))"},
+    {"training.stack.version", "string", "optional, **the preset's newest**", "one of the preset's versions",
+     "the release, e.g. `\"24.07\"` for NeMo ([stacks.md](stacks.md))"},
     {"collectives", "mapping", "optional", "",
      "the algorithm forced per communication group (`collectives`; docs/collectives.md)"},
     {"collectives.tp", "enum", "optional, **auto**",

@@ -557,17 +557,18 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     w << "  vp: " << vp << "\n";
   if (!chunk_layers.empty())
     w << "  chunk_layers: " << flow_list(chunk_layers) << "\n";
-  // NeMo's recipes turn sequence parallelism on whenever tp > 1 (`sequence_parallel: true`, e.g.
-  // the GPT-3 175B recipe's configuration); the records leave it empty. From 2023 on it goes with
-  // tensor parallelism in every stack that has it (Megatron-Core, NeMo, torchtitan's TP plan,
-  // Llama 3's 4D parallelism): a record of a source from then that leaves `sp` empty gets it too,
-  // unless its framework is DeepSpeed's, whose "sequence parallelism" (Ulysses) is another scheme
-  // and which never had Megatron's; and where the sequence splits evenly over the TP ranks.
+  // A record that leaves `sp` empty gets its stack's (rules.cpp, docs/stacks.md: NeMo's and
+  // Megatron-Bridge's recipes set sequence_parallel with tp > 1, torchtitan's TP plan too; not
+  // Megatron-LM, nor DeepSpeed's stacks, whose "sequence parallelism", Ulysses, is another
+  // scheme), or for a stack no row recognises the era's (from 2023 on); only where the sequence
+  // splits evenly over the TP ranks.
   facts.sequence_splits_over_tp = *m.seq_len % tp == 0;
   const auto sp_rule = tp > 1 && !par.sp ? first_rule(Mechanism::SEQUENCE_PARALLEL, facts) : std::nullopt;
   const bool sp = tp > 1 && (par.sp ? *par.sp > 1 : sp_rule && std::get<bool>(sp_rule->value()));
   if (sp)
     w << "  sp: true\n";
+  else if (tp > 1 && par.sp)
+    w << "  sp: false\n"; // the record's, over its stack's preset
   if (sp && sp_rule)
     p.defaults.push_back(sp_rule->listed(facts));
   if (etp > 0) {
@@ -666,6 +667,10 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
   const Applied flash = *first_rule(Mechanism::FLASH_ATTENTION, facts); // the table ends in a catch-all row
   p.defaults.push_back(flash.listed(facts));
   w << "training:\n  recompute: " << recompute << "\n  flash_attention: " << to_string(flash.value()) << "\n";
+  // The stack the framework text names: a rerun of the workload gets its mechanisms from the
+  // preset; the keys written here are the record's and the mapping's, and win over it.
+  if (const auto stack = recognise_stack(facts))
+    w << "  stack: {name: " << stack->preset->name << ", version: \"" << stack->version->version << "\"}\n";
   if (!run.recompute_modules.empty())
     w << "  recompute_modules: " << flow_list(run.recompute_modules) << "\n";
   // A record's own fp8_params wins over its framework's.
@@ -674,8 +679,8 @@ RunPlan plan_run(const config::MeasuredRun& run, const PlanOptions& options) {
     fp8_params = std::get<bool>(rule->value());
     p.defaults.push_back(rule->listed(facts));
   }
-  if (fp8_params)
-    w << "  fp8_params: true\n";
+  if (fp8_params || run.fp8_params)
+    w << "  fp8_params: " << (fp8_params ? "true" : "false") << "\n";
   if (const auto rule = dp > 1 ? first_rule(Mechanism::OVERLAP_PARAM_GATHER, facts) : std::nullopt) {
     w << "  overlap_param_gather: " << to_string(rule->value()) << "\n";
     p.defaults.push_back(rule->listed(facts));
