@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "cli/job.hpp"
 #include "config/config.hpp"
+#include "config/stacks.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "runner/simulate.hpp"
@@ -34,6 +35,9 @@ options:
   --no-sampling          run every flow of large collectives (slower; by default only the
                          flows touching simulated nodes run on non-blocking fabrics)
   --quiet                no table on stdout
+  --explain              print each training-stack mechanism (docs/stacks.md), its value and
+                         where it came from (the workload file, training.stack's preset, the
+                         built-in default), one per line, and exit without simulating
   --fail-on-oom          exit with code 3 when a GPU's peak memory exceeds its capacity
                          (by default that is reported, fits_in_memory: false, and exit 0)
 )";
@@ -53,6 +57,7 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
   const bool write_csv = args.flag("--csv");
   const bool quiet = args.flag("--quiet");
   const bool fail_on_oom = args.flag("--fail-on-oom");
+  const bool explain = args.flag("--explain");
   runner::SimulateOptions options{.collective_form =
                                       parse_collective_form(args.value("--collectives", "auto")),
                                   .fold_dp = !args.flag("--no-fold"),
@@ -62,6 +67,11 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
     throw ConfigError("--csv writes DIR/tasks.csv: give --out DIR");
 
   const Job job = load_job(cluster_file, workload_file, overrides);
+  if (explain) {
+    for (const std::string& line : config::explain_stack(job.workload))
+      out << line << '\n';
+    return 0;
+  }
   if (!out_dir.empty()) {
     // Every output or none: refuse before simulating what could not be written.
     const std::filesystem::path dir(out_dir);

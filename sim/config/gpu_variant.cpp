@@ -110,8 +110,8 @@ void read_gpu_variant(const Document& doc, const MapReader& gpu, GpuSpec& g) {
     if (!base.sm_count)
       f.fail("needs gpu.sm_count, the base part's SM count it is relative to");
     if (out.sm_count > *base.sm_count)
-      f.fail("expected an SM count in [1, " + std::to_string(*base.sm_count) + "] (at most gpu.sm_count), found " +
-             std::to_string(out.sm_count));
+      f.fail("expected an SM count in [1, " + std::to_string(*base.sm_count) +
+             "] (at most gpu.sm_count), found " + std::to_string(out.sm_count));
     out.base_sm_count = *base.sm_count;
     ratio *= static_cast<double>(out.sm_count) / *base.sm_count;
   });

@@ -2,6 +2,7 @@
 
 #include "config/config.hpp"
 
+#include "config/stacks.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -345,7 +346,10 @@ void check_precision(const ClusterSpec& cluster, const WorkloadSpec& workload) {
     throw ModelError(workload_name(workload) + ": " + why);
 }
 
-Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+namespace {
+
+/// The checks of check_layout on a workload whose stack is expanded.
+Layout check_expanded(const ClusterSpec& cluster, const WorkloadSpec& workload) {
   Problems problems(workload_name(workload) + ": ");
   const ParallelSpec& p = workload.parallel;
   const bool tp_pp = check_ranges(workload, problems);
@@ -373,6 +377,22 @@ Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload) {
   Layout layout{.workload = workload, .dp_derived = p.dp == 0};
   layout.workload.parallel.dp = static_cast<int>(*dp);
   return layout;
+}
+
+} // namespace
+
+Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+  // The stack's values first (docs/stacks.md): the checks judge the workload that runs. Its
+  // layout-dependent values need dp, derived here as the checks derive it.
+  const ParallelSpec& p = workload.parallel;
+  const int64_t gpus = static_cast<int64_t>(cluster.nodes) * cluster.gpus_per_node;
+  const int64_t replica = static_cast<int64_t>(std::max(p.tp, 0)) * std::max(p.pp, 0) * std::max(p.cp, 0);
+  int64_t dp = p.dp;
+  if (dp == 0)
+    dp = replica > 0 && gpus % replica == 0 ? gpus / replica : 0;
+  WorkloadSpec expanded = workload;
+  expand_stack(expanded, dp);
+  return check_expanded(cluster, expanded);
 }
 
 } // namespace stepsim::config

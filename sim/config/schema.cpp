@@ -168,10 +168,11 @@ constexpr Key CLUSTER_KEYS[] = {
     {"gpu.host_memory", positive_byte_size(), OPTIONAL, "", "absent = not checked", "",
      "host memory per GPU (the node's RAM over its GPUs): the offloaded activations must fit in it "
      "too, or the layout does not fit (`memory.host_offload_bytes`, `memory.oom.host_over_by_bytes`)"},
-    {"gpu.power_limit", power(), OPTIONAL, "", "absent = not given; required by `gpu.variant.power_limit`", "",
-     "the base part's board power limit (datasheet TDP: H100 SXM 700W), the one its profile runs at"},
-    {"gpu.boost_clock", frequency(), OPTIONAL, "", "absent = not given; required by `gpu.variant.sustained_clock`",
-     "", "the base part's boost clock, at which its `peak_flops` hold (H100 SXM 1830MHz, A100 1410MHz)"},
+    {"gpu.power_limit", power(), OPTIONAL, "", "absent = not given; required by `gpu.variant.power_limit`",
+     "", "the base part's board power limit (datasheet TDP: H100 SXM 700W), the one its profile runs at"},
+    {"gpu.boost_clock", frequency(), OPTIONAL, "",
+     "absent = not given; required by `gpu.variant.sustained_clock`", "",
+     "the base part's boost clock, at which its `peak_flops` hold (H100 SXM 1830MHz, A100 1410MHz)"},
     {"gpu.sm_count", integer(1, 4096), OPTIONAL, "", "absent = not given; required by `gpu.variant.sm_count`",
      "equal to the profile's `sm_count`", "the base part's streaming multiprocessors"},
     {"gpu.variant", mapping(), OPTIONAL, "", "absent = the base part",
@@ -183,9 +184,11 @@ constexpr Key CLUSTER_KEYS[] = {
     {"gpu.variant.power_limit", power(), OPTIONAL, "", "absent = the base's",
      "in [`gpu.power_limit`/4, `gpu.power_limit`]",
      "a power cap: the sustained clock goes as its cube root over the base's (`(P/P0)^(1/3)`)"},
-    {"gpu.variant.sustained_clock", frequency(), OPTIONAL, "", "absent = the base's", "at most `gpu.boost_clock`",
+    {"gpu.variant.sustained_clock", frequency(), OPTIONAL, "", "absent = the base's",
+     "at most `gpu.boost_clock`",
      "the clock the variant holds in compute-bound kernels; compute scales with it over `gpu.boost_clock`"},
-    {"gpu.variant.peak_flops", flop_rate(), OPTIONAL, "", "absent = the base's", "at most the base's 16-bit peak",
+    {"gpu.variant.peak_flops", flop_rate(), OPTIONAL, "", "absent = the base's",
+     "at most the base's 16-bit peak",
      "the variant's dense 16-bit tensor-core peak where it differs by more than a clock (H20: 148TFLOPS); "
      "every precision scales by its ratio to the base's"},
     {"gpu.variant.sm_count", integer(1, 4096), OPTIONAL, "", "absent = the base's; not with `peak_flops`",
@@ -482,6 +485,19 @@ constexpr Key WORKLOAD_KEYS[] = {
     {"training.recompute_layers", integer(0, DEGREE_LIMIT), OPTIONAL, "0", "; needs `recompute: full`", "",
      "full recomputation of only the first N layers of every model chunk (Megatron's "
      "`recompute_method: block`, `recompute_num_layers`); 0 = every layer ([model.md](model.md))"},
+    {"training.stack", mapping(), OPTIONAL, "", "absent = no stack", "",
+     "a training stack preset: the documented defaults of one framework release for the mechanism keys "
+     "`training.flash_attention`, `parallel.sp`, `parallel.tp_grad_overlap`, `parallel.pp_scatter_gather`, "
+     "`parallel.zero_stage`, `training.overlap_param_gather`, `training.grad_reduce_in_fp32`, "
+     "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`; a key the file writes wins, and a "
+     "value whose mechanism needs a layout (sp: tp > 1) applies only where the layout has it "
+     "([stacks.md](stacks.md); `stepsim run --explain` lists each value and its origin)"},
+    {"training.stack.name", string(), REQUIRED, "", "in `stack`",
+     "one of `megatron-lm`, `megatron-core`, `nemo`, `megatron-bridge`, `megatron-deepspeed`, `deepspeed`, "
+     "`fsdp`, `torchtitan`, `composer`",
+     "the framework ([stacks.md](stacks.md))"},
+    {"training.stack.version", string(), OPTIONAL, "", "the preset's newest", "one of the preset's versions",
+     "the release, e.g. `\"24.07\"` for NeMo ([stacks.md](stacks.md))"},
     {"collectives", mapping(), OPTIONAL, "", "", "",
      "the algorithm forced per communication group (`collectives`; docs/collectives.md)"},
     {"collectives.tp", enumeration({"auto", "ring", "tree", "hierarchical", "nvls", "pairwise"}), OPTIONAL,

@@ -7,6 +7,7 @@
 #include "core/units.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -388,6 +389,44 @@ struct CollectivesSpec {
   bool operator==(const CollectivesSpec&) const = default;
 };
 
+/// The framework mechanisms a training stack preset gives defaults for (training.stack,
+/// docs/stacks.md), each one workload key.
+enum class StackKey {
+  FLASH_ATTENTION,      ///< training.flash_attention
+  SP,                   ///< parallel.sp
+  TP_GRAD_OVERLAP,      ///< parallel.tp_grad_overlap
+  PP_SCATTER_GATHER,    ///< parallel.pp_scatter_gather
+  ZERO_STAGE,           ///< parallel.zero_stage
+  OVERLAP_PARAM_GATHER, ///< training.overlap_param_gather
+  GRAD_REDUCE_IN_FP32,  ///< training.grad_reduce_in_fp32
+  ZERO3_FETCH,          ///< training.zero3_fetch
+  FP8_PARAMS,           ///< training.fp8_params
+  ETP,                  ///< parallel.etp
+};
+inline constexpr std::size_t STACK_KEYS = 10;
+
+/// Where a stack mechanism's value came from.
+enum class StackOrigin {
+  BUILT_IN,      ///< the key's default (docs/schema.md)
+  WORKLOAD_FILE, ///< written in the workload file or given with --set
+  STACK,         ///< the preset of training.stack
+};
+
+/// training.stack: the preset named (config/stacks.hpp) and, per mechanism, whether the file gave
+/// the key itself and, once expanded (config::check_layout), where its value came from.
+struct StackSpec {
+  std::string name;    ///< training.stack.name; "" = no stack
+  std::string version; ///< training.stack.version (the newest of the preset when not written)
+  std::array<bool, STACK_KEYS> written{};
+  std::array<StackOrigin, STACK_KEYS> origin{};
+  [[nodiscard]] bool wrote(StackKey k) const { return written[static_cast<std::size_t>(k)]; }
+  /// Marks `k` as set by the caller (a planner's candidate), so expansion leaves it.
+  void set_by_caller(StackKey k) { written[static_cast<std::size_t>(k)] = true; }
+  /// The same stack: name and version (which keys a file wrote, and where values came from, are
+  /// bookkeeping of its reading, not of the workload).
+  bool operator==(const StackSpec& o) const { return name == o.name && version == o.version; }
+};
+
 struct WorkloadSpec {
   std::string name;
   std::string source; ///< file the spec was read from
@@ -397,6 +436,7 @@ struct WorkloadSpec {
   Precision precision = Precision::BF16;
   TrainingSpec training;
   CollectivesSpec collectives;
+  StackSpec stack; ///< training.stack and the origin of each mechanism it covers
 
   /// Micro-batches each pipeline processes per step: global_batch / (micro_batch * dp).
   [[nodiscard]] int64_t micro_batches() const {

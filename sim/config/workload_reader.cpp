@@ -6,6 +6,7 @@
 #include "config/workload_names.hpp"
 
 #include "config/hf_config.hpp"
+#include "config/stacks.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 
@@ -327,6 +328,35 @@ void read_training(const MapReader& m, TrainingSpec& t) {
   optional_key(m, "recompute_layers", [&](const Field& f) { t.recompute_layers = read_integer(f); });
 }
 
+/// training.stack (docs/stacks.md): a preset and one of its versions (the newest when not given).
+void read_stack(const Field& f, StackSpec& stack) {
+  const auto m = f.map(keys_of(File::WORKLOAD, "training.stack"));
+  const Field name = m.require("name");
+  stack.name = name.string();
+  const StackPreset* preset = find_stack(stack.name);
+  if (preset == nullptr)
+    name.fail("unknown training stack '" + stack.name +
+              "'; the presets (and their versions): " + known_stacks());
+  stack.version = std::string(preset->versions.back().version);
+  if (auto v = m.find("version")) {
+    stack.version = v->scalar("a version string, e.g. \"" + stack.version + "\"");
+    if (find_version(*preset, stack.version) == nullptr)
+      v->fail("training stack '" + stack.name + "' has no version '" + stack.version +
+              "'; the presets (and their versions): " + known_stacks());
+  }
+}
+
+/// Which of the stack's mechanism keys the file (or --set) writes itself: those win over the preset.
+void note_written(const std::optional<MapReader>& parallel, const std::optional<MapReader>& training,
+                  StackSpec& stack) {
+  for (std::size_t i = 0; i < STACK_KEYS; ++i) {
+    const std::string_view path = stack_key_path(static_cast<StackKey>(i));
+    const auto dot = path.find('.');
+    const std::optional<MapReader>& in = path.substr(0, dot) == "parallel" ? parallel : training;
+    stack.written[i] = in && in->has(path.substr(dot + 1));
+  }
+}
+
 /// micro_batch x seq_len tokens and micro_batch x heads x seq_len^2 scores within their limits.
 void check_micro_batch(const MapReader& batch, const WorkloadSpec& w) {
   for (const Finding& found : micro_batch_problems(w))
@@ -371,17 +401,21 @@ WorkloadSpec read_workload(const Document& doc) {
     if (doc.clean())
       doc.attempt([&] { check_micro_batch(*batch, w); });
   }
-  if (auto parallel = section(top, "parallel", File::WORKLOAD))
+  const auto parallel = section(top, "parallel", File::WORKLOAD);
+  if (parallel)
     w.parallel = read_parallel(*parallel);
   required_key(top, "precision", [&](const Field& f) {
     w.precision = read_choice<Precision>(
         f, {{"bf16", Precision::BF16}, {"fp16", Precision::FP16}, {"fp8", Precision::FP8}});
   });
-  if (auto training = section(top, "training", File::WORKLOAD, false)) {
+  const auto training = section(top, "training", File::WORKLOAD, false);
+  if (training) {
     read_training(*training, w.training);
+    optional_key(*training, "stack", [&](const Field& f) { read_stack(f, w.stack); });
     if (doc.clean())
       doc.attempt([&] { check_training(*training, w); });
   }
+  note_written(parallel, training, w.stack);
   if (auto coll = section(top, "collectives", File::WORKLOAD, false))
     read_collectives(*coll, w.collectives);
   return w;

@@ -5,6 +5,7 @@
 
 #include "config/config.hpp"
 #include "config/schema.hpp"
+#include "config/stacks.hpp"
 #include "config/workload_names.hpp"
 
 #include <algorithm>
@@ -218,6 +219,56 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.recompute_layers"] = std::to_string(t.recompute_layers);
 }
 
+/// The stack (training.stack) and every mechanism key the spec marks as its own (StackSpec::
+/// written): written even at the loader's default, so that a rerun keeps it over the preset.
+void stack_values(const WorkloadSpec& w, Values& v) {
+  if (w.stack.name.empty())
+    return;
+  v["training.stack.name"] = text(w.stack.name);
+  v["training.stack.version"] = "\"" + w.stack.version + "\"";
+  const ParallelSpec& p = w.parallel;
+  const TrainingSpec& t = w.training;
+  for (std::size_t i = 0; i < STACK_KEYS; ++i) {
+    const auto k = static_cast<StackKey>(i);
+    if (!w.stack.wrote(k))
+      continue;
+    const std::string path(stack_key_path(k));
+    switch (k) {
+    case StackKey::FLASH_ATTENTION:
+      v[path] = boolean(t.flash_attention);
+      break;
+    case StackKey::SP:
+      v[path] = boolean(p.sp);
+      break;
+    case StackKey::TP_GRAD_OVERLAP:
+      v[path] = boolean(p.tp_grad_overlap);
+      break;
+    case StackKey::PP_SCATTER_GATHER:
+      v[path] = boolean(p.pp_scatter_gather);
+      break;
+    case StackKey::ZERO_STAGE:
+      v[path] = std::to_string(p.zero_stage);
+      break;
+    case StackKey::OVERLAP_PARAM_GATHER:
+      v[path] = boolean(t.overlap_param_gather);
+      break;
+    case StackKey::GRAD_REDUCE_IN_FP32:
+      v[path] = boolean(t.grad_reduce_in_fp32);
+      break;
+    case StackKey::ZERO3_FETCH:
+      v[path] = name_of(detail::ZERO3_FETCH_NAMES, t.zero3_fetch);
+      break;
+    case StackKey::FP8_PARAMS:
+      v[path] = boolean(t.fp8_params);
+      break;
+    case StackKey::ETP: // 0 is "not written" (etp = tp)
+      if (p.etp > 0)
+        v[path] = std::to_string(p.etp);
+      break;
+    }
+  }
+}
+
 void collectives_values(const CollectivesSpec& c, Values& v) {
   const std::pair<const char*, CollectiveAlgorithm> groups[] = {{"collectives.tp", c.tp},
                                                                 {"collectives.pp", c.pp},
@@ -261,6 +312,7 @@ std::string workload_yaml(const WorkloadSpec& w, const std::string& comment) {
   parallel_values(w.parallel, values);
   values["precision"] = name_of(detail::PRECISION_NAMES, w.precision);
   training_values(w.training, values);
+  stack_values(w, values);
   collectives_values(w.collectives, values);
   std::string out;
   for (size_t from = 0; !comment.empty() && from <= comment.size();) {

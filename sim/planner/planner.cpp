@@ -182,6 +182,11 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
                       w.parallel.chunk_layers.clear();
                     w.parallel.sp = sp;
                     w.parallel.zero_stage = zero;
+                    // A varied key is the candidate's own: a training stack does not reset it.
+                    if (space.vary_sp)
+                      w.stack.set_by_caller(StackKey::SP);
+                    if (space.vary_zero)
+                      w.stack.set_by_caller(StackKey::ZERO_STAGE);
                     // The workload's overlap_param_gather applies to the distributed optimizer's
                     // stages (1, 2) only: other stages have no such all-gather.
                     if (zero != 1 && zero != 2)

@@ -124,14 +124,16 @@ KnobValue schema_default(const Knob& k) {
         if (used == text.size())
           return KnobValue{k.key, v, k.unit};
         if (key.value.kind == config::schema::Kind::DURATION && !k.unit.empty()) // "0s" in "us"
-          return KnobValue{k.key, config::parse_time(text, std::string(key.path)).value() /
-                                                config::parse_time("1" + k.unit, std::string(key.path)).value(),
+          return KnobValue{k.key,
+                           config::parse_time(text, std::string(key.path)).value() /
+                               config::parse_time("1" + k.unit, std::string(key.path)).value(),
                            k.unit};
       } catch (const std::logic_error&) {
       }
     }
     throw ConfigError("cross-validation: knob " + k.key + " has no numeric default in the cluster schema (" +
-                      "default: " + (text.empty() ? std::string("none") : text) + ") to predict with when no fit run is left");
+                      "default: " + (text.empty() ? std::string("none") : text) +
+                      ") to predict with when no fit run is left");
   }
   throw ConfigError("cross-validation: knob " + k.key + " is not a cluster key");
 }

@@ -417,6 +417,15 @@ void map_training(Draft& d) {
   const Applied flash = *first_rule(Mechanism::FLASH_ATTENTION, d.facts); // the table ends in a catch-all row
   t.flash_attention = std::get<bool>(flash.value());
   p.defaults.push_back(flash.listed(d.facts));
+  // The stack the framework text names: a rerun of the written workload gets its mechanisms
+  // from the preset where the mapping leaves them; every mechanism the mapping sets is its own.
+  if (const auto stack = recognise_stack(d.facts)) {
+    StackSpec& named = d.workload().stack;
+    named.name = std::string(stack->preset->name);
+    named.version = std::string(stack->version->version);
+    for (std::size_t i = 0; i < STACK_KEYS; ++i)
+      named.set_by_caller(static_cast<StackKey>(i));
+  }
   // A record's own fp8_params wins over its framework's.
   t.fp8_params = run.fp8_params.value_or(false);
   const auto fp8_params = !run.fp8_params ? first_rule(Mechanism::FP8_PARAMS, d.facts) : std::nullopt;

@@ -10,8 +10,9 @@ namespace {
 
 using enum Mechanism;
 
-// Framework behaviour and model families. Per mechanism the first matching row wins; a mechanism
-// no row matches keeps the simulator's default.
+// Model families, then the era of a record whose stack is not recognised (recognised stacks take
+// their framework mechanisms from their preset, STACK_RULES below). Per mechanism the first
+// matching row wins; a mechanism no row matches keeps the simulator's default.
 constexpr std::array FRAMEWORK_RULES{
     // The MLP by model family: gated (SwiGLU) or two GEMMs (GELU, squared ReLU: the same GEMMs).
     // Words in priority order: gpt-oss before gpt, the two-GEMM families before the gated ones.
@@ -51,63 +52,20 @@ constexpr std::array FRAMEWORK_RULES{
          false,
          "{model}",
          "the families' configurations: attention_dropout 0.0 and no hidden dropout"},
-    // Megatron's sequence parallelism.
+    // The era of an unrecognised stack: what every stack of the time did.
     Rule{SEQUENCE_PARALLEL,
-         {.framework = "nemo"},
-         true,
-         "framework '{framework}'",
-         "NeMo recipes: sequence_parallel: true with tp > 1 (e.g. the GPT-3 175B recipe's configuration)"},
-    Rule{SEQUENCE_PARALLEL,
-         {.not_framework = "deepspeed", .year_from = 2023, .sequence_splits_over_tp = true},
+         {.year_from = 2023, .sequence_splits_over_tp = true},
          true,
          "tensor parallelism in a source from {year}: sequence parallelism is its standard companion",
-         "Megatron-Core, NeMo, torchtitan's TP plan, Llama 3's 4D parallelism (Llama Team 2024); DeepSpeed's "
-         "'sequence parallelism' is Ulysses, another scheme"},
-    // Pipeline messages split over the TP ranks and all-gathered on the receiving stage.
-    Rule{PP_SCATTER_GATHER,
-         {.framework = "megatron-lm", .not_framework = "deepspeed"},
-         true,
-         "framework '{framework}'",
-         "Narayanan et al. 2021, sec. 4.1 (on by default in Megatron-LM); DeepSpeed's pipeline engine sends "
-         "whole "
-         "activations"},
-    // The backward's TP collective beside the weight-gradient GEMM (the default) or after the block.
-    Rule{TP_GRAD_OVERLAP,
-         {.framework = "deepspeed"},
-         false,
-         "framework '{framework}'",
-         "Megatron-DeepSpeed's layers predate Megatron-LM's asynchronous TP all-reduce"},
+         "every Megatron-Core-based stack's recipes (NeMo, Megatron-Bridge), torchtitan's TP plan, "
+         "Llama 3's 4D parallelism (Llama Team 2024)"},
     Rule{TP_GRAD_OVERLAP,
          {.year_to = 2021},
          false,
          "a source from {year}",
-         "Megatron-LM --async-tensor-model-parallel-allreduce (from 2022), then sequence parallelism's "
-         "overlapped collectives"},
-    // Expert tensor parallelism of Megatron Bridge's MoE recipes.
-    Rule{EXPERT_TENSOR_PARALLEL,
-         {.framework = "megatron-bridge"},
-         1,
-         "framework '{framework}'",
-         "Megatron Bridge MoE recipes: expert_tensor_parallel_size = 1 (Megatron-Core MoE parallel folding)"},
-    // ZeRO stage of a record that gives none.
-    Rule{ZERO_STAGE,
-         {.framework = "nemo"},
-         1,
-         "distributed optimizer, framework '{framework}'",
-         "NeMo recipes: optim distributed_fused_adam (Megatron's distributed optimizer)"},
+         "Megatron-LM's asynchronous TP all-reduce came late in 2021 (off by default); Megatron-LM 2022's "
+         "--no-async-tensor-model-parallel-allreduce turned it on"},
     Rule{ZERO_STAGE, {}, 0, "", "no sharding unless the record says so"},
-    // Fused (FlashAttention-style) attention.
-    Rule{
-        FLASH_ATTENTION,
-        {.framework = "nemo|composer|fsdp|torchtitan|flash", .year_from = 2023},
-        true,
-        "framework '{framework}', source year {year}",
-        "NeMo 2024 and Transformer Engine fused attention; Composer/FSDP and torchtitan call FlashAttention"},
-    Rule{FLASH_ATTENTION,
-         {.framework = "nemo|composer|fsdp|torchtitan|flash"},
-         true,
-         "framework '{framework}'",
-         "NeMo and Transformer Engine fused attention; Composer/FSDP and torchtitan call FlashAttention"},
     Rule{FLASH_ATTENTION,
          {.year_from = 2023},
          true,
@@ -118,33 +76,40 @@ constexpr std::array FRAMEWORK_RULES{
          false,
          "framework '{framework}'",
          "Megatron-LM and (Megatron-)DeepSpeed of 2021-22: unfused QK^T/softmax/dropout/AV kernels"},
-    // fp8 primary weights.
-    Rule{FP8_PARAMS,
-         {.framework = "bridge", .precision = "fp8"},
-         true,
-         "fp8 primary weights, framework '{framework}'",
-         "Megatron Bridge FP8 current-scaling recipes: fp8_param_gather"},
-    // The distributed optimizer's parameter all-gather under the forward.
-    Rule{OVERLAP_PARAM_GATHER,
-         {.framework = "nemo", .zero_from = 1, .zero_to = 2},
-         true,
-         "framework '{framework}'",
-         "NeMo and Megatron Bridge recipes: overlap_param_gather (NeMo 1.0: overlap_param_sync)"},
-    // FSDP2's reduction dtype.
-    Rule{GRAD_REDUCE_IN_FP32,
-         {.framework = "torchtitan", .zero_from = 3, .precision = "bf16|fp8"},
-         true,
-         "framework '{framework}': FSDP2 mixed_precision_reduce float32",
-         "torchtitan MixedPrecisionPolicy: mixed_precision_param bfloat16, mixed_precision_reduce float32 "
-         "(Composer's PURE mixed precision reduces in bf16)"},
-    // DeepSpeed ZeRO-3 of 2021 (v0.3): a tensor-by-tensor gather after a device synchronize.
-    Rule{ZERO3_FETCH,
-         {.framework = "deepspeed", .year_to = 2021, .zero_from = 3},
-         Zero3Fetch::BLOCKING,
-         "framework '{framework}', a source from {year}",
-         "DeepSpeed ZeRO-3 of 2021 (v0.3, runtime/zero/stage3.py): a synchronize and a tensor-list "
-         "all_gather per "
-         "parameter tensor; flat-buffer prefetch in later releases"},
+};
+
+// The training stack a record's framework text names (config/stacks.hpp). Words in priority order:
+// Megatron-Bridge records also say NeMo, Composer's also FSDP, Megatron-DeepSpeed's both words.
+constexpr std::array STACK_RULES{
+    StackRule{.words = "bridge",
+              .stack = "megatron-bridge",
+              .source =
+                  "NVIDIA's Megatron-Bridge benchmark tables ('NeMo Megatron-Bridge (25.11 container)')"},
+    StackRule{.words = "nemo", .stack = "nemo", .source = "NVIDIA NeMo and its benchmark tables"},
+    StackRule{.words = "torchtitan", .stack = "torchtitan", .source = "pytorch/torchtitan"},
+    StackRule{.words = "composer|llm-foundry|llm foundry|mosaic",
+              .stack = "composer",
+              .source = "MosaicML Composer with llm-foundry ('Composer + PyTorch FSDP')"},
+    StackRule{.words = "deepspeed",
+              .also = "megatron",
+              .stack = "megatron-deepspeed",
+              .source = "Megatron-DeepSpeed, and Megatron-LM's layers under DeepSpeed's engine ('DeepSpeed + "
+                        "Megatron-LM', MT-NLG: Smith et al. 2022)"},
+    StackRule{.words = "deepspeed", .stack = "deepspeed", .source = "microsoft/DeepSpeed"},
+    StackRule{.words = "fsdp2|fully_shard",
+              .stack = "fsdp",
+              .version = "2",
+              .source = "PyTorch's fully_shard (FSDP2)"},
+    StackRule{.words = "fsdp", .stack = "fsdp", .source = "PyTorch FullyShardedDataParallel"},
+    StackRule{.words = "megatron-core|megatron core|mcore",
+              .stack = "megatron-core",
+              .source = "NVIDIA Megatron-Core"},
+    StackRule{.words = "megatron",
+              .year_from = 2023,
+              .stack = "megatron-core",
+              .source = "Megatron-LM from 2023 on is built on Megatron-Core (megatron/core)"},
+    StackRule{
+        .words = "megatron", .stack = "megatron-lm", .source = "NVIDIA Megatron-LM before Megatron-Core"},
 };
 
 // GPU families by name. The first row whose words (and capacity band) match names the family.
@@ -345,6 +310,9 @@ std::string to_string(const Setting& s) {
 std::span<const Rule> framework_rules() {
   return FRAMEWORK_RULES;
 }
+std::span<const StackRule> stack_rules() {
+  return STACK_RULES;
+}
 std::span<const GpuRule> gpu_rules() {
   return GPU_RULES;
 }
@@ -353,11 +321,6 @@ std::span<const CardRule> card_rules() {
 }
 
 bool matches(const RuleMatch& when, const RecordFacts& facts, std::string* model_word) {
-  const std::string framework = lowered(facts.framework);
-  if (!when.framework.empty() && !has_word(framework, when.framework))
-    return false;
-  if (!when.not_framework.empty() && has_word(framework, when.not_framework))
-    return false;
   std::string word;
   if (!when.model.empty() && !has_word(lowered(facts.model), when.model, &word))
     return false;
@@ -366,19 +329,6 @@ bool matches(const RuleMatch& when, const RecordFacts& facts, std::string* model
   if ((when.year_from > 0 && *facts.year < when.year_from) ||
       (when.year_to > 0 && *facts.year > when.year_to))
     return false;
-  if (facts.zero_stage < when.zero_from || facts.zero_stage > when.zero_to)
-    return false;
-  if (!when.precision.empty()) {
-    const std::string_view name = precision_name(facts.precision);
-    bool any = false;
-    for (std::string_view rest = when.precision; !rest.empty() && !any;) {
-      const std::size_t bar = rest.find('|');
-      any = rest.substr(0, bar) == name;
-      rest = bar == std::string_view::npos ? std::string_view() : rest.substr(bar + 1);
-    }
-    if (!any)
-      return false;
-  }
   if ((when.grouped_query && !facts.grouped_query) ||
       (when.sequence_splits_over_tp && !facts.sequence_splits_over_tp))
     return false;
@@ -387,16 +337,143 @@ bool matches(const RuleMatch& when, const RecordFacts& facts, std::string* model
   return true;
 }
 
+std::string RecognisedStack::name() const {
+  return std::string(preset->name) + "@" + std::string(version->version);
+}
+
+std::optional<RecognisedStack> recognise_stack(const RecordFacts& facts) {
+  const std::string text = lowered(facts.framework);
+  for (const StackRule& r : STACK_RULES) {
+    if (!has_word(text, r.words) || (!r.also.empty() && !has_word(text, r.also)))
+      continue;
+    if (r.year_from > 0 && (!facts.year || *facts.year < r.year_from))
+      continue;
+    RecognisedStack s{
+        .preset = config::find_stack(r.stack), .version = nullptr, .rule = &r, .by_year = false};
+    if (!r.version.empty())
+      s.version = config::find_version(*s.preset, r.version);
+    else if (facts.year) {
+      s.version = &config::version_of_year(*s.preset, *facts.year);
+      s.by_year = true;
+    } else {
+      s.version = config::find_version(*s.preset, "");
+    }
+    return s;
+  }
+  return std::nullopt;
+}
+
+std::optional<StackKey> stack_key(Mechanism m) {
+  using K = StackKey;
+  switch (m) {
+  case MLP:
+  case DROPOUT:
+    return std::nullopt;
+  case SEQUENCE_PARALLEL:
+    return K::SP;
+  case PP_SCATTER_GATHER:
+    return K::PP_SCATTER_GATHER;
+  case TP_GRAD_OVERLAP:
+    return K::TP_GRAD_OVERLAP;
+  case EXPERT_TENSOR_PARALLEL:
+    return K::ETP;
+  case ZERO_STAGE:
+    return K::ZERO_STAGE;
+  case FLASH_ATTENTION:
+    return K::FLASH_ATTENTION;
+  case FP8_PARAMS:
+    return K::FP8_PARAMS;
+  case OVERLAP_PARAM_GATHER:
+    return K::OVERLAP_PARAM_GATHER;
+  case GRAD_REDUCE_IN_FP32:
+    return K::GRAD_REDUCE_IN_FP32;
+  case ZERO3_FETCH:
+    return K::ZERO3_FETCH;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+/// A preset value's layout condition on what the record gives; tp > 1, pp > 1, sp, dp > 1 and
+/// MoE are the caller's (plan_run asks only where the layout has them).
+bool applies_to_record(config::StackWhen when, const RecordFacts& f) {
+  using W = config::StackWhen;
+  const bool sixteen_bit_bf16 = f.precision != Precision::FP16;
+  switch (when) {
+  case W::ALWAYS:
+  case W::TP:
+  case W::TP_PP_NO_SP:
+  case W::MOE_TP:
+    return true;
+  case W::TP_SPLITS_SEQUENCE:
+    return f.sequence_splits_over_tp;
+  case W::SHARDED_OPTIMIZER_DP:
+    return f.zero_stage == 1 || f.zero_stage == 2;
+  case W::SIXTEEN_BIT_BF16:
+    return sixteen_bit_bf16;
+  case W::FP8:
+    return f.precision == Precision::FP8;
+  case W::ZERO3:
+    return f.zero_stage == 3;
+  case W::ZERO3_BF16:
+    return f.zero_stage == 3 && sixteen_bit_bf16;
+  }
+  return false;
+}
+
+Setting setting_of(const config::StackValue& v) {
+  if (const bool* b = std::get_if<bool>(&v))
+    return *b;
+  if (const int* i = std::get_if<int>(&v))
+    return *i;
+  return std::get<Zero3Fetch>(v);
+}
+
+bool catch_all(const RuleMatch& w) {
+  return w.model.empty() && w.year_from == 0 && w.year_to == 0 && !w.grouped_query &&
+         !w.sequence_splits_over_tp;
+}
+
+} // namespace
+
 std::optional<Applied> first_rule(Mechanism m, const RecordFacts& facts) {
+  const std::optional<StackKey> key = stack_key(m);
+  const std::optional<RecognisedStack> stack = key ? recognise_stack(facts) : std::nullopt;
+  if (stack) {
+    const config::StackDefault* d = config::stack_default(*stack->version, *key);
+    if (d != nullptr && applies_to_record(d->when, facts)) {
+      std::string note = "stack " + stack->name();
+      if (stack->by_year)
+        note += ", current in " + std::to_string(*facts.year);
+      note += ", for framework '" + facts.framework + "'";
+      return Applied{.rule = nullptr,
+                     .preset = d,
+                     .mechanism = m,
+                     .setting = setting_of(d->value),
+                     .model_word = "",
+                     .stack_note = note};
+    }
+  }
   for (const Rule& r : FRAMEWORK_RULES) {
     std::string word;
-    if (r.mechanism == m && matches(r.when, facts, &word))
-      return Applied{.rule = &r, .model_word = word};
+    // A recognised stack's mechanisms come from its preset; only a catch-all stands in for one
+    // the preset leaves out.
+    if (r.mechanism != m || (stack && !catch_all(r.when)) || !matches(r.when, facts, &word))
+      continue;
+    return Applied{.rule = &r,
+                   .preset = nullptr,
+                   .mechanism = m,
+                   .setting = r.value,
+                   .model_word = word,
+                   .stack_note = ""};
   }
   return std::nullopt;
 }
 
 std::string Applied::note(const RecordFacts& facts) const {
+  if (rule == nullptr)
+    return stack_note;
   std::string text(rule->note);
   text = replaced(text, "{framework}", facts.framework.empty() ? "none" : facts.framework);
   text = replaced(text, "{year}", facts.year ? std::to_string(*facts.year) : "?");
@@ -404,8 +481,9 @@ std::string Applied::note(const RecordFacts& facts) const {
 }
 
 std::string Applied::listed(const RecordFacts& facts) const {
-  const std::string text = std::string(to_string(rule->mechanism)) + "=" + to_string(rule->value);
-  return rule->note.empty() ? text : text + " (" + note(facts) + ")";
+  const std::string text = std::string(to_string(mechanism)) + "=" + to_string(setting);
+  const std::string shown = note(facts);
+  return shown.empty() ? text : text + " (" + shown + ")";
 }
 
 const GpuRule* gpu_rule(const std::string& gpu_text, std::optional<double> gpu_mem_gb) {

@@ -1,10 +1,14 @@
 #pragma once
 // The mapping rules as data (docs/validation.md, "Mapping"): how a published record's free text
-// (framework, source year, model name, GPU name) turns into workload and cluster settings. Each
-// row names the mechanism it sets, a structured match condition and its cited source; plan_run
-// asks the tables, row order deciding. The tables themselves are in rules.cpp.
+// (framework, source year, model name, GPU name) turns into workload and cluster settings. The
+// framework text names a training stack (config/stacks.hpp, docs/stacks.md) and its release; the
+// stack's preset gives the framework mechanisms. Model families and the era of a record whose
+// stack is not recognised have rows of their own. Each row names what it sets, a structured match
+// condition and its cited source; plan_run asks the tables, row order deciding. The tables
+// themselves are in rules.cpp.
 
 #include "config/spec.hpp"
+#include "config/stacks.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -45,21 +49,19 @@ std::string to_string(const Setting& s);
 /// What a rule matches. Word lists are '|'-separated substrings of the lowercased record text;
 /// an empty list matches any text. A bounded year needs the record's `source.year`.
 struct RuleMatch {
-  std::string_view framework = {};     ///< one of these in `framework`
-  std::string_view not_framework = {}; ///< none of these in `framework`
-  std::string_view model = {};         ///< one of these in `model.name` (the first found names it)
-  int year_from = 0;                   ///< source.year >= this; 0 = no bound
-  int year_to = 0;                     ///< source.year <= this; 0 = no bound
-  int zero_from = 0;                   ///< the mapped ZeRO stage within [zero_from, zero_to]
-  int zero_to = 3;
-  std::string_view precision = {};      ///< the mapped precision ("bf16", "fp16", "fp8") among these
+  std::string_view model = {};          ///< one of these in `model.name` (the first found names it)
+  int year_from = 0;                    ///< source.year >= this; 0 = no bound
+  int year_to = 0;                      ///< source.year <= this; 0 = no bound
   bool grouped_query = false;           ///< kv_heads given and unlike heads
   bool sequence_splits_over_tp = false; ///< seq_len % tp == 0
 };
 
 /// One row: the mechanism, when it applies, the value, the note the run's defaults list
 /// ("<key>=<value> (<note>)"; {framework} is the record's framework text or "none", {year} its
-/// year, {model} the word of `model` found), and where the behaviour is documented.
+/// year, {model} the word of `model` found), and where the behaviour is documented. The rows of
+/// a framework mechanism apply only to a record whose stack is not recognised, except a
+/// catch-all row (no condition), which also stands where the recognised stack's preset leaves the
+/// mechanism out.
 struct Rule {
   Mechanism mechanism;
   RuleMatch when;
@@ -79,24 +81,59 @@ struct RecordFacts {
   bool sequence_splits_over_tp = false;
 };
 
-/// Every framework and model-family rule, in the order they are tried.
+/// Every model-family and era rule, in the order they are tried.
 std::span<const Rule> framework_rules();
 
-/// A rule that matched, with the note it lists.
+/// One row of the stack recognition: words of a record's framework text that name a training
+/// stack and, where the row pins one, its version. Rows are tried in order; the first match wins.
+struct StackRule {
+  std::string_view words;        ///< one of these in the lowercased framework text
+  std::string_view also = {};    ///< and one of these ("" = no second list)
+  int year_from = 0;             ///< source.year >= this (0 = any; a bounded row needs a year)
+  std::string_view stack;        ///< the preset's name (config/stacks.hpp)
+  std::string_view version = {}; ///< "" = the release current at the source's year (none: newest)
+  std::string_view source;
+};
+
+std::span<const StackRule> stack_rules();
+
+/// The stack a record's framework text names, and its release.
+struct RecognisedStack {
+  const config::StackPreset* preset = nullptr;
+  const config::StackVersion* version = nullptr;
+  const StackRule* rule = nullptr;
+  bool by_year = false; ///< the release current at the source's year (the text names none)
+  /// "nemo@24.07"
+  [[nodiscard]] std::string name() const;
+};
+
+/// The first stack row matching `facts.framework` (and its year), or nullopt.
+std::optional<RecognisedStack> recognise_stack(const RecordFacts& facts);
+
+/// The workload key a framework mechanism is (nullopt: MLP, DROPOUT, the model's).
+std::optional<StackKey> stack_key(Mechanism m);
+
+/// A rule or preset value that matched, with the note it lists.
 struct Applied {
-  const Rule* rule = nullptr;
+  const Rule* rule = nullptr;                   ///< the row, or null for a preset's value
+  const config::StackDefault* preset = nullptr; ///< the preset's value, or null for a row
+  Mechanism mechanism = Mechanism::MLP;
+  Setting setting;
   std::string model_word; ///< the word of when.model found ("" without one)
-  [[nodiscard]] const Setting& value() const { return rule->value; }
-  /// The row's note, its placeholders filled in.
+  std::string stack_note; ///< a preset value's note
+  [[nodiscard]] const Setting& value() const { return setting; }
+  /// The row's note, its placeholders filled in, or the preset value's note.
   [[nodiscard]] std::string note(const RecordFacts& facts) const;
-  /// "<key>=<value>", or "<key>=<value> (<note>)" when the row has a note.
+  /// "<key>=<value>", or "<key>=<value> (<note>)" when there is a note.
   [[nodiscard]] std::string listed(const RecordFacts& facts) const;
 };
 
 /// True when `rule` matches `facts`; `model_word` gets the model word found.
 bool matches(const RuleMatch& when, const RecordFacts& facts, std::string* model_word = nullptr);
 
-/// The first row for `m` that matches `facts` (nullopt: none, the simulator's default stays).
+/// The value for `m`: a framework mechanism of a recognised stack from its preset (its layout
+/// condition judged on `facts`; the caller judges tp, dp and MoE), else the first row for `m` that
+/// matches `facts` (nullopt: none, the simulator's default stays).
 std::optional<Applied> first_rule(Mechanism m, const RecordFacts& facts);
 
 /// One GPU family as records name it: the words that identify it in `hardware.gpu`, the bundled

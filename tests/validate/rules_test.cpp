@@ -1,5 +1,6 @@
 // The mapping tables (sim/validate/rules.cpp): every row is hit by a small synthetic record, and
-// a control record one fact away does not match it.
+// a control record one fact away does not match it; every stack row recognises its framework text,
+// and the presets give the validation records' frameworks their mechanisms.
 
 #include "validate/rules.hpp"
 
@@ -65,46 +66,22 @@ std::vector<Case> cases() {
        record("", "unknown-7b")},
       {5, record("", "unknown-7b"), "mlp=gelu (multi-head attention)", record("", "unknown-7b")}, // catch-all
       {6, record("", "Mixtral 8x7B"), "dropout=false (mixtral)", record("", "BLOOM-176B")},
-      {7, record("NeMo 24.09"), "sp=true (framework 'NeMo 24.09')", record("Megatron-LM")},
-      {8, splitting(record("Megatron-Core", "", 2023)),
+      // The era rows, for a framework no stack row recognises.
+      {7, splitting(record("in-house trainer", "", 2023)),
        "sp=true (tensor parallelism in a source from 2023: sequence parallelism is its standard companion)",
-       splitting(record("Megatron-DeepSpeed", "", 2023))},
-      {9, record("Megatron-LM"), "pp_scatter_gather=true (framework 'Megatron-LM')",
-       record("DeepSpeed + Megatron-LM")},
-      {10, record("Megatron-DeepSpeed", "", 2022), "tp_grad_overlap=false (framework 'Megatron-DeepSpeed')",
-       record("Megatron-LM", "", 2022)},
-      {11, record("Megatron-LM", "", 2021), "tp_grad_overlap=false (a source from 2021)",
-       record("Megatron-LM")},
-      {12, record("Megatron-Bridge 25.09"), "etp=1 (framework 'Megatron-Bridge 25.09')",
-       record("Megatron-Core")},
-      {13, record("NeMo 2.0"), "zero_stage=1 (distributed optimizer, framework 'NeMo 2.0')",
-       record("Megatron-LM")},
-      {14, record("Megatron-LM"), "zero_stage=0", record("Megatron-LM")}, // catch-all
-      {15, record("Composer + PyTorch FSDP", "", 2023),
-       "flash_attention=true (framework 'Composer + PyTorch FSDP', source year 2023)",
-       record("Composer", "", 2022)},
-      {16, record("torchtitan"), "flash_attention=true (framework 'torchtitan')", record("Megatron-LM")},
-      {17, record("", "", 2024), "flash_attention=true (framework 'none', source year 2024)",
+       splitting(record("in-house trainer", "", 2022))},
+      {8, record("", "", 2021), "tp_grad_overlap=false (a source from 2021)", record("", "", 2022)},
+      {9, record(""), "zero_stage=0", record("")}, // catch-all
+      {10, record("", "", 2024), "flash_attention=true (framework 'none', source year 2024)",
        record("", "", 2022)},
-      {18, record("Megatron-LM", "", 2021), "flash_attention=false (framework 'Megatron-LM')",
-       record("Megatron-LM", "", 2021)}, // catch-all
-      {19, with_precision(record("Megatron-Bridge"), Precision::FP8),
-       "fp8_params=true (fp8 primary weights, framework 'Megatron-Bridge')", record("Megatron-Bridge")},
-      {20, with_zero(record("NeMo"), 1), "overlap_param_gather=true (framework 'NeMo')",
-       with_zero(record("NeMo"), 3)},
-      {21, with_zero(record("torchtitan"), 3),
-       "grad_reduce_in_fp32=true (framework 'torchtitan': FSDP2 mixed_precision_reduce float32)",
-       with_precision(with_zero(record("torchtitan"), 3), Precision::FP16)},
-      {22, with_zero(record("DeepSpeed", "", 2021), 3),
-       "zero3_fetch=blocking (framework 'DeepSpeed', a source from 2021)",
-       with_zero(record("DeepSpeed", "", 2022), 3)},
+      {11, record("JAX", "", 2021), "flash_attention=false (framework 'JAX')",
+       record("", "", 2021)}, // catch-all
   };
 }
 
 bool catch_all(const Rule& r) {
   const RuleMatch& w = r.when;
-  return w.framework.empty() && w.not_framework.empty() && w.model.empty() && w.year_from == 0 &&
-         w.year_to == 0 && w.zero_from == 0 && w.zero_to == 3 && w.precision.empty() && !w.grouped_query &&
+  return w.model.empty() && w.year_from == 0 && w.year_to == 0 && !w.grouped_query &&
          !w.sequence_splits_over_tp;
 }
 
@@ -134,10 +111,10 @@ TEST(MappingRules, EveryRowIsHitAndItsControlIsNot) {
   EXPECT_EQ(covered.size(), rules.size()) << "a row without a case";
 }
 
-// Mechanisms whose table ends in a catch-all always give a value; the others give none when no
-// framework rule applies (the simulator's default stays).
+// Mechanisms whose table ends in a catch-all always give a value; the others give none when
+// neither a stack nor an era row applies (the simulator's default stays).
 TEST(MappingRules, CatchAllsAndSimulatorDefaults) {
-  const RecordFacts plain = record("Megatron-LM", "GPT-3", 2022);
+  const RecordFacts plain = record("", "GPT-3");
   for (const Mechanism m : {Mechanism::MLP, Mechanism::ZERO_STAGE, Mechanism::FLASH_ATTENTION})
     EXPECT_TRUE(first_rule(m, plain)) << to_string(m);
   for (const Mechanism m :
@@ -146,9 +123,122 @@ TEST(MappingRules, CatchAllsAndSimulatorDefaults) {
         Mechanism::GRAD_REDUCE_IN_FP32, Mechanism::ZERO3_FETCH})
     EXPECT_FALSE(first_rule(m, plain)) << to_string(m);
   // A bounded year needs a year: a record without one is neither before 2022 nor from 2023 on.
-  EXPECT_FALSE(first_rule(Mechanism::TP_GRAD_OVERLAP, record("Megatron-LM")));
+  EXPECT_FALSE(first_rule(Mechanism::TP_GRAD_OVERLAP, record("")));
   EXPECT_EQ(first_rule(Mechanism::FLASH_ATTENTION, record(""))->listed(record("")),
             "flash_attention=false (framework 'none')");
+  // A recognised stack's mechanisms come from its preset, not from the era rows: DeepSpeed of
+  // 2023 keeps unfused attention, and its era's sequence parallelism does not apply.
+  const RecordFacts ds = splitting(record("DeepSpeed", "", 2023));
+  EXPECT_EQ(first_rule(Mechanism::FLASH_ATTENTION, ds)->value(), Setting{false});
+  EXPECT_EQ(first_rule(Mechanism::FLASH_ATTENTION, ds)->rule, nullptr);
+  EXPECT_FALSE(first_rule(Mechanism::SEQUENCE_PARALLEL, ds));
+}
+
+// Every stack row recognises its text (the first matching row wins) and gives the release named
+// or current at the source's year; a text no row names gives none.
+TEST(MappingRules, StackRowsRecogniseTheirFrameworks) {
+  struct StackCase {
+    std::string framework;
+    std::optional<int> year;
+    std::string stack; ///< "name@version", "" = none
+    bool by_year;
+  };
+  const std::vector<StackCase> stacks = {
+      {"NeMo Megatron-Bridge (25.11 container)", 2025, "megatron-bridge@25.09", true},
+      {"NeMo 24.07", 2024, "nemo@24.07", true},
+      {"NeMo (dev container)", 2023, "nemo@23.11", true},
+      {"torchtitan", std::nullopt, "torchtitan@0.1", false},
+      {"Composer + PyTorch FSDP", 2023, "composer@0.3", true},
+      {"Megatron-DeepSpeed", 2022, "megatron-deepspeed@2022", true},
+      {"DeepSpeed + Megatron-LM", 2022, "megatron-deepspeed@2022", true},
+      {"DeepSpeed ZeRO-3", 2021, "deepspeed@0.3", true},
+      {"DeepSpeed ZeRO-3", 2022, "deepspeed@0.6", true},
+      {"DeepSpeed", std::nullopt, "deepspeed@0.6", false}, // no year: the newest
+      {"PyTorch FSDP2", 2023, "fsdp@2", false},            // the row pins the version
+      {"PyTorch FSDP", 2023, "fsdp@1", true},
+      {"Megatron-Core", 2024, "megatron-core@0.15", true},
+      {"Megatron-LM", 2024, "megatron-core@0.15", true}, // built on Megatron-Core from 2023
+      {"Megatron-LM", 2021, "megatron-lm@2021", true},
+      {"Megatron-LM", 2022, "megatron-lm@2022", true},
+      {"Megatron-LM", std::nullopt, "megatron-lm@2022", false},
+      {"JAX / MaxText", 2024, "", false},
+  };
+  std::set<const StackRule*> hit;
+  for (const StackCase& c : stacks) {
+    const auto got = recognise_stack(record(c.framework, "", c.year));
+    if (c.stack.empty()) {
+      EXPECT_FALSE(got) << c.framework;
+      continue;
+    }
+    ASSERT_TRUE(got) << c.framework;
+    EXPECT_EQ(got->name(), c.stack) << c.framework;
+    EXPECT_EQ(got->by_year, c.by_year) << c.framework;
+    hit.insert(got->rule);
+  }
+  for (const StackRule& r : stack_rules()) {
+    EXPECT_TRUE(hit.contains(&r)) << "stack row '" << r.words << "' without a case";
+    EXPECT_NE(config::find_stack(r.stack), nullptr) << r.stack;
+    EXPECT_FALSE(r.source.empty()) << r.words;
+  }
+}
+
+// What the presets give the frameworks of the validation records (tests/validate/data), as the
+// mapping gave them before the presets: Megatron-LM 2021's scatter/gather and TP all-reduce after
+// the backward, DeepSpeed 2021's blocking ZeRO-3 fetch, NeMo's SP and distributed optimizer with
+// its gather under the forward, Megatron-Bridge's expert TP 1 and fp8 weights, Composer's fused
+// attention with 16-bit reductions.
+TEST(MappingRules, PresetsGiveTheRecordsTheirMechanisms) {
+  const auto value = [](Mechanism m, const RecordFacts& f) -> std::optional<Setting> {
+    const auto a = first_rule(m, f);
+    return a ? std::optional<Setting>(a->value()) : std::nullopt;
+  };
+  using M = Mechanism;
+  const RecordFacts mlm21 = record("Megatron-LM", "GPT-3", 2021);
+  EXPECT_EQ(value(M::PP_SCATTER_GATHER, mlm21), Setting{true});
+  EXPECT_EQ(value(M::TP_GRAD_OVERLAP, mlm21), Setting{false});
+  EXPECT_EQ(value(M::FLASH_ATTENTION, mlm21), Setting{false});
+  EXPECT_EQ(value(M::SEQUENCE_PARALLEL, splitting(mlm21)), Setting{false});
+  EXPECT_EQ(value(M::GRAD_REDUCE_IN_FP32, with_precision(mlm21, Precision::FP16)), std::nullopt);
+  EXPECT_EQ(value(M::TP_GRAD_OVERLAP, record("Megatron-LM", "", 2022)), Setting{true});
+
+  const RecordFacts ds21 = with_zero(record("DeepSpeed ZeRO-3", "GPT-3", 2021), 3);
+  EXPECT_EQ(value(M::ZERO3_FETCH, ds21), Setting{Zero3Fetch::BLOCKING});
+  EXPECT_EQ(value(M::TP_GRAD_OVERLAP, ds21), Setting{false});
+  EXPECT_EQ(value(M::PP_SCATTER_GATHER, record("DeepSpeed + Megatron-LM", "", 2022)), Setting{false});
+
+  const RecordFacts nemo = splitting(record("NeMo (24.09 / 24.11 containers)", "Llama 3.1 70B", 2024));
+  EXPECT_EQ(value(M::SEQUENCE_PARALLEL, nemo), Setting{true});
+  EXPECT_EQ(value(M::ZERO_STAGE, nemo), Setting{1});
+  EXPECT_EQ(value(M::FLASH_ATTENTION, nemo), Setting{true});
+  EXPECT_EQ(value(M::OVERLAP_PARAM_GATHER, with_zero(nemo, 1)), Setting{true});
+  EXPECT_EQ(value(M::OVERLAP_PARAM_GATHER, with_zero(nemo, 3)), std::nullopt);
+  EXPECT_EQ(value(M::FP8_PARAMS, with_precision(nemo, Precision::FP8)), std::nullopt);
+  EXPECT_EQ(value(M::EXPERT_TENSOR_PARALLEL, nemo), std::nullopt);
+  EXPECT_EQ(value(M::GRAD_REDUCE_IN_FP32, nemo), std::nullopt);
+  EXPECT_EQ(value(M::PP_SCATTER_GATHER, nemo), Setting{false});
+
+  const RecordFacts bridge = record("NeMo Megatron-Bridge (26.02 container)", "Qwen3 30B-A3B", 2026);
+  EXPECT_EQ(value(M::EXPERT_TENSOR_PARALLEL, bridge), Setting{1});
+  EXPECT_EQ(value(M::FP8_PARAMS, with_precision(bridge, Precision::FP8)), Setting{true});
+  EXPECT_EQ(value(M::FP8_PARAMS, bridge), std::nullopt);
+
+  const RecordFacts composer = with_zero(record("Composer + PyTorch FSDP", "MPT-7B", 2023), 3);
+  EXPECT_EQ(value(M::FLASH_ATTENTION, composer), Setting{true});
+  EXPECT_EQ(value(M::GRAD_REDUCE_IN_FP32, composer), Setting{false});
+  EXPECT_EQ(value(M::GRAD_REDUCE_IN_FP32, with_zero(record("torchtitan"), 3)), Setting{true});
+  EXPECT_EQ(
+      value(M::GRAD_REDUCE_IN_FP32, with_precision(with_zero(record("torchtitan"), 3), Precision::FP16)),
+      std::nullopt);
+}
+
+// A preset's value lists the stack, how its release was chosen, and the framework text.
+TEST(MappingRules, PresetValuesListTheirStack) {
+  const RecordFacts nemo = splitting(record("NeMo 24.09", "", 2024));
+  EXPECT_EQ(first_rule(Mechanism::SEQUENCE_PARALLEL, nemo)->listed(nemo),
+            "sp=true (stack nemo@24.07, current in 2024, for framework 'NeMo 24.09')");
+  const RecordFacts titan = with_zero(record("torchtitan"), 3);
+  EXPECT_EQ(first_rule(Mechanism::ZERO_STAGE, titan)->listed(titan),
+            "zero_stage=3 (stack torchtitan@0.1, for framework 'torchtitan')");
 }
 
 // The typed values, as the workload file spells them.

@@ -381,12 +381,14 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
   EXPECT_NE(text_of(nemo).find("  zero_stage: 1\n"), std::string::npos) << text_of(nemo);
   EXPECT_NE(text_of(nemo).find("  mlp: gelu\n"), std::string::npos) << text_of(nemo);
   const std::string defaults = joined_defaults(nemo);
-  EXPECT_NE(defaults.find("sp=true (framework 'NeMo 24.09')"), std::string::npos) << defaults;
-  EXPECT_NE(defaults.find("zero_stage=1 (distributed optimizer"), std::string::npos) << defaults;
+  EXPECT_NE(defaults.find("sp=true (stack nemo@24.07, for framework 'NeMo 24.09')"), std::string::npos)
+      << defaults;
+  EXPECT_NE(defaults.find("zero_stage=1 (stack nemo@24.07"), std::string::npos) << defaults;
   EXPECT_NE(defaults.find("mlp=gelu (nemotron)"), std::string::npos) << defaults;
   // NeMo overlaps the distributed optimizer's parameter all-gather with the forward (with dp > 1:
   // here 16 GPUs, tp 8).
-  EXPECT_EQ(text_of(nemo).find("overlap_param_gather"), std::string::npos) << text_of(nemo);
+  EXPECT_EQ(text_of(nemo).find("overlap_param_gather: true"), std::string::npos) << text_of(nemo);
+  EXPECT_FALSE(nemo.workload.training.overlap_param_gather);
   std::string two = small_run("n2", "bf16");
   two.replace(two.find("num_gpus: 8"), 11, "num_gpus: 16");
   two.replace(two.find("dp: 1"), 5, "dp: 2");
@@ -394,13 +396,15 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
   ASSERT_TRUE(nemo2.skip_reason.empty()) << nemo2.skip_reason;
   EXPECT_NE(text_of(nemo2).find("  overlap_param_gather: true\n"), std::string::npos) << text_of(nemo2);
   const std::string defaults2 = joined_defaults(nemo2);
-  EXPECT_NE(defaults2.find("overlap_param_gather=true (framework 'NeMo 24.09')"), std::string::npos)
+  EXPECT_NE(defaults2.find("overlap_param_gather=true (stack nemo@24.07, for framework 'NeMo 24.09')"),
+            std::string::npos)
       << defaults2;
 
   const validate::RunPlan megatron = plan_of(small_run("m", "bf16"), "Megatron-LM", "Llama-small");
   EXPECT_EQ(text_of(megatron).find("  sp: true"), std::string::npos) << text_of(megatron);
   EXPECT_EQ(megatron.workload.parallel.zero_stage, 0) << text_of(megatron);
-  EXPECT_EQ(text_of(megatron).find("overlap_param_gather"), std::string::npos) << text_of(megatron);
+  EXPECT_EQ(text_of(megatron).find("overlap_param_gather: true"), std::string::npos) << text_of(megatron);
+  EXPECT_FALSE(megatron.workload.training.overlap_param_gather);
   EXPECT_NE(text_of(megatron).find("  mlp: swiglu\n"), std::string::npos) << text_of(megatron);
   const validate::RunPlan unknown = plan_of(small_run("u", "bf16"), "Megatron-LM", "Model-X");
   EXPECT_NE(text_of(unknown).find("  mlp: swiglu\n"), std::string::npos) << text_of(unknown);
@@ -433,7 +437,8 @@ TEST(Plan, RecipeMemorySettings) {
   const validate::RunPlan bridge = plan_of(h100, "NeMo Megatron-Bridge (25.11 container)", "");
   ASSERT_TRUE(bridge.skip_reason.empty()) << bridge.skip_reason;
   EXPECT_NE(text_of(bridge).find("  fp8_params: true\n"), std::string::npos) << text_of(bridge);
-  EXPECT_NE(joined(bridge).find("fp8_params=true (fp8 primary weights"), std::string::npos) << joined(bridge);
+  EXPECT_NE(joined(bridge).find("fp8_params=true (stack megatron-bridge@25.09"), std::string::npos)
+      << joined(bridge);
   EXPECT_NE(text_of(bridge).find("  dropout: false\n"), std::string::npos) << text_of(bridge);
   EXPECT_NE(joined(bridge).find("dropout=false (llama)"), std::string::npos) << joined(bridge);
   const validate::RunPlan said =
@@ -449,12 +454,15 @@ TEST(Plan, RecipeMemorySettings) {
   EXPECT_GT(validate::check_plan(block), 0.0) << block.skip_reason;
   fs::remove_all(d);
   ASSERT_TRUE(said.skip_reason.empty()) << said.skip_reason;
-  EXPECT_EQ(text_of(said).find("fp8_params"), std::string::npos) << text_of(said);
+  // The record's own false, written over its stack's preset.
+  EXPECT_NE(text_of(said).find("  fp8_params: false\n"), std::string::npos) << text_of(said);
+  EXPECT_FALSE(said.workload.training.fp8_params);
   EXPECT_NE(text_of(said).find("  offload_layers: 2\n"), std::string::npos) << text_of(said);
   EXPECT_NE(text_of(said).find("  optimizer_bytes_per_param: 8\n"), std::string::npos) << text_of(said);
   // Other frameworks keep 16-bit weights beside their fp8 copies.
   const validate::RunPlan nemo = plan_of(h100, "NeMo 24.09", "");
-  EXPECT_EQ(text_of(nemo).find("fp8_params"), std::string::npos) << text_of(nemo);
+  EXPECT_EQ(text_of(nemo).find("fp8_params: true"), std::string::npos) << text_of(nemo);
+  EXPECT_FALSE(nemo.workload.training.fp8_params);
 }
 
 // Schedules by name: zero-bubble schedules map to the simulator's; DualPipe (forward/backward
@@ -478,9 +486,10 @@ TEST(Plan, ScheduleNames) {
   EXPECT_NE(text_of(plan_with("GPipe")).find("schedule: gpipe"), std::string::npos);
   // Megatron-LM's pipeline scatters its messages over the TP ranks; DeepSpeed's engine does not.
   EXPECT_NE(text_of(plan_with("1F1B")).find("pp_scatter_gather: true"), std::string::npos);
-  EXPECT_EQ(text_of(plan_with("1F1B", "DeepSpeed + Megatron-LM")).find("pp_scatter_gather"),
+  EXPECT_EQ(text_of(plan_with("1F1B", "DeepSpeed + Megatron-LM")).find("pp_scatter_gather: true"),
             std::string::npos);
-  EXPECT_EQ(text_of(plan_with("1F1B", "Megatron-DeepSpeed")).find("pp_scatter_gather"), std::string::npos);
+  EXPECT_EQ(text_of(plan_with("1F1B", "Megatron-DeepSpeed")).find("pp_scatter_gather: true"),
+            std::string::npos);
   const validate::RunPlan dual = plan_with("DualPipe");
   EXPECT_NE(dual.skip_reason.find("schedule 'DualPipe' is not modelled"), std::string::npos)
       << dual.skip_reason;
@@ -867,14 +876,19 @@ TEST(Plan, TpGradientOverlapFromTwentyTwentyTwoOffDeepSpeed) {
   for (const auto& [year, framework] : {std::pair{"2022", "Megatron-LM"}, std::pair{"2024", "NeMo 24.07"}}) {
     validate::RunPlan p = plan_for(year, framework);
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
-    EXPECT_EQ(text_of(p).find("tp_grad_overlap"), std::string::npos) << year << " " << framework;
-    EXPECT_EQ(joined_defaults(p).find("tp_grad_overlap"), std::string::npos) << joined_defaults(p);
+    EXPECT_EQ(text_of(p).find("tp_grad_overlap: false"), std::string::npos) << year << " " << framework;
+    EXPECT_EQ(joined_defaults(p).find("tp_grad_overlap=false"), std::string::npos) << joined_defaults(p);
   }
   for (const auto& [year, framework, why] :
-       {std::tuple{"2021", "Megatron-LM", "tp_grad_overlap=false (a source from 2021)"},
-        std::tuple{"2022", "Megatron-DeepSpeed", "tp_grad_overlap=false (framework 'Megatron-DeepSpeed')"},
+       {std::tuple{
+            "2021", "Megatron-LM",
+            "tp_grad_overlap=false (stack megatron-lm@2021, current in 2021, for framework 'Megatron-LM')"},
+        std::tuple{"2022", "Megatron-DeepSpeed",
+                   "tp_grad_overlap=false (stack megatron-deepspeed@2022, current in 2022, for framework "
+                   "'Megatron-DeepSpeed')"},
         std::tuple{"2022", "DeepSpeed + Megatron-LM",
-                   "tp_grad_overlap=false (framework 'DeepSpeed + Megatron-LM')"}}) {
+                   "tp_grad_overlap=false (stack megatron-deepspeed@2022, current in 2022, for framework "
+                   "'DeepSpeed + Megatron-LM')"}}) {
     validate::RunPlan p = plan_for(year, framework);
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
     EXPECT_NE(text_of(p).find("  tp_grad_overlap: false\n"), std::string::npos) << text_of(p);
@@ -902,7 +916,8 @@ TEST(Plan, DeepSpeedZero3OfTwentyTwentyOneFetchesBlocking) {
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_NE(text_of(p).find("  zero3_fetch: blocking\n"), std::string::npos) << text_of(p);
   EXPECT_NE(
-      joined_defaults(p).find("zero3_fetch=blocking (framework 'DeepSpeed ZeRO-3', a source from 2021)"),
+      joined_defaults(p).find(
+          "zero3_fetch=blocking (stack deepspeed@0.3, current in 2021, for framework 'DeepSpeed ZeRO-3')"),
       std::string::npos)
       << joined_defaults(p);
   EXPECT_GT(validate::check_plan(p), 0.0) << p.skip_reason;
@@ -911,8 +926,8 @@ TEST(Plan, DeepSpeedZero3OfTwentyTwentyOneFetchesBlocking) {
         std::tuple{"2021", "DeepSpeed ZeRO-2", "2"}}) {
     p = plan_for(year, framework, zero);
     ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
-    EXPECT_EQ(text_of(p).find("zero3_fetch"), std::string::npos) << year << " " << framework;
-    EXPECT_EQ(joined_defaults(p).find("zero3_fetch"), std::string::npos) << joined_defaults(p);
+    EXPECT_EQ(text_of(p).find("zero3_fetch: blocking"), std::string::npos) << year << " " << framework;
+    EXPECT_EQ(joined_defaults(p).find("zero3_fetch=blocking"), std::string::npos) << joined_defaults(p);
   }
   fs::remove_all(d);
 }
@@ -930,11 +945,14 @@ TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
   validate::RunPlan p = plan_for("torchtitan (FSDP2, torch.compile)");
   EXPECT_NE(text_of(p).find("zero_stage: 3"), std::string::npos) << text_of(p);
   EXPECT_NE(text_of(p).find("grad_reduce_in_fp32: true"), std::string::npos) << text_of(p);
-  EXPECT_NE(joined_defaults(p).find("grad_reduce_in_fp32=true (framework 'torchtitan"), std::string::npos);
+  EXPECT_NE(
+      joined_defaults(p).find("grad_reduce_in_fp32=true (stack torchtitan@0.1, for framework 'torchtitan"),
+      std::string::npos)
+      << joined_defaults(p);
   EXPECT_GT(validate::check_plan(p), 0.0) << p.skip_reason;
   for (const char* other : {"MosaicML Composer / llm-foundry", "PyTorch FSDP"}) {
     p = plan_for(other);
-    EXPECT_EQ(text_of(p).find("grad_reduce_in_fp32"), std::string::npos) << other;
+    EXPECT_EQ(text_of(p).find("grad_reduce_in_fp32: true"), std::string::npos) << other;
   }
   fs::remove_all(d);
 }
