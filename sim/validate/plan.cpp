@@ -130,6 +130,38 @@ std::string map_power_cap(const config::MeasuredHardware& hw, const GpuRule& gpu
   return "";
 }
 
+/// An SXM part whose record states its own HBM: a bandwidth in the GPU text ("96GB HBM2e
+/// (2.4 TB/s)", Meta's Grand Teton H100s) and a capacity by gpu_mem_gb other than the profile's:
+/// the gpu.variant's hbm_bandwidth and hbm_capacity (memory-bound kernels scale with the
+/// bandwidth, docs/kernels.md "GPU variants"). Named after the power cap when there is one.
+void map_memory_variant(const config::MeasuredHardware& hw, const GpuRule& gpu, RunPlan& p) {
+  static const std::regex rate_re(R"((\d+(?:\.\d+)?)\s*TB/s)", std::regex::icase);
+  std::smatch m;
+  const bool rate = std::regex_search(hw.gpu, m, rate_re);
+  const double profile_gb = std::string_view(gpu.kind).find("80GB") != std::string_view::npos ? 80.0 : 0.0;
+  const bool capacity = hw.gpu_mem_gb && profile_gb > 0 && *hw.gpu_mem_gb > profile_gb;
+  if (!rate && !capacity)
+    return;
+  const bool named = std::any_of(p.overrides.begin(), p.overrides.end(), [](const config::Override& o) {
+    return o.path == "cluster.gpu.variant.name";
+  });
+  if (!named)
+    p.overrides.push_back({"cluster.gpu.variant.name", std::string(gpu.kind) + "-HBM"});
+  char text[96];
+  if (rate) {
+    const double tbps = std::stod(m[1].str());
+    std::snprintf(text, sizeof text, "%gGBps", tbps * 1000.0);
+    p.overrides.push_back({"cluster.gpu.variant.hbm_bandwidth", text});
+    std::snprintf(text, sizeof text, "gpu.variant.hbm_bandwidth=%gGBps (hardware.gpu)", tbps * 1000.0);
+    p.defaults.emplace_back(text);
+  }
+  if (capacity) {
+    std::snprintf(text, sizeof text, "%gGB", *hw.gpu_mem_gb);
+    p.overrides.push_back({"cluster.gpu.variant.hbm_capacity", text});
+    p.defaults.emplace_back(std::string("gpu.variant.hbm_capacity=") + text + " (hardware.gpu_mem_gb)");
+  }
+}
+
 /// The bundled topology, node shape and typed cluster settings for the record's hardware
 /// (rules.cpp's GPU families); a skip reason, or "".
 std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& options, RunPlan& p) {
@@ -152,6 +184,8 @@ std::string map_hardware(const config::MeasuredRun& run, const PlanOptions& opti
   if (gpu.power_limit_w > 0)
     if (std::string why = map_power_cap(run.hardware, gpu, p); !why.empty())
       return why;
+  if (gpu.power_limit_w > 0)
+    map_memory_variant(run.hardware, gpu, p);
   if (gpu.hbm_from_record) {
     p.defaults.emplace_back(std::string(gpu.note) +
                             std::string(run.hardware.gpu_mem_gb ? ", hbm_capacity from gpu_mem_gb" : ""));

@@ -20,12 +20,24 @@ bool has(const std::string& text, const char* word) {
   return lower(text).find(word) != std::string::npos;
 }
 
+/// True when the text's first word says no: none, no, false, off, disabled, without.
+bool leads_with_no(const std::string& lowered) {
+  size_t end = 0;
+  while (end < lowered.size() && std::isalpha(static_cast<unsigned char>(lowered[end])) != 0)
+    ++end;
+  const std::string first = lowered.substr(0, end);
+  return first == "none" || first == "no" || first == "false" || first == "off" || first == "disabled" ||
+         first == "without";
+}
+
 } // namespace
 
 ScheduleText parse_schedule(const std::string& text) {
   ScheduleText s;
   s.bidirectional = has(text, "dualpipe") || has(text, "dual pipe");
-  s.interleaved = has(text, "interleav") && !has(text, "not stated") && !has(text, "/") && !has(text, " or ");
+  // A hedge between schedules ("1F1B / interleaved not stated", "1F1B or interleaved") names
+  // neither; "interleaved (V not stated)" names the interleaved schedule without its depth.
+  s.interleaved = has(text, "interleav") && !has(text, "/") && !has(text, " or ");
   s.one_f_one_b_family = has(text, "interleav") || has(text, "1f1b");
   if (has(text, "zb-h2"))
     s.named = Schedule::ZB_H2;
@@ -41,12 +53,13 @@ ScheduleText parse_schedule(const std::string& text) {
 Parsed<int> parse_zero_stage(const std::string& text, bool fsdp) {
   const std::string z = lower(text);
   Parsed<int> out;
-  if (has(z, "shard_grad_op"))
+  // A leading digit decides ("2 (FSDP of the optimizer states and gradients)"), then the FSDP words.
+  if (!z.empty() && std::isdigit(static_cast<unsigned char>(z[0])) != 0)
+    out.value = z[0] - '0';
+  else if (has(z, "shard_grad_op"))
     out.value = 2; // FSDP sharding gradients and optimizer states only
   else if (fsdp || has(z, "fsdp") || has(z, "full_shard") || has(z, "hybrid_shard"))
     out.value = 3;
-  else if (!z.empty() && std::isdigit(static_cast<unsigned char>(z[0])) != 0)
-    out.value = z[0] - '0';
   else if (!z.empty())
     out.error = "unrecognised zero_stage '" + text + "'";
   if (out.value && *out.value > 3) {
@@ -77,6 +90,8 @@ Parsed<Recompute> parse_recompute(const std::string& text, bool has_modules) {
   } else if (rc.empty()) {
     out.value = Recompute::NONE;
     out.note = "recompute=none";
+  } else if (leads_with_no(rc)) { // "none (trained without activation checkpointing)"
+    out.value = Recompute::NONE;
   } else if (has(rc, "selective")) {
     out.value = Recompute::SELECTIVE;
   } else if (has(rc, "full")) {

@@ -169,11 +169,13 @@ constexpr std::array GPU_RULES{
             .nvswitch_gbytes_per_s = 200,
             .note = "A800 = A100 SXM with NVLink 200 GB/s per direction",
             .source = "NVIDIA A800 datasheet: NVLink 400 GB/s bidirectional"},
-    // The H100 PCIe card (an H800 PCIe has its compute and memory): 114 SMs, 350 W, HBM2e; the
-    // only H100 with HBM2e. Its topology states the variant and PCIe between the cards.
+    // The H100 PCIe card (an H800 PCIe has its compute and memory): 114 SMs, 350 W, HBM2e. Its
+    // topology states the variant and PCIe between the cards. An SXM part with HBM2e (Meta's
+    // 96 GB Grand Teton H100s) is the SXM row below with the record's HBM (map_memory_variant).
     GpuRule{.family = "H100-PCIe",
             .words = "h100|h800",
             .form_words = "pcie|hbm2e",
+            .not_form_words = "sxm",
             .kind = "H100-SXM5-80GB",
             .topology = "h100-pcie.yaml",
             .variant = true,
@@ -494,6 +496,8 @@ const GpuRule* gpu_rule(const std::string& gpu_text, std::optional<double> gpu_m
     if (r.below_gb > 0 && !(gpu_mem_gb ? *gpu_mem_gb < r.below_gb : has_word(text, r.memory_words)))
       continue;
     if (!r.form_words.empty() && !has_word(text, r.form_words))
+      continue;
+    if (!r.not_form_words.empty() && has_word(text, r.not_form_words))
       continue;
     return &r;
   }

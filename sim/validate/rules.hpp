@@ -148,6 +148,8 @@ struct GpuRule {
   /// And one of these in the text too (a card form, a memory type: "pcie|hbm2e"), "" = none:
   /// a GPU variant whose bundled topology states it (gpu.variant, docs/kernels.md).
   std::string_view form_words = {};
+  /// None of these in the text ("sxm": an SXM part with HBM2e is no PCIe card), "" = none.
+  std::string_view not_form_words = {};
   std::string_view kind;     ///< gpu.kind of the bundled profile and calibration file
   std::string_view topology; ///< bundled topology file
   /// Another topology for nodes of this many GPUs (V100: 16, a DGX-2), "" = none.

@@ -28,6 +28,8 @@ TEST(RecordVocabulary, Schedule) {
   EXPECT_TRUE(parse_schedule("Interleaved").interleaved);
   EXPECT_FALSE(parse_schedule("1F1B / interleaved not stated").interleaved);
   EXPECT_FALSE(parse_schedule("1F1B or interleaved").interleaved);
+  // The interleaved schedule named, its depth not: interleaved (the mapping picks the depth).
+  EXPECT_TRUE(parse_schedule("interleaved (V per rank not stated)").interleaved);
   EXPECT_TRUE(parse_schedule("1F1B / interleaved not stated").one_f_one_b_family);
   EXPECT_FALSE(parse_schedule("GPipe").one_f_one_b_family);
   EXPECT_TRUE(parse_schedule("DualPipe").bidirectional);
@@ -41,6 +43,8 @@ TEST(RecordVocabulary, ZeroStage) {
   EXPECT_EQ(parse_zero_stage("FSDP FULL_SHARD", false).value, 3);
   EXPECT_EQ(parse_zero_stage("HYBRID_SHARD", false).value, 3);
   EXPECT_EQ(parse_zero_stage("FSDP SHARD_GRAD_OP", false).value, 2);
+  // A leading digit decides over the words after it.
+  EXPECT_EQ(parse_zero_stage("2 (FSDP of the optimizer states and gradients)", false).value, 2);
   EXPECT_EQ(parse_zero_stage("", true).value, 3); // fsdp: true is a full shard
   const validate::Parsed<int> none = parse_zero_stage("", false);
   EXPECT_FALSE(none.value);
@@ -72,6 +76,10 @@ TEST(RecordVocabulary, Recompute) {
   EXPECT_EQ(parse_recompute("none", false).value, Recompute::NONE);
   EXPECT_EQ(parse_recompute("no recompute", false).value, Recompute::NONE);
   EXPECT_EQ(parse_recompute("Disabled", false).value, Recompute::NONE);
+  // A leading "none" or "no" decides over the words after it.
+  EXPECT_EQ(parse_recompute("none (trained without activation checkpointing)", false).value, Recompute::NONE);
+  EXPECT_EQ(parse_recompute("no (full recomputation off)", false).value, Recompute::NONE);
+  EXPECT_EQ(parse_recompute("nonstandard checkpointing", false).value, Recompute::FULL);
   // Checkpointing without a kind is whole-layer recomputation, and says where it came from.
   const validate::Parsed<Recompute> ckpt = parse_recompute("activation checkpointing", false);
   EXPECT_EQ(ckpt.value, Recompute::FULL);

@@ -756,6 +756,19 @@ TEST(Plan, GpuVariantsMapOntoTheirVariantTopologies) {
   p = plan_for("gpu: H100 SXM 700W, num_gpus: 8, gpus_per_node: 8");
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
   EXPECT_FALSE(validate::plan_cluster(p).gpu.variant.active());
+  // An SXM part with HBM2e and its own bandwidth and capacity (torchtitan's Grand Teton H100s):
+  // the SXM topology, capped, with the record's HBM; not the PCIe card.
+  p = plan_for(
+      "gpu: 'H100 SXM 96GB HBM2e (2.4 TB/s peak memory bandwidth), 500 W power limit', gpu_mem_gb: 96, "
+      "num_gpus: 8, gpus_per_node: 8");
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_EQ(p.cluster_file.filename(), "dgx-h100.yaml");
+  c = validate::plan_cluster(p);
+  EXPECT_EQ(c.gpu.variant.name, "H100-SXM5-80GB-500W");
+  EXPECT_NEAR(c.gpu.peak_bf16.value(), 989e12 * std::cbrt(500.0 / 700.0), 1);
+  EXPECT_NEAR(c.gpu.hbm_bandwidth.value(), 2.4e12, 1);
+  EXPECT_NEAR(c.gpu.hbm_capacity.value(), 96e9, 1);
+  EXPECT_NEAR(c.gpu.variant.memory_ratio, 2.4 / 3.35, 1e-9);
   p = plan_for("gpu: H100 SXM (power cap), num_gpus: 8, gpus_per_node: 8");
   EXPECT_NE(p.skip_reason.find("names a power cap without its wattage"), std::string::npos) << p.skip_reason;
   fs::remove_all(d);
