@@ -4,6 +4,7 @@
 #include "config/workload_checks.hpp"
 
 #include "config/config.hpp"
+#include "config/fields.hpp"
 #include "config/workload_names.hpp"
 #include "core/error.hpp"
 
@@ -11,6 +12,10 @@
 #include <iterator>
 
 namespace stepsim::config::detail {
+
+int64_t limit_of(std::string_view path) {
+  return upper_bound(File::WORKLOAD, path);
+}
 
 std::string heads_problem(const ModelSpec& model) {
   // With model.head_dim the heads need not divide the hidden size (Qwen3, Mistral NeMo).
@@ -33,12 +38,12 @@ std::string q_dim_problem(const ModelSpec& model) {
   // The attention widths obey the hidden size's limit: heads x head_dim (and a whole step's
   // tokens times it) must stay far inside 64-bit element counts. The product is only formed
   // within the limits of its factors.
-  if (model.head_dim_set <= 0 || model.heads > MAX_HEADS || model.head_dim_set > MAX_HEAD_DIM ||
-      model.q_dim() <= MAX_HIDDEN)
+  if (model.head_dim_set <= 0 || model.heads > limit_of("model.heads") ||
+      model.head_dim_set > limit_of("model.head_dim") || model.q_dim() <= limit_of("model.hidden"))
     return "";
   return "heads x head_dim = " + std::to_string(model.heads) + " x " + std::to_string(model.head_dim_set) +
-         " = " + std::to_string(model.q_dim()) + ", more than the " + std::to_string(MAX_HIDDEN) +
-         " accepted (the limit of model.hidden)";
+         " = " + std::to_string(model.q_dim()) + ", more than the " +
+         std::to_string(limit_of("model.hidden")) + " accepted (the limit of model.hidden)";
 }
 
 std::string moe_top_k_problem(const MoeSpec& moe) {
@@ -90,13 +95,14 @@ std::vector<Finding> mla_problems(const ModelSpec& model) {
                          std::to_string(model.heads) + ", found " + std::to_string(model.kv_heads)});
   if (model.bias)
     out.push_back({"bias", "linear-layer biases are not modelled with model.mla; expected bias: false"});
-  if (std::max(model.mla.q_lora_rank, model.mla.kv_lora_rank) > MAX_HIDDEN)
-    out.push_back({"mla", "an MLA latent rank above the " + std::to_string(MAX_HIDDEN) +
+  if (std::max(model.mla.q_lora_rank, model.mla.kv_lora_rank) > limit_of("model.hidden"))
+    out.push_back({"mla", "an MLA latent rank above the " + std::to_string(limit_of("model.hidden")) +
                               " accepted (the limit of model.hidden)"});
   const int64_t widest = std::max(model.mla.qk_head_dim(), model.mla.v_head_dim);
-  if (model.heads * widest > MAX_HIDDEN)
+  if (model.heads * widest > limit_of("model.hidden"))
     out.push_back({"mla", "heads x the widest MLA head (" + std::to_string(model.heads) + " x " +
-                              std::to_string(widest) + ") exceeds the " + std::to_string(MAX_HIDDEN) +
+                              std::to_string(widest) + ") exceeds the " +
+                              std::to_string(limit_of("model.hidden")) +
                               " accepted (the limit of model.hidden)"});
   return out;
 }
@@ -109,22 +115,22 @@ std::vector<Finding> size_limit_problems(const ModelSpec& model) {
                                          std::to_string(max) + " accepted"});
   };
   for (const SizeLimit& l : MODEL_SIZE_LIMITS)
-    check(std::string(l.key), model.*l.field, l.max);
-  check("moe.experts", model.moe.experts, MAX_EXPERTS);
-  check("moe.top_k", model.moe.top_k, MAX_EXPERTS);
-  check("moe.expert_ffn_hidden", model.moe.expert_ffn_hidden, MAX_FFN);
-  check("moe.shared_experts", model.moe.shared_experts, MAX_EXPERTS);
-  check("moe.first_dense_layers", model.moe.first_dense_layers, MAX_LAYERS);
-  check("moe.moe_layer_freq", model.moe.layer_freq, MAX_LAYERS);
+    check(std::string(l.key), model.*l.field, limit_of("model." + std::string(l.key)));
+  check("moe.experts", model.moe.experts, limit_of("model.moe.experts"));
+  check("moe.top_k", model.moe.top_k, limit_of("model.moe.experts"));
+  check("moe.expert_ffn_hidden", model.moe.expert_ffn_hidden, limit_of("model.ffn_hidden"));
+  check("moe.shared_experts", model.moe.shared_experts, limit_of("model.moe.experts"));
+  check("moe.first_dense_layers", model.moe.first_dense_layers, limit_of("model.layers"));
+  check("moe.moe_layer_freq", model.moe.layer_freq, limit_of("model.layers"));
   check("moe.routing.groups", model.moe.routing.groups, 65536);
   check("moe.routing.group_top_k", model.moe.routing.group_top_k, 65536);
-  check("mla.q_lora_rank", model.mla.q_lora_rank, MAX_HIDDEN);
-  check("mla.kv_lora_rank", model.mla.kv_lora_rank, MAX_HIDDEN);
-  check("mla.qk_nope_head_dim", model.mla.qk_nope_head_dim, MAX_HEAD_DIM);
-  check("mla.qk_rope_head_dim", model.mla.qk_rope_head_dim, MAX_HEAD_DIM);
-  check("mla.v_head_dim", model.mla.v_head_dim, MAX_HEAD_DIM);
-  check("sliding_window", model.sliding_window, MAX_SEQ_LEN);
-  check("full_attention_every", model.full_attention_every, MAX_LAYERS);
+  check("mla.q_lora_rank", model.mla.q_lora_rank, limit_of("model.hidden"));
+  check("mla.kv_lora_rank", model.mla.kv_lora_rank, limit_of("model.hidden"));
+  check("mla.qk_nope_head_dim", model.mla.qk_nope_head_dim, limit_of("model.head_dim"));
+  check("mla.qk_rope_head_dim", model.mla.qk_rope_head_dim, limit_of("model.head_dim"));
+  check("mla.v_head_dim", model.mla.v_head_dim, limit_of("model.head_dim"));
+  check("sliding_window", model.sliding_window, limit_of("model.seq_len"));
+  check("full_attention_every", model.full_attention_every, limit_of("model.layers"));
   check("mtp_layers", model.mtp_layers, 16);
   return out;
 }
@@ -178,30 +184,31 @@ std::vector<Finding> range_problems(const WorkloadSpec& w) {
                               " (the size limit), found " + std::to_string(v)});
   };
   for (const SizeLimit& l : MODEL_SIZE_LIMITS)
-    within("model." + std::string(l.key), w.model.*l.field, l.key == "head_dim" ? 0 : 1, l.max);
+    within("model." + std::string(l.key), w.model.*l.field, l.key == "head_dim" ? 0 : 1,
+           limit_of("model." + std::string(l.key)));
   within("batch.global_batch", w.batch.global_batch, 1, INT32_MAX);
-  within("batch.micro_batch", w.batch.micro_batch, 1, MAX_MICRO_BATCH);
+  within("batch.micro_batch", w.batch.micro_batch, 1, limit_of("batch.micro_batch"));
   const ParallelSpec& p = w.parallel;
-  within("parallel.tp", p.tp, 1, MAX_DEGREE);
-  within("parallel.pp", p.pp, 1, MAX_DEGREE);
-  within("parallel.dp", p.dp, 0, MAX_DEGREE); // 0: derived by check_layout
-  within("parallel.vp", p.vp, 1, MAX_DEGREE);
-  within("parallel.cp", p.cp, 1, MAX_DEGREE);
-  within("parallel.ep", p.ep, 1, MAX_DEGREE);
-  within("parallel.etp", p.etp, 0, MAX_DEGREE); // 0: = tp
+  within("parallel.tp", p.tp, 1, limit_of("parallel.tp"));
+  within("parallel.pp", p.pp, 1, limit_of("parallel.tp"));
+  within("parallel.dp", p.dp, 0, limit_of("parallel.tp")); // 0: derived by check_layout
+  within("parallel.vp", p.vp, 1, limit_of("parallel.tp"));
+  within("parallel.cp", p.cp, 1, limit_of("parallel.tp"));
+  within("parallel.ep", p.ep, 1, limit_of("parallel.tp"));
+  within("parallel.etp", p.etp, 0, limit_of("parallel.tp")); // 0: = tp
   within("parallel.zero_stage", p.zero_stage, 0, 3);
   for (const int64_t n : p.chunk_layers)
-    within("parallel.chunk_layers", n, 0, MAX_CHUNK_LAYERS);
+    within("parallel.chunk_layers", n, 0, limit_of("model.layers"));
   const ModelSpec& m = w.model;
-  within("model.sliding_window", m.sliding_window, 0, MAX_SEQ_LEN);
-  within("model.full_attention_every", m.full_attention_every, 0, MAX_LAYERS);
+  within("model.sliding_window", m.sliding_window, 0, limit_of("model.seq_len"));
+  within("model.full_attention_every", m.full_attention_every, 0, limit_of("model.layers"));
   within("model.mtp_layers", m.mtp_layers, 0, 16);
   if (m.moe.enabled()) {
-    within("model.moe.top_k", m.moe.top_k, 1, MAX_EXPERTS);
-    within("model.moe.expert_ffn_hidden", m.moe.expert_ffn_hidden, 1, MAX_FFN);
-    within("model.moe.shared_experts", m.moe.shared_experts, 0, MAX_EXPERTS);
-    within("model.moe.moe_layer_freq", m.moe.layer_freq, 1, MAX_LAYERS);
-    within("model.moe.first_dense_layers", m.moe.first_dense_layers, 0, MAX_LAYERS);
+    within("model.moe.top_k", m.moe.top_k, 1, limit_of("model.moe.experts"));
+    within("model.moe.expert_ffn_hidden", m.moe.expert_ffn_hidden, 1, limit_of("model.ffn_hidden"));
+    within("model.moe.shared_experts", m.moe.shared_experts, 0, limit_of("model.moe.experts"));
+    within("model.moe.moe_layer_freq", m.moe.layer_freq, 1, limit_of("model.layers"));
+    within("model.moe.first_dense_layers", m.moe.first_dense_layers, 0, limit_of("model.layers"));
     within("model.moe.routing.groups", m.moe.routing.groups, 0, 65536);
     within("model.moe.routing.group_top_k", m.moe.routing.group_top_k, 0, 65536);
     if (!(m.moe.capacity_factor == 0.0 || m.moe.capacity_factor >= 1.0))
@@ -210,11 +217,11 @@ std::vector<Finding> range_problems(const WorkloadSpec& w) {
                                             std::to_string(m.moe.capacity_factor)});
   }
   if (m.mla.enabled()) {
-    within("model.mla.q_lora_rank", m.mla.q_lora_rank, 0, MAX_HIDDEN);
-    within("model.mla.kv_lora_rank", m.mla.kv_lora_rank, 1, MAX_HIDDEN);
-    within("model.mla.qk_nope_head_dim", m.mla.qk_nope_head_dim, 1, MAX_HEAD_DIM);
-    within("model.mla.qk_rope_head_dim", m.mla.qk_rope_head_dim, 0, MAX_HEAD_DIM);
-    within("model.mla.v_head_dim", m.mla.v_head_dim, 1, MAX_HEAD_DIM);
+    within("model.mla.q_lora_rank", m.mla.q_lora_rank, 0, limit_of("model.hidden"));
+    within("model.mla.kv_lora_rank", m.mla.kv_lora_rank, 1, limit_of("model.hidden"));
+    within("model.mla.qk_nope_head_dim", m.mla.qk_nope_head_dim, 1, limit_of("model.head_dim"));
+    within("model.mla.qk_rope_head_dim", m.mla.qk_rope_head_dim, 0, limit_of("model.head_dim"));
+    within("model.mla.v_head_dim", m.mla.v_head_dim, 1, limit_of("model.head_dim"));
   }
   const TrainingSpec& t = w.training;
   if (!(t.dp_bucket.value() > 0))

@@ -13,32 +13,24 @@
 
 namespace stepsim::config::detail {
 
-// Largest sizes accepted (docs/schema.md, "Size limits"): far above any real model, they keep
-// every product of sizes the simulator forms inside int64 and a step graph inside memory.
-constexpr int64_t MAX_DEGREE = int64_t{1} << 20; // a parallel degree
+// Largest products of sizes accepted (docs/schema.md, "Size limits"): they keep every product
+// the simulator forms inside int64 and a step graph inside memory. The limits of single keys are
+// their declarations' (schema.cpp), read with limit_of.
 constexpr int64_t MAX_TOKENS_PER_MICRO_BATCH = int64_t{1} << 32;
 constexpr double MAX_SCORE_ELEMENTS = 4.6e18; // micro_batch x heads x seq_len^2 < 2^62
-constexpr int64_t MAX_LAYERS = 100'000;
-constexpr int64_t MAX_HEADS = int64_t{1} << 16;
-constexpr int64_t MAX_EXPERTS = int64_t{1} << 16;
-constexpr int64_t MAX_FFN = int64_t{1} << 22;
-constexpr int64_t MAX_HEAD_DIM = int64_t{1} << 16;
-constexpr int64_t MAX_HIDDEN = int64_t{1} << 20;
-constexpr int64_t MAX_SEQ_LEN = int64_t{1} << 27;
-constexpr int64_t MAX_MICRO_BATCH = int64_t{1} << 20;
-constexpr int64_t MAX_CHUNK_LAYERS = 100'000;
 
-/// Model sizes with their limits, in the order they are read.
+/// The largest value the workload key `path` accepts: its declared maximum or size limit.
+int64_t limit_of(std::string_view path);
+
+/// Model sizes, in the order they are read; each limited as its key declares.
 struct SizeLimit {
-  std::string_view key;
+  std::string_view key; ///< under model.
   int64_t ModelSpec::*field;
-  int64_t max;
 };
 constexpr SizeLimit MODEL_SIZE_LIMITS[] = {
-    {"layers", &ModelSpec::layers, MAX_LAYERS},      {"hidden", &ModelSpec::hidden, MAX_HIDDEN},
-    {"heads", &ModelSpec::heads, MAX_HEADS},         {"kv_heads", &ModelSpec::kv_heads, MAX_HEADS},
-    {"ffn_hidden", &ModelSpec::ffn_hidden, MAX_FFN}, {"vocab", &ModelSpec::vocab, int64_t{1} << 27},
-    {"seq_len", &ModelSpec::seq_len, MAX_SEQ_LEN},   {"head_dim", &ModelSpec::head_dim_set, MAX_HEAD_DIM}};
+    {"layers", &ModelSpec::layers},     {"hidden", &ModelSpec::hidden},         {"heads", &ModelSpec::heads},
+    {"kv_heads", &ModelSpec::kv_heads}, {"ffn_hidden", &ModelSpec::ffn_hidden}, {"vocab", &ModelSpec::vocab},
+    {"seq_len", &ModelSpec::seq_len},   {"head_dim", &ModelSpec::head_dim_set}};
 
 /// One finding: the key it is about, relative to its section ("heads", "moe", "micro_batch"), and
 /// what is wrong.
