@@ -28,14 +28,10 @@ public:
       p_.dep_begin.push_back(0);
   }
   uint32_t add(int32_t src, int32_t dst, double bytes, std::initializer_list<int64_t> deps = {}) {
-    p_.flows.push_back({src, dst, bytes});
-    for (int64_t d : deps)
-      if (d >= 0)
-        p_.deps.push_back(static_cast<uint32_t>(d));
-    p_.dep_begin.push_back(static_cast<uint32_t>(p_.deps.size()));
-    return static_cast<uint32_t>(p_.flows.size() - 1);
+    return add(src, dst, bytes, std::span<const int64_t>(deps.begin(), deps.size()));
   }
-  uint32_t add(int32_t src, int32_t dst, double bytes, const std::vector<int64_t>& deps) {
+  /// A flow after `deps` (negative entries: no dependency).
+  uint32_t add(int32_t src, int32_t dst, double bytes, std::span<const int64_t> deps) {
     p_.flows.push_back({src, dst, bytes});
     for (int64_t d : deps)
       if (d >= 0)

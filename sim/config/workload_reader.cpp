@@ -20,11 +20,6 @@ namespace stepsim::config::detail {
 
 namespace {
 
-/// The largest value the workload key `path` accepts (schema.cpp).
-int64_t limit(std::string_view path) {
-  return upper_bound(File::WORKLOAD, path);
-}
-
 /// `model.moe` over `moe` (defaults, or what a Hugging Face config gave). docs/moe.md.
 void read_moe(const Field& field, const ModelSpec& model, MoeSpec& moe) {
   const auto m = field.map(keys_of(File::WORKLOAD, "model.moe"));
@@ -260,8 +255,9 @@ ParallelSpec read_parallel(const MapReader& m) {
       f.fail("expected a non-empty list of layer counts, one per model chunk (pp*vp of them)");
     for (const YAML::Node& item : list) {
       int64_t n = -1;
-      if (!item.IsScalar() || !YAML::convert<int64_t>::decode(item, n) || n < 0 || n > limit("model.layers"))
-        f.fail("expected layer counts in 0.." + std::to_string(limit("model.layers")) + ", found '" +
+      if (!item.IsScalar() || !YAML::convert<int64_t>::decode(item, n) || n < 0 ||
+          n > limit_of("model.layers"))
+        f.fail("expected layer counts in 0.." + std::to_string(limit_of("model.layers")) + ", found '" +
                (item.IsScalar() ? item.Scalar() : std::string("a non-scalar entry")) + "'");
       p.chunk_layers.push_back(n);
     }

@@ -5,6 +5,7 @@
 
 #include "config/config.hpp"
 #include "config/schema.hpp"
+#include "config_inputs.hpp"
 
 #include "core/error.hpp"
 
@@ -33,49 +34,9 @@ using stepsim::ModelError;
 using stepsim::WorkloadSpec;
 using stepsim::config::Override;
 
-// A valid cluster: 2 nodes x 8 GPUs = 16 GPUs.
-const std::string CLUSTER = R"(name: test-cluster
-nodes: 2
-gpus_per_node: 8
-gpu:
-  kind: A100-SXM4-80GB
-  peak_flops: {bf16: 312TFLOPS, fp16: 312TFLOPS}
-  hbm_capacity: 80GiB
-  hbm_bandwidth: 2039GBps
-  compute_efficiency: 0.70
-  memory_efficiency: 0.85
-nvswitch:
-  bandwidth: 300GBps
-  latency: 3us
-  efficiency: 0.80
-nics:
-  count: 8
-  bandwidth: 200Gbps
-  latency: 2us
-  efficiency: 0.96
-fabric:
-  kind: fat_tree
-)";
+using config_inputs::CLUSTER;
 
-// A valid workload: tp 2 * pp 2, dp derived (4 on CLUSTER).
-const std::string WORKLOAD = R"(name: test-gpt
-model:
-  layers: 4
-  hidden: 256
-  heads: 8
-  ffn_hidden: 1024
-  vocab: 1024
-  seq_len: 256
-  mlp: gelu
-batch:
-  global_batch: 16
-  micro_batch: 2
-parallel:
-  tp: 2
-  pp: 2
-  schedule: 1f1b
-precision: bf16
-)";
+using config_inputs::WORKLOAD;
 
 /// `text` with the single occurrence of `from` replaced by `to`.
 std::string replace(const std::string& text, const std::string& from, const std::string& to) {

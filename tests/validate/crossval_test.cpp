@@ -6,6 +6,7 @@
 // lands at 0.9, where B's runs have no error, so A's out-of-group error is T_A(0.9) / T_A(0.7) - 1;
 // without every fit run (grouped by GPU) it is the uncalibrated T_A(1) / T_A(0.7) - 1.
 
+#include "common/cli.hpp"
 #include "config/runs_config.hpp"
 #include "core/error.hpp"
 #include "validate/crossval.hpp"
@@ -32,28 +33,8 @@ using namespace stepsim;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-Result run_stepsim(const std::string& args) {
-  const std::string cmd = std::string(STEPSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr)
-    return r;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p) != nullptr)
-    r.output += buf;
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string src(const std::string& rel) {
-  return std::string(STEPSIM_SOURCE_DIR) + "/" + rel;
-}
+using test::run_stepsim;
+using test::src;
 
 void write(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
@@ -192,23 +173,21 @@ protected:
 // predicted there. Source C holds no fit run: no refit, its two errors are the same. In-sample,
 // every run is predicted at the stored 0.8.
 TEST_F(CrossValidation, LeavingOneSourceOutLandsOnTheOthersKnob) {
-  const Result r =
+  const test::CommandResult r =
       run_stepsim("validate " + (d / "runs.yaml").string() + " --cross-validate source --topologies " +
                   topologies.string() + " --out " + (d / "out").string() + " -j2");
-  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(r.code, 0) << r.out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
-      r.output, m,
-      std::regex(R"(SourceA: A100-SXM4-80GB without 2 fit runs: gpu.gemm_efficiency=([0-9.]+))")))
-      << r.output;
-  EXPECT_NEAR(std::stod(m[1]), 0.9, 0.003) << r.output;
+      r.out, m, std::regex(R"(SourceA: A100-SXM4-80GB without 2 fit runs: gpu.gemm_efficiency=([0-9.]+))")))
+      << r.out;
+  EXPECT_NEAR(std::stod(m[1]), 0.9, 0.003) << r.out;
   ASSERT_TRUE(std::regex_search(
-      r.output, m,
-      std::regex(R"(SourceB: A100-SXM4-80GB without 2 fit runs: gpu.gemm_efficiency=([0-9.]+))")))
-      << r.output;
-  EXPECT_NEAR(std::stod(m[1]), 0.7, 0.003) << r.output;
-  EXPECT_NE(r.output.find("SourceC: no fit run in the group: out-of-group = in-sample"), std::string::npos)
-      << r.output;
+      r.out, m, std::regex(R"(SourceB: A100-SXM4-80GB without 2 fit runs: gpu.gemm_efficiency=([0-9.]+))")))
+      << r.out;
+  EXPECT_NEAR(std::stod(m[1]), 0.7, 0.003) << r.out;
+  EXPECT_NE(r.out.find("SourceC: no fit run in the group: out-of-group = in-sample"), std::string::npos)
+      << r.out;
 
   const auto rows = read_csv(d / "out" / "cross_validation.csv");
   ASSERT_EQ(rows.size(), 5u);
@@ -235,24 +214,24 @@ TEST_F(CrossValidation, LeavingOneSourceOutLandsOnTheOthersKnob) {
   EXPECT_EQ(rows.at("c1").at("refit"), "0");
   EXPECT_EQ(rows.at("c1").at("out_of_group_error_pct"), rows.at("c1").at("in_sample_error_pct"));
   EXPECT_TRUE(std::regex_search(
-      r.output,
+      r.out,
       std::regex(
           R"(cross-validated 5 runs in 3 groups by source: in_sample median_abs_error_pct=[0-9.]+ )"
           R"(max_abs_error_pct=[0-9.]+; out_of_group median_abs_error_pct=[0-9.]+ max_abs_error_pct=[0-9.]+\n)")))
-      << r.output;
+      << r.out;
 }
 
 // Grouped by GPU, the one group holds every fit run: nothing is left to fit, and the runs are
 // predicted with the knob's uncalibrated default (gemm_efficiency 1), as the output says.
 TEST_F(CrossValidation, AGroupHoldingEveryFitRunPredictsUncalibrated) {
-  const Result r =
+  const test::CommandResult r =
       run_stepsim("validate " + (d / "runs.yaml").string() + " --cross-validate gpu --topologies " +
                   topologies.string() + " --out " + (d / "out").string() + " -j2");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("A100: A100-SXM4-80GB without 4 fit runs: gpu.gemm_efficiency=1 (no fit run left: "
-                          "uncalibrated default)"),
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("A100: A100-SXM4-80GB without 4 fit runs: gpu.gemm_efficiency=1 (no fit run left: "
+                       "uncalibrated default)"),
             std::string::npos)
-      << r.output;
+      << r.out;
   const auto rows = read_csv(d / "out" / "cross_validation.csv");
   const std::map<std::string, double> at1 = step_times(d, topologies, 1.0);
   for (const Shape& s : SHAPES)
@@ -267,12 +246,11 @@ TEST_F(CrossValidation, UnrepeatableRecordsAndMissingFitRunsAreErrors) {
   std::string no_range = RECORD;
   no_range = no_range.substr(0, no_range.find("  ranges:"));
   write(topologies / "calibration" / "A100-SXM4-80GB.yaml", no_range);
-  Result r = run_stepsim("validate " + (d / "runs.yaml").string() + " --cross-validate source --topologies " +
-                         topologies.string());
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("A100-SXM4-80GB.yaml:5:3: key 'fit': "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("knob 'gpu.gemm_efficiency' has no range under ranges"), std::string::npos)
-      << r.output;
+  test::CommandResult r = run_stepsim("validate " + (d / "runs.yaml").string() +
+                                      " --cross-validate source --topologies " + topologies.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("A100-SXM4-80GB.yaml:5:3: key 'fit': "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("knob 'gpu.gemm_efficiency' has no range under ranges"), std::string::npos) << r.out;
 
   write(topologies / "calibration" / "A100-SXM4-80GB.yaml", RECORD);
   std::string text = runs_text(measured_);
@@ -280,14 +258,14 @@ TEST_F(CrossValidation, UnrepeatableRecordsAndMissingFitRunsAreErrors) {
   write(d / "partial.yaml", text);
   r = run_stepsim("validate " + (d / "partial.yaml").string() + " --cross-validate source --topologies " +
                   topologies.string());
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("fit run 'b2' is not in the runs files given (partial.yaml)"), std::string::npos)
-      << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("fit run 'b2' is not in the runs files given (partial.yaml)"), std::string::npos)
+      << r.out;
 
   r = run_stepsim("validate " + (d / "runs.yaml").string() + " --cross-validate paper");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("--cross-validate paper: expected source, framework or gpu"), std::string::npos)
-      << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--cross-validate paper: expected source, framework or gpu"), std::string::npos)
+      << r.out;
 }
 
 TEST(CrossValidationGroups, FrameworkTextIsNormalisedAndSourcesAreTheRecordsGroup) {
@@ -387,11 +365,11 @@ TEST(CrossValidationGroups, RecordSearchErrorsNameFileAndKey) {
 // runs (measured at 0.9), the knob lands there.
 TEST_F(CrossValidation, CalibrateRecordsItsSearchForARefit) {
   const fs::path out = d / "fitted.yaml";
-  const Result r =
+  const test::CommandResult r =
       run_stepsim("calibrate " + (d / "runs.yaml").string() +
                   " --fit b1,b2 --knob gpu.gemm_efficiency=0.6:1 --tolerance 0.002 --topologies " +
                   topologies.string() + " --out " + out.string() + " -j2");
-  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(r.code, 0) << r.out;
   const config::CalibrationFile file = config::load_calibration(out);
   const validate::FitRecord rec = validate::fit_record(file);
   ASSERT_EQ(rec.stages.size(), 1u);
