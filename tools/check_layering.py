@@ -28,6 +28,7 @@ EXTERNAL = {
     "boost": {"Boost::boost", "Boost::headers", "Boost::graph"},
     "zlib.h": {"ZLIB::ZLIB"},
     "mpi.h": {"MPI::MPI_CXX"},
+    "CLI": {"CLI11::CLI11"},
 }
 VISIBILITY = {"PUBLIC", "PRIVATE", "INTERFACE"}
 LIBRARY_KINDS = {"STATIC", "SHARED", "MODULE", "OBJECT", "INTERFACE", "EXCLUDE_FROM_ALL", "ALIAS"}

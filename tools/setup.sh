@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libsimgrid-dev libboost-dev libyaml-cpp-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
+  libcli11-dev                                   # the command line (header-only)
   libgtest-dev libbenchmark-dev
   clang-format                                   # tools/check_format.sh (ctest format)
   python3

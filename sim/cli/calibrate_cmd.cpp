@@ -8,6 +8,7 @@
 #include "core/input_file.hpp"
 #include "validate/calibrate.hpp"
 
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -21,29 +22,6 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* CALIBRATE_USAGE =
-    R"(usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] (--fit ID,ID,... | --fit-file FILE) [options]
-
-Fits the calibration knobs of one GPU kind (cluster keys, the same value for every run of that
-kind) on the chosen runs of measured-runs files (several are read as one; run ids must differ
-across them) by minimising the mean |error| (or, with --objective rms, the RMS error) of the fit set
-(golden-section search per knob, coordinate descent over knobs). Prints the fitted values; with
---write stores them in TOPOLOGIES/calibration/<gpu kind>.yaml. See docs/calibration.md.
-
-options:
-  --fit ID,ID,...        runs to fit on (repeatable; all of one GPU kind)
-  --fit-file FILE        run ids, one per line (# comments)
-  --knob KEY=LO:HI[:UNIT]  a knob and its search range (repeatable; default
-                         gpu.gemm_efficiency=0.5:1)
-  --rounds N             coordinate-descent rounds over the knobs (default 1)
-  --tolerance X          search grid step (default 0.005)
-  --objective mean|rms   minimise the fit runs' mean |error| (default) or their RMS error
-  -j N, --jobs N         simulations at a time (default 1)
-  --topologies DIR       bundled topologies folder (default: ./topologies, else the source tree's)
-  --write                write TOPOLOGIES/calibration/<gpu kind>.yaml
-  --out FILE             write the calibration file here instead
-)";
-
 std::vector<std::string> split_ids(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);
@@ -53,33 +31,64 @@ std::vector<std::string> split_ids(const std::string& text) {
   return out;
 }
 
+class CalibrateCommand final : public Command {
+public:
+  explicit CalibrateCommand(Options& o) {
+    o.describe(
+        R"(usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] (--fit ID,ID,... | --fit-file FILE) [options]
+
+Fits the calibration knobs of one GPU kind (cluster keys, the same value for every run of that
+kind) on the chosen runs of measured-runs files (several are read as one; run ids must differ
+across them) by minimising the mean |error| (or, with --objective rms, the RMS error) of the fit set
+(golden-section search per knob, coordinate descent over knobs). Prints the fitted values; with
+--write stores them in TOPOLOGIES/calibration/<gpu kind>.yaml. See docs/calibration.md.)");
+    o.positionals("RUNS.yaml", files_, "measured-runs files (at least one)");
+    o.values("--fit", fit_, "ID,ID,...", "runs to fit on (all of one GPU kind)");
+    o.value("--fit-file", fit_file_, "FILE", "run ids, one per line (# comments)");
+    o.values("--knob", knobs_, "KEY=LO:HI[:UNIT]",
+             "a knob and its search range (default gpu.gemm_efficiency=0.5:1)");
+    o.value("--rounds", rounds_, "N", "coordinate-descent rounds over the knobs");
+    o.value("--tolerance", tolerance_, "X", "search grid step");
+    o.choice("--objective", objective_, {"mean", "rms"},
+             "minimise the fit runs' mean |error| or their RMS error");
+    o.integer("-j,--jobs", options_.validate.jobs, 1, INT_MAX, "N", "simulations at a time");
+    o.value("--topologies", topologies_, "DIR",
+            "bundled topologies folder (default: ./topologies, else the source tree's)");
+    o.flag("--write", write_, "write TOPOLOGIES/calibration/<gpu kind>.yaml");
+    o.value("--out", out_file_, "FILE", "write the calibration file here instead");
+  }
+  int run(std::ostream& out, std::ostream& err) override;
+
+private:
+  std::vector<std::string> files_, fit_, knobs_;
+  std::string fit_file_, rounds_ = "1", tolerance_ = "0.005", objective_ = "mean", topologies_, out_file_;
+  bool write_ = false;
+  validate::CalibrateOptions options_;
+};
+
 } // namespace
 
-int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
-  if (args.flag("--help")) {
-    out << CALIBRATE_USAGE;
-    return 0;
-  }
+std::unique_ptr<Command> calibrate_command(Options& o) {
+  return std::make_unique<CalibrateCommand>(o);
+}
+
+int CalibrateCommand::run(std::ostream& out, std::ostream& err) {
   std::vector<std::string> ids;
-  for (const auto& f : args.values("--fit"))
+  for (const auto& f : fit_)
     for (const auto& id : split_ids(f))
       ids.push_back(id);
-  const std::string fit_file = args.value("--fit-file", "");
-  validate::CalibrateOptions options;
-  for (const auto& k : args.values("--knob"))
+  const std::string& fit_file = fit_file_;
+  validate::CalibrateOptions options = options_;
+  for (const auto& k : knobs_)
     options.knobs.push_back(validate::parse_knob(k));
   if (options.knobs.empty())
     options.knobs.push_back(validate::parse_knob("gpu.gemm_efficiency=0.5:1"));
-  const std::string rounds = args.value("--rounds", "1");
-  const std::string tolerance = args.value("--tolerance", "0.005");
-  const std::string objective = args.value("--objective", "mean");
-  const std::string jobs_text = args.value("--jobs", "");
-  const std::string topologies = args.value("--topologies", "");
-  const bool write = args.flag("--write");
-  const std::string out_file = args.value("--out", "");
-  std::vector<std::string> pos = args.positionals();
-  options.validate.jobs = validate::parse_jobs(pos, jobs_text, 1);
-  args.finish();
+  const std::string& rounds = rounds_;
+  const std::string& tolerance = tolerance_;
+  const std::string& objective = objective_;
+  const std::string& out_file = out_file_;
+  const bool write = write_;
+  const std::vector<std::string>& pos = files_;
   if (pos.empty())
     throw ConfigError(
         "expected a runs file (usage: stepsim calibrate RUNS.yaml [MORE.yaml ...] --fit ID,ID,...)");
@@ -129,7 +138,7 @@ int calibrate_command(Args& args, std::ostream& out, std::ostream& err) {
       }
     }
   }
-  options.validate.topologies = validate::topologies_dir(topologies);
+  options.validate.topologies = validate::topologies_dir(topologies_);
   namespace fs = std::filesystem;
   // Where the result goes is checked before the fit runs, not after.
   if (!out_file.empty())

@@ -22,23 +22,6 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* COLLECTIVE_USAGE =
-    R"(usage: stepsim collective --cluster FILE --op OP --gpus N [options]
-
-Simulates OP over GPUs 0..N-1 at each size, one after the other, and prints an nccl-tests-style
-table (bus bandwidth as nccl-tests defines it).
-
-options:
-  --cluster FILE         cluster description (topologies/*.yaml)
-  --op OP                all_reduce | all_gather | reduce_scatter | broadcast | reduce | all_to_all | p2p
-  --gpus N               ranks (p2p: GPU 0 sends to GPU N-1)
-  --sizes A:B | A        sizes from A to B doubling (default 1MiB:8GiB), or one size
-  --algorithm A          auto | ring | tree | hierarchical | nvls | pairwise (default auto)
-  --collectives FORM     auto | fine | coarse (default auto)
-  --csv FILE             also write op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps
-  --set PATH=VALUE       override a cluster key: --set cluster.nodes=2
-)";
-
 /// The command's name of `op` (--op, the table's title, the CSV's op column): the vocabulary's
 /// name, except "p2p" for a send (nccl-tests' sendrecv).
 std::string_view op_cli_name(CollectiveOp op) {
@@ -78,36 +61,49 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
   return out;
 }
 
-/// What the command line asks of `stepsim collective`, as written.
+/// What the command line asks of `stepsim collective`, as written: its options, declared and bound.
 struct CollectiveArgs {
   std::string cluster_file;
   std::string op_text;
   std::string gpus_text;
-  std::string sizes_text;
-  std::string algorithm_text;
+  std::string sizes_text = "1MiB:8GiB";
+  std::string algorithm_text = "auto";
   std::string csv_file;
-  CollectiveForm form = CollectiveForm::AUTO;
-  std::vector<config::Override> overrides;
+  std::string form_text = "auto";
+  std::vector<std::string> sets;
+
+  explicit CollectiveArgs(Options& o) {
+    o.describe(R"(usage: stepsim collective --cluster FILE --op OP --gpus N [options]
+
+Simulates OP over GPUs 0..N-1 at each size, one after the other, and prints an nccl-tests-style
+table (bus bandwidth as nccl-tests defines it).)");
+    o.required("--cluster", cluster_file, "FILE", "cluster description (topologies/*.yaml)");
+    std::vector<std::string> ops;
+    for (const CollectiveOp op :
+         {CollectiveOp::ALL_REDUCE, CollectiveOp::ALL_GATHER, CollectiveOp::REDUCE_SCATTER,
+          CollectiveOp::BROADCAST, CollectiveOp::REDUCE, CollectiveOp::ALL_TO_ALL, CollectiveOp::SEND})
+      ops.emplace_back(op_cli_name(op));
+    o.choice("--op", op_text, ops, "the collective (p2p: GPU 0 sends to GPU N-1)");
+    o.required("--gpus", gpus_text, "N", "ranks");
+    o.value("--sizes", sizes_text, "A:B|A", "sizes from A to B doubling, or one size");
+    o.choice("--algorithm", algorithm_text, {"auto", "ring", "tree", "hierarchical", "nvls", "pairwise"},
+             "the collective algorithm");
+    o.choice("--collectives", form_text, COLLECTIVE_FORMS, "how collectives expand into flows");
+    o.value("--csv", csv_file, "FILE",
+            "also write op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps");
+    o.values("--set", sets, "PATH=VALUE", "override a cluster key: --set cluster.nodes=2");
+  }
 };
 
-/// Reads the options, then finishes `args`. Throws ConfigError for an override of a non-cluster key.
-CollectiveArgs parse_collective_args(Args& args) {
-  CollectiveArgs a;
-  a.cluster_file = args.required("--cluster");
-  a.op_text = args.required("--op");
-  a.gpus_text = args.required("--gpus");
-  a.sizes_text = args.value("--sizes", "1MiB:8GiB");
-  a.algorithm_text = args.value("--algorithm", "auto");
-  a.csv_file = args.value("--csv", "");
-  a.form = parse_collective_form(args.value("--collectives", "auto"));
-  a.overrides = overrides_from(args);
-  for (const config::Override& o : a.overrides) // no workload here: every override is a cluster key
+/// The --set overrides, each of a cluster key (there is no workload here). Throws ConfigError.
+std::vector<config::Override> cluster_overrides(const CollectiveArgs& a) {
+  std::vector<config::Override> overrides = overrides_from(a.sets);
+  for (const config::Override& o : overrides)
     if (!o.path.starts_with("cluster.") || o.path.size() == std::string_view("cluster.").size())
       throw ConfigError(
           "--set " + o.path + "=" + o.value +
           ": `stepsim collective` reads only a cluster; name a cluster key, e.g. --set cluster.nodes=2");
-  args.finish();
-  return a;
+  return overrides;
 }
 
 /// The sweep to simulate: OP over `ranks` (GPUs 0..n-1, or 0 and n-1 for p2p) at each size.
@@ -142,7 +138,7 @@ CollectiveSweep resolve_sweep(const CollectiveArgs& a) {
     w.n = 0;
   }
   w.sizes = parse_sizes(a.sizes_text);
-  w.cluster = config::load_cluster(a.cluster_file, a.overrides);
+  w.cluster = config::load_cluster(a.cluster_file, cluster_overrides(a));
   if (w.n < 2 || w.n > w.cluster.num_gpus())
     throw ConfigError("--gpus: expected an integer in 2.." + std::to_string(w.cluster.num_gpus()) +
                       " (the cluster's GPUs), found '" + a.gpus_text + "'");
@@ -247,18 +243,26 @@ void write_csv(const std::string& file, const CollectiveSweep& w, const std::vec
   });
 }
 
+class CollectiveCommand final : public Command {
+public:
+  explicit CollectiveCommand(Options& o) : a_(o) {}
+  int run(std::ostream& out, std::ostream& err) override;
+
+private:
+  CollectiveArgs a_;
+};
+
 } // namespace
 
-int collective_command(Args& args, std::ostream& out, std::ostream& err) {
-  (void)err;
-  if (args.flag("--help")) {
-    out << COLLECTIVE_USAGE;
-    return 0;
-  }
-  const CollectiveArgs a = parse_collective_args(args);
+std::unique_ptr<Command> collective_command(Options& options) {
+  return std::make_unique<CollectiveCommand>(options);
+}
+
+int CollectiveCommand::run(std::ostream& out, std::ostream& /*err*/) {
+  const CollectiveArgs& a = a_;
   const CollectiveSweep w = resolve_sweep(a);
   check_forced_algorithm(w);
-  const std::vector<Row> rows = measure(w, a.form);
+  const std::vector<Row> rows = measure(w, parse_collective_form(a.form_text));
   print_table(out, w, rows);
   if (!a.csv_file.empty())
     write_csv(a.csv_file, w, rows);

@@ -13,35 +13,40 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* COMPARE_USAGE =
-    R"(usage: stepsim compare --measured TRACE [--measured TRACE ...] --simulated trace.json
+class CompareCommand final : public Command {
+public:
+  explicit CompareCommand(Options& o) {
+    o.describe(R"(usage: stepsim compare --measured TRACE [--measured TRACE ...] --simulated trace.json
 
 Reads PyTorch profiler (Kineto) Chrome traces of a real run and stepsim's trace.json and prints,
 per step and GPU: step time (ProfilerStep# spans, else the trace's span), kernel time by category
 (GEMM, attention, elementwise; stepsim: by block), NCCL time by collective, and exposed
-communication (NCCL time not overlapped by compute kernels on the same GPU).
+communication (NCCL time not overlapped by compute kernels on the same GPU).)");
+    o.values("--measured", measured_, "TRACE",
+             "a Kineto trace (.json, or gzip as .json.gz), or a folder of them (one per rank, as "
+             "tensorboard_trace_handler writes them); the ranks' per-step, per-GPU figures are averaged "
+             "over all their GPUs (at least one)");
+    o.required("--simulated", simulated_, "FILE", "trace.json of `stepsim run --out`");
+  }
+  int run(std::ostream& out, std::ostream& err) override;
 
-  --measured TRACE     a Kineto trace (.json, or gzip as .json.gz), or a folder of them (one per
-                       rank, as tensorboard_trace_handler writes them); repeatable. The ranks'
-                       per-step, per-GPU figures are averaged over all their GPUs.
-  --simulated FILE     trace.json of `stepsim run --out`
-)";
+private:
+  std::vector<std::string> measured_;
+  std::string simulated_;
+};
 
 } // namespace
 
-int compare_command(Args& args, std::ostream& out, std::ostream&) {
-  if (args.flag("--help")) {
-    out << COMPARE_USAGE;
-    return 0;
-  }
-  const std::vector<std::string> measured = args.values("--measured");
-  if (measured.empty())
-    (void)args.required("--measured"); // the missing-option error
-  const std::string simulated = args.required("--simulated");
-  args.finish();
+std::unique_ptr<Command> compare_command(Options& options) {
+  return std::make_unique<CompareCommand>(options);
+}
+
+int CompareCommand::run(std::ostream& out, std::ostream& /*err*/) {
+  if (measured_.empty())
+    throw ConfigError("missing required option --measured (see `stepsim compare --help`)");
   const validate::TraceBreakdown m =
-      validate::read_kineto_traces(std::vector<std::filesystem::path>(measured.begin(), measured.end()));
-  const validate::TraceBreakdown s = validate::read_stepsim_trace(simulated);
+      validate::read_kineto_traces(std::vector<std::filesystem::path>(measured_.begin(), measured_.end()));
+  const validate::TraceBreakdown s = validate::read_stepsim_trace(simulated_);
   validate::print_comparison(out, m, s);
   return 0;
 }

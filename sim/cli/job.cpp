@@ -5,9 +5,9 @@
 
 namespace stepsim::cli {
 
-std::vector<config::Override> overrides_from(Args& args) {
+std::vector<config::Override> overrides_from(const std::vector<std::string>& sets) {
   std::vector<config::Override> overrides;
-  for (const std::string& s : args.values("--set"))
+  for (const std::string& s : sets)
     overrides.push_back(config::parse_override(s));
   return overrides;
 }

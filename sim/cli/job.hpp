@@ -2,7 +2,6 @@
 // What several subcommands share: reading --set overrides, loading and checking a cluster and
 // workload pair, and the --collectives option.
 
-#include "cli/options.hpp"
 #include "config/config.hpp"
 #include "config/spec.hpp"
 #include "engine/replay.hpp"
@@ -13,7 +12,14 @@
 namespace stepsim::cli {
 
 /// Every `--set PATH=VALUE` of the command line, parsed. Throws ConfigError.
-std::vector<config::Override> overrides_from(Args& args);
+std::vector<config::Override> overrides_from(const std::vector<std::string>& sets);
+
+/// The help line of --set, as `run`, `memory`, `plan` and `kernels` take it.
+inline constexpr const char* SET_HELP = "override a key; PATH is dotted into the workload, or starts with "
+                                        "`cluster.` for the cluster, e.g. --set parallel.pp=4";
+
+/// The choices of --collectives (how collectives expand into flows).
+inline const std::vector<std::string> COLLECTIVE_FORMS = {"auto", "fine", "coarse"};
 
 /// A validated cluster and workload (dp derived when omitted).
 struct Job {

@@ -18,33 +18,40 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* KERNELS_USAGE = R"(usage: stepsim kernels --workload FILE [options]
+class KernelsCommand final : public Command {
+public:
+  explicit KernelsCommand(Options& o) {
+    o.describe(R"(usage: stepsim kernels --workload FILE [options]
 
 Prints the kernel shapes one GPU of the workload runs, in the shape-list format the kernel
 microbenchmark suite reads (kernels_profiles/run_suite.sh): the per-layer kernels of
 workload_kernels, then any further shape the compute-time model looks up (residual adds,
-sequence-parallel norms, the optimizer of every pipeline stage).
+sequence-parallel norms, the optimizer of every pipeline stage).)");
+    o.required("--workload", workload_file_, "FILE", "training job (workloads/*.yaml)");
+    o.value("--cluster", cluster_file_, "FILE",
+            "cluster description; derives parallel.dp when the workload omits it (it sets the "
+            "ZeRO-sharded optimizer size)");
+    o.values("--set", sets_, "PATH=VALUE", "override a key, as for `stepsim run`");
+    o.value("--out", out_file_, "FILE", "write the list to FILE instead of stdout");
+  }
+  int run(std::ostream& out, std::ostream& err) override;
 
-options:
-  --workload FILE        training job (workloads/*.yaml)
-  --cluster FILE         cluster description; derives parallel.dp when the workload omits it
-                         (it sets the ZeRO-sharded optimizer size)
-  --set PATH=VALUE       override a key, as for `stepsim run` (repeatable)
-  --out FILE             write the list to FILE instead of stdout
-)";
+private:
+  std::string workload_file_, cluster_file_, out_file_;
+  std::vector<std::string> sets_;
+};
 
 } // namespace
 
-int kernels_command(Args& args, std::ostream& out, std::ostream& /*err*/) {
-  if (args.flag("--help")) {
-    out << KERNELS_USAGE;
-    return 0;
-  }
-  const std::string workload_file = args.required("--workload");
-  const std::string cluster_file = args.value("--cluster", "");
-  const std::string out_file = args.value("--out", "");
-  const std::vector<config::Override> overrides = overrides_from(args);
-  args.finish();
+std::unique_ptr<Command> kernels_command(Options& options) {
+  return std::make_unique<KernelsCommand>(options);
+}
+
+int KernelsCommand::run(std::ostream& out, std::ostream& /*err*/) {
+  const std::string& workload_file = workload_file_;
+  const std::string& cluster_file = cluster_file_;
+  const std::string& out_file = out_file_;
+  const std::vector<config::Override> overrides = overrides_from(sets_);
   if (cluster_file.empty())
     for (const config::Override& o : overrides)
       if (o.path.starts_with("cluster."))

@@ -15,35 +15,42 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* MEMORY_USAGE =
-    R"(usage: stepsim memory --cluster FILE --workload FILE [--set PATH=VALUE]... [--fail-on-oom]
-
-Prints the per-GPU memory ledger of each pipeline stage (no simulation): weights, gradients,
-optimizer states, activations of the micro-batches in flight, other (ZeRO-3 gathered layers,
-communication buffers, runtime overhead, allocator fragmentation), the peak and whether it fits.
-Exit 0, or 3 with --fail-on-oom when a stage does not fit.
-)";
-
 std::string cell(Bytes b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%9.2f", b.value() / (1024.0 * 1024.0 * 1024.0));
   return buf;
 }
 
+class MemoryCommand final : public Command {
+public:
+  explicit MemoryCommand(Options& o) {
+    o.describe(R"(usage: stepsim memory --cluster FILE --workload FILE [options]
+
+Prints the per-GPU memory ledger of each pipeline stage (no simulation): weights, gradients,
+optimizer states, activations of the micro-batches in flight, other (ZeRO-3 gathered layers,
+communication buffers, runtime overhead, allocator fragmentation), the peak and whether it fits.
+Exit 0, or 3 with --fail-on-oom when a stage does not fit.)");
+    o.required("--cluster", cluster_file_, "FILE", "cluster description (topologies/*.yaml)");
+    o.required("--workload", workload_file_, "FILE", "training job (workloads/*.yaml)");
+    o.values("--set", sets_, "PATH=VALUE", SET_HELP);
+    o.flag("--fail-on-oom", fail_on_oom_, "exit with code 3 when a stage does not fit");
+  }
+  int run(std::ostream& out, std::ostream& err) override;
+
+private:
+  std::string cluster_file_, workload_file_;
+  std::vector<std::string> sets_;
+  bool fail_on_oom_ = false;
+};
+
 } // namespace
 
-int memory_command(Args& args, std::ostream& out, std::ostream& err) {
-  if (args.flag("--help")) {
-    out << MEMORY_USAGE;
-    return 0;
-  }
-  const std::string cluster_file = args.required("--cluster");
-  const std::string workload_file = args.required("--workload");
-  const std::vector<config::Override> overrides = overrides_from(args);
-  const bool fail_on_oom = args.flag("--fail-on-oom");
-  args.finish();
+std::unique_ptr<Command> memory_command(Options& options) {
+  return std::make_unique<MemoryCommand>(options);
+}
 
-  const Job job = load_job(cluster_file, workload_file, overrides);
+int MemoryCommand::run(std::ostream& out, std::ostream& err) {
+  const Job job = load_job(cluster_file_, workload_file_, overrides_from(sets_));
   const ClusterSpec& cluster = job.cluster;
   const WorkloadSpec& w = job.workload;
 
@@ -80,11 +87,11 @@ int memory_command(Args& args, std::ostream& out, std::ostream& err) {
     fits = fits && host_fits;
   }
   out << (fits ? "  fits in memory\n" : "  *** DOES NOT FIT IN MEMORY ***\n");
-  if (!fits && fail_on_oom) {
+  if (!fits && fail_on_oom_) {
     err << "stepsim: a pipeline stage does not fit in " << report::gib(cluster.gpu.hbm_capacity)
         << (cluster.gpu.host_memory.value() > 0 ? " (or its offloaded activations in host memory)" : "")
         << '\n';
-    return 3;
+    return EXIT_OUT_OF_MEMORY;
   }
   return 0;
 }

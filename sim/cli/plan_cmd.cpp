@@ -13,27 +13,7 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* PLAN_USAGE = R"(usage: stepsim plan --cluster FILE --workload FILE [options]
-
-Enumerates every valid layout (tp, pp, dp, vp, micro-batch, ZeRO stage, recomputation, sequence
-parallelism, schedule) for the cluster's GPUs, drops those the static memory ledger says do not
-fit, ranks the rest with an analytical step-time estimate, simulates the best K (each in its own
-process) and prints them ranked by simulated step time, with why the best wins (docs/planner.md).
-
-options:
-  --cluster FILE      cluster description (topologies/*.yaml)
-  --workload FILE     training job: model, global batch and training keys; its own layout is
-                      simulated too as a reference when it is valid and fits
-  --gpus N            plan for N GPUs (a multiple of the cluster's gpus_per_node; default: all)
-  --top K             simulate the K best estimates (default 3; 0: estimates only)
-  --jobs N            simulations at once (default 1)
-  --micro-batches L   comma-separated micro-batch sizes to try (default 1,2,4,8)
-  --max-vp N          largest interleaving degree to try (default 8, at most 128)
-  --max-tp N          largest TP degree (default 2 x gpus_per_node)
-  --estimates N       also list the N best estimates (default 10)
-  --set PATH=VALUE    override a key (repeatable), as for `stepsim run`
-)";
-
+/// Parses an integer in [min, max] (a --micro-batches entry). Throws ConfigError naming the option.
 int positive(const std::string& option, const std::string& text, int min, int max = 1 << 20) {
   try {
     size_t used = 0;
@@ -62,52 +42,64 @@ std::string pad(std::string s, size_t n) {
   return s;
 }
 
-/// What the command line asks of `stepsim plan`.
+/// What the command line asks of `stepsim plan`: its options, declared and bound.
 struct PlanArgs {
   std::string cluster_file;
   std::string workload_file;
-  std::vector<config::Override> overrides;
-  std::string gpus_text;
+  std::vector<std::string> sets;
+  int gpus = 0;
+  std::string micro_batches;
   planner::PlanOptions options;
   int show = 10;
-};
 
-/// Reads the options, then finishes `args` (an unknown option is an error before any file is read).
-PlanArgs parse_plan_args(Args& args) {
-  PlanArgs p;
-  p.cluster_file = args.required("--cluster");
-  p.workload_file = args.required("--workload");
-  p.overrides = overrides_from(args);
-  p.gpus_text = args.value("--gpus", "");
-  planner::PlanOptions& options = p.options;
-  options.top = positive("--top", args.value("--top", "3"), 0);
-  options.jobs = positive("--jobs", args.value("--jobs", "1"), 1, 4096);
-  // Enumeration grows with the interleaving degree: 128 chunks per stage is beyond any recipe.
-  options.space.max_vp = positive("--max-vp", args.value("--max-vp", "8"), 1, 128);
-  const std::string max_tp = args.value("--max-tp", "");
-  options.space.max_tp = max_tp.empty() ? 0 : positive("--max-tp", max_tp, 1);
-  p.show = positive("--estimates", args.value("--estimates", "10"), 0);
-  const std::string mbs = args.value("--micro-batches", "");
-  args.finish();
-  if (!mbs.empty()) {
+  explicit PlanArgs(Options& o) {
+    o.describe(R"(usage: stepsim plan --cluster FILE --workload FILE [options]
+
+Enumerates every valid layout (tp, pp, dp, vp, micro-batch, ZeRO stage, recomputation, sequence
+parallelism, schedule) for the cluster's GPUs, drops those the static memory ledger says do not
+fit, ranks the rest with an analytical step-time estimate, simulates the best K (each in its own
+process) and prints them ranked by simulated step time, with why the best wins (docs/planner.md).)");
+    constexpr int MANY = 1 << 20;
+    o.required("--cluster", cluster_file, "FILE", "cluster description (topologies/*.yaml)");
+    o.required("--workload", workload_file, "FILE",
+               "training job: model, global batch and training keys; its own layout is simulated too as "
+               "a reference when it is valid and fits");
+    o.integer("--gpus", gpus, 1, MANY, "N",
+              "plan for N GPUs (a multiple of the cluster's gpus_per_node; default: all)");
+    o.integer("--top", options.top, 0, MANY, "K", "simulate the K best estimates (0: estimates only)");
+    o.integer("--jobs", options.jobs, 1, 4096, "N", "simulations at once");
+    o.value("--micro-batches", micro_batches, "LIST",
+            "comma-separated micro-batch sizes to try (default 1,2,4,8)");
+    // Enumeration grows with the interleaving degree: 128 chunks per stage is beyond any recipe.
+    o.integer("--max-vp", options.space.max_vp, 1, 128, "N", "largest interleaving degree to try");
+    o.integer("--max-tp", options.space.max_tp, 1, MANY, "N",
+              "largest TP degree (default 2 x gpus_per_node)");
+    o.integer("--estimates", show, 0, MANY, "N", "also list the N best estimates");
+    o.values("--set", sets, "PATH=VALUE", "override a key, as for `stepsim run`");
+  }
+
+  /// The micro-batch sizes of --micro-batches, into options (after parsing).
+  void read_micro_batches() {
+    if (micro_batches.empty())
+      return;
     options.space.micro_batches.clear();
     size_t start = 0;
-    while (start <= mbs.size()) {
-      const size_t comma = std::min(mbs.find(',', start), mbs.size());
-      options.space.micro_batches.push_back(positive("--micro-batches", mbs.substr(start, comma - start), 1));
+    while (start <= micro_batches.size()) {
+      const size_t comma = std::min(micro_batches.find(',', start), micro_batches.size());
+      options.space.micro_batches.push_back(
+          positive("--micro-batches", micro_batches.substr(start, comma - start), 1));
       start = comma + 1;
     }
   }
-  return p;
-}
+};
 
 /// The cluster file, cut down to --gpus when given.
-ClusterSpec load_plan_cluster(const PlanArgs& p) {
-  ClusterSpec cluster = config::load_cluster(p.cluster_file, p.overrides);
-  if (!p.gpus_text.empty()) {
-    const int gpus = positive("--gpus", p.gpus_text, 1);
+ClusterSpec load_plan_cluster(const PlanArgs& p, const std::vector<config::Override>& overrides) {
+  ClusterSpec cluster = config::load_cluster(p.cluster_file, overrides);
+  if (p.gpus > 0) {
+    const int gpus = p.gpus;
     if (gpus % cluster.gpus_per_node != 0 || gpus > cluster.num_gpus())
-      throw ConfigError("--gpus " + p.gpus_text +
+      throw ConfigError("--gpus " + std::to_string(gpus) +
                         ": must be a multiple of gpus_per_node = " + std::to_string(cluster.gpus_per_node) +
                         " and at most the cluster's " + std::to_string(cluster.num_gpus()) + " GPUs");
     cluster.nodes = gpus / cluster.gpus_per_node;
@@ -241,16 +233,27 @@ int print_best(std::ostream& out, std::ostream& err, const PlanView& v, const st
   return 0;
 }
 
+class PlanCommand final : public Command {
+public:
+  explicit PlanCommand(Options& o) : p_(o) {}
+  int run(std::ostream& out, std::ostream& err) override;
+
+private:
+  PlanArgs p_;
+};
+
 } // namespace
 
-int plan_command(Args& args, std::ostream& out, std::ostream& err) {
-  if (args.flag("--help")) {
-    out << PLAN_USAGE;
-    return 0;
-  }
-  PlanArgs p = parse_plan_args(args);
-  const ClusterSpec cluster = load_plan_cluster(p);
-  WorkloadSpec given = config::load_workload(p.workload_file, p.overrides);
+std::unique_ptr<Command> plan_command(Options& options) {
+  return std::make_unique<PlanCommand>(options);
+}
+
+int PlanCommand::run(std::ostream& out, std::ostream& err) {
+  PlanArgs& p = p_;
+  p.read_micro_batches();
+  const std::vector<config::Override> overrides = overrides_from(p.sets);
+  const ClusterSpec cluster = load_plan_cluster(p, overrides);
+  WorkloadSpec given = config::load_workload(p.workload_file, overrides);
   // A precision the GPU has no peak for rules out every layout: say so, not "nothing fits".
   config::check_precision(cluster, given);
   p.options.include_given = check_given_layout(cluster, given, err);

@@ -16,69 +16,72 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* RUN_USAGE = R"(usage: stepsim run --cluster FILE --workload FILE [options]
+class RunCommand final : public Command {
+public:
+  explicit RunCommand(Options& o) {
+    o.describe(R"(usage: stepsim run --cluster FILE --workload FILE [options]
 
-Simulates one training step and prints a summary table.
+Simulates one training step and prints a summary table.)");
+    o.required("--cluster", cluster_file_, "FILE", "cluster description (topologies/*.yaml)");
+    o.required("--workload", workload_file_, "FILE", "training job (workloads/*.yaml)");
+    o.value("--out", out_dir_, "DIR", "write DIR/summary.json and DIR/trace.json (default: no files)");
+    o.values("--set", sets_, "PATH=VALUE", SET_HELP);
+    o.flag("--no-trace", no_trace_, "do not write trace.json");
+    o.flag("--csv", csv_,
+           "also write DIR/tasks.csv (one row per task; `role` names the collectives outside "
+           "the layers)");
+    o.choice("--collectives", collectives_, COLLECTIVE_FORMS, "how collectives expand into flows");
+    o.flag("--no-fold", no_fold_,
+           "simulate every DP replica and CP rank instead of one (slower, same answer on symmetric fabrics)");
+    o.flag("--no-sampling", no_sampling_,
+           "run every flow of large collectives (slower; by default only the flows touching simulated "
+           "nodes run on non-blocking fabrics)");
+    o.flag("--quiet", quiet_, "no table on stdout");
+    o.flag("--explain", explain_,
+           "print each training-stack mechanism (docs/stacks.md), its value and where it came from "
+           "(the workload file, training.stack's preset, the built-in default), one per line, and exit "
+           "without simulating");
+    o.flag("--fail-on-oom", fail_on_oom_,
+           "exit with code 3 when a GPU's peak memory exceeds its capacity (by default that is "
+           "reported, fits_in_memory: false, and exit 0)");
+  }
+  int run(std::ostream& out, std::ostream& err) override;
 
-options:
-  --cluster FILE         cluster description (topologies/*.yaml)
-  --workload FILE        training job (workloads/*.yaml)
-  --out DIR              write DIR/summary.json and DIR/trace.json (default: no files)
-  --set PATH=VALUE       override a key; PATH is dotted into the workload, or starts with
-                         `cluster.` for the cluster (repeatable), e.g. --set parallel.pp=4
-  --no-trace             do not write trace.json
-  --csv                  also write DIR/tasks.csv (one row per task; `role` names the
-                         collectives outside the layers)
-  --collectives FORM     auto | fine | coarse  (how collectives expand into flows; default auto)
-  --no-fold              simulate every DP replica and CP rank instead of one (slower, same
-                         answer on symmetric fabrics)
-  --no-sampling          run every flow of large collectives (slower; by default only the
-                         flows touching simulated nodes run on non-blocking fabrics)
-  --quiet                no table on stdout
-  --explain              print each training-stack mechanism (docs/stacks.md), its value and
-                         where it came from (the workload file, training.stack's preset, the
-                         built-in default), one per line, and exit without simulating
-  --fail-on-oom          exit with code 3 when a GPU's peak memory exceeds its capacity
-                         (by default that is reported, fits_in_memory: false, and exit 0)
-)";
+private:
+  std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto";
+  std::vector<std::string> sets_;
+  bool no_trace_ = false, csv_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
+       explain_ = false, fail_on_oom_ = false;
+};
 
 } // namespace
 
-int run_command(Args& args, std::ostream& out, std::ostream& err) {
-  if (args.flag("--help")) {
-    out << RUN_USAGE;
-    return 0;
-  }
-  const std::string cluster_file = args.required("--cluster");
-  const std::string workload_file = args.required("--workload");
-  const std::string out_dir = args.value("--out", "");
-  const std::vector<config::Override> overrides = overrides_from(args);
-  const bool write_trace = !args.flag("--no-trace");
-  const bool write_csv = args.flag("--csv");
-  const bool quiet = args.flag("--quiet");
-  const bool fail_on_oom = args.flag("--fail-on-oom");
-  const bool explain = args.flag("--explain");
-  runner::SimulateOptions options{.collective_form =
-                                      parse_collective_form(args.value("--collectives", "auto")),
-                                  .fold_dp = !args.flag("--no-fold"),
-                                  .sample_collectives = !args.flag("--no-sampling")};
-  args.finish();
-  if (write_csv && out_dir.empty())
+std::unique_ptr<Command> run_command(Options& options) {
+  return std::make_unique<RunCommand>(options);
+}
+
+int RunCommand::run(std::ostream& out, std::ostream& err) {
+  const std::vector<config::Override> overrides = overrides_from(sets_);
+  const bool write_trace = !no_trace_;
+  const runner::SimulateOptions options{.collective_form = parse_collective_form(collectives_),
+                                        .fold_dp = !no_fold_,
+                                        .sample_collectives = !no_sampling_};
+  if (csv_ && out_dir_.empty())
     throw ConfigError("--csv writes DIR/tasks.csv: give --out DIR");
 
-  const Job job = load_job(cluster_file, workload_file, overrides);
-  if (explain) {
+  const Job job = load_job(cluster_file_, workload_file_, overrides);
+  if (explain_) {
     for (const std::string& line : config::explain_stack(job.workload))
       out << line << '\n';
     return 0;
   }
-  if (!out_dir.empty()) {
+  if (!out_dir_.empty()) {
     // Every output or none: refuse before simulating what could not be written.
-    const std::filesystem::path dir(out_dir);
+    const std::filesystem::path dir(out_dir_);
     std::vector<std::filesystem::path> targets = {dir / "summary.json"};
     if (write_trace)
       targets.push_back(dir / "trace.json");
-    if (write_csv)
+    if (csv_)
       targets.push_back(dir / "tasks.csv");
     check_output_targets(targets);
   }
@@ -86,14 +89,14 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
   const WorkloadSpec& workload = job.workload;
 
   const runner::Simulation sim = runner::simulate(cluster, workload, options);
-  if (!quiet) {
+  if (!quiet_) {
     report::print_summary_table(out, sim.summary);
     err << "simulated " << sim.program.graph.size() << " tasks, " << sim.result.flows << " flows in "
         << sim.wall_s << " s wall\n";
   }
-  if (!out_dir.empty()) {
+  if (!out_dir_.empty()) {
     namespace fs = std::filesystem;
-    const fs::path dir(out_dir);
+    const fs::path dir(out_dir_);
     write_file_atomically(dir / "summary.json",
                           [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
     trace::TraceInput in{sim.program, sim.result.start, sim.result.end, cluster, workload};
@@ -103,13 +106,13 @@ int run_command(Args& args, std::ostream& out, std::ostream& err) {
       in.memory = &memory.tracks;
       write_file_atomically(dir / "trace.json", [&](std::ostream& o) { trace::write_chrome_trace(o, in); });
     }
-    if (write_csv)
+    if (csv_)
       write_file_atomically(dir / "tasks.csv", [&](std::ostream& o) { trace::write_task_csv(o, in); });
   }
   if (!sim.summary.memory.fits_in_memory) {
     err << "stepsim: warning: does not fit in memory: " << sim.summary.memory.reason << '\n';
-    if (fail_on_oom)
-      return 3;
+    if (fail_on_oom_)
+      return EXIT_OUT_OF_MEMORY;
   }
   return 0;
 }

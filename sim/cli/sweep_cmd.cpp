@@ -12,8 +12,7 @@
 #include "sweep/sweep.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
+#include <climits>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -25,50 +24,6 @@
 namespace stepsim::cli {
 
 namespace {
-
-constexpr const char* SWEEP_USAGE = R"(usage: stepsim sweep SWEEP.yaml --out DIR [options]
-       stepsim sweep --merge DIR
-       mpirun -np K stepsim sweep SWEEP.yaml --out DIR [options]
-
-Simulates every configuration of a sweep file (a base cluster and workload plus a grid or a
-list of points over any --set key), each in its own process, and appends one row per
-configuration to DIR/results.csv and DIR/results.jsonl. Rerunning the same command resumes:
-finished rows are kept and not run again. Invalid combinations are rows with status `skipped`
-and the reason. Format and outputs: docs/sweeps.md.
-
-options:
-  --out DIR              results folder (created if missing)
-  -j N, --jobs N         simulations at a time (default: the CPUs available)
-  --shard I/K            run only configurations with index % K == I, into
-                         DIR/results.shard-I.{csv,jsonl} (e.g. a Slurm array task)
-  --merge DIR            merge DIR/results.shard-*.jsonl into DIR/results.{csv,jsonl}
-  --timeout SECONDS      give up on a configuration after this long (a `failed` row)
-  --retry-failed         run again configurations whose earlier row is `failed`
-  --dry-run              list the configurations (index, id, swept values) and stop
-  --collectives FORM     auto | fine | coarse (as for `stepsim run`)
-  --no-fold              simulate every DP replica and CP rank (as for `stepsim run`)
-
-Under mpirun (when built with MPI), rank R of K runs shard R/K and rank 0 merges at the end.
-Exit codes: 0 every configuration ok or skipped, 1 some failed, 2 usage or sweep-file error.
-)";
-
-int parse_jobs(const std::string& text) {
-  int v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < 1) {
-    throw ConfigError("-j/--jobs: expected a positive integer, got '" + text + "'");
-  }
-  return v;
-}
-
-double parse_timeout(const std::string& text) {
-  double v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(v) || v <= 0) {
-    throw ConfigError("--timeout: expected a positive number of seconds, got '" + text + "'");
-  }
-  return v;
-}
 
 int dry_run(const std::string& sweep_file, std::ostream& out) {
   const sweep::SweepPlan plan = sweep::expand(config::load_sweep(sweep_file));
@@ -86,43 +41,57 @@ int exit_code(const sweep::SweepOutcome& o) {
   return o.failed > 0 ? 1 : 0;
 }
 
+class SweepCommand final : public Command {
+public:
+  explicit SweepCommand(Options& o) {
+    o.describe(R"(usage: stepsim sweep SWEEP.yaml --out DIR [options]
+       stepsim sweep --merge DIR
+       mpirun -np K stepsim sweep SWEEP.yaml --out DIR [options]
+
+Simulates every configuration of a sweep file (a base cluster and workload plus a grid or a
+list of points over any --set key), each in its own process, and appends one row per
+configuration to DIR/results.csv and DIR/results.jsonl. Rerunning the same command resumes:
+finished rows are kept and not run again. Invalid combinations are rows with status `skipped`
+and the reason. Format and outputs: docs/sweeps.md.
+
+Under mpirun (when built with MPI), rank R of K runs shard R/K and rank 0 merges at the end.
+Exit codes: 0 every configuration ok or skipped, 1 some failed, 2 usage or sweep-file error.)");
+    o.positionals("SWEEP.yaml", files_, "the sweep file");
+    o.value("--out", out_dir_, "DIR", "results folder (created if missing)");
+    o.integer("-j,--jobs", jobs_, 1, INT_MAX, "N", "simulations at a time (default: the CPUs available)");
+    o.value("--shard", shard_, "I/K",
+            "run only configurations with index % K == I, into DIR/results.shard-I.{csv,jsonl} (e.g. a "
+            "Slurm array task)");
+    o.value("--merge", merge_dir_, "DIR", "merge DIR/results.shard-*.jsonl into DIR/results.{csv,jsonl}");
+    o.seconds("--timeout", timeout_s_, "give up on a configuration after this long (a `failed` row)");
+    o.flag("--retry-failed", retry_failed_, "run again configurations whose earlier row is `failed`");
+    o.flag("--dry-run", dry_run_, "list the configurations (index, id, swept values) and stop");
+    o.choice("--collectives", collectives_, COLLECTIVE_FORMS, "as for `stepsim run`");
+    o.flag("--no-fold", no_fold_, "simulate every DP replica and CP rank (as for `stepsim run`)");
+  }
+  int run(std::ostream& out, std::ostream& err) override;
+
+private:
+  std::vector<std::string> files_;
+  std::string out_dir_, shard_, merge_dir_, collectives_ = "auto";
+  int jobs_ = 0;
+  double timeout_s_ = 0;
+  bool retry_failed_ = false, dry_run_ = false, no_fold_ = false;
+};
+
 } // namespace
 
-int sweep_command(Args& args, std::ostream& out, std::ostream& err) {
-  if (args.flag("--help")) {
-    out << SWEEP_USAGE;
-    return 0;
-  }
-  const std::string merge_dir = args.value("--merge", "");
-  const std::string out_dir = args.value("--out", "");
-  std::string jobs_text = args.value("--jobs", "");
-  bool jobs_given = !jobs_text.empty();
-  const std::string shard_text = args.value("--shard", "");
-  const std::string timeout_text = args.value("--timeout", "");
-  const bool retry_failed = args.flag("--retry-failed");
-  const bool list_only = args.flag("--dry-run");
-  const runner::SimulateOptions simulate{.collective_form =
-                                             parse_collective_form(args.value("--collectives", "auto")),
-                                         .fold_dp = !args.flag("--no-fold")};
-  // Positionals: the sweep file, and `-j N` / `-jN` (the option parser knows only --long options).
-  std::vector<std::string> files;
-  const std::vector<std::string> pos = args.positionals();
-  for (std::size_t i = 0; i < pos.size(); ++i) {
-    if (pos[i] == "-j") {
-      if (i + 1 >= pos.size())
-        throw ConfigError("option -j needs a value");
-      jobs_text = pos[++i];
-      jobs_given = true;
-    } else if (pos[i].starts_with("-j")) {
-      jobs_text = pos[i].substr(2);
-      jobs_given = true;
-    } else if (pos[i].starts_with("-")) {
-      throw ConfigError("unknown option " + pos[i] + " for `stepsim sweep`");
-    } else {
-      files.push_back(pos[i]);
-    }
-  }
-  args.finish();
+std::unique_ptr<Command> sweep_command(Options& options) {
+  return std::make_unique<SweepCommand>(options);
+}
+
+int SweepCommand::run(std::ostream& out, std::ostream& err) {
+  const std::string& merge_dir = merge_dir_;
+  const std::string& out_dir = out_dir_;
+  const std::string& shard_text = shard_;
+  const std::vector<std::string>& files = files_;
+  const runner::SimulateOptions simulate{.collective_form = parse_collective_form(collectives_),
+                                         .fold_dp = !no_fold_};
 
   if (!merge_dir.empty()) {
     if (!files.empty() || !out_dir.empty() || !shard_text.empty())
@@ -133,19 +102,19 @@ int sweep_command(Args& args, std::ostream& out, std::ostream& err) {
   if (files.size() != 1)
     throw ConfigError(files.empty() ? "missing the sweep file (usage: stepsim sweep SWEEP.yaml --out DIR)"
                                     : "expected one sweep file, got " + std::to_string(files.size()));
-  if (list_only)
+  if (dry_run_)
     return dry_run(files.front(), out);
   if (out_dir.empty())
     throw ConfigError("missing required option --out (see `stepsim sweep --help`)");
 
   sweep::SweepOptions options{.sweep_file = files.front(),
                               .out_dir = out_dir,
-                              .jobs = jobs_given ? parse_jobs(jobs_text) : 0,
+                              .jobs = jobs_,
                               .shard = shard_text.empty()
                                            ? std::nullopt
                                            : std::optional<sweep::Shard>(sweep::parse_shard(shard_text)),
-                              .timeout_s = timeout_text.empty() ? 0.0 : parse_timeout(timeout_text),
-                              .retry_failed = retry_failed,
+                              .timeout_s = timeout_s_,
+                              .retry_failed = retry_failed_,
                               .tty = ::isatty(STDERR_FILENO) != 0,
                               .label = "sweep",
                               .simulate = simulate};

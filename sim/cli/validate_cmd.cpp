@@ -8,7 +8,7 @@
 #include "validate/crossval.hpp"
 #include "validate/validate.hpp"
 
-#include <cmath>
+#include <climits>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,35 +18,6 @@
 namespace stepsim::cli {
 
 namespace {
-
-constexpr const char* VALIDATE_USAGE =
-    R"(usage: stepsim validate RUNS.yaml [MORE.yaml ...] [--out DIR] [-j N] [options]
-
-Simulates every run of measured-runs files (the schema of measured_runs.yaml; several are read
-as one, run ids must differ across them) on the bundled topology of its GPU kind and compares
-with the measured figure: iteration_time_s when given, else TFLOP/s per GPU under the source's
-FLOP convention, else MFU, else tokens/s per GPU.
-Runs that cannot be simulated are listed as skipped with the reason. See docs/validation.md.
-
-options:
-  --out DIR              write DIR/validation.csv and DIR/runs/<id>/{workload.yaml,summary.json}
-                         (default: a temporary folder, removed at the end)
-  -j N, --jobs N         simulations at a time (default 1)
-  --only ID              validate only this run (repeatable)
-  --topologies DIR       bundled topologies folder (default: ./topologies, else the source tree's)
-  --no-calibration       do not apply topologies/calibration/<gpu kind>.yaml
-  --timeout SECONDS      give up on a simulation after this long (a `failed` row)
-  --cross-validate KEY   group the runs by KEY (source: the record's group; framework: its
-                         framework text without versions; gpu: the GPU family) and, for each
-                         group, refit every GPU kind's calibration as its stored record says
-                         without the group's runs, then predict the group with it: in-sample and
-                         out-of-group errors side by side (docs/validation.md,
-                         "Cross-validation"); with --out, DIR/cross_validation.csv
-
-Last line: `validated N runs, skipped K: median_abs_error_pct=X max_abs_error_pct=Y` (with
---cross-validate: `cross-validated N runs in G groups by KEY: in_sample ...; out_of_group ...`).
-Exit codes: 0 it ran (whatever the errors), 2 a malformed runs file or bad option.
-)";
 
 namespace fs = std::filesystem;
 
@@ -73,44 +44,64 @@ int cross_validate_command(const config::RunsFile& runs, validate::GroupBy by,
   return 0;
 }
 
+class ValidateCommand final : public Command {
+public:
+  explicit ValidateCommand(Options& o) {
+    o.describe(R"(usage: stepsim validate RUNS.yaml [MORE.yaml ...] [--out DIR] [-j N] [options]
+
+Simulates every run of measured-runs files (the schema of measured_runs.yaml; several are read
+as one, run ids must differ across them) on the bundled topology of its GPU kind and compares
+with the measured figure: iteration_time_s when given, else TFLOP/s per GPU under the source's
+FLOP convention, else MFU, else tokens/s per GPU.
+Runs that cannot be simulated are listed as skipped with the reason. See docs/validation.md.
+
+Last line: `validated N runs, skipped K: median_abs_error_pct=X max_abs_error_pct=Y` (with
+--cross-validate: `cross-validated N runs in G groups by KEY: in_sample ...; out_of_group ...`).
+Exit codes: 0 it ran (whatever the errors), 2 a malformed runs file or bad option.)");
+    o.positionals("RUNS.yaml", files_, "measured-runs files (at least one)");
+    o.value("--out", out_dir_, "DIR",
+            "write DIR/validation.csv and DIR/runs/<id>/{workload.yaml,summary.json} (default: a "
+            "temporary folder, removed at the end)");
+    o.integer("-j,--jobs", options_.jobs, 1, INT_MAX, "N", "simulations at a time");
+    o.values("--only", options_.only, "ID", "validate only this run");
+    o.value("--topologies", topologies_, "DIR",
+            "bundled topologies folder (default: ./topologies, else the source tree's)");
+    o.flag("--no-calibration", no_calibration_, "do not apply topologies/calibration/<gpu kind>.yaml");
+    o.seconds("--timeout", options_.timeout_s, "give up on a simulation after this long (a `failed` row)");
+    o.choice("--cross-validate", cross_, {"source", "framework", "gpu"},
+             "group the runs by KEY (source: the record's group; framework: its framework text without "
+             "versions; gpu: the GPU family) and, for each group, refit every GPU kind's calibration as "
+             "its stored record says without the group's runs, then predict the group with it: "
+             "in-sample and out-of-group errors side by side (docs/validation.md, \"Cross-validation\"); "
+             "with --out, DIR/cross_validation.csv");
+  }
+  int run(std::ostream& out, std::ostream& err) override;
+
+private:
+  std::vector<std::string> files_;
+  std::string out_dir_, topologies_, cross_;
+  bool no_calibration_ = false;
+  validate::ValidateOptions options_;
+};
+
 } // namespace
 
-int validate_command(Args& args, std::ostream& out, std::ostream& err) {
-  if (args.flag("--help")) {
-    out << VALIDATE_USAGE;
-    return 0;
-  }
-  const std::string out_dir = args.value("--out", "");
-  const std::string jobs_text = args.value("--jobs", "");
-  const std::string topologies = args.value("--topologies", "");
-  const std::string timeout_text = args.value("--timeout", "");
-  const std::string cross = args.value("--cross-validate", "");
-  validate::ValidateOptions options;
-  options.calibration = !args.flag("--no-calibration");
-  options.only = args.values("--only");
-  std::vector<std::string> pos = args.positionals();
-  options.jobs = validate::parse_jobs(pos, jobs_text, 1);
-  args.finish();
-  for (const auto& p : pos)
-    if (p.starts_with("-"))
-      throw ConfigError("unknown option " + p + " for `stepsim validate`");
+std::unique_ptr<Command> validate_command(Options& options) {
+  return std::make_unique<ValidateCommand>(options);
+}
+
+int ValidateCommand::run(std::ostream& out, std::ostream& err) {
+  validate::ValidateOptions options = options_;
+  options.calibration = !no_calibration_;
+  const std::vector<std::string>& pos = files_;
+  const std::string& out_dir = out_dir_;
   if (pos.empty())
     throw ConfigError(
         "missing the runs file (usage: stepsim validate RUNS.yaml [MORE.yaml ...] [--out DIR])");
-  const bool cross_validate = !cross.empty();
+  const bool cross_validate = !cross_.empty();
   const validate::GroupBy group_by =
-      cross_validate ? validate::parse_group_by(cross) : validate::GroupBy::SOURCE;
-  if (!timeout_text.empty()) {
-    try {
-      std::size_t used = 0;
-      options.timeout_s = std::stod(timeout_text, &used);
-      if (used != timeout_text.size() || !(options.timeout_s > 0) || !std::isfinite(options.timeout_s))
-        throw std::invalid_argument("not a positive time");
-    } catch (const std::exception&) {
-      throw ConfigError("--timeout: expected seconds > 0, got '" + timeout_text + "'");
-    }
-  }
-  options.topologies = validate::topologies_dir(topologies);
+      cross_validate ? validate::parse_group_by(cross_) : validate::GroupBy::SOURCE;
+  options.topologies = validate::topologies_dir(topologies_);
 
   const config::RunsFile runs = config::load_runs(std::vector<fs::path>(pos.begin(), pos.end()));
   for (const std::string& line : runs.ignored)

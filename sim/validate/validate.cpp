@@ -332,35 +332,6 @@ std::filesystem::path topologies_dir(const std::string& explicit_dir) {
                     "); pass --topologies DIR");
 }
 
-int parse_jobs(std::vector<std::string>& positionals, const std::string& jobs_option, int fallback) {
-  std::string text = jobs_option;
-  std::vector<std::string> rest;
-  for (std::size_t i = 0; i < positionals.size(); ++i) {
-    if (positionals[i] == "-j") {
-      if (i + 1 >= positionals.size())
-        throw ConfigError("option -j needs a value");
-      text = positionals[++i];
-    } else if (positionals[i].starts_with("-j")) {
-      text = positionals[i].substr(2);
-    } else {
-      rest.push_back(positionals[i]);
-    }
-  }
-  positionals = rest;
-  if (text.empty())
-    return fallback;
-  std::size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || v < 1)
-    throw ConfigError("-j/--jobs: expected a positive integer, got '" + text + "'");
-  return v;
-}
-
 std::string summary_line(const ErrorStats& s) {
   return "validated " + std::to_string(s.validated) + " runs, skipped " + std::to_string(s.skipped) +
          ": median_abs_error_pct=" + fmt(s.median_abs, 2) + " max_abs_error_pct=" + fmt(s.max_abs, 2);

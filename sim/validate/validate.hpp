@@ -78,10 +78,6 @@ void write_csv(std::ostream& out, const std::vector<RunResult>& results);
 /// the bundled files, else the source tree's (compiled in). Throws ConfigError when none exists.
 std::filesystem::path topologies_dir(const std::string& explicit_dir);
 
-/// Jobs from "-j N" / "-jN" among `positionals` (removed from it) or `--jobs` text; `fallback`
-/// when neither. Throws ConfigError for a value that is not a positive integer.
-int parse_jobs(std::vector<std::string>& positionals, const std::string& jobs_option, int fallback);
-
 /// "validated N runs, skipped K: median_abs_error_pct=X max_abs_error_pct=Y".
 std::string summary_line(const ErrorStats& s);
 

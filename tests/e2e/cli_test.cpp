@@ -254,7 +254,7 @@ TEST(EndToEnd, CommandLineMisuseExitsTwo) {
          "option --cluster is given 2 times");
   expect("run " + tiny + " --out ''", "option --out needs a non-empty value");
   expect("run " + tiny + " --csv", "--csv writes DIR/tasks.csv: give --out DIR");
-  expect("version extra", "unexpected argument 'extra'");
+  expect("version extra", "unexpected argument 'extra' for `stepsim version`");
   expect("kernels --workload " + src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=2",
          "--set cluster.nodes=2: a cluster key needs --cluster FILE");
   expect("plan " + tiny + " --top 0 --max-vp 2147483647", "--max-vp: expected an integer in [1, 128]");
@@ -282,7 +282,8 @@ TEST(EndToEnd, CommandLineMisuseExitsTwo) {
   expect(calibrate + " --knob nodes=1:4", "the cluster refuses 2.5");
   expect("validate " + src("tests/validate/data/measured_runs.yaml") + " --timeout 0",
          "--timeout: expected seconds > 0");
-  expect(collective + "--op bogus", "--op: expected");
+  expect(collective + "--op bogus", "--op bogus: expected all_reduce, all_gather, reduce_scatter, broadcast, "
+                                    "reduce, all_to_all or p2p");
   // A precision the GPU lacks rules out every layout: the planner says why instead of "nothing fits".
   expect("plan --cluster " + src("topologies/dgx2-v100.yaml") + " --workload " +
              src("workloads/tiny-gpt.yaml") + " --top 0",
