@@ -18,19 +18,25 @@ namespace {
 
 /// Each subcommand and options its help must list (from its documentation, docs/*.md).
 const std::vector<std::pair<std::string, std::vector<std::string>>> COMMANDS = {
-    {"run", {"--cluster FILE", "--workload FILE", "--out DIR", "--set PATH=VALUE", "--no-trace", "--csv",
-             "--collectives", "--no-fold", "--no-sampling", "--quiet", "--explain", "--fail-on-oom"}},
+    {"run",
+     {"--cluster FILE", "--workload FILE", "--out DIR", "--set PATH=VALUE", "--no-trace", "--csv",
+      "--collectives", "--no-fold", "--no-sampling", "--quiet", "--explain", "--fail-on-oom"}},
     {"memory", {"--cluster FILE", "--workload FILE", "--set PATH=VALUE", "--fail-on-oom"}},
     {"kernels", {"--workload FILE", "--cluster FILE", "--set PATH=VALUE", "--out FILE"}},
-    {"collective", {"--cluster FILE", "--op", "all_to_all", "--gpus N", "--sizes", "--algorithm", "--csv FILE"}},
-    {"sweep", {"SWEEP.yaml", "--out DIR", "-j, --jobs N", "--shard I/K", "--merge DIR", "--timeout SECONDS",
-               "--retry-failed", "--dry-run", "--no-fold"}},
-    {"plan", {"--cluster FILE", "--workload FILE", "--gpus N", "--top K", "--jobs N", "--micro-batches",
-              "--max-vp N", "--max-tp N", "--estimates N"}},
-    {"validate", {"RUNS.yaml", "--out DIR", "-j, --jobs N", "--only ID", "--topologies DIR", "--no-calibration",
-                  "--timeout SECONDS", "--cross-validate"}},
-    {"calibrate", {"RUNS.yaml", "--fit", "--fit-file FILE", "--knob", "--rounds N", "--tolerance X",
-                   "--objective", "--write", "--out FILE"}},
+    {"collective",
+     {"--cluster FILE", "--op", "all_to_all", "--gpus N", "--sizes", "--algorithm", "--csv FILE"}},
+    {"sweep",
+     {"SWEEP.yaml", "--out DIR", "-j, --jobs N", "--shard I/K", "--merge DIR", "--timeout SECONDS",
+      "--retry-failed", "--dry-run", "--no-fold"}},
+    {"plan",
+     {"--cluster FILE", "--workload FILE", "--gpus N", "--top K", "--jobs N", "--micro-batches", "--max-vp N",
+      "--max-tp N", "--estimates N"}},
+    {"validate",
+     {"RUNS.yaml", "--out DIR", "-j, --jobs N", "--only ID", "--topologies DIR", "--no-calibration",
+      "--timeout SECONDS", "--cross-validate"}},
+    {"calibrate",
+     {"RUNS.yaml", "--fit", "--fit-file FILE", "--knob", "--rounds N", "--tolerance X", "--objective",
+      "--write", "--out FILE"}},
     {"compare", {"--measured TRACE", "--simulated FILE"}},
 };
 
@@ -78,23 +84,27 @@ TEST(CommandLine, UnknownNamesAreReportedFirstWithTheNearest) {
   // The unknown option, not the required one it misspells.
   const Result r = run_stepsim("run --clustr " + src("topologies/dgx-h100.yaml") + " --workload x.yaml");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("unknown option --clustr for `stepsim run`; did you mean --cluster?"), std::string::npos)
+  EXPECT_NE(r.out.find("unknown option --clustr for `stepsim run`; did you mean --cluster?"),
+            std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("missing required"), std::string::npos) << r.out;
   expect_usage_error("run" + tiny() + " --fial-on-oom",
                      "unknown option --fial-on-oom for `stepsim run`; did you mean --fail-on-oom?");
-  expect_usage_error("memory" + tiny() + " --fail-on-om=1", "unknown option --fail-on-om for `stepsim memory`; "
-                                                            "did you mean --fail-on-oom?");
+  expect_usage_error("memory" + tiny() + " --fail-on-om=1",
+                     "unknown option --fail-on-om for `stepsim memory`; "
+                     "did you mean --fail-on-oom?");
   expect_usage_error("collective --cluster " + src("topologies/dgx-h100.yaml") + " --gpus 8 --op allreduce",
                      "--op allreduce: expected all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                      "all_to_all or p2p; did you mean all_reduce?");
-  expect_usage_error("run" + tiny() + " --collectives corse", "--collectives corse: expected auto, fine or coarse; "
-                                                              "did you mean coarse?");
+  expect_usage_error("run" + tiny() + " --collectives corse",
+                     "--collectives corse: expected auto, fine or coarse; "
+                     "did you mean coarse?");
   expect_usage_error("validate x.yaml --cross-validate sorce",
                      "--cross-validate sorce: expected source, framework or gpu; did you mean source?");
   expect_usage_error("run" + tiny() + " extra.yaml", "unexpected argument 'extra.yaml' for `stepsim run`");
   expect_usage_error("run" + tiny() + " --quiet=yes", "option --quiet takes no value, got 'yes'");
-  expect_usage_error("run" + tiny() + " --out --quiet", "option --out needs a value, found the option --quiet");
+  expect_usage_error("run" + tiny() + " --out --quiet",
+                     "option --out needs a value, found the option --quiet");
   expect_usage_error("run --workload x.yaml", "missing required option --cluster (see `stepsim run --help`)");
 }
 

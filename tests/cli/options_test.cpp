@@ -83,24 +83,29 @@ TEST(Options, HelpIsGeneratedFromTheDeclarations) {
   EXPECT_FALSE(d.o.parse({"--bogus", "-h"}, out)); // help wins, nothing else is checked
   const std::string help = out.str();
   EXPECT_EQ(help.rfind("usage: stepsim demo --cluster FILE", 0), 0u) << help;
-  for (const char* line : {"--cluster FILE", "the cluster (required)", "--out DIR", "where to write (default none)",
-                           "--set PATH=VALUE", "an override (repeatable)", "--quiet", "-j, --jobs N",
-                           "at a time (default 1)", "--collectives auto|fine|coarse", "flow form (default auto)",
-                           "--timeout SECONDS", "FILES", "--log-level LEVEL", "-h, --help"})
+  for (const char* line :
+       {"--cluster FILE", "the cluster (required)", "--out DIR", "where to write (default none)",
+        "--set PATH=VALUE", "an override (repeatable)", "--quiet", "-j, --jobs N", "at a time (default 1)",
+        "--collectives auto|fine|coarse", "flow form (default auto)", "--timeout SECONDS", "FILES",
+        "--log-level LEVEL", "-h, --help"})
     EXPECT_NE(help.find(line), std::string::npos) << line << "\n" << help;
   EXPECT_EQ(d.o.help(), help);
 }
 
 TEST(Options, MisuseSaysWhatIsWrong) {
   // An unknown option is reported before a required one is missed, with the nearest name.
-  EXPECT_EQ(error_of({"--clustr", "c"}), "unknown option --clustr for `stepsim demo`; did you mean --cluster?");
-  EXPECT_EQ(error_of({"--cluster", "c", "--qiuet"}), "unknown option --qiuet for `stepsim demo`; did you mean --quiet?");
+  EXPECT_EQ(error_of({"--clustr", "c"}),
+            "unknown option --clustr for `stepsim demo`; did you mean --cluster?");
+  EXPECT_EQ(error_of({"--cluster", "c", "--qiuet"}),
+            "unknown option --qiuet for `stepsim demo`; did you mean --quiet?");
   EXPECT_EQ(error_of({"--cluster", "c", "--zzzzzz"}), "unknown option --zzzzzz for `stepsim demo`");
   EXPECT_EQ(error_of({}), "missing required option --cluster (see `stepsim demo --help`)");
-  EXPECT_EQ(error_of({"--cluster", "a", "--cluster", "b"}), "option --cluster is given 2 times; it takes one value");
+  EXPECT_EQ(error_of({"--cluster", "a", "--cluster", "b"}),
+            "option --cluster is given 2 times; it takes one value");
   EXPECT_EQ(error_of({"--cluster", "c", "--out", ""}), "option --out needs a non-empty value");
   EXPECT_EQ(error_of({"--cluster", "c", "--out"}), "option --out needs a value (see `stepsim demo --help`)");
-  EXPECT_EQ(error_of({"--cluster", "c", "--out", "--quiet"}), "option --out needs a value, found the option --quiet");
+  EXPECT_EQ(error_of({"--cluster", "c", "--out", "--quiet"}),
+            "option --out needs a value, found the option --quiet");
   EXPECT_EQ(error_of({"--cluster", "c", "--quiet=yes"}), "option --quiet takes no value, got 'yes'");
   EXPECT_EQ(error_of({"--cluster", "c", "-j", "0"}), "-j/--jobs: expected a positive integer, got '0'");
   EXPECT_EQ(error_of({"--cluster", "c", "-j", ""}), "-j/--jobs: expected a positive integer, got ''");
@@ -109,7 +114,8 @@ TEST(Options, MisuseSaysWhatIsWrong) {
   EXPECT_EQ(error_of({"--cluster", "c", "--timeout", "inf"}), "--timeout: expected seconds > 0, got 'inf'");
   EXPECT_EQ(error_of({"--cluster", "c", "--collectives", "fien"}),
             "--collectives fien: expected auto, fine or coarse; did you mean fine?");
-  EXPECT_EQ(error_of({"--cluster", "c", "--collectives", "xyz"}), "--collectives xyz: expected auto, fine or coarse");
+  EXPECT_EQ(error_of({"--cluster", "c", "--collectives", "xyz"}),
+            "--collectives xyz: expected auto, fine or coarse");
   EXPECT_EQ(error_of({"--cluster", "c", "--log-level", "loud"}),
             "option --log-level: 'loud' is not a level (trace, debug, info, warn, error, off)");
 }
