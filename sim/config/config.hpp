@@ -50,9 +50,9 @@ std::string workload_yaml(const WorkloadSpec& workload, const std::string& comme
 /// layernorm, learned positions, biases and tied embeddings; Llama-style (swiglu) none of them.
 void set_mlp(ModelSpec& model, MlpKind mlp);
 
-/// training.recompute_modules from its names (core_attn, layernorm, mlp, moe_act, mla_up_proj, each
-/// at most once): sets `modules` and returns "", or returns the loader's message for the first
-/// name it refuses.
+/// training.recompute_modules from its names (core_attn, layernorm, mlp, moe_act, mla_up_proj,
+/// alternate_linears, each at most once): sets `modules` and returns "", or returns the loader's message for
+/// the first name it refuses.
 std::string recompute_modules_of(const std::vector<std::string>& names, RecomputeModules& modules);
 
 /// A workload that check_layout accepted on a cluster, with what the check derived.

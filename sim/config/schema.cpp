@@ -392,6 +392,12 @@ constexpr Key WORKLOAD_KEYS[] = {
      "(Megatron-LM's asynchronous TP all-reduce from 2022, Megatron-Core, NeMo, Transformer Engine). "
      "false: after the block's whole backward (Megatron-LM 2021, Megatron-DeepSpeed). No effect with "
      "tp = 1; docs/model.md, \"TP in the backward\""},
+    {"parallel.tp_comm_overlap", boolean(), OPTIONAL, "false", "", "",
+     "the forward's TP reduce-scatters and all-gathers split into tp chunks and pipelined with the "
+     "layer's linear GEMMs, and the backward's gradient all-gather beside the weight-gradient GEMM: one "
+     "chunk of each stays exposed (Transformer Engine's userbuffers, Megatron's `--tp-comm-overlap`, "
+     "PyTorch's async TP). No effect without `parallel.sp` and tp > 1 "
+     "([model.md](model.md#tp-communication-overlap))"},
     {"parallel.zero_stage", integer(0, 3), OPTIONAL, "0", "", "", "ZeRO stage; 3 = FSDP full shard"},
     {"parallel.cp", count(DEGREE_LIMIT), OPTIONAL, "1", "", "divides seq_len (layout check)",
      "context parallelism (ring attention); GPUs = tp·cp·pp·dp "
@@ -433,8 +439,9 @@ constexpr Key WORKLOAD_KEYS[] = {
      "activation recomputation"},
     {"training.recompute_modules", list("list"), OPTIONAL, "[core_attn]", "; needs `recompute: selective`",
      "each of `core_attn`, `layernorm`, `mlp` (dense models), `moe_act` (MoE models), `mla_up_proj` (models "
-     "with `mla`) at most once",
-     "what selective recomputation repeats (Megatron-LM's `recompute_modules`; "
+     "with `mla`), `alternate_linears` (dense models with plain attention; alone) at most once",
+     "what selective recomputation repeats (Megatron-LM's `recompute_modules`; `alternate_linears`: a "
+     "per-op policy saving every other matmul, as torchtitan's `selective_ac_option: op`; "
      "[model.md](model.md#selective-recomputation))"},
     {"training.flash_attention", boolean(), OPTIONAL, "false", "", "",
      "fused (FlashAttention-style) attention: the s² scores are not stored, and with a kernel profile "
@@ -469,6 +476,12 @@ constexpr Key WORKLOAD_KEYS[] = {
      "each backward pass that adds the 16-bit gradients into fp32 ones and clears them (DeepSpeed's "
      "bf16 optimizer): 12 bytes of HBM traffic per gradient the rank holds, on the pass's last "
      "compute task (docs/model.md)"},
+    {"training.pointwise", enumeration({"fused", "eager"}), OPTIONAL, "fused", "", "",
+     "how the pointwise operations around the GEMMs run: `fused`, one kernel per norm, activation and "
+     "residual add (Transformer Engine, Megatron's fused kernels, torch.compile); `eager`, PyTorch eager "
+     "modules composing them of single operations: RMSNorm in fp32 (6 kernels), rotary embeddings in "
+     "complex fp32 (3 kernels each on Q and K), grouped K and V repeated to every query head, the "
+     "attention output made contiguous, SwiGLU as two kernels (docs/kernels.md, \"Pointwise kernels\")"},
     {"training.cross_entropy", enumeration({"fp32", "fused"}), OPTIONAL, "fp32", "", "",
      "the loss's kernels: `fp32` casts the logits to fp32 and runs the log-softmax, its backward and "
      "the cast back as separate kernels (PyTorch autocast, Megatron's vocabulary-parallel "
@@ -489,7 +502,8 @@ constexpr Key WORKLOAD_KEYS[] = {
      "a training stack preset: the documented defaults of one framework release for the mechanism keys "
      "`training.flash_attention`, `parallel.sp`, `parallel.tp_grad_overlap`, `parallel.pp_scatter_gather`, "
      "`parallel.zero_stage`, `training.overlap_param_gather`, `training.grad_reduce_in_fp32`, "
-     "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`; a key the file writes wins, and a "
+     "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`, `training.pointwise`, "
+     "`parallel.tp_comm_overlap`; a key the file writes wins, and a "
      "value whose mechanism needs a layout (sp: tp > 1) applies only where the layout has it "
      "([stacks.md](stacks.md); `stepsim run --explain` lists each value and its origin)"},
     {"training.stack.name", string(), REQUIRED, "", "in `stack`",

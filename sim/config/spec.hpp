@@ -32,6 +32,12 @@ enum class EpDispatch { ALL_TO_ALL, DEDUPLICATED };
 /// and the cast back as separate kernels (PyTorch autocast, Megatron's vocab-parallel
 /// cross-entropy); FUSED = one 16-bit kernel that writes the gradient in place.
 enum class CrossEntropy { FP32, FUSED };
+/// How the pointwise operations around the GEMMs run (docs/kernels.md, "Pointwise kernels"):
+/// FUSED = one kernel per norm, activation and residual add (Transformer Engine, Apex, Megatron's
+/// fused kernels, torch.compile); EAGER = PyTorch eager modules composing them of single
+/// operations (a Python RMSNorm in fp32, rotary embeddings in complex fp32 arithmetic, grouped
+/// K/V repeated to every query head, SwiGLU as two kernels).
+enum class Pointwise { FUSED, EAGER };
 enum class FabricKind { FAT_TREE, RAIL_OPTIMIZED, GRAPH };
 /// How the GPUs of a node reach each other: an NVSwitch crossbar, or PCIe through a switch/host bridge.
 enum class IntraNodeKind { NVSWITCH, PCIE };
@@ -283,6 +289,12 @@ struct ParallelSpec {
   /// asynchronous TP all-reduce from 2022, Megatron-Core, Transformer Engine). false: after the
   /// block's whole backward (Megatron-LM 2021, Megatron-DeepSpeed). docs/model.md.
   bool tp_grad_overlap = true;
+  /// With sp: the forward's TP reduce-scatters and all-gathers split into tp chunks and pipelined
+  /// with the layer's linear GEMMs (Transformer Engine's userbuffers, Megatron's
+  /// --tp-comm-overlap; PyTorch's async TP), and the backward's gradient all-gather beside the
+  /// weight-gradient GEMM: one chunk of each collective stays exposed (docs/model.md, "TP
+  /// communication overlap").
+  bool tp_comm_overlap = false;
   int zero_stage = 0; ///< 0, 1, 2 or 3 (3 = FSDP full shard)
   int cp = 1;         ///< context parallelism (ring attention): the sequence split over cp GPUs
   int ep = 1;         ///< expert parallelism: experts / ep experts per GPU
@@ -327,6 +339,12 @@ struct RecomputeModules {
   bool mlp = false;         ///< the dense MLP block: only its input is kept (dense models)
   bool moe_act = false;     ///< the experts' activation: its output (the fc2 input) is not kept
   bool mla_up_proj = false; ///< MLA's per-head up-projections: their outputs (Q, K, V) are not kept
+  /// Per-op selective checkpointing that saves every other matmul (PyTorch's SAC with a policy
+  /// keeping the odd-numbered linears of a layer and the attention core's output): the layer keeps
+  /// its input, the outputs of Q, V, the gate (fc1 of a GELU MLP) and the down projection, and the
+  /// attention output; K, the out-projection and the up projection (fc2 of a GELU MLP), the norms
+  /// and the activation are recomputed before the backward (dense models without MLA).
+  bool alternate_linears = false;
   bool operator==(const RecomputeModules&) const = default;
 };
 
@@ -368,6 +386,7 @@ struct TrainingSpec {
   /// (docs/model.md, "Gradient accumulation").
   GradAccumulation grad_accumulation = GradAccumulation::FUSED;
   CrossEntropy cross_entropy = CrossEntropy::FP32; ///< the loss's kernels (and logits memory)
+  Pointwise pointwise = Pointwise::FUSED;          ///< the kernels of norms, rotary, activations
   /// fp8 primary weights (Transformer Engine's fp8_model_init, Megatron's fp8_param_gather): the
   /// model holds its weights in fp8 (1 byte and the fp8 transpose) instead of 16-bit weights plus
   /// fp8 copies, and the distributed optimizer gathers the updated weights in fp8. fp8 only.
@@ -402,8 +421,10 @@ enum class StackKey {
   ZERO3_FETCH,          ///< training.zero3_fetch
   FP8_PARAMS,           ///< training.fp8_params
   ETP,                  ///< parallel.etp
+  POINTWISE,            ///< training.pointwise
+  TP_COMM_OVERLAP,      ///< parallel.tp_comm_overlap
 };
-inline constexpr std::size_t STACK_KEYS = 10;
+inline constexpr std::size_t STACK_KEYS = 12;
 
 /// Where a stack mechanism's value came from.
 enum class StackOrigin {

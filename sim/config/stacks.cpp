@@ -65,6 +65,10 @@ constexpr StackDefault MEGATRON_CORE_0_15[] = {
     {GRAD_REDUCE_IN_FP32, true, SIXTEEN_BIT_BF16,
      "megatron/training/arguments.py: with --bf16, accumulate_allreduce_grads_in_fp32 unless "
      "--grad-reduce-in-bf16"},
+    {POINTWISE, Pointwise::FUSED, ALWAYS,
+     "Transformer Engine's LayerNormLinear / LayerNormMLP and Megatron's fused kernels (bias-GeLU, "
+     "bias-dropout-add, fused RoPE)"},
+    {TP_COMM_OVERLAP, false, TP_SP, "megatron/training/arguments.py --tp-comm-overlap (store_true: off)"},
 };
 
 // NeMo 1.x (the 23.x framework containers, the NeMo-Framework-Launcher's YAML recipes).
@@ -175,6 +179,12 @@ constexpr StackDefault TORCHTITAN_0_1[] = {
      "config_manager.py parallelism.data_parallel_shard_degree = -1: fully_shard over DP"},
     {GRAD_REDUCE_IN_FP32, true, ZERO3_BF16,
      "config_manager.py training.mixed_precision_param = bfloat16, mixed_precision_reduce = float32"},
+    {POINTWISE, Pointwise::EAGER, ALWAYS,
+     "config_manager.py: compile off by default (training.compile, later compile.enable): the "
+     "llama3 model's RMSNorm, apply_rotary_emb (complex fp32) and repeat_kv run eagerly"},
+    {TP_COMM_OVERLAP, false, TP_SP,
+     "config_manager.py parallelism.enable_async_tensor_parallel = False (default; async TP needs "
+     "compile)"},
 };
 
 // MosaicML Composer with llm-foundry (v0.3, 2023).
@@ -237,6 +247,7 @@ constexpr std::array<std::string_view, STACK_KEYS> KEY_PATHS = {
     "parallel.zero_stage",          "training.overlap_param_gather",
     "training.grad_reduce_in_fp32", "training.zero3_fetch",
     "training.fp8_params",          "parallel.etp",
+    "training.pointwise",           "parallel.tp_comm_overlap",
 };
 
 std::size_t index(StackKey k) {
@@ -265,6 +276,10 @@ StackValue value_of(const WorkloadSpec& w, StackKey k) {
     return w.training.fp8_params;
   case ETP:
     return w.parallel.etp;
+  case POINTWISE:
+    return w.training.pointwise;
+  case TP_COMM_OVERLAP:
+    return w.parallel.tp_comm_overlap;
   }
   return false;
 }
@@ -300,6 +315,12 @@ void set_value(WorkloadSpec& w, StackKey k, const StackValue& v) {
     break;
   case ETP:
     w.parallel.etp = std::get<int>(v);
+    break;
+  case POINTWISE:
+    w.training.pointwise = std::get<Pointwise>(v);
+    break;
+  case TP_COMM_OVERLAP:
+    w.parallel.tp_comm_overlap = std::get<bool>(v);
     break;
   }
 }
@@ -367,6 +388,8 @@ std::string to_string(const StackValue& value) {
     return *b ? "true" : "false";
   if (const int* i = std::get_if<int>(&value))
     return std::to_string(*i);
+  if (const Pointwise* p = std::get_if<Pointwise>(&value))
+    return *p == Pointwise::EAGER ? "eager" : "fused";
   return std::get<Zero3Fetch>(value) == Zero3Fetch::BLOCKING ? "blocking" : "prefetch";
 }
 
@@ -392,6 +415,8 @@ std::string_view to_string(StackWhen when) {
     return "zero_stage 3 and precision bf16 or fp8";
   case MOE_TP:
     return "a mixture-of-experts model and tp > 1";
+  case TP_SP:
+    return "tp > 1 and sp";
   }
   return "";
 }
@@ -419,6 +444,8 @@ bool stack_applies(StackWhen when, const WorkloadSpec& w, int64_t dp) {
     return p.zero_stage == 3 && w.precision != Precision::FP16;
   case MOE_TP:
     return w.model.moe.enabled() && p.tp > 1;
+  case TP_SP:
+    return p.tp > 1 && p.sp;
   }
   return false;
 }
@@ -427,9 +454,19 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
   const StackPreset* preset = w.stack.name.empty() ? nullptr : find_stack(w.stack.name);
   const StackVersion* version = preset != nullptr ? find_version(*preset, w.stack.version) : nullptr;
   // zero_stage first: the conditions of the others read it.
-  constexpr std::array ORDER = {
-      ZERO_STAGE,           FLASH_ATTENTION,     SP,          TP_GRAD_OVERLAP, PP_SCATTER_GATHER,
-      OVERLAP_PARAM_GATHER, GRAD_REDUCE_IN_FP32, ZERO3_FETCH, FP8_PARAMS,      ETP};
+  // tp_comm_overlap after sp: its condition reads it.
+  constexpr std::array ORDER = {ZERO_STAGE,
+                                FLASH_ATTENTION,
+                                SP,
+                                TP_GRAD_OVERLAP,
+                                PP_SCATTER_GATHER,
+                                OVERLAP_PARAM_GATHER,
+                                GRAD_REDUCE_IN_FP32,
+                                ZERO3_FETCH,
+                                FP8_PARAMS,
+                                ETP,
+                                POINTWISE,
+                                TP_COMM_OVERLAP};
   static_assert(ORDER.size() == STACK_KEYS);
   for (const StackKey k : ORDER) {
     StackOrigin& origin = w.stack.origin[index(k)];

@@ -17,8 +17,9 @@
 
 namespace stepsim::config {
 
-/// A mechanism's value, typed as its workload key: bool, int (zero_stage, etp) or Zero3Fetch.
-using StackValue = std::variant<bool, int, Zero3Fetch>;
+/// A mechanism's value, typed as its workload key: bool, int (zero_stage, etp), Zero3Fetch or
+/// Pointwise.
+using StackValue = std::variant<bool, int, Zero3Fetch, Pointwise>;
 
 /// The layout a preset's value needs; elsewhere the key keeps its built-in default.
 enum class StackWhen {
@@ -32,6 +33,7 @@ enum class StackWhen {
   ZERO3,                ///< zero_stage 3
   ZERO3_BF16,           ///< zero_stage 3 and precision bf16 or fp8
   MOE_TP,               ///< a mixture-of-experts model with tp > 1
+  TP_SP,                ///< tp > 1 and sp (TP communication overlap)
 };
 
 /// One mechanism default of a preset and its citation (flag or configuration name, default, file

@@ -165,6 +165,13 @@ std::vector<Finding> training_problems(const WorkloadSpec& w) {
   if (m.mla_up_proj && !w.model.mla.enabled())
     out.push_back(
         {"recompute_modules", "module 'mla_up_proj' needs multi-head latent attention (model.mla)"});
+  if (m.alternate_linears && (w.model.moe.enabled() || w.model.mla.enabled()))
+    out.push_back({"recompute_modules", "module 'alternate_linears' needs a dense model with plain attention "
+                                        "(no model.moe, no model.mla)"});
+  if (m.alternate_linears && (m.core_attn || m.layernorm || m.mlp))
+    out.push_back({"recompute_modules",
+                   "module 'alternate_linears' names the whole layer's policy: it does not "
+                   "combine with core_attn, layernorm or mlp"});
   return out;
 }
 
@@ -258,8 +265,9 @@ std::string recompute_modules_of(const std::vector<std::string>& names, Recomput
         std::find_if(std::begin(detail::RECOMPUTE_MODULE_NAMES), std::end(detail::RECOMPUTE_MODULE_NAMES),
                      [&](const detail::ModuleName& m) { return m.name == name; });
     if (known == std::end(detail::RECOMPUTE_MODULE_NAMES))
-      return "expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found '" + name +
-             "' (Megatron's moe and shared_experts are not modelled)";
+      return "expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, alternate_linears, "
+             "found '" +
+             name + "' (Megatron's moe and shared_experts are not modelled)";
     if (out.*known->flag)
       return "module '" + name + "' listed twice";
     out.*known->flag = true;

@@ -36,6 +36,8 @@ inline constexpr Name<Zero3Fetch> ZERO3_FETCH_NAMES[] = {{"prefetch", Zero3Fetch
                                                          {"blocking", Zero3Fetch::BLOCKING}};
 inline constexpr Name<CrossEntropy> CROSS_ENTROPY_NAMES[] = {{"fp32", CrossEntropy::FP32},
                                                              {"fused", CrossEntropy::FUSED}};
+inline constexpr Name<Pointwise> POINTWISE_NAMES[] = {{"fused", Pointwise::FUSED},
+                                                      {"eager", Pointwise::EAGER}};
 inline constexpr Name<CollectiveAlgorithm> ALGORITHM_NAMES[] = {
     {"auto", CollectiveAlgorithm::AUTO}, {"ring", CollectiveAlgorithm::RING},
     {"tree", CollectiveAlgorithm::TREE}, {"hierarchical", CollectiveAlgorithm::HIERARCHICAL},
@@ -46,11 +48,13 @@ struct ModuleName {
   std::string_view name;
   bool RecomputeModules::*flag;
 };
-inline constexpr ModuleName RECOMPUTE_MODULE_NAMES[] = {{"core_attn", &RecomputeModules::core_attn},
-                                                        {"layernorm", &RecomputeModules::layernorm},
-                                                        {"mlp", &RecomputeModules::mlp},
-                                                        {"moe_act", &RecomputeModules::moe_act},
-                                                        {"mla_up_proj", &RecomputeModules::mla_up_proj}};
+inline constexpr ModuleName RECOMPUTE_MODULE_NAMES[] = {
+    {"core_attn", &RecomputeModules::core_attn},
+    {"layernorm", &RecomputeModules::layernorm},
+    {"mlp", &RecomputeModules::mlp},
+    {"moe_act", &RecomputeModules::moe_act},
+    {"mla_up_proj", &RecomputeModules::mla_up_proj},
+    {"alternate_linears", &RecomputeModules::alternate_linears}};
 
 /// The spelling of `value` in `names`. Throws std::logic_error for a value the table lacks.
 template <class E, std::size_t N> std::string_view name_of(const Name<E> (&names)[N], E value) {

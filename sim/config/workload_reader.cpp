@@ -244,6 +244,7 @@ ParallelSpec read_parallel(const MapReader& m) {
   optional_key(m, "sp", [&](const Field& f) { p.sp = read_bool(f); });
   optional_key(m, "pp_scatter_gather", [&](const Field& f) { p.pp_scatter_gather = read_bool(f); });
   optional_key(m, "tp_grad_overlap", [&](const Field& f) { p.tp_grad_overlap = read_bool(f); });
+  optional_key(m, "tp_comm_overlap", [&](const Field& f) { p.tp_comm_overlap = read_bool(f); });
   optional_key(m, "zero_stage", [&](const Field& f) { p.zero_stage = read_int(f); });
   optional_key(m, "cp", [&](const Field& f) { p.cp = read_int(f); });
   optional_key(m, "ep", [&](const Field& f) { p.ep = read_int(f); });
@@ -273,11 +274,12 @@ ParallelSpec read_parallel(const MapReader& m) {
 RecomputeModules read_recompute_modules(const Field& f) {
   const YAML::Node& list = f.value();
   if (!list.IsSequence() || list.size() == 0)
-    f.fail("expected a non-empty list of core_attn, layernorm, mlp, moe_act, mla_up_proj");
+    f.fail("expected a non-empty list of core_attn, layernorm, mlp, moe_act, mla_up_proj, alternate_linears");
   std::vector<std::string> names;
   for (const YAML::Node& item : list) {
     if (!item.IsScalar())
-      f.fail("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found 'a non-scalar "
+      f.fail("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, alternate_linears, "
+             "found 'a non-scalar "
              "entry' (Megatron's moe and shared_experts are not modelled)");
     names.push_back(item.Scalar());
   }
@@ -317,6 +319,9 @@ void read_training(const MapReader& m, TrainingSpec& t) {
   optional_key(m, "cross_entropy", [&](const Field& f) {
     t.cross_entropy =
         read_choice<CrossEntropy>(f, {{"fp32", CrossEntropy::FP32}, {"fused", CrossEntropy::FUSED}});
+  });
+  optional_key(m, "pointwise", [&](const Field& f) {
+    t.pointwise = read_choice<Pointwise>(f, {{"fused", Pointwise::FUSED}, {"eager", Pointwise::EAGER}});
   });
   optional_key(m, "fp8_params", [&](const Field& f) { t.fp8_params = read_bool(f); });
   // Bounded by the layout, and with recompute: full (check_layout).

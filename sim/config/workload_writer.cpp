@@ -164,6 +164,8 @@ void parallel_values(const ParallelSpec& p, Values& v) {
     v["parallel.pp_scatter_gather"] = boolean(p.pp_scatter_gather);
   if (p.tp_grad_overlap != def.tp_grad_overlap)
     v["parallel.tp_grad_overlap"] = boolean(p.tp_grad_overlap);
+  if (p.tp_comm_overlap != def.tp_comm_overlap)
+    v["parallel.tp_comm_overlap"] = boolean(p.tp_comm_overlap);
   if (p.zero_stage != def.zero_stage)
     v["parallel.zero_stage"] = std::to_string(p.zero_stage);
   if (p.cp != def.cp)
@@ -211,6 +213,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.grad_reduce_in_fp32"] = boolean(t.grad_reduce_in_fp32);
   if (t.cross_entropy != def.cross_entropy)
     v["training.cross_entropy"] = name_of(detail::CROSS_ENTROPY_NAMES, t.cross_entropy);
+  if (t.pointwise != def.pointwise)
+    v["training.pointwise"] = name_of(detail::POINTWISE_NAMES, t.pointwise);
   if (t.fp8_params != def.fp8_params)
     v["training.fp8_params"] = boolean(t.fp8_params);
   if (t.offload_layers != def.offload_layers)
@@ -264,6 +268,12 @@ void stack_values(const WorkloadSpec& w, Values& v) {
     case StackKey::ETP: // 0 is "not written" (etp = tp)
       if (p.etp > 0)
         v[path] = std::to_string(p.etp);
+      break;
+    case StackKey::POINTWISE:
+      v[path] = name_of(detail::POINTWISE_NAMES, t.pointwise);
+      break;
+    case StackKey::TP_COMM_OVERLAP:
+      v[path] = boolean(p.tp_comm_overlap);
       break;
     }
   }

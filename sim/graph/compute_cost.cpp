@@ -57,6 +57,7 @@ ComputeCost gpu_compute_cost(const WorkloadSpec& w, const ComputeTimeFn& time, c
     c.time = c.time / cp;
     c.input_dgrad = c.input_dgrad / cp;
     c.input_wgrad = c.input_wgrad / cp;
+    c.gemm = c.gemm / cp;
   }
   return c;
 }

@@ -35,6 +35,9 @@ struct ComputeCost {
   /// builder takes the GEMMs' share of the block's FLOPs.
   Seconds input_dgrad{0.0};
   Seconds input_wgrad{0.0};
+  /// The GEMM kernels' share of `time` (the profile's; zero under the roofline): what a forward
+  /// block's pipelined TP collectives run beside (parallel.tp_comm_overlap).
+  Seconds gemm{0.0};
 };
 
 /// Maps a compute task to its duration (runner::compute_time_model: kernel profiles, or the

@@ -355,15 +355,15 @@ std::vector<TaskId> StagePasses::Pass::layer_forward(const BlockCall& attention,
       .phase = attention.phase, .stage = attention.stage, .layer = attention.layer, .mb = attention.mb};
   const auto attn = s_.compute(attention);
   mark_first(first, attn);
-  tp.after_block(s_.group_, attn, {.site = site, .ag_scale = tp.moe_copies(site.layer)});
+  tp.after_block(s_.group_, attn,
+                 {.site = site, .ag_scale = tp.moe_copies(site.layer), .block = Block::ATTENTION});
   mlp.block = Block::MLP;
   mlp.phase = site.phase;
   mlp.stage = site.stage;
   mlp.layer = site.layer;
   mlp.mb = site.mb;
-  auto tasks = s_.compute(mlp);
-  tp.after_block(s_.group_, tasks, {.site = site, .rs_scale = tp.moe_copies(site.layer)});
-  return tasks;
+  return tp.after_block(s_.group_, s_.compute(mlp),
+                        {.site = site, .rs_scale = tp.moe_copies(site.layer), .block = Block::MLP});
 }
 
 void StagePasses::Pass::weight_grad() {

@@ -48,7 +48,8 @@ struct Task {
   /// first, so traces draw its compute, TP and EP tasks on threads of their own. 0 otherwise.
   uint8_t lane = 0;
   /// Compute: a piece of a block's backward split around its TP collective (docs/model.md, "TP in
-  /// the backward"): 1 its input linear's data gradient, 2 that linear's weight gradient; else 0.
+  /// the backward"): 1 its input linear's data gradient, 2 that linear's weight gradient; 3 a
+  /// forward block's linear GEMMs beside its pipelined TP collectives (tp_comm_overlap); else 0.
   uint8_t piece = 0;
   CommRole role = CommRole::NONE; ///< collectives only
   Rank rank = -1;                 ///< compute: the GPU; collective: the first simulated participant

@@ -37,9 +37,12 @@ void TpEmitter::wait_for(const TpGroup& group, TaskId last) {
     o_.streams[r].pending_wait = last;
 }
 
-void TpEmitter::after_block(TpGroup& group, const std::vector<TaskId>& producers, const TpCollectives& c) {
+std::vector<TaskId> TpEmitter::after_block(TpGroup& group, const std::vector<TaskId>& producers,
+                                           const TpCollectives& c) {
   if (grid_.tp == 1)
-    return;
+    return producers;
+  if (pipelines(c))
+    return pipelined_after_block(group, producers, c);
   TaskId last = NO_TASK;
   if (o_.shape.sp) {
     // A scale of 0 leaves that collective out (folded expert groups, moe_copies).
@@ -49,11 +52,70 @@ void TpEmitter::after_block(TpGroup& group, const std::vector<TaskId>& producers
       last = collective(CollectiveOp::ALL_GATHER, c.ag_scale, group, c,
                         last != NO_TASK ? std::vector<TaskId>{last} : producers);
     if (last == NO_TASK)
-      return;
+      return producers;
   } else {
     last = collective(CollectiveOp::ALL_REDUCE, 1.0, group, c, producers);
   }
   wait_for(group, last);
+  return producers;
+}
+
+bool TpEmitter::pipelines(const TpCollectives& c) const {
+  if (!w_.parallel.tp_comm_overlap || !o_.shape.sp || grid_.tp == 1 || c.site.phase == Phase::BACKWARD)
+    return false;
+  if (c.block != Block::ATTENTION && c.block != Block::MLP)
+    return false;
+  if (w_.model.mla.enabled() || model::is_moe_layer(w_.model, c.site.layer))
+    return false;
+  return !o_.moe_cp.handles(c.block, c.site.layer);
+}
+
+std::vector<TaskId> TpEmitter::pipelined_after_block(TpGroup& group, const std::vector<TaskId>& producers,
+                                                     const TpCollectives& c) {
+  // What the chunks run beside: the block's GEMM time from the kernel profile, else (the
+  // roofline) the linears' share of the block's forward FLOPs.
+  const bool windowed = o_.costs.windowed(c.block, c.site.layer);
+  const ComputeCost cost = o_.costs.cost(c.block, c.site.phase, c.site.stage, windowed).first;
+  const model::BlockWork work = block_work(w_, c.block, windowed);
+  const double share = work.forward.flops.value() > 0 ? work.weight_gemms / work.forward.flops : 0.0;
+  const double chunk = 1.0 / grid_.tp;
+  std::vector<TaskId> tails;
+  std::vector<TaskId> heads; // what the first chunks follow on each rank
+  tails.reserve(producers.size());
+  for (size_t i = 0; i < producers.size(); ++i) {
+    const Seconds whole = g_.task(producers[i]).duration;
+    const Seconds cover =
+        cost.gemm.value() > 0 ? std::min(cost.gemm, whole) : whole * std::clamp(share, 0.0, 1.0);
+    if (cover.value() <= 0) {
+      tails.push_back(producers[i]);
+      continue;
+    }
+    // A block of linears only (the roofline's MLP) leaves an empty head: the chunks run beside
+    // all of it.
+    const TaskId tail = carve(producers[i], cover, 3);
+    Task& head = g_.mutable_task(producers[i]);
+    Task& last = g_.mutable_task(tail);
+    std::swap(head.act_free, last.act_free);
+    std::swap(head.param_free, last.param_free);
+    o_.streams[group.ranks[i]].last_compute = tail;
+    tails.push_back(tail);
+    heads.push_back(producers[i]);
+  }
+  if (heads.empty()) // no linears to hide behind: every chunk after the block
+    heads = producers;
+  // The first chunks beside the linears (after the block's head), the last after them.
+  if (c.rs_scale > 0)
+    collective(CollectiveOp::REDUCE_SCATTER, c.rs_scale * (1.0 - chunk), group, c, heads);
+  if (c.ag_scale > 0)
+    collective(CollectiveOp::ALL_GATHER, c.ag_scale * (1.0 - chunk), group, c, heads);
+  TaskId last = NO_TASK;
+  if (c.rs_scale > 0)
+    last = collective(CollectiveOp::REDUCE_SCATTER, c.rs_scale * chunk, group, c, tails);
+  if (c.ag_scale > 0)
+    last = collective(CollectiveOp::ALL_GATHER, c.ag_scale * chunk, group, c, tails);
+  if (last != NO_TASK)
+    wait_for(group, last);
+  return tails;
 }
 
 bool TpEmitter::has_input_linear(Block block, int layer) const {
@@ -139,8 +201,14 @@ std::vector<TaskId> TpEmitter::after_backward_block(TpGroup& group, std::vector<
   } else {
     if (c.rs_scale > 0)
       last = collective(CollectiveOp::REDUCE_SCATTER, c.rs_scale, group, c, before_wgrad);
-    if (c.ag_scale >
-        0) { // the gradient for the block below: after the reduce-scatter and the weight gradient
+    if (c.ag_scale > 0 && w_.parallel.tp_comm_overlap) {
+      // Pipelined (tp_comm_overlap): the gradient's first chunks beside the weight gradient, after
+      // the reduce-scatter on the TP stream; the last chunk after both.
+      const double chunk = 1.0 / grid_.tp;
+      collective(CollectiveOp::ALL_GATHER, c.ag_scale * (1.0 - chunk), group, c, before_wgrad);
+      last = collective(CollectiveOp::ALL_GATHER, c.ag_scale * chunk, group, c, wgrads);
+    } else if (c.ag_scale > 0) {
+      // the gradient for the block below: after the reduce-scatter and the weight gradient
       std::vector<TaskId> deps = wgrads;
       if (last != NO_TASK)
         deps.push_back(last);

@@ -27,6 +27,9 @@ struct TpCollectives {
   double rs_scale = 1.0;
   double ag_scale = 1.0;
   CommRole role = CommRole::NONE;
+  /// The dense block (ATTENTION or MLP) whose forward the collectives follow: with
+  /// parallel.tp_comm_overlap they are pipelined with its linear GEMMs. NONE: not pipelined.
+  Block block = Block::NONE;
 };
 
 /// What the TP emitter emits into and reads.
@@ -47,8 +50,15 @@ public:
   [[nodiscard]] Task task(CollectiveOp op, const TaskSite& site, Rank rank) const;
 
   /// The collective(s) `c` after a block whose tasks (per rank) are `producers`; the next compute
-  /// of each rank waits for the last.
-  void after_block(TpGroup& group, const std::vector<TaskId>& producers, const TpCollectives& c);
+  /// of each rank waits for the last. With parallel.tp_comm_overlap and sp, after a dense forward
+  /// block (`c.block`): each collective's first (tp - 1)/tp chunks run beside the block's linear
+  /// GEMMs, carved off the end of each rank's task (the kernel profile's GEMM time, else the
+  /// linears' share of the block's forward FLOPs, model::BlockWork::weight_gemms), and its last
+  /// chunk after them (docs/model.md, "TP
+  /// communication overlap"). Returns each rank's last compute task of the block (`producers`, or
+  /// the carved pieces).
+  std::vector<TaskId> after_block(TpGroup& group, const std::vector<TaskId>& producers,
+                                  const TpCollectives& c);
 
   /// after_block's collectives after a backward block, where the block ends in a column-parallel
   /// input linear (QKV, fc1, the logits): the collective summing its input gradient is issued
@@ -78,6 +88,12 @@ private:
   /// after_backward_block can take apart: attention with per-head projections (not MLA, whose
   /// down-projections are replicated), a dense MLP, the output layer.
   [[nodiscard]] bool has_input_linear(Block block, int layer) const;
+  /// Whether after_block pipelines `c` with its block's linears (tp_comm_overlap, sp, a dense
+  /// forward or recomputed block of plain attention or a dense MLP).
+  [[nodiscard]] bool pipelines(const TpCollectives& c) const;
+  /// The pipelined collectives of `c` after `producers` (after_block).
+  std::vector<TaskId> pipelined_after_block(TpGroup& group, const std::vector<TaskId>& producers,
+                                            const TpCollectives& c);
   /// A piece of compute task `from` (its rank, block, pass) of `duration`, after `from`
   /// (Task::piece `piece`).
   TaskId carve(TaskId from, Seconds duration, uint8_t piece);

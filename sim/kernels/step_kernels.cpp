@@ -39,6 +39,9 @@ struct RankDims {
   bool flash = true;      ///< fused attention core, else attention_core_kernels
   bool dropout = true;    ///< the unfused core's attention dropout kernel
   bool fp32_loss = true;  ///< the loss in fp32 kernels (CrossEntropy::FP32), else one fused kernel
+  bool eager = false;     ///< training.pointwise: eager (pointwise_kernels below)
+  bool rotary = false;    ///< rotary position embeddings on Q and K
+  int64_t kv_out = 0;     ///< kv/t · d: one of K and V (plain attention)
   KernelKind norm = KernelKind::LAYERNORM;
   KernelKind activation = KernelKind::GELU;
   int64_t experts = 0; ///< MoE: routed experts E
@@ -110,6 +113,9 @@ RankDims rank_dims(const WorkloadSpec& w, bool windowed = false) {
   }
   r.dropout = m.dropout;
   r.fp32_loss = w.training.cross_entropy == CrossEntropy::FP32;
+  r.eager = w.training.pointwise == Pointwise::EAGER;
+  r.rotary = m.position == PositionEmbedding::ROTARY;
+  r.kv_out = r.mla ? 0 : (r.qkv_out - r.attn_in) / 2;
   r.norm = m.norm == NormKind::RMSNORM ? KernelKind::RMSNORM : KernelKind::LAYERNORM;
   r.activation = swiglu ? KernelKind::SWIGLU : KernelKind::GELU;
   r.experts = m.moe.experts;
@@ -122,7 +128,59 @@ public:
   explicit Calls(const RankDims& r) : r_(r) { calls_.reserve(32); }
 
   void norm(double factor, const char* role) {
+    if (r_.eager && r_.norm == KernelKind::RMSNORM) {
+      eager_rms_norm(factor);
+      return;
+    }
     add(rowwise(r_.norm, r_.dtype, r_.row_tokens, r_.hidden), factor, role);
+  }
+  /// The MLP's activation over T·f/t outputs; eager SwiGLU is silu(gate) (2 + 2 bytes per
+  /// output) and its product with up (4 + 2) as two kernels. `factor` 2 in the backward.
+  void activation(double factor, const char* role) {
+    const int64_t n = r_.tokens * r_.ffn;
+    if (r_.eager && r_.activation == KernelKind::SWIGLU) {
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, n), factor, "silu (eager)");
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * n + 1) / 2), factor, "silu * up (eager)");
+      return;
+    }
+    add(elementwise(r_.activation, r_.dtype, n), factor, role);
+  }
+  /// Eager only, between the QKV projection and the attention core (forward; the backward's
+  /// mirror before the projection's GEMMs): the rotary embedding of Q and K in complex fp32
+  /// (cast up 2 + 4, complex product 4 + 4, cast down 4 + 2 bytes per value: three kernels),
+  /// grouped K and V repeated to every query head (kv/t·d read, a/t·d written, 2 bytes each) and,
+  /// after the core, its output made contiguous (a copy of a/t·d per token).
+  void eager_attention_extras(bool before_core) {
+    if (!r_.eager || r_.mla)
+      return;
+    const int64_t t = r_.tokens;
+    if (before_core) {
+      if (r_.rotary) {
+        const int64_t n = t * (r_.attn_in + r_.kv_out);
+        add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * n + 1) / 2), 1.0, "rotary cast to fp32 (eager)");
+        add(elementwise(KernelKind::MEMCPY, r_.dtype, 2 * n), 1.0, "rotary complex product (eager)");
+        add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * n + 1) / 2), 1.0, "rotary cast back (eager)");
+      }
+      if (r_.kv_out < r_.attn_in) // repeat_kv of K and V: read kv, write a·d per token
+        add(elementwise(KernelKind::MEMCPY, r_.dtype, t * (r_.kv_out + r_.attn_in)), 1.0,
+            "repeat K and V to every head (eager)");
+      return;
+    }
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, t * r_.attn_in), 1.0,
+        "attention output contiguous (eager)");
+  }
+  /// PyTorch eager RMSNorm over N = row_tokens·h values, per value: x.float() (2 read, 4
+  /// written), pow (4, 4), mean (4 read), the product with the reciprocal root (4, 4), the cast
+  /// back (4, 2), the weight's product (2, 2): 36 bytes in six kernels against a fused norm's 4;
+  /// each as a 16-bit copy of the same traffic. `factor` 2 in the backward.
+  void eager_rms_norm(double factor) {
+    const int64_t n = r_.row_tokens * r_.hidden;
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * n + 1) / 2), factor, "rmsnorm cast to fp32 (eager)");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, 2 * n), factor, "rmsnorm pow (eager)");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, n), factor, "rmsnorm mean (eager)");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, 2 * n), factor, "rmsnorm scale (eager)");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * n + 1) / 2), factor, "rmsnorm cast back (eager)");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, n), factor, "rmsnorm weight (eager)");
   }
   /// An MLA latent's norm over all T tokens (the latents are computed whole on every TP rank).
   void latent_norm(int64_t width, double factor, const char* role) {
@@ -139,7 +197,7 @@ public:
   /// LayerNormLinear / LayerNormMLP write fp8 and its transpose, the same bytes as a 16-bit
   /// output, so no extra pass).
   void linear_fwd(int64_t n, int64_t k, const char* role, bool separate_cast) {
-    if (separate_cast)
+    if (separate_cast || r_.eager)
       cast_transpose(r_.tokens * k, "fp8 cast-transpose (input)");
     add(gemm(r_.linear, r_.tokens, n, k), 1.0, role);
   }
@@ -149,7 +207,7 @@ public:
   /// `input`: the block's input linear (CallPart).
   void linear_bwd(int64_t n, int64_t k, const char* dgrad_role, const char* wgrad_role, bool separate_cast,
                   bool input = false) {
-    if (separate_cast)
+    if (separate_cast || r_.eager)
       cast_transpose(r_.tokens * n, "fp8 cast-transpose (output gradient)");
     add(gemm(r_.linear, r_.tokens, k, n), 1.0, dgrad_role, input ? CallPart::INPUT_DGRAD : CallPart::OTHER);
     add(gemm(r_.linear, n, k, r_.tokens), 1.0, wgrad_role, input ? CallPart::INPUT_WGRAD : CallPart::OTHER);
@@ -187,9 +245,14 @@ public:
   }
   /// fp8 training only: a 16-bit tensor of `elements` read once, written as fp8 and as its fp8
   /// transpose (4 bytes per element: the traffic of a 16-bit copy of the same elements).
+  /// With eager pointwise kernels (torchao's dynamic float8 linears) every cast is its own kernel,
+  /// after an amax pass over the same tensor (2 bytes read per value: a copy of half as many).
   void cast_transpose(int64_t elements, const char* role) {
-    if (r_.linear == Dtype::FP8_E4M3)
-      add(elementwise(KernelKind::MEMCPY, r_.dtype, elements), 1.0, role);
+    if (r_.linear != Dtype::FP8_E4M3)
+      return;
+    if (r_.eager)
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, (elements + 1) / 2), 1.0, "fp8 amax (eager)");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, elements), 1.0, role);
   }
   /// The attention core: the fused kernel, or the unfused kernels (attention_core_kernels).
   void attention_core(Phase pass, const char* fused_role) {
@@ -273,14 +336,16 @@ void forward(Calls& c, const RankDims& r, Block block) {
       mla_projections_fwd(c, r);
     else
       c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd", false); // cast in the norm
+    c.eager_attention_extras(true);
     c.attention_core(Phase::FORWARD, "attention fwd");
+    c.eager_attention_extras(false);
     c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd", true); // the attention output
     c.residual("bias-dropout-add fwd");
     return;
   case Block::MLP:
     c.norm(1.0, "post-attention norm fwd");
     c.linear_fwd(r.up_out, r.hidden, "fc1 fwd", false); // cast in the norm
-    c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 1.0, "activation fwd");
+    c.activation(1.0, "activation fwd");
     c.linear_fwd(r.hidden, r.ffn, "fc2 fwd", false); // cast in the activation
     c.residual("bias-dropout-add fwd");
     return;
@@ -318,6 +383,20 @@ void selective_recompute(Calls& c, const RankDims& r, const TrainingSpec& t, Blo
   if (t.recompute != Recompute::SELECTIVE)
     return;
   const RecomputeModules& m = t.recompute_modules;
+  if (m.alternate_linears) {
+    // Every second linear of the layer (Q, K, V, out, [gate], up, down: K, out and up; a GELU
+    // MLP's fc2) with the norm ahead of it and, in the MLP, the activation its input needs.
+    if (block == Block::ATTENTION) {
+      c.norm(1.0, "input norm (recompute)");
+      c.linear_fwd((r.qkv_out - r.attn_in) / 2, r.hidden, "k proj (recompute)", false);
+      c.linear_fwd(r.hidden, r.attn_in, "out-proj (recompute)", true);
+    } else if (block == Block::MLP) {
+      c.norm(1.0, "post-attention norm (recompute)");
+      c.linear_fwd(r.ffn, r.hidden, "up proj (recompute)", false);
+      c.activation(1.0, "activation (recompute)");
+    }
+    return;
+  }
   if (block == Block::ATTENTION) {
     if (m.layernorm)
       c.norm(1.0, "input norm (recompute)");
@@ -336,7 +415,7 @@ void selective_recompute(Calls& c, const RankDims& r, const TrainingSpec& t, Blo
     if (m.layernorm)
       c.norm(1.0, "post-attention norm (recompute)");
     if (m.moe_act && r.experts > 0)
-      c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 1.0, "activation (recompute)");
+      c.activation(1.0, "activation (recompute)");
   }
 }
 
@@ -345,7 +424,9 @@ void backward(Calls& c, const RankDims& r, Block block) {
   case Block::ATTENTION:
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.attn_in, "out-proj dgrad", "out-proj wgrad", true);
+    c.eager_attention_extras(false);
     c.attention_core(Phase::BACKWARD, "attention bwd");
+    c.eager_attention_extras(true);
     if (r.mla)
       mla_projections_bwd(c, r);
     else
@@ -355,7 +436,7 @@ void backward(Calls& c, const RankDims& r, Block block) {
   case Block::MLP:
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.ffn, "fc2 dgrad", "fc2 wgrad", true);
-    c.add(elementwise(r.activation, r.dtype, r.tokens * r.ffn), 2.0, "activation bwd");
+    c.activation(2.0, "activation bwd");
     c.linear_bwd(r.up_out, r.hidden, "fc1 dgrad", "fc1 wgrad", false, true); // in the activation bwd
     c.norm(2.0, "post-attention norm bwd");
     return;

@@ -52,6 +52,8 @@ BlockWork attention_work(const WorkloadSpec& w, bool windowed) {
     out.backward.flops += core * cp;
   if (w.training.recomputes(&RecomputeModules::mla_up_proj))
     out.backward.flops += mla_up_projection_flops(m, b, tp);
+  if (w.training.recomputes(&RecomputeModules::alternate_linears))
+    out.backward.flops += attention_alternate_linears_flops(m, b, tp);
   out.weight_gemms = full - attention_core_flops(m, b, tp); // the projections, with or without a window
   out.input_linear = qkv_projection_flops(m, b, tp);
   return out;
@@ -67,6 +69,8 @@ BlockWork mlp_work(const WorkloadSpec& w) {
       layer_forward_bytes(m, b, tp, w.precision) * (out.forward.flops / layer_forward_flops(m, b, tp));
   out.backward = backward_of(out.forward,
                              w.training.recomputes(&RecomputeModules::mlp) ? out.forward.flops : Flops(0.0));
+  if (w.training.recomputes(&RecomputeModules::alternate_linears))
+    out.backward.flops += mlp_alternate_linears_flops(m, b, tp);
   out.weight_gemms = out.forward.flops;
   out.input_linear = mlp_input_projection_flops(m, b, tp);
   return out;

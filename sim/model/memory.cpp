@@ -15,6 +15,30 @@ double d(int64_t v) {
 
 } // namespace
 
+namespace {
+
+bool saves_alternate_linears(const WorkloadSpec& w) {
+  return w.training.recomputes(&RecomputeModules::alternate_linears);
+}
+
+/// recompute_modules: alternate_linears (16-bit values): the layer's input (split over the TP
+/// ranks with SP), Q, V and the attention core's output, the gate's (a GELU MLP's fc1's) output
+/// and the down projection's, a whole T x h partial sum on each TP rank; with tp > 1 the
+/// reduce-scatters' (all-reduces') outputs after the out-projection and the down projection,
+/// which the policy saves as well.
+LayerActivations alternate_linears_activations(const WorkloadSpec& w) {
+  const ModelSpec& m = w.model;
+  const double sb = d(m.seq_len) / std::max(1, w.parallel.cp) * d(w.batch.micro_batch);
+  const double h = d(m.hidden), q = d(m.q_dim()), kv = d(m.kv_heads) * d(m.head_dim()), f = d(m.ffn_hidden);
+  const double t = w.parallel.tp;
+  const double rep = w.parallel.sp && w.parallel.tp > 1 ? 1.0 / t : 1.0;
+  const double reduced = t > 1 ? 2.0 * sb * h * rep : 0.0;
+  return {Bytes(2.0 * sb * h * rep + 2.0 * sb * (2.0 * q + kv) / t + reduced),
+          Bytes(2.0 * sb * f / t + 2.0 * sb * h + reduced)};
+}
+
+} // namespace
+
 LayerActivations stored_layer_activations(const WorkloadSpec& w) {
   const ModelSpec& m = w.model;
   // Context parallelism: a GPU holds s/cp tokens; its attention scores are (s/cp) x s.
@@ -34,6 +58,9 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
     const double input = 2.0 * sb * h;
     return {Bytes(sp ? input / t : input), Bytes(0.0)};
   }
+
+  if (saves_alternate_linears(w))
+    return alternate_linears_activations(w);
 
   // Korthikanti's terms (bytes, 16-bit values, 1-byte dropout masks). fp8 training keeps the
   // inputs of the linear GEMMs as their fp8 casts (1 byte).

@@ -240,6 +240,18 @@ Flops mlp_input_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp
   return Flops(2.0 * tokens * (mlp_matrices(m) - 1.0) * d(m.hidden) * d(m.ffn_hidden) / tp);
 }
 
+Flops attention_alternate_linears_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  if (m.mla.enabled())
+    return Flops(0.0);
+  const double tokens = d(micro_batch) * d(m.seq_len);
+  return Flops(2.0 * tokens * d(m.hidden) * (kv_dim(m) + d(m.q_dim())) / tp);
+}
+
+Flops mlp_alternate_linears_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
+  const double tokens = d(micro_batch) * d(m.seq_len);
+  return Flops(2.0 * tokens * d(m.hidden) * d(m.ffn_hidden) / tp);
+}
+
 Flops attention_core_flops(const ModelSpec& m, int64_t micro_batch, int tp) {
   return attention_core_flops(m, micro_batch, tp, false);
 }

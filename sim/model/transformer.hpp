@@ -105,6 +105,13 @@ Flops mlp_block_forward_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 Flops qkv_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 Flops mlp_input_projection_flops(const ModelSpec& m, int64_t micro_batch, int tp);
 
+/// The forward FLOPs that recompute_modules: alternate_linears repeats (every second linear of a
+/// layer in issue order Q, K, V, out, [gate], up, down): in the attention block K and the
+/// out-projection, 2*b*s*h*(kv_dim + q_dim)/tp; in the MLP the up projection (SwiGLU) or fc2
+/// (GELU), 2*b*s*h*f/tp. Plain attention only (0 for MLA).
+Flops attention_alternate_linears_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+Flops mlp_alternate_linears_flops(const ModelSpec& m, int64_t micro_batch, int tp);
+
 /// FLOPs of the attention core (QK^T and attention*V) of one layer, one micro-batch, one TP
 /// rank: 2*b*s^2*a*(d_qk + d_v)/tp, = 4*b*s^2*h/tp for plain attention (d_qk = d_v = h/a; MLA:
 /// qk_nope + qk_rope and v_head_dim). Selective recomputation repeats these.

@@ -77,7 +77,8 @@ std::string recompute_name(const TrainingSpec& t) {
   const RecomputeModules& m = t.recompute_modules;
   for (const auto& [on, name] :
        {std::pair{m.core_attn, "core_attn"}, std::pair{m.layernorm, "layernorm"}, std::pair{m.mlp, "mlp"},
-        std::pair{m.moe_act, "moe_act"}, std::pair{m.mla_up_proj, "mla_up_proj"}})
+        std::pair{m.moe_act, "moe_act"}, std::pair{m.mla_up_proj, "mla_up_proj"},
+        std::pair{m.alternate_linears, "alternate_linears"}})
     if (on)
       modules += (modules.empty() ? "" : ",") + std::string(name);
   return "selective[" + modules + "]";

@@ -55,7 +55,7 @@ public:
 private:
   /// Sum of table time × factor plus one launch overhead per kernel; shares by source.
   graph::ComputeCost sum(const std::vector<kernels::KernelCall>& calls) const {
-    double total = 0, dgrad = 0, wgrad = 0;
+    double total = 0, dgrad = 0, wgrad = 0, gemm = 0;
     graph::TimeSources s;
     for (const kernels::KernelCall& c : calls) {
       const kernels::KernelTime k = table_->lookup(c.shape);
@@ -70,6 +70,7 @@ private:
       total += t;
       dgrad += c.part == kernels::CallPart::INPUT_DGRAD ? t : 0.0;
       wgrad += c.part == kernels::CallPart::INPUT_WGRAD ? t : 0.0;
+      gemm += c.shape.kind == kernels::KernelKind::GEMM ? t : 0.0;
       switch (k.source) {
       case kernels::Source::MEASURED:
         s.measured += t;
@@ -90,6 +91,7 @@ private:
     graph::ComputeCost cost(Seconds(total), s);
     cost.input_dgrad = Seconds(dgrad);
     cost.input_wgrad = Seconds(wgrad);
+    cost.gemm = Seconds(gemm);
     return cost;
   }
 

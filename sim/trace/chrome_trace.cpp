@@ -265,6 +265,8 @@ void task_name(const Task& t, Text& name) {
       name << " dgrad";
     else if (t.piece == 2)
       name << " wgrad";
+    else if (t.piece == 3)
+      name << " linears";
   } else if (t.op == CollectiveOp::SEND) {
     name << to_string(t.group) << " send " << short_phase(t.phase);
   } else if (t.group == CommGroup::DP && t.bucket >= 0) {

@@ -404,10 +404,48 @@ std::string map_precision_recompute(Draft& d) {
     return modules.error;
   if (modules.value && w.training.recompute != Recompute::SELECTIVE)
     return "recompute_modules need a selective recompute, not '" + run.recompute + "'";
-  if (modules.value)
+  if (modules.value) {
     w.training.recompute_modules = *modules.value;
+  } else if (w.training.recompute == Recompute::SELECTIVE && names_per_op_policy(run.recompute) &&
+             !w.model.moe.enabled() && !w.model.mla.enabled()) {
+    w.training.recompute_modules = {.core_attn = false, .alternate_linears = true};
+    d.plan.defaults.emplace_back(
+        "recompute_modules=[alternate_linears] (the per-op policy the record names)");
+  }
   return "";
 }
+
+/// How the pointwise kernels run and whether TP communication is pipelined: as the record's
+/// framework text states (parse_stated_options), else the recognised stack's preset value, else
+/// the built-in default. The pipelined TP communication needs sp with tp > 1.
+namespace {
+
+void map_stated_options(Draft& d, const config::StackVersion* version) {
+  const StatedOptions stated = parse_stated_options(d.run.framework);
+  WorkloadSpec& w = d.workload();
+  const config::StackDefault* preset =
+      version != nullptr ? config::stack_default(*version, StackKey::POINTWISE) : nullptr;
+  if (stated.pointwise) {
+    w.training.pointwise = *stated.pointwise;
+    d.plan.defaults.push_back(std::string("pointwise=") +
+                              (w.training.pointwise == Pointwise::EAGER ? "eager" : "fused") +
+                              " (as the framework text states)");
+  } else if (preset != nullptr) {
+    w.training.pointwise = std::get<Pointwise>(preset->value);
+    d.plan.defaults.push_back("pointwise=" + config::to_string(preset->value) + " (the stack's preset)");
+  }
+  // Pipelined TP communication needs sequence parallelism (Megatron asserts it with
+  // --tp-comm-overlap; PyTorch's async TP runs on the SP-sharded activations): stated, it implies sp.
+  if (stated.tp_comm_overlap && w.parallel.tp > 1 && w.model.seq_len % w.parallel.tp == 0) {
+    if (!w.parallel.sp)
+      d.plan.defaults.emplace_back("sp=true (TP communication overlap needs it)");
+    w.parallel.sp = true;
+    w.parallel.tp_comm_overlap = true;
+    d.plan.defaults.emplace_back("tp_comm_overlap=true (the framework text names it)");
+  }
+}
+
+} // namespace
 
 void map_training(Draft& d) {
   const config::MeasuredRun& run = d.run;
@@ -419,13 +457,15 @@ void map_training(Draft& d) {
   p.defaults.push_back(flash.listed(d.facts));
   // The stack the framework text names: a rerun of the written workload gets its mechanisms
   // from the preset where the mapping leaves them; every mechanism the mapping sets is its own.
-  if (const auto stack = recognise_stack(d.facts)) {
+  const auto stack = recognise_stack(d.facts);
+  if (stack) {
     StackSpec& named = d.workload().stack;
     named.name = std::string(stack->preset->name);
     named.version = std::string(stack->version->version);
     for (std::size_t i = 0; i < STACK_KEYS; ++i)
       named.set_by_caller(static_cast<StackKey>(i));
   }
+  map_stated_options(d, stack ? stack->version : nullptr);
   // A record's own fp8_params wins over its framework's.
   t.fp8_params = run.fp8_params.value_or(false);
   const auto fp8_params = !run.fp8_params ? first_rule(Mechanism::FP8_PARAMS, d.facts) : std::nullopt;

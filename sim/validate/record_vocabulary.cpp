@@ -108,6 +108,24 @@ Parsed<Recompute> parse_recompute(const std::string& text, bool has_modules) {
   return out;
 }
 
+StatedOptions parse_stated_options(const std::string& framework) {
+  const std::string f = lower(framework);
+  StatedOptions out;
+  if (has(f, "eager"))
+    out.pointwise = Pointwise::EAGER;
+  else if (has(f, "torch.compile") || has(f, "compiled"))
+    out.pointwise = Pointwise::FUSED;
+  out.tp_comm_overlap = has(f, "tp-comm-overlap") || has(f, "tp comm overlap") || has(f, "userbuffers") ||
+                        has(f, "async tp") || has(f, "async-tp") || has(f, "asynchronous tp");
+  return out;
+}
+
+bool names_per_op_policy(const std::string& text) {
+  const std::string rc = lower(text);
+  return has(rc, "per-op") || has(rc, "op policy") || has(rc, "selective_ac_option op") ||
+         has(rc, "selective_ac_option: op");
+}
+
 Parsed<RecomputeModules> parse_recompute_modules(const std::vector<std::string>& names) {
   Parsed<RecomputeModules> out;
   if (names.empty())

@@ -20,6 +20,20 @@ template <class T> struct Parsed {
   std::string note;       ///< non-empty: the default or reading taken, as the plan lists it
 };
 
+/// What a record's framework text states about how the step runs, in words of the mechanism, not
+/// of a framework: "eager" or "torch.compile" (training.pointwise) and pipelined TP communication
+/// ("--tp-comm-overlap", "TP comm overlap", "userbuffers", "async TP": parallel.tp_comm_overlap).
+struct StatedOptions {
+  std::optional<Pointwise> pointwise;
+  bool tp_comm_overlap = false;
+};
+StatedOptions parse_stated_options(const std::string& framework);
+
+/// Whether a selective `recompute` text names a per-op checkpointing policy ("per-op", "op
+/// policy", `selective_ac_option op`): PyTorch's selective activation checkpointing that saves
+/// every other matmul (recompute_modules: alternate_linears).
+bool names_per_op_policy(const std::string& text);
+
 /// What a record's `parallelism.schedule` text names.
 struct ScheduleText {
   /// ZB_H2, ZB_H1 or GPIPE when the text names one (in that order of precedence), else

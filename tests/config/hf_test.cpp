@@ -672,7 +672,9 @@ TEST_F(HfConfig, RecomputeModulesKey) {
           .find("key 'training.recompute_modules': recompute_modules needs training.recompute: selective"),
       std::string::npos);
   EXPECT_NE(error({"training.recompute=selective", "training.recompute_modules=[moe]"})
-                .find("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, found 'moe'"),
+                .find("expected modules among core_attn, layernorm, mlp, moe_act, mla_up_proj, "
+                      "alternate_linears, found "
+                      "'moe'"),
             std::string::npos);
   EXPECT_NE(
       error({"training.recompute=selective", "training.recompute_modules=[mlp, mlp]"}).find("listed twice"),

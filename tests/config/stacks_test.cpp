@@ -143,16 +143,36 @@ TEST_F(StackTest, FsdpTrainersExpand) {
   EXPECT_TRUE(titan.training.grad_reduce_in_fp32);
   EXPECT_TRUE(titan.parallel.sp);
   EXPECT_TRUE(titan.training.flash_attention);
+  // torchtitan runs eagerly unless compiled, and its async TP is off by default.
+  EXPECT_EQ(titan.training.pointwise, Pointwise::EAGER);
+  EXPECT_EQ(origin(titan, StackKey::POINTWISE), StackOrigin::STACK);
+  EXPECT_FALSE(titan.parallel.tp_comm_overlap);
+  EXPECT_EQ(origin(titan, StackKey::TP_COMM_OVERLAP), StackOrigin::STACK);
+  // Written keys win: a compiled torchtitan run with async TP.
+  const WorkloadSpec compiled =
+      expanded(workload_text("  tp: 2\n  pp: 1\n  tp_comm_overlap: true\n",
+                             "  pointwise: fused\n  stack: {name: torchtitan, version: \"0.1\"}\n"));
+  EXPECT_EQ(compiled.training.pointwise, Pointwise::FUSED);
+  EXPECT_TRUE(compiled.parallel.tp_comm_overlap);
+  EXPECT_EQ(origin(compiled, StackKey::TP_COMM_OVERLAP), StackOrigin::WORKLOAD_FILE);
+  // Without TP (no sp) the async-TP value does not apply: the built-in default.
+  const WorkloadSpec no_tp =
+      expanded(workload_text("  tp: 1\n  pp: 1\n", "  stack: {name: torchtitan, version: \"0.1\"}\n"));
+  EXPECT_EQ(origin(no_tp, StackKey::TP_COMM_OVERLAP), StackOrigin::BUILT_IN);
   const WorkloadSpec composer =
       expanded(workload_text("  tp: 1\n  pp: 1\n", "  stack: {name: composer, version: \"0.3\"}\n"));
   EXPECT_EQ(composer.parallel.zero_stage, 3);
   EXPECT_FALSE(composer.training.grad_reduce_in_fp32);
   EXPECT_TRUE(composer.training.flash_attention);
+  EXPECT_EQ(composer.training.pointwise, Pointwise::FUSED);
+  EXPECT_EQ(origin(composer, StackKey::POINTWISE), StackOrigin::BUILT_IN);
   for (const char* v : {"1", "2"}) {
     const WorkloadSpec fsdp = expanded(
         workload_text("  tp: 1\n  pp: 1\n", std::string("  stack: {name: fsdp, version: \"") + v + "\"}\n"));
     EXPECT_EQ(fsdp.parallel.zero_stage, 3) << v;
     EXPECT_FALSE(fsdp.training.grad_reduce_in_fp32) << v;
+    // FSDP shards; it says nothing of how the model's kernels run (the built-in fused).
+    EXPECT_EQ(origin(fsdp, StackKey::POINTWISE), StackOrigin::BUILT_IN) << v;
   }
 }
 

@@ -821,3 +821,71 @@ TEST(TpGradOverlap, BackwardBlocksSplitAroundTheirCollective) {
   }
   EXPECT_GT(checked, 0);
 }
+
+// parallel.tp_comm_overlap (docs/model.md, "TP communication overlap"), tp 2 with SP: every
+// forward block's reduce-scatter and all-gather become a first chunk of (tp - 1)/tp of the bytes,
+// beside the block's linears, and a last chunk of 1/tp after them; the backward's gradient
+// all-gather likewise beside the weight gradient. The attention block's linears (its forward FLOPs
+// less the core's, under this FLOP-shared cost) are carved off its end; the MLP is all linears,
+// so all of it is (an empty head before it). Bytes per op and compute FLOPs do not change.
+TEST(TpCommOverlap, ForwardCollectivesPipelinedWithTheLinears) {
+  WorkloadSpec w = standard();
+  w.parallel.sp = true;
+  w.parallel.tp_grad_overlap = true;
+  const StepProgram plain = build(w);
+  w.parallel.tp_comm_overlap = true;
+  const StepProgram prog = build(w);
+  const auto tp_bytes = [](const StepProgram& p, CollectiveOp op, Phase ph) {
+    double b = 0;
+    int n = 0;
+    for (const Task& t : p.graph.tasks())
+      if (t.kind == TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.op == op && t.phase == ph &&
+          t.role == CommRole::NONE) {
+        b += t.bytes.value();
+        ++n;
+      }
+    return std::pair(b, n);
+  };
+  for (CollectiveOp op : {CollectiveOp::REDUCE_SCATTER, CollectiveOp::ALL_GATHER}) {
+    const auto [before, n_before] = tp_bytes(plain, op, Phase::FORWARD);
+    const auto [after, n_after] = tp_bytes(prog, op, Phase::FORWARD);
+    EXPECT_DOUBLE_EQ(after, before);
+    EXPECT_EQ(n_after, 2 * n_before);
+  }
+  const double bsh2 = 2.0 * 512 * 1024 * 2;
+  const double a = model::attention_block_forward_flops(w.model, 2, 2).value();
+  const double core = model::attention_core_flops(w.model, 2, 2).value();
+  int tails = 0;
+  for (TaskId id = 0; id < prog.graph.size(); ++id) {
+    const Task& t = prog.graph.task(id);
+    if (t.kind == TaskKind::COLLECTIVE && t.group == CommGroup::TP && t.phase == Phase::FORWARD &&
+        t.role == CommRole::NONE) {
+      EXPECT_DOUBLE_EQ(t.bytes.value(), bsh2 / 2); // tp 2: both chunks half the payload
+    }
+    if (t.kind != TaskKind::COMPUTE || t.piece != 3)
+      continue;
+    ++tails;
+    // The attention block's linears; the MLP is all linears (an empty head before it).
+    EXPECT_NEAR(t.duration.value(), t.block == Block::ATTENTION ? 1e-3 * (a - core) / a : 1e-3, 1e-12);
+    // The first chunk of the block's reduce-scatter runs beside the tail: it follows the head.
+    TaskId head = ~TaskId{0};
+    for (TaskId p : prog.graph.predecessors(id))
+      if (prog.graph.task(p).kind == TaskKind::COMPUTE && prog.graph.task(p).block == t.block)
+        head = p;
+    ASSERT_NE(head, ~TaskId{0});
+    bool chunk_beside = false;
+    for (TaskId s : prog.graph.successors(head)) {
+      const Task& c = prog.graph.task(s);
+      chunk_beside |= c.kind == TaskKind::COLLECTIVE && c.op == CollectiveOp::REDUCE_SCATTER &&
+                      !reaches(prog.graph, id, s);
+    }
+    EXPECT_TRUE(chunk_beside);
+  }
+  // One tail per attention and MLP forward: 2 blocks x 2 layers x 8 micro-batches x 2 ranks x 4 stages.
+  EXPECT_EQ(tails, 2 * 2 * 8 * 2 * 4);
+  // The backward's gradient all-gathers are split too; the reduce-scatters are not.
+  EXPECT_DOUBLE_EQ(tp_bytes(prog, CollectiveOp::ALL_GATHER, Phase::BACKWARD).first,
+                   tp_bytes(plain, CollectiveOp::ALL_GATHER, Phase::BACKWARD).first);
+  EXPECT_EQ(tp_bytes(prog, CollectiveOp::REDUCE_SCATTER, Phase::BACKWARD).second,
+            tp_bytes(plain, CollectiveOp::REDUCE_SCATTER, Phase::BACKWARD).second);
+}

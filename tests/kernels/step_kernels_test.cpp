@@ -503,3 +503,104 @@ TEST(BlockKernels, RejectsBlocksAndPhasesWithoutKernels) {
 
 } // namespace
 } // namespace stepsim::kernels
+
+namespace stepsim::kernels {
+namespace {
+
+WorkloadSpec llama70b(int tp) {
+  WorkloadSpec w;
+  w.name = "llama2-70b";
+  w.model = llama2_70b();
+  w.training.flash_attention = true;
+  w.parallel.tp = tp;
+  w.batch.micro_batch = 1;
+  w.batch.global_batch = 1;
+  return w;
+}
+
+/// Bytes of the block's non-GEMM, non-attention kernels (time factors applied).
+double pointwise_bytes(const std::vector<KernelCall>& calls) {
+  double b = 0;
+  for (const KernelCall& c : calls)
+    if (c.shape.kind != KernelKind::GEMM && c.shape.kind != KernelKind::ATTENTION_FWD &&
+        c.shape.kind != KernelKind::ATTENTION_BWD)
+      b += kernel_bytes(c.shape).value() * c.time_factor;
+  return b;
+}
+
+// training.pointwise: eager, Llama 2 70B on one TP rank of 8 (T = 4096, h = 8192, q = 8192/8 =
+// 1024, kv = 1024/8 = 128 per rank, f/t = 3584; no SP, so the norms see all T tokens). Per token
+// the forward of the attention block adds: the RMSNorm's 36 bytes per value against 4 (6 kernels
+// for 1), the rotary embedding of Q and K (20 bytes per value over q + kv, 3 kernels), the
+// repeat of K and V (2 bytes read per kv value and 2 written per q value, for each of K and V:
+// one copy of kv + q values) and the attention output's copy (4 bytes per q value). The MLP adds
+// the norm's 32 bytes per value and SwiGLU as silu (4 bytes per output) and product (6) against
+// the fused kernel's 6. The backward: the norms and the activation twice, the rest once.
+TEST(BlockKernels, EagerPointwiseTraffic) {
+  WorkloadSpec w = llama70b(8);
+  const double T = 4096, h = 8192, q = 1024, kv = 128, f = 3584;
+  const auto fused_attn = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
+  const auto fused_mlp = block_kernels(w, Block::MLP, Phase::FORWARD);
+  const auto fused_attn_b = block_kernels(w, Block::ATTENTION, Phase::BACKWARD);
+  const auto fused_mlp_b = block_kernels(w, Block::MLP, Phase::BACKWARD);
+  w.training.pointwise = Pointwise::EAGER;
+  const auto attn = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
+  const auto mlp = block_kernels(w, Block::MLP, Phase::FORWARD);
+  const double norm_extra = (36.0 - 4.0) * T * h;
+  const double rotary = 20.0 * T * (q + kv);
+  const double repeat = 4.0 * T * (q + kv);
+  const double contiguous = 4.0 * T * q;
+  EXPECT_NEAR(pointwise_bytes(attn) - pointwise_bytes(fused_attn), norm_extra + rotary + repeat + contiguous,
+              1e-6 * norm_extra);
+  EXPECT_NEAR(pointwise_bytes(mlp) - pointwise_bytes(fused_mlp), norm_extra + (4.0 + 6.0 - 6.0) * T * f,
+              1e-6 * norm_extra);
+  EXPECT_NEAR(pointwise_bytes(block_kernels(w, Block::ATTENTION, Phase::BACKWARD)) -
+                  pointwise_bytes(fused_attn_b),
+              2 * norm_extra + rotary + repeat + contiguous, 1e-6 * norm_extra);
+  EXPECT_NEAR(pointwise_bytes(block_kernels(w, Block::MLP, Phase::BACKWARD)) - pointwise_bytes(fused_mlp_b),
+              2 * (norm_extra + 4.0 * T * f), 1e-6 * norm_extra);
+  // Launches: the norm's 6 for 1, three rotary kernels, the repeat and the copy; silu and product.
+  EXPECT_EQ(attn.size(), fused_attn.size() + 5 + 3 + 1 + 1);
+  EXPECT_EQ(mlp.size(), fused_mlp.size() + 5 + 1);
+  // GEMMs and the attention core do not change.
+  EXPECT_DOUBLE_EQ(flops_of(attn, KernelKind::GEMM), flops_of(fused_attn, KernelKind::GEMM));
+  EXPECT_EQ(count_of(attn, KernelKind::ATTENTION_FWD), 1u);
+}
+
+// Eager fp8 (torchao's dynamic float8 linears): every operand's cast is its own kernel after an
+// amax pass; the fused path casts QKV's and fc1's inputs inside the norms (none of their own).
+TEST(BlockKernels, EagerFp8CastsEveryOperand) {
+  WorkloadSpec w = llama70b(8);
+  w.precision = Precision::FP8;
+  EXPECT_EQ(count_role(block_kernels(w, Block::ATTENTION, Phase::FORWARD), "fp8 cast-transpose (input)"), 1u);
+  w.training.pointwise = Pointwise::EAGER;
+  const auto attn = block_kernels(w, Block::ATTENTION, Phase::FORWARD);
+  EXPECT_EQ(count_role(attn, "fp8 cast-transpose (input)"), 2u);
+  EXPECT_EQ(count_role(attn, "fp8 amax (eager)"), 2u);
+  EXPECT_EQ(count_role(block_kernels(w, Block::MLP, Phase::BACKWARD), "fp8 cast-transpose (output gradient)"),
+            2u);
+}
+
+// recompute_modules: alternate_linears. The attention backward repeats the input norm, the K
+// projection and the out-projection (2·T·h·(kv + q) FLOPs on the rank); the MLP backward the
+// norm, the up projection and the activation (2·T·h·f/t).
+TEST(BlockKernels, AlternateLinearsRecompute) {
+  WorkloadSpec w = llama70b(8);
+  const double T = 4096, h = 8192, q = 1024, kv = 128, f = 3584;
+  const double attn_b = flops_of(block_kernels(w, Block::ATTENTION, Phase::BACKWARD), KernelKind::GEMM);
+  const double mlp_b = flops_of(block_kernels(w, Block::MLP, Phase::BACKWARD), KernelKind::GEMM);
+  w.training.recompute = Recompute::SELECTIVE;
+  w.training.recompute_modules = {.core_attn = false, .alternate_linears = true};
+  const auto attn = block_kernels(w, Block::ATTENTION, Phase::BACKWARD);
+  const auto mlp = block_kernels(w, Block::MLP, Phase::BACKWARD);
+  EXPECT_DOUBLE_EQ(flops_of(attn, KernelKind::GEMM) - attn_b, 2 * T * h * (kv + q));
+  EXPECT_DOUBLE_EQ(flops_of(mlp, KernelKind::GEMM) - mlp_b, 2 * T * h * f);
+  EXPECT_EQ(count_role(attn, "input norm (recompute)"), 1u);
+  EXPECT_EQ(count_role(attn, "attention fwd (recompute)"), 0u);
+  EXPECT_EQ(count_role(mlp, "activation (recompute)"), 1u);
+  EXPECT_DOUBLE_EQ(model::attention_alternate_linears_flops(w.model, 1, 8).value(), 2 * T * h * (kv + q));
+  EXPECT_DOUBLE_EQ(model::mlp_alternate_linears_flops(w.model, 1, 8).value(), 2 * T * h * f);
+}
+
+} // namespace
+} // namespace stepsim::kernels

@@ -134,3 +134,22 @@ TEST(BlockCost, PassFactor) {
   EXPECT_EQ(model::pass_flops_factor(true, true), 1.0);
   EXPECT_EQ(model::pass_flops_factor(false, false), 1.0);
 }
+
+// recompute_modules: alternate_linears on the GPT layer (h = 1024, f = 4h, no GQA: kv = q = h),
+// b s = 1024 tokens, tp 2: the attention backward gains the K projection and the out-projection,
+// 2 b s h (h + h) / tp; the MLP backward fc2 (the sixth matmul of a GELU MLP), 2 b s h f / tp. The
+// forwards do not change; the attention core is not recomputed.
+TEST(BlockCost, AlternateLinearsRecomputation) {
+  WorkloadSpec w = gpt();
+  const model::BlockWork attn = model::attention_work(w);
+  const model::BlockWork mlp = model::mlp_work(w);
+  w.training.recompute = Recompute::SELECTIVE;
+  w.training.recompute_modules = {.core_attn = false, .alternate_linears = true};
+  const double bs = 2 * 512, h = 1024, f = 4 * h, tp = 2;
+  EXPECT_LT(rel(model::attention_work(w).backward.flops.value() - attn.backward.flops.value(),
+                2 * bs * h * 2 * h / tp),
+            1e-12);
+  EXPECT_LT(rel(model::mlp_work(w).backward.flops.value() - mlp.backward.flops.value(), 2 * bs * h * f / tp),
+            1e-12);
+  EXPECT_EQ(model::attention_work(w).forward.flops.value(), attn.forward.flops.value());
+}

@@ -423,3 +423,39 @@ TEST(MemoryLedger, RecomputingTheFirstLayersOfEachChunk) {
   part.training.recompute_layers = 12; // every layer of the chunk: the same as all
   EXPECT_NEAR(model::static_memory(part, gpu, 0).activations.value(), all, 1e-6 * all);
 }
+
+// recompute_modules: alternate_linears (docs/model.md, "Selective recomputation"), Llama 3.1 8B's
+// shape (h 4096, q 4096, kv 8·128 = 1024, f 14336) at s·b = 16384 tokens. tp 1: the layer input,
+// Q, V and the attention output, 2·(h + 2q + kv) bytes per token; the gate's and the down
+// projection's outputs, 2·(f + h). tp 8 with SP: the input and the two reduce-scatters' outputs
+// split, Q, V, the attention output and the gate split, the down projection's partial sum whole.
+TEST(MemoryLedger, AlternateLinearsKeepEveryOtherMatmul) {
+  WorkloadSpec w;
+  w.model = test::llama2_70b();
+  w.model.layers = 32;
+  w.model.hidden = 4096;
+  w.model.heads = 32;
+  w.model.kv_heads = 8;
+  w.model.ffn_hidden = 14336;
+  w.model.seq_len = 8192;
+  w.model.dropout = false; // Llama: no dropout masks
+  w.batch.micro_batch = 2;
+  w.training.flash_attention = true;
+  w.training.recompute = Recompute::SELECTIVE;
+  w.training.recompute_modules = {.core_attn = false, .alternate_linears = true};
+  const double sb = 16384, h = 4096, q = 4096, kv = 1024, f = 14336;
+  const model::LayerActivations one = model::stored_layer_activations(w);
+  EXPECT_DOUBLE_EQ(one.attention.value(), sb * 2 * (h + 2 * q + kv));
+  EXPECT_DOUBLE_EQ(one.mlp.value(), sb * 2 * (f + h));
+  // Against no recomputation (flash attention): 62 KiB per token and layer against 136 KiB.
+  WorkloadSpec none = w;
+  none.training.recompute = Recompute::NONE;
+  EXPECT_DOUBLE_EQ(one.total().value() / sb / 1024, 62.0);
+  EXPECT_DOUBLE_EQ(model::stored_layer_activations(none).total().value() / sb / 1024, 136.0);
+
+  w.parallel.tp = 8;
+  w.parallel.sp = true;
+  const model::LayerActivations eight = model::stored_layer_activations(w);
+  EXPECT_DOUBLE_EQ(eight.attention.value(), sb * 2 * (h / 8 + (2 * q + kv) / 8 + h / 8));
+  EXPECT_DOUBLE_EQ(eight.mlp.value(), sb * 2 * (f / 8 + h + h / 8));
+}

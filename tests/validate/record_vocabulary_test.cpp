@@ -105,6 +105,31 @@ TEST(RecordVocabulary, RecomputeModules) {
   EXPECT_EQ(parse_recompute_modules({"mlp", "mlp"}).error, "recompute_modules: module 'mlp' listed twice");
 }
 
+// A per-op checkpointing policy named in the recompute text (recompute_modules: alternate_linears).
+TEST(RecordVocabulary, PerOpCheckpointingPolicy) {
+  EXPECT_TRUE(validate::names_per_op_policy(
+      "selective (torchtitan selective activation checkpointing, per-op policy: selective_ac_option op)"));
+  EXPECT_TRUE(validate::names_per_op_policy("selective (per-op selective activation checkpointing)"));
+  EXPECT_FALSE(validate::names_per_op_policy("selective"));
+  EXPECT_FALSE(validate::names_per_op_policy("selective (attention core only) + sequence parallelism"));
+}
+
+// What a framework text states in the mechanism's own words: eager or compiled pointwise kernels,
+// pipelined TP communication ("TP (vanilla)" is not).
+TEST(RecordVocabulary, StatedOptions) {
+  using validate::parse_stated_options;
+  EXPECT_EQ(parse_stated_options("torchtitan (commit 9dec370; FSDP2, eager)").pointwise, Pointwise::EAGER);
+  EXPECT_EQ(parse_stated_options("torchtitan (FSDP2, torch.compile, Float8 linear)").pointwise,
+            Pointwise::FUSED);
+  EXPECT_FALSE(parse_stated_options("NeMo (24.09 containers)").pointwise);
+  EXPECT_TRUE(parse_stated_options("torchtitan (FSDP2, TP with async TP, torch.compile)").tp_comm_overlap);
+  EXPECT_FALSE(parse_stated_options("torchtitan (FSDP2, TP (vanilla), torch.compile)").tp_comm_overlap);
+  EXPECT_TRUE(parse_stated_options("Megatron-Core (r0.8.0; --overlap-grad-reduce --tp-comm-overlap)")
+                  .tp_comm_overlap);
+  EXPECT_TRUE(parse_stated_options("NeMo 23.09 (MLPerf; TP comm overlap via userbuffers)").tp_comm_overlap);
+  EXPECT_FALSE(parse_stated_options("Megatron-LM").tp_comm_overlap);
+}
+
 TEST(RecordVocabulary, InterNode) {
   const auto hdr = validate::parse_inter_node("8x 200 Gb/s HDR InfiniBand", 8);
   ASSERT_TRUE(hdr);
