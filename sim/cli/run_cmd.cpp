@@ -10,7 +10,9 @@
 #include "trace/chrome_trace.hpp"
 
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace stepsim::cli {
 
@@ -95,19 +97,21 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
         << sim.wall_s << " s wall\n";
   }
   if (!out_dir_.empty()) {
-    namespace fs = std::filesystem;
-    const fs::path dir(out_dir_);
-    write_file_atomically(dir / "summary.json",
-                          [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
+    // One run's set: the files of an earlier run (also those this run does not write) are
+    // replaced together, summary.json last (core/atomic_file.hpp).
+    std::vector<OutputFile> files = {
+        {"summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); }}};
     trace::TraceInput in{sim.program, sim.result.start, sim.result.end, cluster, workload};
+    std::optional<report::MemoryReport> memory;
     if (write_trace) {
-      const report::MemoryReport memory =
+      memory =
           report::memory_timeline(sim.program, sim.result.start, sim.result.end, cluster, workload, true);
-      in.memory = &memory.tracks;
-      write_file_atomically(dir / "trace.json", [&](std::ostream& o) { trace::write_chrome_trace(o, in); });
+      in.memory = &memory->tracks;
+      files.push_back({"trace.json", [&](std::ostream& o) { trace::write_chrome_trace(o, in); }});
     }
     if (csv_)
-      write_file_atomically(dir / "tasks.csv", [&](std::ostream& o) { trace::write_task_csv(o, in); });
+      files.push_back({"tasks.csv", [&](std::ostream& o) { trace::write_task_csv(o, in); }});
+    write_output_set(out_dir_, files, {"summary.json", "trace.json", "tasks.csv"});
   }
   if (!sim.summary.memory.fits_in_memory) {
     err << "stepsim: warning: does not fit in memory: " << sim.summary.memory.reason << '\n';
