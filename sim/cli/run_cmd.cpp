@@ -77,6 +77,16 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
       out << line << '\n';
     return 0;
   }
+  if (fail_on_oom_) {
+    // The answer is already known: a layout the memory ledger says cannot fit exits 3 at once,
+    // without simulating a step that could not run (without --fail-on-oom it is simulated, and
+    // its step time reported beside fits_in_memory=false).
+    if (const std::string problem = memory_ledger_problem(job.cluster, job.workload); !problem.empty()) {
+      err << "stepsim: does not fit in memory: " << problem
+          << " (the memory ledger's verdict; not simulated, no output written)\n";
+      return EXIT_OUT_OF_MEMORY;
+    }
+  }
   if (!out_dir_.empty()) {
     // Every output or none: refuse before simulating what could not be written.
     const std::filesystem::path dir(out_dir_);

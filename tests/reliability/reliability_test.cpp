@@ -229,4 +229,15 @@ TEST(Messages, GpuCountLimitBlamesTheOverriddenKey) {
   EXPECT_NE(over.out.find("1048576"), std::string::npos) << over.out;
 }
 
+TEST(OutOfMemory, FailOnOomAnswersFromTheLedgerWithoutSimulating) {
+  // 100 000 layers on one node: 860 GiB per GPU. Simulating it took minutes; the ledger knows.
+  const fs::path out = stepsim::test::fresh_temp_dir("oom") / "out";
+  const auto r = stepsim_limited("run " + kH100 + " " + kTiny + kOneNode +
+                                 " --set model.layers=100000 --fail-on-oom --out " + out.string());
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("does not fit in memory: pipeline stage 0 needs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not simulated, no output written"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 } // namespace
