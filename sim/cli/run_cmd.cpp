@@ -9,9 +9,14 @@
 #include "runner/simulate.hpp"
 #include "trace/chrome_trace.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace stepsim::cli {
@@ -39,6 +44,8 @@ Simulates one training step and prints a summary table.)");
            "run every flow of large collectives (slower; by default only the flows touching simulated "
            "nodes run on non-blocking fabrics)");
     o.flag("--quiet", quiet_, "no table on stdout");
+    o.flag("--progress", progress_,
+           "show tasks simulated / total and an ETA on stderr (the default when stderr is a terminal)");
     o.flag("--explain", explain_,
            "print each training-stack mechanism (docs/stacks.md), its value and where it came from "
            "(the workload file, training.stack's preset, the built-in default), one per line, and exit "
@@ -53,8 +60,29 @@ private:
   std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto";
   std::vector<std::string> sets_;
   bool no_trace_ = false, csv_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
-       explain_ = false, fail_on_oom_ = false;
+       explain_ = false, fail_on_oom_ = false, progress_ = false;
 };
+
+/// "stepsim: simulated DONE / TOTAL tasks (P %), ETA S s" on one rewritten stderr line, at most
+/// twice a second; a newline when done.
+std::function<void(std::size_t, std::size_t)> progress_line(std::ostream& err) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  return [&err, start, last = start](std::size_t done, std::size_t total) mutable {
+    const Clock::time_point now = Clock::now();
+    if (done < total && now - last < std::chrono::milliseconds(500))
+      return;
+    last = now;
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    const double eta =
+        done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
+    char line[160];
+    std::snprintf(
+        line, sizeof line, "\rstepsim: simulated %zu / %zu tasks (%.0f %%), ETA %.0f s", done, total,
+        100.0 * static_cast<double>(done) / static_cast<double>(std::max<std::size_t>(total, 1)), eta);
+    err << line << (done == total ? "\n" : "") << std::flush;
+  };
+}
 
 } // namespace
 
@@ -65,9 +93,11 @@ std::unique_ptr<Command> run_command(Options& options) {
 int RunCommand::run(std::ostream& out, std::ostream& err) {
   const std::vector<config::Override> overrides = overrides_from(sets_);
   const bool write_trace = !no_trace_;
+  const bool show_progress = progress_ || (!quiet_ && ::isatty(STDERR_FILENO) != 0);
   const runner::SimulateOptions options{.collective_form = parse_collective_form(collectives_),
                                         .fold_dp = !no_fold_,
-                                        .sample_collectives = !no_sampling_};
+                                        .sample_collectives = !no_sampling_,
+                                        .progress = show_progress ? progress_line(err) : nullptr};
   if (csv_ && out_dir_.empty())
     throw ConfigError("--csv writes DIR/tasks.csv: give --out DIR");
 

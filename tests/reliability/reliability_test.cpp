@@ -240,4 +240,15 @@ TEST(OutOfMemory, FailOnOomAnswersFromTheLedgerWithoutSimulating) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+TEST(Progress, ShownWithTheFlagSilentWhenPiped) {
+  const std::string run = "run " + kH100 + " " + kTiny + kOneNode + " --quiet";
+  const auto shown = stepsim_limited(run + " --progress");
+  EXPECT_EQ(shown.code, 0) << shown.out;
+  EXPECT_NE(shown.out.find("stepsim: simulated 327 / 327 tasks (100 %), ETA 0 s\n"), std::string::npos)
+      << shown.out;
+  const auto piped = stepsim_limited(run); // stderr is a pipe here, not a terminal
+  EXPECT_EQ(piped.code, 0);
+  EXPECT_EQ(piped.out, "");
+}
+
 } // namespace
