@@ -7,8 +7,9 @@ CMAKE_FLAGS ?=
 CLUSTER ?= topologies/dgx-a100-superpod.yaml
 WORKLOAD ?= workloads/gpt3-175b.yaml
 OUT ?= out
+FUZZ_SECONDS ?= 120
 
-.PHONY: setup build demo test bench clean
+.PHONY: setup build demo test sanitize fuzz bench clean
 
 setup:
 	./tools/setup.sh
@@ -25,6 +26,15 @@ test: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTEPSIM_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j$(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+# The parser/config, model, graph and engine unit tests under ASan+UBSan (tools/sanitize.sh;
+# `tools/sanitize.sh full` runs the whole suite so).
+sanitize: setup
+	./tools/sanitize.sh
+
+# libFuzzer on the configuration front end for FUZZ_SECONDS (tools/fuzz.sh; installs clang-14).
+fuzz: setup
+	./tools/fuzz.sh $(FUZZ_SECONDS)
 
 bench: build
 	./$(BUILD)/bench/step_bench

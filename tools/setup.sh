@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages stepsim needs, if any are missing. Run as root on Debian 12.
+#   tools/setup.sh        what building and testing need
+#   tools/setup.sh fuzz   also clang 14 and its libFuzzer runtime (tools/fuzz.sh)
 set -euo pipefail
 
 packages=(
@@ -11,6 +13,10 @@ packages=(
   python3
   libopenmpi-dev openmpi-bin python3-matplotlib  # `stepsim sweep` under mpirun; tools/plot_sweep.py
 )
+
+if [ "${1:-}" = fuzz ]; then
+  packages+=(clang-14 libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -2,6 +2,10 @@
 
 #include "core/error.hpp"
 #include "core/vocabulary.hpp"
+#include "model/memory.hpp"
+#include "report/memory_timeline.hpp"
+
+#include <algorithm>
 
 namespace stepsim::cli {
 
@@ -17,6 +21,21 @@ Job load_job(const std::string& cluster_file, const std::string& workload_file,
   Job job{config::load_cluster(cluster_file, overrides), config::load_workload(workload_file, overrides)};
   job.workload = config::check_layout(job.cluster, job.workload).workload;
   return job;
+}
+
+std::string memory_ledger_problem(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+  Bytes host(0.0);
+  for (int p = 0; p < workload.parallel.pp; ++p) {
+    const model::MemoryLedger l = model::static_memory(workload, cluster.gpu, p);
+    host = std::max(host, l.host);
+    if (l.peak() > cluster.gpu.hbm_capacity)
+      return "pipeline stage " + std::to_string(p) + " needs " + report::gib(l.peak()) +
+             " per GPU, more than the " + report::gib(cluster.gpu.hbm_capacity) + " of " + cluster.gpu.kind;
+  }
+  if (cluster.gpu.host_memory.value() > 0 && host > cluster.gpu.host_memory)
+    return "offloaded activations need " + report::gib(host) + " of host memory per GPU, more than its " +
+           report::gib(cluster.gpu.host_memory);
+  return "";
 }
 
 CollectiveForm parse_collective_form(const std::string& text) {

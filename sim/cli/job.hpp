@@ -31,6 +31,11 @@ struct Job {
 Job load_job(const std::string& cluster_file, const std::string& workload_file,
              const std::vector<config::Override>& overrides);
 
+/// The static memory ledger's verdict (model/memory.hpp, as `stepsim memory` prints it): why a
+/// pipeline stage's peak does not fit in the GPU's memory, or its offloaded activations in host
+/// memory; "" when the layout fits.
+std::string memory_ledger_problem(const ClusterSpec& cluster, const WorkloadSpec& workload);
+
 /// "auto" | "fine" | "coarse" for --collectives. Throws ConfigError naming the option.
 CollectiveForm parse_collective_form(const std::string& text);
 

@@ -2,6 +2,7 @@
 // 2 usage/config error). The only place that turns exceptions into exit codes.
 
 #include "cli/commands.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 #include <cstdlib>
@@ -17,7 +18,7 @@ namespace {
 /// then crash. Every output file is complete or absent by now (core/atomic_file.hpp).
 [[noreturn]] void fail(const char* kind, const char* what, int code) {
   std::cout.flush();
-  std::cerr << "stepsim: " << kind << ": " << what << '\n';
+  std::cerr << "stepsim: " << kind << ": " << stepsim::printable_message(what) << '\n';
   std::cerr.flush();
   std::_Exit(code);
 }
@@ -25,6 +26,7 @@ namespace {
 } // namespace
 
 int main(int argc, char** argv) {
+  stepsim::install_interrupt_handlers();
   try {
     return stepsim::cli::dispatch(argc, argv, std::cout, std::cerr);
   } catch (const stepsim::ConfigError& e) {

@@ -9,8 +9,15 @@
 #include "runner/simulate.hpp"
 #include "trace/chrome_trace.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
+#include <unistd.h>
+#include <vector>
 
 namespace stepsim::cli {
 
@@ -37,6 +44,8 @@ Simulates one training step and prints a summary table.)");
            "run every flow of large collectives (slower; by default only the flows touching simulated "
            "nodes run on non-blocking fabrics)");
     o.flag("--quiet", quiet_, "no table on stdout");
+    o.flag("--progress", progress_,
+           "show tasks simulated / total and an ETA on stderr (the default when stderr is a terminal)");
     o.flag("--explain", explain_,
            "print each training-stack mechanism (docs/stacks.md), its value and where it came from "
            "(the workload file, training.stack's preset, the built-in default), one per line, and exit "
@@ -51,8 +60,29 @@ private:
   std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto";
   std::vector<std::string> sets_;
   bool no_trace_ = false, csv_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
-       explain_ = false, fail_on_oom_ = false;
+       explain_ = false, fail_on_oom_ = false, progress_ = false;
 };
+
+/// "stepsim: simulated DONE / TOTAL tasks (P %), ETA S s" on one rewritten stderr line, at most
+/// twice a second; a newline when done.
+std::function<void(std::size_t, std::size_t)> progress_line(std::ostream& err) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  return [&err, start, last = start](std::size_t done, std::size_t total) mutable {
+    const Clock::time_point now = Clock::now();
+    if (done < total && now - last < std::chrono::milliseconds(500))
+      return;
+    last = now;
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    const double eta =
+        done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
+    char line[160];
+    std::snprintf(
+        line, sizeof line, "\rstepsim: simulated %zu / %zu tasks (%.0f %%), ETA %.0f s", done, total,
+        100.0 * static_cast<double>(done) / static_cast<double>(std::max<std::size_t>(total, 1)), eta);
+    err << line << (done == total ? "\n" : "") << std::flush;
+  };
+}
 
 } // namespace
 
@@ -63,9 +93,11 @@ std::unique_ptr<Command> run_command(Options& options) {
 int RunCommand::run(std::ostream& out, std::ostream& err) {
   const std::vector<config::Override> overrides = overrides_from(sets_);
   const bool write_trace = !no_trace_;
+  const bool show_progress = progress_ || (!quiet_ && ::isatty(STDERR_FILENO) != 0);
   const runner::SimulateOptions options{.collective_form = parse_collective_form(collectives_),
                                         .fold_dp = !no_fold_,
-                                        .sample_collectives = !no_sampling_};
+                                        .sample_collectives = !no_sampling_,
+                                        .progress = show_progress ? progress_line(err) : nullptr};
   if (csv_ && out_dir_.empty())
     throw ConfigError("--csv writes DIR/tasks.csv: give --out DIR");
 
@@ -74,6 +106,16 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
     for (const std::string& line : config::explain_stack(job.workload))
       out << line << '\n';
     return 0;
+  }
+  if (fail_on_oom_) {
+    // The answer is already known: a layout the memory ledger says cannot fit exits 3 at once,
+    // without simulating a step that could not run (without --fail-on-oom it is simulated, and
+    // its step time reported beside fits_in_memory=false).
+    if (const std::string problem = memory_ledger_problem(job.cluster, job.workload); !problem.empty()) {
+      err << "stepsim: does not fit in memory: " << problem
+          << " (the memory ledger's verdict; not simulated, no output written)\n";
+      return EXIT_OUT_OF_MEMORY;
+    }
   }
   if (!out_dir_.empty()) {
     // Every output or none: refuse before simulating what could not be written.
@@ -95,19 +137,21 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
         << sim.wall_s << " s wall\n";
   }
   if (!out_dir_.empty()) {
-    namespace fs = std::filesystem;
-    const fs::path dir(out_dir_);
-    write_file_atomically(dir / "summary.json",
-                          [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
+    // One run's set: the files of an earlier run (also those this run does not write) are
+    // replaced together, summary.json last (core/atomic_file.hpp).
+    std::vector<OutputFile> files = {
+        {"summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); }}};
     trace::TraceInput in{sim.program, sim.result.start, sim.result.end, cluster, workload};
+    std::optional<report::MemoryReport> memory;
     if (write_trace) {
-      const report::MemoryReport memory =
+      memory =
           report::memory_timeline(sim.program, sim.result.start, sim.result.end, cluster, workload, true);
-      in.memory = &memory.tracks;
-      write_file_atomically(dir / "trace.json", [&](std::ostream& o) { trace::write_chrome_trace(o, in); });
+      in.memory = &memory->tracks;
+      files.push_back({"trace.json", [&](std::ostream& o) { trace::write_chrome_trace(o, in); }});
     }
     if (csv_)
-      write_file_atomically(dir / "tasks.csv", [&](std::ostream& o) { trace::write_task_csv(o, in); });
+      files.push_back({"tasks.csv", [&](std::ostream& o) { trace::write_task_csv(o, in); }});
+    write_output_set(out_dir_, files, {"summary.json", "trace.json", "tasks.csv"});
   }
   if (!sim.summary.memory.fits_in_memory) {
     err << "stepsim: warning: does not fit in memory: " << sim.summary.memory.reason << '\n';

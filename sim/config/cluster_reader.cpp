@@ -265,11 +265,16 @@ ClusterSpec read_cluster(const Document& doc) {
   c.source = doc.file();
   required_key(top, "name", [&](const Field& f) { c.name = read_string(f); });
   required_key(top, "nodes", [&](const Field& f) { c.nodes = read_int(f); });
-  required_key(top, "gpus_per_node", [&](const Field& f) {
-    c.gpus_per_node = read_int(f);
-    if (static_cast<int64_t>(c.nodes) * c.gpus_per_node > MAX_GPUS)
-      f.fail("nodes * gpus_per_node = " + std::to_string(c.nodes) + "*" + std::to_string(c.gpus_per_node) +
-             " exceeds " + std::to_string(MAX_GPUS) + " GPUs (the size limit)");
+  required_key(top, "gpus_per_node", [&](const Field& f) { c.gpus_per_node = read_int(f); });
+  doc.attempt([&] {
+    if (static_cast<int64_t>(c.nodes) * c.gpus_per_node <= MAX_GPUS)
+      return;
+    // Blame the key a --set override gave, else gpus_per_node (the product's second factor).
+    const Field nodes = top.require("nodes");
+    const Field per_node = top.require("gpus_per_node");
+    const Field& blamed = nodes.where().starts_with("--set") ? nodes : per_node;
+    blamed.fail("nodes * gpus_per_node = " + std::to_string(c.nodes) + "*" + std::to_string(c.gpus_per_node) +
+                " exceeds " + std::to_string(MAX_GPUS) + " GPUs (the size limit)");
   });
   if (auto gpu = section(top, "gpu", File::CLUSTER))
     read_gpu(doc, *gpu, c.gpu);

@@ -316,7 +316,7 @@ const std::vector<std::string>& supported_hf_model_types() {
 
 ModelSpec read_hf_config(const std::filesystem::path& file) {
   const std::string name = file.string();
-  const std::string text = read_input_file(file);
+  const std::string text = read_input_file(file, "Hugging Face config", kMaxConfigBytes);
   const json root = parse_config_json(name, text);
   const JsonReader r(name, root);
   const std::string type = read_model_type(r);

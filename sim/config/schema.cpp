@@ -110,7 +110,7 @@ constexpr Value frequency() {
 // The cluster file (ClusterSpec).
 constexpr Key CLUSTER_KEYS[] = {
     {"name", string(), REQUIRED, "", "", "", "cluster name (`name`)"},
-    {"nodes", count(INT_LIMIT), REQUIRED, "", "", "", "number of nodes (`nodes`)"},
+    {"nodes", count(NODE_LIMIT), REQUIRED, "", "", "", "number of nodes (`nodes`)"},
     {"gpus_per_node", count(PER_NODE_LIMIT), REQUIRED, "", "",
      "`nodes * gpus_per_node` at most 2^20 GPUs (size limit)", "GPUs in one node (`gpus_per_node`)"},
     {"gpu", mapping(), REQUIRED, "", "", "", "the GPU model (`gpu`)"},

@@ -3,11 +3,17 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -52,7 +58,87 @@ std::string key_list(const std::vector<std::string_view>& keys) {
   return out;
 }
 
+/// Deepest nesting of mappings and lists accepted (the schema needs a handful).
+constexpr int kMaxNesting = 64;
+
+/// Walks a YAML stream's events without building it, to refuse what yaml-cpp 0.7 would mishandle
+/// before YAML::Load builds the first document: text the parser cannot consume (its LoadAll then
+/// loops forever, producing empty documents), a second document, and deep nesting.
+class StreamCheck : public YAML::EventHandler {
+public:
+  using Fail = std::function<void(const YAML::Mark&, const std::string&)>;
+  explicit StreamCheck(Fail fail) : fail_(std::move(fail)) {}
+
+  /// Calls the failure function (which throws) for the first problem of `text`.
+  void run(const std::string& text) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    std::optional<YAML::Mark> previous;
+    while (true) {
+      documents_ += 1;
+      content_ = false;
+      if (!parser.HandleNextDocument(*this))
+        return;
+      // A document that starts where the previous one started consumed nothing: the text there
+      // is something the parser cannot read.
+      if (previous && previous->pos == start_.pos)
+        fail_(start_, "YAML syntax error: unexpected text here");
+      if (documents_ > 1 && content_)
+        fail_(start_, "a second YAML document (after '---'); a stepsim file holds one");
+      previous = start_;
+    }
+  }
+
+  void OnDocumentStart(const YAML::Mark& mark) override { start_ = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { content_ = true; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {
+    content_ = true;
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    enter(mark);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    enter(mark);
+  }
+  void OnMapEnd() override { --depth_; }
+
+private:
+  void enter(const YAML::Mark& mark) {
+    content_ = true;
+    if (++depth_ > kMaxNesting)
+      fail_(mark, "YAML nested deeper than " + std::to_string(kMaxNesting) + " levels of mappings and lists");
+  }
+
+  Fail fail_;
+  YAML::Mark start_;
+  int documents_ = 0;
+  int depth_ = 0;
+  bool content_ = false;
+};
+
 } // namespace
+
+YAML::Node load_yaml(const std::string& text, const std::string& where, bool in_file) {
+  const auto fail = [&](const YAML::Mark& mark, const std::string& message) {
+    if (in_file)
+      throw ConfigError(format_mark(where, mark) + ": " + message);
+    throw ConfigError(where + ": the value is not valid YAML: " + message);
+  };
+  try {
+    StreamCheck(fail).run(text);
+    return YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    fail(e.mark, "YAML nested too deeply");
+  } catch (const YAML::Exception& e) {
+    fail(e.mark, in_file ? "YAML syntax error: " + e.msg : e.msg);
+  }
+  return {}; // not reached: `fail` throws
+}
 
 std::string join_key(const std::string& parent, std::string_view key) {
   return parent.empty() ? std::string(key) : parent + "." + std::string(key);
@@ -68,36 +154,18 @@ std::string describe(const YAML::Node& node) {
   if (node.IsSequence()) {
     return "a list of " + std::to_string(node.size()) + (node.size() == 1 ? " item" : " items");
   }
-  return "'" + node.Scalar() + "'";
+  return "'" + printable(node.Scalar()) + "'";
 }
 
 // ---- Document ------------------------------------------------------------------------------
 
 Document::Document(const std::filesystem::path& file, bool collect, std::optional<schema::File> schema)
     : file_(file.string()), collect_(collect), schema_(schema) {
-  const std::string text = read_input_file(file);
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(format_mark(file_, e.mark) + ": YAML syntax error: " + e.msg);
-  }
-  // One document per file: a second one (after `---`) would otherwise be ignored unread.
-  for (std::size_t i = 1; i < documents.size(); ++i)
-    if (!documents[i].IsNull())
-      throw ConfigError(format_mark(file_, documents[i].Mark()) +
-                        ": a second YAML document (after '---'); a stepsim file holds one");
-  if (!documents.empty())
-    root_ = documents.front();
+  root_ = load_yaml(read_input_file(file, "file", kMaxConfigBytes), file_, true);
 }
 
 void Document::apply(const std::string& path, const std::string& value, const std::string& shown) {
-  YAML::Node parsed;
-  try {
-    parsed = YAML::Load(value);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(shown + ": the value is not valid YAML: " + e.msg);
-  }
+  const YAML::Node parsed = load_yaml(value, shown, false);
   const auto parts = split_path(path);
   for (const auto& part : parts) {
     if (part.empty()) {

@@ -21,6 +21,12 @@
 
 namespace stepsim::config::detail {
 
+/// Parses `text` as one YAML document. Throws ConfigError for a syntax error, text the parser
+/// cannot consume, a second document or nesting deeper than 64 levels: "WHERE:LINE:COL: ..."
+/// when `in_file` (WHERE is the file), else "WHERE: the value is not valid YAML: ..." (WHERE
+/// names a --set override).
+YAML::Node load_yaml(const std::string& text, const std::string& where, bool in_file);
+
 /// "a.b" joined with "c" -> "a.b.c"; an empty parent gives just "c".
 std::string join_key(const std::string& parent, std::string_view key);
 

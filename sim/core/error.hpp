@@ -3,8 +3,10 @@
 // ConfigError -> 2 (usage/config), ModelError -> 2 (a layout that cannot work),
 // SimulationError -> 1.
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace stepsim {
 
@@ -31,5 +33,14 @@ class SimulationError : public Error {
 public:
   using Error::Error;
 };
+
+/// `text` as it may appear in a message: control bytes (and DEL) escaped as \n, \t or \xNN, and
+/// cut after `max_chars` characters with "...(N bytes in all)" so that a huge or hostile value
+/// cannot flood or drive a terminal.
+std::string printable(std::string_view text, std::size_t max_chars = 80);
+
+/// A whole error message for stderr: each line passed through `printable` (at most 1000
+/// characters each), and at most 50 lines ("... and N more errors").
+std::string printable_message(std::string_view message);
 
 } // namespace stepsim

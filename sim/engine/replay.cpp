@@ -1,5 +1,6 @@
 #include "engine/replay.hpp"
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "topology/platform.hpp"
@@ -55,6 +56,7 @@ public:
     char arg0[] = "stepsim";
     char* argv[] = {arg0, nullptr};
     sg4::Engine engine(&argc, argv);
+    install_interrupt_handlers(); // over SimGrid's SIGINT handler, which exits silently
     engine.set_config("network/model:CM02");
     engine.set_config("network/crosstraffic:0");
     engine.set_config("network/TCP-gamma:0");

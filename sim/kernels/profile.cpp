@@ -377,7 +377,7 @@ KernelProfile parse_profile(std::istream& in, const std::string& origin) {
 }
 
 KernelProfile read_profile(const std::filesystem::path& file) {
-  std::istringstream in(read_input_file(file, "kernel profile"));
+  std::istringstream in(read_input_file(file, "kernel profile", kMaxTableBytes));
   return parse_profile(in, file.string());
 }
 
@@ -440,7 +440,7 @@ std::vector<KernelShape> parse_shape_list(std::istream& in, const std::string& o
 }
 
 std::vector<KernelShape> read_shape_list(const std::filesystem::path& file) {
-  std::istringstream in(read_input_file(file, "shape list"));
+  std::istringstream in(read_input_file(file, "shape list", kMaxTableBytes));
   return parse_shape_list(in, file.string());
 }
 
@@ -487,7 +487,7 @@ std::vector<ProfileRow> parse_time_list(std::istream& in, const std::string& ori
 }
 
 std::vector<ProfileRow> read_time_list(const std::filesystem::path& file) {
-  std::istringstream in(read_input_file(file, "kernel time list"));
+  std::istringstream in(read_input_file(file, "kernel time list", kMaxTableBytes));
   return parse_time_list(in, file.string());
 }
 

@@ -222,6 +222,12 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
                                .groups = workload.model.moe.routing.groups,
                                .group_top_k = workload.model.moe.routing.group_top_k};
   engine::Replay replay(sim.program, cluster, replay_options);
+  if (options.progress) {
+    const std::size_t total = sim.program.graph.size();
+    replay.subscribe([&options, total, done = std::size_t{0}](const engine::TaskEvent&) mutable {
+      options.progress(++done, total);
+    });
+  }
   try {
     sim.result = replay.run();
   } catch (const engine::AlgorithmNotApplicable& e) {

@@ -10,6 +10,7 @@
 #include "kernels/kernel_table.hpp"
 #include "report/summary.hpp"
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct SimulateOptions {
   /// With fold_dp on a non-blocking fabric, run only the flows of large collectives that touch
   /// nodes hosting simulated ranks (docs/engine.md, "Symmetry sampling").
   bool sample_collectives = true;
+  /// Called after each replayed task with (tasks done, tasks in all); none when empty.
+  std::function<void(std::size_t, std::size_t)> progress = {};
 };
 
 struct Simulation {

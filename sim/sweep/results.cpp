@@ -1,6 +1,7 @@
 #include "sweep/results.hpp"
 
 #include "core/atomic_file.hpp"
+#include "core/csv.hpp"
 #include "core/error.hpp"
 
 #include <nlohmann/json.hpp>
@@ -38,18 +39,6 @@ std::string format_number(double v) {
     return "";
   }
   return std::string(buf, ptr);
-}
-
-std::string csv_cell(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos &&
-      (text.empty() || (text.front() != ' ' && text.back() != ' '))) {
-    return text;
-  }
-  std::string out = "\"";
-  for (const char c : text) {
-    out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  }
-  return out + "\"";
 }
 
 /// The value at the first of `paths` (each a list of keys) that exists, or nullptr.

@@ -2,6 +2,8 @@
 
 #include "validate/crossval.hpp"
 
+#include "core/csv.hpp"
+
 #include <algorithm>
 #include <iomanip>
 #include <sstream>
@@ -135,14 +137,6 @@ void print_cross_validation(std::ostream& out, const CrossValidation& cv) {
 void write_cross_validation_csv(std::ostream& out, const CrossValidation& cv) {
   out << "group,id,gpu_kind,fit_run,refit,status,measured,in_sample_predicted,in_sample_error_pct,"
          "out_of_group_predicted,out_of_group_error_pct\n";
-  const auto quoted = [](const std::string& s) {
-    if (s.find_first_of(",\"\n") == std::string::npos)
-      return s;
-    std::string q = "\"";
-    for (const char c : s)
-      q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
   const auto figure = [](const RunResult& r, double v) {
     if (r.status != RunStatus::OK)
       return std::string();
@@ -157,10 +151,10 @@ void write_cross_validation_csv(std::ostream& out, const CrossValidation& cv) {
       const RunStatus status = a.status != RunStatus::OK ? a.status : b.status;
       std::ostringstream measured;
       measured << std::setprecision(6) << a.plan.measured;
-      out << quoted(g.key) << ',' << quoted(a.plan.id) << ',' << c.gpu_kind << ',' << (c.fit_run ? 1 : 0)
-          << ',' << (c.refit ? 1 : 0) << ',' << to_string(status) << ',' << measured.str() << ','
-          << figure(a, a.predicted) << ',' << figure(a, a.error_pct) << ',' << figure(b, b.predicted) << ','
-          << figure(b, b.error_pct) << '\n';
+      out << csv_cell(g.key) << ',' << csv_cell(a.plan.id) << ',' << csv_cell(c.gpu_kind) << ','
+          << (c.fit_run ? 1 : 0) << ',' << (c.refit ? 1 : 0) << ',' << to_string(status) << ','
+          << measured.str() << ',' << figure(a, a.predicted) << ',' << figure(a, a.error_pct) << ','
+          << figure(b, b.predicted) << ',' << figure(b, b.error_pct) << '\n';
     }
 }
 

@@ -2,6 +2,7 @@
 // Running the `stepsim` binary (or any shell command) from a test, and reading files back.
 // A target that includes this defines STEPSIM_BINARY and STEPSIM_SOURCE_DIR.
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 namespace stepsim::test {
 
@@ -58,6 +60,15 @@ inline std::filesystem::path fresh_temp_dir(const std::string& name) {
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
+}
+
+/// The names in `dir` (hidden ones too), sorted.
+inline std::vector<std::string> listing(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 } // namespace stepsim::test

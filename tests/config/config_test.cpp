@@ -453,9 +453,12 @@ TEST_F(ConfigTest, RejectsNonPositiveIntegers) {
 }
 
 TEST_F(ConfigTest, RejectsTooManyGpus) {
-  const std::string yaml = replace(CLUSTER, "nodes: 2\n", "nodes: 1000000000\n");
+  const std::string yaml = replace(CLUSTER, "nodes: 2\n", "nodes: 1000000\n");
   expect_contains(cluster_error(yaml), {in_cluster(yaml, "gpus_per_node: ^8"), "key 'gpus_per_node'",
-                                        "nodes * gpus_per_node = 1000000000*8 exceeds"});
+                                        "nodes * gpus_per_node = 1000000*8 exceeds 1048576 GPUs"});
+  // `nodes` alone is bounded by the same limit, as docs/schema.md says.
+  const std::string huge = replace(CLUSTER, "nodes: 2\n", "nodes: 1000000000\n");
+  expect_contains(cluster_error(huge), {in_cluster(huge, "nodes: ^1000000000"), "key 'nodes'", "1048576"});
 }
 
 TEST_F(ConfigTest, RejectsEfficiencyOutsideZeroToOne) {
