@@ -3,6 +3,7 @@
 #include "config/config.hpp"
 
 #include "config/stacks.hpp"
+#include "config/workload_names.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -69,6 +70,35 @@ std::string precision_problem(const ClusterSpec& cluster, const WorkloadSpec& wo
          cluster.gpu.kind;
 }
 
+std::string schedule_label(Schedule s) {
+  return std::string(detail::name_of(detail::SCHEDULE_NAMES, s));
+}
+
+/// DualPipe: pp >= 2 even, an even number m of micro-batches with m/2 >= pp (each direction fills
+/// its pipeline); DualPipeV: pp >= 2, m >= 2*pp (DeepSeek's DualPipe repository asserts the same).
+/// Layers divide into the schedule's chunks (check_chunks). `dp`: as in check_schedule.
+void check_dualpipe(const WorkloadSpec& w, std::optional<int64_t> dp, Problems& fail) {
+  const ParallelSpec& p = w.parallel;
+  const bool two_way = p.schedule == Schedule::DUALPIPE;
+  const std::string name = std::string("parallel.schedule = ") + schedule_label(p.schedule);
+  if (p.pp < 2 || (two_way && p.pp % 2 != 0))
+    fail(name +
+         (two_way ? " needs an even parallel.pp >= 2 (stage i and pp-1-i hold each other's chunks)"
+                  : " needs parallel.pp >= 2") +
+         ", found pp = " + str(p.pp));
+  const auto per_step = dp ? checked_mul(w.batch.micro_batch, *dp) : std::nullopt;
+  if (!per_step || *per_step <= 0)
+    return;
+  const int64_t m = w.batch.global_batch / *per_step;
+  if (two_way && m % 2 != 0)
+    fail(name + " needs an even number of micro-batches per pipeline (half fed from each end), found " +
+         str(m) + " = global_batch / (micro_batch*dp)");
+  else if (m < 2 * static_cast<int64_t>(p.pp))
+    fail(name + " needs at least 2*pp = " + str(2 * static_cast<int64_t>(p.pp)) +
+         " micro-batches per pipeline (" + (two_way ? "pp per direction" : "the V filled twice") +
+         "), found " + str(m) + " = global_batch / (micro_batch*dp)");
+}
+
 /// Schedule rules (docs/schedules.md): interleaving needs vp >= 2, pp >= 2, layers % (pp*vp) == 0
 /// and, as in Megatron-LM, micro-batches % pp == 0; vp > 1 only with the interleaved schedule; the
 /// zero-bubble schedules defer weight gradients, which full recomputation cannot do cheaply.
@@ -101,9 +131,11 @@ void check_schedule(const WorkloadSpec& w, std::optional<int64_t> dp, Problems& 
            " = global_batch / (micro_batch*dp)) to be a multiple of parallel.pp = " + str(p.pp) +
            " (Megatron-LM's interleaved schedule)");
   }
-  if ((p.schedule == Schedule::ZB_H1 || p.schedule == Schedule::ZB_H2) &&
+  if (p.bidirectional())
+    check_dualpipe(w, dp, fail);
+  if ((p.schedule == Schedule::ZB_H1 || p.schedule == Schedule::ZB_H2 || p.bidirectional()) &&
       w.training.recompute == Recompute::FULL)
-    fail(std::string("parallel.schedule = ") + (p.schedule == Schedule::ZB_H1 ? "zb-h1" : "zb-h2") +
+    fail(std::string("parallel.schedule = ") + schedule_label(p.schedule) +
          " cannot be combined with training.recompute = full: deferred weight-gradient passes need the "
          "recomputed "
          "activations kept until they run (use none or selective)");
@@ -161,10 +193,10 @@ void check_moe_and_cp(const WorkloadSpec& w, std::optional<int64_t> dp, Problems
       fail("parallel.ep_overlap needs a mixture-of-experts model with parallel.ep >= 2 (it hides the expert "
            "all-to-alls), found ep = " +
            str(p.ep));
-    if (p.pp > 1 && p.schedule != Schedule::INTERLEAVED)
+    if (p.pp > 1 && p.schedule != Schedule::INTERLEAVED && !p.bidirectional())
       fail("parallel.ep_overlap with parallel.pp = " + str(p.pp) +
            " needs parallel.schedule = interleaved (Megatron-Core's combined 1F1B pairs the interleaved "
-           "schedule's steady-state passes)");
+           "schedule's steady-state passes; dualpipe and dualpipev pair their own)");
     if (p.pp == 1 && p.schedule != Schedule::ONE_F_ONE_B)
       fail("parallel.ep_overlap with parallel.pp = 1 needs parallel.schedule = 1f1b (each forward runs with "
            "the "
@@ -184,6 +216,13 @@ void check_moe_and_cp(const WorkloadSpec& w, std::optional<int64_t> dp, Problems
   }
 }
 
+/// The model chunks of the layout (ParallelSpec::model_chunks) with a usable pp.
+int64_t model_chunks(ParallelSpec p, int64_t pp) {
+  p.pp = static_cast<int>(pp);
+  p.vp = std::max(1, p.vp);
+  return p.model_chunks();
+}
+
 /// Layers per model chunk (docs/schedules.md): an even split over pp (vp) or parallel.chunk_layers,
 /// and activation offloading of fewer layers than the smallest chunk holds.
 void check_chunks(const WorkloadSpec& workload, int64_t pp, Problems& fail) {
@@ -195,10 +234,11 @@ void check_chunks(const WorkloadSpec& workload, int64_t pp, Problems& fail) {
            "unevenly)");
   } else {
     const auto& c = workload.parallel.chunk_layers;
-    const int64_t chunks = static_cast<int64_t>(pp) * std::max(1, workload.parallel.vp);
+    const int64_t chunks = model_chunks(workload.parallel, pp);
     if (static_cast<int64_t>(c.size()) != chunks)
-      fail("parallel.chunk_layers lists " + str(static_cast<int64_t>(c.size())) +
-           " model chunks, expected pp*vp = " + str(chunks));
+      fail("parallel.chunk_layers lists " + str(static_cast<int64_t>(c.size())) + " model chunks, expected " +
+           (workload.parallel.schedule == Schedule::DUALPIPE_V ? "2*pp (dualpipev's V)" : "pp*vp") + " = " +
+           str(chunks));
     int64_t sum = 0;
     for (size_t i = 0; i < c.size(); ++i) {
       sum += c[i];
@@ -212,7 +252,7 @@ void check_chunks(const WorkloadSpec& workload, int64_t pp, Problems& fail) {
   }
   if (const int64_t n = workload.training.offload_layers; n > 0) {
     // Megatron offloads fewer layers than a model chunk holds, and none it recomputes.
-    int64_t smallest = m.layers / (static_cast<int64_t>(pp) * std::max(1, workload.parallel.vp));
+    int64_t smallest = m.layers / model_chunks(workload.parallel, pp);
     for (int64_t c : workload.parallel.chunk_layers)
       if (c > 0)
         smallest = std::min(smallest, c);

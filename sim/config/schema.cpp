@@ -372,10 +372,13 @@ constexpr Key WORKLOAD_KEYS[] = {
     {"parallel.dp", count(DEGREE_LIMIT), OPTIONAL, "", "**derived**", "",
      "data-parallel size; when omitted it is 0 after loading (the `ParallelSpec` default) and "
      "`check_layout`'s `Layout` holds GPUs / (tp·cp·pp)"},
-    {"parallel.schedule", enumeration({"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"}), REQUIRED, "", "",
+    {"parallel.schedule",
+     enumeration({"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe", "dualpipev"}), REQUIRED, "",
      "",
-     "pipeline schedule (`Schedule::GPIPE`, `ONE_F_ONE_B`, `INTERLEAVED`, `ZB_H1`, `ZB_H2`; "
-     "docs/schedules.md)"},
+     "dualpipe: even pp, an even number of micro-batches >= 2·pp; dualpipev: micro-batches >= 2·pp (layout "
+     "check)",
+     "pipeline schedule (`Schedule::GPIPE`, `ONE_F_ONE_B`, `INTERLEAVED`, `ZB_H1`, `ZB_H2`, `DUALPIPE`, "
+     "`DUALPIPE_V`; docs/schedules.md)"},
     {"parallel.vp", count(DEGREE_LIMIT), OPTIONAL, "1", "", ">= 2 exactly with `interleaved` (layout check)",
      "virtual stages (model chunks) per GPU for the interleaved schedule"},
     {"parallel.sp", boolean(), OPTIONAL, "false", "", "needs tp > 1 (layout check)",

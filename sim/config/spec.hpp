@@ -23,7 +23,7 @@ enum class NormKind { LAYERNORM, RMSNORM };
 enum class PositionEmbedding { LEARNED, ROTARY };
 /// Pipeline schedule (docs/schedules.md). INTERLEAVED needs parallel.vp >= 2; the zero-bubble
 /// schedules split backward into input-gradient (B) and weight-gradient (W) passes.
-enum class Schedule { GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZB_H2 };
+enum class Schedule { GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZB_H2, DUALPIPE, DUALPIPE_V };
 enum class Recompute { NONE, SELECTIVE, FULL };
 /// How expert all-to-alls move tokens: every routed copy (NCCL all-to-all), or each token once to
 /// every node holding one of its experts, then over NVLink (DeepEP / HybridEP dispatchers).
@@ -319,6 +319,29 @@ struct ParallelSpec {
   [[nodiscard]] int expert_tp() const { return etp > 0 ? etp : tp; }
   /// True when the expert groups fold over the TP ranks (etp < tp).
   [[nodiscard]] bool folds_experts() const { return expert_tp() < tp; }
+  /// DualPipe or DualPipeV: micro-batches fed from both ends, two model chunks per GPU.
+  [[nodiscard]] bool bidirectional() const {
+    return schedule == Schedule::DUALPIPE || schedule == Schedule::DUALPIPE_V;
+  }
+  /// Model chunks each GPU runs: vp (interleaved), 2 (DualPipe, DualPipeV), else 1.
+  [[nodiscard]] int chunks_per_stage() const { return bidirectional() ? 2 : vp > 1 ? vp : 1; }
+  /// Distinct model chunks the layers are split into: pp*vp; 2*pp for DualPipeV (the V: one copy
+  /// of the model in twice as many chunks); pp for DualPipe (each chunk held twice, once per
+  /// direction).
+  [[nodiscard]] int model_chunks() const {
+    return schedule == Schedule::DUALPIPE ? pp : pp * chunks_per_stage();
+  }
+  /// The model chunk (0..model_chunks()-1) that local chunk `local` of `stage` holds. Interleaved:
+  /// local*pp + stage. DualPipe: chunk 0 is the stage of the direction fed at stage 0, chunk 1 the
+  /// stage pp-1-stage of the direction fed at stage pp-1 (the same parameters as stage pp-1-stage's
+  /// chunk 0). DualPipeV: stage and 2*pp-1-stage (stage 0 holds the first and the last).
+  [[nodiscard]] int global_chunk(int stage, int local) const {
+    if (schedule == Schedule::DUALPIPE)
+      return local == 0 ? stage : pp - 1 - stage;
+    if (schedule == Schedule::DUALPIPE_V)
+      return local == 0 ? stage : 2 * pp - 1 - stage;
+    return local * pp + stage;
+  }
   bool operator==(const ParallelSpec&) const = default;
 };
 

@@ -25,7 +25,9 @@ inline constexpr Name<Schedule> SCHEDULE_NAMES[] = {{"gpipe", Schedule::GPIPE},
                                                     {"1f1b", Schedule::ONE_F_ONE_B},
                                                     {"interleaved", Schedule::INTERLEAVED},
                                                     {"zb-h1", Schedule::ZB_H1},
-                                                    {"zb-h2", Schedule::ZB_H2}};
+                                                    {"zb-h2", Schedule::ZB_H2},
+                                                    {"dualpipe", Schedule::DUALPIPE},
+                                                    {"dualpipev", Schedule::DUALPIPE_V}};
 inline constexpr Name<EpDispatch> EP_DISPATCH_NAMES[] = {{"all_to_all", EpDispatch::ALL_TO_ALL},
                                                          {"deduplicated", EpDispatch::DEDUPLICATED}};
 inline constexpr Name<Precision> PRECISION_NAMES[] = {

@@ -238,7 +238,9 @@ ParallelSpec read_parallel(const MapReader& m) {
                                            {"1f1b", Schedule::ONE_F_ONE_B},
                                            {"interleaved", Schedule::INTERLEAVED},
                                            {"zb-h1", Schedule::ZB_H1},
-                                           {"zb-h2", Schedule::ZB_H2}});
+                                           {"zb-h2", Schedule::ZB_H2},
+                                           {"dualpipe", Schedule::DUALPIPE},
+                                           {"dualpipev", Schedule::DUALPIPE_V}});
   });
   optional_key(m, "vp", [&](const Field& f) { p.vp = read_int(f); });
   optional_key(m, "sp", [&](const Field& f) { p.sp = read_bool(f); });

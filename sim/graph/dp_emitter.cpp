@@ -54,7 +54,7 @@ TaskId DpEmitter::collective(const DpCollective& c) {
 }
 
 model::StageLayout DpEmitter::chunk_layout(int p, int chunk) const {
-  return model::chunk_span(w_, chunk * grid_.pp + p);
+  return model::chunk_span(w_, w_.parallel.global_chunk(p, chunk));
 }
 
 GradientItems DpEmitter::gradient_items(const model::StageLayout& layout) const {

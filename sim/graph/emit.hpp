@@ -16,7 +16,7 @@ struct StepShape {
   const WorkloadSpec& workload;
   RankGrid grid{};
   int micro_batches = 0; ///< per pipeline per step
-  int vp = 1;            ///< model chunks per stage
+  int vp = 1;            ///< model chunks per stage (ParallelSpec::chunks_per_stage)
   int replicas = 1;      ///< simulated DP replicas (d indices 0..replicas-1)
   bool fold_cp = false;  ///< only CP index 0 simulated (dense models, fold_dp)
   bool split = false;    ///< backward split into B and W passes (zero-bubble schedules)

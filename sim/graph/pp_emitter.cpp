@@ -70,6 +70,17 @@ public:
     }
   }
 
+  /// The next chunk on the same stage: its first tasks wait for this pass's output.
+  void turn(const Hop& hop) {
+    const bool fwd = hop.pass.phase == Phase::FORWARD;
+    for (int t = 0; t < grid_.tp; ++t) {
+      const RankState& s = o_.streams[grid_.rank(d_, p_, t)];
+      const TaskId from = fwd ? s.fwd_last[hop.slot] : s.bwd_last[hop.slot];
+      for (TaskId entry : o_.moe_cp.entry_of(fwd ? s.fwd_first[hop.dst_slot] : s.bwd_first[hop.dst_slot]))
+        o_.graph.add_edge(from, entry);
+    }
+  }
+
 private:
   /// Folded CP: the other CP ranks' copies of send `task` of TP rank t (their order per (c, t)).
   /// They share their GPUs' links with the copied ring sends (which the simulated ranks' own ring
@@ -118,18 +129,21 @@ void emit_pp_sends(const PpOptions& o) {
       for (const PassRef& pass : stage_order(w.parallel.schedule, p, grid.pp, m, vp)) {
         if (pass.phase == Phase::WEIGHT_GRAD)
           continue; // W passes send nothing
-        // Global chunk c = chunk*pp + p sends to c + 1 (forward) or c - 1 (backward), on stage
-        // (c +- 1) mod pp: with interleaving the last stage wraps to stage 0's next chunk.
-        const int global = pass.chunk * grid.pp + p;
-        const int dst_global = pass.phase == Phase::FORWARD ? global + 1 : global - 1;
-        if (dst_global < 0 || dst_global >= grid.pp * vp)
+        // Chunk to chunk (ParallelSpec::global_chunk): interleaving wraps from the last stage to
+        // stage 0's next chunk; DualPipe's chunk 1 runs from stage pp-1 to 0; DualPipeV turns at
+        // stage pp-1 from chunk 0 to chunk 1 without a send.
+        const auto dst = pipeline_neighbour(w.parallel, p, pass.chunk, pass.phase == Phase::FORWARD);
+        if (!dst)
           continue;
         const auto mb = static_cast<size_t>(pass.micro_batch);
-        pipe.send({.pass = pass,
-                   .dst_stage = dst_global % grid.pp,
-                   .slot = static_cast<size_t>(pass.chunk) * static_cast<size_t>(m) + mb,
-                   .dst_slot = static_cast<size_t>(dst_global / grid.pp) * static_cast<size_t>(m) + mb},
-                  msg, gather);
+        const Hop hop{.pass = pass,
+                      .dst_stage = dst->stage,
+                      .slot = static_cast<size_t>(pass.chunk) * static_cast<size_t>(m) + mb,
+                      .dst_slot = static_cast<size_t>(dst->chunk) * static_cast<size_t>(m) + mb};
+        if (dst->stage == p)
+          pipe.turn(hop);
+        else
+          pipe.send(hop, msg, gather);
       }
     }
   }

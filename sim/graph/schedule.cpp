@@ -3,6 +3,8 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <array>
+#include <deque>
 #include <string>
 
 namespace stepsim::graph {
@@ -40,6 +42,90 @@ std::vector<PassRef> defer_weight_grads(const std::vector<PassRef>& fb, int dela
     order.push_back({Phase::WEIGHT_GRAD, next_w++});
   return order;
 }
+
+/// DualPipe's pass order on one stage, in its own terms: chunk 0 is the stage's "near" chunk (the
+/// direction fed at its end of the pipeline), 1 the "far" one; `h` the distance to that end, `half`
+/// the stages from the end to the middle, `n` the micro-batches through each chunk and `first[c]`
+/// the first micro-batch of chunk c. Micro-batches go through a chunk in order; W passes deferred
+/// by a backward run first in, first out.
+class DualOrder {
+public:
+  DualOrder(int h, int half, int n, const std::array<int, 2>& local, const std::array<int, 2>& first)
+      : local_(local), next_f_(first), next_b_(first) {
+    build(h, half, n);
+  }
+  std::vector<PassRef> take() { return std::move(order_); }
+
+private:
+  void build(int h, int half, int n) {
+    const int edge = half - h - 1; // stages between this one and the middle
+    for (int i = 0; i < 2 * edge; ++i)
+      forward(0);
+    for (int i = 0; i < h + 1; ++i) {
+      forward(0);
+      forward(1);
+    }
+    for (int i = 0; i < edge; ++i) {
+      backward(1, true);
+      weight();
+      forward(1);
+    }
+    for (int i = 0; i < n - 2 * half + h + 1; ++i) {
+      if (i == 0 && edge == 0) { // the middle stages: their first pair one after the other
+        forward(0);
+        backward(1, false);
+      } else {
+        forward(0);
+        backward(1, false, true);
+      }
+      forward(1);
+      backward(0, false, true);
+    }
+    for (int i = 0; i < edge; ++i) {
+      backward(1, false);
+      forward(1);
+      backward(0, false, true);
+    }
+    // The second half of these backwards defer their W (h+1 of the 2(h+1)).
+    bool defer = false;
+    for (int i = 0; i < h + 1; ++i) {
+      if (i == (h + 1) / 2 && h % 2 == 1)
+        defer = true;
+      backward(1, defer);
+      if (i == (h + 1) / 2 && h % 2 == 0)
+        defer = true;
+      backward(0, defer);
+    }
+    for (int i = 0; i < edge; ++i) {
+      weight();
+      backward(0, true);
+    }
+    for (int i = 0; i < h + 1; ++i)
+      weight();
+  }
+  void forward(int c) {
+    order_.push_back({Phase::FORWARD, next_f_[static_cast<size_t>(c)]++, local_[static_cast<size_t>(c)]});
+  }
+  void backward(int c, bool defer, bool paired = false) {
+    const PassRef b{Phase::BACKWARD, next_b_[static_cast<size_t>(c)]++, local_[static_cast<size_t>(c)],
+                    paired};
+    order_.push_back(b);
+    const PassRef w{Phase::WEIGHT_GRAD, b.micro_batch, b.chunk};
+    if (defer)
+      deferred_.push_back(w);
+    else
+      order_.push_back(w);
+  }
+  void weight() {
+    order_.push_back(deferred_.front());
+    deferred_.pop_front();
+  }
+
+  std::array<int, 2> local_;
+  std::array<int, 2> next_f_, next_b_;
+  std::deque<PassRef> deferred_;
+  std::vector<PassRef> order_;
+};
 
 } // namespace
 
@@ -87,6 +173,43 @@ std::vector<PassRef> zb_h2_order(int stage, int pp, int m) {
   return defer_weight_grads(forward_backward(2 * (pp - stage) - 2, m), 2 * stage, m);
 }
 
+std::vector<PassRef> dualpipe_order(int stage, int pp, int m) {
+  if (pp < 2 || pp % 2 != 0 || m % 2 != 0 || m / 2 < pp)
+    throw ModelError("dualpipe schedule: needs an even pp >= 2 (" + std::to_string(pp) +
+                     ") and an even number of micro-batches, at least 2*pp (" + std::to_string(m) + ")");
+  const bool second_half = stage >= pp / 2;
+  const std::array<int, 2> local = second_half ? std::array<int, 2>{1, 0} : std::array<int, 2>{0, 1};
+  const std::array<int, 2> first = second_half ? std::array<int, 2>{m / 2, 0} : std::array<int, 2>{0, m / 2};
+  return DualOrder(std::min(stage, pp - 1 - stage), pp / 2, m / 2, local, first).take();
+}
+
+std::vector<PassRef> dualpipe_v_order(int stage, int pp, int m) {
+  if (pp < 1 || m < 2 * pp)
+    throw ModelError("dualpipev schedule: needs at least 2*pp micro-batches (pp " + std::to_string(pp) +
+                     ", micro-batches " + std::to_string(m) + ")");
+  return DualOrder(stage, pp, m, {0, 1}, {0, 0}).take();
+}
+
+std::optional<ChunkPlace> pipeline_neighbour(const ParallelSpec& par, int stage, int chunk, bool forward) {
+  const int pp = par.pp;
+  if (par.schedule == Schedule::DUALPIPE) {
+    // Chunk 0 runs from stage 0 to pp-1, chunk 1 from pp-1 to 0.
+    const int step = (chunk == 0) == forward ? 1 : -1;
+    const int next = stage + step;
+    if (next < 0 || next >= pp)
+      return std::nullopt;
+    return ChunkPlace{next, chunk};
+  }
+  // Model chunk g's neighbour is g +- 1, wherever it sits.
+  const int global = par.global_chunk(stage, chunk);
+  const int dst = forward ? global + 1 : global - 1;
+  if (dst < 0 || dst >= par.model_chunks())
+    return std::nullopt;
+  if (par.schedule == Schedule::DUALPIPE_V)
+    return dst < pp ? ChunkPlace{dst, 0} : ChunkPlace{2 * pp - 1 - dst, 1};
+  return ChunkPlace{dst % pp, dst / pp};
+}
+
 std::vector<PassRef> stage_order(Schedule schedule, int stage, int pp, int m, int vp) {
   switch (schedule) {
   case Schedule::GPIPE:
@@ -99,12 +222,17 @@ std::vector<PassRef> stage_order(Schedule schedule, int stage, int pp, int m, in
     return zb_h1_order(stage, pp, m);
   case Schedule::ZB_H2:
     return zb_h2_order(stage, pp, m);
+  case Schedule::DUALPIPE:
+    return dualpipe_order(stage, pp, m);
+  case Schedule::DUALPIPE_V:
+    return dualpipe_v_order(stage, pp, m);
   }
   return {};
 }
 
 bool splits_backward(Schedule schedule) {
-  return schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2;
+  return schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPE ||
+         schedule == Schedule::DUALPIPE_V;
 }
 
 int peak_in_flight(const std::vector<PassRef>& order, bool split_backward, int output_chunk) {

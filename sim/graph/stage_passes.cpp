@@ -126,7 +126,7 @@ StagePasses::Pass::Pass(StagePasses& s, const PassRef& pass)
   if (grads_here)
     ++s.grad_passes_[chunk];
   // ... for good in the chunk's last such pass.
-  last_backward_ = grads_here && s.grad_passes_[chunk] == s.o_.shape.micro_batches;
+  last_backward_ = grads_here && s.grad_passes_[chunk] == s.chunk_passes_[chunk];
 }
 
 double StagePasses::Pass::zero3_params(int l) const {
@@ -407,7 +407,7 @@ void StagePasses::Pass::accumulate_gradients() {
     return;
   const ComputeQuery q = grad_accumulation_query(w_, s_.p_);
   const ComputeCost cost = s_.o_.costs.time()(q);
-  const double share = 1.0 / static_cast<double>(std::max(1, w_.parallel.vp));
+  const double share = 1.0 / static_cast<double>(s_.o_.shape.vp);
   std::vector<TaskId> ids;
   for (Rank r : s_.group_.ranks) {
     Task t = compute_task(r, Block::OPTIMIZER, Phase::BACKWARD, s_.p_, -1, mb_);
@@ -530,7 +530,8 @@ void StagePasses::Pass::backward_layer(int j) {
 StagePasses::StagePasses(const StagePassesOptions& o, int d, int p)
     : o_(o), w_(o.shape.workload), grid_(o.shape.grid), g_(o.graph), streams_(o.streams), p_(p),
       stored_(model::stored_layer_activations(w_)), working_(model::recompute_working_set(w_)),
-      grad_passes_(static_cast<size_t>(o.shape.vp), 0), chunk_forwarded_(static_cast<size_t>(o.shape.vp), 0) {
+      grad_passes_(static_cast<size_t>(o.shape.vp), 0), chunk_passes_(static_cast<size_t>(o.shape.vp), 0),
+      chunk_forwarded_(static_cast<size_t>(o.shape.vp), 0) {
   for (int t = 0; t < grid_.tp; ++t)
     group_.ranks.push_back(grid_.rank(d, p, t));
   const size_t slots = static_cast<size_t>(o.shape.micro_batches) * static_cast<size_t>(o.shape.vp);
@@ -548,6 +549,9 @@ void StagePasses::build() {
       stage_order(w_.parallel.schedule, p_, grid_.pp, o_.shape.micro_batches, o_.shape.vp);
   // Combined 1F1B (parallel.ep_overlap): each forward next to a backward of another (chunk,
   // micro-batch) forms a pair whose second pass runs alongside the first (pair_role 1, 2).
+  for (const PassRef& pass : order)
+    if (pass.phase == Phase::FORWARD)
+      ++chunk_passes_[static_cast<size_t>(pass.chunk)];
   const std::vector<int> pair_role = combined_pairs(order);
   for (size_t k = 0; k < order.size(); ++k) {
     const size_t tasks_before = g_.size();
@@ -620,6 +624,14 @@ void StagePasses::offload_copy(int l, size_t layer_start) {
 
 std::vector<int> StagePasses::combined_pairs(const std::vector<PassRef>& order) const {
   std::vector<int> role(order.size(), 0);
+  if (w_.parallel.bidirectional()) { // the schedule names its pairs
+    for (size_t k = 1; k < order.size(); ++k)
+      if (order[k].paired) {
+        role[k - 1] = 1;
+        role[k] = 2;
+      }
+    return role;
+  }
   if (!w_.parallel.ep_overlap)
     return role;
   for (size_t k = 0; k + 1 < order.size(); ++k) {

@@ -65,6 +65,7 @@ private:
   void offload_copy(int l, size_t layer_start);
 
   /// Combined 1F1B pairs of a stage's pass order: 0 alone, 1 the first, 2 the second of a pair.
+  /// DualPipe and DualPipeV: the pairs their order marks (PassRef::paired).
   /// Greedy from the start: a forward and a backward next to each other, of different (chunk,
   /// micro-batch), pair up (the interleaved schedule's steady state: forward k + warm-up with
   /// backward k; without a pipeline: each forward with the previous micro-batch's backward).
@@ -87,6 +88,7 @@ private:
   model::LayerActivations stored_, working_;
   int pass_index_ = 0;
   std::vector<int> grad_passes_;      ///< per chunk: passes that finalized gradients so far
+  std::vector<int> chunk_passes_;     ///< per chunk: its micro-batches (m/2 per chunk under DualPipe)
   std::vector<char> chunk_forwarded_; ///< per chunk: whether its first forward was emitted
   ParamGathers param_gathers_;
   std::vector<PairState> pair_;

@@ -43,7 +43,7 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
   }
   s.zero = par.zero_stage;
   s.sp = par.sp && grid.tp > 1;
-  s.vp = std::max(1, par.vp);
+  s.vp = par.chunks_per_stage();
   s.split = splits_backward(par.schedule);
   return s;
 }
@@ -56,7 +56,8 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
 void refuse_oversized(const StepShape& s) {
   constexpr double kMaxLayerPasses = 1e7; // at 3 tasks each: ~3e7 tasks, ~8 GB
   const RankGrid& grid = s.grid;
-  const double per_gpu = static_cast<double>(s.workload.model.layers) / grid.pp;
+  const ParallelSpec& par = s.workload.parallel;
+  const double per_gpu = static_cast<double>(s.workload.model.layers) * s.vp / par.model_chunks();
   const double passes = static_cast<double>(s.micro_batches) * (s.split ? 3.0 : 2.0);
   const double gpus = static_cast<double>(s.replicas) * grid.pp * grid.tp;
   const double layer_passes = per_gpu * passes * gpus;

@@ -148,6 +148,10 @@ InFlight in_flight_passes(const WorkloadSpec& w, int stage) {
   case Schedule::ZB_H2:
     n = std::min<int64_t>(2 * p - 1, m);
     break;
+  case Schedule::DUALPIPE: // one stage's chunk per pass: pp+1 of them (DeepSeek-V3, Table 2)
+    return {p + 1, 1};
+  case Schedule::DUALPIPE_V: // chunks of half a stage: 2pp+1 of them, the same pp+1/2 stages
+    return {2 * p + 1, 1};
   case Schedule::INTERLEAVED:
     if (m == p)
       return {m * v, m};
@@ -157,7 +161,8 @@ InFlight in_flight_passes(const WorkloadSpec& w, int stage) {
 }
 
 int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage) {
-  const int64_t v = std::max(1, w.parallel.vp);
+  // DualPipe: a micro-batch crosses one of a stage's two chunks, so each pass is one.
+  const int64_t v = w.parallel.schedule == Schedule::DUALPIPE ? 1 : w.parallel.chunks_per_stage();
   return (in_flight_passes(w, stage).passes + v - 1) / v;
 }
 
@@ -250,7 +255,7 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   // chunk's passes carry logits.
   const InFlight in_flight = in_flight_passes(w, stage);
   // Uneven chunks (parallel.chunk_layers): every pass is counted at the stage's largest chunk.
-  const double pass_layers = w.parallel.chunk_layers.empty()
+  const double pass_layers = w.parallel.chunk_layers.empty() && !w.parallel.bidirectional()
                                  ? d(layout.num_layers) / std::max(1, w.parallel.vp)
                                  : d(largest_chunk_layers(w, stage));
   // Full recomputation of the first recompute_layers layers of each chunk (all when 0): they keep
@@ -275,7 +280,7 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
     const double held = weight_bytes(w) + fp8_weight_bytes(w);
     const double emb = layout.has_embedding ? embedding_params(w.model, w.parallel.tp) * held : 0.0;
     const double out = layout.has_output ? output_params(w.model, w.parallel.tp, w.parallel.pp) * held : 0.0;
-    const int64_t chunk_layers = w.parallel.chunk_layers.empty()
+    const int64_t chunk_layers = w.parallel.chunk_layers.empty() && !w.parallel.bidirectional()
                                      ? layout.num_layers / std::max(1, w.parallel.vp)
                                      : largest_chunk_layers(w, stage);
     const double ends = chunk_layers > window ? std::max(emb, out) : emb + out;

@@ -100,12 +100,11 @@ double mtp_params(const ModelSpec& m, int tp, int pp) {
 
 double sequence_parallel_grad_params(const WorkloadSpec& w, int stage) {
   const ModelSpec& m = w.model;
-  const int pp = std::max(1, w.parallel.pp);
-  const int vp = std::max(1, w.parallel.vp);
+  const int chunks = w.parallel.chunks_per_stage();
   const double per_layer = 2.0 * norm_params(m) + mla_norm_params(m) + (m.bias ? 2.0 * d(m.hidden) : 0.0);
   double p = 0;
-  for (int c = 0; c < vp; ++c) {
-    const StageLayout span = chunk_span(w, c * pp + stage);
+  for (int c = 0; c < chunks; ++c) {
+    const StageLayout span = chunk_span(w, w.parallel.global_chunk(stage, c));
     p += d(span.num_layers) * per_layer;
     if (m.moe.enabled())
       p += d(moe_layers_in(m, span.first_layer, span.num_layers)) * d(m.hidden) * d(m.moe.experts);
@@ -124,7 +123,9 @@ double total_params(const ModelSpec& m) {
 std::vector<int64_t> chunk_layer_counts(const WorkloadSpec& w) {
   if (!w.parallel.chunk_layers.empty())
     return w.parallel.chunk_layers;
-  const int64_t chunks = static_cast<int64_t>(std::max(1, w.parallel.pp)) * std::max(1, w.parallel.vp);
+  ParallelSpec par = w.parallel;
+  par.pp = std::max(1, par.pp);
+  const int64_t chunks = par.model_chunks();
   return std::vector<int64_t>(static_cast<size_t>(chunks), w.model.layers / chunks);
 }
 
@@ -144,6 +145,16 @@ StageLayout chunk_span(const WorkloadSpec& w, int chunk) {
 StageLayout stage_layout(const WorkloadSpec& w, int stage) {
   const int pp = w.parallel.pp;
   const int vp = std::max(1, w.parallel.vp);
+  if (w.parallel.bidirectional()) {
+    // Two chunks, not adjacent: counted from the first chunk's first layer (stage_params counts
+    // them exactly); the ends of the model wherever either chunk holds them.
+    const StageLayout a = chunk_span(w, w.parallel.global_chunk(stage, 0));
+    const StageLayout b = chunk_span(w, w.parallel.global_chunk(stage, 1));
+    return {.first_layer = a.first_layer,
+            .num_layers = a.num_layers + b.num_layers,
+            .has_embedding = a.has_embedding || b.has_embedding,
+            .has_output = a.has_output || b.has_output};
+  }
   if (vp == 1)
     return chunk_span(w, stage);
   StageLayout s;
@@ -163,24 +174,21 @@ StageLayout stage_layout(const WorkloadSpec& w, int stage) {
 }
 
 int64_t largest_chunk_layers(const WorkloadSpec& w, int stage) {
-  const int pp = w.parallel.pp;
-  const int vp = std::max(1, w.parallel.vp);
   int64_t most = 0;
-  for (int v = 0; v < vp; ++v)
-    most = std::max(most, chunk_span(w, v * pp + stage).num_layers);
+  for (int v = 0; v < w.parallel.chunks_per_stage(); ++v)
+    most = std::max(most, chunk_span(w, w.parallel.global_chunk(stage, v)).num_layers);
   return most;
 }
 
 LayerParams stage_params(const WorkloadSpec& w, int stage) {
-  const int vp = std::max(1, w.parallel.vp);
-  if (w.parallel.chunk_layers.empty()) {
+  if (w.parallel.chunk_layers.empty() && !w.parallel.bidirectional()) {
     const StageLayout s = stage_layout(w, stage);
     return stack_params(w.model, s.first_layer, s.num_layers, w.parallel.tp, w.parallel.ep,
                         w.parallel.expert_tp());
   }
   LayerParams sum;
-  for (int v = 0; v < vp; ++v) {
-    const StageLayout c = chunk_span(w, v * w.parallel.pp + stage);
+  for (int v = 0; v < w.parallel.chunks_per_stage(); ++v) {
+    const StageLayout c = chunk_span(w, w.parallel.global_chunk(stage, v));
     const LayerParams p = stack_params(w.model, c.first_layer, c.num_layers, w.parallel.tp, w.parallel.ep,
                                        w.parallel.expert_tp());
     sum.dense += p.dense;

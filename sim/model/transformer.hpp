@@ -68,6 +68,9 @@ StageLayout chunk_span(const WorkloadSpec& w, int chunk);
 /// The layers of pipeline stage `stage`: with vp = 1 its one chunk (chunk_span); with vp > 1 all
 /// its chunks' layers counted from its first chunk's first layer (the layers themselves are not
 /// contiguous: stage_params counts them exactly), the last stage's including the MTP layers.
+/// DualPipe and DualPipeV: its two chunks (ParallelSpec::global_chunk) likewise; the embedding and
+/// the output wherever either chunk holds them (DualPipe: stages 0 and pp-1 hold both,
+/// DualPipeV: stage 0).
 StageLayout stage_layout(const WorkloadSpec& w, int stage);
 
 /// The largest model chunk of `stage`, in layers (the MTP layers included on the last stage's

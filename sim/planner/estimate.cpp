@@ -51,10 +51,12 @@ class StepEstimator {
 public:
   StepEstimator(const ClusterSpec& cluster, const WorkloadSpec& w, const graph::ComputeTimeFn& compute_time)
       : cluster_(cluster), w_(w), par_(w.parallel), compute_time_(compute_time), p_(par_.pp),
-        v_(std::max(1, par_.vp)), t_(par_.tp), dp_(par_.dp), m_(w.micro_batches()), e_(model::grad_bytes(w)),
-        wb_(model::weight_bytes(w)),
-        split_(par_.schedule == Schedule::ZB_H1 || par_.schedule == Schedule::ZB_H2),
-        last_(model::stage_layout(w, static_cast<int>(p_ - 1))), layers_(d(last_.num_layers)) {}
+        v_(par_.schedule == Schedule::DUALPIPE ? 1 : par_.chunks_per_stage()), t_(par_.tp), dp_(par_.dp),
+        m_(w.micro_batches()), e_(model::grad_bytes(w)), wb_(model::weight_bytes(w)),
+        split_(par_.schedule == Schedule::ZB_H1 || par_.schedule == Schedule::ZB_H2 || par_.bidirectional()),
+        last_(model::stage_layout(w, static_cast<int>(p_ - 1))),
+        // DualPipe: a micro-batch crosses one of the stage's two chunks.
+        layers_(d(last_.num_layers) / (par_.schedule == Schedule::DUALPIPE ? 2.0 : 1.0)) {}
 
   Estimate run() {
     block_times();
@@ -231,7 +233,7 @@ private:
     // Combined 1F1B (ep_overlap): a pair's all-to-alls run under the other pass's compute, but each
     // pass's own all-to-alls stay between its blocks and the two passes' share the network: about
     // the shorter pass's compute is hidden (the simulation decides; docs/planner.md).
-    if (par_.ep_overlap)
+    if (par_.ep_overlap || par_.bidirectional()) // DualPipe pairs its passes likewise
       ep_per_mb_ = std::max(0.0, ep_per_mb_ - std::min(t_f_, t_b_));
   }
 
@@ -247,6 +249,10 @@ private:
       return d(p_ - 1) * std::max(per_mb - 2.0 * t_w_, t_f_);
     case Schedule::ZB_H2:
       return d(p_ - 1) * (t_f_ + layers_ * 2.0 * tp_one_);
+    case Schedule::DUALPIPE: // DeepSeek-V3's Table 2: (p/2 - 1)(F&B + B - 3W), F&B one overlapped pair
+      return d(p_ / 2 - 1) * std::max(per_mb + t_b_ - 3.0 * t_w_, t_f_);
+    case Schedule::DUALPIPE_V: // the same over 2p chunks of half a stage
+      return d(p_ - 1) * std::max(per_mb + t_b_ - 3.0 * t_w_, t_f_) / 2.0;
     }
     return 0;
   }

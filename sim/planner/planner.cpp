@@ -58,6 +58,10 @@ std::string schedule_name(Schedule s) {
     return "zb-h1";
   case Schedule::ZB_H2:
     return "zb-h2";
+  case Schedule::DUALPIPE:
+    return "dualpipe";
+  case Schedule::DUALPIPE_V:
+    return "dualpipev";
   }
   return "?";
 }
@@ -138,6 +142,11 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
           } else {
             for (Schedule s : {Schedule::GPIPE, Schedule::ONE_F_ONE_B, Schedule::ZB_H1, Schedule::ZB_H2})
               schedules.emplace_back(s, 1);
+            // DualPipe and DualPipeV exist to hide the expert all-to-alls: MoE models only
+            // (check_layout drops the layouts whose pp or micro-batches they cannot run).
+            if (base.model.moe.enabled())
+              for (Schedule s : {Schedule::DUALPIPE, Schedule::DUALPIPE_V})
+                schedules.emplace_back(s, 1);
             if (m % pp == 0)
               for (int vp = 2; vp <= space.max_vp; ++vp)
                 if (base.model.layers % (static_cast<int64_t>(pp) * vp) == 0)

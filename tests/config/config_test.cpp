@@ -719,8 +719,8 @@ TEST_P(WorkloadEnumTest, RejectsBadValueListingAllowedOnes) {
 INSTANTIATE_TEST_SUITE_P(
     AllEnums, WorkloadEnumTest,
     ::testing::Values(
-        EnumCase{"schedule: 1f1b", "schedule: dualpipe", "schedule: ^dualpipe", "parallel.schedule",
-                 "gpipe, 1f1b, interleaved, zb-h1, zb-h2, found 'dualpipe'"},
+        EnumCase{"schedule: 1f1b", "schedule: chimera", "schedule: ^chimera", "parallel.schedule",
+                 "gpipe, 1f1b, interleaved, zb-h1, zb-h2, dualpipe, dualpipev, found 'chimera'"},
         EnumCase{"precision: bf16", "precision: fp4", "precision: ^fp4", "precision",
                  "bf16, fp16, fp8, found 'fp4'"},
         EnumCase{"precision: bf16\n", "precision: bf16\ntraining:\n  recompute: some\n", "recompute: ^some",
@@ -1044,6 +1044,36 @@ TEST_F(ConfigTest, LayoutRejectsLayersNotDivisibleByPp) {
                   {workload_path().string() + ": ", "parallel.pp = 2 does not divide model.layers = 5"});
 }
 
+// DualPipe: even pp, an even number of micro-batches, at least pp per direction; DualPipeV: at
+// least 2pp micro-batches and 2pp model chunks; neither under full recomputation (deferred W).
+TEST_F(ConfigTest, LayoutChecksDualPipe) {
+  const std::string dual = replace(WORKLOAD, "schedule: 1f1b", "schedule: dualpipe"); // m = 2
+  expect_contains(layout_error(CLUSTER, dual),
+                  {workload_path().string() + ": ",
+                   "parallel.schedule = dualpipe needs at least 2*pp = 4 micro-batches per pipeline (pp per "
+                   "direction), found 2 = global_batch / (micro_batch*dp)"});
+  expect_contains(
+      layout_error(CLUSTER, replace(dual, "global_batch: 16", "global_batch: 40")), // m = 5
+      {"parallel.schedule = dualpipe needs an even number of micro-batches per pipeline (half fed "
+       "from each end), found 5"});
+  expect_contains(
+      layout_error(CLUSTER, replace(dual, "pp: 2", "pp: 1")),
+      {"parallel.schedule = dualpipe needs an even parallel.pp >= 2 (stage i and pp-1-i hold each "
+       "other's chunks), found pp = 1"});
+  const std::string fits = replace(dual, "global_batch: 16", "global_batch: 32"); // m = 4
+  EXPECT_NO_THROW((void)stepsim::config::check_layout(cluster(CLUSTER), workload(fits)));
+  const std::string v = replace(fits, "schedule: dualpipe", "schedule: dualpipev");
+  EXPECT_NO_THROW((void)stepsim::config::check_layout(cluster(CLUSTER), workload(v)));
+  expect_contains(layout_error(CLUSTER, replace(v, "global_batch: 32", "global_batch: 24")), // m = 3
+                  {"parallel.schedule = dualpipev needs at least 2*pp = 4 micro-batches per pipeline (the V "
+                   "filled twice), found 3"});
+  expect_contains(layout_error(CLUSTER, replace(v, "  schedule: dualpipev\n",
+                                                "  schedule: dualpipev\n  chunk_layers: [2, 2]\n")),
+                  {"parallel.chunk_layers lists 2 model chunks, expected 2*pp (dualpipev's V) = 4"});
+  expect_contains(layout_error(CLUSTER, v + "training:\n  recompute: full\n"),
+                  {"parallel.schedule = dualpipev cannot be combined with training.recompute = full"});
+}
+
 TEST_F(ConfigTest, LayoutRejectsGlobalBatchNotDivisible) {
   const std::string yaml = replace(WORKLOAD, "global_batch: 16", "global_batch: 18");
   expect_contains(
@@ -1342,8 +1372,8 @@ TEST_F(ConfigTest, WorkloadReportsEveryError) {
             "--set batch.micro_batch=0: key 'batch.micro_batch': expected a positive integer, found 0");
   EXPECT_EQ(lines[2],
             in_workload(bad, "schedule: ^1F1B") +
-                "key 'parallel.schedule': expected one of gpipe, 1f1b, interleaved, zb-h1, zb-h2, found "
-                "'1F1B'; did you mean '1f1b'?");
+                "key 'parallel.schedule': expected one of gpipe, 1f1b, interleaved, zb-h1, zb-h2, dualpipe, "
+                "dualpipev, found '1F1B'; did you mean '1f1b'?");
   EXPECT_EQ(lines[3],
             in_workload(bad, "recompute: ^sometimes") +
                 "key 'training.recompute': expected one of none, selective, full, found 'sometimes'");

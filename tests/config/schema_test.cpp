@@ -342,7 +342,10 @@ TEST(SchemaDeclaration, ColumnsAndPhrasesFromTheTypedFields) {
   EXPECT_EQ(schema::presence_column(zero), "optional, **0**");
   EXPECT_EQ(schema::expected(schema::key(File::CLUSTER, "fabric.tiers").value), "2 or 3");
   const schema::Key& schedule = schema::key(File::WORKLOAD, "parallel.schedule");
-  EXPECT_EQ(schema::constraint_column(schedule), "`gpipe`, `1f1b`, `interleaved`, `zb-h1`, `zb-h2`");
+  EXPECT_EQ(
+      schema::constraint_column(schedule),
+      "`gpipe`, `1f1b`, `interleaved`, `zb-h1`, `zb-h2`, `dualpipe`, `dualpipev`; dualpipe: even pp, an even "
+      "number of micro-batches >= 2·pp; dualpipev: micro-batches >= 2·pp (layout check)");
   EXPECT_EQ(schema::expected(schema::key(File::CLUSTER, "gpu.hbm_bandwidth").value),
             "a positive bandwidth of at least 1bps");
   // List indices name the declaration of the items' keys.

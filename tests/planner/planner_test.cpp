@@ -558,3 +558,27 @@ TEST(PlannerEstimate, MlaUpProjectionRecomputationCounts) {
   const double up = 2 * b * s * (1536 * a * (128 + 64) + 512 * a * (128 + 128)) / tp;
   EXPECT_LT(std::abs((again - kept) / (m * L * up / 1e15) - 1), 1e-9);
 }
+
+// DualPipe and DualPipeV join the candidates of MoE models (their pairs hide the expert
+// all-to-alls), each proposed layout valid: dualpipe only with an even pp and m >= 2pp.
+TEST(Planner, ProposesDualPipeForMoe) {
+  ClusterSpec c = config::load_cluster(SRC + "/topologies/h200-cluster.yaml");
+  c.nodes = 8;
+  WorkloadSpec w = config::load_workload(SRC + "/workloads/mixtral-8x7b.yaml");
+  w.training.recompute = Recompute::SELECTIVE;
+  w = config::check_layout(c, w).workload;
+  planner::SearchSpace space;
+  space.vary_recompute = false;
+  space.vary_ep = false;
+  std::set<Schedule> schedules;
+  for (const WorkloadSpec& x : planner::enumerate_layouts(c, w, space)) {
+    schedules.insert(x.parallel.schedule);
+    if (x.parallel.schedule == Schedule::DUALPIPE) {
+      EXPECT_EQ(x.parallel.pp % 2, 0) << planner::describe(x);
+      EXPECT_GE(x.micro_batches(), 2 * x.parallel.pp) << planner::describe(x);
+      EXPECT_NE(planner::describe(x).find(" dualpipe"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(schedules.count(Schedule::DUALPIPE), 1u);
+  EXPECT_EQ(schedules.count(Schedule::DUALPIPE_V), 1u);
+}
