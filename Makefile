@@ -8,7 +8,7 @@ CLUSTER ?= topologies/dgx-a100-superpod.yaml
 WORKLOAD ?= workloads/gpt3-175b.yaml
 OUT ?= out
 
-.PHONY: setup build demo test bench clean
+.PHONY: setup build demo test bench bench-scale clean
 
 setup:
 	./tools/setup.sh
@@ -26,8 +26,17 @@ test: setup
 	cmake --build $(BUILD) -j$(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
+# `bench`: the everyday benchmarks; `bench-scale`: the 1 k to 100 k GPU series and the issue's
+# large cases (minutes). Each prints the JSON table of docs/performance.md (tools/bench_table.py).
 bench: build
-	./$(BUILD)/bench/step_bench
+	./$(BUILD)/bench/step_bench --benchmark_filter='-scale/' --benchmark_out=$(BUILD)/bench.json \
+	  --benchmark_out_format=json
+	./tools/bench_table.py $(BUILD)/bench.json
+
+bench-scale: build
+	./$(BUILD)/bench/step_bench --benchmark_filter='scale/' --benchmark_out=$(BUILD)/bench-scale.json \
+	  --benchmark_out_format=json
+	./tools/bench_table.py $(BUILD)/bench-scale.json
 
 clean:
 	rm -rf $(BUILD) $(OUT)
