@@ -9,7 +9,7 @@ WORKLOAD ?= workloads/gpt3-175b.yaml
 OUT ?= out
 FUZZ_SECONDS ?= 120
 
-.PHONY: setup build demo test sanitize fuzz bench clean
+.PHONY: setup build demo test sanitize fuzz bench bench-scale clean
 
 setup:
 	./tools/setup.sh
@@ -36,8 +36,17 @@ sanitize: setup
 fuzz: setup
 	./tools/fuzz.sh $(FUZZ_SECONDS)
 
+# `bench`: the everyday benchmarks; `bench-scale`: the 1 k to 100 k GPU series and the issue's
+# large cases (minutes). Each prints the JSON table of docs/performance.md (tools/bench_table.py).
 bench: build
-	./$(BUILD)/bench/step_bench
+	./$(BUILD)/bench/step_bench --benchmark_filter='-scale/' --benchmark_out=$(BUILD)/bench.json \
+	  --benchmark_out_format=json
+	./tools/bench_table.py $(BUILD)/bench.json
+
+bench-scale: build
+	./$(BUILD)/bench/step_bench --benchmark_filter='scale/' --benchmark_out=$(BUILD)/bench-scale.json \
+	  --benchmark_out_format=json
+	./tools/bench_table.py $(BUILD)/bench-scale.json
 
 clean:
 	rm -rf $(BUILD) $(OUT)

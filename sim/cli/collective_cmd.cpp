@@ -11,6 +11,7 @@
 #include "core/vocabulary.hpp"
 #include "engine/replay.hpp"
 #include "graph/step_builder.hpp"
+#include "runner/simulate.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -70,6 +71,7 @@ struct CollectiveArgs {
   std::string algorithm_text = "auto";
   std::string csv_file;
   std::string form_text = "auto";
+  bool no_sampling = false;
   std::vector<std::string> sets;
 
   explicit CollectiveArgs(Options& o) {
@@ -89,6 +91,9 @@ table (bus bandwidth as nccl-tests defines it).)");
     o.choice("--algorithm", algorithm_text, {"auto", "ring", "tree", "hierarchical", "nvls", "pairwise"},
              "the collective algorithm");
     o.choice("--collectives", form_text, COLLECTIVE_FORMS, "how collectives expand into flows");
+    o.flag("--no-sampling", no_sampling,
+           "run every flow (slower; by default, over whole nodes of a non-blocking fabric, only the "
+           "flows that set node 0's time run)");
     o.value("--csv", csv_file, "FILE",
             "also write op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps");
     o.values("--set", sets, "PATH=VALUE", "override a cluster key: --set cluster.nodes=2");
@@ -162,8 +167,16 @@ void check_forced_algorithm(const CollectiveSweep& w) {
                       " GPUs of this cluster");
 }
 
+/// Whether the sweep may be symmetry-sampled (docs/engine.md): every node of the group alike
+/// (whole nodes on a non-blocking fabric) and more ranks than the sampling threshold. Then node
+/// 0's GPUs are the observed ones: what runs is what sets their times.
+bool sampled(const CollectiveSweep& w) {
+  return w.op != CollectiveOp::SEND && w.n > runner::SAMPLE_ABOVE_RANKS &&
+         w.n % w.cluster.gpus_per_node == 0 && runner::non_blocking(w.cluster);
+}
+
 /// One collective task per size, each depending on the previous one.
-graph::StepProgram chain_program(const CollectiveSweep& w) {
+graph::StepProgram chain_program(const CollectiveSweep& w, bool sample) {
   graph::StepProgram prog;
   for (size_t i = 0; i < w.sizes.size(); ++i) {
     graph::Task t;
@@ -178,6 +191,8 @@ graph::StepProgram chain_program(const CollectiveSweep& w) {
   }
   prog.graph.finalize();
   prog.simulated_ranks = w.ranks;
+  if (sample)
+    prog.simulated_ranks.resize(static_cast<size_t>(w.cluster.gpus_per_node));
   prog.grid = graph::RankGrid{w.n, 1, 1};
   prog.micro_batches = 1;
   return prog;
@@ -190,11 +205,13 @@ struct Row {
 };
 
 /// Simulates the chain and measures each size.
-std::vector<Row> measure(const CollectiveSweep& w, CollectiveForm form) {
-  const graph::StepProgram prog = chain_program(w);
+std::vector<Row> measure(const CollectiveSweep& w, CollectiveForm form, bool sample) {
+  const graph::StepProgram prog = chain_program(w, sample);
   engine::ReplayOptions options;
   options.collective_form = form;
   options.algorithms.dp = w.algorithm;
+  if (sample)
+    options.sample_above_ranks = runner::SAMPLE_ABOVE_RANKS;
   engine::Replay replay(prog, w.cluster, options);
   const engine::ReplayResult r = replay.run();
 
@@ -262,7 +279,7 @@ int CollectiveCommand::run(std::ostream& out, std::ostream& /*err*/) {
   const CollectiveArgs& a = a_;
   const CollectiveSweep w = resolve_sweep(a);
   check_forced_algorithm(w);
-  const std::vector<Row> rows = measure(w, parse_collective_form(a.form_text));
+  const std::vector<Row> rows = measure(w, parse_collective_form(a.form_text), !a.no_sampling && sampled(w));
   print_table(out, w, rows);
   if (!a.csv_file.empty())
     write_csv(a.csv_file, w, rows);

@@ -35,6 +35,11 @@ struct TopologyView {
   bool rail_optimized = false;   ///< GPU k of every node sits on rail k: all-to-all uses PXN
   LatencyFn latency;             ///< one-way route latency between two GPUs
   BandwidthFn bandwidth;         ///< bottleneck bandwidth of the route between two GPUs
+  /// Symmetry sampling (docs/engine.md): per node, whether it hosts a simulated rank. When set,
+  /// a coarse tree keeps only the flows of the nodes that set the observed nodes' times (their
+  /// ancestors, the deepest branches below them, and every flow touching those nodes); null:
+  /// every flow.
+  const std::vector<bool>* observed_nodes = nullptr;
 
   [[nodiscard]] int node_of(int32_t gpu) const { return gpu / gpus_per_node; }
   [[nodiscard]] int local_of(int32_t gpu) const { return gpu % gpus_per_node; }

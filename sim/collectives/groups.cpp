@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 namespace stepsim::collectives::detail {
 
@@ -21,17 +22,17 @@ int chunks_for(double bytes) {
 }
 
 std::vector<std::vector<int32_t>> by_node(std::span<const int32_t> gpus, const TopologyView& v) {
+  // Node -> its index in `out`: a hash lookup per GPU, so a group of n GPUs costs O(n), not
+  // O(n x nodes) (a data-parallel group of 4096 ranks spans 2048 nodes).
   std::vector<std::vector<int32_t>> out;
-  std::vector<int> node_ids;
+  std::unordered_map<int, size_t> index;
+  index.reserve(gpus.size());
   for (int32_t g : gpus) {
-    const int node = v.node_of(g);
-    const auto it = std::find(node_ids.begin(), node_ids.end(), node);
-    if (it == node_ids.end()) {
-      node_ids.push_back(node);
+    const auto [it, fresh] = index.try_emplace(v.node_of(g), out.size());
+    if (fresh)
       out.push_back({g});
-    } else {
-      out[static_cast<size_t>(it - node_ids.begin())].push_back(g);
-    }
+    else
+      out[it->second].push_back(g);
   }
   return out;
 }

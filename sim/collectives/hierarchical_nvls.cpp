@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 #include <utility>
 
 namespace stepsim::collectives::detail {
@@ -13,19 +14,16 @@ namespace stepsim::collectives::detail {
 // ---- hierarchical -------------------------------------------------------------------------------
 namespace {
 
+/// Per rank: the flows its next phase waits for (its last send and last receive so far).
+using Frontier = std::unordered_map<int32_t, std::vector<int64_t>>;
+
 /// Appends `phase` after what is already in `p`: each rank's first flows wait for the last
-/// flows it sent and received before (a per-rank barrier between phases).
-void append_phase(FlowProgram& p, const FlowProgram& phase,
-                  std::vector<std::pair<int32_t, std::vector<int64_t>>>& frontier) {
+/// flows it sent and received before (a per-rank barrier between phases). Linear in the phase's
+/// flows (a rank's frontier is a hash lookup).
+void append_phase(FlowProgram& p, const FlowProgram& phase, Frontier& frontier) {
   Builder b(p);
   const uint32_t base = b.size();
-  auto find_frontier = [&](int32_t g) -> std::vector<int64_t>* {
-    for (auto& [gpu, f] : frontier)
-      if (gpu == g)
-        return &f;
-    frontier.push_back({g, {}});
-    return &frontier.back().second;
-  };
+  static const std::vector<int64_t> none;
   for (size_t f = 0; f < phase.flows.size(); ++f) {
     const Flow& fl = phase.flows[f];
     std::vector<int64_t> deps;
@@ -33,39 +31,21 @@ void append_phase(FlowProgram& p, const FlowProgram& phase,
     for (uint32_t d : own)
       deps.push_back(base + d);
     if (own.empty()) {
-      const auto* fr = find_frontier(fl.src);
-      deps.insert(deps.end(), fr->begin(), fr->end());
+      const auto it = frontier.find(fl.src);
+      const std::vector<int64_t>& fr = it == frontier.end() ? none : it->second;
+      deps.insert(deps.end(), fr.begin(), fr.end());
     }
     b.add(fl.src, fl.dst, fl.bytes, deps);
   }
   // New frontier: each rank's last send and last receive in this phase.
-  std::vector<std::pair<int32_t, std::vector<int64_t>>> next = frontier;
-  std::vector<int32_t> touched;
-  for (size_t f = phase.flows.size(); f-- > 0;) {
-    for (int32_t g : {phase.flows[f].src, phase.flows[f].dst}) {
-      if (std::find(touched.begin(), touched.end(), g) != touched.end())
-        continue;
-      touched.push_back(g);
-    }
+  std::unordered_map<int32_t, std::pair<int64_t, int64_t>> last; // rank -> (send, receive)
+  for (size_t f = 0; f < phase.flows.size(); ++f) {
+    const int64_t id = base + static_cast<int64_t>(f);
+    last.try_emplace(phase.flows[f].src, -1, -1).first->second.first = id;
+    last.try_emplace(phase.flows[f].dst, -1, -1).first->second.second = id;
   }
-  for (int32_t g : touched) {
-    int64_t last_send = -1, last_recv = -1;
-    for (size_t f = 0; f < phase.flows.size(); ++f) {
-      if (phase.flows[f].src == g)
-        last_send = base + static_cast<int64_t>(f);
-      if (phase.flows[f].dst == g)
-        last_recv = base + static_cast<int64_t>(f);
-    }
-    bool found = false;
-    for (auto& [gpu, fr] : next)
-      if (gpu == g) {
-        fr = {last_send, last_recv};
-        found = true;
-      }
-    if (!found)
-      next.push_back({g, {last_send, last_recv}});
-  }
-  frontier = std::move(next);
+  for (const auto& [gpu, sr] : last)
+    frontier[gpu] = {sr.first, sr.second};
   p.tail_delay += phase.tail_delay;
 }
 
@@ -75,7 +55,7 @@ void append_hierarchical(FlowProgram& p, std::span<const int32_t> gpus, Bytes si
                          const TopologyView& v) {
   const auto groups = by_node(gpus, v);
   const size_t m = groups.front().size();
-  std::vector<std::pair<int32_t, std::vector<int64_t>>> frontier;
+  Frontier frontier;
   // 1. reduce-scatter inside each node (concurrently).
   FlowProgram rs;
   rs.dep_begin.push_back(0);

@@ -4,6 +4,7 @@
 #include "collectives/algorithms.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -107,8 +108,9 @@ namespace {
 // ---- double binary tree ---------------------------------------------------------------------------
 
 struct Tree {
-  std::vector<int32_t> gpu; ///< vertex -> GPU
-  std::vector<int> parent;  ///< vertex -> parent vertex, -1 for the root
+  std::vector<int32_t> gpu;  ///< vertex -> GPU
+  std::vector<int32_t> node; ///< vertex -> index of its node in the group's node order
+  std::vector<int> parent;   ///< vertex -> parent vertex, -1 for the root
   std::vector<std::vector<int>> children;
   int root = 0;
   int depth = 0;
@@ -135,6 +137,7 @@ Tree build_tree(const std::vector<std::vector<int32_t>>& groups, bool mirror, in
     head[static_cast<size_t>(j)] = static_cast<int>(t.gpu.size());
     for (size_t i = 0; i < m; ++i) {
       t.gpu.push_back(chain[i]);
+      t.node.push_back(node_at[static_cast<size_t>(j)]);
       t.parent.push_back(i == 0 ? -1 : static_cast<int>(t.gpu.size()) - 2);
     }
   }
@@ -155,6 +158,155 @@ Tree build_tree(const std::vector<std::vector<int32_t>>& groups, bool mirror, in
   return t;
 }
 
+/// Symmetry sampling of a tree pair over N nodes (docs/engine.md), for one of the two trees
+/// (heap positions j over the group's node order, the mirror tree over the reversed order): the
+/// positions whose flows decide when the observed nodes finish. The observed nodes and their
+/// ancestors, and below each of these the deepest branch under each child (the leftmost path of a
+/// heap subtree is its deepest), so that every wait on the observed nodes' paths, pipeline fill
+/// included, is simulated hop by hop.
+std::vector<char> sampled_positions(const std::vector<char>& observed, bool mirror) {
+  const int N = static_cast<int>(observed.size());
+  std::vector<char> on_path(static_cast<size_t>(N), 0), keep(static_cast<size_t>(N), 0);
+  for (int g = 0; g < N; ++g) {
+    if (!observed[static_cast<size_t>(g)])
+      continue;
+    for (int j = mirror ? N - 1 - g : g; !on_path[static_cast<size_t>(j)]; j = (j - 1) / 2) {
+      on_path[static_cast<size_t>(j)] = 1;
+      if (j == 0)
+        break;
+    }
+  }
+  for (int j = 0; j < N; ++j) {
+    if (!on_path[static_cast<size_t>(j)])
+      continue;
+    keep[static_cast<size_t>(j)] = 1;
+    for (int c = 2 * j + 1; c <= 2 * j + 2 && c < N; ++c)
+      for (int d = c; d < N; d = 2 * d + 1)
+        keep[static_cast<size_t>(d)] = 1;
+  }
+  return keep;
+}
+
+/// Where a coarse tree flow sits: its tree (channel x 2 + mirror), the vertex that sends up or
+/// receives down, and its slot (0..2 head, body, last chunk up; 3..5 the same down).
+struct TreeFlowSite {
+  int32_t tree = 0;
+  int32_t vertex = 0;
+  int32_t slot = 0;
+};
+constexpr int TREE_SLOTS = 6;
+
+/// Samples `whole`, the coarse tree pair of every channel (`trees`, flows located by `sites`),
+/// into `p`: a flow is kept when one of its ends is on a node kept in either tree (a kept node
+/// carries all its flows, both trees and every channel, so its links are shared as in the whole
+/// tree). A kept flow's wait on a flow left out becomes a wait on that flow's twin: the same slot
+/// of the vertex with the same place in its node's chain on a kept node at the same depth of the
+/// same tree whose subtree is as high, which under symmetry finishes at the same moment.
+void sample_tree(FlowProgram& p, const FlowProgram& whole, const std::vector<TreeFlowSite>& sites,
+                 const std::vector<Tree>& trees, const std::vector<char>& observed) {
+  const int N = static_cast<int>(observed.size());
+  const auto depth = [](int j) {
+    int d = 0;
+    for (int q = j; q > 0; q = (q - 1) / 2)
+      ++d;
+    return d;
+  };
+  const auto height = [N](int j) {
+    int h = 0;
+    for (int q = j; 2 * q + 1 < N; q = 2 * q + 1)
+      ++h;
+    return h;
+  };
+  std::vector<char> kept_node(static_cast<size_t>(N), 0);
+  std::vector<std::vector<char>> positions;
+  for (bool mirror : {false, true}) {
+    positions.push_back(sampled_positions(observed, mirror));
+    for (int j = 0; j < N; ++j)
+      if (positions.back()[static_cast<size_t>(j)])
+        kept_node[static_cast<size_t>(mirror ? N - 1 - j : j)] = 1;
+  }
+  // Per tree: each vertex's twin (itself on a kept node), and the flow of each (vertex, slot).
+  std::vector<std::vector<int32_t>> twin(trees.size());
+  std::vector<std::vector<int64_t>> flow_at(trees.size());
+  for (size_t ti = 0; ti < trees.size(); ++ti) {
+    const Tree& t = trees[ti];
+    const bool mirror = ti % 2 == 1;
+    const std::vector<char>& pos = positions[mirror ? 1 : 0];
+    std::vector<int32_t> first(static_cast<size_t>(N), -1), count(static_cast<size_t>(N), 0);
+    for (size_t x = 0; x < t.gpu.size(); ++x) {
+      const auto g = static_cast<size_t>(t.node[x]);
+      if (first[g] < 0)
+        first[g] = static_cast<int32_t>(x);
+      ++count[g];
+    }
+    // A kept position per (depth, height): the first in heap order; the leftmost of each depth
+    // (on the root's deepest branch, always kept) where no kept one is as high.
+    std::vector<std::vector<int32_t>> rep;
+    for (int j = 0; j < N; ++j) {
+      if (!pos[static_cast<size_t>(j)])
+        continue;
+      const auto d = static_cast<size_t>(depth(j)), h = static_cast<size_t>(height(j));
+      if (rep.size() <= d)
+        rep.resize(d + 1);
+      if (rep[d].size() <= h)
+        rep[d].resize(h + 1, -1);
+      if (rep[d][h] < 0)
+        rep[d][h] = j;
+    }
+    twin[ti].resize(t.gpu.size());
+    for (size_t x = 0; x < t.gpu.size(); ++x) {
+      const int g = t.node[x];
+      twin[ti][x] = static_cast<int32_t>(x);
+      if (kept_node[static_cast<size_t>(g)])
+        continue;
+      const int j = mirror ? N - 1 - g : g;
+      const auto d = static_cast<size_t>(depth(j)), h = static_cast<size_t>(height(j));
+      int r = (1 << d) - 1;
+      if (d < rep.size() && h < rep[d].size() && rep[d][h] >= 0)
+        r = rep[d][h];
+      const auto rg = static_cast<size_t>(mirror ? N - 1 - r : r);
+      const int32_t chain = static_cast<int32_t>(x) - first[static_cast<size_t>(g)];
+      twin[ti][x] = first[rg] + std::min(chain, count[rg] - 1);
+    }
+    flow_at[ti].assign(t.gpu.size() * TREE_SLOTS, -1);
+  }
+  for (size_t f = 0; f < sites.size(); ++f)
+    flow_at[static_cast<size_t>(sites[f].tree)][static_cast<size_t>(sites[f].vertex) * TREE_SLOTS +
+                                                static_cast<size_t>(sites[f].slot)] = static_cast<int64_t>(f);
+  const auto node_kept = [&](const Tree& t, int x) {
+    return kept_node[static_cast<size_t>(t.node[static_cast<size_t>(x)])] != 0;
+  };
+  std::vector<int64_t> renumbered(whole.flows.size(), -1);
+  int64_t next = static_cast<int64_t>(p.flows.size());
+  for (size_t f = 0; f < whole.flows.size(); ++f) {
+    const Tree& t = trees[static_cast<size_t>(sites[f].tree)];
+    const int x = sites[f].vertex;
+    const int par = t.parent[static_cast<size_t>(x)];
+    if (node_kept(t, x) || node_kept(t, par))
+      renumbered[f] = next++;
+  }
+  Builder b(p);
+  for (size_t f = 0; f < whole.flows.size(); ++f) {
+    if (renumbered[f] < 0)
+      continue;
+    std::vector<int64_t> deps;
+    for (uint32_t d : whole.deps_of(f)) {
+      int64_t id = renumbered[d];
+      if (id < 0) {
+        const TreeFlowSite& s = sites[d];
+        const auto ti = static_cast<size_t>(s.tree);
+        const int64_t tw =
+            flow_at[ti][static_cast<size_t>(twin[ti][static_cast<size_t>(s.vertex)]) * TREE_SLOTS +
+                        static_cast<size_t>(s.slot)];
+        id = tw >= 0 ? renumbered[static_cast<size_t>(tw)] : -1;
+      }
+      if (id >= 0 && std::find(deps.begin(), deps.end(), id) == deps.end())
+        deps.push_back(id);
+    }
+    b.add(whole.flows[f].src, whole.flows[f].dst, whole.flows[f].bytes, deps);
+  }
+}
+
 } // namespace
 
 void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes size, CollectiveForm form,
@@ -165,6 +317,23 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
   const double per_tree = size.value() / (2.0 * nch);
   const int C = chunks_for(per_tree);
   const double chunk = per_tree / C;
+  // Symmetry sampling (coarse form only): the whole program is built aside, then sampled.
+  std::vector<char> observed;
+  if (v.observed_nodes && form == CollectiveForm::COARSE) {
+    observed.assign(groups.size(), 0);
+    bool any = false;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const auto node = static_cast<size_t>(v.node_of(groups[g].front()));
+      observed[g] = node < v.observed_nodes->size() && (*v.observed_nodes)[node];
+      any = any || observed[g];
+    }
+    if (!any)
+      observed.clear();
+  }
+  FlowProgram whole;
+  std::vector<TreeFlowSite> sites;
+  std::vector<Tree> trees;
+  Builder bw(observed.empty() ? p : whole);
   Seconds alpha(0.0);
   for (int c = 0; c < nch; ++c)
     for (bool mirror : {false, true}) {
@@ -176,19 +345,29 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
         // C-2 chunks) streaming behind the head: pipeline fill and drain are simulated,
         // contention included; only the fine form's per-chunk latencies are added analytically.
         const double body = per_tree - 2 * chunk;
+        const auto tree_index = static_cast<int32_t>(trees.size());
         std::vector<int64_t> head_up(static_cast<size_t>(V), -1), last_up(static_cast<size_t>(V), -1);
         std::vector<int64_t> head_down(static_cast<size_t>(V), -1), last_down(static_cast<size_t>(V), -1);
-        // One edge direction: head after the upstream heads; body after the head; last chunk
-        // after the body (or head) and the upstream last chunks.
+        const auto add = [&](int32_t src, int32_t dst, double bytes, std::span<const int64_t> deps, int x,
+                             int slot) {
+          const int64_t id = bw.add(src, dst, bytes, deps);
+          if (!observed.empty())
+            sites.push_back({tree_index, x, slot});
+          return id;
+        };
+        // One edge direction (vertex x, up: slots 0..2, down: 3..5): head after the upstream
+        // heads; body after the head; last chunk after the body (or head) and the upstream lasts.
         const auto edge = [&](int32_t src, int32_t dst, const std::vector<int64_t>& heads,
-                              const std::vector<int64_t>& lasts, int64_t& head, int64_t& last) {
-          head = b.add(src, dst, C > 1 ? chunk : per_tree, heads);
+                              const std::vector<int64_t>& lasts, int x, int slot, int64_t& head,
+                              int64_t& last) {
+          head = add(src, dst, C > 1 ? chunk : per_tree, heads, x, slot);
           last = head;
           if (C == 1)
             return;
           std::vector<int64_t> deps = lasts;
-          deps.push_back(body > 0 ? static_cast<int64_t>(b.add(src, dst, body, {head})) : head);
-          last = b.add(src, dst, chunk, deps);
+          const std::array<int64_t, 1> after_head{head};
+          deps.push_back(body > 0 ? add(src, dst, body, after_head, x, slot + 1) : head);
+          last = add(src, dst, chunk, deps, x, slot + 2);
         };
         for (int x = V - 1; x >= 0; --x) {
           const int par = t.parent[static_cast<size_t>(x)];
@@ -200,7 +379,7 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
             heads.push_back(head_up[static_cast<size_t>(ch)]);
             lasts.push_back(last_up[static_cast<size_t>(ch)]);
           }
-          edge(a, pa, heads, lasts, head_up[static_cast<size_t>(x)], last_up[static_cast<size_t>(x)]);
+          edge(a, pa, heads, lasts, x, 0, head_up[static_cast<size_t>(x)], last_up[static_cast<size_t>(x)]);
           if (v.latency)
             alpha = std::max({alpha, v.latency(a, pa), v.latency(pa, a)});
         }
@@ -218,9 +397,11 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
             heads.push_back(head_down[static_cast<size_t>(par)]);
             lasts.push_back(last_down[static_cast<size_t>(par)]);
           }
-          edge(t.gpu[static_cast<size_t>(par)], t.gpu[static_cast<size_t>(x)], heads, lasts,
+          edge(t.gpu[static_cast<size_t>(par)], t.gpu[static_cast<size_t>(x)], heads, lasts, x, 3,
                head_down[static_cast<size_t>(x)], last_down[static_cast<size_t>(x)]);
         }
+        if (!observed.empty())
+          trees.push_back(t);
         continue;
       }
       // Vertices are numbered parents before children, so up flows are created deepest first and
@@ -258,6 +439,8 @@ void append_tree_all_reduce(FlowProgram& p, std::span<const int32_t> gpus, Bytes
         }
       }
     }
+  if (!observed.empty())
+    sample_tree(p, whole, sites, trees, observed);
   if (form == CollectiveForm::COARSE)
     p.tail_delay += alpha * static_cast<double>(std::max(0, C - 3));
 }

@@ -289,13 +289,17 @@ private:
     result_.algorithm[id] = algorithm;
     log().trace("engine: #{} {} {} over {} GPUs, {} bytes: {}", id, graph::to_string(t.group), to_string(op),
                 ranks.size(), t.bytes.value(), collectives::to_string(algorithm));
+    const bool sample = (options_.sample_above_ranks > 0 &&
+                         ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||
+                        (options_.sample_ep && t.group == graph::CommGroup::EP);
+    // Trees sample themselves while they are built (collectives::TopologyView::observed_nodes).
+    view_.observed_nodes = sample ? &observed_nodes_ : nullptr;
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_,
                                      t.group == graph::CommGroup::EP && op == CollectiveOp::ALL_TO_ALL
                                          ? options_.ep_dedup
                                          : collectives::NodeDeduplication{});
-    if ((options_.sample_above_ranks > 0 &&
-         ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||
-        (options_.sample_ep && t.group == graph::CommGroup::EP))
+    view_.observed_nodes = nullptr;
+    if (sample)
       sample_flows(rc.program, options_.sample_ep && t.group == graph::CommGroup::EP);
     const size_t nf = rc.program.flows.size();
     rc.unfinished = static_cast<uint32_t>(nf);

@@ -175,23 +175,12 @@ std::vector<kernels::KernelShape> compute_kernel_shapes(const WorkloadSpec& work
   return out;
 }
 
-namespace {
-
-/// Collectives of more ranks than this are symmetry-sampled on non-blocking fabrics
-/// (docs/engine.md); below it every flow runs.
-constexpr int SAMPLE_ABOVE_RANKS = 64;
-
-/// A fabric on which flows of different nodes meet only at the nodes' own links: a fat tree with
-/// no oversubscription at any tier, or a rail-optimised fabric whose leaf uplinks carry all their
-/// NICs (its spine is a single crossbar).
 bool non_blocking(const ClusterSpec& c) {
   if (c.fabric.kind == FabricKind::RAIL_OPTIMIZED)
     return c.fabric.oversubscription <= 1.0;
   return c.fabric.kind == FabricKind::FAT_TREE && c.fabric.oversubscription <= 1.0 &&
          (c.fabric.tiers < 3 || c.fabric.spine_oversubscription <= 1.0);
 }
-
-} // namespace
 
 Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
                     const SimulateOptions& options) {

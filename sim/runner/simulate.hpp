@@ -58,6 +58,15 @@ double overlap_slowdown(const ClusterSpec& cluster, const kernels::KernelTable* 
 /// Precondition: config::check_layout() passed.
 std::vector<kernels::KernelShape> compute_kernel_shapes(const WorkloadSpec& workload);
 
+/// Collectives of more ranks than this are symmetry-sampled on non-blocking fabrics
+/// (docs/engine.md); below it every flow runs.
+inline constexpr int SAMPLE_ABOVE_RANKS = 64;
+
+/// A fabric on which flows of different nodes meet only at the nodes' own links: a fat tree with
+/// no oversubscription at any tier, or a rail-optimised fabric whose leaf uplinks carry all their
+/// NICs (its spine is a single crossbar). Symmetry sampling is exact only there.
+bool non_blocking(const ClusterSpec& cluster);
+
 /// Builds, replays and summarizes one step. Precondition: config::check_layout() passed.
 /// At most once per process (SimGrid). Throws SimulationError / ModelError.
 Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,

@@ -41,90 +41,180 @@ int nic_of(const ClusterSpec& cluster, int local_gpu) {
 
 namespace {
 
-/// A star zone `name` under `parent` whose own switch (a router in a zone of its own: SimGrid
-/// 3.32 mis-resolves a route to a router placed directly in a zone that also holds sub-zones) is
-/// its gateway; up/down links of `capacity` and latency `sw` connect it in `parent`.
-sg4::NetZone* switch_zone(sg4::NetZone* parent, const std::string& name, double capacity, double sw) {
-  sg4::NetZone* zone = sg4::create_star_zone(name);
-  zone->set_parent(parent);
-  sg4::NetZone* sw_zone = sg4::create_full_zone(name + "-swzone");
-  sw_zone->set_parent(zone);
-  simgrid::kernel::routing::NetPoint* gw = sw_zone->create_router(name + "-sw");
-  sw_zone->seal();
-  zone->add_route(sw_zone->get_netpoint(), nullptr, gw, nullptr, {}, true);
-  sg4::Link* up = make_link(parent, name + "-up", capacity, sw);
-  sg4::Link* down = make_link(parent, name + "-down", capacity, sw);
-  parent->add_route(zone->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(up)}, false);
-  parent->add_route(nullptr, zone->get_netpoint(), nullptr, gw, {sg4::LinkInRoute(down)}, false);
-  return zone;
-}
+/// What the self-routed fabric zones share (FatTreeZone, SwitchGraphZone): links as hops with
+/// their latencies, and what each netpoint is (a GPU with its node, NIC and NVLink ports, or a
+/// node's NVSwitch host).
+class SelfRoutedZone : public simgrid::kernel::routing::NetZoneImpl {
+public:
+  using NetPoint = simgrid::kernel::routing::NetPoint;
+  using LinkImpl = simgrid::kernel::resource::StandardLinkImpl;
+  struct Hop {
+    LinkImpl* link = nullptr;
+    double latency = 0;
+  };
+  struct Endpoint {
+    bool gpu = false;
+    int node = -1;        ///< -1: not a GPU or NVSwitch of this zone (the timer host)
+    int nic = -1;         ///< the node's NIC the GPU uses
+    Hop nvl_up, nvl_down; ///< GPU ports
+  };
 
-/// Node `n` of a fat tree as a zone under `leaf_zone`: its GPU hosts and NVSwitch host, the
-/// NVLink port links (and a PCIe node's shared bridge), the NIC links to the node's gateway, and
-/// the latency-only hop to the leaf switch. The GPUs and the switch are appended to `out`.
-void build_node_zone(const ClusterSpec& c, sg4::NetZone* leaf_zone, int n, Platform& out,
-                     const std::vector<double>& gpu_pstates) {
+  explicit SelfRoutedZone(const std::string& name) : NetZoneImpl(name) {}
+
+  static Hop hop(sg4::Link* link) { return {link->get_impl(), link->get_latency()}; }
+
+  void add_endpoint(const sg4::Host* host, Endpoint e) {
+    const unsigned long id = host->get_netpoint()->id();
+    if (id >= endpoints_.size())
+      endpoints_.resize(id + 1);
+    endpoints_[id] = e;
+  }
+
+protected:
+  const Endpoint& endpoint(const NetPoint* p) const {
+    const unsigned long id = p->id();
+    if (id >= endpoints_.size() || endpoints_[id].node < 0)
+      throw SimulationError("platform: no route through " + p->get_name());
+    return endpoints_[id];
+  }
+
+private:
+  std::vector<Endpoint> endpoints_;
+};
+
+/// Node n's GPU hosts, each with its NVLink port links (up, down), registered with `impl`.
+void add_gpus(const ClusterSpec& c, sg4::NetZone* zone, SelfRoutedZone* impl, int n, Platform& out,
+              const std::vector<double>& gpu_pstates) {
   const double nvl_bw = c.nvswitch.bandwidth.value() * c.nvswitch.efficiency;
   const double nvl_lat = c.nvswitch.latency.value() / 2.0;
-  const double nic_bw = c.nic.bandwidth.value() * c.nic.efficiency;
-  const double nic_lat = c.nic.latency.value() / 2.0;
-  const double sw = c.fabric.switch_latency.value();
-  const std::string node = "node" + std::to_string(n);
-  sg4::NetZone* nz = sg4::create_full_zone(node);
-  nz->set_parent(leaf_zone);
-  simgrid::kernel::routing::NetPoint* gw = nz->create_router(node + "-gw");
-  std::vector<sg4::Host*> hosts;
-  std::vector<sg4::Link*> nvl_up, nvl_down, nic_up, nic_down;
-  // The node's switch as an endpoint: NVLS flows go GPU -> switch -> GPU over the port links.
-  sg4::Host* sw_host = nz->create_host(node + "-switch", GPU_SPEED);
-  sw_host->seal();
-  out.switches.push_back(sw_host);
-  // PCIe nodes: GPU-to-GPU traffic also crosses the switch / host bridge, shared by all.
-  sg4::Link* bridge = nullptr;
-  if (c.intra == IntraNodeKind::PCIE && c.pcie_host_bandwidth.value() > 0)
-    bridge = make_link(nz, node + "-pcie-bridge", c.pcie_host_bandwidth.value() * c.nvswitch.efficiency, 0.0);
   for (int g = 0; g < c.gpus_per_node; ++g) {
-    sg4::Host* h = nz->create_host(node + "-gpu" + std::to_string(g), gpu_pstates);
+    sg4::Host* h = zone->create_host("node" + std::to_string(n) + "-gpu" + std::to_string(g), gpu_pstates);
     h->seal();
-    hosts.push_back(h);
     out.gpus.push_back(h);
-    nvl_up.push_back(make_link(nz, h->get_name() + "-nvl-up", nvl_bw, nvl_lat));
-    nvl_down.push_back(make_link(nz, h->get_name() + "-nvl-down", nvl_bw, nvl_lat));
+    sg4::Link* up = make_link(zone, h->get_name() + "-nvl-up", nvl_bw, nvl_lat);
+    sg4::Link* down = make_link(zone, h->get_name() + "-nvl-down", nvl_bw, nvl_lat);
+    impl->add_endpoint(h, {.gpu = true,
+                           .node = n,
+                           .nic = nic_of(c, g),
+                           .nvl_up = SelfRoutedZone::hop(up),
+                           .nvl_down = SelfRoutedZone::hop(down)});
   }
-  for (int k = 0; k < c.nics_per_node; ++k) {
-    nic_up.push_back(make_link(nz, node + "-nic" + std::to_string(k) + "-up", nic_bw, nic_lat));
-    nic_down.push_back(make_link(nz, node + "-nic" + std::to_string(k) + "-down", nic_bw, nic_lat));
-  }
-  for (int a = 0; a < c.gpus_per_node; ++a) {
-    for (int b = 0; b < c.gpus_per_node; ++b) {
-      if (a == b)
-        continue;
-      std::vector<sg4::LinkInRoute> route{sg4::LinkInRoute(nvl_up[a])};
-      if (bridge != nullptr)
-        route.emplace_back(bridge);
-      route.emplace_back(nvl_down[b]);
-      nz->add_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr, route, false);
-    }
-    nz->add_route(hosts[a]->get_netpoint(), sw_host->get_netpoint(), nullptr, nullptr,
-                  {sg4::LinkInRoute(nvl_up[a])}, false);
-    nz->add_route(sw_host->get_netpoint(), hosts[a]->get_netpoint(), nullptr, nullptr,
-                  {sg4::LinkInRoute(nvl_down[a])}, false);
-    const int k = nic_of(c, a);
-    nz->add_route(hosts[a]->get_netpoint(), gw, nullptr, nullptr, {sg4::LinkInRoute(nic_up[k])}, false);
-    nz->add_route(gw, hosts[a]->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(nic_down[k])}, false);
-  }
-  nz->seal();
-  // Node -> leaf switch: the NIC links already bound bandwidth; this carries the switch
-  // latency (leaf switch for one-tier fabrics, half of it on each side).
-  sg4::Link* lat_up = make_link(leaf_zone, node + "-leaf-up", UNLIMITED_BANDWIDTH, sw / 2.0);
-  sg4::Link* lat_down = make_link(leaf_zone, node + "-leaf-down", UNLIMITED_BANDWIDTH, sw / 2.0);
-  leaf_zone->add_route(nz->get_netpoint(), nullptr, gw, nullptr, {sg4::LinkInRoute(lat_up)}, false);
-  leaf_zone->add_route(nullptr, nz->get_netpoint(), nullptr, gw, {sg4::LinkInRoute(lat_down)}, false);
 }
 
-/// Node zones (build_node_zone) under leaf star zones, leaves under pod star zones (three
-/// tiers), pods or leaves under the root. Each level's up/down link per child carries the
-/// child's bandwidth / oversubscription.
+/// The zone of a fat tree: every GPU and NVSwitch host of the cluster in this one zone, which
+/// routes by itself over the fat tree's links. A route is the one SimGrid's zone hierarchy gave
+/// when each node, leaf and pod was a zone of its own (a node's full zone under a leaf's star
+/// zone under a pod's under the root): the same links in the same order, and the latency summed
+/// in the order SimGrid summed it (the common level's up and down links first, then the source's
+/// levels from the top down, then the destination's), so every route figure and simulated time
+/// is the same to the last bit. One zone because SimGrid 3.32 checks each new link's and host's
+/// name by walking every zone: with a zone per node, building a 16 k-GPU platform cost
+/// O(nodes x links), most of a run (docs/performance.md).
+class FatTreeZone final : public SelfRoutedZone {
+public:
+  /// A node's NIC links, its PCIe bridge (may be empty), its latency hops to the leaf, its leaf.
+  struct Node {
+    std::vector<Hop> nic_up, nic_down;
+    Hop bridge, to_leaf, from_leaf;
+    int leaf = 0;
+  };
+  /// A leaf's (or pod's) uplink to the level above and downlink from it; `pod`: the leaf's pod.
+  struct Uplink {
+    Hop up, down;
+    int pod = 0;
+  };
+
+  explicit FatTreeZone(const std::string& name) : SelfRoutedZone(name) {}
+
+  void add_node(Node n) { nodes_.push_back(std::move(n)); }
+  void add_leaf(Uplink l) { leaves_.push_back(l); }
+  void add_pod(Uplink p) { pods_.push_back(p); }
+
+  void get_local_route(const NetPoint* src, const NetPoint* dst, simgrid::kernel::routing::Route* into,
+                       double* latency) override {
+    if (src == dst)
+      return;
+    const Endpoint& a = endpoint(src);
+    const Endpoint& b = endpoint(dst);
+    double sum = 0;
+    const auto lat = [&](const Hop& h) {
+      if (h.link != nullptr)
+        sum += h.latency;
+    };
+    std::vector<const Hop*> hops;
+    const Node& na = nodes_.at(static_cast<size_t>(a.node));
+    if (a.node == b.node) { // the node's full zone: port up, PCIe bridge, port down
+      if (a.gpu)
+        hops.push_back(&a.nvl_up);
+      if (a.gpu && b.gpu && na.bridge.link != nullptr)
+        hops.push_back(&na.bridge);
+      if (b.gpu)
+        hops.push_back(&b.nvl_down);
+      for (const Hop* h : hops)
+        lat(*h);
+    } else {
+      if (!a.gpu || !b.gpu)
+        throw SimulationError("platform: no route from " + src->get_name() + " to " + dst->get_name() +
+                              " (a node's NVSwitch is reached from its own GPUs only)");
+      const Node& nb = nodes_.at(static_cast<size_t>(b.node));
+      const Hop& nic_up = na.nic_up.at(static_cast<size_t>(a.nic));
+      const Hop& nic_down = nb.nic_down.at(static_cast<size_t>(b.nic));
+      const Uplink* leaf_a = leaves_.empty() ? nullptr : &leaves_[static_cast<size_t>(na.leaf)];
+      const Uplink* leaf_b = leaves_.empty() ? nullptr : &leaves_[static_cast<size_t>(nb.leaf)];
+      const bool other_leaf = leaf_a != leaf_b;
+      const bool other_pod = other_leaf && !pods_.empty() && leaf_a->pod != leaf_b->pod;
+      // SimGrid's order: the common ancestor's route first, then the source side from the top
+      // down (each level's uplink, the node's hop, its NIC), then the destination side.
+      if (other_pod) {
+        lat(pods_[static_cast<size_t>(leaf_a->pod)].up);
+        lat(pods_[static_cast<size_t>(leaf_b->pod)].down);
+      }
+      if (other_leaf)
+        lat(leaf_a->up);
+      if (other_leaf && !other_pod)
+        lat(leaf_b->down);
+      if (other_leaf) {
+        lat(na.to_leaf);
+        lat(nic_up);
+        if (other_pod)
+          lat(leaf_b->down);
+        lat(nb.from_leaf);
+        lat(nic_down);
+      } else { // one leaf: its star route (the two node hops), then each node's NIC
+        lat(na.to_leaf);
+        lat(nb.from_leaf);
+        lat(nic_up);
+        lat(nic_down);
+      }
+      hops = {&nic_up, &na.to_leaf};
+      if (other_leaf)
+        hops.push_back(&leaf_a->up);
+      if (other_pod) {
+        hops.push_back(&pods_[static_cast<size_t>(leaf_a->pod)].up);
+        hops.push_back(&pods_[static_cast<size_t>(leaf_b->pod)].down);
+      }
+      if (other_leaf)
+        hops.push_back(&leaf_b->down);
+      hops.push_back(&nb.from_leaf);
+      hops.push_back(&nic_down);
+    }
+    for (const Hop* h : hops)
+      if (h->link != nullptr)
+        into->link_list_.push_back(h->link);
+    if (latency != nullptr)
+      *latency += sum;
+  }
+
+private:
+  std::vector<Node> nodes_;
+  std::vector<Uplink> leaves_; ///< empty on a one-leaf fabric
+  std::vector<Uplink> pods_;   ///< empty unless pods exist (three tiers, more than one pod)
+};
+
+/// Nodes under fat-tree leaves, leaves under pods (three tiers), pods or leaves under the spine
+/// (FatTreeZone). Inside a node: per-GPU NVLink ports (and a PCIe node's shared bridge), NIC
+/// links; a latency-only hop to the leaf switch (half a switch latency each way); each level's up
+/// and down link per child carries the child's bandwidth / oversubscription and a switch latency.
 Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<double>& gpu_pstates) {
   const int per_leaf = std::max(1, std::min(c.fabric.nodes_per_leaf, c.nodes));
   const int leaves = (c.nodes + per_leaf - 1) / per_leaf;
@@ -132,43 +222,68 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
   const int per_pod = c.fabric.tiers == 3 ? std::max(1, std::min(c.fabric.leaves_per_pod, leaves)) : leaves;
   const int pods = (leaves + per_pod - 1) / per_pod;
   const bool three_tier = pods > 1;
+  const double nic_bw = c.nic.bandwidth.value() * c.nic.efficiency;
+  const double nic_lat = c.nic.latency.value() / 2.0;
+  const double sw = c.fabric.switch_latency.value();
 
-  sg4::NetZone* root = sg4::create_star_zone("cluster");
-  out.timer = root->create_host("timer", GPU_SPEED);
+  auto* impl = new FatTreeZone("cluster");
+  sg4::NetZone* zone = impl->get_iface();
+  out.timer = zone->create_host("timer", GPU_SPEED);
   out.timer->set_core_count(1 << 24);
   out.timer->seal();
-
-  const double nic_bw = c.nic.bandwidth.value() * c.nic.efficiency;
-  const double sw = c.fabric.switch_latency.value();
+  const auto uplink = [&](const std::string& name, double capacity, int pod) {
+    sg4::Link* up = make_link(zone, name + "-up", capacity, sw);
+    sg4::Link* down = make_link(zone, name + "-down", capacity, sw);
+    return FatTreeZone::Uplink{FatTreeZone::hop(up), FatTreeZone::hop(down), pod};
+  };
   out.gpus.reserve(static_cast<size_t>(c.num_gpus()));
   for (int pod = 0; pod < pods; ++pod) {
-    sg4::NetZone* pod_zone = root;
     if (three_tier) {
       // Pod uplinks to the core: the pod's leaf uplink capacity / spine oversubscription.
       const int first_node = pod * per_pod * per_leaf;
       const int nodes_here = std::min(per_pod * per_leaf, c.nodes - first_node);
-      const double capacity =
-          nodes_here * c.nics_per_node * nic_bw / c.fabric.oversubscription / c.fabric.spine_oversubscription;
-      pod_zone = switch_zone(root, "pod" + std::to_string(pod), capacity, sw);
+      impl->add_pod(uplink("pod" + std::to_string(pod),
+                           nodes_here * c.nics_per_node * nic_bw / c.fabric.oversubscription /
+                               c.fabric.spine_oversubscription,
+                           pod));
     }
     for (int leaf = pod * per_pod; leaf < std::min(leaves, (pod + 1) * per_pod); ++leaf) {
-      sg4::NetZone* leaf_zone = pod_zone;
       if (two_tier) {
-        const int nodes_here = std::min(per_leaf, c.nodes - leaf * per_leaf);
         // Leaf -> spine -> leaf crosses three switches: the node hops carry half a switch each,
         // the leaf uplinks one each (the pod uplinks one each more: five switches).
-        leaf_zone = switch_zone(pod_zone, "leaf" + std::to_string(leaf),
-                                nodes_here * c.nics_per_node * nic_bw / c.fabric.oversubscription, sw);
+        const int nodes_here = std::min(per_leaf, c.nodes - leaf * per_leaf);
+        impl->add_leaf(uplink("leaf" + std::to_string(leaf),
+                              nodes_here * c.nics_per_node * nic_bw / c.fabric.oversubscription, pod));
       }
-      for (int n = leaf * per_leaf; n < std::min(c.nodes, (leaf + 1) * per_leaf); ++n)
-        build_node_zone(c, leaf_zone, n, out, gpu_pstates);
-      if (two_tier)
-        leaf_zone->seal();
+      for (int n = leaf * per_leaf; n < std::min(c.nodes, (leaf + 1) * per_leaf); ++n) {
+        const std::string node = "node" + std::to_string(n);
+        FatTreeZone::Node fn;
+        fn.leaf = two_tier ? leaf : 0;
+        // The node's switch as an endpoint: NVLS flows go GPU -> switch -> GPU over the ports.
+        sg4::Host* sw_host = zone->create_host(node + "-switch", GPU_SPEED);
+        sw_host->seal();
+        out.switches.push_back(sw_host);
+        impl->add_endpoint(sw_host, {.gpu = false, .node = n, .nic = -1, .nvl_up = {}, .nvl_down = {}});
+        // PCIe nodes: GPU-to-GPU traffic also crosses the switch / host bridge, shared by all.
+        if (c.intra == IntraNodeKind::PCIE && c.pcie_host_bandwidth.value() > 0)
+          fn.bridge = FatTreeZone::hop(make_link(zone, node + "-pcie-bridge",
+                                                 c.pcie_host_bandwidth.value() * c.nvswitch.efficiency, 0.0));
+        add_gpus(c, zone, impl, n, out, gpu_pstates);
+        for (int k = 0; k < c.nics_per_node; ++k) {
+          fn.nic_up.push_back(
+              FatTreeZone::hop(make_link(zone, node + "-nic" + std::to_string(k) + "-up", nic_bw, nic_lat)));
+          fn.nic_down.push_back(FatTreeZone::hop(
+              make_link(zone, node + "-nic" + std::to_string(k) + "-down", nic_bw, nic_lat)));
+        }
+        // Node -> leaf switch: the NIC links already bound bandwidth; this carries the switch
+        // latency (leaf switch for one-tier fabrics, half of it on each side).
+        fn.to_leaf = FatTreeZone::hop(make_link(zone, node + "-leaf-up", UNLIMITED_BANDWIDTH, sw / 2.0));
+        fn.from_leaf = FatTreeZone::hop(make_link(zone, node + "-leaf-down", UNLIMITED_BANDWIDTH, sw / 2.0));
+        impl->add_node(std::move(fn));
+      }
     }
-    if (three_tier)
-      pod_zone->seal();
   }
-  root->seal();
+  zone->seal();
   return out;
 }
 
@@ -179,26 +294,9 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
 /// of fewest cables (breadth-first, ties to the earlier-listed cable) and enters the destination
 /// through its NIC. Each lookup costs the path's length: SimGrid's shortest-path zones search the
 /// whole graph of GPUs once per source GPU, which on a 16 k-GPU platform is most of a run.
-class SwitchGraphZone final : public simgrid::kernel::routing::NetZoneImpl {
+class SwitchGraphZone final : public SelfRoutedZone {
 public:
-  using NetPoint = simgrid::kernel::routing::NetPoint;
-  using LinkImpl = simgrid::kernel::resource::StandardLinkImpl;
-  struct Hop {
-    LinkImpl* link = nullptr;
-    double latency = 0;
-  };
-  /// What a netpoint of this zone is: a GPU (node, NIC switch, its two NVLink ports) or a node's
-  /// NVSwitch host.
-  struct Endpoint {
-    bool gpu = false;
-    int node = -1;        ///< -1: not a GPU or NVSwitch of this zone (the timer host)
-    int nic = -1;         ///< the node's NIC the GPU uses
-    Hop nvl_up, nvl_down; ///< GPU ports
-  };
-
-  explicit SwitchGraphZone(const std::string& name) : NetZoneImpl(name) {}
-
-  static Hop hop(sg4::Link* link) { return {link->get_impl(), link->get_latency()}; }
+  explicit SwitchGraphZone(const std::string& name) : SelfRoutedZone(name) {}
 
   /// One directed cable between switches a and b.
   void add_cable(int a, int b, sg4::Link* link) {
@@ -210,12 +308,6 @@ public:
   /// Node n: its NICs' links, the switch each hangs off and its NVLink bridge (PCIe, may be null).
   void add_node(std::vector<Hop> nic_up, std::vector<Hop> nic_down, std::vector<int> nic_switch, Hop bridge) {
     nodes_.push_back({std::move(nic_up), std::move(nic_down), std::move(nic_switch), bridge});
-  }
-  void add_endpoint(const sg4::Host* host, Endpoint e) {
-    const unsigned long id = host->get_netpoint()->id();
-    if (id >= endpoints_.size())
-      endpoints_.resize(id + 1);
-    endpoints_[id] = e;
   }
   void set_switch_count(size_t n) {
     out_.resize(std::max(out_.size(), n));
@@ -269,13 +361,6 @@ private:
     Hop bridge;
   };
 
-  const Endpoint& endpoint(const NetPoint* p) const {
-    const unsigned long id = p->id();
-    if (id >= endpoints_.size() || endpoints_[id].node < 0)
-      throw SimulationError("platform: no route through " + p->get_name());
-    return endpoints_[id];
-  }
-
   /// Cables from switch `from` to switch `to`, fewest first (breadth-first from `from`, cached
   /// per source switch as the cable that reaches each switch).
   const std::vector<int>& switch_path(int from, int to) {
@@ -319,7 +404,6 @@ private:
   std::vector<Cable> cables_;
   std::vector<std::vector<int>> out_; ///< per switch: its outgoing cables
   std::vector<Node> nodes_;
-  std::vector<Endpoint> endpoints_;
   std::vector<Tree> paths_;
 };
 
@@ -327,8 +411,6 @@ private:
 /// through its NIC to the switch its NIC hangs off; cross-rail traffic goes through the spine
 /// (PXN is the algorithms' business, collectives/).
 Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<double>& gpu_pstates) {
-  const double nvl_bw = c.nvswitch.bandwidth.value() * c.nvswitch.efficiency;
-  const double nvl_lat = c.nvswitch.latency.value() / 2.0;
   const double nic_bw = c.nic.bandwidth.value() * c.nic.efficiency;
   const double nic_lat = c.nic.latency.value() / 2.0;
   const double sw = c.fabric.switch_latency.value();
@@ -406,18 +488,7 @@ Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<doub
           make_link(zone, node + "-nic" + std::to_string(k) + "-down", nic_bw, nic_lat + sw / 2.0)));
     }
     impl->add_node(std::move(nic_up), std::move(nic_down), nic_switch[static_cast<size_t>(n)], bridge);
-    for (int g = 0; g < c.gpus_per_node; ++g) {
-      sg4::Host* h = zone->create_host(node + "-gpu" + std::to_string(g), gpu_pstates);
-      h->seal();
-      out.gpus.push_back(h);
-      sg4::Link* up = make_link(zone, h->get_name() + "-nvl-up", nvl_bw, nvl_lat);
-      sg4::Link* down = make_link(zone, h->get_name() + "-nvl-down", nvl_bw, nvl_lat);
-      impl->add_endpoint(h, {.gpu = true,
-                             .node = n,
-                             .nic = nic_of(c, g),
-                             .nvl_up = SwitchGraphZone::hop(up),
-                             .nvl_down = SwitchGraphZone::hop(down)});
-    }
+    add_gpus(c, zone, impl, n, out, gpu_pstates);
   }
   zone->seal();
   return out;
