@@ -20,7 +20,8 @@ void emit_json(std::ostream& out, const JsonTargets& t, const nlohmann::ordered_
                           [&](std::ostream& o) { o << doc.dump(2) << '\n'; });
 }
 
-nlohmann::ordered_json document_head(const char* schema, const ClusterSpec& cluster, const std::string& workload) {
+nlohmann::ordered_json document_head(const char* schema, const ClusterSpec& cluster,
+                                     const std::string& workload) {
   nlohmann::ordered_json j;
   j["schema"] = schema;
   j["cluster"] = cluster.name;

@@ -27,7 +27,8 @@ void check_json_target(const JsonTargets& t);
 void emit_json(std::ostream& out, const JsonTargets& t, const nlohmann::ordered_json& doc);
 
 /// The first keys of a command's document: `schema`, `cluster`, `workload` (when not ""), `num_gpus`.
-nlohmann::ordered_json document_head(const char* schema, const ClusterSpec& cluster, const std::string& workload);
+nlohmann::ordered_json document_head(const char* schema, const ClusterSpec& cluster,
+                                     const std::string& workload);
 
 /// A layout as JSON: the parallel degrees, micro-batch, ZeRO stage, recomputation, sequence
 /// parallelism, schedule and offloading of `w` (memory and plan documents).

@@ -63,13 +63,13 @@ TEST(Output, MemoryJsonCarriesParameterCounts) {
   }
   EXPECT_EQ(gpt["fits_in_memory"].get<bool>(), all_fit);
 
-  const json moe =
-      json_of("memory" + pair("h200-cluster", "mixtral-8x7b") + " --set cluster.nodes=8 --json");
+  const json moe = json_of("memory" + pair("h200-cluster", "mixtral-8x7b") + " --set cluster.nodes=8 --json");
   EXPECT_NEAR(moe["parameters"]["total"].get<double>() / 46.7e9, 1.0, 0.01) << moe["parameters"];
   EXPECT_NEAR(moe["parameters"]["active"].get<double>() / 12.9e9, 1.0, 0.01) << moe["parameters"];
 
   // The table prints them too.
-  const Result table = run_stepsim("memory" + pair("h200-cluster", "mixtral-8x7b") + " --set cluster.nodes=8");
+  const Result table =
+      run_stepsim("memory" + pair("h200-cluster", "mixtral-8x7b") + " --set cluster.nodes=8");
   EXPECT_EQ(table.code, 0) << table.out;
   EXPECT_NE(table.out.find("parameters: 46.70 B total, 12.88 B active per token"), std::string::npos)
       << table.out;
@@ -165,7 +165,8 @@ TEST(Output, TraceFormatRanksAndWindow) {
   // tiny-gpt: tp 2, pp 2, dp 2 with one DP replica simulated: ranks 0, 1 (stage 0) and 4, 5.
   const Result picked = run_stepsim(tiny + (dir / "ranks").string() + " --trace-ranks pp=*,tp=0,dp=0");
   ASSERT_EQ(picked.code, 0) << picked.out;
-  EXPECT_NE(picked.out.find("trace: trace.json holds 2 of the 4 simulated GPUs (ranks 0, 4)"), std::string::npos)
+  EXPECT_NE(picked.out.find("trace: trace.json holds 2 of the 4 simulated GPUs (ranks 0, 4)"),
+            std::string::npos)
       << picked.out;
   const json summary = json::parse(slurp(dir / "ranks" / "summary.json"));
   EXPECT_EQ(summary["trace"]["gpus"], 2);
@@ -204,7 +205,9 @@ TEST(Output, TraceFormatRanksAndWindow) {
     EXPECT_NE(r.out.find("--trace-ranks '" + bad + "'"), std::string::npos) << r.out;
   }
   EXPECT_EQ(run_stepsim(tiny + (dir / "bad").string() + " --trace-window 2:1").code, 2);
-  EXPECT_EQ(run_stepsim("run" + pair("dgx-h100", "tiny-gpt") + " --set cluster.nodes=1 --trace-format json.gz").code,
-            2); // nothing to shape without --out
+  EXPECT_EQ(
+      run_stepsim("run" + pair("dgx-h100", "tiny-gpt") + " --set cluster.nodes=1 --trace-format json.gz")
+          .code,
+      2); // nothing to shape without --out
   fs::remove_all(dir);
 }
