@@ -19,8 +19,8 @@ build: setup
 	cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	./$(BUILD)/stepsim run --cluster $(CLUSTER) --workload $(WORKLOAD) --out $(OUT)
-	@echo "wrote $(OUT)/summary.json and $(OUT)/trace.json (open the trace in https://ui.perfetto.dev)"
+	./$(BUILD)/stepsim run --cluster $(CLUSTER) --workload $(WORKLOAD) --out $(OUT) --trace-format json.gz
+	@echo "wrote $(OUT)/summary.json and $(OUT)/trace.json.gz (open the trace in https://ui.perfetto.dev)"
 
 test: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTEPSIM_WERROR=ON $(CMAKE_FLAGS)

@@ -5,12 +5,16 @@ usage: tools/plot_sweep.py DIR [--out PLOTDIR]
 
 Writes, into PLOTDIR (default DIR/plots), whichever of these the results support:
   bubble_vs_microbatches.png  pipeline bubble fraction against micro-batches per pipeline, one
-                              line per schedule (needs a swept `parallel.schedule` or one fixed)
+                              line per series: the schedule with its vp and every other swept key
+                              that is not a batch size (no two series are averaged together)
   step_time_mfu.png           step time and MFU per configuration (the layout: every swept key
-                              that is not the schedule), grouped by schedule when it varies
+                              that is not the schedule), coloured by schedule and vp
   memory.png                  peak memory per GPU per configuration with the GPU's capacity as a
                               line (only when the summaries carry memory figures)
-Only rows with status `ok` are plotted. Needs python3-matplotlib (Debian); no pip.
+Rows with status `ok` are plotted; rows with status `oom` (simulated, but the layout does not fit
+in GPU memory) are left out of the bubble plot, hatched and labelled "(oom)" in the step-time /
+MFU plot and red in the memory plot. Legends sit beside the axes, never over the bars. Needs
+python3-matplotlib (Debian); no pip.
 """
 
 import argparse
@@ -33,8 +37,10 @@ except ImportError:
 
 FIXED = {"id", "index", "status", "reason", "num_gpus", "micro_batches", "step_time_s", "tokens_per_s",
          "tflops_per_gpu", "mfu", "hfu", "bubble_fraction", "compute_s", "exposed_tp_s", "exposed_pp_s",
-         "exposed_dp_s", "peak_memory_bytes", "fits_in_memory", "hbm_capacity_bytes"}
+         "exposed_dp_s", "exposed_ep_s", "exposed_cp_s", "peak_memory_bytes", "fits_in_memory",
+         "hbm_capacity_bytes"}
 SCHEDULE = "parallel.schedule"
+VP = "parallel.vp"
 GIB = float(1 << 30)
 
 
@@ -62,31 +68,48 @@ def layout_label(row, keys):
     return " ".join(f"{short(k)}={row[k]}" for k in keys if row.get(k, "") != "")
 
 
+def schedule_label(row):
+    """The schedule and its interleaving degree: '1f1b', 'interleaved vp2'."""
+    schedule = row.get(SCHEDULE) or "(workload's schedule)"
+    vp = row.get(VP, "")
+    return f"{schedule} vp{vp}" if vp not in ("", "1") else schedule
+
+
+def series_label(row, keys):
+    """Everything that tells two bubble curves apart: schedule and vp, and every other swept key
+    that does not set the number of micro-batches (the x axis)."""
+    rest = [k for k in keys if k not in (SCHEDULE, VP) and not k.startswith("batch.")]
+    label = layout_label(row, rest)
+    return schedule_label(row) + (f" {label}" if label else "")
+
+
+def is_oom(row):
+    return row["status"] == "oom"
+
+
 def plot_bubble(rows, keys, out):
-    by_schedule = {}
+    series = {}
     for r in rows:
+        if is_oom(r):
+            continue
         m, b = num(r, "micro_batches"), num(r, "bubble_fraction")
         if m == m and b == b:
-            by_schedule.setdefault(r.get(SCHEDULE) or "(workload's)", []).append((m, b))
-    if not by_schedule or all(len({m for m, _ in pts}) < 2 for pts in by_schedule.values()):
+            series.setdefault(series_label(r, keys), {})[m] = b
+    if not series or all(len(pts) < 2 for pts in series.values()):
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("P", "--")]
-    for i, (schedule, pts) in enumerate(sorted(by_schedule.items())):
-        # Several rows may share a micro-batch count (other swept keys): plot their mean.
-        acc = {}
-        for m, b in pts:
-            acc.setdefault(m, []).append(b)
-        xs = sorted(acc)
+    for i, (label, pts) in enumerate(sorted(series.items())):
+        xs = sorted(pts)
         marker, line = styles[i % len(styles)]
-        ax.plot(xs, [sum(acc[x]) / len(acc[x]) for x in xs], marker=marker, linestyle=line, label=schedule,
-                markersize=8 - i, alpha=0.85)
+        ax.plot(xs, [pts[x] for x in xs], marker=marker, linestyle=line, label=label,
+                markersize=max(3, 8 - i % 6), alpha=0.85)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("micro-batches per pipeline")
     ax.set_ylabel("pipeline bubble fraction")
     ax.set_title("Pipeline bubble vs micro-batches")
     ax.grid(True, alpha=0.3)
-    ax.legend(title="schedule")
+    ax.legend(title="series", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     path = os.path.join(out, "bubble_vs_microbatches.png")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -95,28 +118,36 @@ def plot_bubble(rows, keys, out):
 
 
 def plot_time_mfu(rows, keys, out):
-    layout_keys = [k for k in keys if k != SCHEDULE]
+    layout_keys = [k for k in keys if k not in (SCHEDULE, VP)]
+    groups = [schedule_label(r) for r in rows]
     labels = [layout_label(r, layout_keys) or r["id"] for r in rows]
-    schedules = [r.get(SCHEDULE, "") for r in rows]
-    if len(set(schedules)) > 1:
-        labels = [f"{l} {s}" for l, s in zip(labels, schedules)]
+    if len(set(groups)) > 1:
+        labels = [f"{l} {g}" for l, g in zip(labels, groups)]
+    labels = [f"{l} (oom)" if is_oom(r) else l for l, r in zip(labels, rows)]
     n = len(rows)
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(7, 0.38 * n + 2), 7.5), sharex=True)
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8, 0.38 * n + 4), 7.5), sharex=True)
     xs = range(n)
-    colors = {s: f"C{i}" for i, s in enumerate(sorted(set(schedules)))}
-    ax1.bar(xs, [num(r, "step_time_s") for r in rows], color=[colors[s] for s in schedules])
+    colors = {g: f"C{i}" for i, g in enumerate(sorted(set(groups)))}
+    hatches = ["//" if is_oom(r) else "" for r in rows]
+    for ax, values in ((ax1, [num(r, "step_time_s") for r in rows]), (ax2, [100 * num(r, "mfu") for r in rows])):
+        bars = ax.bar(xs, values, color=[colors[g] for g in groups])
+        for bar, hatch in zip(bars, hatches):
+            if hatch:
+                bar.set_hatch(hatch)
+                bar.set_edgecolor("C3")
+        ax.grid(True, axis="y", alpha=0.3)
     ax1.set_ylabel("step time (s)")
     ax1.set_title("Step time and MFU per configuration")
-    ax1.grid(True, axis="y", alpha=0.3)
-    ax2.bar(xs, [100 * num(r, "mfu") for r in rows], color=[colors[s] for s in schedules])
     ax2.set_ylabel("MFU (%)")
-    ax2.grid(True, axis="y", alpha=0.3)
     ax2.set_xticks(list(xs))
     ax2.set_xticklabels(labels, rotation=75, ha="right", fontsize=8)
-    if len(colors) > 1:
-        from matplotlib.patches import Patch
+    from matplotlib.patches import Patch
 
-        ax1.legend(handles=[Patch(color=c, label=s) for s, c in colors.items()], title="schedule")
+    handles = [Patch(color=c, label=g) for g, c in colors.items()] if len(colors) > 1 else []
+    if any(hatches):
+        handles.append(Patch(facecolor="white", edgecolor="C3", hatch="//", label="does not fit (oom)"))
+    if handles:
+        ax1.legend(handles=handles, title="schedule", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     path = os.path.join(out, "step_time_mfu.png")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -128,9 +159,9 @@ def plot_memory(rows, keys, out):
     mem = [num(r, "peak_memory_bytes") for r in rows]
     if all(m != m for m in mem):
         return None
-    labels = [layout_label(r, keys) or r["id"] for r in rows]
+    labels = [(layout_label(r, keys) or r["id"]) + (" (oom)" if is_oom(r) else "") for r in rows]
     n = len(rows)
-    fig, ax = plt.subplots(figsize=(max(7, 0.38 * n + 2), 5))
+    fig, ax = plt.subplots(figsize=(max(8, 0.38 * n + 4), 5))
     fits = [r.get("fits_in_memory", "") for r in rows]
     colors = ["C3" if f == "false" else "C0" for f in fits]
     ax.bar(range(n), [m / GIB for m in mem], color=colors)
@@ -144,7 +175,7 @@ def plot_memory(rows, keys, out):
     ax.set_xticklabels(labels, rotation=75, ha="right", fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     if caps:
-        ax.legend()
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     path = os.path.join(out, "memory.png")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -162,9 +193,9 @@ def main():
         sys.exit(f"plot_sweep: {csv_path} does not exist (run `stepsim sweep ... --out {args.dir}`, "
                  f"or `stepsim sweep --merge {args.dir}` after sharded runs)")
     rows, keys = read_rows(csv_path)
-    ok = [r for r in rows if r["status"] == "ok"]
+    ok = [r for r in rows if r["status"] in ("ok", "oom")]
     if not ok:
-        sys.exit(f"plot_sweep: {csv_path} has no rows with status ok")
+        sys.exit(f"plot_sweep: {csv_path} has no rows with status ok or oom")
     out = args.out or os.path.join(args.dir, "plots")
     os.makedirs(out, exist_ok=True)
     for fn in (plot_bubble, plot_time_mfu, plot_memory):

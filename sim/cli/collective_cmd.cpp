@@ -4,6 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/job.hpp"
+#include "cli/json_output.hpp"
 #include "collectives/collective.hpp"
 #include "config/config.hpp"
 #include "core/atomic_file.hpp"
@@ -73,6 +74,7 @@ struct CollectiveArgs {
   std::string form_text = "auto";
   bool no_sampling = false;
   std::vector<std::string> sets;
+  bool json = false;
 
   explicit CollectiveArgs(Options& o) {
     o.describe(R"(usage: stepsim collective --cluster FILE --op OP --gpus N [options]
@@ -97,6 +99,7 @@ table (bus bandwidth as nccl-tests defines it).)");
     o.value("--csv", csv_file, "FILE",
             "also write op,size_bytes,gpus,algorithm,time_s,algbw_GBps,busbw_GBps");
     o.values("--set", sets, "PATH=VALUE", "override a cluster key: --set cluster.nodes=2");
+    o.flag("--json", json, "print the table as JSON (schema stepsim.collective/1, docs/output.md) instead");
   }
 };
 
@@ -260,6 +263,23 @@ void write_csv(const std::string& file, const CollectiveSweep& w, const std::vec
   });
 }
 
+/// The `stepsim.collective/1` document (docs/output.md).
+nlohmann::ordered_json collective_json(const CollectiveSweep& w, const std::vector<Row>& rows) {
+  using nlohmann::ordered_json;
+  ordered_json sizes = ordered_json::array();
+  for (const Row& row : rows)
+    sizes.push_back(ordered_json{{"size_bytes", row.size},
+                                 {"time_s", row.time},
+                                 {"algbw_GBps", row.algbw},
+                                 {"busbw_GBps", row.busbw},
+                                 {"algorithm", row.algorithm}});
+  return ordered_json{{"schema", "stepsim.collective/1"},
+                      {"cluster", w.cluster.name},
+                      {"op", std::string(op_cli_name(w.op))},
+                      {"gpus", w.n},
+                      {"sizes", sizes}};
+}
+
 class CollectiveCommand final : public Command {
 public:
   explicit CollectiveCommand(Options& o) : a_(o) {}
@@ -280,7 +300,10 @@ int CollectiveCommand::run(std::ostream& out, std::ostream& /*err*/) {
   const CollectiveSweep w = resolve_sweep(a);
   check_forced_algorithm(w);
   const std::vector<Row> rows = measure(w, parse_collective_form(a.form_text), !a.no_sampling && sampled(w));
-  print_table(out, w, rows);
+  if (a.json)
+    out << collective_json(w, rows).dump(2) << '\n';
+  else
+    print_table(out, w, rows);
   if (!a.csv_file.empty())
     write_csv(a.csv_file, w, rows);
   return 0;

@@ -3,13 +3,16 @@
 
 #include "cli/commands.hpp"
 #include "cli/job.hpp"
+#include "cli/json_output.hpp"
 #include "config/config.hpp"
 #include "model/memory.hpp"
 #include "planner/planner.hpp"
 #include "report/memory_timeline.hpp"
+#include "report/summary.hpp"
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace stepsim::cli {
 
@@ -19,6 +22,120 @@ std::string cell(Bytes b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%9.2f", b.value() / (1024.0 * 1024.0 * 1024.0));
   return buf;
+}
+
+/// A parameter count in billions (or millions below one billion), e.g. "175.0 B", "3.2 M".
+std::string params_text(double n) {
+  char buf[32];
+  if (n >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f M", n / 1e6);
+  return buf;
+}
+
+/// One pipeline stage's ledger and whether it fits.
+struct StageMemory {
+  model::MemoryLedger ledger;
+  int64_t params_per_gpu = 0; ///< parameters one GPU of the stage holds (before ZeRO sharding)
+  int in_flight = 0;          ///< micro-batches whose activations it holds at its peak
+  bool fits = true;
+};
+
+/// The ledger of every stage and the verdict.
+struct MemoryView {
+  report::ParameterCounts parameters;
+  std::vector<StageMemory> stages;
+  Bytes host{0.0}; ///< offloaded activations, the most any stage holds
+  bool host_fits = true;
+  bool fits = true;
+};
+
+MemoryView memory_view(const ClusterSpec& cluster, const WorkloadSpec& w) {
+  MemoryView v;
+  v.parameters = report::parameter_counts(w);
+  for (int p = 0; p < w.parallel.pp; ++p) {
+    StageMemory s{.ledger = model::static_memory(w, cluster.gpu, p),
+                  .params_per_gpu = v.parameters.per_gpu_by_stage[static_cast<size_t>(p)],
+                  .in_flight = static_cast<int>(model::in_flight_micro_batches(w, p))};
+    s.fits = s.ledger.peak() <= cluster.gpu.hbm_capacity;
+    v.host = std::max(v.host, s.ledger.host);
+    v.fits = v.fits && s.fits;
+    v.stages.push_back(s);
+  }
+  if (v.host.value() > 0) {
+    v.host_fits = cluster.gpu.host_memory.value() <= 0 || v.host <= cluster.gpu.host_memory;
+    v.fits = v.fits && v.host_fits;
+  }
+  return v;
+}
+
+/// The `stepsim.memory/1` document (docs/output.md).
+nlohmann::ordered_json memory_json(const ClusterSpec& cluster, const WorkloadSpec& w, const MemoryView& v) {
+  using nlohmann::ordered_json;
+  ordered_json j = document_head("stepsim.memory/1", cluster, w.name);
+  j["layout"] = layout_json(w);
+  j["parameters"] = ordered_json{{"total", v.parameters.total},
+                                 {"active", v.parameters.active},
+                                 {"per_gpu_by_stage", v.parameters.per_gpu_by_stage}};
+  j["capacity_bytes"] = cluster.gpu.hbm_capacity.value();
+  j["host_capacity_bytes"] = cluster.gpu.host_memory.value();
+  ordered_json stages = ordered_json::array();
+  for (size_t p = 0; p < v.stages.size(); ++p) {
+    const StageMemory& s = v.stages[p];
+    const model::MemoryLedger& l = s.ledger;
+    stages.push_back(ordered_json{{"stage", p},
+                                  {"params_per_gpu", s.params_per_gpu},
+                                  {"weights_bytes", l.weights.value()},
+                                  {"gradients_bytes", l.gradients.value()},
+                                  {"optimizer_bytes", l.optimizer.value()},
+                                  {"activations_bytes", l.activations.value()},
+                                  {"other_bytes", l.other().value()},
+                                  {"peak_bytes", l.peak().value()},
+                                  {"host_offload_bytes", l.host.value()},
+                                  {"in_flight_micro_batches", s.in_flight},
+                                  {"fits", s.fits}});
+  }
+  j["stages"] = stages;
+  j["host_offload_bytes"] = v.host.value();
+  j["fits_in_memory"] = v.fits;
+  return j;
+}
+
+/// The table on stdout.
+void print_table(std::ostream& out, const ClusterSpec& cluster, const WorkloadSpec& w, const MemoryView& v) {
+  out << "stepsim memory: " << w.name << " on " << cluster.name << " (tp " << w.parallel.tp << ", pp "
+      << w.parallel.pp << ", dp " << w.parallel.dp << ", zero " << w.parallel.zero_stage << ", micro-batch "
+      << w.batch.micro_batch << ", " << w.micro_batches() << " micro-batches, recompute "
+      << planner::recompute_name(w.training)
+      << (w.training.offload_layers > 0
+              ? ", " + std::to_string(w.training.offload_layers) + " layers per chunk offloaded"
+              : std::string())
+      << (w.training.fp8_params ? ", fp8 weights" : "") << ")\n";
+  const auto total = static_cast<double>(v.parameters.total);
+  const auto active = static_cast<double>(v.parameters.active);
+  out << "  parameters: " << params_text(total) << " total"
+      << (active < total ? ", " + params_text(active) + " active per token" : std::string()) << '\n'
+      << "  GiB per GPU   weights  gradients  optimizer  activations     other      peak  capacity  "
+         "in-flight  params/GPU\n";
+  for (size_t p = 0; p < v.stages.size(); ++p) {
+    const StageMemory& s = v.stages[p];
+    const model::MemoryLedger& l = s.ledger;
+    char stage[32];
+    std::snprintf(stage, sizeof stage, "  stage %-5zu", p);
+    char inflight[32];
+    std::snprintf(inflight, sizeof inflight, "  %9d  ", s.in_flight);
+    out << stage << cell(l.weights) << "  " << cell(l.gradients) << "  " << cell(l.optimizer) << "    "
+        << cell(l.activations) << " " << cell(l.other()) << " " << cell(l.peak()) << " "
+        << cell(cluster.gpu.hbm_capacity) << inflight << params_text(static_cast<double>(s.params_per_gpu))
+        << (s.fits ? "" : "  DOES NOT FIT") << '\n';
+  }
+  if (v.host.value() > 0)
+    out << "  host memory for offloaded activations: " << report::gib(v.host) << " per GPU"
+        << (cluster.gpu.host_memory.value() > 0 ? " of " + report::gib(cluster.gpu.host_memory)
+                                                : std::string())
+        << (v.host_fits ? "" : "  DOES NOT FIT") << '\n';
+  out << (v.fits ? "  fits in memory\n" : "  *** DOES NOT FIT IN MEMORY ***\n");
 }
 
 class MemoryCommand final : public Command {
@@ -34,13 +151,16 @@ Exit 0, or 3 with --fail-on-oom when a stage does not fit.)");
     o.required("--workload", workload_file_, "FILE", "training job (workloads/*.yaml)");
     o.values("--set", sets_, "PATH=VALUE", SET_HELP);
     o.flag("--fail-on-oom", fail_on_oom_, "exit with code 3 when a stage does not fit");
+    o.flag("--json", json_,
+           "print the ledger as JSON (schema stepsim.memory/1, docs/output.md) instead of the table");
+    o.value("--out", out_dir_, "DIR", "also write DIR/memory.json");
   }
   int run(std::ostream& out, std::ostream& err) override;
 
 private:
-  std::string cluster_file_, workload_file_;
+  std::string cluster_file_, workload_file_, out_dir_;
   std::vector<std::string> sets_;
-  bool fail_on_oom_ = false;
+  bool fail_on_oom_ = false, json_ = false;
 };
 
 } // namespace
@@ -50,43 +170,16 @@ std::unique_ptr<Command> memory_command(Options& options) {
 }
 
 int MemoryCommand::run(std::ostream& out, std::ostream& err) {
+  const JsonTargets targets{.to_stdout = json_, .out_dir = out_dir_, .file_name = "memory.json"};
+  check_json_target(targets);
   const Job job = load_job(cluster_file_, workload_file_, overrides_from(sets_));
   const ClusterSpec& cluster = job.cluster;
   const WorkloadSpec& w = job.workload;
-
-  out << "stepsim memory: " << w.name << " on " << cluster.name << " (tp " << w.parallel.tp << ", pp "
-      << w.parallel.pp << ", dp " << w.parallel.dp << ", zero " << w.parallel.zero_stage << ", micro-batch "
-      << w.batch.micro_batch << ", " << w.micro_batches() << " micro-batches, recompute "
-      << planner::recompute_name(w.training)
-      << (w.training.offload_layers > 0
-              ? ", " + std::to_string(w.training.offload_layers) + " layers per chunk offloaded"
-              : std::string())
-      << (w.training.fp8_params ? ", fp8 weights" : "") << ")\n"
-      << "  GiB per GPU   weights  gradients  optimizer  activations     other      peak  capacity  "
-         "in-flight\n";
-  bool fits = true;
-  Bytes host(0.0); // offloaded activations, the most any stage holds
-  for (int p = 0; p < w.parallel.pp; ++p) {
-    const model::MemoryLedger l = model::static_memory(w, cluster.gpu, p);
-    host = std::max(host, l.host);
-    const bool ok = l.peak() <= cluster.gpu.hbm_capacity;
-    fits = fits && ok;
-    char stage[32];
-    std::snprintf(stage, sizeof stage, "  stage %-5d", p);
-    out << stage << cell(l.weights) << "  " << cell(l.gradients) << "  " << cell(l.optimizer) << "    "
-        << cell(l.activations) << " " << cell(l.other()) << " " << cell(l.peak()) << " "
-        << cell(cluster.gpu.hbm_capacity) << "  " << model::in_flight_micro_batches(w, p)
-        << (ok ? "" : "  DOES NOT FIT") << '\n';
-  }
-  if (host.value() > 0) {
-    const bool host_fits = cluster.gpu.host_memory.value() <= 0 || host <= cluster.gpu.host_memory;
-    out << "  host memory for offloaded activations: " << report::gib(host) << " per GPU"
-        << (cluster.gpu.host_memory.value() > 0 ? " of " + report::gib(cluster.gpu.host_memory)
-                                                : std::string())
-        << (host_fits ? "" : "  DOES NOT FIT") << '\n';
-    fits = fits && host_fits;
-  }
-  out << (fits ? "  fits in memory\n" : "  *** DOES NOT FIT IN MEMORY ***\n");
+  const MemoryView v = memory_view(cluster, w);
+  emit_json(out, targets, memory_json(cluster, w, v));
+  if (!json_)
+    print_table(out, cluster, w, v);
+  const bool fits = v.fits;
   if (!fits && fail_on_oom_) {
     err << "stepsim: a pipeline stage does not fit in " << report::gib(cluster.gpu.hbm_capacity)
         << (cluster.gpu.host_memory.value() > 0 ? " (or its offloaded activations in host memory)" : "")

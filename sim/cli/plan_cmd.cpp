@@ -2,6 +2,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/job.hpp"
+#include "cli/json_output.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "planner/planner.hpp"
@@ -24,6 +25,22 @@ int positive(const std::string& option, const std::string& text, int min, int ma
   }
   throw ConfigError(option + ": expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
                     "], got '" + text + "'");
+}
+
+/// --headroom: "5%" or "5", a percentage of GPU memory in [0, 100), as a share.
+double parse_headroom(const std::string& text) {
+  std::string number = text;
+  if (!number.empty() && number.back() == '%')
+    number.pop_back();
+  try {
+    size_t used = 0;
+    const double v = std::stod(number, &used);
+    if (used == number.size() && v >= 0 && v < 100)
+      return v / 100.0;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError("--headroom: expected a percentage of GPU memory in [0, 100), e.g. 5%, got '" + text +
+                    "'");
 }
 
 std::string fmt(const char* f, double v) {
@@ -49,6 +66,9 @@ struct PlanArgs {
   std::vector<std::string> sets;
   int gpus = 0;
   std::string micro_batches;
+  std::string headroom;
+  std::string out_dir;
+  bool json = false;
   planner::PlanOptions options;
   int show = 10;
 
@@ -76,10 +96,17 @@ process) and prints them ranked by simulated step time, with why the best wins (
               "largest TP degree (default 2 x gpus_per_node)");
     o.integer("--estimates", show, 0, MANY, "N", "also list the N best estimates");
     o.values("--set", sets, "PATH=VALUE", "override a key, as for `stepsim run`");
+    o.value("--headroom", headroom, "PCT",
+            "share of each GPU's memory a layout must leave free, e.g. 5% (default 0)");
+    o.flag("--json", json,
+           "print the plan as JSON (schema stepsim.plan/1, docs/output.md) instead of the tables");
+    o.value("--out", out_dir, "DIR", "also write DIR/plan.json");
   }
 
   /// The micro-batch sizes of --micro-batches, into options (after parsing).
   void read_micro_batches() {
+    if (!headroom.empty())
+      options.space.headroom = parse_headroom(headroom);
     if (micro_batches.empty())
       return;
     options.space.micro_batches.clear();
@@ -233,6 +260,68 @@ int print_best(std::ostream& out, std::ostream& err, const PlanView& v, const st
   return 0;
 }
 
+/// An estimate's terms, in seconds.
+nlohmann::ordered_json estimate_json(const planner::Estimate& e) {
+  return nlohmann::ordered_json{{"step_s", e.step.value()},     {"compute_s", e.compute.value()},
+                                {"tp_s", e.tp_comm.value()},    {"ep_s", e.ep_comm.value()},
+                                {"bubble_s", e.bubble.value()}, {"pp_s", e.pp_comm.value()},
+                                {"dp_s", e.dp_exposed.value()}, {"optimizer_s", e.optimizer.value()}};
+}
+
+/// The `stepsim.plan/1` document (docs/output.md). No wall times: same input, same bytes.
+nlohmann::ordered_json plan_json(const ClusterSpec& cluster, const WorkloadSpec& given, const PlanArgs& p,
+                                 const planner::PlanResult& r) {
+  using nlohmann::ordered_json;
+  ordered_json j = document_head("stepsim.plan/1", cluster, given.name);
+  j["capacity_bytes"] = cluster.gpu.hbm_capacity.value();
+  j["headroom"] = p.options.space.headroom;
+  j["budget_bytes"] = planner::memory_budget(cluster, p.options.space).value();
+  j["enumerated"] = r.enumerated;
+  j["fit"] = r.fit;
+  ordered_json estimates = ordered_json::array();
+  const size_t n_show = std::min(r.ranked.size(), static_cast<size_t>(p.show));
+  for (size_t i = 0; i < n_show; ++i) {
+    const planner::Candidate& c = r.ranked[i];
+    estimates.push_back(ordered_json{{"rank", i + 1},
+                                     {"name", planner::describe(c.workload)},
+                                     {"layout", layout_json(c.workload)},
+                                     {"given", c.given},
+                                     {"estimate", estimate_json(c.estimate)},
+                                     {"peak_bytes", c.peak_memory.value()}});
+  }
+  j["estimates"] = estimates;
+  ordered_json simulated = ordered_json::array();
+  const std::vector<size_t> order = simulated_order(r);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const planner::Candidate& c = r.simulated[order[k]];
+    const planner::Simulated& s = r.outcomes[order[k]];
+    ordered_json row{{"rank", k + 1},
+                     {"name", planner::describe(c.workload)},
+                     {"layout", layout_json(c.workload)},
+                     {"given", c.given},
+                     {"ok", s.ok},
+                     {"estimate", estimate_json(c.estimate)}};
+    if (s.ok) {
+      row["step_time_s"] = s.step_s;
+      row["bubble_fraction"] = s.bubble_fraction;
+      row["exposed_comm_s"] =
+          ordered_json{{"tp", s.exposed_tp_s}, {"pp", s.exposed_pp_s}, {"dp", s.exposed_dp_s}};
+      row["mfu"] = s.mfu;
+      row["peak_bytes"] = s.peak_bytes;
+      row["headroom_bytes"] = cluster.gpu.hbm_capacity.value() - s.peak_bytes;
+      row["fits_in_memory"] = s.fits;
+    } else {
+      row["error"] = s.error;
+    }
+    simulated.push_back(row);
+  }
+  j["simulated"] = simulated;
+  const bool best = !order.empty() && r.outcomes[order.front()].ok;
+  j["best"] =
+      best ? ordered_json(planner::describe(r.simulated[order.front()].workload)) : ordered_json(nullptr);
+  return j;
+}
+
 class PlanCommand final : public Command {
 public:
   explicit PlanCommand(Options& o) : p_(o) {}
@@ -251,6 +340,8 @@ std::unique_ptr<Command> plan_command(Options& options) {
 int PlanCommand::run(std::ostream& out, std::ostream& err) {
   PlanArgs& p = p_;
   p.read_micro_batches();
+  const JsonTargets targets{.to_stdout = p.json, .out_dir = p.out_dir, .file_name = "plan.json"};
+  check_json_target(targets);
   const std::vector<config::Override> overrides = overrides_from(p.sets);
   const ClusterSpec cluster = load_plan_cluster(p, overrides);
   WorkloadSpec given = config::load_workload(p.workload_file, overrides);
@@ -259,11 +350,20 @@ int PlanCommand::run(std::ostream& out, std::ostream& err) {
   p.options.include_given = check_given_layout(cluster, given, err);
 
   const planner::PlanResult r = planner::plan(cluster, given, p.options);
+  emit_json(out, targets, plan_json(cluster, given, p, r));
+  if (p.json) {
+    const std::vector<size_t> order = simulated_order(r);
+    return order.empty() || r.outcomes[order.front()].ok ? 0 : 1;
+  }
   out << "stepsim plan: " << given.name << " on " << cluster.name << " (" << cluster.num_gpus() << " GPUs)\n"
       << "  " << r.enumerated << " valid layouts, " << r.fit << " fit in "
-      << gib(cluster.gpu.hbm_capacity.value()) << " GiB; enumerate " << fmt("%.2f", r.enumerate_s)
-      << " s, estimate " << fmt("%.2f", r.estimate_s) << " s, simulate " << fmt("%.1f", r.simulate_s)
-      << " s\n";
+      << gib(cluster.gpu.hbm_capacity.value()) << " GiB"
+      << (p.options.space.headroom > 0
+              ? " with " + fmt("%g", 100 * p.options.space.headroom) + "% kept free (" +
+                    gib(planner::memory_budget(cluster, p.options.space).value()) + " GiB usable)"
+              : std::string())
+      << "; enumerate " << fmt("%.2f", r.enumerate_s) << " s, estimate " << fmt("%.2f", r.estimate_s)
+      << " s, simulate " << fmt("%.1f", r.simulate_s) << " s\n";
   if (r.ranked.empty()) {
     out << "  no layout fits in memory\n";
     return 0;

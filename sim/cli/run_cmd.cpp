@@ -8,9 +8,11 @@
 #include "core/error.hpp"
 #include "runner/simulate.hpp"
 #include "trace/chrome_trace.hpp"
+#include "trace/gzip_stream.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -32,6 +34,13 @@ Simulates one training step and prints a summary table.)");
     o.required("--cluster", cluster_file_, "FILE", "cluster description (topologies/*.yaml)");
     o.required("--workload", workload_file_, "FILE", "training job (workloads/*.yaml)");
     o.value("--out", out_dir_, "DIR", "write DIR/summary.json and DIR/trace.json (default: no files)");
+    o.choice("--trace-format", trace_format_, {"json", "json.gz"},
+             "DIR/trace.json, or DIR/trace.json.gz compressed with gzip (Perfetto opens both)");
+    o.value("--trace-ranks", trace_ranks_, "SPEC",
+            "draw only these simulated GPUs, by coordinates: DIM=VALUE,... with DIM dp, pp, tp, cp, ep and "
+            "VALUE *, N or A-B, e.g. pp=*,tp=0,dp=0 (default: every simulated GPU)");
+    o.value("--trace-window", trace_window_, "START:END",
+            "draw only what runs between START and END seconds of the step (either may be empty)");
     o.values("--set", sets_, "PATH=VALUE", SET_HELP);
     o.flag("--no-trace", no_trace_, "do not write trace.json");
     o.flag("--csv", csv_,
@@ -46,6 +55,8 @@ Simulates one training step and prints a summary table.)");
     o.flag("--quiet", quiet_, "no table on stdout");
     o.flag("--progress", progress_,
            "show tasks simulated / total and an ETA on stderr (the default when stderr is a terminal)");
+    o.flag("--json", json_,
+           "print summary.json (schema stepsim.summary/2, docs/output.md) on stdout instead of the table");
     o.flag("--explain", explain_,
            "print each training-stack mechanism (docs/stacks.md), its value and where it came from "
            "(the workload file, training.stack's preset, the built-in default), one per line, and exit "
@@ -57,10 +68,11 @@ Simulates one training step and prints a summary table.)");
   int run(std::ostream& out, std::ostream& err) override;
 
 private:
-  std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto";
+  std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto", trace_format_ = "json",
+                                                       trace_ranks_, trace_window_;
   std::vector<std::string> sets_;
   bool no_trace_ = false, csv_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
-       explain_ = false, fail_on_oom_ = false, progress_ = false;
+       explain_ = false, fail_on_oom_ = false, progress_ = false, json_ = false;
 };
 
 /// "stepsim: simulated DONE / TOTAL tasks (P %), ETA S s" on one rewritten stderr line, at most
@@ -100,6 +112,13 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
                                         .progress = show_progress ? progress_line(err) : nullptr};
   if (csv_ && out_dir_.empty())
     throw ConfigError("--csv writes DIR/tasks.csv: give --out DIR");
+  if ((!trace_ranks_.empty() || !trace_window_.empty() || trace_format_ != "json") &&
+      (out_dir_.empty() || no_trace_))
+    throw ConfigError("--trace-format, --trace-ranks and --trace-window shape DIR/trace.json: give --out DIR "
+                      "(without --no-trace)");
+  trace::TraceSelection selection =
+      trace_window_.empty() ? trace::TraceSelection{} : trace::parse_window(trace_window_);
+  const std::string trace_file = "trace." + trace_format_;
 
   const Job job = load_job(cluster_file_, workload_file_, overrides);
   if (explain_) {
@@ -122,7 +141,7 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
     const std::filesystem::path dir(out_dir_);
     std::vector<std::filesystem::path> targets = {dir / "summary.json"};
     if (write_trace)
-      targets.push_back(dir / "trace.json");
+      targets.push_back(dir / trace_file);
     if (csv_)
       targets.push_back(dir / "tasks.csv");
     check_output_targets(targets);
@@ -131,8 +150,21 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
   const WorkloadSpec& workload = job.workload;
 
   const runner::Simulation sim = runner::simulate(cluster, workload, options);
+  report::Summary summary = sim.summary;
+  if (write_trace && !out_dir_.empty()) {
+    selection.ranks = trace::select_ranks(sim.program, trace_ranks_);
+    summary.trace = report::TraceNote{
+        .file = trace_file,
+        .gpus = selection.ranks,
+        .gpu_ranges = trace::rank_ranges(selection.ranks),
+        .window_start_s = selection.window_start.value(),
+        .window_end_s = std::isfinite(selection.window_end.value()) ? selection.window_end.value() : -1.0};
+  }
+  if (json_)
+    report::write_summary_json(out, summary);
   if (!quiet_) {
-    report::print_summary_table(out, sim.summary);
+    if (!json_)
+      report::print_summary_table(out, summary);
     err << "simulated " << sim.program.graph.size() << " tasks, " << sim.result.flows << " flows in "
         << sim.wall_s << " s wall\n";
   }
@@ -140,18 +172,27 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
     // One run's set: the files of an earlier run (also those this run does not write) are
     // replaced together, summary.json last (core/atomic_file.hpp).
     std::vector<OutputFile> files = {
-        {"summary.json", [&](std::ostream& o) { report::write_summary_json(o, sim.summary); }}};
+        {"summary.json", [&](std::ostream& o) { report::write_summary_json(o, summary); }}};
     trace::TraceInput in{sim.program, sim.result.start, sim.result.end, cluster, workload};
+    in.selection = selection;
     std::optional<report::MemoryReport> memory;
     if (write_trace) {
       memory =
           report::memory_timeline(sim.program, sim.result.start, sim.result.end, cluster, workload, true);
       in.memory = &memory->tracks;
-      files.push_back({"trace.json", [&](std::ostream& o) { trace::write_chrome_trace(o, in); }});
+      files.push_back({trace_file, [&](std::ostream& o) {
+                         if (trace_format_ == "json") {
+                           trace::write_chrome_trace(o, in);
+                           return;
+                         }
+                         trace::GzipOstream gz(o);
+                         trace::write_chrome_trace(gz, in);
+                         gz.finish();
+                       }});
     }
     if (csv_)
       files.push_back({"tasks.csv", [&](std::ostream& o) { trace::write_task_csv(o, in); }});
-    write_output_set(out_dir_, files, {"summary.json", "trace.json", "tasks.csv"});
+    write_output_set(out_dir_, files, {"summary.json", "trace.json", "trace.json.gz", "tasks.csv"});
   }
   if (!sim.summary.memory.fits_in_memory) {
     err << "stepsim: warning: does not fit in memory: " << sim.summary.memory.reason << '\n';

@@ -6,6 +6,7 @@
 #include "cli/job.hpp"
 #include "config/sweep_config.hpp"
 #include "core/error.hpp"
+#include "process/process.hpp"
 #include "sweep/executor.hpp"
 #include "sweep/mpi_session.hpp"
 #include "sweep/plan.hpp"
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <climits>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +41,32 @@ int dry_run(const std::string& sweep_file, std::ostream& out) {
 
 int exit_code(const sweep::SweepOutcome& o) {
   return o.failed > 0 ? 1 : 0;
+}
+
+/// tools/plot_sweep.py: under the current folder (a checkout), else in the source tree this
+/// stepsim was built from.
+std::filesystem::path plot_script() {
+  const std::filesystem::path local = "tools/plot_sweep.py";
+  if (std::filesystem::is_regular_file(local))
+    return local;
+  const std::filesystem::path built_in(STEPSIM_PLOT_SCRIPT);
+  if (std::filesystem::is_regular_file(built_in))
+    return built_in;
+  throw ConfigError("--plot: cannot find tools/plot_sweep.py (no ./tools/plot_sweep.py, no " +
+                    built_in.string() + ")");
+}
+
+/// Runs the plot script on DIR (`--plot`); its lines go to `err`. Returns 0, or 1 when it failed.
+int plot(const std::string& dir, std::ostream& err) {
+  const process::Outcome o =
+      process::run(process::Job{.body = {}, .argv = {"python3", plot_script().string(), dir}},
+                   process::SpawnOptions{.output = process::Output::CAPTURE, .timeout_s = 600});
+  err << o.output;
+  if (o.exit_code == 0)
+    return 0;
+  err << "stepsim: error: --plot: tools/plot_sweep.py "
+      << (o.exception.empty() ? "exited with code " + std::to_string(o.exit_code) : o.exception) << '\n';
+  return 1;
 }
 
 class SweepCommand final : public Command {
@@ -68,6 +96,9 @@ Exit codes: 0 every configuration ok or skipped, 1 some failed, 2 usage or sweep
     o.flag("--dry-run", dry_run_, "list the configurations (index, id, swept values) and stop");
     o.choice("--collectives", collectives_, COLLECTIVE_FORMS, "as for `stepsim run`");
     o.flag("--no-fold", no_fold_, "simulate every DP replica and CP rank (as for `stepsim run`)");
+    o.flag("--plot", plot_,
+           "afterwards, draw DIR/plots/*.png with tools/plot_sweep.py (python3-matplotlib; exit 1 when it "
+           "fails)");
   }
   int run(std::ostream& out, std::ostream& err) override;
 
@@ -76,7 +107,7 @@ private:
   std::string out_dir_, shard_, merge_dir_, collectives_ = "auto";
   int jobs_ = 0;
   double timeout_s_ = 0;
-  bool retry_failed_ = false, dry_run_ = false, no_fold_ = false;
+  bool retry_failed_ = false, dry_run_ = false, no_fold_ = false, plot_ = false;
 };
 
 } // namespace
@@ -97,7 +128,7 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) {
     if (!files.empty() || !out_dir.empty() || !shard_text.empty())
       throw ConfigError("--merge DIR takes no sweep file, --out or --shard");
     sweep::merge_results(merge_dir, err);
-    return 0;
+    return plot_ ? plot(merge_dir, err) : 0;
   }
   if (files.size() != 1)
     throw ConfigError(files.empty() ? "missing the sweep file (usage: stepsim sweep SWEEP.yaml --out DIR)"
@@ -120,8 +151,11 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) {
                               .simulate = simulate};
 
   const std::optional<int> world = sweep::mpi_launcher_size();
-  if (!world || *world <= 1)
-    return exit_code(sweep::run_sweep(options, err));
+  if (!world || *world <= 1) {
+    const int code = exit_code(sweep::run_sweep(options, err));
+    const int plotted = plot_ && !options.shard ? plot(out_dir, err) : 0;
+    return std::max(code, plotted);
+  }
 
   // Started by an MPI launcher with several ranks: rank R runs shard R/K, rank 0 merges.
   if (!sweep::mpi_built())
@@ -147,8 +181,11 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) {
                   : 1);
   }
   mpi.barrier();
-  if (mpi.rank() == 0)
+  if (mpi.rank() == 0) {
     sweep::merge_results(out_dir, err);
+    if (plot_)
+      code = std::max(code, plot(out_dir, err));
+  }
   return code;
 }
 

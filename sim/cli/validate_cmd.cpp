@@ -2,6 +2,7 @@
 // (docs/validation.md).
 
 #include "cli/commands.hpp"
+#include "cli/json_output.hpp"
 #include "config/runs_config.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -22,6 +23,40 @@ namespace {
 namespace fs = std::filesystem;
 
 /// --cross-validate: the groups' in-sample and out-of-group errors.
+/// The `stepsim.validation/1` document (docs/output.md): every run and the error statistics.
+nlohmann::ordered_json validation_json(const std::vector<validate::RunResult>& results) {
+  using nlohmann::ordered_json;
+  ordered_json runs = ordered_json::array();
+  for (const validate::RunResult& r : results) {
+    const bool ok = r.status == RunStatus::OK;
+    ordered_json j{{"id", r.plan.id},
+                   {"num_gpus", r.plan.num_gpus},
+                   {"layout", r.plan.layout},
+                   {"gpu_kind", r.plan.gpu_kind},
+                   {"metric", std::string(to_string(r.plan.metric))},
+                   {"measured", r.plan.measured},
+                   {"status", std::string(to_string(r.status))},
+                   {"reason", r.reason}};
+    if (ok) {
+      j["predicted"] = r.predicted;
+      j["error_pct"] = r.error_pct;
+      j["step_time_s"] = r.step_time_s;
+      j["peak_bytes"] = r.peak_bytes;
+      j["capacity_bytes"] = r.capacity_bytes;
+      j["fits_in_memory"] = r.fits();
+    }
+    runs.push_back(j);
+  }
+  const validate::ErrorStats s = validate::error_stats(results);
+  return ordered_json{{"schema", "stepsim.validation/1"},
+                      {"runs", runs},
+                      {"validated", s.validated},
+                      {"skipped", s.skipped},
+                      {"median_abs_error_pct", s.median_abs},
+                      {"mean_abs_error_pct", s.mean_abs},
+                      {"max_abs_error_pct", s.max_abs}};
+}
+
 int cross_validate_command(const config::RunsFile& runs, validate::GroupBy by,
                            const validate::ValidateOptions& options, bool temporary, std::ostream& out,
                            std::ostream& err) {
@@ -74,13 +109,16 @@ Exit codes: 0 it ran (whatever the errors), 2 a malformed runs file or bad optio
              "its stored record says without the group's runs, then predict the group with it: "
              "in-sample and out-of-group errors side by side (docs/validation.md, \"Cross-validation\"); "
              "with --out, DIR/cross_validation.csv");
+    o.flag("--json", json_,
+           "print every run and the error statistics as JSON (schema stepsim.validation/1, "
+           "docs/output.md) instead of the table; with --out, also DIR/validation.json");
   }
   int run(std::ostream& out, std::ostream& err) override;
 
 private:
   std::vector<std::string> files_;
   std::string out_dir_, topologies_, cross_;
-  bool no_calibration_ = false;
+  bool no_calibration_ = false, json_ = false;
   validate::ValidateOptions options_;
 };
 
@@ -99,6 +137,10 @@ int ValidateCommand::run(std::ostream& out, std::ostream& err) {
     throw ConfigError(
         "missing the runs file (usage: stepsim validate RUNS.yaml [MORE.yaml ...] [--out DIR])");
   const bool cross_validate = !cross_.empty();
+  if (cross_validate && json_)
+    throw ConfigError(
+        "--json: not available with --cross-validate (its tables go to DIR/cross_validation.csv "
+        "with --out)");
   const validate::GroupBy group_by =
       cross_validate ? validate::parse_group_by(cross_) : validate::GroupBy::SOURCE;
   options.topologies = validate::topologies_dir(topologies_);
@@ -122,6 +164,11 @@ int ValidateCommand::run(std::ostream& out, std::ostream& err) {
                           [&](std::ostream& o) { validate::write_csv(o, results); });
   else
     fs::remove_all(options.work_dir);
+  if (json_) {
+    emit_json(out, JsonTargets{.to_stdout = true, .out_dir = out_dir, .file_name = "validation.json"},
+              validation_json(results));
+    return 0;
+  }
   validate::print_table(out, results);
   out << validate::summary_line(validate::error_stats(results)) << '\n';
   return 0;

@@ -85,12 +85,64 @@ std::string mark_of(const Document& doc, const std::string& path, const YAML::No
   return doc.location(path, node);
 }
 
+/// `grid:` (every axis's values distinct) or `zip:` (lists of one length, paired by position).
+enum class Axes { GRID, ZIP };
+
+/// The axes of `grid:` or `zip:`: a mapping of dotted keys to non-empty lists of values.
+std::vector<SweepAxis> read_axes(const Document& doc, const Field& f, Axes kind) {
+  const std::string name = kind == Axes::GRID ? "grid" : "zip";
+  const YAML::Node& map = f.value();
+  if (!map.IsMap() || map.size() == 0) {
+    f.fail("expected a mapping of dotted keys to lists of values, e.g. {parallel.tp: [4, 8]}, found " +
+           (map.IsMap() ? std::string("an empty mapping") : describe(map)));
+  }
+  std::vector<SweepAxis> axes;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const YAML::Node key_node = it->first;
+    const YAML::Node values = it->second;
+    SweepAxis axis;
+    axis.key = read_key(doc, name, key_node);
+    const std::string path = name + "." + axis.key;
+    for (const auto& other : axes) {
+      if (other.key == axis.key) {
+        doc.fail(path, key_node, "key '" + path + "' is given twice");
+      }
+    }
+    if (!values.IsSequence() || values.size() == 0) {
+      const YAML::Node at = values.IsDefined() && !values.IsNull() ? values : key_node;
+      doc.fail(path, at,
+               "key '" + path + "': expected a non-empty list of values, e.g. [1, 2, 4], found " +
+                   (values.IsSequence() ? std::string("an empty list") : describe(values)));
+    }
+    for (const auto& v : values) {
+      if (!v.IsDefined() || v.IsNull()) {
+        doc.fail(path, values, "key '" + path + "': expected a value, found nothing in the list");
+      }
+      const std::string text = value_text(v);
+      if (kind == Axes::GRID &&
+          std::find(axis.values.begin(), axis.values.end(), text) != axis.values.end()) {
+        doc.fail(path, v, "key '" + path + "': value '" + text + "' is listed twice");
+      }
+      axis.values.push_back(text);
+      axis.where.push_back(mark_of(doc, path, v));
+    }
+    if (kind == Axes::ZIP && !axes.empty() && axis.values.size() != axes.front().values.size()) {
+      doc.fail(path, values,
+               "key '" + path + "': expected " + std::to_string(axes.front().values.size()) +
+                   " values, as many as zip." + axes.front().key +
+                   " (zip pairs the lists by position), found " + std::to_string(axis.values.size()));
+    }
+    axes.push_back(std::move(axis));
+  }
+  return axes;
+}
+
 } // namespace
 
 SweepFile load_sweep(const std::filesystem::path& file) {
   const Document doc(file);
   const auto top =
-      MapReader::root(doc, {"name", "description", "cluster", "workload", "set", "grid", "points"});
+      MapReader::root(doc, {"name", "description", "cluster", "workload", "set", "grid", "zip", "points"});
   SweepFile s;
   s.source = doc.file();
   s.name = file.stem().string();
@@ -115,40 +167,17 @@ SweepFile load_sweep(const std::filesystem::path& file) {
   }
 
   if (auto f = top.find("grid")) {
-    const YAML::Node& grid = f->value();
-    if (!grid.IsMap() || grid.size() == 0) {
-      f->fail("expected a mapping of dotted keys to lists of values, e.g. {parallel.tp: [4, 8]}, found " +
-              (grid.IsMap() ? std::string("an empty mapping") : describe(grid)));
-    }
-    for (auto it = grid.begin(); it != grid.end(); ++it) {
-      const YAML::Node key_node = it->first;
-      const YAML::Node values = it->second;
-      SweepAxis axis;
-      axis.key = read_key(doc, "grid", key_node);
-      const std::string path = "grid." + axis.key;
+    s.grid = read_axes(doc, *f, Axes::GRID);
+  }
+  if (auto f = top.find("zip")) {
+    s.zip = read_axes(doc, *f, Axes::ZIP);
+    for (const auto& axis : s.zip) {
       for (const auto& other : s.grid) {
         if (other.key == axis.key) {
-          doc.fail(path, key_node, "key '" + path + "' is given twice");
+          throw ConfigError(axis.where.front() + ": key 'zip." + axis.key +
+                            "': also a grid axis; a key is either zipped or in the grid");
         }
       }
-      if (!values.IsSequence() || values.size() == 0) {
-        const YAML::Node at = values.IsDefined() && !values.IsNull() ? values : key_node;
-        doc.fail(path, at,
-                 "key '" + path + "': expected a non-empty list of values, e.g. [1, 2, 4], found " +
-                     (values.IsSequence() ? std::string("an empty list") : describe(values)));
-      }
-      for (const auto& v : values) {
-        if (!v.IsDefined() || v.IsNull()) {
-          doc.fail(path, values, "key '" + path + "': expected a value, found nothing in the list");
-        }
-        const std::string text = value_text(v);
-        if (std::find(axis.values.begin(), axis.values.end(), text) != axis.values.end()) {
-          doc.fail(path, v, "key '" + path + "': value '" + text + "' is listed twice");
-        }
-        axis.values.push_back(text);
-        axis.where.push_back(mark_of(doc, path, v));
-      }
-      s.grid.push_back(std::move(axis));
     }
   }
 
@@ -170,10 +199,12 @@ SweepFile load_sweep(const std::filesystem::path& file) {
   auto fixed_has = [&](const std::string& key) {
     return std::any_of(s.fixed.begin(), s.fixed.end(), [&](const Override& o) { return o.path == key; });
   };
-  for (const auto& axis : s.grid) {
-    if (fixed_has(axis.key)) {
-      throw ConfigError(axis.where.front() + ": key 'grid." + axis.key + "': '" + axis.key +
-                        "' is also under `set`; a key is either fixed or swept");
+  for (const auto* axes : {&s.grid, &s.zip}) {
+    for (const auto& axis : *axes) {
+      if (fixed_has(axis.key)) {
+        throw ConfigError(axis.where.front() + ": key '" + (axes == &s.grid ? "grid." : "zip.") + axis.key +
+                          "': '" + axis.key + "' is also under `set`; a key is either fixed or swept");
+      }
     }
   }
   for (const auto& point : s.points) {
@@ -182,10 +213,13 @@ SweepFile load_sweep(const std::filesystem::path& file) {
         throw ConfigError(point.where + ": point sets '" + o.path +
                           "', which is also under `set`; a key is either fixed or swept");
       }
-      for (const auto& axis : s.grid) {
-        if (axis.key == o.path) {
-          throw ConfigError(point.where + ": point sets '" + o.path +
-                            "', which is also a grid axis; a key is either in the grid or in points");
+      for (const auto* axes : {&s.grid, &s.zip}) {
+        for (const auto& axis : *axes) {
+          if (axis.key == o.path) {
+            throw ConfigError(point.where + ": point sets '" + o.path + "', which is also " +
+                              (axes == &s.grid ? "a grid axis" : "zipped") +
+                              "; a key is either in the grid, in zip or in points");
+          }
         }
       }
     }

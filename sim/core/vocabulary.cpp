@@ -60,7 +60,8 @@ constexpr auto COMM_ROLES = names<CommRole, CommRole::GRAD_NORM>(
 constexpr auto STREAMS = names<Stream, Stream::CP_COMM>("a stream", "compute", "tp comm", "pp comm",
                                                         "dp comm", "ep comm", "cp comm");
 static_assert(STREAMS.names.size() == STREAM_COUNT);
-constexpr auto RUN_STATUSES = names<RunStatus, RunStatus::FAILED>("a run status", "ok", "skipped", "failed");
+constexpr auto RUN_STATUSES =
+    names<RunStatus, RunStatus::OOM>("a run status", "ok", "skipped", "failed", "oom");
 
 } // namespace
 

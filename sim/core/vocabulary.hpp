@@ -80,9 +80,11 @@ Stream stream_by_name(std::string_view name);
 std::optional<Stream> stream_by_name_or_null(std::string_view name);
 
 /// How one configuration of a sweep or one measured run of a validation ended: simulated (OK),
-/// not simulable as given (SKIPPED: a configuration or model error), or failed.
-enum class RunStatus { OK, SKIPPED, FAILED };
-/// "ok", "skipped", "failed".
+/// not simulable as given (SKIPPED: a configuration or model error), failed, or simulated but a
+/// GPU's memory (or the host memory of offloaded activations) does not hold it (OOM: a sweep row
+/// keeps its summary; the layout would not run).
+enum class RunStatus { OK, SKIPPED, FAILED, OOM };
+/// "ok", "skipped", "failed", "oom".
 std::string_view to_string(RunStatus s);
 RunStatus run_status_by_name(std::string_view name);
 std::optional<RunStatus> run_status_by_name_or_null(std::string_view name);

@@ -228,6 +228,10 @@ bool fits_in_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
   return peak_memory(cluster, w) <= cluster.gpu.hbm_capacity && fits_host_memory(cluster, w);
 }
 
+Bytes memory_budget(const ClusterSpec& cluster, const SearchSpace& space) {
+  return cluster.gpu.hbm_capacity * (1.0 - space.headroom);
+}
+
 bool fits_host_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
   if (cluster.gpu.host_memory.value() <= 0)
     return true;
@@ -254,7 +258,7 @@ bool offload_to_fit(const ClusterSpec& cluster, WorkloadSpec& w, const SearchSpa
     if (!fits_host_memory(cluster, o)) // more offloaded layers only need more of it
       return false;
     const Bytes p = peak_memory(cluster, o);
-    if (p <= cluster.gpu.hbm_capacity) {
+    if (p <= memory_budget(cluster, space)) {
       w = std::move(o);
       peak = p;
       return true;
@@ -274,7 +278,7 @@ void recompute_fewest(const ClusterSpec& cluster, WorkloadSpec& w, const SearchS
     WorkloadSpec o = w;
     o.training.recompute_layers = n;
     const Bytes p = peak_memory(cluster, o);
-    if (p <= cluster.gpu.hbm_capacity) {
+    if (p <= memory_budget(cluster, space)) {
       w = std::move(o);
       peak = p;
       return;
@@ -302,11 +306,11 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
   for (const WorkloadSpec& layout : all) {
     WorkloadSpec w = layout;
     Bytes peak = peak_memory(cluster, w);
-    if ((peak > cluster.gpu.hbm_capacity || !fits_host_memory(cluster, w)) &&
+    if ((peak > memory_budget(cluster, options.space) || !fits_host_memory(cluster, w)) &&
         !offload_to_fit(cluster, w, options.space, peak)) {
       if (debug_log())
         log().debug("plan: filtered out {}: static peak {:.2f} GiB of {:.2f} GiB HBM{}", describe(w),
-                    gib(peak), gib(cluster.gpu.hbm_capacity),
+                    gib(peak), gib(memory_budget(cluster, options.space)),
                     fits_host_memory(cluster, w) ? "" : ", host memory exceeded");
       continue;
     }

@@ -35,7 +35,13 @@ struct SearchSpace {
   bool vary_cp = true;
   int max_cp = 16;
   int64_t cp_from_seq_len = 16384;
+  /// Share of each GPU's memory a layout must leave free, in [0, 1) (`plan --headroom`): a layout
+  /// fits when its static peak is at most (1 - headroom) x the GPU's memory.
+  double headroom = 0;
 };
+
+/// The GPU memory a layout may use under `space.headroom`.
+Bytes memory_budget(const ClusterSpec& cluster, const SearchSpace& space);
 
 /// Every layout of `base` for `cluster` (tp, pp, dp, vp, micro-batch, ZeRO stage, recomputation,
 /// SP, schedule) that config::check_layout accepts, in a deterministic order; dp is derived

@@ -1,5 +1,6 @@
 #include "report/summary.hpp"
 
+#include "model/moe.hpp"
 #include "model/transformer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -354,7 +355,17 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
   attribute_tail(replay, attributor, s.step_time.value(), tally);
   fill_compute_source(s, tally.source_time);
   fill_means(s, program, tally);
+  s.parameters = parameter_counts(w);
   return s;
+}
+
+ParameterCounts parameter_counts(const WorkloadSpec& w) {
+  ParameterCounts c{.total = std::llround(model::total_params(w.model)),
+                    .active = std::llround(model::active_params(w.model)),
+                    .per_gpu_by_stage = {}};
+  for (int p = 0; p < w.parallel.pp; ++p)
+    c.per_gpu_by_stage.push_back(std::llround(model::params_on_rank(w, p)));
+  return c;
 }
 namespace {
 
@@ -384,11 +395,15 @@ nlohmann::ordered_json critical_path_json(const CriticalPath& p) {
 void write_summary_json(std::ostream& out, const Summary& s) {
   using nlohmann::ordered_json;
   ordered_json j;
+  j["schema"] = SUMMARY_SCHEMA;
   j["cluster"] = s.cluster;
   j["workload"] = s.workload;
   j["num_gpus"] = s.num_gpus;
   j["simulated_gpus"] = s.simulated_gpus;
   j["micro_batches"] = s.micro_batches;
+  j["parameters"] = ordered_json{{"total", s.parameters.total},
+                                 {"active", s.parameters.active},
+                                 {"per_gpu_by_stage", s.parameters.per_gpu_by_stage}};
   j["step_time_s"] = s.step_time.value();
   j["tokens_per_s"] = s.tokens_per_s;
   j["tflops_per_gpu"] = s.tflops_per_gpu;
@@ -441,6 +456,17 @@ void write_summary_json(std::ostream& out, const Summary& s) {
          mem.host_capacity.value() > 0 ? std::max(0.0, (mem.host_peak - mem.host_capacity).value()) : 0.0},
         {"reason", mem.reason}};
   j["memory"] = m;
+  if (s.trace) {
+    const TraceNote& t = *s.trace;
+    j["trace"] = ordered_json{
+        {"file", t.file},
+        {"gpus", t.gpus.size()},
+        {"ranks", t.gpu_ranges},
+        {"of_simulated_gpus", s.simulated_gpus},
+        {"window_s",
+         ordered_json::array(
+             {t.window_start_s, t.window_end_s < 0 ? ordered_json(nullptr) : ordered_json(t.window_end_s)})}};
+  }
   j["tasks"] = s.tasks;
   j["critical_path"] = critical_path_json(s.critical_path);
   out << j.dump(2) << '\n';
@@ -500,6 +526,15 @@ void print_summary_table(std::ostream& out, const Summary& s) {
         << "  " << gib(peak) << "  " << human_time(st.compute.value()) << "   "
         << human_time(st.exposed.tp.value()) << " / " << human_time(st.exposed.pp.value()) << " / "
         << human_time(st.exposed.dp.value()) << '\n';
+  }
+  if (s.trace) {
+    const TraceNote& t = *s.trace;
+    out << "  trace: " << t.file << " holds " << t.gpus.size() << " of the " << s.simulated_gpus
+        << " simulated GPUs (ranks " << t.gpu_ranges << ")";
+    if (t.window_start_s > 0 || t.window_end_s >= 0)
+      out << fmt_double(", from %g s", t.window_start_s)
+          << (t.window_end_s >= 0 ? fmt_double(" to %g s", t.window_end_s) : std::string(" to the end"));
+    out << '\n';
   }
   if (!s.memory.fits_in_memory)
     out << "\n  *** DOES NOT FIT IN MEMORY *** " << s.memory.reason << '\n';

@@ -8,6 +8,8 @@
 #include "report/critical_path.hpp"
 #include "report/memory_timeline.hpp"
 
+#include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -30,6 +32,29 @@ struct StageMetrics {
   Seconds compute;            ///< mean busy compute time per GPU
   GroupTimes exposed;         ///< mean per GPU
 };
+
+/// Parameter counts of the model (summary.json's `parameters`).
+struct ParameterCounts {
+  int64_t total = 0;                     ///< the whole model, tied weights once, no MTP modules
+  int64_t active = 0;                    ///< used per token: total less the routed experts not chosen
+  std::vector<int64_t> per_gpu_by_stage; ///< held by one GPU of each stage, before ZeRO sharding
+};
+
+/// The parameter counts of `w` (check_layout passed), from model/ (docs/model.md).
+ParameterCounts parameter_counts(const WorkloadSpec& w);
+
+/// Which GPUs and which part of the step the trace file of a run holds (`run --trace-ranks`,
+/// `--trace-window`), for summary.json's `trace` and the table.
+struct TraceNote {
+  std::string file;          ///< "trace.json" or "trace.json.gz"
+  std::vector<int> gpus;     ///< ranks drawn, ascending
+  std::string gpu_ranges;    ///< the same as "0-7, 128-135"
+  double window_start_s = 0; ///< drawn from
+  double window_end_s = -1;  ///< drawn to; < 0: the end of the step
+};
+
+/// summary.json's format and version, its first key (docs/output.md).
+inline constexpr const char* SUMMARY_SCHEMA = "stepsim.summary/2";
 
 struct Summary {
   std::string cluster;
@@ -57,6 +82,8 @@ struct Summary {
       comm_volume_per_gpu; ///< bytes a GPU sends: 2(n-1)/n*S all-reduce, (n-1)/n*S gather/scatter, S send
   MemoryReport memory;     ///< peaks from the memory timeline (no tracks)
   std::vector<StageMetrics> stages;
+  ParameterCounts parameters;
+  std::optional<TraceNote> trace; ///< set by `run` when it writes a trace
   size_t tasks = 0;
   CriticalPath critical_path; ///< the chain of tasks that sets the step time
 };

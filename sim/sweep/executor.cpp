@@ -42,7 +42,10 @@ process::Message simulate_config(const SweepConfig& config, const ExecuteOptions
     const runner::Simulation sim = runner::simulate(cluster, workload, options.simulate);
     std::ostringstream summary;
     report::write_summary_json(summary, sim.summary);
-    verdict["status"] = std::string(to_string(RunStatus::OK));
+    const bool fits = sim.summary.memory.fits_in_memory;
+    verdict["status"] = std::string(to_string(fits ? RunStatus::OK : RunStatus::OOM));
+    if (!fits)
+      verdict["reason"] = "does not fit in memory: " + sim.summary.memory.reason;
     verdict["summary"] = process::Message::parse(summary.str());
   } catch (const ConfigError& e) {
     verdict["status"] = std::string(to_string(RunStatus::SKIPPED));
@@ -92,9 +95,10 @@ Row verdict_row(const SweepConfig& config, const process::Outcome& child, double
     return row;
   }
   const std::optional<RunStatus> s = run_status_by_name_or_null(verdict["status"].get<std::string>());
-  if (s == RunStatus::OK && verdict.contains("summary")) {
-    row.status = RunStatus::OK;
+  if ((s == RunStatus::OK || s == RunStatus::OOM) && verdict.contains("summary")) {
+    row.status = *s;
     row.summary_json = verdict["summary"].dump();
+    row.reason = one_line(verdict.value("reason", std::string()));
   } else if (s == RunStatus::SKIPPED) {
     row.status = RunStatus::SKIPPED;
     row.reason = one_line(verdict.value("reason", std::string("skipped")));

@@ -48,9 +48,13 @@ SweepPlan expand(const config::SweepFile& file) {
       }
     }
   }
+  for (const auto& axis : file.zip) {
+    plan.columns.push_back(axis.key);
+  }
   for (const auto& axis : file.grid) {
     plan.columns.push_back(axis.key);
   }
+  const std::size_t zip_rows = file.zip.empty() ? 1 : file.zip.front().values.size();
 
   std::size_t grid_size = 1;
   for (const auto& axis : file.grid) {
@@ -60,13 +64,15 @@ SweepPlan expand(const config::SweepFile& file) {
     }
   }
   const std::size_t point_count = std::max<std::size_t>(1, file.points.size());
-  if (grid_size > MAX_CONFIGS || grid_size * point_count > MAX_CONFIGS) {
+  if (grid_size > MAX_CONFIGS || grid_size * point_count > MAX_CONFIGS ||
+      grid_size * point_count * zip_rows > MAX_CONFIGS) {
     throw ConfigError(file.source + ": the sweep expands to more than " + std::to_string(MAX_CONFIGS) +
                       " configurations");
   }
 
   std::map<std::string, std::string> seen; // id -> where it came from
-  for (std::size_t p = 0; p < point_count; ++p) {
+  for (std::size_t pz = 0; pz < point_count * zip_rows; ++pz) {
+    const std::size_t p = pz / zip_rows, z = pz % zip_rows;
     const config::SweepPointSpec* point = file.points.empty() ? nullptr : &file.points[p];
     std::vector<std::size_t> digit(file.grid.size(), 0);
     for (std::size_t g = 0; g < grid_size; ++g) {
@@ -80,6 +86,10 @@ SweepPlan expand(const config::SweepFile& file) {
           values[o.path] = o.value;
         }
       }
+      for (const config::SweepAxis& axis : file.zip) {
+        c.overrides.push_back(config::Override{axis.key, axis.values[z]});
+        values[axis.key] = axis.values[z];
+      }
       for (std::size_t a = 0; a < file.grid.size(); ++a) {
         const config::SweepAxis& axis = file.grid[a];
         c.overrides.push_back(config::Override{axis.key, axis.values[digit[a]]});
@@ -92,7 +102,9 @@ SweepPlan expand(const config::SweepFile& file) {
         }
       }
       c.id = config_id(file.cluster_text, file.workload_text, c.overrides);
-      const std::string where = point != nullptr ? point->where : file.source;
+      const std::string where = point != nullptr    ? point->where
+                                : !file.zip.empty() ? file.zip.front().where[z]
+                                                    : file.source;
       const auto [it, fresh] = seen.emplace(c.id, where);
       if (!fresh) {
         throw ConfigError(where + ": configuration " + std::to_string(c.index) +

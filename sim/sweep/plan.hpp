@@ -26,10 +26,11 @@ struct SweepConfig {
 
 struct SweepPlan {
   std::string name;
-  std::string source;               ///< the sweep file
-  std::filesystem::path cluster;    ///< resolved base cluster file
-  std::filesystem::path workload;   ///< resolved base workload file
-  std::vector<std::string> columns; ///< swept keys: the points' keys (first appearance), then the grid's
+  std::string source;             ///< the sweep file
+  std::filesystem::path cluster;  ///< resolved base cluster file
+  std::filesystem::path workload; ///< resolved base workload file
+  std::vector<std::string>
+      columns; ///< swept keys: the points' keys (first appearance), zip's, then the grid's
   std::vector<SweepConfig> configs; ///< in index order
 };
 
@@ -37,7 +38,8 @@ struct SweepPlan {
 inline constexpr std::size_t MAX_CONFIGS = 1000000;
 
 /// Expands a sweep: every point (or one empty point when there are none) combined with every
-/// grid combination; the first grid axis varies slowest. Throws ConfigError when two
+/// zip position (the zipped lists' i-th values together) and every grid combination; points vary
+/// slowest, then zip, then the grid axes, the first grid axis slowest. Throws ConfigError when two
 /// configurations are identical or the expansion exceeds MAX_CONFIGS.
 SweepPlan expand(const config::SweepFile& file);
 

@@ -63,8 +63,8 @@ void Progress::draw() {
   bar += std::string(static_cast<std::size_t>(BAR_WIDTH - filled), '.');
   char line[512];
   std::snprintf(line, sizeof line,
-                "\r\033[K%s [%s] %zu/%zu  ok %zu  skipped %zu  failed %zu  elapsed %s  ETA %s",
-                options_.label.c_str(), bar.c_str(), finished, options_.total, ok_, skipped_, failed_,
+                "\r\033[K%s [%s] %zu/%zu  ok %zu  oom %zu  skipped %zu  failed %zu  elapsed %s  ETA %s",
+                options_.label.c_str(), bar.c_str(), finished, options_.total, ok_, oom_, skipped_, failed_,
                 format_duration(elapsed).c_str(), eta().c_str());
   out_ << line << std::flush;
 }
@@ -81,6 +81,9 @@ void Progress::finished(const Row& row, double wall_s) {
     break;
   case RunStatus::FAILED:
     ++failed_;
+    break;
+  case RunStatus::OOM:
+    ++oom_;
     break;
   }
   if (options_.tty) {
@@ -117,9 +120,9 @@ void Progress::close() {
   }
   char line[512];
   std::snprintf(line, sizeof line,
-                "%s: done: %zu ok, %zu skipped, %zu failed in this run (%zu resumed) in %s wall, %.2f s per "
-                "configuration\n",
-                options_.label.c_str(), ok_, skipped_, failed_, options_.resumed,
+                "%s: done: %zu ok, %zu oom, %zu skipped, %zu failed in this run (%zu resumed) in %s wall, "
+                "%.2f s per configuration\n",
+                options_.label.c_str(), ok_, oom_, skipped_, failed_, options_.resumed,
                 format_duration(elapsed).c_str(), done_ == 0 ? 0.0 : busy_s_ / static_cast<double>(done_));
   out_ << line << std::flush;
 }

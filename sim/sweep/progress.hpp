@@ -44,6 +44,7 @@ private:
   std::size_t done_ = 0; ///< finished in this run
   std::size_t ok_ = 0;
   std::size_t skipped_ = 0;
+  std::size_t oom_ = 0;
   std::size_t failed_ = 0;
   double busy_s_ = 0; ///< summed wall time of this run's configurations
 };

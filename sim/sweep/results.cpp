@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -27,9 +29,23 @@ using nlohmann::ordered_json;
 
 /// Metric columns after `reason`, in order.
 constexpr const char* METRIC_COLUMNS[] = {
-    "num_gpus",     "micro_batches", "step_time_s",       "tokens_per_s",   "tflops_per_gpu",
-    "mfu",          "hfu",           "bubble_fraction",   "compute_s",      "exposed_tp_s",
-    "exposed_pp_s", "exposed_dp_s",  "peak_memory_bytes", "fits_in_memory", "hbm_capacity_bytes",
+    "num_gpus",
+    "micro_batches",
+    "step_time_s",
+    "tokens_per_s",
+    "tflops_per_gpu",
+    "mfu",
+    "hfu",
+    "bubble_fraction",
+    "compute_s",
+    "exposed_tp_s",
+    "exposed_pp_s",
+    "exposed_dp_s",
+    "exposed_ep_s",
+    "exposed_cp_s",
+    "peak_memory_bytes",
+    "fits_in_memory",
+    "hbm_capacity_bytes",
 };
 
 std::string format_number(double v) {
@@ -88,7 +104,7 @@ std::vector<std::string> metric_cells(const Row& row) {
   if (row.hbm_capacity_bytes > 0) {
     cells.back() = format_number(row.hbm_capacity_bytes);
   }
-  if (row.status != RunStatus::OK || row.summary_json.empty()) {
+  if ((row.status != RunStatus::OK && row.status != RunStatus::OOM) || row.summary_json.empty()) {
     return cells;
   }
   const json s = json::parse(row.summary_json, nullptr, false);
@@ -108,6 +124,8 @@ std::vector<std::string> metric_cells(const Row& row) {
   cells[i++] = number_cell(find_any(s, {{"exposed_comm_s", "tp"}}));
   cells[i++] = number_cell(find_any(s, {{"exposed_comm_s", "pp"}}));
   cells[i++] = number_cell(find_any(s, {{"exposed_comm_s", "dp"}}));
+  cells[i++] = number_cell(find_any(s, {{"exposed_comm_s", "ep"}}));
+  cells[i++] = number_cell(find_any(s, {{"exposed_comm_s", "cp"}}));
   // Memory figures, when the summary has them (docs/sweeps.md lists the names looked for).
   cells[i++] = number_cell(find_any(s, {{"peak_memory_bytes"},
                                         {"memory", "peak_bytes"},
@@ -120,6 +138,45 @@ std::vector<std::string> metric_cells(const Row& row) {
     cells[i] = number_cell(cap);
   }
   return cells;
+}
+
+/// A swept value as JSON: an integer, a number or a bool when its YAML text is exactly that
+/// value's canonical spelling (so that it reads back to the same text), else the text.
+ordered_json typed_value(const std::string& text) {
+  if (text == "true" || text == "false") {
+    return text == "true";
+  }
+  int64_t i = 0;
+  if (const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), i);
+      ec == std::errc() && ptr == text.data() + text.size() && std::to_string(i) == text) {
+    return i;
+  }
+  double d = 0;
+  if (const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+      ec == std::errc() && ptr == text.data() + text.size() && std::isfinite(d) && format_number(d) == text) {
+    return d;
+  }
+  return text;
+}
+
+/// The text of a swept value read back from JSON (typed_value's inverse).
+std::string value_text(const ordered_json& v) {
+  if (v.is_string()) {
+    return v.get<std::string>();
+  }
+  if (v.is_boolean()) {
+    return v.get<bool>() ? "true" : "false";
+  }
+  if (v.is_number_integer()) {
+    return std::to_string(v.get<int64_t>());
+  }
+  if (v.is_number_unsigned()) {
+    return std::to_string(v.get<uint64_t>());
+  }
+  if (v.is_number()) {
+    return format_number(v.get<double>());
+  }
+  return v.dump();
 }
 
 void write_all(int fd, const std::string& text, const std::filesystem::path& file) {
@@ -165,7 +222,7 @@ std::string json_line(const Row& row) {
   j["index"] = row.index;
   ordered_json config = ordered_json::object();
   for (const auto& [k, v] : row.config) {
-    config[k] = v;
+    config[k] = typed_value(v);
   }
   j["config"] = config;
   j["status"] = std::string(to_string(row.status));
@@ -189,7 +246,7 @@ std::optional<Row> parse_json_line(std::string_view line) {
     row.id = j.at("id").get<std::string>();
     row.index = j.at("index").get<std::size_t>();
     for (const auto& [k, v] : j.at("config").items()) {
-      row.config.emplace_back(k, v.get<std::string>());
+      row.config.emplace_back(k, value_text(v));
     }
     const auto status = run_status_by_name_or_null(j.at("status").get<std::string>());
     if (!status) {

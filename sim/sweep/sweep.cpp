@@ -135,7 +135,8 @@ SweepOutcome run_sweep(const SweepOptions& options, std::ostream& err) {
   out.total = mine.size();
   out.resumed = mine.size() - pending.size();
   for (const auto& [id, s] : status) {
-    (s == RunStatus::OK ? out.ok : s == RunStatus::SKIPPED ? out.skipped : out.failed) += 1;
+    std::size_t* const count[] = {&out.ok, &out.skipped, &out.failed, &out.oom}; // RunStatus order
+    ++*count[static_cast<std::size_t>(s)];
   }
   if (status.size() == mine.size()) {
     log.rewrite_sorted();

@@ -40,6 +40,7 @@ struct SweepOutcome {
   std::size_t ok = 0;      ///< rows of this shard by status, old and new
   std::size_t skipped = 0;
   std::size_t failed = 0;
+  std::size_t oom = 0; ///< simulated, but a GPU's memory does not hold the layout
 };
 
 /// Runs a sweep (or one shard of it). Writes DIR/sweep.json (what the sweep is: name, columns,

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -333,15 +334,15 @@ struct RankTable {
   }
 };
 
-RankTable rank_table(const graph::StepProgram& p) {
+RankTable rank_table(const graph::StepProgram& p, const TraceSelection& selection) {
   Rank top = std::max<Rank>(p.grid.size(), 0);
   for (const Rank r : p.simulated_ranks)
     top = std::max(top, r + 1);
   RankTable t;
   t.simulated.assign(static_cast<size_t>(top), 0);
   t.threads.assign(static_cast<size_t>(top), 0);
-  for (const Rank r : p.simulated_ranks)
-    if (r >= 0)
+  for (const Rank r : selection.ranks.empty() ? p.simulated_ranks : selection.ranks)
+    if (r >= 0 && r < top)
       t.simulated[static_cast<size_t>(r)] = 1;
   const graph::StepGraph& g = p.graph;
   auto mark = [&t](Rank r, int tid) {
@@ -503,7 +504,10 @@ void write_tasks(Events& events, const TraceInput& in, const RankTable& ranks) {
   const graph::StepGraph& g = in.program.graph;
   Text name;
   Text args;
+  const TraceSelection& window = in.selection;
   for (TaskId id = 0; id < g.size(); ++id) {
+    if (in.end[id] < window.window_start || in.start[id] > window.window_end)
+      continue;
     const Task& t = g.task(id);
     const int64_t ts = std::max<int64_t>(to_ns(in.start[id]), 0);
     const int64_t dur = std::max<int64_t>(to_ns(in.end[id]) - ts, 0);
@@ -544,6 +548,8 @@ void write_memory(Events& events, const TraceInput& in, const RankTable& ranks) 
     if (!ranks.has(series.gpu))
       continue;
     for (const auto& [time, bytes] : series.samples) {
+      if (Seconds(time) < in.selection.window_start || Seconds(time) > in.selection.window_end)
+        continue;
       events.next();
       out.put("{\"ph\":\"C\",\"pid\":");
       out.put_int(series.gpu);
@@ -557,13 +563,130 @@ void write_memory(Events& events, const TraceInput& in, const RankTable& ranks) 
   }
 }
 
+/// One `DIM=VALUE` term of --trace-ranks: the coordinate it reads and the indices it accepts.
+struct RankTerm {
+  std::string dim;
+  int lo = 0, hi = std::numeric_limits<int>::max();
+};
+
+[[noreturn]] void bad_rank_spec(const std::string& spec, const std::string& why) {
+  throw ConfigError("--trace-ranks '" + spec + "': " + why +
+                    " (expected DIM=VALUE,... with DIM dp, pp, tp, cp or ep and VALUE *, N or A-B; e.g. "
+                    "pp=*,tp=0,dp=0)");
+}
+
+/// A non-negative integer, the whole of `text`, or nullopt.
+std::optional<int> index_of(std::string_view text) {
+  int v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v < 0)
+    return std::nullopt;
+  return v;
+}
+
+RankTerm parse_rank_term(const std::string& spec, std::string_view term) {
+  const size_t eq = term.find('=');
+  if (eq == std::string_view::npos)
+    bad_rank_spec(spec, "'" + std::string(term) + "' has no '='");
+  RankTerm t{.dim = std::string(term.substr(0, eq))};
+  if (t.dim != "dp" && t.dim != "pp" && t.dim != "tp" && t.dim != "cp" && t.dim != "ep")
+    bad_rank_spec(spec, "unknown dimension '" + t.dim + "'");
+  const std::string_view value = term.substr(eq + 1);
+  if (value == "*")
+    return t;
+  const size_t dash = value.find('-');
+  const auto lo = index_of(value.substr(0, dash));
+  const auto hi = dash == std::string_view::npos ? lo : index_of(value.substr(dash + 1));
+  if (!lo || !hi || *hi < *lo)
+    bad_rank_spec(spec, "'" + std::string(value) + "' is not *, an index or a range A-B");
+  t.lo = *lo;
+  t.hi = *hi;
+  return t;
+}
+
+int coordinate(const graph::RankGrid& g, const std::string& dim, Rank r) {
+  if (dim == "dp")
+    return g.dp_of(r);
+  if (dim == "pp")
+    return g.pp_of(r);
+  if (dim == "tp")
+    return g.tp_of(r);
+  if (dim == "cp")
+    return g.cp_of(r);
+  return g.ep_of(r);
+}
+
 } // namespace
+
+std::vector<Rank> select_ranks(const graph::StepProgram& program, const std::string& spec) {
+  if (spec.empty() || spec == "all")
+    return program.simulated_ranks;
+  std::vector<RankTerm> terms;
+  for (size_t start = 0; start <= spec.size();) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    terms.push_back(parse_rank_term(spec, std::string_view(spec).substr(start, comma - start)));
+    start = comma + 1;
+  }
+  std::vector<Rank> out;
+  for (const Rank r : program.simulated_ranks) {
+    const bool match = std::all_of(terms.begin(), terms.end(), [&](const RankTerm& t) {
+      const int c = coordinate(program.grid, t.dim, r);
+      return c >= t.lo && c <= t.hi;
+    });
+    if (match)
+      out.push_back(r);
+  }
+  if (out.empty())
+    bad_rank_spec(spec, "selects none of the " + std::to_string(program.simulated_ranks.size()) +
+                            " simulated GPUs (" + rank_ranges(program.simulated_ranks) + ")");
+  return out;
+}
+
+TraceSelection parse_window(const std::string& spec) {
+  TraceSelection s;
+  const size_t colon = spec.find(':');
+  auto seconds = [&](std::string_view text, Seconds fallback) {
+    if (text.empty())
+      return fallback;
+    double v = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(v) || v < 0)
+      throw ConfigError("--trace-window '" + spec +
+                        "': expected START:END in seconds of the step, e.g. 0.5:1.5 (either may be empty)");
+    return Seconds(v);
+  };
+  if (colon == std::string::npos)
+    throw ConfigError("--trace-window '" + spec +
+                      "': expected START:END in seconds of the step, e.g. 0.5:1.5");
+  s.window_start = seconds(std::string_view(spec).substr(0, colon), s.window_start);
+  s.window_end = seconds(std::string_view(spec).substr(colon + 1), s.window_end);
+  if (s.window_end < s.window_start)
+    throw ConfigError("--trace-window '" + spec + "': END is before START");
+  return s;
+}
+
+std::string rank_ranges(const std::vector<Rank>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) +
+           (j > i ? "-" + std::to_string(ranks[j]) : std::string());
+    i = j + 1;
+  }
+  return out;
+}
+
+std::vector<Rank> drawn_ranks(const TraceInput& in) {
+  return in.selection.ranks.empty() ? in.program.simulated_ranks : in.selection.ranks;
+}
 
 void write_chrome_trace(std::ostream& stream, const TraceInput& in) {
   check_input(in);
   const graph::StepProgram& program = in.program;
   const graph::StepGraph& g = program.graph;
-  const RankTable ranks = rank_table(program);
+  const RankTable ranks = rank_table(program, in.selection);
   Sink out(stream);
 
   int64_t step_ns = 0;

@@ -14,10 +14,32 @@
 #include "core/units.hpp"
 #include "graph/step_builder.hpp"
 
+#include <limits>
 #include <ostream>
+#include <string>
 #include <vector>
 
 namespace stepsim::trace {
+
+/// Which part of the step a trace draws (`run --trace-ranks`, `--trace-window`).
+struct TraceSelection {
+  std::vector<graph::Rank> ranks; ///< the GPUs drawn, ascending; empty: every simulated GPU
+  Seconds window_start{0.0};      ///< slices and samples ending before this are left out
+  Seconds window_end{std::numeric_limits<double>::infinity()}; ///< ... and starting after this
+};
+
+/// The simulated GPUs `spec` selects: comma-separated `DIM=VALUE` with DIM one of dp, pp, tp, cp,
+/// ep and VALUE `*`, an index `N` or a range `A-B` of that coordinate (docs/output.md, "Traces");
+/// a dimension not named matches every index; "" or "all" selects every simulated GPU. Throws
+/// ConfigError naming `--trace-ranks` for a malformed spec or one that selects no simulated GPU.
+std::vector<graph::Rank> select_ranks(const graph::StepProgram& program, const std::string& spec);
+
+/// "START:END" in seconds of the step (either side may be empty: from the start, to the end).
+/// Throws ConfigError naming `--trace-window`.
+TraceSelection parse_window(const std::string& spec);
+
+/// "0-7, 64-71" for ascending ranks: runs of consecutive ranks as ranges.
+std::string rank_ranges(const std::vector<graph::Rank>& ranks);
 
 /// What a trace is drawn from. All references must outlive the call.
 struct TraceInput {
@@ -27,7 +49,11 @@ struct TraceInput {
   const ClusterSpec& cluster;                         ///< names the run; gpus_per_node places ranks on nodes
   const WorkloadSpec& workload;                       ///< names the run
   const std::vector<CounterSeries>* memory = nullptr; ///< bytes in use per GPU: a "memory" counter track
+  TraceSelection selection = {};                      ///< the GPUs and time window drawn
 };
+
+/// The GPUs a trace of `in` draws: the selection's ranks, or every simulated GPU.
+std::vector<graph::Rank> drawn_ranks(const TraceInput& in);
 
 /// Writes `in` as a Chrome trace-event JSON object
 /// {"traceEvents":[...],"displayTimeUnit":"ms","metadata":{...}}.

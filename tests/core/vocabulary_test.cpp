@@ -129,9 +129,11 @@ TEST(Vocabulary, StreamRoundTrips) {
 }
 
 TEST(Vocabulary, RunStatusRoundTrips) {
-  expect_round_trips<RunStatus>(
-      {{RunStatus::OK, "ok"}, {RunStatus::SKIPPED, "skipped"}, {RunStatus::FAILED, "failed"}},
-      run_status_by_name, run_status_by_name_or_null);
+  expect_round_trips<RunStatus>({{RunStatus::OK, "ok"},
+                                 {RunStatus::SKIPPED, "skipped"},
+                                 {RunStatus::FAILED, "failed"},
+                                 {RunStatus::OOM, "oom"}},
+                                run_status_by_name, run_status_by_name_or_null);
   expect_unknown("OK", run_status_by_name, run_status_by_name_or_null);
   expect_unknown("fail", run_status_by_name, run_status_by_name_or_null);
 }

@@ -186,6 +186,51 @@ TEST(SweepResults, JsonRoundTripGivesTheSameLines) {
   EXPECT_FALSE(stepsim::sweep::parse_json_line(R"({"id":"x","index":1,"conf)").has_value());
 }
 
+// `zip` pairs its lists by position (one axis of tuples) and crosses them with the grid, which
+// varies faster; the zipped keys are columns after the points' and before the grid's.
+TEST_F(SweepTest, ZipPairsKeysByPositionAndCrossesTheGrid) {
+  const fs::path f = write_sweep("zip", "zip:\n  parallel.schedule: [1f1b, interleaved, interleaved]\n"
+                                        "  parallel.vp: [1, 2, 4]\n"
+                                        "grid:\n  batch.micro_batch: [1, 2]\n");
+  const auto plan = stepsim::sweep::expand(stepsim::config::load_sweep(f));
+  ASSERT_EQ(plan.configs.size(), 6u); // 3 pairs x 2, not 3 x 3 x 2
+  EXPECT_EQ(plan.columns,
+            (std::vector<std::string>{"parallel.schedule", "parallel.vp", "batch.micro_batch"}));
+  const std::vector<std::vector<std::string>> expected = {
+      {"1f1b", "1", "1"},        {"1f1b", "1", "2"},        {"interleaved", "2", "1"},
+      {"interleaved", "2", "2"}, {"interleaved", "4", "1"}, {"interleaved", "4", "2"}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(plan.configs[i].swept.size(), 3u);
+    for (size_t k = 0; k < 3; ++k)
+      EXPECT_EQ(plan.configs[i].swept[k].second, expected[i][k]) << i << " " << k;
+  }
+}
+
+// JSONL rows carry swept values typed: integers and numbers as JSON numbers, booleans as JSON
+// booleans, anything else as the text; each reads back to the same text (and CSV cell).
+TEST(SweepResults, JsonlValuesAreTyped) {
+  stepsim::sweep::Row row;
+  row.id = "00000000000000aa";
+  row.config = {{"parallel.tp", "8"},           {"parallel.sp", "true"}, {"training.x", "0.25"},
+                {"parallel.schedule", "zb-h1"}, {"cluster.y", "1e3"},    {"cluster.z", "08"}};
+  row.status = stepsim::RunStatus::SKIPPED;
+  row.reason = "r";
+  const std::string line = stepsim::sweep::json_line(row);
+  const nlohmann::json j = nlohmann::json::parse(line);
+  EXPECT_TRUE(j["config"]["parallel.tp"].is_number_integer()) << line;
+  EXPECT_EQ(j["config"]["parallel.tp"].get<int>(), 8);
+  EXPECT_TRUE(j["config"]["parallel.sp"].is_boolean()) << line;
+  EXPECT_TRUE(j["config"]["training.x"].is_number_float()) << line;
+  EXPECT_EQ(j["config"]["training.x"].get<double>(), 0.25);
+  EXPECT_EQ(j["config"]["parallel.schedule"], "zb-h1");
+  // Texts a number would not spell back the same way stay strings.
+  EXPECT_EQ(j["config"]["cluster.y"], "1e3");
+  EXPECT_EQ(j["config"]["cluster.z"], "08");
+  const auto back = stepsim::sweep::parse_json_line(std::string_view(line).substr(0, line.size() - 1));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->config, row.config);
+}
+
 // ---- bad sweep files -----------------------------------------------------------------------
 
 // A malformed sweep file exits 2 naming file:line:col.
@@ -203,6 +248,9 @@ TEST_F(SweepTest, MalformedSweepFileExits2WithFileLine) {
       {"points:\n  - {parallel.tp: 2}\n  - {parallel.tp: 2}\n", ".yaml:8:5: configuration 1 repeats"},
       {"grid:\n  cluster.nodes: [1, 2]\n", "also under `set`"},
       {"grid: [\n", ".yaml:"},
+      {"zip:\n  parallel.tp: [1, 2]\n  parallel.pp: [1]\n",
+       ".yaml:8:16: key 'zip.parallel.pp': expected 2 values, as many as zip.parallel.tp"},
+      {"zip:\n  parallel.tp: [1, 2]\ngrid:\n  parallel.tp: [4]\n", "also a grid axis"},
   };
   for (const Case& c : cases) {
     const fs::path f = write_sweep("bad", c.body);
@@ -262,6 +310,32 @@ TEST_F(SweepTest, SkippedConfigurationsCarryAReason) {
   EXPECT_EQ(csv[0].rfind("id,index,parallel.tp,parallel.tpp,parallel.schedule,status,reason,", 0), 0u)
       << csv[0];
   EXPECT_NE(csv[2].find(",skipped,"), std::string::npos) << csv[2];
+}
+
+// A layout that was simulated but does not fit in GPU memory is an `oom` row: its summary and
+// metrics are kept (results.csv has them, fits_in_memory false) with the reason, and the sweep
+// exits 0. The CSV has the exposed EP and CP columns.
+TEST_F(SweepTest, LayoutsThatDoNotFitAreOomRows) {
+  const fs::path f = write_sweep("oom", "set:\n  cluster.nodes: 1\n"
+                                        "points:\n  - {cluster.gpu.hbm_capacity: 80GiB}\n"
+                                        "  - {cluster.gpu.hbm_capacity: 1GiB}\n");
+  const fs::path out = dir_ / "out";
+  const Result r = run_stepsim("sweep " + f.string() + " --out " + out.string() + " -j 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 ok, 1 oom, 0 skipped, 0 failed"), std::string::npos) << r.out;
+  const auto rows = jsonl_rows(out / "results.jsonl");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["status"], "ok") << rows[0];
+  EXPECT_EQ(rows[1]["status"], "oom") << rows[1];
+  EXPECT_NE(rows[1]["reason"].get<std::string>().find("does not fit"), std::string::npos) << rows[1];
+  EXPECT_FALSE(rows[1]["summary"]["fits_in_memory"].get<bool>());
+  // The same step either way: the capacity moves only the verdict.
+  EXPECT_EQ(rows[0]["summary"]["step_time_s"], rows[1]["summary"]["step_time_s"]);
+  const auto csv = lines(slurp(out / "results.csv"));
+  ASSERT_EQ(csv.size(), 3u);
+  EXPECT_NE(csv[0].find(",exposed_dp_s,exposed_ep_s,exposed_cp_s,"), std::string::npos) << csv[0];
+  EXPECT_NE(csv[2].find(",oom,"), std::string::npos) << csv[2];
+  EXPECT_TRUE(csv[2].ends_with(",false,1073741824")) << csv[2]; // fits_in_memory, hbm_capacity_bytes
 }
 
 // Killing the sweep with SIGKILL mid-run and running it again loses nothing, duplicates
