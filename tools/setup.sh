@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   clang-format                                   # tools/check_format.sh (ctest format)
   python3
+  python3-dev pybind11-dev                       # the Python module (python/, docs/python.md)
   libopenmpi-dev openmpi-bin python3-matplotlib  # `stepsim sweep` under mpirun; tools/plot_sweep.py
 )
 
