@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages stepsim needs, if any are missing. Run as root on Debian 12.
+# Usage: tools/setup.sh [--browser]   (--browser: also Chromium, for the ctest report_chromium
+# that renders the HTML report; about 120 MB to download, 400 MB installed; `make test` asks for it)
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,10 @@ packages=(
   python3-dev pybind11-dev                       # the Python module (python/, docs/python.md)
   libopenmpi-dev openmpi-bin python3-matplotlib  # `stepsim sweep` under mpirun; tools/plot_sweep.py
 )
+
+if [[ "${1:-}" == --browser ]]; then
+  packages+=(chromium)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

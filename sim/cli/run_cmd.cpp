@@ -1,15 +1,19 @@
 // `stepsim run`: simulate one training step, print the summary, write summary.json and trace.json.
 
+#include "api/stepsim.hpp"
 #include "cli/commands.hpp"
 #include "cli/job.hpp"
 #include "config/config.hpp"
 #include "config/stacks.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "html/page.hpp"
 #include "runner/simulate.hpp"
 #include "trace/chrome_trace.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <string>
 
 namespace stepsim::cli {
@@ -36,6 +40,9 @@ Simulates one training step and prints a summary table.)");
     o.flag("--no-sampling", no_sampling_,
            "run every flow of large collectives (slower; by default only the flows touching simulated "
            "nodes run on non-blocking fabrics)");
+    o.flag("--html", html_,
+           "also write DIR/report.html: the summary, per-stage bars, memory per stage and over time and a "
+           "timeline of one pipeline in one self-contained page (docs/report.md)");
     o.flag("--quiet", quiet_, "no table on stdout");
     o.flag("--explain", explain_,
            "print each training-stack mechanism (docs/stacks.md), its value and where it came from "
@@ -50,9 +57,27 @@ Simulates one training step and prints a summary table.)");
 private:
   std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto";
   std::vector<std::string> sets_;
-  bool no_trace_ = false, csv_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
+  bool no_trace_ = false, csv_ = false, html_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
        explain_ = false, fail_on_oom_ = false;
 };
+
+// The page of `run --html`: what `stepsim report` shows of a run folder, with the memory ledger
+// of every stage and the memory over time of the pipeline the timeline draws.
+html::PageInput run_page(const Job& job, const runner::Simulation& sim, const trace::TraceInput& in,
+                         const std::vector<CounterSeries>& memory) {
+  html::PageInput page;
+  page.title = "stepsim: " + job.workload.name + " on " + job.cluster.name;
+  page.summary = nlohmann::ordered_json::parse(api::summary_json(sim.summary));
+  page.ledger = nlohmann::ordered_json::parse(api::memory_json({job.cluster, job.workload}));
+  std::stringstream csv;
+  trace::write_task_csv(csv, in);
+  page.timeline = html::pipeline_from_task_csv(csv, "the run's tasks");
+  for (const CounterSeries& series : memory)
+    if (std::any_of(page.timeline.begin(), page.timeline.end(),
+                    [&](const html::Slice& s) { return s.rank == series.gpu; }))
+      page.memory.push_back(series);
+  return page;
+}
 
 } // namespace
 
@@ -68,6 +93,8 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
                                         .sample_collectives = !no_sampling_};
   if (csv_ && out_dir_.empty())
     throw ConfigError("--csv writes DIR/tasks.csv: give --out DIR");
+  if (html_ && out_dir_.empty())
+    throw ConfigError("--html writes DIR/report.html: give --out DIR");
 
   const Job job = load_job(cluster_file_, workload_file_, overrides);
   if (explain_) {
@@ -83,6 +110,8 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
       targets.push_back(dir / "trace.json");
     if (csv_)
       targets.push_back(dir / "tasks.csv");
+    if (html_)
+      targets.push_back(dir / "report.html");
     check_output_targets(targets);
   }
   const ClusterSpec& cluster = job.cluster;
@@ -100,14 +129,20 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
     write_file_atomically(dir / "summary.json",
                           [&](std::ostream& o) { report::write_summary_json(o, sim.summary); });
     trace::TraceInput in{sim.program, sim.result.start, sim.result.end, cluster, workload};
+    const report::MemoryReport memory =
+        write_trace || html_
+            ? report::memory_timeline(sim.program, sim.result.start, sim.result.end, cluster, workload, true)
+            : report::MemoryReport{};
     if (write_trace) {
-      const report::MemoryReport memory =
-          report::memory_timeline(sim.program, sim.result.start, sim.result.end, cluster, workload, true);
       in.memory = &memory.tracks;
       write_file_atomically(dir / "trace.json", [&](std::ostream& o) { trace::write_chrome_trace(o, in); });
     }
     if (csv_)
       write_file_atomically(dir / "tasks.csv", [&](std::ostream& o) { trace::write_task_csv(o, in); });
+    if (html_) {
+      const html::PageInput page = run_page(job, sim, in, memory.tracks);
+      write_file_atomically(dir / "report.html", [&](std::ostream& o) { html::write_page(o, page); });
+    }
   }
   if (!sim.summary.memory.fits_in_memory) {
     err << "stepsim: warning: does not fit in memory: " << sim.summary.memory.reason << '\n';
