@@ -2,7 +2,8 @@
 # consumer project against it from an empty build folder, simulates one step through the public
 # API and checks that its summary is, byte for byte, the summary.json the installed CLI writes for
 # the same inputs, and that the memory ledger reports the stages the layout has.
-# Usage: cmake -DBUILD=<stepsim build> -DSOURCE=<consumer source> -DWORK=<scratch> [-DCXX=...] -P consumer_test.cmake
+# Usage: cmake -DBUILD=<stepsim build> -DSOURCE=<consumer source> -DWORK=<scratch> [-DCXX=...]
+#        [-DLAUNCHER=ccache] [-DSANITIZE=address,...] -P consumer_test.cmake
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -12,9 +13,13 @@ function(run)
 endfunction()
 
 file(REMOVE_RECURSE ${WORK})
+set(flags "")
+if(SANITIZE) # libraries built with STEPSIM_SANITIZE need the same runtime in the program
+  set(flags "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE}" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
+endif()
 run(${CMAKE_COMMAND} --install ${BUILD} --prefix ${WORK}/prefix)
 run(${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/build -DCMAKE_BUILD_TYPE=Release
-    -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
+    -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER} ${flags})
 run(${CMAKE_COMMAND} --build ${WORK}/build)
 
 set(share ${WORK}/prefix/share/stepsim)
