@@ -22,7 +22,8 @@ demo: build
 	./$(BUILD)/stepsim run --cluster $(CLUSTER) --workload $(WORKLOAD) --out $(OUT) --trace-format json.gz
 	@echo "wrote $(OUT)/summary.json and $(OUT)/trace.json.gz (open the trace in https://ui.perfetto.dev)"
 
-test: setup
+test:
+	./tools/setup.sh --browser
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTEPSIM_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j$(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages stepsim needs, if any are missing. Run as root on Debian 12.
-#   tools/setup.sh        what building and testing need
-#   tools/setup.sh fuzz   also clang 14 and its libFuzzer runtime (tools/fuzz.sh)
+#   tools/setup.sh            what building and testing need
+#   tools/setup.sh fuzz       also clang 14 and its libFuzzer runtime (tools/fuzz.sh)
+#   tools/setup.sh --browser  also Chromium, for the ctest report_chromium that renders the HTML
+#                             report (about 120 MB to download, 400 MB installed; `make test` asks for it)
 set -euo pipefail
 
 packages=(
@@ -11,11 +13,15 @@ packages=(
   libgtest-dev libbenchmark-dev
   clang-format                                   # tools/check_format.sh (ctest format)
   python3
+  python3-dev pybind11-dev                       # the Python module (python/, docs/python.md)
   libopenmpi-dev openmpi-bin python3-matplotlib  # `stepsim sweep` under mpirun; tools/plot_sweep.py
 )
 
 if [ "${1:-}" = fuzz ]; then
   packages+=(clang-14 libclang-rt-14-dev)
+fi
+if [ "${1:-}" = --browser ]; then
+  packages+=(chromium)
 fi
 
 missing=()

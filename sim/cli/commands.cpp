@@ -34,6 +34,7 @@ constexpr CommandEntry COMMANDS[] = {
      calibrate_command},
     {"compare", "measured Kineto trace vs simulated trace: --measured T.json --simulated trace.json",
      compare_command},
+    {"report", "one self-contained HTML page of a run, sweep or plan output folder: DIR", report_command},
 };
 
 void usage(std::ostream& out) {

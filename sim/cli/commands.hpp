@@ -54,4 +54,7 @@ std::unique_ptr<Command> calibrate_command(Options& options);
 /// `stepsim compare`: a measured PyTorch profiler (Kineto) trace beside a simulated trace.json.
 std::unique_ptr<Command> compare_command(Options& options);
 
+/// `stepsim report`: the HTML page of an output folder (docs/report.md).
+std::unique_ptr<Command> report_command(Options& options);
+
 } // namespace stepsim::cli

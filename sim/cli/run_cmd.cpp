@@ -1,11 +1,13 @@
 // `stepsim run`: simulate one training step, print the summary, write summary.json and trace.json.
 
+#include "api/stepsim.hpp"
 #include "cli/commands.hpp"
 #include "cli/job.hpp"
 #include "config/config.hpp"
 #include "config/stacks.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "html/page.hpp"
 #include "runner/simulate.hpp"
 #include "trace/chrome_trace.hpp"
 #include "trace/gzip_stream.hpp"
@@ -17,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -52,6 +55,9 @@ Simulates one training step and prints a summary table.)");
     o.flag("--no-sampling", no_sampling_,
            "run every flow of large collectives (slower; by default only the flows touching simulated "
            "nodes run on non-blocking fabrics)");
+    o.flag("--html", html_,
+           "also write DIR/report.html: the summary, per-stage bars, memory per stage and over time and a "
+           "timeline of one pipeline in one self-contained page (docs/report.md)");
     o.flag("--quiet", quiet_, "no table on stdout");
     o.flag("--progress", progress_,
            "show tasks simulated / total and an ETA on stderr (the default when stderr is a terminal)");
@@ -71,7 +77,7 @@ private:
   std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto", trace_format_ = "json",
                                                        trace_ranks_, trace_window_;
   std::vector<std::string> sets_;
-  bool no_trace_ = false, csv_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
+  bool no_trace_ = false, csv_ = false, html_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
        explain_ = false, fail_on_oom_ = false, progress_ = false, json_ = false;
 };
 
@@ -94,6 +100,24 @@ std::function<void(std::size_t, std::size_t)> progress_line(std::ostream& err) {
         100.0 * static_cast<double>(done) / static_cast<double>(std::max<std::size_t>(total, 1)), eta);
     err << line << (done == total ? "\n" : "") << std::flush;
   };
+}
+
+// The page of `run --html`: what `stepsim report` shows of a run folder, with the memory ledger
+// of every stage and the memory over time of the pipeline the timeline draws.
+html::PageInput run_page(const Job& job, const report::Summary& summary, const trace::TraceInput& in,
+                         const std::vector<CounterSeries>& memory) {
+  html::PageInput page;
+  page.title = "stepsim: " + job.workload.name + " on " + job.cluster.name;
+  page.summary = nlohmann::ordered_json::parse(api::summary_json(summary));
+  page.ledger = nlohmann::ordered_json::parse(api::memory_json({job.cluster, job.workload}));
+  std::stringstream csv;
+  trace::write_task_csv(csv, in);
+  page.timeline = html::pipeline_from_task_csv(csv, "the run's tasks");
+  for (const CounterSeries& series : memory)
+    if (std::any_of(page.timeline.begin(), page.timeline.end(),
+                    [&](const html::Slice& s) { return s.rank == series.gpu; }))
+      page.memory.push_back(series);
+  return page;
 }
 
 } // namespace
@@ -119,6 +143,8 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
   trace::TraceSelection selection =
       trace_window_.empty() ? trace::TraceSelection{} : trace::parse_window(trace_window_);
   const std::string trace_file = "trace." + trace_format_;
+  if (html_ && out_dir_.empty())
+    throw ConfigError("--html writes DIR/report.html: give --out DIR");
 
   const Job job = load_job(cluster_file_, workload_file_, overrides);
   if (explain_) {
@@ -144,6 +170,8 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
       targets.push_back(dir / trace_file);
     if (csv_)
       targets.push_back(dir / "tasks.csv");
+    if (html_)
+      targets.push_back(dir / "report.html");
     check_output_targets(targets);
   }
   const ClusterSpec& cluster = job.cluster;
@@ -176,9 +204,10 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
     trace::TraceInput in{sim.program, sim.result.start, sim.result.end, cluster, workload};
     in.selection = selection;
     std::optional<report::MemoryReport> memory;
-    if (write_trace) {
+    if (write_trace || html_)
       memory =
           report::memory_timeline(sim.program, sim.result.start, sim.result.end, cluster, workload, true);
+    if (write_trace) {
       in.memory = &memory->tracks;
       files.push_back({trace_file, [&](std::ostream& o) {
                          if (trace_format_ == "json") {
@@ -192,7 +221,12 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
     }
     if (csv_)
       files.push_back({"tasks.csv", [&](std::ostream& o) { trace::write_task_csv(o, in); }});
-    write_output_set(out_dir_, files, {"summary.json", "trace.json", "trace.json.gz", "tasks.csv"});
+    std::optional<html::PageInput> page;
+    if (html_) {
+      page = run_page(job, summary, in, memory->tracks);
+      files.push_back({"report.html", [&](std::ostream& o) { html::write_page(o, *page); }});
+    }
+    write_output_set(out_dir_, files, {"summary.json", "trace.json", "trace.json.gz", "tasks.csv", "report.html"});
   }
   if (!sim.summary.memory.fits_in_memory) {
     err << "stepsim: warning: does not fit in memory: " << sim.summary.memory.reason << '\n';

@@ -20,7 +20,7 @@ namespace {
 const std::vector<std::pair<std::string, std::vector<std::string>>> COMMANDS = {
     {"run",
      {"--cluster FILE", "--workload FILE", "--out DIR", "--set PATH=VALUE", "--no-trace", "--csv",
-      "--collectives", "--no-fold", "--no-sampling", "--quiet", "--progress", "--explain", "--fail-on-oom"}},
+      "--collectives", "--no-fold", "--no-sampling", "--quiet", "--progress", "--explain", "--fail-on-oom", "--html"}},
     {"memory", {"--cluster FILE", "--workload FILE", "--set PATH=VALUE", "--fail-on-oom"}},
     {"kernels", {"--workload FILE", "--cluster FILE", "--set PATH=VALUE", "--out FILE"}},
     {"collective",
@@ -39,6 +39,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> COMMANDS = {
      {"RUNS.yaml", "--fit", "--fit-file FILE", "--knob", "--rounds N", "--tolerance X", "--objective",
       "--write", "--out FILE"}},
     {"compare", {"--measured TRACE", "--simulated FILE"}},
+    {"report", {"DIR", "--html FILE"}},
 };
 
 std::string tiny() {
