@@ -14,7 +14,8 @@ A command is a template, not run, when one of its words is a placeholder (DIR, F
 option). The rest run with settings that keep them short and leave the tree
 clean: `--out` points into a temporary folder; `run` gets `--no-trace` (unless it shapes the
 trace); `sweep` gets `--dry-run` (it expands and checks every configuration); `plan` gets
-`--top 0` (estimates only); `validate` gets `--only` with the first run of its file. SKIP lists
+`--top 0` (estimates only); `validate` gets `--only` with the first run of its file; `report`
+reads the folder of a tiny run written first. SKIP lists
 the few commands that cannot run here, each with its reason. A command fails when it exits
 non-zero; the test fails when one does.
 """
@@ -171,6 +172,13 @@ def prepare(command, binary, tmp, n):
         words = set_option(words, "--dry-run")
     if sub == "plan":
         words = set_option(words, "--top", "0")
+    if sub == "report":
+        # A report reads a folder another command wrote: a tiny run's, written here first.
+        folder = os.path.join(tmp, f"out{n}")
+        subprocess.run([binary, "run", "--cluster", "topologies/dgx-h100.yaml", "--workload",
+                        "workloads/tiny-gpt.yaml", "--set", "cluster.nodes=1", "--out", folder, "--quiet"],
+                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        words = [binary, "report", folder] + words[3:]
     if sub == "validate":
         runs = [w for w in words[2:] if w.endswith(".yaml")]
         if runs and "--only" not in words:

@@ -226,7 +226,8 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
       page = run_page(job, summary, in, memory->tracks);
       files.push_back({"report.html", [&](std::ostream& o) { html::write_page(o, *page); }});
     }
-    write_output_set(out_dir_, files, {"summary.json", "trace.json", "trace.json.gz", "tasks.csv", "report.html"});
+    write_output_set(out_dir_, files,
+                     {"summary.json", "trace.json", "trace.json.gz", "tasks.csv", "report.html"});
   }
   if (!sim.summary.memory.fits_in_memory) {
     err << "stepsim: warning: does not fit in memory: " << sim.summary.memory.reason << '\n';
