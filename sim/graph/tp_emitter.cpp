@@ -93,11 +93,7 @@ std::vector<TaskId> TpEmitter::pipelined_after_block(TpGroup& group, const std::
     // A block of linears only (the roofline's MLP) leaves an empty head: the chunks run beside
     // all of it.
     const TaskId tail = carve(producers[i], cover, 3);
-    Task& head = g_.mutable_task(producers[i]);
-    Task& last = g_.mutable_task(tail);
-    std::swap(head.act_free, last.act_free);
-    std::swap(head.param_free, last.param_free);
-    o_.streams[group.ranks[i]].last_compute = tail;
+    end_block_with(producers[i], tail, group.ranks[i]);
     tails.push_back(tail);
     heads.push_back(producers[i]);
   }
@@ -131,6 +127,14 @@ bool TpEmitter::has_input_linear(Block block, int layer) const {
   default:
     return false;
   }
+}
+
+void TpEmitter::end_block_with(TaskId first, TaskId last, Rank rank) {
+  Task& a = g_.mutable_task(first);
+  Task& b = g_.mutable_task(last);
+  std::swap(a.act_free, b.act_free);
+  std::swap(a.param_free, b.param_free);
+  o_.streams[rank].last_compute = last;
 }
 
 TaskId TpEmitter::carve(TaskId from, Seconds duration, uint8_t piece) {
@@ -183,12 +187,7 @@ std::vector<TaskId> TpEmitter::after_backward_block(TpGroup& group, std::vector<
       g_.add_edge(before_wgrad[i], w);
     if (regather != NO_TASK)
       g_.add_edge(regather, w);
-    // The block's activations and gathered weights are freed with its last piece.
-    Task& first = g_.mutable_task(block_tasks[i]);
-    Task& last = g_.mutable_task(w);
-    std::swap(first.act_free, last.act_free);
-    std::swap(first.param_free, last.param_free);
-    o_.streams[group.ranks[i]].last_compute = w;
+    end_block_with(block_tasks[i], w, group.ranks[i]);
     wgrads.push_back(w);
   }
   if (!overlap) { // SP without the overlap: the block's collectives after its weight gradient

@@ -97,6 +97,9 @@ private:
   /// A piece of compute task `from` (its rank, block, pass) of `duration`, after `from`
   /// (Task::piece `piece`).
   TaskId carve(TaskId from, Seconds duration, uint8_t piece);
+  /// A block split into pieces ends with `last` on `rank`: its activations and gathered weights
+  /// are freed there (moved from `first`), and the rank's next compute follows it.
+  void end_block_with(TaskId first, TaskId last, Rank rank);
   /// Adds TP collective `t` over the group after `deps` and the group's previous TP collective.
   TaskId chain(const Task& t, TpGroup& group, const std::vector<TaskId>& deps);
   /// One collective `op` of `c` (its payload scaled by `scale`) after `deps`.
