@@ -145,29 +145,30 @@ public:
     }
     add(elementwise(r_.activation, r_.dtype, n), factor, role);
   }
-  /// Eager only, between the QKV projection and the attention core (forward; the backward's
-  /// mirror before the projection's GEMMs): the rotary embedding of Q and K in complex fp32
-  /// (cast up 2 + 4, complex product 4 + 4, cast down 4 + 2 bytes per value: three kernels),
-  /// grouped K and V repeated to every query head (kv/t·d read, a/t·d written, 2 bytes each) and,
-  /// after the core, its output made contiguous (a copy of a/t·d per token).
-  void eager_attention_extras(bool before_core) {
+  /// Eager only, between the QKV projection and the attention core (the backward's mirror after
+  /// the core): the rotary embedding of Q and K in complex fp32 (cast up 2 + 4, complex product
+  /// 4 + 4, cast down 4 + 2 bytes per value: three kernels) and grouped K and V repeated to every
+  /// query head (kv/t·d read, a/t·d written, 2 bytes each).
+  void eager_rotary_and_repeat() {
     if (!r_.eager || r_.mla)
       return;
     const int64_t t = r_.tokens;
-    if (before_core) {
-      if (r_.rotary) {
-        const int64_t n = t * (r_.attn_in + r_.kv_out);
-        add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * n + 1) / 2), 1.0, "rotary cast to fp32 (eager)");
-        add(elementwise(KernelKind::MEMCPY, r_.dtype, 2 * n), 1.0, "rotary complex product (eager)");
-        add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * n + 1) / 2), 1.0, "rotary cast back (eager)");
-      }
-      if (r_.kv_out < r_.attn_in) // repeat_kv of K and V: read kv, write a·d per token
-        add(elementwise(KernelKind::MEMCPY, r_.dtype, t * (r_.kv_out + r_.attn_in)), 1.0,
-            "repeat K and V to every head (eager)");
-      return;
+    if (r_.rotary) {
+      const int64_t n = t * (r_.attn_in + r_.kv_out);
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * n + 1) / 2), 1.0, "rotary cast to fp32 (eager)");
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, 2 * n), 1.0, "rotary complex product (eager)");
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * n + 1) / 2), 1.0, "rotary cast back (eager)");
     }
-    add(elementwise(KernelKind::MEMCPY, r_.dtype, t * r_.attn_in), 1.0,
-        "attention output contiguous (eager)");
+    if (r_.kv_out < r_.attn_in) // repeat_kv of K and V: read kv, write a·d per token
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, t * (r_.kv_out + r_.attn_in)), 1.0,
+          "repeat K and V to every head (eager)");
+  }
+  /// Eager only, beside the attention core's output (forward after the core, backward before it):
+  /// the output made contiguous for the out-projection (a copy of a/t·d per token).
+  void eager_output_copy() {
+    if (r_.eager && !r_.mla)
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, r_.tokens * r_.attn_in), 1.0,
+          "attention output contiguous (eager)");
   }
   /// PyTorch eager RMSNorm over N = row_tokens·h values, per value: x.float() (2 read, 4
   /// written), pow (4, 4), mean (4 read), the product with the reciprocal root (4, 4), the cast
@@ -336,9 +337,9 @@ void forward(Calls& c, const RankDims& r, Block block) {
       mla_projections_fwd(c, r);
     else
       c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd", false); // cast in the norm
-    c.eager_attention_extras(true);
+    c.eager_rotary_and_repeat();
     c.attention_core(Phase::FORWARD, "attention fwd");
-    c.eager_attention_extras(false);
+    c.eager_output_copy();
     c.linear_fwd(r.hidden, r.attn_in, "out-proj fwd", true); // the attention output
     c.residual("bias-dropout-add fwd");
     return;
@@ -424,9 +425,9 @@ void backward(Calls& c, const RankDims& r, Block block) {
   case Block::ATTENTION:
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.attn_in, "out-proj dgrad", "out-proj wgrad", true);
-    c.eager_attention_extras(false);
+    c.eager_output_copy();
     c.attention_core(Phase::BACKWARD, "attention bwd");
-    c.eager_attention_extras(true);
+    c.eager_rotary_and_repeat();
     if (r.mla)
       mla_projections_bwd(c, r);
     else
