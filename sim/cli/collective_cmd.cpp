@@ -13,6 +13,7 @@
 #include "engine/replay.hpp"
 #include "graph/step_builder.hpp"
 #include "runner/simulate.hpp"
+#include "topology/degrade.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -175,7 +176,8 @@ void check_forced_algorithm(const CollectiveSweep& w) {
 /// 0's GPUs are the observed ones: what runs is what sets their times.
 bool sampled(const CollectiveSweep& w) {
   return w.op != CollectiveOp::SEND && w.n > runner::SAMPLE_ABOVE_RANKS &&
-         w.n % w.cluster.gpus_per_node == 0 && runner::non_blocking(w.cluster);
+         w.n % w.cluster.gpus_per_node == 0 && runner::non_blocking(w.cluster) &&
+         topology::degraded_ranks(w.cluster, w.n).empty();
 }
 
 /// One collective task per size, each depending on the previous one.

@@ -17,8 +17,9 @@ std::vector<config::Override> overrides_from(const std::vector<std::string>& set
 }
 
 Job load_job(const std::string& cluster_file, const std::string& workload_file,
-             const std::vector<config::Override>& overrides) {
-  Job job{config::load_cluster(cluster_file, overrides), config::load_workload(workload_file, overrides)};
+             const std::vector<config::Override>& overrides, const std::string& degrade_file) {
+  Job job{config::load_cluster(cluster_file, overrides, degrade_file),
+          config::load_workload(workload_file, overrides)};
   job.workload = config::check_layout(job.cluster, job.workload).workload;
   return job;
 }

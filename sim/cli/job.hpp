@@ -27,9 +27,15 @@ struct Job {
   WorkloadSpec workload;
 };
 
-/// Loads both files with the overrides and checks the layout. Throws ConfigError / ModelError.
+/// Loads both files with the overrides (and the cluster's degraded parts from `degrade_file`,
+/// when given) and checks the layout. Throws ConfigError / ModelError.
 Job load_job(const std::string& cluster_file, const std::string& workload_file,
-             const std::vector<config::Override>& overrides);
+             const std::vector<config::Override>& overrides, const std::string& degrade_file = "");
+
+/// The help line of --degrade, as `run`, `memory` and `plan` take it.
+inline constexpr const char* DEGRADE_HELP =
+    "a YAML file holding a `degraded:` section (slow GPUs, slow or failed NICs, nodes down, fewer "
+    "uplinks), added to the cluster's own (docs/degraded.md)";
 
 /// The static memory ledger's verdict (model/memory.hpp, as `stepsim memory` prints it): why a
 /// pipeline stage's peak does not fit in the GPU's memory, or its offloaded activations in host

@@ -150,6 +150,7 @@ Exit 0, or 3 with --fail-on-oom when a stage does not fit.)");
     o.required("--cluster", cluster_file_, "FILE", "cluster description (topologies/*.yaml)");
     o.required("--workload", workload_file_, "FILE", "training job (workloads/*.yaml)");
     o.values("--set", sets_, "PATH=VALUE", SET_HELP);
+    o.value("--degrade", degrade_file_, "FILE", DEGRADE_HELP);
     o.flag("--fail-on-oom", fail_on_oom_, "exit with code 3 when a stage does not fit");
     o.flag("--json", json_,
            "print the ledger as JSON (schema stepsim.memory/1, docs/output.md) instead of the table");
@@ -158,7 +159,7 @@ Exit 0, or 3 with --fail-on-oom when a stage does not fit.)");
   int run(std::ostream& out, std::ostream& err) override;
 
 private:
-  std::string cluster_file_, workload_file_, out_dir_;
+  std::string cluster_file_, workload_file_, out_dir_, degrade_file_;
   std::vector<std::string> sets_;
   bool fail_on_oom_ = false, json_ = false;
 };
@@ -172,7 +173,7 @@ std::unique_ptr<Command> memory_command(Options& options) {
 int MemoryCommand::run(std::ostream& out, std::ostream& err) {
   const JsonTargets targets{.to_stdout = json_, .out_dir = out_dir_, .file_name = "memory.json"};
   check_json_target(targets);
-  const Job job = load_job(cluster_file_, workload_file_, overrides_from(sets_));
+  const Job job = load_job(cluster_file_, workload_file_, overrides_from(sets_), degrade_file_);
   const ClusterSpec& cluster = job.cluster;
   const WorkloadSpec& w = job.workload;
   const MemoryView v = memory_view(cluster, w);

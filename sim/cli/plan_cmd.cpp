@@ -63,6 +63,7 @@ std::string pad(std::string s, size_t n) {
 struct PlanArgs {
   std::string cluster_file;
   std::string workload_file;
+  std::string degrade_file;
   std::vector<std::string> sets;
   int gpus = 0;
   std::string micro_batches;
@@ -96,6 +97,7 @@ process) and prints them ranked by simulated step time, with why the best wins (
               "largest TP degree (default 2 x gpus_per_node)");
     o.integer("--estimates", show, 0, MANY, "N", "also list the N best estimates");
     o.values("--set", sets, "PATH=VALUE", "override a key, as for `stepsim run`");
+    o.value("--degrade", degrade_file, "FILE", DEGRADE_HELP);
     o.value("--headroom", headroom, "PCT",
             "share of each GPU's memory a layout must leave free, e.g. 5% (default 0)");
     o.flag("--json", json,
@@ -122,7 +124,7 @@ process) and prints them ranked by simulated step time, with why the best wins (
 
 /// The cluster file, cut down to --gpus when given.
 ClusterSpec load_plan_cluster(const PlanArgs& p, const std::vector<config::Override>& overrides) {
-  ClusterSpec cluster = config::load_cluster(p.cluster_file, overrides);
+  ClusterSpec cluster = config::load_cluster(p.cluster_file, overrides, p.degrade_file);
   if (p.gpus > 0) {
     const int gpus = p.gpus;
     if (gpus % cluster.gpus_per_node != 0 || gpus > cluster.num_gpus())

@@ -45,6 +45,7 @@ Simulates one training step and prints a summary table.)");
     o.value("--trace-window", trace_window_, "START:END",
             "draw only what runs between START and END seconds of the step (either may be empty)");
     o.values("--set", sets_, "PATH=VALUE", SET_HELP);
+    o.value("--degrade", degrade_file_, "FILE", DEGRADE_HELP);
     o.flag("--no-trace", no_trace_, "do not write trace.json");
     o.flag("--csv", csv_,
            "also write DIR/tasks.csv (one row per task; `role` names the collectives outside "
@@ -75,7 +76,7 @@ Simulates one training step and prints a summary table.)");
 
 private:
   std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto", trace_format_ = "json",
-                                                       trace_ranks_, trace_window_;
+                                                       trace_ranks_, trace_window_, degrade_file_;
   std::vector<std::string> sets_;
   bool no_trace_ = false, csv_ = false, html_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
        explain_ = false, fail_on_oom_ = false, progress_ = false, json_ = false;
@@ -146,7 +147,7 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
   if (html_ && out_dir_.empty())
     throw ConfigError("--html writes DIR/report.html: give --out DIR");
 
-  const Job job = load_job(cluster_file_, workload_file_, overrides);
+  const Job job = load_job(cluster_file_, workload_file_, overrides, degrade_file_);
   if (explain_) {
     for (const std::string& line : config::explain_stack(job.workload))
       out << line << '\n';

@@ -37,10 +37,18 @@ int switch_index(const Field& f, const std::vector<std::string>& switches) {
   return static_cast<int>(it - switches.begin());
 }
 
-/// Connectivity: every switch that holds a NIC reaches every other one.
-void check_graph_connected(const MapReader& fabric, const FabricSpec& f) {
+} // namespace
+
+int unreached_switch(const FabricSpec& f, const std::vector<DegradedSpec::Link>& down) {
   std::vector<std::vector<int>> adj(f.switches.size());
+  const auto is_down = [&](const FabricSpec::GraphLink& l) {
+    return std::any_of(down.begin(), down.end(), [&](const DegradedSpec::Link& d) {
+      return d.bandwidth.value() == 0 && ((d.a == l.a && d.b == l.b) || (d.a == l.b && d.b == l.a));
+    });
+  };
   for (const auto& l : f.links) {
+    if (is_down(l))
+      continue;
     adj[static_cast<std::size_t>(l.a)].push_back(l.b);
     adj[static_cast<std::size_t>(l.b)].push_back(l.a);
   }
@@ -59,9 +67,18 @@ void check_graph_connected(const MapReader& fabric, const FabricSpec& f) {
   for (const auto& per_node : f.nic_switch)
     for (int s : per_node)
       if (!seen[static_cast<std::size_t>(s)])
-        fabric.require("links").fail("switch '" + f.switches[static_cast<std::size_t>(s)] +
-                                     "' holds NICs but is not connected to switch '" +
-                                     f.switches[static_cast<std::size_t>(f.nic_switch[0][0])] + "'");
+        return s;
+  return -1;
+}
+
+namespace {
+
+/// Connectivity: every switch that holds a NIC reaches every other one.
+void check_graph_connected(const MapReader& fabric, const FabricSpec& f) {
+  if (const int s = unreached_switch(f, {}); s >= 0)
+    fabric.require("links").fail("switch '" + f.switches[static_cast<std::size_t>(s)] +
+                                 "' holds NICs but is not connected to switch '" +
+                                 f.switches[static_cast<std::size_t>(f.nic_switch[0][0])] + "'");
 }
 
 /// A graph fabric's `switches`, `links` and `attach` (docs/schema.md).
@@ -285,6 +302,10 @@ ClusterSpec read_cluster(const Document& doc) {
   }
   if (auto fabric = section(top, "fabric", File::CLUSTER))
     read_fabric(doc, *fabric, c);
+  // The degraded parts name nodes, GPUs, NICs and switches: read when those are.
+  if (doc.clean())
+    if (auto degraded = section(top, "degraded", File::CLUSTER, false))
+      read_degraded(*degraded, c);
   return c;
 }
 

@@ -81,7 +81,8 @@ Override parse_override(const std::string& text) {
   return Override{path, text.substr(eq + 1)};
 }
 
-ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Override>& overrides) {
+ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Override>& overrides,
+                         const std::filesystem::path& degrade) {
   Document doc(file, /*collect=*/true, schema::File::CLUSTER);
   for (const auto& o : overrides) {
     if (o.path.starts_with(CLUSTER_PREFIX)) {
@@ -90,6 +91,13 @@ ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Ov
   }
   ClusterSpec c = read_cluster(doc);
   doc.throw_errors();
+  if (!degrade.empty()) {
+    Document extra(degrade, /*collect=*/true, schema::File::CLUSTER);
+    const auto top = detail::MapReader::root(extra, {"degraded"});
+    if (auto degraded = detail::section(top, "degraded", schema::File::CLUSTER))
+      detail::read_degraded(*degraded, c);
+    extra.throw_errors();
+  }
   return c;
 }
 

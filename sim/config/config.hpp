@@ -25,8 +25,10 @@ struct Override {
 Override parse_override(const std::string& text);
 
 /// Reads and validates a cluster file, applying the overrides whose path starts with "cluster.".
-/// Throws ConfigError.
-ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Override>& overrides = {});
+/// `degrade`, when given, is a second file holding only a `degraded` section, whose entries are
+/// added to the cluster's own (`--degrade FILE`, docs/degraded.md). Throws ConfigError.
+ClusterSpec load_cluster(const std::filesystem::path& file, const std::vector<Override>& overrides = {},
+                         const std::filesystem::path& degrade = {});
 
 /// Reads and validates a workload file, applying the overrides without the "cluster." prefix.
 /// `parallel.dp` may be omitted; it is then 0 here and derived by `check_layout`.

@@ -81,6 +81,12 @@ void read_link(const MapReader& m, LinkSpec& link);
 /// `gpu.variant` and the base part's figures it is stated against (gpu_variant.cpp): resolves
 /// `g`'s peaks, HBM bandwidth and capacity to the variant's. Called after the other gpu keys.
 void read_gpu_variant(const Document& doc, const MapReader& gpu, GpuSpec& g);
+/// A switch holding NICs that the first NIC's switch does not reach over the fabric's links,
+/// the links between the pairs `down` lists with bandwidth 0 left out; -1 when all are reached.
+int unreached_switch(const FabricSpec& f, const std::vector<DegradedSpec::Link>& down);
+/// A `degraded` mapping (of a cluster file or a --degrade file), checked against `c` and added to
+/// `c.degraded` (degraded.cpp).
+void read_degraded(const MapReader& degraded, ClusterSpec& c);
 /// The cluster file (cluster_reader.cpp).
 ClusterSpec read_cluster(const Document& doc);
 /// The workload file (workload_reader.cpp).

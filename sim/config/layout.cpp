@@ -302,9 +302,12 @@ void check_gpu_needs(const ClusterSpec& cluster, const WorkloadSpec& w, Problems
 std::optional<int64_t> data_parallel(const ClusterSpec& cluster, const WorkloadSpec& w, Problems& fail) {
   const ParallelSpec& p = w.parallel;
   const int64_t tp = p.tp, pp = p.pp, cp = p.cp;
-  const int64_t gpus = static_cast<int64_t>(cluster.nodes) * cluster.gpus_per_node;
-  const std::string gpus_text = str(gpus) + " GPUs (" + cluster_name(cluster) + ": " + str(cluster.nodes) +
-                                " nodes * " + str(cluster.gpus_per_node) + " GPUs)";
+  // Ranks go to the nodes that are up (docs/degraded.md).
+  const int64_t up = static_cast<int64_t>(cluster.up_nodes().size());
+  const int64_t gpus = up * cluster.gpus_per_node;
+  const std::string gpus_text = str(gpus) + " GPUs (" + cluster_name(cluster) + ": " + str(up) + " nodes" +
+                                (up < cluster.nodes ? " up of " + str(cluster.nodes) : std::string()) +
+                                " * " + str(cluster.gpus_per_node) + " GPUs)";
   // Context parallelism multiplies the GPUs of one model replica: GPUs = tp*cp*pp*dp.
   const auto tp_pp = checked_mul(tp * pp, cp).value_or(0);
   const std::string tp_pp_name = cp > 1 ? "tp*cp*pp" : "tp*pp";
@@ -319,6 +322,14 @@ std::optional<int64_t> data_parallel(const ClusterSpec& cluster, const WorkloadS
     return gpus / tp_pp;
   }
   const auto total = checked_mul(tp_pp, p.dp);
+  if (total && *total > gpus && *total <= static_cast<int64_t>(cluster.nodes) * cluster.gpus_per_node) {
+    // The job fits the cluster but not the nodes that are up: the first down node's entry says why.
+    const DegradedSpec::Node& down = cluster.degraded.nodes.front();
+    throw ConfigError(down.where + ": key 'degraded.nodes': node " + str(down.node) +
+                      " is down and the job needs " + str(*total / cluster.gpus_per_node) + " nodes (" +
+                      tp_pp_name + "*dp = " + str(*total) + " GPUs), but only " + str(up) + " of the " +
+                      str(cluster.nodes) + " nodes are up");
+  }
   if (!total || *total != gpus) {
     fail("parallel: " + tp_pp_name + "*dp = " + tp_pp_factors + "*" + str(p.dp) + " = " +
          (total ? str(*total) : std::string("(overflow)")) + " but the cluster has " + gpus_text);
@@ -425,7 +436,7 @@ Layout check_layout(const ClusterSpec& cluster, const WorkloadSpec& workload) {
   // The stack's values first (docs/stacks.md): the checks judge the workload that runs. Its
   // layout-dependent values need dp, derived here as the checks derive it.
   const ParallelSpec& p = workload.parallel;
-  const int64_t gpus = static_cast<int64_t>(cluster.nodes) * cluster.gpus_per_node;
+  const int64_t gpus = static_cast<int64_t>(cluster.up_nodes().size()) * cluster.gpus_per_node;
   const int64_t replica = static_cast<int64_t>(std::max(p.tp, 0)) * std::max(p.pp, 0) * std::max(p.cp, 0);
   int64_t dp = p.dp;
   if (dp == 0)

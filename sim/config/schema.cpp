@@ -82,6 +82,10 @@ constexpr Value number_in(double lo, double hi, std::string_view note) {
 constexpr Value fraction() {
   return number_in(0.001, 1, "the sanity limit");
 }
+/// A rate over a spec's, in (0, 1]; at least 0.001 (the sanity limit, as fraction()).
+constexpr Value speed() {
+  return {.kind = NUMBER, .range = {.min = above(0), .max = at(1), .limit_min = at(0.001, "0.001")}};
+}
 constexpr Bound BYTES_LIMIT{1125899906842624.0, true, "1PiB"};
 constexpr Value byte_size() {
   return {.kind = BYTES, .range = {.limit_max = BYTES_LIMIT}};
@@ -265,6 +269,44 @@ constexpr Key CLUSTER_KEYS[] = {
      "one of `fabric.switches`", "every NIC of the nodes hangs off this switch"},
     {"fabric.attach[].rails", list("list of names"), CONDITIONAL, "", "exactly one of `switch`, `rails`",
      "`nics.count` of `fabric.switches`", "NIC k of each node hangs off the k-th switch"},
+    {"degraded", mapping(), OPTIONAL, "", "absent = every part at its spec", "",
+     "parts that run below their spec or not at all; also from `--degrade FILE` "
+     "([degraded.md](degraded.md); `degraded`)"},
+    {"degraded.gpus", list("list"), OPTIONAL, "", "", "each GPU at most once", "slow GPUs"},
+    {"degraded.gpus[].node", integer(0, NODE_LIMIT), REQUIRED, "", "", "< `nodes`", "the GPU's node"},
+    {"degraded.gpus[].gpu", integer(0, PER_NODE_LIMIT), REQUIRED, "", "", "< `gpus_per_node`",
+     "the GPU within its node"},
+    {"degraded.gpus[].speed", speed(), REQUIRED, "", "", "",
+     "the GPU's compute rate over its spec: its compute tasks take duration / speed"},
+    {"degraded.nics", list("list"), OPTIONAL, "", "", "each NIC at most once; not every NIC of a node down",
+     "slow or failed NICs"},
+    {"degraded.nics[].node", integer(0, NODE_LIMIT), REQUIRED, "", "", "< `nodes`", "the NIC's node"},
+    {"degraded.nics[].nic", integer(0, PER_NODE_LIMIT), REQUIRED, "", "", "< `nics.count`",
+     "the NIC within its node"},
+    {"degraded.nics[].bandwidth", bandwidth(), CONDITIONAL, "", "exactly one of `bandwidth`, `down`",
+     "at most `nics.bandwidth`", "the NIC's rate per direction (times `nics.efficiency`)"},
+    {"degraded.nics[].down", boolean(), CONDITIONAL, "", "exactly one of `bandwidth`, `down`", "`true`",
+     "failed: the traffic of the GPUs that used it moves to the node's other NICs"},
+    {"degraded.nodes", list("list"), OPTIONAL, "", "", "each node at most once",
+     "nodes refused for placement: ranks go to the first nodes that are up"},
+    {"degraded.nodes[].node", integer(0, NODE_LIMIT), REQUIRED, "", "", "< `nodes`", "the node"},
+    {"degraded.nodes[].down", boolean(), REQUIRED, "", "", "`true`", "the node is down"},
+    {"degraded.links", list("list"), OPTIONAL, "", "", "each leaf or link at most once",
+     "`fat_tree`: leaves with fewer uplinks (`leaf`); `graph`: slower or failed links (`between`)"},
+    {"degraded.links[].leaf", integer(0, NODE_LIMIT), CONDITIONAL, "",
+     "`fat_tree`: with `uplinks_down` or `bandwidth`", "< the fabric's leaves",
+     "the leaf switch (nodes `leaf * nodes_per_leaf` ...)"},
+    {"degraded.links[].uplinks_down", integer(1, INT_LIMIT), CONDITIONAL, "", "with `leaf`, or `bandwidth`",
+     "< the leaf's uplinks",
+     "failed uplinks of the leaf: its spine capacity scales by (uplinks - k) / uplinks"},
+    {"degraded.links[].between", list("list of two names"), CONDITIONAL, "",
+     "`graph`: with `bandwidth` or `down`", "two `fabric.switches` that `fabric.links` joins",
+     "the links between these switches"},
+    {"degraded.links[].bandwidth", bandwidth(), CONDITIONAL, "", "instead of `uplinks_down` or `down`",
+     "below the link's",
+     "the leaf's spine capacity per direction, or the graph links' summed rate per direction"},
+    {"degraded.links[].down", boolean(), CONDITIONAL, "", "`graph`: instead of `bandwidth`", "`true`",
+     "the links between the two switches failed (the switches stay connected otherwise)"},
 };
 
 // The workload file (WorkloadSpec).

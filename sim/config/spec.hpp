@@ -145,6 +145,51 @@ struct NvlsSpec {
   Seconds latency;         ///< fixed cost of one NVLS collective (launch + multimem sync)
 };
 
+/// Parts of a cluster that run below their spec or not at all (`degraded`, docs/degraded.md).
+/// Each entry keeps where it was given ("file:line:col" or "--set ..."), for the errors that
+/// only the layout can find (a job that needs a down node). Empty = a perfect cluster.
+struct DegradedSpec {
+  struct Gpu {
+    int node = 0, gpu = 0;
+    double speed = 1.0; ///< (0, 1]: compute tasks take duration / speed
+    std::string where{};
+  };
+  struct Nic {
+    int node = 0, nic = 0;
+    BytesPerSec bandwidth{0.0}; ///< the NIC's rate per direction; 0 = unchanged (or down)
+    bool down = false;          ///< its GPUs' traffic moves to the node's other NICs
+    std::string where{};
+  };
+  struct Node {
+    int node = 0; ///< down: no rank is placed on it
+    std::string where{};
+  };
+  /// Fat tree: a leaf with `uplinks_down` of its uplinks failed, or its spine links at `bandwidth`.
+  struct Leaf {
+    int leaf = 0;
+    int uplinks_down = 0;
+    BytesPerSec bandwidth{0.0}; ///< the leaf's total up (and down) capacity; 0 = from uplinks_down
+    std::string where{};
+  };
+  /// Graph fabric: the links between two switches (by name "A-B"), slower or down.
+  struct Link {
+    int a = 0, b = 0;           ///< switch indices
+    BytesPerSec bandwidth{0.0}; ///< 0 = down
+    std::string where{};
+  };
+  std::vector<Gpu> gpus;
+  std::vector<Nic> nics;
+  std::vector<Node> nodes;
+  std::vector<Leaf> leaves;
+  std::vector<Link> links;
+
+  /// A fat-tree leaf's uplinks: one per NIC's worth of bandwidth (the leaf's NICs over the
+  /// oversubscription), at least one.
+  [[nodiscard]] static int uplinks(int nodes_under_leaf, int nics_per_node, double oversubscription) {
+    return std::max(1, static_cast<int>(nodes_under_leaf * nics_per_node / oversubscription));
+  }
+};
+
 struct ClusterSpec {
   std::string name;
   std::string source; ///< file the spec was read from (for messages)
@@ -159,8 +204,19 @@ struct ClusterSpec {
   int nics_per_node = 0;
   LinkSpec nic; ///< per NIC, per direction
   FabricSpec fabric;
+  DegradedSpec degraded;
 
   [[nodiscard]] int num_gpus() const { return nodes * gpus_per_node; }
+  /// The nodes ranks may be placed on, ascending: every node but the down ones. Rank r runs on
+  /// GPU r % gpus_per_node of up_nodes()[r / gpus_per_node].
+  [[nodiscard]] std::vector<int> up_nodes() const {
+    std::vector<int> out;
+    for (int n = 0; n < nodes; ++n)
+      if (std::none_of(degraded.nodes.begin(), degraded.nodes.end(),
+                       [n](const DegradedSpec::Node& d) { return d.node == n; }))
+        out.push_back(n);
+    return out;
+  }
 };
 
 /// How tokens are spread over the routed experts (docs/moe.md): UNIFORM gives every expert the

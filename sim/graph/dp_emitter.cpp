@@ -162,7 +162,7 @@ void DpEmitter::sync(const Sync& s, const std::vector<Rank>& ranks) {
 
 void DpEmitter::grad_sync() {
   const double e = model::grad_bytes(w_); // a gradient's bytes, as the DP buckets
-  for (int d = 0; d < o_.shape.replicas; ++d) {
+  for (int d : o_.shape.replicas) {
     std::vector<Rank> all; // the replica's model-parallel group
     for (int p = 0; p < grid_.pp; ++p) {
       std::vector<Rank> tp_group;
@@ -200,7 +200,7 @@ void DpEmitter::optimizer(int p, int t, const ComputeTimeFn& time) {
   const Buckets item_buckets = buckets(gradient_items(model::stage_layout(w_, p)).params);
   const double e = model::weight_bytes(w_); // the updated weights, gathered as stored
   const int zero = o_.shape.zero;
-  for (int d = 0; d < o_.shape.replicas; ++d) {
+  for (int d : o_.shape.replicas) {
     const Rank r = grid_.rank(d, p, t);
     RankState& st = o_.streams[r];
     const ComputeQuery q = optimizer_query(w_, p); // ZeRO: dense / (dp*cp), experts / expert_data_parallel

@@ -15,13 +15,13 @@ namespace stepsim::graph::detail {
 struct StepShape {
   const WorkloadSpec& workload;
   RankGrid grid{};
-  int micro_batches = 0; ///< per pipeline per step
-  int vp = 1;            ///< model chunks per stage (ParallelSpec::chunks_per_stage)
-  int replicas = 1;      ///< simulated DP replicas (d indices 0..replicas-1)
-  bool fold_cp = false;  ///< only CP index 0 simulated (dense models, fold_dp)
-  bool split = false;    ///< backward split into B and W passes (zero-bubble schedules)
-  bool sp = false;       ///< sequence parallelism over a TP group of more than one GPU
-  int zero = 0;          ///< ZeRO stage
+  int micro_batches = 0;       ///< per pipeline per step
+  int vp = 1;                  ///< model chunks per stage (ParallelSpec::chunks_per_stage)
+  std::vector<int> replicas{}; ///< simulated DP replicas' d indices, ascending
+  bool fold_cp = false;        ///< only CP index 0 simulated (dense models, fold_dp)
+  bool split = false;          ///< backward split into B and W passes (zero-bubble schedules)
+  bool sp = false;             ///< sequence parallelism over a TP group of more than one GPU
+  int zero = 0;                ///< ZeRO stage
 };
 
 /// ZeRO-3 for an MoE block: per rank of the TP group, the all-gather of its local experts

@@ -124,7 +124,7 @@ void emit_pp_sends(const PpOptions& o) {
   // all-gathers the whole activation before the next compute uses it.
   const bool gather = w.parallel.pp_scatter_gather && !o.shape.sp && grid.tp > 1;
   for (int p = 0; p < grid.pp; ++p) {
-    for (int d = 0; d < o.shape.replicas; ++d) {
+    for (int d : o.shape.replicas) {
       StagePipe pipe(o, d, p);
       for (const PassRef& pass : stage_order(w.parallel.schedule, p, grid.pp, m, vp)) {
         if (pass.phase == Phase::WEIGHT_GRAD)

@@ -31,16 +31,29 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
               .micro_batches = static_cast<int>(w.micro_batches())};
   const RankGrid& grid = s.grid;
   const int node = o.gpus_per_node;
+  const bool alike = o.distinct_ranks.empty();
+  const bool fold_ep = o.fold_ep && alike;
   const bool alike_hops = node > 0 && (grid.tp == node || node % (grid.tp * grid.cp) == 0);
-  s.fold_cp = o.fold_dp && grid.cp > 1 && grid.ep == 1 && !grid.folded() && alike_hops;
-  s.replicas = s.fold_cp ? 1 : o.fold_dp ? grid.cp * (o.fold_ep ? 1 : grid.ep) : grid.dp;
-  if (o.fold_dp && !o.fold_ep && grid.folded()) {
+  s.fold_cp = o.fold_dp && alike && grid.cp > 1 && grid.ep == 1 && !grid.folded() && alike_hops;
+  int unit = s.fold_cp ? 1 : o.fold_dp ? grid.cp * (fold_ep ? 1 : grid.ep) : grid.dp;
+  if (o.fold_dp && !fold_ep && grid.folded()) {
     // Expert groups folded over the TP ranks: the first replicas (whole CP groups) whose GPUs
     // make up whole EP groups, etp*ep consecutive GPUs of a stage.
-    s.replicas = grid.cp;
-    while ((grid.tp * s.replicas) % (grid.etp * grid.ep) != 0 && s.replicas < grid.dp)
-      s.replicas += grid.cp;
+    unit = grid.cp;
+    while ((grid.tp * unit) % (grid.etp * grid.ep) != 0 && unit < grid.dp)
+      unit += grid.cp;
   }
+  // The units (blocks of `unit` consecutive replicas) simulated: the first, and with distinct
+  // ranks each unit holding one, plus the first unit without one standing for the rest.
+  std::vector<bool> distinct(static_cast<size_t>((grid.dp + unit - 1) / unit), false);
+  for (Rank r : o.distinct_ranks)
+    if (r >= 0 && r < grid.size())
+      distinct[static_cast<size_t>((r / grid.tp) % grid.dp / unit)] = true;
+  const auto first_alike = std::find(distinct.begin(), distinct.end(), false);
+  for (size_t u = 0; u < distinct.size(); ++u)
+    if (distinct[u] || first_alike == distinct.begin() + static_cast<std::ptrdiff_t>(u))
+      for (int d = static_cast<int>(u) * unit; d < std::min(grid.dp, static_cast<int>(u + 1) * unit); ++d)
+        s.replicas.push_back(d);
   s.zero = par.zero_stage;
   s.sp = par.sp && grid.tp > 1;
   s.vp = par.chunks_per_stage();
@@ -59,7 +72,7 @@ void refuse_oversized(const StepShape& s) {
   const ParallelSpec& par = s.workload.parallel;
   const double per_gpu = static_cast<double>(s.workload.model.layers) * s.vp / par.model_chunks();
   const double passes = static_cast<double>(s.micro_batches) * (s.split ? 3.0 : 2.0);
-  const double gpus = static_cast<double>(s.replicas) * grid.pp * grid.tp;
+  const double gpus = static_cast<double>(s.replicas.size()) * grid.pp * grid.tp;
   const double layer_passes = per_gpu * passes * gpus;
   // Tasks per layer pass, an upper bound: with folded CP and no sampling, the other CP ranks'
   // ring sends are copied too (cp - 1 steps of cp sends).
@@ -83,18 +96,19 @@ class Builder {
 public:
   Builder(const WorkloadSpec& w, const BuildOptions& o)
       : o_(o), shape_(shape_of(w, o)), streams_(g_, shape_.grid.size()),
-        costs_(w, o.compute_time, shape_.split), moe_cp_({.shape = shape_,
-                                                          .representative_ep = o.fold_dp && o.fold_ep,
-                                                          .graph = g_,
-                                                          .streams = streams_,
-                                                          .costs = costs_}),
+        costs_(w, o.compute_time, shape_.split),
+        moe_cp_({.shape = shape_,
+                 .representative_ep = o.fold_dp && o.fold_ep && o.distinct_ranks.empty(),
+                 .graph = g_,
+                 .streams = streams_,
+                 .costs = costs_}),
         tp_({.shape = shape_, .graph = g_, .streams = streams_, .costs = costs_, .moe_cp = moe_cp_}),
         dp_({.shape = shape_, .graph = g_, .streams = streams_, .moe_cp = moe_cp_}) {}
 
   StepProgram build() {
     const RankGrid& grid = shape_.grid;
     for (int p = 0; p < grid.pp; ++p)
-      for (int d = 0; d < shape_.replicas; ++d)
+      for (int d : shape_.replicas)
         detail::StagePasses({.shape = shape_,
                              .build = o_,
                              .graph = g_,
@@ -117,7 +131,7 @@ public:
     out.grid = grid;
     out.micro_batches = shape_.micro_batches;
     for (int p = 0; p < grid.pp; ++p)
-      for (int d = 0; d < shape_.replicas; ++d)
+      for (int d : shape_.replicas)
         for (int t = 0; t < grid.tp; ++t)
           out.simulated_ranks.push_back(grid.rank(d, p, t));
     std::sort(out.simulated_ranks.begin(), out.simulated_ranks.end());

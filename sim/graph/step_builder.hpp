@@ -97,6 +97,11 @@ struct BuildOptions {
   Seconds list_collective_per_rank = Seconds(0.0);
   /// GPU <-> host bandwidth per direction (`gpu.host_bandwidth`): activation offloading's rate.
   BytesPerSec host_bandwidth = BytesPerSec(0.0);
+  /// Ranks whose GPU or network differs from the others' (a degraded cluster, docs/degraded.md).
+  /// With fold_dp, the folded units (DP replicas with their CP and EP ranks) that hold one are
+  /// simulated besides one representative of the rest; CP and EP are then not folded. Empty: all
+  /// ranks alike.
+  std::vector<Rank> distinct_ranks = {};
 };
 
 /// The DAG plus what downstream needs to interpret it.

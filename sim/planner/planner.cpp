@@ -104,7 +104,7 @@ std::string describe(const WorkloadSpec& w) {
 
 std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const WorkloadSpec& base,
                                             const SearchSpace& space) {
-  const int64_t gpus = cluster.num_gpus();
+  const int64_t gpus = static_cast<int64_t>(cluster.up_nodes().size()) * cluster.gpus_per_node; // nodes up
   const int64_t max_tp = space.max_tp > 0 ? space.max_tp : 2 * static_cast<int64_t>(cluster.gpus_per_node);
   const std::vector<Recompute> recomputes =
       space.vary_recompute ? std::vector<Recompute>{Recompute::NONE, Recompute::SELECTIVE, Recompute::FULL}

@@ -4,6 +4,7 @@
 #include "kernels/step_kernels.hpp"
 #include "model/moe.hpp"
 #include "model/transformer.hpp"
+#include "topology/degrade.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -189,7 +190,11 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
   // Symmetry sampling, and one rank per EP group, where every node sees the same traffic
   // (docs/engine.md, docs/moe.md "Folding").
-  const bool symmetric = options.fold_dp && options.sample_collectives && non_blocking(cluster);
+  // A degraded cluster (docs/degraded.md): the units holding a degraded rank are simulated too,
+  // and no flow is left out (the nodes no longer all see the same traffic).
+  std::vector<graph::Rank> distinct = topology::degraded_ranks(cluster, workload.num_gpus());
+  const bool symmetric =
+      options.fold_dp && options.sample_collectives && non_blocking(cluster) && distinct.empty();
   const bool fold_ep = symmetric && workload.parallel.ep > 1;
   graph::BuildOptions build{.fold_dp = options.fold_dp,
                             .fold_ep = fold_ep,
@@ -197,7 +202,8 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
                             .compute_time = compute_time_model(cluster, workload, table),
                             .pass_overhead = cluster.gpu.pass_overhead,
                             .list_collective_per_rank = cluster.gpu.list_collective_per_rank,
-                            .host_bandwidth = cluster.gpu.host_bandwidth};
+                            .host_bandwidth = cluster.gpu.host_bandwidth,
+                            .distinct_ranks = std::move(distinct)};
   sim.program = graph::build_step(workload, build);
   engine::ReplayOptions replay_options{.collective_form = options.collective_form,
                                        .algorithms = workload.collectives,

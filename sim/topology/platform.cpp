@@ -1,6 +1,7 @@
 #include "topology/platform.hpp"
 
 #include "core/error.hpp"
+#include "topology/degrade.hpp"
 
 #include <simgrid/kernel/routing/NetPoint.hpp>
 #include <simgrid/kernel/routing/NetZoneImpl.hpp>
@@ -88,7 +89,13 @@ void add_gpus(const ClusterSpec& c, sg4::NetZone* zone, SelfRoutedZone* impl, in
   const double nvl_bw = c.nvswitch.bandwidth.value() * c.nvswitch.efficiency;
   const double nvl_lat = c.nvswitch.latency.value() / 2.0;
   for (int g = 0; g < c.gpus_per_node; ++g) {
-    sg4::Host* h = zone->create_host("node" + std::to_string(n) + "-gpu" + std::to_string(g), gpu_pstates);
+    // A slower GPU (degraded.gpus): every pstate at its speed, so its compute takes duration / speed.
+    const double speed = gpu_speed(c, n, g);
+    std::vector<double> pstates = gpu_pstates;
+    for (double& p : pstates)
+      p *= speed;
+    sg4::Host* h = zone->create_host("node" + std::to_string(n) + "-gpu" + std::to_string(g),
+                                     speed == 1.0 ? gpu_pstates : pstates);
     h->seal();
     out.gpus.push_back(h);
     sg4::Link* up = make_link(zone, h->get_name() + "-nvl-up", nvl_bw, nvl_lat);
@@ -117,6 +124,7 @@ public:
     std::vector<Hop> nic_up, nic_down;
     Hop bridge, to_leaf, from_leaf;
     int leaf = 0;
+    Hop network_up, network_down; ///< with a NIC down: the working NICs' summed rate, shared by all
   };
   /// A leaf's (or pod's) uplink to the level above and downlink from it; `pod`: the leaf's pod.
   struct Uplink {
@@ -186,7 +194,7 @@ public:
         lat(nic_up);
         lat(nic_down);
       }
-      hops = {&nic_up, &na.to_leaf};
+      hops = {&nic_up, &na.network_up, &na.to_leaf};
       if (other_leaf)
         hops.push_back(&leaf_a->up);
       if (other_pod) {
@@ -196,6 +204,7 @@ public:
       if (other_leaf)
         hops.push_back(&leaf_b->down);
       hops.push_back(&nb.from_leaf);
+      hops.push_back(&nb.network_down);
       hops.push_back(&nic_down);
     }
     for (const Hop* h : hops)
@@ -252,8 +261,9 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
         // Leaf -> spine -> leaf crosses three switches: the node hops carry half a switch each,
         // the leaf uplinks one each (the pod uplinks one each more: five switches).
         const int nodes_here = std::min(per_leaf, c.nodes - leaf * per_leaf);
-        impl->add_leaf(uplink("leaf" + std::to_string(leaf),
-                              nodes_here * c.nics_per_node * nic_bw / c.fabric.oversubscription, pod));
+        impl->add_leaf(uplink(
+            "leaf" + std::to_string(leaf),
+            leaf_capacity(c, leaf, nodes_here * c.nics_per_node * nic_bw / c.fabric.oversubscription), pod));
       }
       for (int n = leaf * per_leaf; n < std::min(c.nodes, (leaf + 1) * per_leaf); ++n) {
         const std::string node = "node" + std::to_string(n);
@@ -270,10 +280,15 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
                                                  c.pcie_host_bandwidth.value() * c.nvswitch.efficiency, 0.0));
         add_gpus(c, zone, impl, n, out, gpu_pstates);
         for (int k = 0; k < c.nics_per_node; ++k) {
+          const double rate = nic_rate(c, n, k);
           fn.nic_up.push_back(
-              FatTreeZone::hop(make_link(zone, node + "-nic" + std::to_string(k) + "-up", nic_bw, nic_lat)));
-          fn.nic_down.push_back(FatTreeZone::hop(
-              make_link(zone, node + "-nic" + std::to_string(k) + "-down", nic_bw, nic_lat)));
+              FatTreeZone::hop(make_link(zone, node + "-nic" + std::to_string(k) + "-up", rate, nic_lat)));
+          fn.nic_down.push_back(
+              FatTreeZone::hop(make_link(zone, node + "-nic" + std::to_string(k) + "-down", rate, nic_lat)));
+        }
+        if (const double rate = node_network_rate(c, n); rate > 0) {
+          fn.network_up = FatTreeZone::hop(make_link(zone, node + "-network-up", rate, 0.0));
+          fn.network_down = FatTreeZone::hop(make_link(zone, node + "-network-down", rate, 0.0));
         }
         // Node -> leaf switch: the NIC links already bound bandwidth; this carries the switch
         // latency (leaf switch for one-tier fabrics, half of it on each side).
@@ -305,9 +320,12 @@ public:
     out_[static_cast<size_t>(a)].push_back(static_cast<int>(cables_.size()));
     cables_.push_back({a, b, hop(link)});
   }
-  /// Node n: its NICs' links, the switch each hangs off and its NVLink bridge (PCIe, may be null).
-  void add_node(std::vector<Hop> nic_up, std::vector<Hop> nic_down, std::vector<int> nic_switch, Hop bridge) {
-    nodes_.push_back({std::move(nic_up), std::move(nic_down), std::move(nic_switch), bridge});
+  /// Node n: its NICs' links, the switch each hangs off and its NVLink bridge (PCIe, may be null);
+  /// with a NIC down, the working NICs' shared links (else null).
+  void add_node(std::vector<Hop> nic_up, std::vector<Hop> nic_down, std::vector<int> nic_switch, Hop bridge,
+                Hop network_up = {}, Hop network_down = {}) {
+    nodes_.push_back(
+        {std::move(nic_up), std::move(nic_down), std::move(nic_switch), bridge, network_up, network_down});
   }
   void set_switch_count(size_t n) {
     out_.resize(std::max(out_.size(), n));
@@ -342,11 +360,13 @@ public:
                             " (a node's NVSwitch is reached from its own GPUs only)");
     const Node& nb = nodes_.at(static_cast<size_t>(b.node));
     add(na.nic_up.at(static_cast<size_t>(a.nic)));
+    add(na.network_up);
     const int from = na.nic_switch.at(static_cast<size_t>(a.nic));
     const int to = nb.nic_switch.at(static_cast<size_t>(b.nic));
     const std::vector<int>& path = switch_path(from, to);
     for (int c : path)
       add(cables_[static_cast<size_t>(c)].hop);
+    add(nb.network_down);
     add(nb.nic_down.at(static_cast<size_t>(b.nic)));
   }
 
@@ -359,6 +379,7 @@ private:
     std::vector<Hop> nic_up, nic_down;
     std::vector<int> nic_switch;
     Hop bridge;
+    Hop network_up, network_down;
   };
 
   /// Cables from switch `from` to switch `to`, fewest first (breadth-first from `from`, cached
@@ -443,6 +464,8 @@ Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<doub
     names = c.fabric.switches;
     nic_switch = c.fabric.nic_switch;
     for (const auto& l : c.fabric.links) {
+      if (graph_link_rate(c, l.a, l.b, 1.0) == 0)
+        continue; // down (degraded.links)
       bool merged = false;
       for (Cable& x : cables)
         if ((x.a == l.a && x.b == l.b) || (x.a == l.b && x.b == l.a)) {
@@ -453,6 +476,8 @@ Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<doub
       if (!merged)
         cables.push_back({l.a, l.b, l.bandwidth.value(), l.latency.value()});
     }
+    for (Cable& x : cables)
+      x.bandwidth = graph_link_rate(c, x.a, x.b, x.bandwidth);
     if (nic_switch.size() != static_cast<size_t>(c.nodes))
       throw SimulationError("platform: graph fabric attaches " + std::to_string(nic_switch.size()) +
                             " nodes, the cluster has " + std::to_string(c.nodes));
@@ -480,14 +505,25 @@ Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<doub
       bridge = SwitchGraphZone::hop(
           make_link(zone, node + "-pcie-bridge", c.pcie_host_bandwidth.value() * c.nvswitch.efficiency, 0.0));
     std::vector<SwitchGraphZone::Hop> nic_up, nic_down;
+    std::vector<int> switch_of = nic_switch[static_cast<size_t>(n)];
     for (int k = 0; k < c.nics_per_node; ++k) {
       // NIC link + half a switch latency on each side of the first/last switch.
+      const double rate = nic_rate(c, n, k);
       nic_up.push_back(SwitchGraphZone::hop(
-          make_link(zone, node + "-nic" + std::to_string(k) + "-up", nic_bw, nic_lat + sw / 2.0)));
+          make_link(zone, node + "-nic" + std::to_string(k) + "-up", rate, nic_lat + sw / 2.0)));
       nic_down.push_back(SwitchGraphZone::hop(
-          make_link(zone, node + "-nic" + std::to_string(k) + "-down", nic_bw, nic_lat + sw / 2.0)));
+          make_link(zone, node + "-nic" + std::to_string(k) + "-down", rate, nic_lat + sw / 2.0)));
+      // A down NIC's GPUs enter the fabric through the next working NIC's switch (PXN-like).
+      switch_of[static_cast<size_t>(k)] =
+          nic_switch[static_cast<size_t>(n)][static_cast<size_t>(working_nic(c, n, k))];
     }
-    impl->add_node(std::move(nic_up), std::move(nic_down), nic_switch[static_cast<size_t>(n)], bridge);
+    SwitchGraphZone::Hop network_up, network_down;
+    if (const double rate = node_network_rate(c, n); rate > 0) {
+      network_up = SwitchGraphZone::hop(make_link(zone, node + "-network-up", rate, 0.0));
+      network_down = SwitchGraphZone::hop(make_link(zone, node + "-network-down", rate, 0.0));
+    }
+    impl->add_node(std::move(nic_up), std::move(nic_down), std::move(switch_of), bridge, network_up,
+                   network_down);
     add_gpus(c, zone, impl, n, out, gpu_pstates);
   }
   zone->seal();
@@ -504,9 +540,19 @@ Platform build_platform(sg4::Engine& engine, const ClusterSpec& c) {
   // GPU pstate 1: compute slowed by communication on the same GPU (engine: overlap_slowdown).
   const std::vector<double> gpu_pstates{GPU_SPEED, GPU_SPEED / std::max(1.0, c.gpu.overlap_slowdown)};
   (void)engine;
-  if (c.fabric.kind == FabricKind::FAT_TREE)
-    return build_fat_tree(c, std::move(out), gpu_pstates);
-  return build_routed(c, std::move(out), gpu_pstates);
+  out = c.fabric.kind == FabricKind::FAT_TREE ? build_fat_tree(c, std::move(out), gpu_pstates)
+                                              : build_routed(c, std::move(out), gpu_pstates);
+  if (!c.degraded.nodes.empty()) {
+    // Ranks fill the nodes that are up (degraded.nodes): index = rank, as everywhere.
+    std::vector<sg4::Host*> gpus, switches;
+    for (int gpu : rank_gpus(c))
+      gpus.push_back(out.gpus[static_cast<size_t>(gpu)]);
+    for (int n : c.up_nodes())
+      switches.push_back(out.switches[static_cast<size_t>(n)]);
+    out.gpus = std::move(gpus);
+    out.switches = std::move(switches);
+  }
+  return out;
 }
 
 sg4::Host* endpoint_host(const Platform& platform, int32_t endpoint) {

@@ -1,0 +1,285 @@
+// Degraded clusters (docs/degraded.md). Each simulation runs in a child (one SimGrid engine per
+// process); the closed forms are stated at each test.
+
+#include "common/cli.hpp"
+#include "common/specs.hpp"
+#include "common/subprocess.hpp"
+#include "config/config.hpp"
+#include "core/error.hpp"
+#include "runner/simulate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace stepsim {
+namespace {
+
+using test::run_in_child;
+
+/// A pure data-parallel or TP x DP job of a small GPT on `nodes` DGX-like nodes (roofline compute).
+struct Case {
+  int nodes = 2;
+  int tp = 1;
+  std::vector<DegradedSpec::Gpu> slow{};
+  bool fold = true;
+  bool free_comm = false; ///< communication (almost) free: the step is the compute chain
+};
+
+/// In a child: {step time, simulated GPUs, compute seconds of rank 0}.
+std::vector<double> simulate_case(const Case& k) {
+  const auto r = run_in_child([&k] {
+    ClusterSpec c = k.free_comm ? test::free_comm_cluster(k.nodes, 8) : test::dgx_cluster(k.nodes, 8, 8);
+    c.degraded.gpus = k.slow;
+    const int gpus = k.nodes * 8;
+    const WorkloadSpec w = test::workload(test::small_gpt(4, 1024, 1024), k.tp, 1, gpus / k.tp, 4, 2);
+    const runner::Simulation sim = runner::simulate(c, w, {.fold_dp = k.fold});
+    double compute = 0;
+    for (graph::TaskId id = 0; id < sim.program.graph.size(); ++id) {
+      const graph::Task& t = sim.program.graph.task(id);
+      if (t.kind == graph::TaskKind::COMPUTE && t.rank == 0)
+        compute += t.duration.value();
+    }
+    return std::vector<double>{sim.result.step_time.value(), static_cast<double>(sim.summary.simulated_gpus),
+                               compute};
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  return r.ok ? r.values : std::vector<double>{NAN, NAN, NAN};
+}
+
+// Pure data parallelism, one GPU at speed s: the replicas wait for the slow one at the gradient
+// all-reduce, so the step grows by its compute time C x (1/s - 1) (the all-reduce after the last
+// backward is the same), within 1 %.
+TEST(DegradedGpu, PureDpStepGrowsByComputeTimesInverseSpeed) {
+  const double s = 0.8;
+  const std::vector<double> base = simulate_case({});
+  const std::vector<double> slow = simulate_case({.slow = {{.node = 1, .gpu = 5, .speed = s}}});
+  const double expected = base[2] * (1.0 / s - 1.0);
+  ASSERT_GT(expected, 0.05 * base[0]);
+  EXPECT_NEAR(slow[0] - base[0], expected, 0.01 * expected);
+}
+
+// TP 8 inside the slow GPU's node, communication free: every layer's TP all-reduce waits for
+// it, so the whole TP group (and with it the step, the compute chain) runs at its pace: the step
+// grows by C x (1/s - 1), within 1 %.
+TEST(DegradedGpu, TpGroupWaitsForTheSlowGpu) {
+  const double s = 0.5;
+  const std::vector<double> base = simulate_case({.tp = 8, .free_comm = true});
+  const std::vector<double> slow =
+      simulate_case({.tp = 8, .slow = {{.node = 1, .gpu = 2, .speed = s}}, .free_comm = true});
+  const double expected = base[2] * (1.0 / s - 1.0);
+  ASSERT_GT(expected, 0.05 * base[0]);
+  EXPECT_NEAR(slow[0] - base[0], expected, 0.01 * expected);
+}
+
+/// Folded and unfolded runs of `slow` agree on the step time (1e-9) and simulate `folded_gpus`
+/// and every GPU.
+void expect_folding_exact(const Case& slow, double folded_gpus) {
+  Case all = slow;
+  all.fold = false;
+  const std::vector<double> folded = simulate_case(slow);
+  const std::vector<double> full = simulate_case(all);
+  EXPECT_EQ(folded[1], folded_gpus);
+  EXPECT_EQ(full[1], 8.0 * slow.nodes);
+  EXPECT_NEAR(folded[0], full[0], 1e-9 * full[0]);
+}
+
+// Folding stays exact: with one slow GPU in DP replica 13, the folded run simulates that replica
+// and one representative (2 GPUs of 16) and gives the step time of every replica simulated.
+TEST(DegradedFolding, SlowReplicaFoldedEqualsUnfolded) {
+  expect_folding_exact({.slow = {{.node = 1, .gpu = 5, .speed = 0.7}}}, 2.0);
+}
+
+// The same with TP: the folded unit is a TP group (a node); the slow one and replica 0's.
+TEST(DegradedFolding, SlowTpGroupFoldedEqualsUnfolded) {
+  expect_folding_exact({.nodes = 3, .tp = 8, .slow = {{.node = 2, .gpu = 1, .speed = 0.6}}}, 16.0);
+}
+
+/// `stepsim collective` all-reduce bus bandwidth (GB/s) of 1 GiB over 2 DGX H100 nodes, ring.
+double busbw(const std::string& sets) {
+  const test::CommandResult r = test::run_stepsim(
+      "collective --cluster " + test::src("topologies/dgx-h100.yaml") +
+      " --set cluster.nodes=2 --set cluster.fabric.nodes_per_leaf=1 --op all_reduce --gpus 16 --sizes 1GiB "
+      "--algorithm ring --json " +
+      sets);
+  EXPECT_EQ(r.code, 0) << r.out;
+  const auto at = r.out.find("\"busbw_GBps\":");
+  EXPECT_NE(at, std::string::npos) << r.out;
+  return at == std::string::npos ? NAN : std::stod(r.out.substr(at + 13));
+}
+
+// One of 8 NICs down on both nodes: the node's traffic shares the 7 working NICs, so the
+// all-reduce's bus bandwidth is 7/8 of the healthy one's, within 2 %.
+TEST(DegradedNic, OneOfEightDownGivesSevenEighths) {
+  const double healthy = busbw("");
+  const double degraded =
+      busbw("--set 'cluster.degraded.nics=[{node: 0, nic: 2, down: true}, {node: 1, nic: 6, down: true}]'");
+  EXPECT_NEAR(degraded / healthy, 7.0 / 8.0, 0.02 * 7.0 / 8.0);
+}
+
+// A NIC at half its rate on every node: the ring runs at the slowest edge, half the bandwidth.
+TEST(DegradedNic, SlowerNicSetsTheRingsPace) {
+  const double healthy = busbw("");
+  const double slow = busbw("--set 'cluster.degraded.nics=[{node: 0, nic: 1, bandwidth: 200Gbps}]'");
+  EXPECT_NEAR(slow / healthy, 0.5, 0.02 * 0.5);
+}
+
+// A leaf (one node each) with half its 8 uplinks down: the cross-leaf all-reduce's bandwidth
+// halves (its uplinks carry 4 NICs' worth instead of 8), within 2 %.
+TEST(DegradedLeaf, HalfTheUplinksHalvesCrossLeafBandwidth) {
+  const double healthy = busbw("");
+  const double half = busbw("--set 'cluster.degraded.links=[{leaf: 1, uplinks_down: 4}]'");
+  EXPECT_NEAR(half / healthy, 0.5, 0.02 * 0.5);
+}
+
+/// A cluster file of config_test's shape (2 nodes x 8 A100s, 8 NICs, fat tree) plus `extra`.
+std::filesystem::path cluster_file(const std::filesystem::path& dir, const std::string& extra) {
+  const std::filesystem::path p = dir / "cluster.yaml";
+  std::ofstream(p) << "name: c\nnodes: 3\ngpus_per_node: 8\ngpu:\n  kind: A100\n"
+                      "  peak_flops: {bf16: 312TFLOPS}\n  hbm_capacity: 80GiB\n  hbm_bandwidth: 2039GBps\n"
+                      "  compute_efficiency: 0.7\n  memory_efficiency: 0.85\n"
+                      "nvswitch: {bandwidth: 300GBps, latency: 3us, efficiency: 0.8}\n"
+                      "nics: {count: 8, bandwidth: 200Gbps, latency: 2us, efficiency: 0.96}\n"
+                      "fabric: {kind: fat_tree, nodes_per_leaf: 1}\n"
+                   << extra;
+  return p;
+}
+
+/// The ConfigError message of loading the cluster with `extra` ("" when it loads).
+std::string load_error(const std::string& extra) {
+  const std::filesystem::path dir = test::fresh_temp_dir("degraded-config");
+  try {
+    (void)config::load_cluster(cluster_file(dir, extra));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DegradedConfig, ReadsEveryKind) {
+  const std::filesystem::path dir = test::fresh_temp_dir("degraded-read");
+  const ClusterSpec c = config::load_cluster(cluster_file(dir, R"(degraded:
+  gpus: [{node: 2, gpu: 7, speed: 0.8}]
+  nics: [{node: 0, nic: 1, bandwidth: 100Gbps}, {node: 1, nic: 2, down: true}]
+  nodes: [{node: 1, down: true}]
+  links: [{leaf: 2, uplinks_down: 3}]
+)"));
+  ASSERT_EQ(c.degraded.gpus.size(), 1u);
+  EXPECT_EQ(c.degraded.gpus[0].speed, 0.8);
+  ASSERT_EQ(c.degraded.nics.size(), 2u);
+  EXPECT_EQ(c.degraded.nics[0].bandwidth.value(), 100e9 / 8);
+  EXPECT_TRUE(c.degraded.nics[1].down);
+  EXPECT_EQ(c.up_nodes(), (std::vector<int>{0, 2}));
+  ASSERT_EQ(c.degraded.leaves.size(), 1u);
+  EXPECT_EQ(c.degraded.leaves[0].uplinks_down, 3);
+  EXPECT_NE(c.degraded.gpus[0].where.find("cluster.yaml:15:10"), std::string::npos)
+      << c.degraded.gpus[0].where;
+}
+
+// Bad entries: file:line:col, the key and the reason.
+TEST(DegradedConfig, RefusesBadEntriesWithFileLineAndReason) {
+  const struct {
+    std::string yaml, expected;
+  } cases[] = {
+      {"degraded:\n  gpus: [{node: 3, gpu: 0, speed: 0.5}]\n",
+       "cluster.yaml:15:17: key 'degraded.gpus[0].node': expected a node below 3, found 3"},
+      {"degraded:\n  gpus: [{node: 0, gpu: 8, speed: 0.5}]\n",
+       "cluster.yaml:15:25: key 'degraded.gpus[0].gpu'"},
+      {"degraded:\n  gpus: [{node: 0, gpu: 1, speed: 0}]\n", "key 'degraded.gpus[0].speed'"},
+      {"degraded:\n  gpus: [{node: 0, gpu: 1, speed: 1.2}]\n", "key 'degraded.gpus[0].speed'"},
+      {"degraded:\n  gpus: [{node: 0, gpu: 1, speed: 0.5}, {node: 0, gpu: 1, speed: 0.9}]\n",
+       "key 'degraded.gpus[1]': GPU 1 of node 0 is listed twice (also at "},
+      {"degraded:\n  nics: [{node: 0, nic: 9, down: true}]\n", "key 'degraded.nics[0].nic': expected a NIC"},
+      {"degraded:\n  nics: [{node: 0, nic: 1}]\n", "expected exactly one of 'bandwidth', 'down'"},
+      {"degraded:\n  nics: [{node: 0, nic: 1, bandwidth: 400Gbps}]\n", "expected at most nics.bandwidth"},
+      {"degraded:\n  nics: [" +
+           [] {
+             std::string s;
+             for (int k = 0; k < 8; ++k)
+               s += (k ? ", " : "") + std::string("{node: 1, nic: ") + std::to_string(k) + ", down: true}";
+             return s;
+           }() +
+           "]\n",
+       "every NIC of node 1 is down"},
+      {"degraded:\n  nodes: [{node: 5, down: true}]\n",
+       "key 'degraded.nodes[0].node': expected a node below 3"},
+      {"degraded:\n  nodes: [{node: 1, down: false}]\n", "expected true"},
+      {"degraded:\n  links: [{leaf: 0, uplinks_down: 8}]\n", "expected fewer than the leaf's 8 uplinks"},
+      {"degraded:\n  links: [{leaf: 4, uplinks_down: 1}]\n",
+       "key 'degraded.links[0].leaf': expected a leaf below 3"},
+      {"degraded:\n  gpu: []\n", "unknown key 'degraded.gpu'"},
+  };
+  for (const auto& k : cases) {
+    const std::string error = load_error(k.yaml);
+    EXPECT_NE(error.find(k.expected), std::string::npos) << k.yaml << " gave: " << error;
+  }
+}
+
+// --degrade FILE: the second file's entries join the cluster's; its errors name that file.
+TEST(DegradedConfig, DegradeFileAddsEntriesAndNamesItsLines) {
+  const std::filesystem::path dir = test::fresh_temp_dir("degraded-file");
+  const std::filesystem::path extra = dir / "broken.yaml";
+  std::ofstream(extra) << "# one slow GPU, one down NIC\ndegraded:\n  gpus: [{node: 0, gpu: 2, speed: 0.9}]\n"
+                          "  nics:\n    - {node: 2, nic: 3, down: true}\n";
+  const ClusterSpec c = config::load_cluster(
+      cluster_file(dir, "degraded:\n  gpus: [{node: 1, gpu: 2, speed: 0.5}]\n"), {}, extra);
+  EXPECT_EQ(c.degraded.gpus.size(), 2u);
+  EXPECT_EQ(c.degraded.nics.size(), 1u);
+  std::ofstream(extra) << "degraded:\n  gpus: [{node: 1, gpu: 2, speed: 0.9}]\n";
+  try {
+    (void)config::load_cluster(cluster_file(dir, "degraded:\n  gpus: [{node: 1, gpu: 2, speed: 0.5}]\n"), {},
+                               extra);
+    ADD_FAILURE() << "a GPU listed in both files was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "broken.yaml:2:10: key 'degraded.gpus[0]': GPU 2 of node 1 is listed twice"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A job that needs a down node: exit 2 naming the entry's file:line and the reason; with the
+// node's GPUs not needed (dp derived from the nodes up) it runs.
+TEST(DegradedNodes, JobNeedingADownNodeIsRefusedElseRuns) {
+  const std::filesystem::path dir = test::fresh_temp_dir("degraded-nodes");
+  const std::string cluster =
+      cluster_file(dir, "degraded:\n  nodes:\n    - {node: 1, down: true}\n").string();
+  const std::string run = "run --cluster " + cluster + " --workload " + test::src("workloads/tiny-gpt.yaml") +
+                          " --no-trace --set parallel.tp=8 --set parallel.pp=1 --set batch.global_batch=48";
+  const test::CommandResult refused = test::run_stepsim(run + " --set parallel.dp=3");
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(
+      refused.out.find("cluster.yaml:16:7: key 'degraded.nodes': node 1 is down and the job needs 3 nodes"),
+      std::string::npos)
+      << refused.out;
+  const test::CommandResult ran = test::run_stepsim(run);
+  EXPECT_EQ(ran.code, 0) << ran.out;
+  EXPECT_NE(ran.out.find("(16 GPUs"), std::string::npos) << ran.out;
+}
+
+// A degraded section that changes nothing (speed 1, a NIC at its own rate, empty lists) writes
+// the same bytes as none.
+TEST(DegradedOutputs, NoChangeGivesByteIdenticalOutputs) {
+  const std::filesystem::path dir = test::fresh_temp_dir("degraded-same");
+  const std::string base = "run --cluster " + test::src("topologies/dgx-h100.yaml") + " --workload " +
+                           test::src("workloads/tiny-gpt.yaml") + " --set cluster.nodes=2 --quiet --out ";
+  const std::filesystem::path none = dir / "none", same = dir / "same";
+  ASSERT_EQ(test::run_stepsim(base + none.string()).code, 0);
+  const test::CommandResult r = test::run_stepsim(
+      base + same.string() +
+      " --set 'cluster.degraded={gpus: [{node: 1, gpu: 3, speed: 1}], nics: [{node: 0, nic: 2, bandwidth: "
+      "400Gbps}], nodes: [], links: []}'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* file : {"summary.json", "trace.json"}) {
+    const std::string a = test::slurp(none / file);
+    EXPECT_FALSE(a.empty()) << file;
+    EXPECT_TRUE(a == test::slurp(same / file)) << file << " differs";
+  }
+}
+
+} // namespace
+} // namespace stepsim
