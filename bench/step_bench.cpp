@@ -160,6 +160,15 @@ void gpt3_step(benchmark::State& state, int nodes, bool trace) {
   measure(state, args, nodes * 8);
 }
 
+/// GPT-3 175B on 1024 A100s with one straggler GPU at 80 % speed (docs/degraded.md): its DP
+/// replica is simulated besides the representative, every flow runs. Target: <= 10 s, <= 1 GB.
+void gpt3_straggler(benchmark::State& state) {
+  measure(state,
+          stepsim_run("topologies/dgx-a100-superpod.yaml", "workloads/gpt3-175b.yaml",
+                      {"cluster.nodes=128", "cluster.degraded.gpus=[{node: 77, gpu: 5, speed: 0.8}]"}),
+          1024, Target{.cpu_s = 10.0, .rss_mb = 1024.0});
+}
+
 /// The bundled DeepSeek-V3-like MoE (pp 8) on 2048 H200s with EP 64 across 8 nodes, 16 micro-batches;
 /// `extra` adds a flag (--no-sampling: one whole EP group simulated instead of one EP rank).
 void moe_step(benchmark::State& state, const char* extra) {
@@ -263,6 +272,13 @@ BENCHMARK_CAPTURE(gpt3_step, gpus1024_with_trace, 128, true)
     ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kSecond);
 BENCHMARK_CAPTURE(gpt3_step, gpus4096_no_trace, 512, false)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kSecond);
+BENCHMARK(gpt3_straggler)
+    ->Name("gpt3_step/gpus1024_one_straggler")
     ->UseManualTime()
     ->Iterations(1)
     ->Repetitions(3)

@@ -356,6 +356,7 @@ Summary summarize(const graph::StepProgram& program, const std::vector<Seconds>&
   fill_compute_source(s, tally.source_time);
   fill_means(s, program, tally);
   s.parameters = parameter_counts(w);
+  s.degraded = straggler_report(program, start, end, cluster);
   return s;
 }
 
@@ -469,6 +470,17 @@ void write_summary_json(std::ostream& out, const Summary& s) {
   }
   j["tasks"] = s.tasks;
   j["critical_path"] = critical_path_json(s.critical_path);
+  if (s.degraded) { // a degraded cluster only (docs/degraded.md): a perfect one's bytes stay
+    ordered_json slow = ordered_json::array();
+    for (const SlowGpu& g : s.degraded->slow_gpus)
+      slow.push_back(ordered_json{{"rank", g.rank}, {"node", g.node}, {"gpu", g.gpu}, {"speed", g.speed}});
+    const std::vector<double>& w = s.degraded->wait_s;
+    j["degraded"] =
+        ordered_json{{"slow_gpus", slow},
+                     {"degraded_nics", s.degraded->degraded_nics},
+                     {"straggler_wait_s",
+                      ordered_json{{"tp", w[0]}, {"pp", w[1]}, {"dp", w[2]}, {"ep", w[3]}, {"cp", w[4]}}}};
+  }
   out << j.dump(2) << '\n';
 }
 
@@ -510,6 +522,19 @@ void print_summary_table(std::ostream& out, const Summary& s) {
     row("exposed comm CP", secs(s.exposed.cp));
   if (s.other_idle.value() > 0)
     row("other idle", secs(s.other_idle));
+  if (s.degraded) {
+    const std::vector<double>& w = s.degraded->wait_s;
+    std::string waits;
+    const char* names[] = {"TP", "PP", "DP", "EP", "CP"};
+    for (size_t k = 0; k < w.size(); ++k)
+      if (w[k] > 0)
+        waits += (waits.empty() ? "" : ", ") + std::string(names[k]) + " " + secs(Seconds(w[k]));
+    row("degraded parts", "slow GPUs simulated " + std::to_string(s.degraded->slow_gpus.size()) +
+                              ", degraded NICs " + std::to_string(s.degraded->degraded_nics) + "; " +
+                              std::to_string(s.simulated_gpus) + " of " + std::to_string(s.num_gpus) +
+                              " GPUs simulated");
+    row("waited on slow GPUs", waits.empty() ? "-" : waits);
+  }
   row("peak memory (worst GPU)", gib(s.memory.worst.peak()) + " of " + gib(s.memory.capacity) + " (GPU " +
                                      std::to_string(s.memory.worst_rank) + ", stage " +
                                      std::to_string(s.memory.worst_stage) + ")");

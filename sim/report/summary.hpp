@@ -7,6 +7,7 @@
 #include "graph/step_builder.hpp"
 #include "report/critical_path.hpp"
 #include "report/memory_timeline.hpp"
+#include "report/straggler.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -86,6 +87,8 @@ struct Summary {
   std::optional<TraceNote> trace; ///< set by `run` when it writes a trace
   size_t tasks = 0;
   CriticalPath critical_path; ///< the chain of tasks that sets the step time
+  /// On a degraded cluster (docs/degraded.md): the slow GPUs and what the others waited on them.
+  std::optional<StragglerReport> degraded;
 };
 
 /// Computes the summary. `start`/`end` are per task id, in seconds from the step's start.

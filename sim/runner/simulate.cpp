@@ -190,12 +190,14 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
   // Symmetry sampling, and one rank per EP group, where every node sees the same traffic
   // (docs/engine.md, docs/moe.md "Folding").
-  // A degraded cluster (docs/degraded.md): the units holding a degraded rank are simulated too,
-  // and no flow is left out (the nodes no longer all see the same traffic).
+  // A degraded cluster (docs/degraded.md): the units holding a degraded rank are simulated too.
+  // Slower GPUs leave the network symmetric (a collective's flows all start when it does), so
+  // sampling stays; a degraded NIC, leaf or link turns it off (the nodes no longer all see the
+  // same traffic). One rank per EP group stands for its group only when all ranks are alike.
   std::vector<graph::Rank> distinct = topology::degraded_ranks(cluster, workload.num_gpus());
-  const bool symmetric =
-      options.fold_dp && options.sample_collectives && non_blocking(cluster) && distinct.empty();
-  const bool fold_ep = symmetric && workload.parallel.ep > 1;
+  const bool symmetric = options.fold_dp && options.sample_collectives && non_blocking(cluster) &&
+                         !topology::network_degraded(cluster);
+  const bool fold_ep = symmetric && workload.parallel.ep > 1 && distinct.empty();
   graph::BuildOptions build{.fold_dp = options.fold_dp,
                             .fold_ep = fold_ep,
                             .gpus_per_node = cluster.gpus_per_node,

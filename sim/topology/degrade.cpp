@@ -83,6 +83,14 @@ std::vector<int> rank_gpus(const ClusterSpec& c) {
   return out;
 }
 
+bool network_degraded(const ClusterSpec& c) {
+  const double nominal = c.nic.bandwidth.value() * c.nic.efficiency;
+  for (const auto& n : c.degraded.nics)
+    if (n.down || nic_rate(c, n.node, n.nic) != nominal)
+      return true;
+  return !c.degraded.leaves.empty() || !c.degraded.links.empty();
+}
+
 std::vector<int> degraded_ranks(const ClusterSpec& c, int ranks) {
   const int per_leaf = std::max(1, std::min(c.fabric.nodes_per_leaf, c.nodes));
   const double nominal_nic = c.nic.bandwidth.value() * c.nic.efficiency;

@@ -36,6 +36,10 @@ double graph_link_rate(const ClusterSpec& cluster, int a, int b, double nominal)
 /// are up, in order (ClusterSpec::up_nodes).
 std::vector<int> rank_gpus(const ClusterSpec& cluster);
 
+/// Whether any NIC, leaf or graph link differs from the cluster's spec (a slower GPU alone
+/// leaves every collective's flows as they were once it starts).
+bool network_degraded(const ClusterSpec& cluster);
+
 /// Ranks (of the first `ranks`) whose GPU or network differs from the cluster's spec: a slower
 /// GPU, a node with a slower or failed NIC, a node under a leaf with fewer uplinks, every rank
 /// when a graph fabric's link is degraded. Ascending; empty on a perfect cluster (or one whose

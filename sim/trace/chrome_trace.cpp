@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <string>
@@ -452,13 +453,16 @@ void write_names(Events& events, const TraceInput& in, const RankTable& ranks) {
   const graph::RankGrid& grid = program.grid;
   Sink& out = events.out();
   const int per_node = std::max(in.cluster.gpus_per_node, 1);
+  const std::vector<int> up = in.cluster.up_nodes(); // ranks fill the nodes that are up
   for (const Rank r : program.simulated_ranks) {
     if (!ranks.has(r))
       continue;
     events.next();
     put_metadata_event(out, "process_name", r, 0, false);
     out.put("\"name\":\"node ");
-    out.put_int(r / per_node);
+    const int node =
+        static_cast<size_t>(r / per_node) < up.size() ? up[static_cast<size_t>(r / per_node)] : r / per_node;
+    out.put_int(node);
     out.put(" / GPU ");
     out.put_int(r % per_node);
     out.put(" (dp ");
@@ -475,7 +479,14 @@ void write_names(Events& events, const TraceInput& in, const RankTable& ranks) {
       out.put(", ep ");
       out.put_int(grid.ep_of(r));
     }
-    out.put(")\"}}");
+    out.put(")");
+    for (const auto& g : in.cluster.degraded.gpus)
+      if (g.node == node && g.gpu == r % per_node && g.speed < 1.0) { // docs/degraded.md
+        char text[48];
+        std::snprintf(text, sizeof text, " [slow: speed %g]", g.speed);
+        out.put(text);
+      }
+    out.put("\"}}");
     events.next();
     put_metadata_event(out, "process_sort_index", r, 0, false);
     out.put("\"sort_index\":");

@@ -30,7 +30,8 @@ struct Case {
   bool free_comm = false; ///< communication (almost) free: the step is the compute chain
 };
 
-/// In a child: {step time, simulated GPUs, compute seconds of rank 0}.
+/// In a child: {step time, simulated GPUs, compute seconds of rank 0, summary's TP straggler
+/// wait (-1 without a degraded report)}.
 std::vector<double> simulate_case(const Case& k) {
   const auto r = run_in_child([&k] {
     ClusterSpec c = k.free_comm ? test::free_comm_cluster(k.nodes, 8) : test::dgx_cluster(k.nodes, 8, 8);
@@ -44,11 +45,12 @@ std::vector<double> simulate_case(const Case& k) {
       if (t.kind == graph::TaskKind::COMPUTE && t.rank == 0)
         compute += t.duration.value();
     }
+    const double waited = sim.summary.degraded ? sim.summary.degraded->wait_s[0] : -1.0;
     return std::vector<double>{sim.result.step_time.value(), static_cast<double>(sim.summary.simulated_gpus),
-                               compute};
+                               compute, waited};
   });
   EXPECT_TRUE(r.ok) << r.error;
-  return r.ok ? r.values : std::vector<double>{NAN, NAN, NAN};
+  return r.ok ? r.values : std::vector<double>{NAN, NAN, NAN, NAN};
 }
 
 // Pure data parallelism, one GPU at speed s: the replicas wait for the slow one at the gradient
@@ -74,6 +76,12 @@ TEST(DegradedGpu, TpGroupWaitsForTheSlowGpu) {
   const double expected = base[2] * (1.0 / s - 1.0);
   ASSERT_GT(expected, 0.05 * base[0]);
   EXPECT_NEAR(slow[0] - base[0], expected, 0.01 * expected);
+  // The report: a healthy GPU of the group waited at the TP collectives for the slow one's extra
+  // compute before each of them, all of it but what follows the last one (the output layer's
+  // backward, the optimizer): at most the whole, at least half here.
+  EXPECT_EQ(base[3], -1.0);
+  EXPECT_LE(slow[3], expected * (1 + 1e-9));
+  EXPECT_GE(slow[3], 0.5 * expected);
 }
 
 /// Folded and unfolded runs of `slow` agree on the step time (1e-9) and simulate `folded_gpus`

@@ -1,0 +1,117 @@
+#include "report/straggler.hpp"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace stepsim::report {
+
+namespace {
+
+/// The index of a group in StragglerReport::wait_s, -1 for none.
+int group_index(graph::CommGroup g) {
+  switch (g) {
+  case graph::CommGroup::TP:
+    return 0;
+  case graph::CommGroup::PP:
+    return 1;
+  case graph::CommGroup::DP:
+    return 2;
+  case graph::CommGroup::EP:
+    return 3;
+  case graph::CommGroup::CP:
+    return 4;
+  default:
+    return -1;
+  }
+}
+
+} // namespace
+
+std::optional<StragglerReport> straggler_report(const graph::StepProgram& program,
+                                                const std::vector<Seconds>& start,
+                                                const std::vector<Seconds>& end, const ClusterSpec& cluster) {
+  const std::vector<int> up = cluster.up_nodes();
+  const int per_node = std::max(1, cluster.gpus_per_node);
+  StragglerReport out;
+  out.wait_s.assign(5, 0.0);
+  std::map<graph::Rank, double> speed;
+  for (graph::Rank r : program.simulated_ranks) {
+    const size_t n = static_cast<size_t>(r / per_node);
+    if (n >= up.size())
+      continue;
+    for (const auto& g : cluster.degraded.gpus)
+      if (g.node == up[n] && g.gpu == r % per_node && g.speed < 1.0) {
+        out.slow_gpus.push_back({.rank = r, .node = g.node, .gpu = g.gpu, .speed = g.speed});
+        speed[r] = g.speed;
+      }
+  }
+  const int used_nodes = static_cast<int>(
+      std::min<size_t>(up.size(), static_cast<size_t>((program.grid.size() + per_node - 1) / per_node)));
+  for (const auto& nic : cluster.degraded.nics) {
+    const auto it = std::find(up.begin(), up.begin() + used_nodes, nic.node);
+    if (it != up.begin() + used_nodes && (nic.down || nic.bandwidth.value() < cluster.nic.bandwidth.value()))
+      ++out.degraded_nics;
+  }
+  if (out.slow_gpus.empty() && out.degraded_nics == 0)
+    return std::nullopt;
+  // Per healthy rank and group: at each collective whose last-ready participant is slow, the
+  // time this rank's compute stream stood idle before the collective started (since the end of
+  // its last compute task that started earlier; none when that one still runs).
+  std::map<graph::Rank, std::vector<double>> waits;
+  std::map<graph::Rank, std::vector<std::pair<double, int>>> held; // (collective start, group)
+  const graph::StepGraph& g = program.graph;
+  std::map<graph::Rank, std::vector<std::pair<double, double>>> busy; // (start, end), by start
+  for (graph::TaskId id = 0; id < g.size(); ++id)
+    if (g.task(id).kind == graph::TaskKind::COMPUTE)
+      busy[g.task(id).rank].emplace_back(start[id].value(), end[id].value());
+  for (auto& [rank, spans] : busy)
+    std::sort(spans.begin(), spans.end());
+  const auto idle_before = [&](graph::Rank r, double at) {
+    const auto& spans = busy[r];
+    auto it = std::lower_bound(spans.begin(), spans.end(), std::make_pair(at, -1.0));
+    if (it == spans.begin())
+      return at;
+    --it;
+    return std::max(0.0, at - it->second);
+  };
+  for (graph::TaskId id = 0; id < g.size(); ++id) {
+    const graph::Task& t = g.task(id);
+    const int k = t.kind == graph::TaskKind::COMPUTE ? -1 : group_index(t.group);
+    if (k < 0 || speed.empty())
+      continue;
+    std::map<graph::Rank, double> ready;
+    for (graph::TaskId p : g.predecessors(id)) {
+      if (g.task(p).kind != graph::TaskKind::COMPUTE)
+        continue; // a participant is ready when its own compute is
+      double& r = ready[g.task(p).rank];
+      r = std::max(r, end[p].value());
+    }
+    if (ready.size() < 2)
+      continue;
+    const auto last = std::max_element(ready.begin(), ready.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (!speed.contains(last->first))
+      continue;
+    for (const auto& [rank, at] : ready)
+      if (!speed.contains(rank))
+        held[rank].emplace_back(start[id].value(), k);
+  }
+  // A stretch of idle time counts once, for the first collective that ends it.
+  for (auto& [rank, events] : held) {
+    std::sort(events.begin(), events.end());
+    auto& w = waits[rank];
+    w.assign(5, 0.0);
+    double counted = 0;
+    for (const auto& [at, k] : events) {
+      w[static_cast<size_t>(k)] += std::max(0.0, std::min(idle_before(rank, at), at - counted));
+      counted = at;
+    }
+  }
+  for (const auto& [rank, w] : waits)
+    for (size_t k = 0; k < w.size(); ++k)
+      out.wait_s[k] = std::max(out.wait_s[k], w[k]);
+  return out;
+}
+
+} // namespace stepsim::report
