@@ -336,6 +336,17 @@ BENCHMARK(gpt3_plan)
     ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kSecond);
 
+/// `stepsim jobs`: two GPT-3 175B jobs of 1024 A100s spread over one 2:1 oversubscribed fat tree
+/// (bench/gpt3-1024-pair.yaml): both alone runs and the shared replay, every replica simulated
+/// (docs/jobs.md); at most 30 s.
+void two_jobs_1024(benchmark::State& state) {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  measure(state,
+          {STEPSIM_BINARY, "jobs", src + "/bench/gpt3-1024-pair.yaml", "--set", "cluster.nodes=256", "--set",
+           "cluster.fabric.oversubscription=2", "--quiet"},
+          2048, Target{.cpu_s = 30.0});
+}
+
 /// One child process per case, timed by its CPU time.
 void once(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Iterations(1)->Repetitions(1)->Unit(benchmark::kSecond);
@@ -350,6 +361,7 @@ BENCHMARK_CAPTURE(gpt3_scale, gpus102400, 12800, 3200, Target{.cpu_s = 60.0, .rs
     ->Name("scale/gpt3_175b_102400")
     ->Apply(once);
 BENCHMARK(tiny_dp4096)->Name("scale/tiny_gpt_dp4096")->Apply(once);
+BENCHMARK(two_jobs_1024)->Name("scale/jobs_gpt3_175b_2x1024")->Apply(once);
 BENCHMARK_CAPTURE(llama_16k, rail, "rail_optimized", Target{})
     ->Name("scale/llama31_405b_16384h100_rail_optimized")
     ->Apply(once);

@@ -4,7 +4,7 @@
 usage: tools/check_commands.py STEPSIM_BINARY [--list] [--jobs N]
 
 Reads README.md, docs/*.md and the comments of the bundled YAML files (topologies/, workloads/,
-sweeps/), extracts each command that starts with `stepsim` or `./build/stepsim` followed by a
+sweeps/, jobs/), extracts each command that starts with `stepsim` or `./build/stepsim` followed by a
 subcommand (from fenced code blocks, with `\\` continuations joined, from inline code spans, and
 from YAML comment lines), and runs it from the source tree. Whatever text the files hold is
 read afresh: nothing here lists the commands.
@@ -32,7 +32,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUBCOMMANDS = ("run", "memory", "plan", "sweep", "collective", "validate", "calibrate", "compare", "kernels",
-               "report")
+               "report", "jobs")
 START = re.compile(r"(?:\./build/|\b)stepsim\s+(" + "|".join(SUBCOMMANDS) + r")\b")
 
 # (pattern over the command as written, reason): commands that cannot run here.
@@ -50,7 +50,7 @@ PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*([.=/:][A-Za-z0-9_.=/]*)?$")
 def sources():
     files = [os.path.join(ROOT, "README.md")]
     files += sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
-    for folder in ("topologies", "workloads", "sweeps"):
+    for folder in ("topologies", "workloads", "sweeps", "jobs"):
         files += sorted(glob.glob(os.path.join(ROOT, folder, "**", "*.yaml"), recursive=True))
     return files
 

@@ -61,6 +61,7 @@ run_case() {
   case "${argv[0]}" in
     run) argv+=(--out "$work/out" --csv) ;;
     validate) argv+=(--out "$work/out" -j 2 --topologies topologies) ;;
+    jobs) argv+=(--out "$work/out") ;;
   esac
   "$bin" "${argv[@]}" >"$work/stdout" 2>"$work/stderr" || rc=$?
   # `plan` reports its own wall times: masked, as they change from run to run.

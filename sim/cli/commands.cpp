@@ -27,6 +27,7 @@ constexpr CommandEntry COMMANDS[] = {
      collective_command},
     {"sweep", "simulate many configurations: SWEEP.yaml --out DIR [-j N] [--shard I/K] | --merge DIR",
      sweep_command},
+    {"jobs", "several jobs on one cluster, alone and shared: JOBS.yaml [--out DIR]", jobs_command},
     {"plan", "search parallel layouts: --cluster C.yaml --workload W.yaml [--gpus N] [--top K]",
      plan_command},
     {"validate", "compare with published measured runs: RUNS.yaml [--out DIR] [-j N]", validate_command},

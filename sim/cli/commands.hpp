@@ -41,6 +41,9 @@ std::unique_ptr<Command> sweep_command(Options& options);
 /// `stepsim kernels`: the kernel shapes a workload runs, as a shape list (docs/kernels.md).
 std::unique_ptr<Command> kernels_command(Options& options);
 
+/// `stepsim jobs`: several jobs on one cluster, alone and shared (docs/jobs.md).
+std::unique_ptr<Command> jobs_command(Options& options);
+
 /// `stepsim plan`: enumerate, filter by memory, estimate and simulate layouts (docs/planner.md).
 std::unique_ptr<Command> plan_command(Options& options);
 

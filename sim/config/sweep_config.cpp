@@ -12,12 +12,7 @@
 
 namespace stepsim::config {
 
-namespace {
-
-using detail::describe;
-using detail::Document;
-using detail::Field;
-using detail::MapReader;
+namespace detail {
 
 /// The YAML text `--set` takes for `node`: a scalar as written, anything else in flow style.
 std::string value_text(const YAML::Node& node) {
@@ -80,6 +75,18 @@ std::vector<Override> read_overrides(const Document& doc, const std::string& pat
   }
   return out;
 }
+
+} // namespace detail
+
+namespace {
+
+using detail::describe;
+using detail::Document;
+using detail::Field;
+using detail::MapReader;
+using detail::read_key;
+using detail::read_overrides;
+using detail::value_text;
 
 std::string mark_of(const Document& doc, const std::string& path, const YAML::Node& node) {
   return doc.location(path, node);

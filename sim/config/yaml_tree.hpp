@@ -171,6 +171,17 @@ private:
   std::vector<std::string_view> keys_;
 };
 
+/// The YAML text `--set` takes for `node`: a scalar as written, anything else in flow style.
+std::string value_text(const YAML::Node& node);
+/// Whether `key` looks like a dotted path (letters, digits, '_', '-', '.'; no empty part).
+bool is_dotted_key(const std::string& key);
+/// The key of a mapping of overrides, checked to be a dotted path. `parent` names the mapping.
+std::string read_key(const Document& doc, const std::string& parent, const YAML::Node& key);
+/// A mapping of dotted keys to values (a sweep's `set:` or point, a job's `set:`), as overrides
+/// in file order; an empty mapping, a repeated key or a missing value is refused.
+std::vector<Override> read_overrides(const Document& doc, const std::string& path, const YAML::Node& anchor,
+                                     const YAML::Node& map);
+
 template <class E> E Field::choice_in(std::span<const std::pair<std::string_view, E>> options) const {
   std::vector<std::string> names;
   for (const auto& [name, value] : options) {

@@ -10,6 +10,7 @@
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Exec.hpp>
 #include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
 #include <xbt/log.h>
 
 #include <algorithm>
@@ -104,6 +105,7 @@ public:
     drain_ready();
     engine.run();
     release_finished();
+    collect_link_loads();
     log().info("engine: {} of {} tasks done, {} flows, {} activities, simulated time {:.6f} s", finished_, n,
                result_.flows, result_.activities, sg4::Engine::get_clock());
 
@@ -367,6 +369,49 @@ private:
     ++result_.flows;
     comm->start();
     overlap_flow(fl, true);
+    if (!options_.task_job.empty())
+      count_link_bytes(collectives_[slot].task, fl);
+  }
+
+  // --- link loads of several jobs (ReplayOptions::task_job) ----------------------------------
+  /// Adds a flow's bytes to each link of its route, under the job of its task.
+  void count_link_bytes(TaskId task, const collectives::Flow& fl) {
+    const uint64_t key =
+        (static_cast<uint64_t>(static_cast<uint32_t>(fl.src)) << 32) | static_cast<uint32_t>(fl.dst);
+    auto it = route_links_.find(key);
+    if (it == route_links_.end()) {
+      std::vector<sg4::Link*> links;
+      topology::endpoint_host(platform_, fl.src)
+          ->route_to(topology::endpoint_host(platform_, fl.dst), links, nullptr);
+      std::vector<uint32_t> indices;
+      for (const sg4::Link* l : links) {
+        auto [at, added] = link_index_.emplace(l, static_cast<uint32_t>(link_bytes_.size()));
+        if (added)
+          link_bytes_.emplace_back(std::string(l->get_name()), std::vector<double>());
+        indices.push_back(at->second);
+      }
+      it = route_links_.emplace(key, std::move(indices)).first;
+    }
+    const uint32_t job = options_.task_job.at(task);
+    for (const uint32_t l : it->second) {
+      std::vector<double>& bytes = link_bytes_[l].second;
+      if (bytes.size() <= job)
+        bytes.resize(job + 1, 0.0);
+      bytes[job] += fl.bytes;
+    }
+  }
+
+  /// The counted links by name (the result's order does not depend on the order flows ran).
+  void collect_link_loads() {
+    if (options_.task_job.empty())
+      return;
+    const uint32_t jobs = *std::max_element(options_.task_job.begin(), options_.task_job.end()) + 1;
+    for (auto& [name, bytes] : link_bytes_) {
+      bytes.resize(jobs, 0.0);
+      result_.link_loads.push_back(LinkLoad{name, std::move(bytes)});
+    }
+    std::sort(result_.link_loads.begin(), result_.link_loads.end(),
+              [](const LinkLoad& a, const LinkLoad& b) { return a.link < b.link; });
   }
 
   void flow_done(uint64_t index) {
@@ -446,6 +491,11 @@ private:
   std::vector<bool> observed_nodes_; ///< nodes hosting a simulated rank
   std::vector<bool> observed_gpus_;  ///< GPUs of simulated ranks
   std::unordered_map<uint64_t, std::pair<Seconds, BytesPerSec>> routes_;
+  // Link loads (ReplayOptions::task_job): each endpoint pair's route as link indices, and per
+  // link its name and bytes per job.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> route_links_;
+  std::unordered_map<const sg4::Link*, uint32_t> link_index_;
+  std::vector<std::pair<std::string, std::vector<double>>> link_bytes_;
 
   /// Latency and bottleneck bandwidth of the route between two endpoints, cached.
   const std::pair<Seconds, BytesPerSec>& route(int32_t a, int32_t b) {

@@ -13,6 +13,7 @@
 #include "graph/step_builder.hpp"
 
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace stepsim::engine {
@@ -39,6 +40,16 @@ struct ReplayOptions {
   /// Expert all-to-alls (EP group) with a deduplicating dispatcher: cross-node pieces carry
   /// collectives::remote_copy_share of their routed copies (parallel.ep_dispatch). experts 0: off.
   collectives::NodeDeduplication ep_dedup{};
+  /// Per task id: the index of the job it belongs to, when one replay runs several jobs
+  /// (`stepsim jobs`). Non-empty: the replay counts the bytes each job's flows carry over every
+  /// link (ReplayResult::link_loads). Empty: no counting.
+  std::vector<uint32_t> task_job{};
+};
+
+/// The bytes the flows of each job carried over one link (ReplayOptions::task_job).
+struct LinkLoad {
+  std::string link;          ///< the platform's link name
+  std::vector<double> bytes; ///< per job index
 };
 
 /// A task that finished: its id in the graph and its simulated interval.
@@ -74,6 +85,8 @@ struct ReplayResult {
   std::vector<collectives::Algorithm> algorithm; ///< per task: the algorithm a collective ran (AUTO resolved)
   uint64_t flows = 0;                            ///< point-to-point flows simulated
   uint64_t activities = 0;                       ///< SimGrid activities created
+  /// With ReplayOptions::task_job: every link some flow crossed, by name.
+  std::vector<LinkLoad> link_loads;
 };
 
 class Replay {

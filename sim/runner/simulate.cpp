@@ -183,10 +183,9 @@ bool non_blocking(const ClusterSpec& c) {
          (c.fabric.tiers < 3 || c.fabric.spine_oversubscription <= 1.0);
 }
 
-Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
-                    const SimulateOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Simulation sim;
+StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
+                       const SimulateOptions& options) {
+  StepSetup setup;
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
   // Symmetry sampling, and one rank per EP group, where every node sees the same traffic
   // (docs/engine.md, docs/moe.md "Folding").
@@ -206,27 +205,24 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
                             .list_collective_per_rank = cluster.gpu.list_collective_per_rank,
                             .host_bandwidth = cluster.gpu.host_bandwidth,
                             .distinct_ranks = std::move(distinct)};
-  sim.program = graph::build_step(workload, build);
-  engine::ReplayOptions replay_options{.collective_form = options.collective_form,
+  setup.program = graph::build_step(workload, build);
+  setup.replay = engine::ReplayOptions{.collective_form = options.collective_form,
                                        .algorithms = workload.collectives,
                                        .overlap_slowdown = overlap_slowdown(cluster, table.get())};
   if (symmetric)
-    replay_options.sample_above_ranks = SAMPLE_ABOVE_RANKS;
-  replay_options.sample_ep = fold_ep;
+    setup.replay.sample_above_ranks = SAMPLE_ABOVE_RANKS;
+  setup.replay.sample_ep = fold_ep;
   if (workload.parallel.ep_dispatch == EpDispatch::DEDUPLICATED)
-    replay_options.ep_dedup = {.experts = workload.model.moe.experts,
-                               .top_k = workload.model.moe.top_k,
-                               .groups = workload.model.moe.routing.groups,
-                               .group_top_k = workload.model.moe.routing.group_top_k};
-  engine::Replay replay(sim.program, cluster, replay_options);
-  if (options.progress) {
-    const std::size_t total = sim.program.graph.size();
-    replay.subscribe([&options, total, done = std::size_t{0}](const engine::TaskEvent&) mutable {
-      options.progress(++done, total);
-    });
-  }
+    setup.replay.ep_dedup = {.experts = workload.model.moe.experts,
+                             .top_k = workload.model.moe.top_k,
+                             .groups = workload.model.moe.routing.groups,
+                             .group_top_k = workload.model.moe.routing.group_top_k};
+  return setup;
+}
+
+engine::ReplayResult run_replay(engine::Replay& replay) {
   try {
-    sim.result = replay.run();
+    return replay.run();
   } catch (const engine::AlgorithmNotApplicable& e) {
     // The algorithm was forced by the workload's `collectives` map: bad input, named by its key.
     throw ConfigError("workload key 'collectives." + std::string(graph::to_string(e.group())) +
@@ -235,6 +231,22 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
                       " GPUs of this group (docs/collectives.md lists what each algorithm runs; auto "
                       "picks one that can)");
   }
+}
+
+Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
+                    const SimulateOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Simulation sim;
+  StepSetup setup = prepare_step(cluster, workload, options);
+  sim.program = std::move(setup.program);
+  engine::Replay replay(sim.program, cluster, setup.replay);
+  if (options.progress) {
+    const std::size_t total = sim.program.graph.size();
+    replay.subscribe([&options, total, done = std::size_t{0}](const engine::TaskEvent&) mutable {
+      options.progress(++done, total);
+    });
+  }
+  sim.result = run_replay(replay);
   sim.summary = report::summarize(sim.program, sim.result.start, sim.result.end, cluster, workload);
   sim.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sim;

@@ -67,6 +67,19 @@ inline constexpr int SAMPLE_ABOVE_RANKS = 64;
 /// NICs (its spine is a single crossbar). Symmetry sampling is exact only there.
 bool non_blocking(const ClusterSpec& cluster);
 
+/// What `simulate` replays: the step graph and the replay options (sampling, folding, the
+/// workload's forced algorithms, the overlap slowdown). Precondition: config::check_layout() passed.
+struct StepSetup {
+  graph::StepProgram program;
+  engine::ReplayOptions replay;
+};
+StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
+                       const SimulateOptions& options = {});
+
+/// replay.run(), with a forced algorithm that cannot run its group's operation reported as a
+/// ConfigError naming the workload key `collectives.<group>`.
+engine::ReplayResult run_replay(engine::Replay& replay);
+
 /// Builds, replays and summarizes one step. Precondition: config::check_layout() passed.
 /// At most once per process (SimGrid). Throws SimulationError / ModelError.
 Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,

@@ -457,33 +457,42 @@ void write_names(Events& events, const TraceInput& in, const RankTable& ranks) {
   for (const Rank r : program.simulated_ranks) {
     if (!ranks.has(r))
       continue;
+    // Several jobs: the job's name first, the coordinates of the GPU's rank in its job.
+    const JobLabel* label = in.jobs ? &in.jobs->at(static_cast<size_t>(r)) : nullptr;
+    const graph::RankGrid& g = label ? *label->grid : grid;
+    const Rank c = label ? label->rank : r;
     events.next();
     put_metadata_event(out, "process_name", r, 0, false);
-    out.put("\"name\":\"node ");
+    out.put("\"name\":\"");
+    if (label) {
+      out.put(label->job);
+      out.put(": ");
+    }
+    out.put("node ");
     const int node =
         static_cast<size_t>(r / per_node) < up.size() ? up[static_cast<size_t>(r / per_node)] : r / per_node;
     out.put_int(node);
     out.put(" / GPU ");
     out.put_int(r % per_node);
     out.put(" (dp ");
-    out.put_int(grid.dp_of(r));
+    out.put_int(g.dp_of(c));
     out.put(", pp ");
-    out.put_int(grid.pp_of(r));
+    out.put_int(g.pp_of(c));
     out.put(", tp ");
-    out.put_int(grid.tp_of(r));
-    if (grid.cp > 1) {
+    out.put_int(g.tp_of(c));
+    if (g.cp > 1) {
       out.put(", cp ");
-      out.put_int(grid.cp_of(r));
+      out.put_int(g.cp_of(c));
     }
-    if (grid.ep > 1) {
+    if (g.ep > 1) {
       out.put(", ep ");
-      out.put_int(grid.ep_of(r));
+      out.put_int(g.ep_of(c));
     }
     out.put(")");
-    for (const auto& g : in.cluster.degraded.gpus)
-      if (g.node == node && g.gpu == r % per_node && g.speed < 1.0) { // docs/degraded.md
+    for (const auto& slow : in.cluster.degraded.gpus)
+      if (slow.node == node && slow.gpu == r % per_node && slow.speed < 1.0) { // docs/degraded.md
         char text[48];
-        std::snprintf(text, sizeof text, " [slow: speed %g]", g.speed);
+        std::snprintf(text, sizeof text, " [slow: speed %g]", slow.speed);
         out.put(text);
       }
     out.put("\"}}");

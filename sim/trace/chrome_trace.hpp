@@ -41,6 +41,13 @@ TraceSelection parse_window(const std::string& spec);
 /// "0-7, 64-71" for ascending ranks: runs of consecutive ranks as ranges.
 std::string rank_ranges(const std::vector<graph::Rank>& ranks);
 
+/// Several jobs in one trace (`stepsim jobs`): what a GPU of the shared program is in its job.
+struct JobLabel {
+  std::string job;                       ///< the job's name, put before the GPU's process name
+  const graph::RankGrid* grid = nullptr; ///< the job's grid, whose coordinates the name gives
+  graph::Rank rank = -1;                 ///< the GPU's rank in its job
+};
+
 /// What a trace is drawn from. All references must outlive the call.
 struct TraceInput {
   const graph::StepProgram& program;                  ///< the replayed DAG (finalized)
@@ -50,6 +57,9 @@ struct TraceInput {
   const WorkloadSpec& workload;                       ///< names the run
   const std::vector<CounterSeries>* memory = nullptr; ///< bytes in use per GPU: a "memory" counter track
   TraceSelection selection = {};                      ///< the GPUs and time window drawn
+  /// Per rank of `program` (indexed by rank): its job's label when the program holds several jobs
+  /// whose ranks are the cluster's GPUs; null for one job.
+  const std::vector<JobLabel>* jobs = nullptr;
 };
 
 /// The GPUs a trace of `in` draws: the selection's ranks, or every simulated GPU.

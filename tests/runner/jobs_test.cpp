@@ -1,0 +1,134 @@
+// Several jobs on one fabric (runner::simulate_jobs, docs/jobs.md), against closed forms. Each
+// replay runs in a child process (one SimGrid simulation per process).
+#include "common/specs.hpp"
+#include "common/subprocess.hpp"
+#include "runner/jobs.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace stepsim {
+namespace {
+
+constexpr double NIC_RATE = 25e9 * 0.96; // dgx_cluster's NIC bandwidth x efficiency
+
+/// Four single-GPU nodes, two under each leaf, leaf uplinks 2:1 oversubscribed: an uplink
+/// carries exactly one NIC's rate.
+ClusterSpec two_leaves() {
+  ClusterSpec c = test::dgx_cluster(4, 1, 1);
+  c.fabric.nodes_per_leaf = 2;
+  c.fabric.oversubscription = 2.0;
+  return c;
+}
+
+/// Pure data parallelism over two GPUs, the gradients in one bucket: the step is the compute,
+/// then one DP all-reduce that nothing hides.
+JobPlacement dp_job(const std::string& name, std::vector<int> nodes) {
+  JobPlacement p;
+  p.name = name;
+  p.cluster = two_leaves();
+  p.cluster.nodes = static_cast<int>(nodes.size());
+  p.workload = test::workload(test::small_gpt(2), 1, 1, 2, 1);
+  p.workload.training.dp_bucket = Bytes(1e12);
+  p.nodes = std::move(nodes);
+  return p;
+}
+
+/// A job's DP all-reduces: their payloads summed and their simulated durations summed.
+struct DpTraffic {
+  double bytes = 0;
+  double seconds = 0;
+};
+
+DpTraffic dp_traffic(const runner::JobRun& run) {
+  DpTraffic t;
+  for (graph::TaskId id = 0; id < run.program.graph.size(); ++id) {
+    const graph::Task& task = run.program.graph.task(id);
+    if (task.kind != TaskKind::COMPUTE && task.group == CommGroup::DP) {
+      t.bytes += task.bytes.value();
+      t.seconds += run.end[id].value() - run.start[id].value();
+    }
+  }
+  return t;
+}
+
+/// Step times of every job, then the first job's DP payload, DP time and exposed DP time.
+std::vector<double> simulate(std::vector<JobPlacement> jobs, double share = 0.0) {
+  const test::ChildResult r = test::run_in_child([&] {
+    JobsSpec spec{.source = "test", .cluster = two_leaves(), .background_share = share, .jobs = jobs};
+    const runner::JobsSimulation sim = runner::simulate_jobs(spec);
+    std::vector<double> out;
+    for (const runner::JobRun& run : sim.jobs)
+      out.push_back(run.summary.step_time.value());
+    const DpTraffic dp = dp_traffic(sim.jobs.front());
+    out.insert(out.end(), {dp.bytes, dp.seconds, sim.jobs.front().summary.exposed.dp.value()});
+    return out;
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  return r.values;
+}
+
+// A two-rank ring all-reduce sends S bytes each way over the route between the two nodes. Alone,
+// a job's route crosses its leaf's uplink at exactly the NIC's rate; two jobs placed across the
+// leaves share both uplinks, so each all-reduce runs at half the rate: the step grows by S / rate,
+// the all-reduce's alone transfer time again, as long as nothing hides it (its exposed time).
+TEST(Jobs, CrossLeafJobsSlowEachOtherByTheHalvedUplink) {
+  const std::vector<double> alone = simulate({dp_job("a", {0, 2})});
+  const std::vector<double> shared = simulate({dp_job("a", {0, 2}), dp_job("b", {1, 3})});
+  ASSERT_EQ(alone.size(), 4u);
+  ASSERT_EQ(shared.size(), 5u);
+  const double bytes = alone[1];
+  ASSERT_GT(bytes, 1e8); // comm-heavy enough for latency to be negligible
+  const double transfer = bytes / NIC_RATE;
+  // Alone: the all-reduce is exposed whole and runs at the NIC's rate.
+  EXPECT_NEAR(alone[2], transfer, 0.01 * transfer);
+  EXPECT_NEAR(alone[3], alone[2], 0.01 * alone[2]);
+  // Shared: the same jobs, identical, each slowed by the all-reduce's alone transfer time.
+  EXPECT_EQ(shared[0], shared[1]);
+  EXPECT_NEAR(shared[0] - alone[0], alone[3], 0.02 * transfer);
+  EXPECT_NEAR(shared[3], 2.0 * alone[2], 0.02 * alone[2]);
+}
+
+// Placed inside separate leaves, the jobs share no link: each runs as it does alone, exactly.
+TEST(Jobs, JobsInSeparateLeavesDoNotSlowEachOther) {
+  const std::vector<double> alone = simulate({dp_job("a", {0, 1})});
+  const std::vector<double> shared = simulate({dp_job("a", {0, 1}), dp_job("b", {2, 3})});
+  ASSERT_EQ(shared.size(), 5u);
+  EXPECT_EQ(shared[0], alone[0]);
+  EXPECT_EQ(shared[1], alone[0]);
+}
+
+// Background share 0.5: every inter-node link runs at half its bandwidth, so the comm-bound
+// all-reduce between two nodes takes twice as long (its latency, microseconds, aside).
+TEST(Jobs, HalfBackgroundShareDoublesTheInterNodeCollective) {
+  const std::vector<double> free = simulate({dp_job("a", {0, 1})});
+  const std::vector<double> busy = simulate({dp_job("a", {0, 1})}, 0.5);
+  ASSERT_EQ(busy.size(), 4u);
+  EXPECT_NEAR(busy[2] / free[2], 2.0, 0.01);
+  EXPECT_NEAR(busy[0] - free[0], free[2], 0.01 * free[2]);
+}
+
+// The shared replay counts each job's bytes on the links both cross: both leaf uplinks carry each
+// job's all-reduce payload (S each way, one direction per uplink).
+TEST(Jobs, ContendedLinksCarryEachJobsPayload) {
+  const test::ChildResult r = test::run_in_child([] {
+    JobsSpec spec{.source = "test",
+                  .cluster = two_leaves(),
+                  .background_share = 0.0,
+                  .jobs = {dp_job("a", {0, 2}), dp_job("b", {1, 3})}};
+    const runner::JobsSimulation sim = runner::simulate_jobs(spec);
+    std::vector<double> out = {dp_traffic(sim.jobs[0]).bytes};
+    for (const engine::LinkLoad& l : sim.result.link_loads)
+      if (l.link == "leaf0-up" || l.link == "leaf1-up")
+        out.insert(out.end(), l.bytes.begin(), l.bytes.end());
+    return out;
+  });
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.values.size(), 5u);
+  for (size_t i = 1; i < 5; ++i)
+    EXPECT_NEAR(r.values[i], r.values[0], 1e-6 * r.values[0]);
+}
+
+} // namespace
+} // namespace stepsim
