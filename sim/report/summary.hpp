@@ -7,6 +7,7 @@
 #include "graph/step_builder.hpp"
 #include "report/critical_path.hpp"
 #include "report/memory_timeline.hpp"
+#include "report/variability.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -86,6 +87,9 @@ struct Summary {
   std::optional<TraceNote> trace; ///< set by `run` when it writes a trace
   size_t tasks = 0;
   CriticalPath critical_path; ///< the chain of tasks that sets the step time
+  /// With several steps or kernel noise (docs/variability.md): the step-time distribution. The
+  /// figures above are then the first step's.
+  std::optional<Variability> variability;
 };
 
 /// Computes the summary. `start`/`end` are per task id, in seconds from the step's start.
