@@ -123,6 +123,20 @@ void llama_16k(benchmark::State& state, const char* fabric, Target target) {
           16384, target);
 }
 
+/// Llama 3.1 405B at 8 k tokens (tp 8, pp 16 with 7 layers on the first and last stage, 16
+/// micro-batches) on `dp` x 128 H100s of the rail-optimised SuperPOD, with per-kernel noise of CV
+/// 0.05 over 5 steps (docs/variability.md): every GPU is simulated, nothing folded. dp 128 (16 384
+/// GPUs) is beyond one core's minutes; dp 2 is the benchmarked scale.
+void llama_noisy(benchmark::State& state, int dp, Target target) {
+  std::vector<std::string> args = stepsim_run(
+      "topologies/dgx-h100-superpod.yaml", "workloads/llama3-405b-128k.yaml",
+      {"cluster.nodes=" + std::to_string(16 * dp), "cluster.fabric.kind=rail_optimized", "model.seq_len=8192",
+       "parallel.cp=1", "parallel.pp=16", "parallel.chunk_layers=[7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7]",
+       "batch.global_batch=" + std::to_string(16 * dp), "training.variability.kernel_cv=0.05"});
+  args.insert(args.end(), {"--steps", "5"});
+  measure(state, args, 128 * dp, target);
+}
+
 /// `stepsim collective`: a 1 MiB all-reduce over 4096 A100s with `algorithm` (at most 2 s).
 void all_reduce_4096(benchmark::State& state, const char* algorithm) {
   const std::string src = STEPSIM_SOURCE_DIR;
@@ -367,6 +381,9 @@ BENCHMARK_CAPTURE(llama_16k, rail, "rail_optimized", Target{})
     ->Apply(once);
 BENCHMARK_CAPTURE(llama_16k, fat_tree, "fat_tree", Target{})
     ->Name("scale/llama31_405b_16384h100_fat_tree")
+    ->Apply(once);
+BENCHMARK_CAPTURE(llama_noisy, dp2, 2, Target{.cpu_s = 60.0, .rss_mb = 1024.0})
+    ->Name("variability/llama31_405b_256h100_cv005_5steps")
     ->Apply(once);
 BENCHMARK_CAPTURE(all_reduce_4096, tree, "tree")->Name("collective/all_reduce_1MiB_4096_tree")->Apply(once);
 BENCHMARK_CAPTURE(all_reduce_4096, ring, "ring")->Name("collective/all_reduce_1MiB_4096_ring")->Apply(once);

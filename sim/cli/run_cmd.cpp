@@ -46,6 +46,9 @@ Simulates one training step and prints a summary table.)");
             "draw only what runs between START and END seconds of the step (either may be empty)");
     o.values("--set", sets_, "PATH=VALUE", SET_HELP);
     o.value("--degrade", degrade_file_, "FILE", DEGRADE_HELP);
+    o.value("--steps", steps_, "N",
+            "simulate N consecutive steps (default 1); summary.json's `variability` gives their step-time "
+            "distribution and the other figures are the first step's (docs/variability.md)");
     o.flag("--no-trace", no_trace_, "do not write trace.json");
     o.flag("--csv", csv_,
            "also write DIR/tasks.csv (one row per task; `role` names the collectives outside "
@@ -76,7 +79,7 @@ Simulates one training step and prints a summary table.)");
 
 private:
   std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto", trace_format_ = "json",
-                                                       trace_ranks_, trace_window_, degrade_file_;
+                                                       trace_ranks_, trace_window_, degrade_file_, steps_ = "1";
   std::vector<std::string> sets_;
   bool no_trace_ = false, csv_ = false, html_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
        explain_ = false, fail_on_oom_ = false, progress_ = false, json_ = false;
@@ -123,6 +126,20 @@ html::PageInput run_page(const Job& job, const report::Summary& summary, const t
 
 } // namespace
 
+/// --steps: an integer in [1, MAX_STEPS]. Throws ConfigError naming the option.
+int parse_steps(const std::string& text) {
+  constexpr int MAX_STEPS = 100'000;
+  try {
+    size_t used = 0;
+    const int v = std::stoi(text, &used);
+    if (used == text.size() && v >= 1 && v <= MAX_STEPS)
+      return v;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError("--steps: expected an integer in [1, " + std::to_string(MAX_STEPS) + "], got '" + text +
+                    "'");
+}
+
 std::unique_ptr<Command> run_command(Options& options) {
   return std::make_unique<RunCommand>(options);
 }
@@ -134,6 +151,7 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
   const runner::SimulateOptions options{.collective_form = parse_collective_form(collectives_),
                                         .fold_dp = !no_fold_,
                                         .sample_collectives = !no_sampling_,
+                                        .steps = parse_steps(steps_),
                                         .progress = show_progress ? progress_line(err) : nullptr};
   if (csv_ && out_dir_.empty())
     throw ConfigError("--csv writes DIR/tasks.csv: give --out DIR");

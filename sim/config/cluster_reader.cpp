@@ -230,6 +230,7 @@ void read_gpu(const Document& doc, const MapReader& gpu, GpuSpec& g) {
   optional_key(gpu, "host_bandwidth", [&](const Field& f) { g.host_bandwidth = read_bandwidth(f); });
   optional_key(gpu, "host_memory", [&](const Field& f) { g.host_memory = read_bytes(f); });
   optional_key(gpu, "pass_overhead", [&](const Field& f) { g.pass_overhead = read_duration(f); });
+  optional_key(gpu, "kernel_cv", [&](const Field& f) { g.kernel_cv = read_number(f); });
   optional_key(gpu, "list_collective_per_rank",
                [&](const Field& f) { g.list_collective_per_rank = read_duration(f); });
   read_gpu_variant(doc, gpu, g);

@@ -169,6 +169,10 @@ constexpr Key CLUSTER_KEYS[] = {
      "absent = not given; required by `training.offload_layers`", "",
      "GPU ↔ host memory per direction and GPU (PCIe, NVLink-C2C): the rate of activation offloading "
      "([model.md](model.md))"},
+    {"gpu.kernel_cv", number_in(0, 1, "the sanity limit"), OPTIONAL, "0", "", "",
+     "coefficient of variation of each compute task's time on this GPU kind: each duration is "
+     "multiplied by a seeded lognormal factor of mean 1 ([variability.md](variability.md); "
+     "`training.variability.kernel_cv` overrides it)"},
     {"gpu.host_memory", positive_byte_size(), OPTIONAL, "", "absent = not checked", "",
      "host memory per GPU (the node's RAM over its GPUs): the offloaded activations must fit in it "
      "too, or the layout does not fit (`memory.host_offload_bytes`, `memory.oom.host_over_by_bytes`)"},
@@ -557,6 +561,15 @@ constexpr Key WORKLOAD_KEYS[] = {
      "the framework ([stacks.md](stacks.md))"},
     {"training.stack.version", string(), OPTIONAL, "", "the preset's newest", "one of the preset's versions",
      "the release, e.g. `\"24.07\"` for NeMo ([stacks.md](stacks.md))"},
+    {"training.variability", mapping(), OPTIONAL, "", "absent = the GPU's `gpu.kernel_cv`, seed 0", "",
+     "per-kernel time noise ([variability.md](variability.md)); with it and `stepsim run --steps N`, "
+     "summary.json's `variability` gives the step-time distribution"},
+    {"training.variability.kernel_cv", number_in(0, 1, "the sanity limit"), OPTIONAL, "",
+     "**the GPU's** `gpu.kernel_cv`", "",
+     "coefficient of variation of each compute task's time: its duration is multiplied by a lognormal "
+     "factor of mean 1 drawn for (seed, step, rank, task) (negative in the spec = unset)"},
+    {"training.variability.seed", integer(0, INT_LIMIT), OPTIONAL, "0", "", "",
+     "the noise's seed: the same seed gives the same draws and byte-identical outputs"},
     {"collectives", mapping(), OPTIONAL, "", "", "",
      "the algorithm forced per communication group (`collectives`; docs/collectives.md)"},
     {"collectives.tp", enumeration({"auto", "ring", "tree", "hierarchical", "nvls", "pairwise"}), OPTIONAL,

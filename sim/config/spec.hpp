@@ -98,6 +98,10 @@ struct GpuSpec {
   /// launched per rank). Charged to ZeRO-3's collectives under training.zero3_fetch: blocking,
   /// the implementations that gather that way (docs/model.md). >= 0, default 0.
   Seconds list_collective_per_rank = Seconds(0.0);
+  /// Coefficient of variation of each compute task's time on this GPU kind (docs/variability.md):
+  /// every task's duration is multiplied by a lognormal factor of mean 1 and this CV. >= 0,
+  /// default 0 (no noise); `training.variability.kernel_cv` overrides it.
+  double kernel_cv = 0;
   /// GPU <-> host memory bandwidth per direction and GPU (PCIe, or NVLink-C2C on Grace
   /// superchips): the rate of activation offloading. 0 = not given.
   BytesPerSec host_bandwidth = BytesPerSec(0.0);
@@ -427,6 +431,18 @@ struct RecomputeModules {
   bool operator==(const RecomputeModules&) const = default;
 };
 
+/// Step-time variability (training.variability, docs/variability.md).
+struct VariabilitySpec {
+  /// Coefficient of variation of each compute task's time; negative = the GPU's `gpu.kernel_cv`.
+  double kernel_cv = -1;
+  int64_t seed = 0; ///< the noise's seed: same seed, same draws
+  /// The CV in effect: this one when set, else the GPU kind's.
+  [[nodiscard]] double cv_or(double gpu_kernel_cv) const {
+    return kernel_cv >= 0 ? kernel_cv : gpu_kernel_cv;
+  }
+  bool operator==(const VariabilitySpec&) const = default;
+};
+
 struct TrainingSpec {
   Bytes dp_bucket = Bytes(25.0 * 1024 * 1024); ///< DP gradient bucket size
   double optimizer_bytes_per_param = 12;       ///< fp32 master + Adam m + v
@@ -474,6 +490,7 @@ struct TrainingSpec {
   /// model chunk move their stored activations to host memory during the forward and bring them
   /// back before their backward (docs/model.md). 0 = none; no recomputation with it.
   int64_t offload_layers = 0;
+  VariabilitySpec variability; ///< per-kernel time noise (docs/variability.md)
   bool operator==(const TrainingSpec&) const = default;
 };
 

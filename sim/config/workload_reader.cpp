@@ -331,6 +331,13 @@ void read_training(const MapReader& m, TrainingSpec& t) {
   optional_key(m, "recompute_layers", [&](const Field& f) { t.recompute_layers = read_integer(f); });
 }
 
+/// training.variability (docs/variability.md): the per-kernel noise's CV and seed.
+void read_variability(const Field& f, VariabilitySpec& v) {
+  const auto m = f.map(keys_of(File::WORKLOAD, "training.variability"));
+  optional_key(m, "kernel_cv", [&](const Field& k) { v.kernel_cv = read_number(k); });
+  optional_key(m, "seed", [&](const Field& k) { v.seed = read_integer(k); });
+}
+
 /// training.stack (docs/stacks.md): a preset and one of its versions (the newest when not given).
 void read_stack(const Field& f, StackSpec& stack) {
   const auto m = f.map(keys_of(File::WORKLOAD, "training.stack"));
@@ -415,6 +422,8 @@ WorkloadSpec read_workload(const Document& doc) {
   if (training) {
     read_training(*training, w.training);
     optional_key(*training, "stack", [&](const Field& f) { read_stack(f, w.stack); });
+    optional_key(*training, "variability",
+                 [&](const Field& f) { read_variability(f, w.training.variability); });
     if (doc.clean())
       doc.attempt([&] { check_training(*training, w); });
   }

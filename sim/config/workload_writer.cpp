@@ -221,6 +221,10 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.offload_layers"] = std::to_string(t.offload_layers);
   if (t.recompute_layers != def.recompute_layers)
     v["training.recompute_layers"] = std::to_string(t.recompute_layers);
+  if (t.variability.kernel_cv >= 0)
+    v["training.variability.kernel_cv"] = number(t.variability.kernel_cv);
+  if (t.variability.seed != def.variability.seed)
+    v["training.variability.seed"] = std::to_string(t.variability.seed);
 }
 
 /// The stack (training.stack) and every mechanism key the spec marks as its own (StackSpec::

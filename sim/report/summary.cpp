@@ -481,6 +481,25 @@ void write_summary_json(std::ostream& out, const Summary& s) {
                      {"straggler_wait_s",
                       ordered_json{{"tp", w[0]}, {"pp", w[1]}, {"dp", w[2]}, {"ep", w[3]}, {"cp", w[4]}}}};
   }
+  if (s.variability) {
+    const Variability& v = *s.variability;
+    ordered_json times = ordered_json::array();
+    for (const Seconds& t : v.step_times)
+      times.push_back(t.value());
+    ordered_json slowest = ordered_json::array();
+    for (const auto& [rank, count] : v.slowest_ranks)
+      slowest.push_back(ordered_json{{"gpu", rank}, {"steps", count}});
+    j["variability"] = ordered_json{{"steps", v.steps},
+                                    {"kernel_cv", v.kernel_cv},
+                                    {"seed", v.seed},
+                                    {"step_time_s", ordered_json{{"mean", v.mean.value()},
+                                                                 {"p50", v.p50.value()},
+                                                                 {"p90", v.p90.value()},
+                                                                 {"p99", v.p99.value()},
+                                                                 {"max", v.max.value()}}},
+                                    {"step_times_s", times},
+                                    {"slowest_gpus", slowest}};
+  }
   out << j.dump(2) << '\n';
 }
 
@@ -551,6 +570,22 @@ void print_summary_table(std::ostream& out, const Summary& s) {
         << "  " << gib(peak) << "  " << human_time(st.compute.value()) << "   "
         << human_time(st.exposed.tp.value()) << " / " << human_time(st.exposed.pp.value()) << " / "
         << human_time(st.exposed.dp.value()) << '\n';
+  }
+  if (s.variability) {
+    const Variability& v = *s.variability;
+    out << "  over " << v.steps << " steps" << fmt_double(" (kernel CV %g", v.kernel_cv) << ", seed "
+        << v.seed << "; the figures above are the first step's)\n";
+    row("step time mean", human_time(v.mean.value()));
+    row("step time p50 / p90 / p99",
+        human_time(v.p50.value()) + " / " + human_time(v.p90.value()) + " / " + human_time(v.p99.value()));
+    row("step time max", human_time(v.max.value()));
+    std::string slowest;
+    for (size_t i = 0; i < v.slowest_ranks.size() && i < 5; ++i)
+      slowest += (i ? ", " : "") + ("GPU " + std::to_string(v.slowest_ranks[i].first)) + " (" +
+                 std::to_string(v.slowest_ranks[i].second) + ")";
+    if (v.slowest_ranks.size() > 5)
+      slowest += ", ...";
+    row("last to finish (steps)", slowest.empty() ? "-" : slowest);
   }
   if (s.trace) {
     const TraceNote& t = *s.trace;

@@ -8,6 +8,7 @@
 #include "report/critical_path.hpp"
 #include "report/memory_timeline.hpp"
 #include "report/straggler.hpp"
+#include "report/variability.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -89,6 +90,9 @@ struct Summary {
   CriticalPath critical_path; ///< the chain of tasks that sets the step time
   /// On a degraded cluster (docs/degraded.md): the slow GPUs and what the others waited on them.
   std::optional<StragglerReport> degraded;
+  /// With several steps or kernel noise (docs/variability.md): the step-time distribution. The
+  /// figures above are then the first step's.
+  std::optional<Variability> variability;
 };
 
 /// Computes the summary. `start`/`end` are per task id, in seconds from the step's start.

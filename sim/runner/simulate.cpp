@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -183,10 +184,16 @@ bool non_blocking(const ClusterSpec& c) {
          (c.fabric.tiers < 3 || c.fabric.spine_oversubscription <= 1.0);
 }
 
+double kernel_cv(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+  return workload.training.variability.cv_or(cluster.gpu.kernel_cv);
+}
+
 StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                        const SimulateOptions& options) {
   StepSetup setup;
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
+  // With noise no two GPUs are alike: every rank is simulated (docs/variability.md).
+  const bool fold_dp = options.fold_dp && !(kernel_cv(cluster, workload) > 0);
   // Symmetry sampling, and one rank per EP group, where every node sees the same traffic
   // (docs/engine.md, docs/moe.md "Folding").
   // A degraded cluster (docs/degraded.md): the units holding a degraded rank are simulated too.
@@ -194,10 +201,10 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
   // sampling stays; a degraded NIC, leaf or link turns it off (the nodes no longer all see the
   // same traffic). One rank per EP group stands for its group only when all ranks are alike.
   std::vector<graph::Rank> distinct = topology::degraded_ranks(cluster, workload.num_gpus());
-  const bool symmetric = options.fold_dp && options.sample_collectives && non_blocking(cluster) &&
-                         !topology::network_degraded(cluster);
+  const bool symmetric =
+      fold_dp && options.sample_collectives && non_blocking(cluster) && !topology::network_degraded(cluster);
   const bool fold_ep = symmetric && workload.parallel.ep > 1 && distinct.empty();
-  graph::BuildOptions build{.fold_dp = options.fold_dp,
+  graph::BuildOptions build{.fold_dp = fold_dp,
                             .fold_ep = fold_ep,
                             .gpus_per_node = cluster.gpus_per_node,
                             .compute_time = compute_time_model(cluster, workload, table),
@@ -239,15 +246,37 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
   Simulation sim;
   StepSetup setup = prepare_step(cluster, workload, options);
   sim.program = std::move(setup.program);
-  engine::Replay replay(sim.program, cluster, setup.replay);
+  const graph::StepsOptions steps{.steps = options.steps,
+                                  .kernel_cv = kernel_cv(cluster, workload),
+                                  .seed = static_cast<uint64_t>(workload.training.variability.seed)};
+  const bool noisy = steps.kernel_cv > 0;
+  const bool series = noisy || options.steps != 1;
+  // Several steps, or noisy ones: one DAG of the steps in a row (graph::repeat_steps).
+  const graph::StepProgram chained = series ? graph::repeat_steps(sim.program, steps) : graph::StepProgram{};
+  const graph::StepProgram& replayed = series ? chained : sim.program;
+  engine::Replay replay(replayed, cluster, setup.replay);
   if (options.progress) {
-    const std::size_t total = sim.program.graph.size();
+    const std::size_t total = replayed.graph.size();
     replay.subscribe([&options, total, done = std::size_t{0}](const engine::TaskEvent&) mutable {
       options.progress(++done, total);
     });
   }
   sim.result = run_replay(replay);
+  std::optional<report::Variability> variability;
+  if (series) {
+    // The outputs describe the first step: its tasks, its draws, its times.
+    const graph::StepSeries s = graph::step_series(sim.program, options.steps, sim.result.end);
+    if (noisy)
+      sim.program = graph::noisy_step(sim.program, steps, 0);
+    const size_t n = sim.program.graph.size();
+    sim.result.start.resize(n);
+    sim.result.end.resize(n);
+    sim.result.algorithm.resize(n);
+    sim.result.step_time = s.step_times.front();
+    variability = report::variability_of(s, steps.kernel_cv, workload.training.variability.seed);
+  }
   sim.summary = report::summarize(sim.program, sim.result.start, sim.result.end, cluster, workload);
+  sim.summary.variability = std::move(variability);
   sim.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sim;
 }

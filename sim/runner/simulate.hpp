@@ -6,6 +6,7 @@
 #include "config/spec.hpp"
 #include "engine/replay.hpp"
 #include "graph/step_builder.hpp"
+#include "graph/steps.hpp"
 #include "kernels/kernel_shape.hpp"
 #include "kernels/kernel_table.hpp"
 #include "report/summary.hpp"
@@ -22,6 +23,10 @@ struct SimulateOptions {
   /// With fold_dp on a non-blocking fabric, run only the flows of large collectives that touch
   /// nodes hosting simulated ranks (docs/engine.md, "Symmetry sampling").
   bool sample_collectives = true;
+  /// Consecutive steps simulated (docs/variability.md): with more than one, or with kernel noise
+  /// (training.variability, gpu.kernel_cv), the summary gains the step-time distribution and its
+  /// other figures are the first step's.
+  int steps = 1;
   /// Called after each replayed task with (tasks done, tasks in all); none when empty.
   std::function<void(std::size_t, std::size_t)> progress = {};
 };
@@ -80,8 +85,13 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
 /// ConfigError naming the workload key `collectives.<group>`.
 engine::ReplayResult run_replay(engine::Replay& replay);
 
-/// Builds, replays and summarizes one step. Precondition: config::check_layout() passed.
-/// At most once per process (SimGrid). Throws SimulationError / ModelError.
+/// The per-kernel noise's CV in effect: training.variability.kernel_cv when set, else
+/// gpu.kernel_cv.
+double kernel_cv(const ClusterSpec& cluster, const WorkloadSpec& workload);
+
+/// Builds, replays and summarizes one step (options.steps of them, docs/variability.md). With
+/// kernel noise every GPU runs its own draws, so no DP replica, CP or EP rank is folded. Precondition:
+/// config::check_layout() passed. At most once per process (SimGrid). Throws SimulationError / ModelError.
 Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
                     const SimulateOptions& options = {});
 

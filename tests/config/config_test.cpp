@@ -335,6 +335,37 @@ TEST_F(ConfigTest, ReadsPassOverhead) {
   expect_contains(cluster_error(bad), {in_cluster(bad, "pass_overhead: ^soon"), "key 'gpu.pass_overhead'"});
 }
 
+// training.variability (docs/variability.md): kernel_cv in [0, 1] and a seed; unset, the CV is
+// the GPU kind's gpu.kernel_cv (default 0). Bad values name file:line:col and the key.
+TEST_F(ConfigTest, ReadsVariability) {
+  const WorkloadSpec plain = workload(WORKLOAD);
+  EXPECT_LT(plain.training.variability.kernel_cv, 0.0); // unset
+  EXPECT_EQ(plain.training.variability.seed, 0);
+  EXPECT_DOUBLE_EQ(cluster(CLUSTER).gpu.kernel_cv, 0.0);
+  const std::string yaml = WORKLOAD + "training:\n  variability: {kernel_cv: 0.05, seed: 12}\n";
+  const WorkloadSpec w = workload(yaml);
+  EXPECT_DOUBLE_EQ(w.training.variability.kernel_cv, 0.05);
+  EXPECT_EQ(w.training.variability.seed, 12);
+  EXPECT_DOUBLE_EQ(w.training.variability.cv_or(0.3), 0.05);
+  EXPECT_DOUBLE_EQ(plain.training.variability.cv_or(0.3), 0.3);
+  const WorkloadSpec overridden = workload(WORKLOAD, {set("training.variability.kernel_cv=0.1")});
+  EXPECT_DOUBLE_EQ(overridden.training.variability.kernel_cv, 0.1);
+  const ClusterSpec c =
+      cluster(replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: 0.85\n  kernel_cv: 0.02"));
+  EXPECT_DOUBLE_EQ(c.gpu.kernel_cv, 0.02);
+
+  const std::string negative = WORKLOAD + "training:\n  variability: {kernel_cv: -0.1}\n";
+  expect_contains(workload_error(negative),
+                  {in_workload(negative, "kernel_cv: ^-0.1"), "key 'training.variability.kernel_cv'"});
+  const std::string seed = WORKLOAD + "training:\n  variability: {seed: 1.5}\n";
+  expect_contains(workload_error(seed), {in_workload(seed, "seed: ^1.5"), "key 'training.variability.seed'"});
+  const std::string unknown = WORKLOAD + "training:\n  variability: {kernel_vc: 0.1}\n";
+  expect_contains(workload_error(unknown), {in_workload(unknown, "{^kernel_vc"), "kernel_cv"});
+  const std::string gpu =
+      replace(CLUSTER, "memory_efficiency: 0.85", "memory_efficiency: 0.85\n  kernel_cv: 2");
+  expect_contains(cluster_error(gpu), {in_cluster(gpu, "kernel_cv: ^2"), "key 'gpu.kernel_cv'"});
+}
+
 TEST_F(ConfigTest, LocationsAreOneBased) {
   // "nodes: 0" is on the 2nd line, its value in the 8th column.
   const std::string msg = cluster_error(replace(CLUSTER, "nodes: 2\n", "nodes: 0\n"));

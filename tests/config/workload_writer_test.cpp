@@ -127,6 +127,7 @@ TEST(WorkloadWriter, WritesRequiredKeysAndWhatDiffersFromTheDefaults) {
   w.training.dp_bucket = Bytes(50.0 * 1024 * 1024);
   w.parallel.chunk_layers = {1, 3};
   w.parallel.pp = 2;
+  w.training.variability = {.kernel_cv = 0.05, .seed = 3};
   const std::string text = config::workload_yaml(w);
   EXPECT_NE(text.find("  mlp: swiglu\n  bias: true\n  moe:\n    experts: 8\n    top_k: 2\n    routing:\n"
                       "      groups: 4\n      group_top_k: 2\n"),
@@ -138,6 +139,7 @@ TEST(WorkloadWriter, WritesRequiredKeysAndWhatDiffersFromTheDefaults) {
                       "  recompute_modules: [core_attn, layernorm]\n"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("  variability:\n    kernel_cv: 0.05\n    seed: 3\n"), std::string::npos) << text;
   WorkloadSpec back = load_text(text);
   back.source.clear();
   EXPECT_TRUE(back == w) << text;

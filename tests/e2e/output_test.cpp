@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -210,4 +212,47 @@ TEST(Output, TraceFormatRanksAndWindow) {
           .code,
       2); // nothing to shape without --out
   fs::remove_all(dir);
+}
+
+// `run --steps N` and per-kernel noise (docs/variability.md): summary.json's `variability` holds
+// N step times whose mean and nearest-rank quantiles it states (p50 of 4 values: the 2nd
+// smallest; p90, p99 and max: the 4th), and the same seed gives the same bytes. Without it (one
+// noiseless step) the key is absent. A bad --steps or CV exits 2 naming the option or key.
+TEST(Output, StepsGiveTheStepTimeDistribution) {
+  const std::string base = "run" + pair("dgx-h100", "tiny-gpt") + " --set cluster.nodes=1 --json";
+  const std::string noisy = base + " --set training.variability.kernel_cv=0.05 --steps 4";
+  const Result a = stdout_of(noisy);
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(stdout_of(noisy).out, a.out);
+  EXPECT_NE(stdout_of(noisy + " --set training.variability.seed=1").out, a.out);
+  const json j = json::parse(a.out);
+  ASSERT_TRUE(j.contains("variability"));
+  const json& v = j["variability"];
+  EXPECT_EQ(v["steps"], 4);
+  EXPECT_EQ(v["kernel_cv"], 0.05);
+  std::vector<double> times = v["step_times_s"].get<std::vector<double>>();
+  ASSERT_EQ(times.size(), 4u);
+  EXPECT_EQ(j["step_time_s"].get<double>(), times[0]);
+  double sum = 0;
+  for (const double t : times)
+    sum += t;
+  EXPECT_DOUBLE_EQ(v["step_time_s"]["mean"].get<double>(), sum / 4);
+  std::sort(times.begin(), times.end());
+  EXPECT_EQ(v["step_time_s"]["p50"].get<double>(), times[1]);
+  EXPECT_EQ(v["step_time_s"]["p90"].get<double>(), times[3]);
+  EXPECT_EQ(v["step_time_s"]["max"].get<double>(), times[3]);
+  int counted = 0;
+  for (const json& s : v["slowest_gpus"])
+    counted += s["steps"].get<int>();
+  EXPECT_EQ(counted, 4);
+  EXPECT_EQ(j["simulated_gpus"], 8); // noise: nothing folded
+  EXPECT_FALSE(json_of(base).contains("variability"));
+
+  const Result zero = run_stepsim(base + " --steps 0");
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_NE(zero.out.find("--steps: expected an integer in [1, 100000], got '0'"), std::string::npos)
+      << zero.out;
+  const Result cv = run_stepsim(base + " --set training.variability.kernel_cv=1.5");
+  EXPECT_EQ(cv.code, 2);
+  EXPECT_NE(cv.out.find("training.variability.kernel_cv"), std::string::npos) << cv.out;
 }
