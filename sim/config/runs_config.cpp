@@ -273,8 +273,8 @@ void read_fsdp(const MapReader& s, MeasuredParallelism& p) {
 
 void read_parallelism(const MapReader& m, std::vector<std::string>& ignored, MeasuredParallelism& p) {
   auto s = opt_map(m, "parallelism",
-                   {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "chunk_layers", "sp",
-                    "zero_stage", "fsdp", "virtual_pp", "schedule"},
+                   {"tp", "pp", "dp", "cp", "ep", "etp", "ep_overlap", "ep_dispatch", "tp_comm_overlap",
+                    "chunk_layers", "sp", "zero_stage", "fsdp", "virtual_pp", "schedule"},
                    ignored);
   if (!s)
     return;
@@ -288,6 +288,8 @@ void read_parallelism(const MapReader& m, std::vector<std::string>& ignored, Mea
   p.virtual_pp = opt_count(*s, "virtual_pp");
   if (auto f = s->find("ep_overlap"); f && !is_null(*f))
     p.ep_overlap = f->boolean();
+  if (auto f = s->find("tp_comm_overlap"); f && !is_null(*f))
+    p.tp_comm_overlap = f->boolean();
   read_chunk_layers(*s, p);
   if (auto f = s->find("ep_dispatch"); f && !is_null(*f)) {
     p.ep_dispatch = f->scalar("all_to_all or deduplicated");

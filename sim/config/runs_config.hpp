@@ -52,6 +52,8 @@ struct MeasuredParallelism {
   std::string zero_stage;     ///< as written ("3", "1 (BF16_Optimizer ...)", "FSDP FULL_SHARD"), "" = null
   std::optional<bool> fsdp;
   std::optional<bool> ep_overlap; ///< combined 1F1B all-to-all overlap (an extension of the schema)
+  std::optional<bool>
+      tp_comm_overlap; ///< pipelined TP communication as the recipe sets it (an extension of the schema)
   std::string
       ep_dispatch; ///< "deduplicated" (DeepEP / HybridEP) or "all_to_all" (an extension), "" = not given
   std::vector<int64_t>

@@ -175,6 +175,10 @@ constexpr StackDefault TORCHTITAN_0_1[] = {
     {FLASH_ATTENTION, true, ALWAYS, "models use scaled_dot_product_attention (FlashAttention kernel)"},
     {SP, true, TP_SPLITS_SEQUENCE,
      "models/llama3/infra/parallelize.py: the TP plan shards the norms with SequenceParallel()"},
+    {TP_GRAD_OVERLAP, false, TP,
+     "torch.distributed.tensor.parallel (ColwiseParallel, PrepareModuleInput): the input gradient's "
+     "reduce-scatter is the backward of a DTensor redistribute, which autograd runs after the linear's "
+     "whole backward node (input and weight gradient matmuls)"},
     {ZERO_STAGE, 3, ALWAYS,
      "config_manager.py parallelism.data_parallel_shard_degree = -1: fully_shard over DP"},
     {GRAD_REDUCE_IN_FP32, true, ZERO3_BF16,

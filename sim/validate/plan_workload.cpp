@@ -436,12 +436,16 @@ void map_stated_options(Draft& d, const config::StackVersion* version) {
   }
   // Pipelined TP communication needs sequence parallelism (Megatron asserts it with
   // --tp-comm-overlap; PyTorch's async TP runs on the SP-sharded activations): stated, it implies sp.
-  if (stated.tp_comm_overlap && w.parallel.tp > 1 && w.model.seq_len % w.parallel.tp == 0) {
+  // The record's parallelism.tp_comm_overlap (the recipe's setting) wins over the framework text.
+  const std::optional<bool> recorded = d.run.parallelism.tp_comm_overlap;
+  const bool overlap = recorded.value_or(stated.tp_comm_overlap);
+  if (overlap && w.parallel.tp > 1 && w.model.seq_len % w.parallel.tp == 0) {
     if (!w.parallel.sp)
       d.plan.defaults.emplace_back("sp=true (TP communication overlap needs it)");
     w.parallel.sp = true;
     w.parallel.tp_comm_overlap = true;
-    d.plan.defaults.emplace_back("tp_comm_overlap=true (the framework text names it)");
+    if (!recorded)
+      d.plan.defaults.emplace_back("tp_comm_overlap=true (the framework text names it)");
   }
 }
 

@@ -143,6 +143,9 @@ TEST_F(StackTest, FsdpTrainersExpand) {
   EXPECT_TRUE(titan.training.grad_reduce_in_fp32);
   EXPECT_TRUE(titan.parallel.sp);
   EXPECT_TRUE(titan.training.flash_attention);
+  // DTensor's TP: the input gradient's reduce-scatter after the linear's whole backward.
+  EXPECT_FALSE(titan.parallel.tp_grad_overlap);
+  EXPECT_EQ(origin(titan, StackKey::TP_GRAD_OVERLAP), StackOrigin::STACK);
   // torchtitan runs eagerly unless compiled, and its async TP is off by default.
   EXPECT_EQ(titan.training.pointwise, Pointwise::EAGER);
   EXPECT_EQ(origin(titan, StackKey::POINTWISE), StackOrigin::STACK);
@@ -159,6 +162,7 @@ TEST_F(StackTest, FsdpTrainersExpand) {
   const WorkloadSpec no_tp =
       expanded(workload_text("  tp: 1\n  pp: 1\n", "  stack: {name: torchtitan, version: \"0.1\"}\n"));
   EXPECT_EQ(origin(no_tp, StackKey::TP_COMM_OVERLAP), StackOrigin::BUILT_IN);
+  EXPECT_EQ(origin(no_tp, StackKey::TP_GRAD_OVERLAP), StackOrigin::BUILT_IN);
   const WorkloadSpec composer =
       expanded(workload_text("  tp: 1\n  pp: 1\n", "  stack: {name: composer, version: \"0.3\"}\n"));
   EXPECT_EQ(composer.parallel.zero_stage, 3);

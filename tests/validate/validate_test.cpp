@@ -970,6 +970,31 @@ TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
   fs::remove_all(d);
 }
 
+// A record's parallelism.tp_comm_overlap (the recipe's setting) turns the pipelined TP
+// communication on, with sp, and wins over the framework text either way.
+TEST(Plan, RecordStatesTpCommOverlap) {
+  const fs::path d = temp_dir("tpoverlap");
+  const auto plan_for = [&](const std::string& stated, const std::string& framework) {
+    std::string text = "runs:\n" + small_run("t", "bf16");
+    text.replace(text.find("sp: 1, "), 7, stated.empty() ? "" : "tp_comm_overlap: " + stated + ", ");
+    text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
+    return plan_first(d, text, false);
+  };
+  validate::RunPlan p = plan_for("true", "Megatron-LM");
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_TRUE(p.workload.parallel.tp_comm_overlap);
+  EXPECT_TRUE(p.workload.parallel.sp);
+  p = plan_for("", "Megatron-LM");
+  EXPECT_FALSE(p.workload.parallel.tp_comm_overlap);
+  EXPECT_FALSE(p.workload.parallel.sp);
+  // The framework text alone names it; the record's false overrides it.
+  p = plan_for("", "Megatron-LM (--tp-comm-overlap)");
+  EXPECT_TRUE(p.workload.parallel.tp_comm_overlap);
+  p = plan_for("false", "Megatron-LM (--tp-comm-overlap)");
+  EXPECT_FALSE(p.workload.parallel.tp_comm_overlap);
+  fs::remove_all(d);
+}
+
 // A 40 GB A100 (by name or by gpu_mem_gb) maps to its own profile and topology: its HBM is 40 GB
 // at 1555 GB/s, not the 80 GB part's 2039 GB/s. A B200 has its own; a GB200 none.
 TEST(Plan, GpuVariantsHaveTheirOwnTopologies) {
