@@ -78,8 +78,8 @@ Simulates one training step and prints a summary table.)");
   int run(std::ostream& out, std::ostream& err) override;
 
 private:
-  std::string cluster_file_, workload_file_, out_dir_, collectives_ = "auto", trace_format_ = "json",
-                                                       trace_ranks_, trace_window_, degrade_file_, steps_ = "1";
+  std::string cluster_file_, workload_file_, out_dir_,
+      collectives_ = "auto", trace_format_ = "json", trace_ranks_, trace_window_, degrade_file_, steps_ = "1";
   std::vector<std::string> sets_;
   bool no_trace_ = false, csv_ = false, html_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
        explain_ = false, fail_on_oom_ = false, progress_ = false, json_ = false;
