@@ -7,6 +7,7 @@
 #include "config/config.hpp"
 #include "model/memory.hpp"
 #include "planner/planner.hpp"
+#include "report/ledger.hpp"
 #include "report/memory_timeline.hpp"
 #include "report/summary.hpp"
 
@@ -34,44 +35,9 @@ std::string params_text(double n) {
   return buf;
 }
 
-/// One pipeline stage's ledger and whether it fits.
-struct StageMemory {
-  model::MemoryLedger ledger;
-  int64_t params_per_gpu = 0; ///< parameters one GPU of the stage holds (before ZeRO sharding)
-  int in_flight = 0;          ///< micro-batches whose activations it holds at its peak
-  bool fits = true;
-};
-
-/// The ledger of every stage and the verdict.
-struct MemoryView {
-  report::ParameterCounts parameters;
-  std::vector<StageMemory> stages;
-  Bytes host{0.0}; ///< offloaded activations, the most any stage holds
-  bool host_fits = true;
-  bool fits = true;
-};
-
-MemoryView memory_view(const ClusterSpec& cluster, const WorkloadSpec& w) {
-  MemoryView v;
-  v.parameters = report::parameter_counts(w);
-  for (int p = 0; p < w.parallel.pp; ++p) {
-    StageMemory s{.ledger = model::static_memory(w, cluster.gpu, p),
-                  .params_per_gpu = v.parameters.per_gpu_by_stage[static_cast<size_t>(p)],
-                  .in_flight = static_cast<int>(model::in_flight_micro_batches(w, p))};
-    s.fits = s.ledger.peak() <= cluster.gpu.hbm_capacity;
-    v.host = std::max(v.host, s.ledger.host);
-    v.fits = v.fits && s.fits;
-    v.stages.push_back(s);
-  }
-  if (v.host.value() > 0) {
-    v.host_fits = cluster.gpu.host_memory.value() <= 0 || v.host <= cluster.gpu.host_memory;
-    v.fits = v.fits && v.host_fits;
-  }
-  return v;
-}
-
 /// The `stepsim.memory/1` document (docs/output.md).
-nlohmann::ordered_json memory_json(const ClusterSpec& cluster, const WorkloadSpec& w, const MemoryView& v) {
+nlohmann::ordered_json memory_json(const ClusterSpec& cluster, const WorkloadSpec& w,
+                                   const report::MemoryView& v) {
   using nlohmann::ordered_json;
   ordered_json j = document_head("stepsim.memory/1", cluster, w.name);
   j["layout"] = layout_json(w);
@@ -80,30 +46,15 @@ nlohmann::ordered_json memory_json(const ClusterSpec& cluster, const WorkloadSpe
                                  {"per_gpu_by_stage", v.parameters.per_gpu_by_stage}};
   j["capacity_bytes"] = cluster.gpu.hbm_capacity.value();
   j["host_capacity_bytes"] = cluster.gpu.host_memory.value();
-  ordered_json stages = ordered_json::array();
-  for (size_t p = 0; p < v.stages.size(); ++p) {
-    const StageMemory& s = v.stages[p];
-    const model::MemoryLedger& l = s.ledger;
-    stages.push_back(ordered_json{{"stage", p},
-                                  {"params_per_gpu", s.params_per_gpu},
-                                  {"weights_bytes", l.weights.value()},
-                                  {"gradients_bytes", l.gradients.value()},
-                                  {"optimizer_bytes", l.optimizer.value()},
-                                  {"activations_bytes", l.activations.value()},
-                                  {"other_bytes", l.other().value()},
-                                  {"peak_bytes", l.peak().value()},
-                                  {"host_offload_bytes", l.host.value()},
-                                  {"in_flight_micro_batches", s.in_flight},
-                                  {"fits", s.fits}});
-  }
-  j["stages"] = stages;
+  j["stages"] = report::stages_json(v);
   j["host_offload_bytes"] = v.host.value();
   j["fits_in_memory"] = v.fits;
   return j;
 }
 
 /// The table on stdout.
-void print_table(std::ostream& out, const ClusterSpec& cluster, const WorkloadSpec& w, const MemoryView& v) {
+void print_table(std::ostream& out, const ClusterSpec& cluster, const WorkloadSpec& w,
+                 const report::MemoryView& v) {
   out << "stepsim memory: " << w.name << " on " << cluster.name << " (tp " << w.parallel.tp << ", pp "
       << w.parallel.pp << ", dp " << w.parallel.dp << ", zero " << w.parallel.zero_stage << ", micro-batch "
       << w.batch.micro_batch << ", " << w.micro_batches() << " micro-batches, recompute "
@@ -119,7 +70,7 @@ void print_table(std::ostream& out, const ClusterSpec& cluster, const WorkloadSp
       << "  GiB per GPU   weights  gradients  optimizer  activations     other      peak  capacity  "
          "in-flight  params/GPU\n";
   for (size_t p = 0; p < v.stages.size(); ++p) {
-    const StageMemory& s = v.stages[p];
+    const report::StageMemory& s = v.stages[p];
     const model::MemoryLedger& l = s.ledger;
     char stage[32];
     std::snprintf(stage, sizeof stage, "  stage %-5zu", p);
@@ -176,7 +127,7 @@ int MemoryCommand::run(std::ostream& out, std::ostream& err) {
   const Job job = load_job(cluster_file_, workload_file_, overrides_from(sets_), degrade_file_);
   const ClusterSpec& cluster = job.cluster;
   const WorkloadSpec& w = job.workload;
-  const MemoryView v = memory_view(cluster, w);
+  const report::MemoryView v = report::memory_view(cluster, w);
   emit_json(out, targets, memory_json(cluster, w, v));
   if (!json_)
     print_table(out, cluster, w, v);
