@@ -181,15 +181,22 @@ JobsSpec load_jobs(const std::filesystem::path& file, const std::vector<Override
     jobs.push_back(std::move(job));
   }
 
-  // Given nodes first, then packed and spread jobs on what is left, in file order.
+  // Given nodes first, then packed and spread jobs on what is left, in file order; a node the
+  // cluster's degraded section marks down is given to no job.
   std::vector<int> owner(static_cast<size_t>(spec.cluster.nodes), -1);
   std::vector<bool> taken(static_cast<size_t>(spec.cluster.nodes), false);
+  for (const DegradedSpec::Node& down : spec.cluster.degraded.nodes)
+    taken[static_cast<size_t>(down.node)] = true;
   const auto take = [&](size_t j) {
     for (const int n : jobs[j].placed.nodes) {
       if (n >= spec.cluster.nodes)
         jobs[j].nodes_field->fail("node " + std::to_string(n) + " does not exist: the cluster has " +
                                   std::to_string(spec.cluster.nodes) + " nodes (0-" +
                                   std::to_string(spec.cluster.nodes - 1) + ")");
+      for (const DegradedSpec::Node& down : spec.cluster.degraded.nodes)
+        if (down.node == n)
+          jobs[j].nodes_field->fail("node " + std::to_string(n) + " is down (degraded.nodes at " +
+                                    down.where + "): give the job nodes that are up");
       const int o = owner[static_cast<size_t>(n)];
       if (o >= 0)
         jobs[j].nodes_field->fail(
@@ -211,8 +218,7 @@ JobsSpec load_jobs(const std::filesystem::path& file, const std::vector<Override
 
   for (JobEntry& job : jobs) {
     JobPlacement& p = job.placed;
-    p.cluster = spec.cluster;
-    p.cluster.nodes = static_cast<int>(p.nodes.size());
+    p.cluster = job_view(spec.cluster, p.nodes);
     try {
       p.workload = check_layout(p.cluster, p.workload).workload;
     } catch (const ModelError& e) {

@@ -87,9 +87,12 @@ JobsSimulation simulate_jobs(const JobsSpec& spec) {
   for (size_t j = 0; j < spec.jobs.size(); ++j) {
     const JobPlacement& job = spec.jobs[j];
     for (const int node : job.nodes)
-      if (node < 0 || node >= cluster.nodes || sim.job_of_gpu[static_cast<size_t>(node * per_node)] >= 0)
+      if (node < 0 || node >= cluster.nodes || sim.job_of_gpu[static_cast<size_t>(node * per_node)] >= 0 ||
+          std::any_of(cluster.degraded.nodes.begin(), cluster.degraded.nodes.end(),
+                      [node](const DegradedSpec::Node& down) { return down.node == node; }))
         throw ConfigError(spec.source + ": job '" + job.name + "': node " + std::to_string(node) +
-                          " is not a free node of the cluster's " + std::to_string(cluster.nodes));
+                          " is not a free node (up, not given to another job) of the cluster's " +
+                          std::to_string(cluster.nodes));
     const graph::StepProgram& program = setups[j].program;
     first.push_back(append(sim.program.graph, program.graph, job.nodes, per_node));
     for (const graph::Rank r : program.simulated_ranks) {
@@ -114,7 +117,10 @@ JobsSimulation simulate_jobs(const JobsSpec& spec) {
               options.task_job.begin() + first[j] +
                   static_cast<std::ptrdiff_t>(setups[j].program.graph.size()),
               static_cast<uint32_t>(j));
-  const ClusterSpec shared = with_background(cluster, spec.background_share);
+  // The ranks here are the cluster's GPUs already, and no job runs on a down node: the platform
+  // must not move ranks past the down nodes (as a single job's ranks fill the nodes that are up).
+  ClusterSpec shared = with_background(cluster, spec.background_share);
+  shared.degraded.nodes.clear();
   engine::Replay replay(sim.program, shared, options);
   sim.result = run_replay(replay);
 

@@ -60,6 +60,29 @@ TEST(JobsCommand, BadJobsFilesAreRefusedWithTheirLine) {
   fs::remove_all(dir);
 }
 
+// A node the cluster's degraded section marks down is given to no job: listed, it is refused at
+// the job's `nodes` with the down entry's place; `packed` and `spread` pass it by.
+TEST(JobsCommand, DownNodesAreGivenToNoJob) {
+  const fs::path dir = fresh_temp_dir("jobs-down");
+  const fs::path file = dir / "jobs.yaml";
+  const std::string down = " --set 'cluster.degraded.nodes=[{node: 1, down: true}, {node: 8, down: true}]'";
+  std::ofstream(file) << head() << "jobs:\n" << job("a", "0-1");
+  const CommandResult listed = run_stepsim("jobs " + file.string() + down + " --out " + (dir / "x").string());
+  EXPECT_EQ(listed.code, 2) << listed.out;
+  EXPECT_NE(listed.out.find(file.string() + ":3:"), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("node 1 is down (degraded.nodes at "), std::string::npos) << listed.out;
+
+  std::ofstream(file) << head() << "jobs:\n"
+                      << job("a", "packed", ", parallel.dp: 4") << job("b", "spread", ", parallel.dp: 2");
+  const CommandResult placed =
+      run_stepsim("jobs " + file.string() + down + " --no-trace --json --out " + (dir / "y").string());
+  ASSERT_EQ(placed.code, 0) << placed.out;
+  const nlohmann::json doc = nlohmann::json::parse(slurp(dir / "y" / "jobs.json"));
+  EXPECT_EQ(doc["jobs"][0]["nodes"], nlohmann::json::parse("[0, 2, 3, 4]")); // 1 is down
+  EXPECT_EQ(doc["jobs"][1]["nodes"], nlohmann::json::parse("[5, 9]"));       // node 8 is down: leaf 1 gives 9
+  fs::remove_all(dir);
+}
+
 // Two jobs whose ranks alternate between leaves 0 and 1 (list order is rank order), so every hop
 // of their DP rings crosses the leaves: alone, a job's four nodes per leaf fill that leaf's
 // uplinks exactly (2:1: four nodes' NICs); together they ask twice that, and the shared runs are

@@ -24,11 +24,11 @@ ClusterSpec two_leaves() {
 
 /// Pure data parallelism over two GPUs, the gradients in one bucket: the step is the compute,
 /// then one DP all-reduce that nothing hides.
-JobPlacement dp_job(const std::string& name, std::vector<int> nodes) {
+JobPlacement dp_job(const std::string& name, std::vector<int> nodes,
+                    const ClusterSpec& shared = two_leaves()) {
   JobPlacement p;
   p.name = name;
-  p.cluster = two_leaves();
-  p.cluster.nodes = static_cast<int>(nodes.size());
+  p.cluster = job_view(shared, nodes);
   p.workload = test::workload(test::small_gpt(2), 1, 1, 2, 1);
   p.workload.training.dp_bucket = Bytes(1e12);
   p.nodes = std::move(nodes);
@@ -54,9 +54,10 @@ DpTraffic dp_traffic(const runner::JobRun& run) {
 }
 
 /// Step times of every job, then the first job's DP payload, DP time and exposed DP time.
-std::vector<double> simulate(std::vector<JobPlacement> jobs, double share = 0.0) {
+std::vector<double> simulate(std::vector<JobPlacement> jobs, double share = 0.0,
+                             const ClusterSpec& shared = two_leaves()) {
   const test::ChildResult r = test::run_in_child([&] {
-    JobsSpec spec{.source = "test", .cluster = two_leaves(), .background_share = share, .jobs = jobs};
+    JobsSpec spec{.source = "test", .cluster = shared, .background_share = share, .jobs = jobs};
     const runner::JobsSimulation sim = runner::simulate_jobs(spec);
     std::vector<double> out;
     for (const runner::JobRun& run : sim.jobs)
@@ -128,6 +129,49 @@ TEST(Jobs, ContendedLinksCarryEachJobsPayload) {
   ASSERT_EQ(r.values.size(), 5u);
   for (size_t i = 1; i < 5; ++i)
     EXPECT_NEAR(r.values[i], r.values[0], 1e-6 * r.values[0]);
+}
+
+// A GPU at speed s on job b's second node (its rank 1): in pure data parallelism the step grows
+// by the compute x (1/s - 1) (the all-reduce waits for it), job a in its own leaf does not move,
+// and b's summary names the slow GPU by b's own rank.
+TEST(Jobs, ASlowGpuSlowsOnlyTheJobOnIt) {
+  constexpr double SPEED = 0.5;
+  ClusterSpec shared = two_leaves();
+  shared.degraded.gpus.push_back(DegradedSpec::Gpu{.node = 3, .gpu = 0, .speed = SPEED, .where = "test"});
+  const std::vector<double> perfect = simulate({dp_job("a", {0, 1}), dp_job("b", {2, 3})});
+  const std::vector<double> slow =
+      simulate({dp_job("a", {0, 1}, shared), dp_job("b", {2, 3}, shared)}, 0.0, shared);
+  ASSERT_EQ(slow.size(), 5u);
+  const double compute = perfect[0] - perfect[4]; // the step less its exposed all-reduce
+  EXPECT_EQ(slow[0], perfect[0]);
+  EXPECT_NEAR(slow[1] - perfect[1], compute * (1.0 / SPEED - 1.0), 0.01 * compute);
+
+  const JobPlacement b = dp_job("b", {2, 3}, shared);
+  ASSERT_EQ(b.cluster.degraded.gpus.size(), 1u);
+  EXPECT_EQ(b.cluster.degraded.gpus.front().node, 1); // node 3 is b's node 1
+  EXPECT_TRUE(dp_job("a", {0, 1}, shared).cluster.degraded.gpus.empty());
+}
+
+// A node down is given to no job and moves no rank: the jobs beside it run as on the perfect
+// cluster, exactly (a single job's ranks would fill the nodes that are up, here they must not:
+// job a's ranks are the GPUs of nodes 2 and 3 whatever is down).
+TEST(Jobs, ADownNodeMovesNoRankOfTheJobsBesideIt) {
+  ClusterSpec shared = two_leaves();
+  shared.degraded.nodes.push_back(DegradedSpec::Node{.node = 0, .where = "test"});
+  const std::vector<double> alone = simulate({dp_job("a", {2, 3})});
+  const std::vector<double> beside = simulate({dp_job("a", {2, 3}, shared)}, 0.0, shared);
+  ASSERT_EQ(beside.size(), 4u);
+  EXPECT_EQ(beside, alone);
+  // A job given the down node is refused.
+  const test::ChildResult r = test::run_in_child([&] {
+    JobsSpec spec{
+        .source = "test", .cluster = shared, .background_share = 0.0, .jobs = {dp_job("a", {0, 1}, shared)}};
+    (void)runner::simulate_jobs(spec);
+    return std::vector<double>{};
+  });
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("node 0 is not a free node (up, not given to another job)"), std::string::npos)
+      << r.error;
 }
 
 } // namespace
