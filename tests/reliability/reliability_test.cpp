@@ -255,6 +255,25 @@ TEST(Progress, ShownWithTheFlagSilentWhenPiped) {
 
 namespace {
 
+// Issue point 8: GPT-3 on 100 000 GPUs ran minutes without a word. With --progress its first
+// progress line comes once the replay starts (seconds); `head` ends the run at its next line.
+TEST(Progress, AHundredThousandGpuRunSaysHowFarItHasGot) {
+  const auto r =
+      run_shell(kLimit + STEPSIM_BINARY + " run --cluster " + src("topologies/dgx-a100-superpod.yaml") +
+                " --workload " + src("workloads/gpt3-175b.yaml") +
+                " --set cluster.nodes=12800 --set batch.global_batch=3200 --no-trace --quiet --progress "
+                "2>&1 | head -n 1");
+  const std::string head = "stepsim: simulated ";
+  ASSERT_EQ(r.out.rfind(head, 0), 0u) << r.out;
+  const std::size_t done = std::stoul(r.out.substr(head.size()));
+  const std::size_t slash = r.out.find(" / ");
+  ASSERT_NE(slash, std::string::npos) << r.out;
+  const std::size_t total = std::stoul(r.out.substr(slash + 3));
+  EXPECT_GE(done, 1u) << r.out;
+  EXPECT_LT(done, total) << r.out;
+  EXPECT_NE(r.out.find(" tasks ("), std::string::npos) << r.out;
+}
+
 struct Split {
   int code = -1;
   std::string out, err;
