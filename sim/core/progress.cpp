@@ -68,9 +68,9 @@ void ProgressReporter::draw(std::size_t done, std::size_t total, const std::stri
   const std::size_t here = done > options_.already ? done - options_.already : 0;
   const std::size_t left = total > done ? total - done : 0;
   const std::string eta =
-      left == 0 ? format_duration(0)
-                : here == 0 ? std::string("?")
-                            : format_duration(elapsed * static_cast<double>(left) / static_cast<double>(here));
+      left == 0   ? format_duration(0)
+      : here == 0 ? std::string("?")
+                  : format_duration(elapsed * static_cast<double>(left) / static_cast<double>(here));
   char line[256];
   std::snprintf(line, sizeof line, "stepsim: %s %zu / %zu %s (%.0f %%), ETA %s", options_.verb.c_str(), done,
                 total, options_.unit.c_str(),

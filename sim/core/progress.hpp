@@ -34,8 +34,8 @@ struct ProgressOptions {
   ProgressMode mode = ProgressMode::OFF;
   std::string verb = "simulated"; ///< "stepsim: VERB DONE / TOTAL UNIT ..."
   std::string unit = "tasks";
-  double delay_s = 2.0;      ///< TERMINAL: nothing is drawn before the work has lasted this long
-  std::size_t already = 0;   ///< items done before this process started (a resumed sweep's rows)
+  double delay_s = 2.0;                 ///< TERMINAL: nothing is drawn before the work has lasted this long
+  std::size_t already = 0;              ///< items done before this process started (a resumed sweep's rows)
   bool in_place = stderr_is_terminal(); ///< redraw one line with '\r' instead of writing whole lines
 };
 

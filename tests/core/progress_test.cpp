@@ -39,7 +39,8 @@ TEST(Progress, OffWritesNothingButNotes) {
 
 TEST(Progress, ForcedIntoAFileWritesTheFirstAndTheLastLine) {
   std::ostringstream err;
-  ProgressReporter p(err, ProgressOptions{.mode = ProgressMode::FORCED, .unit = "layouts", .in_place = false});
+  ProgressReporter p(err,
+                     ProgressOptions{.mode = ProgressMode::FORCED, .unit = "layouts", .in_place = false});
   for (std::size_t i = 1; i <= 4; ++i)
     p.update(i, 4, i == 4 ? "last x" : "");
   p.update(4, 4); // drawn once only
@@ -52,8 +53,8 @@ TEST(Progress, ForcedIntoAFileWritesTheFirstAndTheLastLine) {
 TEST(Progress, EtaExtrapolatesThisRunsRateAndSkipsWhatWasDoneBefore) {
   std::ostringstream err;
   // Four of ten were done by an earlier run: one more in ~1 s leaves five, ~5 s.
-  ProgressReporter p(err,
-                     ProgressOptions{.mode = ProgressMode::FORCED, .unit = "runs", .already = 4, .in_place = false});
+  ProgressReporter p(
+      err, ProgressOptions{.mode = ProgressMode::FORCED, .unit = "runs", .already = 4, .in_place = false});
   p.update(4, 10);
   std::this_thread::sleep_for(std::chrono::milliseconds(2100));
   p.update(5, 10);
@@ -71,7 +72,8 @@ TEST(Progress, EtaExtrapolatesThisRunsRateAndSkipsWhatWasDoneBefore) {
 TEST(Progress, ATerminalIsQuietForShortWorkThenRedrawsOneLine) {
   std::ostringstream quick;
   {
-    ProgressReporter p(quick, ProgressOptions{.mode = ProgressMode::TERMINAL, .delay_s = 0.3, .in_place = true});
+    ProgressReporter p(quick,
+                       ProgressOptions{.mode = ProgressMode::TERMINAL, .delay_s = 0.3, .in_place = true});
     p.update(1, 2);
     p.update(2, 2);
     p.finish();
