@@ -5,6 +5,7 @@
 #include "cli/json_output.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "planner/planner.hpp"
 
 #include <cstdio>
@@ -70,6 +71,7 @@ struct PlanArgs {
   std::string headroom;
   std::string out_dir;
   bool json = false;
+  bool progress = false;
   planner::PlanOptions options;
   int show = 10;
 
@@ -103,6 +105,9 @@ process) and prints them ranked by simulated step time, with why the best wins (
     o.flag("--json", json,
            "print the plan as JSON (schema stepsim.plan/1, docs/output.md) instead of the tables");
     o.value("--out", out_dir, "DIR", "also write DIR/plan.json");
+    o.flag("--progress", progress,
+           "show layouts simulated / total and an ETA on stderr (the default when stderr is a terminal and "
+           "the simulations take more than 2 s)");
   }
 
   /// The micro-batch sizes of --micro-batches, into options (after parsing).
@@ -351,6 +356,9 @@ int PlanCommand::run(std::ostream& out, std::ostream& err) {
   config::check_precision(cluster, given);
   p.options.include_given = check_given_layout(cluster, given, err);
 
+  ProgressReporter progress(err, ProgressOptions{.mode = progress_mode(p.progress), .unit = "layouts"});
+  if (progress.enabled())
+    p.options.progress = progress.callback();
   const planner::PlanResult r = planner::plan(cluster, given, p.options);
   emit_json(out, targets, plan_json(cluster, given, p, r));
   if (p.json) {

@@ -7,21 +7,18 @@
 #include "config/stacks.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "html/page.hpp"
 #include "runner/simulate.hpp"
 #include "trace/chrome_trace.hpp"
 #include "trace/gzip_stream.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace stepsim::cli {
@@ -85,27 +82,6 @@ private:
        explain_ = false, fail_on_oom_ = false, progress_ = false, json_ = false;
 };
 
-/// "stepsim: simulated DONE / TOTAL tasks (P %), ETA S s" on one rewritten stderr line, at most
-/// twice a second; a newline when done.
-std::function<void(std::size_t, std::size_t)> progress_line(std::ostream& err) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  return [&err, start, last = start](std::size_t done, std::size_t total) mutable {
-    const Clock::time_point now = Clock::now();
-    if (done < total && now - last < std::chrono::milliseconds(500))
-      return;
-    last = now;
-    const double elapsed = std::chrono::duration<double>(now - start).count();
-    const double eta =
-        done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
-    char line[160];
-    std::snprintf(
-        line, sizeof line, "\rstepsim: simulated %zu / %zu tasks (%.0f %%), ETA %.0f s", done, total,
-        100.0 * static_cast<double>(done) / static_cast<double>(std::max<std::size_t>(total, 1)), eta);
-    err << line << (done == total ? "\n" : "") << std::flush;
-  };
-}
-
 // The page of `run --html`: what `stepsim report` shows of a run folder, with the memory ledger
 // of every stage and the memory over time of the pipeline the timeline draws.
 html::PageInput run_page(const Job& job, const report::Summary& summary, const trace::TraceInput& in,
@@ -147,12 +123,12 @@ std::unique_ptr<Command> run_command(Options& options) {
 int RunCommand::run(std::ostream& out, std::ostream& err) {
   const std::vector<config::Override> overrides = overrides_from(sets_);
   const bool write_trace = !no_trace_;
-  const bool show_progress = progress_ || (!quiet_ && ::isatty(STDERR_FILENO) != 0);
+  ProgressReporter progress(err, ProgressOptions{.mode = progress_mode(progress_, quiet_)});
   const runner::SimulateOptions options{.collective_form = parse_collective_form(collectives_),
                                         .fold_dp = !no_fold_,
                                         .sample_collectives = !no_sampling_,
                                         .steps = parse_steps(steps_),
-                                        .progress = show_progress ? progress_line(err) : nullptr};
+                                        .progress = progress.enabled() ? progress.callback() : nullptr};
   if (csv_ && out_dir_.empty())
     throw ConfigError("--csv writes DIR/tasks.csv: give --out DIR");
   if ((!trace_ranks_.empty() || !trace_window_.empty() || trace_format_ != "json") &&

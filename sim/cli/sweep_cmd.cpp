@@ -6,6 +6,7 @@
 #include "cli/job.hpp"
 #include "config/sweep_config.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "process/process.hpp"
 #include "sweep/executor.hpp"
 #include "sweep/mpi_session.hpp"
@@ -20,8 +21,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 namespace stepsim::cli {
 
@@ -96,6 +95,9 @@ Exit codes: 0 every configuration ok or skipped, 1 some failed, 2 usage or sweep
     o.flag("--dry-run", dry_run_, "list the configurations (index, id, swept values) and stop");
     o.choice("--collectives", collectives_, COLLECTIVE_FORMS, "as for `stepsim run`");
     o.flag("--no-fold", no_fold_, "simulate every DP replica and CP rank (as for `stepsim run`)");
+    o.flag("--progress", progress_,
+           "show configurations done / total, an ETA and the counts by status on stderr (the default when "
+           "stderr is a terminal and the sweep takes more than 2 s)");
     o.flag("--plot", plot_,
            "afterwards, draw DIR/plots/*.png with tools/plot_sweep.py (python3-matplotlib; exit 1 when it "
            "fails)");
@@ -107,7 +109,7 @@ private:
   std::string out_dir_, shard_, merge_dir_, collectives_ = "auto";
   int jobs_ = 0;
   double timeout_s_ = 0;
-  bool retry_failed_ = false, dry_run_ = false, no_fold_ = false, plot_ = false;
+  bool retry_failed_ = false, dry_run_ = false, no_fold_ = false, plot_ = false, progress_ = false;
 };
 
 } // namespace
@@ -146,7 +148,7 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) {
                                            : std::optional<sweep::Shard>(sweep::parse_shard(shard_text)),
                               .timeout_s = timeout_s_,
                               .retry_failed = retry_failed_,
-                              .tty = ::isatty(STDERR_FILENO) != 0,
+                              .progress = progress_mode(progress_),
                               .label = "sweep",
                               .simulate = simulate};
 
@@ -169,7 +171,8 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) {
   options.label = "sweep rank " + std::to_string(mpi.rank()) + "/" + std::to_string(mpi.size());
   if (options.jobs == 0)
     options.jobs = std::max(1, sweep::available_cpus() / mpi.local_size());
-  options.tty = options.tty && mpi.rank() == 0;
+  if (options.progress == ProgressMode::TERMINAL && mpi.rank() != 0)
+    options.progress = ProgressMode::OFF; // one terminal, one line: rank 0's
   int code = 0;
   try {
     code = exit_code(sweep::run_sweep(options, err));

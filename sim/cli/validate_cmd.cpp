@@ -6,6 +6,7 @@
 #include "config/runs_config.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "validate/crossval.hpp"
 #include "validate/validate.hpp"
 
@@ -109,6 +110,9 @@ Exit codes: 0 it ran (whatever the errors), 2 a malformed runs file or bad optio
              "its stored record says without the group's runs, then predict the group with it: "
              "in-sample and out-of-group errors side by side (docs/validation.md, \"Cross-validation\"); "
              "with --out, DIR/cross_validation.csv");
+    o.flag("--progress", progress_,
+           "show runs simulated / total and an ETA on stderr (the default when stderr is a terminal and "
+           "the simulations take more than 2 s)");
     o.flag("--json", json_,
            "print every run and the error statistics as JSON (schema stepsim.validation/1, "
            "docs/output.md) instead of the table; with --out, also DIR/validation.json");
@@ -118,7 +122,7 @@ Exit codes: 0 it ran (whatever the errors), 2 a malformed runs file or bad optio
 private:
   std::vector<std::string> files_;
   std::string out_dir_, topologies_, cross_;
-  bool no_calibration_ = false, json_ = false;
+  bool no_calibration_ = false, json_ = false, progress_ = false;
   validate::ValidateOptions options_;
 };
 
@@ -131,6 +135,7 @@ std::unique_ptr<Command> validate_command(Options& options) {
 int ValidateCommand::run(std::ostream& out, std::ostream& err) {
   validate::ValidateOptions options = options_;
   options.calibration = !no_calibration_;
+  options.progress = progress_mode(progress_);
   const std::vector<std::string>& pos = files_;
   const std::string& out_dir = out_dir_;
   if (pos.empty())

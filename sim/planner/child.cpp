@@ -56,16 +56,25 @@ Simulated collect(const process::Outcome& child) {
 } // namespace
 
 std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs,
-                                    int jobs) {
-  std::vector<process::Job> children;
-  for (const WorkloadSpec& w : specs)
-    children.push_back(process::Job{.body = [&cluster, &w] { return simulate_one(cluster, w); }, .argv = {}});
-  const std::vector<process::Outcome> outcomes = process::run_all(
-      children,
-      process::PoolOptions{.jobs = jobs, .spawn = {.output = process::Output::DISCARD}, .name = "plan"});
-  std::vector<Simulated> out;
-  for (const process::Outcome& child : outcomes)
-    out.push_back(collect(child));
+                                    int jobs, const std::function<void(std::size_t, std::size_t)>& progress) {
+  std::vector<Simulated> out(specs.size());
+  std::size_t ended = 0;
+  process::run_each(
+      specs.size(),
+      [&](std::size_t i) {
+        return process::Job{.body = [&cluster, &w = specs[i]] { return simulate_one(cluster, w); },
+                            .argv = {}};
+      },
+      process::PoolOptions{.jobs = jobs, .spawn = {.output = process::Output::DISCARD}, .name = "plan"},
+      [&](std::size_t i, process::Outcome&& child) {
+        out[i] = collect(child);
+        if (progress)
+          progress(++ended, specs.size());
+      },
+      [&] {
+        if (progress)
+          progress(ended, specs.size());
+      });
   return out;
 }
 

@@ -7,7 +7,9 @@
 #include "core/units.hpp"
 #include "graph/step_builder.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -120,6 +122,8 @@ struct PlanOptions {
   bool include_given = true; ///< also simulate the workload file's own layout when it fits (reference row)
   int jobs = 1;              ///< simulations at once (child processes)
   SearchSpace space;
+  /// Called with (simulated, to simulate) as each simulation ends and while they run.
+  std::function<void(std::size_t, std::size_t)> progress = {};
 };
 
 struct PlanResult {
@@ -139,8 +143,10 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
 
 /// Simulates each of `specs` in its own child process (runner::simulate), at most `jobs` at once,
 /// and returns their summary figures in order. A failed child is reported, not thrown; Error is
-/// thrown only when a process cannot be started.
+/// thrown only when a process cannot be started. `progress` (may be empty) is called with (ended,
+/// specs.size()) as each child ends and while they run.
 std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs,
-                                    int jobs);
+                                    int jobs,
+                                    const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 } // namespace stepsim::planner

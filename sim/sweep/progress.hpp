@@ -1,7 +1,9 @@
 #pragma once
-// Progress of a sweep on stderr: on a terminal, one bar redrawn in place (done/total, ok,
-// skipped, failed, ETA); otherwise one plain line per finished configuration.
+// A sweep on stderr: one line saying what runs (configurations, resumed, at a time), the shared
+// progress line while configurations finish (core/progress.hpp: done/total, ETA, the counts by
+// status), a line for each failure, and a last line summing up.
 
+#include "core/progress.hpp"
 #include "sweep/results.hpp"
 
 #include <chrono>
@@ -11,23 +13,23 @@
 
 namespace stepsim::sweep {
 
-struct ProgressOptions {
+struct SweepProgressOptions {
   std::size_t total = 0;   ///< configurations this process is responsible for
   std::size_t resumed = 0; ///< of those, already finished by an earlier run
-  int jobs = 1;            ///< processes at a time (for the ETA)
-  bool tty = false;        ///< redraw a bar instead of printing lines
-  std::string label;       ///< prefix, e.g. "sweep" or "sweep shard 1/4"
+  int jobs = 1;            ///< processes at a time
+  ProgressMode mode = ProgressMode::OFF;
+  std::string label; ///< prefix, e.g. "sweep" or "sweep rank 1/4"
 };
 
-class Progress {
+class SweepProgress {
 public:
-  Progress(std::ostream& out, ProgressOptions options);
+  SweepProgress(std::ostream& out, SweepProgressOptions options);
 
   /// Counts a finished configuration and shows it.
   void finished(const Row& row, double wall_s);
-  /// Redraws the bar (ETA and elapsed time move on); no-op without a terminal.
+  /// Moves the progress line on (ETA); drawn at most twice a second.
   void tick();
-  /// Ends the bar with a final summary line.
+  /// Ends the progress line and writes the summary line.
   void close();
 
   [[nodiscard]] std::size_t ok() const { return ok_; }
@@ -35,11 +37,11 @@ public:
   [[nodiscard]] std::size_t failed() const { return failed_; }
 
 private:
-  void draw();
-  [[nodiscard]] std::string eta() const;
+  [[nodiscard]] std::string counts() const;
 
   std::ostream& out_;
-  ProgressOptions options_;
+  SweepProgressOptions options_;
+  ProgressReporter line_;
   std::chrono::steady_clock::time_point start_;
   std::size_t done_ = 0; ///< finished in this run
   std::size_t ok_ = 0;
@@ -48,8 +50,5 @@ private:
   std::size_t failed_ = 0;
   double busy_s_ = 0; ///< summed wall time of this run's configurations
 };
-
-/// "1:02:03", "2:03" or "7 s".
-std::string format_duration(double seconds);
 
 } // namespace stepsim::sweep

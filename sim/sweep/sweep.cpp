@@ -111,11 +111,11 @@ SweepOutcome run_sweep(const SweepOptions& options, std::ostream& err) {
   }
 
   const int jobs = options.jobs > 0 ? options.jobs : available_cpus();
-  Progress progress(err, ProgressOptions{.total = mine.size(),
-                                         .resumed = mine.size() - pending.size(),
-                                         .jobs = jobs,
-                                         .tty = options.tty,
-                                         .label = options.label});
+  SweepProgress progress(err, SweepProgressOptions{.total = mine.size(),
+                                                   .resumed = mine.size() - pending.size(),
+                                                   .jobs = jobs,
+                                                   .mode = options.progress,
+                                                   .label = options.label});
   const ExecuteOptions exec{.cluster = plan.cluster,
                             .workload = plan.workload,
                             .jobs = jobs,

@@ -3,6 +3,7 @@
 // folder, run what is left (in child processes), and merge the files of several shards.
 // docs/sweeps.md describes the file format, the outputs and the resume semantics.
 
+#include "core/progress.hpp"
 #include "runner/simulate.hpp"
 
 #include <cstddef>
@@ -25,12 +26,12 @@ Shard parse_shard(const std::string& text);
 struct SweepOptions {
   std::filesystem::path sweep_file;
   std::filesystem::path out_dir;
-  int jobs = 0;                ///< processes at a time; 0: the CPUs available
-  std::optional<Shard> shard;  ///< run one shard into results.shard-I.*; nullopt: everything into results.*
-  double timeout_s = 0;        ///< per configuration; 0: none
-  bool retry_failed = false;   ///< drop failed rows of an earlier run and run them again
-  bool tty = false;            ///< draw a progress bar instead of lines
-  std::string label = "sweep"; ///< progress prefix
+  int jobs = 0;               ///< processes at a time; 0: the CPUs available
+  std::optional<Shard> shard; ///< run one shard into results.shard-I.*; nullopt: everything into results.*
+  double timeout_s = 0;       ///< per configuration; 0: none
+  bool retry_failed = false;  ///< drop failed rows of an earlier run and run them again
+  ProgressMode progress = ProgressMode::OFF; ///< the progress line on stderr (core/progress.hpp)
+  std::string label = "sweep";               ///< progress prefix
   runner::SimulateOptions simulate;
 };
 

@@ -4,6 +4,7 @@
 #include "core/atomic_file.hpp"
 #include "core/csv.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "report/summary.hpp"
 #include "runner/simulate.hpp"
 
@@ -156,6 +157,13 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
       .jobs = options.jobs,
       .spawn = {.output = process::Output::CAPTURE, .timeout_s = options.timeout_s},
       .name = "validate"};
+  std::ostringstream unused;
+  ProgressReporter line(progress != nullptr ? *progress : unused,
+                        ProgressOptions{.mode = progress != nullptr ? options.progress : ProgressMode::OFF,
+                                        .verb = "validate simulated",
+                                        .unit = "runs"});
+  std::size_t done = 0;
+  std::string last; // the run that finished last
   process::run_each(
       pending.size(),
       [&](std::size_t k) {
@@ -168,13 +176,13 @@ std::vector<RunResult> validate_runs(const config::RunsFile& runs, const Validat
         record(r, child, options.timeout_s);
         if (!child.output.empty()) // what the simulation printed, kept beside its summary
           write_file_atomically(dirs[pending[k]] / "output.log", [&](std::ostream& o) { o << child.output; });
-        if (progress != nullptr) {
-          *progress << "  " << r.plan.id << ": " << to_string(r.status);
-          if (r.status == RunStatus::OK)
-            *progress << ", step " << fmt(r.step_time_s, 3) << " s, error " << fmt(r.error_pct, 1) << " %";
-          *progress << " (" << fmt(r.wall_s, 1) << " s wall)\n" << std::flush;
-        }
-      });
+        last = "last " + r.plan.id + " " + std::string(to_string(r.status));
+        if (r.status == RunStatus::OK)
+          last += " (error " + fmt(r.error_pct, 1) + " %)";
+        line.update(++done, pending.size(), last);
+      },
+      [&] { line.update(done, pending.size(), last); });
+  line.finish();
   return results;
 }
 

@@ -4,6 +4,7 @@
 // simulation per process); the parent only plans, loads configuration, forks and collects.
 
 #include "config/runs_config.hpp"
+#include "core/progress.hpp"
 #include "core/vocabulary.hpp"
 #include "validate/plan.hpp"
 
@@ -15,13 +16,14 @@
 namespace stepsim::validate {
 
 struct ValidateOptions {
-  std::filesystem::path topologies;    ///< bundled topologies folder
-  std::filesystem::path work_dir;      ///< per-run files go to work_dir/runs/<id>/ (created)
-  int jobs = 1;                        ///< child processes at a time, >= 1
-  bool calibration = true;             ///< apply topologies/calibration/*.yaml
-  std::vector<config::Override> extra; ///< cluster overrides after calibration (calibrate's trials)
-  std::vector<std::string> only;       ///< run ids to consider; empty = all
-  double timeout_s = 0;                ///< kill a simulation after this long; 0 = never
+  std::filesystem::path topologies;          ///< bundled topologies folder
+  std::filesystem::path work_dir;            ///< per-run files go to work_dir/runs/<id>/ (created)
+  int jobs = 1;                              ///< child processes at a time, >= 1
+  bool calibration = true;                   ///< apply topologies/calibration/*.yaml
+  std::vector<config::Override> extra;       ///< cluster overrides after calibration (calibrate's trials)
+  std::vector<std::string> only;             ///< run ids to consider; empty = all
+  double timeout_s = 0;                      ///< kill a simulation after this long; 0 = never
+  ProgressMode progress = ProgressMode::OFF; ///< runs done / total on the progress stream (core/progress.hpp)
 };
 
 struct RunResult {
@@ -45,8 +47,8 @@ struct RunResult {
 };
 
 /// Plans, checks and simulates every run of `runs` (or of options.only), file order in the
-/// result. `progress` (may be null) gets one line per finished run. Throws ConfigError when an
-/// id of options.only is not in the file, Error when processes cannot be created.
+/// result. `progress` (may be null) gets the progress line as options.progress says. Throws ConfigError when
+/// an id of options.only is not in the file, Error when processes cannot be created.
 std::vector<RunResult> validate_runs(const config::RunsFile& runs, const ValidateOptions& options,
                                      std::ostream* progress);
 

@@ -252,3 +252,88 @@ TEST(Progress, ShownWithTheFlagSilentWhenPiped) {
 }
 
 } // namespace
+
+namespace {
+
+// Issue point 8: GPT-3 on 100 000 GPUs ran minutes without a word. With --progress its first
+// progress line comes once the replay starts (seconds); `head` ends the run at its next line.
+TEST(Progress, AHundredThousandGpuRunSaysHowFarItHasGot) {
+  const auto r =
+      run_shell(kLimit + STEPSIM_BINARY + " run --cluster " + src("topologies/dgx-a100-superpod.yaml") +
+                " --workload " + src("workloads/gpt3-175b.yaml") +
+                " --set cluster.nodes=12800 --set batch.global_batch=3200 --no-trace --quiet --progress "
+                "2>&1 | head -n 1");
+  const std::string head = "stepsim: simulated ";
+  ASSERT_EQ(r.out.rfind(head, 0), 0u) << r.out;
+  const std::size_t done = std::stoul(r.out.substr(head.size()));
+  const std::size_t slash = r.out.find(" / ");
+  ASSERT_NE(slash, std::string::npos) << r.out;
+  const std::size_t total = std::stoul(r.out.substr(slash + 3));
+  EXPECT_GE(done, 1u) << r.out;
+  EXPECT_LT(done, total) << r.out;
+  EXPECT_NE(r.out.find(" tasks ("), std::string::npos) << r.out;
+}
+
+struct Split {
+  int code = -1;
+  std::string out, err;
+};
+
+/// `stepsim ARGS` under the time limit with stdout and stderr kept apart (stderr is a file).
+Split stepsim_split(const std::string& args, const fs::path& dir) {
+  const auto r = run_shell("(" + kLimit + STEPSIM_BINARY + " " + args + " >" + (dir / "stdout").string() +
+                           " 2>" + (dir / "stderr").string() + ")");
+  return Split{r.code, stepsim::test::slurp(dir / "stdout"), stepsim::test::slurp(dir / "stderr")};
+}
+
+// plan, sweep and validate show the shared progress line with --progress, also into a file, and
+// their stdout does not change; without it and without a terminal there is none.
+TEST(Progress, PlanSweepAndValidateShowItWithTheFlagAndKeepStdout) {
+  const fs::path dir = stepsim::test::fresh_temp_dir("progress");
+  const fs::path sweep_file = dir / "s.yaml";
+  write(sweep_file, "name: s\ncluster: " + src("topologies/dgx-h100.yaml") +
+                        "\nworkload: " + src("workloads/tiny-gpt.yaml") +
+                        "\nset:\n  cluster.nodes: 1\ngrid:\n  parallel.tp: [1, 2, 16]\n");
+  struct Case {
+    std::string args;    ///< the command, {OUT} replaced by a fresh folder
+    std::string last;    ///< the progress line's last figures
+    std::string results; ///< a file in {OUT} that must not change either, or ""
+  };
+  const std::vector<Case> cases = {
+      {"plan " + kH100 + " " + kTiny + kOneNode + " --top 2 --json",
+       "stepsim: simulated 3 / 3 layouts (100 %), ETA 0 s\n", ""},
+      {"sweep " + sweep_file.string() + " -j 2 --out {OUT}",
+       "stepsim: sweep ran 3 / 3 configurations (100 %), ETA 0 s, ok 2, oom 0, skipped 1, failed 0\n",
+       "results.csv"},
+      {"validate " + src("tests/validate/data/measured_runs.yaml") +
+           " --only narayanan21_t1_1p7B --only narayanan21_t1_7p5B -j 2 --out {OUT}",
+       "stepsim: validate simulated 2 / 2 runs (100 %), ETA 0 s, last ", "validation.csv"},
+  };
+  for (const Case& c : cases) {
+    std::vector<Split> runs;
+    std::vector<std::string> results;
+    for (const std::string flag : {"", " --progress"}) {
+      const fs::path out = dir / ("out" + std::to_string(runs.size()));
+      std::string args = c.args;
+      if (const auto at = args.find("{OUT}"); at != std::string::npos)
+        args.replace(at, 5, out.string());
+      runs.push_back(stepsim_split(args + flag, dir));
+      EXPECT_EQ(runs.back().code, 0) << args << flag << "\n" << runs.back().err;
+      if (!c.results.empty())
+        results.push_back(stepsim::test::slurp(out / c.results));
+    }
+    const Split& plain = runs[0];
+    const Split& shown = runs[1];
+    EXPECT_EQ(plain.err.find("stepsim: "), std::string::npos) << c.args << "\n" << plain.err;
+    EXPECT_NE(shown.err.find(c.last), std::string::npos) << c.args << "\n" << shown.err;
+    EXPECT_EQ(shown.err.find('\r'), std::string::npos) << "redrawn in place into a file: " << shown.err;
+    EXPECT_FALSE(plain.out.empty() && c.results.empty()) << c.args;
+    EXPECT_EQ(shown.out, plain.out) << c.args;
+    if (!c.results.empty()) {
+      EXPECT_FALSE(results[0].empty()) << c.args;
+      EXPECT_EQ(results[1], results[0]) << c.args;
+    }
+  }
+}
+
+} // namespace
