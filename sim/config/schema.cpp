@@ -496,6 +496,14 @@ constexpr Key WORKLOAD_KEYS[] = {
      "fused (FlashAttention-style) attention: the s² scores are not stored, and with a kernel profile "
      "the attention core is one fused kernel; `false` charges Megatron's unfused "
      "QKᵀ/softmax/dropout/AV kernels (docs/kernels.md)"},
+    {"training.attention_kernel", enumeration({"cudnn", "flash2", "flash3"}), OPTIONAL, "cudnn",
+     "; with `flash_attention: true`; `flash3` needs a Hopper profile (compute capability 9.x)", "",
+     "which fused attention kernel runs the attention core: `cudnn`, cuDNN's fused attention "
+     "(Transformer Engine, PyTorch SDPA's cuDNN backend), what the kernel profiles' attention rows "
+     "measure; `flash2`, FlashAttention-2 (PyTorch SDPA's flash backend), on compute capability 9.0 "
+     "and later at 333/529 of the profile's forward rate and 318/518 of its backward; `flash3`, "
+     "FlashAttention-3, at 602/529 and 559/518 (the FlashAttention-3 paper's H100 figures; "
+     "docs/kernels.md, \"Attention kernels\")"},
     {"training.zero3_prefetch", integer(0, 64), OPTIONAL, "1", "", "",
      "ZeRO-3 / FSDP: layers whose parameters are gathered ahead of the one computing; at most this + 1"
      " gathered layers of a pass are resident (the memory ledger's `zero3_gathered`: that window of "
@@ -552,7 +560,7 @@ constexpr Key WORKLOAD_KEYS[] = {
      "`training.flash_attention`, `parallel.sp`, `parallel.tp_grad_overlap`, `parallel.pp_scatter_gather`, "
      "`parallel.zero_stage`, `training.overlap_param_gather`, `training.grad_reduce_in_fp32`, "
      "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`, `training.pointwise`, "
-     "`parallel.tp_comm_overlap`; a key the file writes wins, and a "
+     "`parallel.tp_comm_overlap`, `training.attention_kernel`; a key the file writes wins, and a "
      "value whose mechanism needs a layout (sp: tp > 1) applies only where the layout has it "
      "([stacks.md](stacks.md); `stepsim run --explain` lists each value and its origin)"},
     {"training.stack.name", string(), REQUIRED, "", "in `stack`",

@@ -307,6 +307,11 @@ void read_training(const MapReader& m, TrainingSpec& t) {
       t.recompute_modules = read_recompute_modules(f);
     });
   optional_key(m, "flash_attention", [&](const Field& f) { t.flash_attention = read_bool(f); });
+  optional_key(m, "attention_kernel", [&](const Field& f) {
+    t.attention_kernel = read_choice<AttentionKernel>(f, {{"cudnn", AttentionKernel::CUDNN},
+                                                          {"flash2", AttentionKernel::FLASH2},
+                                                          {"flash3", AttentionKernel::FLASH3}});
+  });
   optional_key(m, "zero3_prefetch", [&](const Field& f) { t.zero3_prefetch = read_int(f); });
   optional_key(m, "zero3_fetch", [&](const Field& f) {
     t.zero3_fetch =

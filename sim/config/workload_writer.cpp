@@ -203,6 +203,8 @@ void training_values(const TrainingSpec& t, Values& v) {
   }
   if (t.flash_attention != def.flash_attention)
     v["training.flash_attention"] = boolean(t.flash_attention);
+  if (t.attention_kernel != def.attention_kernel)
+    v["training.attention_kernel"] = name_of(detail::ATTENTION_KERNEL_NAMES, t.attention_kernel);
   if (t.zero3_prefetch != def.zero3_prefetch)
     v["training.zero3_prefetch"] = std::to_string(t.zero3_prefetch);
   if (t.zero3_fetch != def.zero3_fetch)
@@ -278,6 +280,9 @@ void stack_values(const WorkloadSpec& w, Values& v) {
       break;
     case StackKey::TP_COMM_OVERLAP:
       v[path] = boolean(p.tp_comm_overlap);
+      break;
+    case StackKey::ATTENTION_KERNEL:
+      v[path] = name_of(detail::ATTENTION_KERNEL_NAMES, t.attention_kernel);
       break;
     }
   }

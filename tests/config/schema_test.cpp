@@ -152,6 +152,7 @@ const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>
            return num(m.core_attn) + num(m.layernorm) + num(m.mlp) + num(m.moe_act) + num(m.mla_up_proj);
          }},
         {"training.flash_attention", [](const WorkloadSpec& w) { return num(w.training.flash_attention); }},
+        {"training.attention_kernel", [](const WorkloadSpec& w) { return num(w.training.attention_kernel); }},
         {"training.zero3_prefetch", [](const WorkloadSpec& w) { return num(w.training.zero3_prefetch); }},
         {"training.zero3_fetch", [](const WorkloadSpec& w) { return num(w.training.zero3_fetch); }},
         {"training.overlap_param_gather",
