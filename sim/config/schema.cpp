@@ -548,6 +548,12 @@ constexpr Key WORKLOAD_KEYS[] = {
      "fp8 primary weights (Transformer Engine's `fp8_model_init`, Megatron's `fp8_param_gather`): "
      "weights held in fp8 with their transpose (2 bytes per parameter instead of 4) and gathered in "
      "fp8 by the distributed optimizer and ZeRO-3"},
+    {"training.fp32_shards", boolean(), OPTIONAL, "false", "; with `parallel.zero_stage` 3", "",
+     "ZeRO-3 shards that are the fp32 parameters themselves (PyTorch FSDP's mixed precision): the "
+     "memory ledger holds 4 bytes per sharded parameter (the optimizer's fp32 master weight, "
+     "counted there instead: `optimizer_bytes_per_param` - 4) and 4 per sharded gradient, whatever "
+     "`grad_reduce_in_fp32` says of the reductions; 16-bit weights exist only gathered "
+     "([model.md](model.md#fsdps-fp32-shards))"},
     {"training.offload_layers", integer(0, DEGREE_LIMIT), OPTIONAL, "0",
      "; needs `recompute: none` and `gpu.host_bandwidth`", "fewer than a model chunk's layers (layout check)",
      "activation offloading (Megatron's `cpu_offloading_num_layers`): the first N layers of each model"
@@ -560,7 +566,8 @@ constexpr Key WORKLOAD_KEYS[] = {
      "`training.flash_attention`, `parallel.sp`, `parallel.tp_grad_overlap`, `parallel.pp_scatter_gather`, "
      "`parallel.zero_stage`, `training.overlap_param_gather`, `training.grad_reduce_in_fp32`, "
      "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`, `training.pointwise`, "
-     "`parallel.tp_comm_overlap`, `training.attention_kernel`; a key the file writes wins, and a "
+     "`parallel.tp_comm_overlap`, `training.attention_kernel`, `training.fp32_shards`; a key the file writes "
+     "wins, and a "
      "value whose mechanism needs a layout (sp: tp > 1) applies only where the layout has it "
      "([stacks.md](stacks.md); `stepsim run --explain` lists each value and its origin)"},
     {"training.stack.name", string(), REQUIRED, "", "in `stack`",

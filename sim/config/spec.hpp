@@ -469,6 +469,10 @@ struct TrainingSpec {
   /// With flash_attention: the fused kernel's implementation, whose rate relative to the profile's
   /// fused attention rows kernels::attention_kernel_rate gives.
   AttentionKernel attention_kernel = AttentionKernel::CUDNN;
+  /// ZeRO-3 shards that are the fp32 parameters themselves (PyTorch FSDP's mixed precision): the
+  /// optimizer's fp32 master weight is the shard, the shard's gradient is fp32, and 16-bit
+  /// weights exist only gathered (docs/model.md, "FSDP's fp32 shards").
+  bool fp32_shards = false;
   int zero3_prefetch = 1; ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
   /// ZeRO-3: how parameters are fetched (docs/model.md, "ZeRO-3 fetch"). PREFETCH: one all-gather
   /// per layer, issued zero3_prefetch layers ahead, beside the compute. BLOCKING: one all-gather
@@ -528,8 +532,9 @@ enum class StackKey {
   POINTWISE,            ///< training.pointwise
   TP_COMM_OVERLAP,      ///< parallel.tp_comm_overlap
   ATTENTION_KERNEL,     ///< training.attention_kernel
+  FP32_SHARDS,          ///< training.fp32_shards
 };
-inline constexpr std::size_t STACK_KEYS = 13;
+inline constexpr std::size_t STACK_KEYS = 14;
 
 /// Where a stack mechanism's value came from.
 enum class StackOrigin {

@@ -175,6 +175,9 @@ constexpr StackDefault FSDP_1[] = {
     {ATTENTION_KERNEL, AttentionKernel::FLASH2, FUSED_ATTENTION,
      "scaled_dot_product_attention's flash backend, first in its backend order (FlashAttention-2 kernels "
      "from PyTorch 2.2; 2.0 and 2.1 ran FlashAttention-1's, which no rate here models)"},
+    {FP32_SHARDS, true, ZERO3,
+     "MixedPrecision(param_dtype=bfloat16): the FlatParameter shard keeps the fp32 parameters the optimizer "
+     "updates; the 16-bit copy exists only unsharded"},
 };
 
 // PyTorch FSDP2: torch.distributed.fsdp.fully_shard (PyTorch 2.4 on, 2024).
@@ -189,6 +192,9 @@ constexpr StackDefault FSDP_2[] = {
      "scaled_dot_product_attention's default backend order tries FLASH_ATTENTION (FlashAttention-2) first; "
      "cuDNN attention led it on H100 in PyTorch 2.5.0 only and is last from 2.5.1 on "
      "(pytorch/pytorch#138522)"},
+    {FP32_SHARDS, true, ZERO3,
+     "MixedPrecisionPolicy(param_dtype=bfloat16): sharded parameters and gradients stay fp32 (the "
+     "optimizer's), all-gathers cast to param_dtype"},
 };
 
 // torchtitan v0.1 (2025): FSDP2 with TP and its mixed-precision policy.
@@ -214,6 +220,9 @@ constexpr StackDefault TORCHTITAN_0_1[] = {
      "scaled_dot_product_attention under PyTorch's backend order, FLASH_ATTENTION (FlashAttention-2) first "
      "(pytorch/pytorch#138522); torchtitan/models/attention.py of 2025 sets sdpa_kernel([FLASH_ATTENTION, "
      "EFFICIENT_ATTENTION, MATH], set_priority=True), cuDNN first only on compute capability 10.0"},
+    {FP32_SHARDS, true, ZERO3,
+     "fully_shard with MixedPrecisionPolicy(param_dtype=bfloat16) on an fp32 model: fp32 shards and "
+     "gradients, bf16 only gathered"},
 };
 
 // MosaicML Composer with llm-foundry (v0.3, 2023).
@@ -227,6 +236,8 @@ constexpr StackDefault COMPOSER_0_3[] = {
     {ATTENTION_KERNEL, AttentionKernel::FLASH2, FUSED_ATTENTION,
      "attn_impl: triton, the FlashAttention-2 algorithm in Triton (no cuDNN, no Hopper-specific kernel), "
      "costed as FlashAttention-2"},
+    {FP32_SHARDS, true, ZERO3,
+     "FSDP on a model built in fp32 (precision amp_bf16): the FlatParameter shard stays fp32"},
 };
 
 constexpr StackVersion MEGATRON_LM[] = {
@@ -280,7 +291,7 @@ constexpr std::array<std::string_view, STACK_KEYS> KEY_PATHS = {
     "training.grad_reduce_in_fp32", "training.zero3_fetch",
     "training.fp8_params",          "parallel.etp",
     "training.pointwise",           "parallel.tp_comm_overlap",
-    "training.attention_kernel",
+    "training.attention_kernel",    "training.fp32_shards",
 };
 
 std::size_t index(StackKey k) {
@@ -315,6 +326,8 @@ StackValue value_of(const WorkloadSpec& w, StackKey k) {
     return w.parallel.tp_comm_overlap;
   case ATTENTION_KERNEL:
     return w.training.attention_kernel;
+  case FP32_SHARDS:
+    return w.training.fp32_shards;
   }
   return false;
 }
@@ -359,6 +372,9 @@ void set_value(WorkloadSpec& w, StackKey k, const StackValue& v) {
     break;
   case ATTENTION_KERNEL:
     w.training.attention_kernel = std::get<AttentionKernel>(v);
+    break;
+  case FP32_SHARDS:
+    w.training.fp32_shards = std::get<bool>(v);
     break;
   }
 }
@@ -511,7 +527,8 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
                                 ETP,
                                 POINTWISE,
                                 TP_COMM_OVERLAP,
-                                ATTENTION_KERNEL};
+                                ATTENTION_KERNEL,
+                                FP32_SHARDS};
   static_assert(ORDER.size() == STACK_KEYS);
   for (const StackKey k : ORDER) {
     StackOrigin& origin = w.stack.origin[index(k)];

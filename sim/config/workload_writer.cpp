@@ -219,6 +219,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.pointwise"] = name_of(detail::POINTWISE_NAMES, t.pointwise);
   if (t.fp8_params != def.fp8_params)
     v["training.fp8_params"] = boolean(t.fp8_params);
+  if (t.fp32_shards != def.fp32_shards)
+    v["training.fp32_shards"] = boolean(t.fp32_shards);
   if (t.offload_layers != def.offload_layers)
     v["training.offload_layers"] = std::to_string(t.offload_layers);
   if (t.recompute_layers != def.recompute_layers)
@@ -283,6 +285,9 @@ void stack_values(const WorkloadSpec& w, Values& v) {
       break;
     case StackKey::ATTENTION_KERNEL:
       v[path] = name_of(detail::ATTENTION_KERNEL_NAMES, t.attention_kernel);
+      break;
+    case StackKey::FP32_SHARDS:
+      v[path] = boolean(t.fp32_shards);
       break;
     }
   }

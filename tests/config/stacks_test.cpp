@@ -223,6 +223,13 @@ TEST_F(StackTest, AttentionKernelByStack) {
     EXPECT_EQ(w.training.attention_kernel, AttentionKernel::CUDNN) << stack;
     EXPECT_EQ(origin(w, StackKey::ATTENTION_KERNEL), StackOrigin::STACK) << stack;
   }
+  // PyTorch FSDP keeps fp32 shards; the Megatron stacks' ZeRO is not FSDP.
+  for (const char* stack : {"torchtitan", "fsdp", "composer"})
+    EXPECT_TRUE(expanded(workload_text("  tp: 1\n  pp: 1\n", std::string("  stack: {name: ") + stack + "}\n"))
+                    .training.fp32_shards)
+        << stack;
+  EXPECT_FALSE(expanded(workload_text("  tp: 1\n  pp: 1\n  zero_stage: 3\n", "  stack: {name: nemo}\n"))
+                   .training.fp32_shards);
   // Unfused attention (written): no fused kernel to choose, the built-in default.
   const WorkloadSpec unfused = expanded(
       workload_text("  tp: 1\n  pp: 1\n", "  stack: {name: torchtitan}\n  flash_attention: false\n"));
