@@ -496,6 +496,14 @@ constexpr Key WORKLOAD_KEYS[] = {
      "fused (FlashAttention-style) attention: the s² scores are not stored, and with a kernel profile "
      "the attention core is one fused kernel; `false` charges Megatron's unfused "
      "QKᵀ/softmax/dropout/AV kernels (docs/kernels.md)"},
+    {"training.attention_kernel", enumeration({"cudnn", "flash2", "flash3"}), OPTIONAL, "cudnn",
+     "; with `flash_attention: true`; `flash3` needs a Hopper profile (compute capability 9.x)", "",
+     "which fused attention kernel runs the attention core: `cudnn`, cuDNN's fused attention "
+     "(Transformer Engine, PyTorch SDPA's cuDNN backend), what the kernel profiles' attention rows "
+     "measure; `flash2`, FlashAttention-2 (PyTorch SDPA's flash backend), on compute capability 9.0 "
+     "and later at 333/529 of the profile's forward rate and 318/518 of its backward; `flash3`, "
+     "FlashAttention-3, at 602/529 and 559/518 (the FlashAttention-3 paper's H100 figures; "
+     "docs/kernels.md, \"Attention kernels\")"},
     {"training.zero3_prefetch", integer(0, 64), OPTIONAL, "1", "", "",
      "ZeRO-3 / FSDP: layers whose parameters are gathered ahead of the one computing; at most this + 1"
      " gathered layers of a pass are resident (the memory ledger's `zero3_gathered`: that window of "
@@ -540,6 +548,12 @@ constexpr Key WORKLOAD_KEYS[] = {
      "fp8 primary weights (Transformer Engine's `fp8_model_init`, Megatron's `fp8_param_gather`): "
      "weights held in fp8 with their transpose (2 bytes per parameter instead of 4) and gathered in "
      "fp8 by the distributed optimizer and ZeRO-3"},
+    {"training.fp32_shards", boolean(), OPTIONAL, "false", "; with `parallel.zero_stage` 3", "",
+     "ZeRO-3 shards that are the fp32 parameters themselves (PyTorch FSDP's mixed precision): the "
+     "memory ledger holds 4 bytes per sharded parameter (the optimizer's fp32 master weight, "
+     "counted there instead: `optimizer_bytes_per_param` - 4) and 4 per sharded gradient, whatever "
+     "`grad_reduce_in_fp32` says of the reductions; 16-bit weights exist only gathered "
+     "([model.md](model.md#fsdps-fp32-shards))"},
     {"training.offload_layers", integer(0, DEGREE_LIMIT), OPTIONAL, "0",
      "; needs `recompute: none` and `gpu.host_bandwidth`", "fewer than a model chunk's layers (layout check)",
      "activation offloading (Megatron's `cpu_offloading_num_layers`): the first N layers of each model"
@@ -552,7 +566,8 @@ constexpr Key WORKLOAD_KEYS[] = {
      "`training.flash_attention`, `parallel.sp`, `parallel.tp_grad_overlap`, `parallel.pp_scatter_gather`, "
      "`parallel.zero_stage`, `training.overlap_param_gather`, `training.grad_reduce_in_fp32`, "
      "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`, `training.pointwise`, "
-     "`parallel.tp_comm_overlap`; a key the file writes wins, and a "
+     "`parallel.tp_comm_overlap`, `training.attention_kernel`, `training.fp32_shards`; a key the file writes "
+     "wins, and a "
      "value whose mechanism needs a layout (sp: tp > 1) applies only where the layout has it "
      "([stacks.md](stacks.md); `stepsim run --explain` lists each value and its origin)"},
     {"training.stack.name", string(), REQUIRED, "", "in `stack`",

@@ -38,6 +38,11 @@ enum class CrossEntropy { FP32, FUSED };
 /// operations (a Python RMSNorm in fp32, rotary embeddings in complex fp32 arithmetic, grouped
 /// K/V repeated to every query head, SwiGLU as two kernels).
 enum class Pointwise { FUSED, EAGER };
+/// Which fused attention kernel runs the attention core (docs/kernels.md, "Attention kernels"):
+/// CUDNN = cuDNN's fused attention (Transformer Engine's FusedAttention, PyTorch SDPA's cuDNN
+/// backend), what the kernel profiles' attention rows stand for; FLASH2 = FlashAttention-2 (the
+/// flash backend of PyTorch's SDPA); FLASH3 = FlashAttention-3 (Hopper only).
+enum class AttentionKernel { CUDNN, FLASH2, FLASH3 };
 enum class FabricKind { FAT_TREE, RAIL_OPTIMIZED, GRAPH };
 /// How the GPUs of a node reach each other: an NVSwitch crossbar, or PCIe through a switch/host bridge.
 enum class IntraNodeKind { NVSWITCH, PCIE };
@@ -461,7 +466,14 @@ struct TrainingSpec {
     return recompute == Recompute::FULL && (recompute_layers == 0 || l < recompute_layers);
   }
   bool flash_attention = false; ///< fused attention: the s^2 attention scores are not stored
-  int zero3_prefetch = 1;       ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
+  /// With flash_attention: the fused kernel's implementation, whose rate relative to the profile's
+  /// fused attention rows kernels::attention_kernel_rate gives.
+  AttentionKernel attention_kernel = AttentionKernel::CUDNN;
+  /// ZeRO-3 shards that are the fp32 parameters themselves (PyTorch FSDP's mixed precision): the
+  /// optimizer's fp32 master weight is the shard, the shard's gradient is fp32, and 16-bit
+  /// weights exist only gathered (docs/model.md, "FSDP's fp32 shards").
+  bool fp32_shards = false;
+  int zero3_prefetch = 1; ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
   /// ZeRO-3: how parameters are fetched (docs/model.md, "ZeRO-3 fetch"). PREFETCH: one all-gather
   /// per layer, issued zero3_prefetch layers ahead, beside the compute. BLOCKING: one all-gather
   /// per weight tensor, each after the device has drained (a synchronize before every gather),
@@ -519,8 +531,10 @@ enum class StackKey {
   ETP,                  ///< parallel.etp
   POINTWISE,            ///< training.pointwise
   TP_COMM_OVERLAP,      ///< parallel.tp_comm_overlap
+  ATTENTION_KERNEL,     ///< training.attention_kernel
+  FP32_SHARDS,          ///< training.fp32_shards
 };
-inline constexpr std::size_t STACK_KEYS = 12;
+inline constexpr std::size_t STACK_KEYS = 14;
 
 /// Where a stack mechanism's value came from.
 enum class StackOrigin {

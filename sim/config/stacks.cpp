@@ -2,6 +2,8 @@
 
 #include "config/stacks.hpp"
 
+#include "config/workload_names.hpp"
+
 #include <array>
 
 namespace stepsim::config {
@@ -69,6 +71,9 @@ constexpr StackDefault MEGATRON_CORE_0_15[] = {
      "Transformer Engine's LayerNormLinear / LayerNormMLP and Megatron's fused kernels (bias-GeLU, "
      "bias-dropout-add, fused RoPE)"},
     {TP_COMM_OVERLAP, false, TP_SP, "megatron/training/arguments.py --tp-comm-overlap (store_true: off)"},
+    {ATTENTION_KERNEL, AttentionKernel::CUDNN, FUSED_ATTENTION,
+     "Transformer Engine's get_attention_backend prefers FusedAttention (cuDNN) over FlashAttention on "
+     "compute capability 9.0 and later"},
 };
 
 // NeMo 1.x (the 23.x framework containers, the NeMo-Framework-Launcher's YAML recipes).
@@ -82,6 +87,9 @@ constexpr StackDefault NEMO_23[] = {
     {PP_SCATTER_GATHER, false, TP_PP_NO_SP, "Megatron-Core pipeline sends (whole tensors)"},
     {ZERO_STAGE, 1, ALWAYS, "model.optim.name: distributed_fused_adam (the distributed optimizer over DP)"},
     {OVERLAP_PARAM_GATHER, true, SHARDED_OPTIMIZER_DP, "model.optim.overlap_param_sync: True"},
+    {ATTENTION_KERNEL, AttentionKernel::CUDNN, FUSED_ATTENTION,
+     "Transformer Engine's get_attention_backend prefers FusedAttention (cuDNN) over FlashAttention on "
+     "compute capability 9.0 and later"},
 };
 
 // NeMo 2.0 (24.07 container on): nemo/collections/llm/recipes/*.py.
@@ -98,6 +106,9 @@ constexpr StackDefault NEMO_24[] = {
      "use_distributed_optimizer=True)"},
     {OVERLAP_PARAM_GATHER, true, SHARDED_OPTIMIZER_DP,
      "recipes' DistributedDataParallelConfig(overlap_param_gather=True)"},
+    {ATTENTION_KERNEL, AttentionKernel::CUDNN, FUSED_ATTENTION,
+     "Transformer Engine's get_attention_backend prefers FusedAttention (cuDNN) over FlashAttention on "
+     "compute capability 9.0 and later"},
 };
 
 // Megatron-Bridge (the NeMo 25.09 container on): NeMo 2.0's recipe values plus its MoE and fp8.
@@ -112,6 +123,9 @@ constexpr StackDefault MEGATRON_BRIDGE_25[] = {
      "fp8 mixed-precision recipes (training/mixed_precision.py, e.g. bf16_with_fp8_current_scaling_mixed): "
      "fp8_param_gather=True"},
     {ETP, 1, MOE_TP, "MoE recipes: expert_tensor_parallel_size=1 (Megatron-Core MoE parallel folding)"},
+    {ATTENTION_KERNEL, AttentionKernel::CUDNN, FUSED_ATTENTION,
+     "Transformer Engine's get_attention_backend prefers FusedAttention (cuDNN) over FlashAttention on "
+     "compute capability 9.0 and later"},
 };
 
 // Megatron-DeepSpeed (bigscience-workshop/Megatron-DeepSpeed, BLOOM, 2022): Megatron-LM's layers
@@ -158,6 +172,12 @@ constexpr StackDefault FSDP_1[] = {
      "FullyShardedDataParallel(sharding_strategy=ShardingStrategy.FULL_SHARD) (default)"},
     {GRAD_REDUCE_IN_FP32, false, ALWAYS,
      "MixedPrecision(reduce_dtype=None): gradients reduced in param_dtype"},
+    {ATTENTION_KERNEL, AttentionKernel::FLASH2, FUSED_ATTENTION,
+     "scaled_dot_product_attention's flash backend, first in its backend order (FlashAttention-2 kernels "
+     "from PyTorch 2.2; 2.0 and 2.1 ran FlashAttention-1's, which no rate here models)"},
+    {FP32_SHARDS, true, ZERO3,
+     "MixedPrecision(param_dtype=bfloat16): the FlatParameter shard keeps the fp32 parameters the optimizer "
+     "updates; the 16-bit copy exists only unsharded"},
 };
 
 // PyTorch FSDP2: torch.distributed.fsdp.fully_shard (PyTorch 2.4 on, 2024).
@@ -168,6 +188,13 @@ constexpr StackDefault FSDP_2[] = {
      "fully_shard(reshard_after_forward=True) (default): parameters, gradients, states sharded"},
     {GRAD_REDUCE_IN_FP32, false, ALWAYS,
      "MixedPrecisionPolicy(reduce_dtype=None): gradients reduced in param_dtype"},
+    {ATTENTION_KERNEL, AttentionKernel::FLASH2, FUSED_ATTENTION,
+     "scaled_dot_product_attention's default backend order tries FLASH_ATTENTION (FlashAttention-2) first; "
+     "cuDNN attention led it on H100 in PyTorch 2.5.0 only and is last from 2.5.1 on "
+     "(pytorch/pytorch#138522)"},
+    {FP32_SHARDS, true, ZERO3,
+     "MixedPrecisionPolicy(param_dtype=bfloat16): sharded parameters and gradients stay fp32 (the "
+     "optimizer's), all-gathers cast to param_dtype"},
 };
 
 // torchtitan v0.1 (2025): FSDP2 with TP and its mixed-precision policy.
@@ -189,6 +216,13 @@ constexpr StackDefault TORCHTITAN_0_1[] = {
     {TP_COMM_OVERLAP, false, TP_SP,
      "config_manager.py parallelism.enable_async_tensor_parallel = False (default; async TP needs "
      "compile)"},
+    {ATTENTION_KERNEL, AttentionKernel::FLASH2, FUSED_ATTENTION,
+     "scaled_dot_product_attention under PyTorch's backend order, FLASH_ATTENTION (FlashAttention-2) first "
+     "(pytorch/pytorch#138522); torchtitan/models/attention.py of 2025 sets sdpa_kernel([FLASH_ATTENTION, "
+     "EFFICIENT_ATTENTION, MATH], set_priority=True), cuDNN first only on compute capability 10.0"},
+    {FP32_SHARDS, true, ZERO3,
+     "fully_shard with MixedPrecisionPolicy(param_dtype=bfloat16) on an fp32 model: fp32 shards and "
+     "gradients, bf16 only gathered"},
 };
 
 // MosaicML Composer with llm-foundry (v0.3, 2023).
@@ -199,6 +233,11 @@ constexpr StackDefault COMPOSER_0_3[] = {
     {ZERO_STAGE, 3, ALWAYS, "the same yamls' fsdp_config.sharding_strategy: FULL_SHARD"},
     {GRAD_REDUCE_IN_FP32, false, ALWAYS,
      "fsdp_config.mixed_precision: PURE: parameters, gradient reductions and buffers in bf16"},
+    {ATTENTION_KERNEL, AttentionKernel::FLASH2, FUSED_ATTENTION,
+     "attn_impl: triton, the FlashAttention-2 algorithm in Triton (no cuDNN, no Hopper-specific kernel), "
+     "costed as FlashAttention-2"},
+    {FP32_SHARDS, true, ZERO3,
+     "FSDP on a model built in fp32 (precision amp_bf16): the FlatParameter shard stays fp32"},
 };
 
 constexpr StackVersion MEGATRON_LM[] = {
@@ -252,6 +291,7 @@ constexpr std::array<std::string_view, STACK_KEYS> KEY_PATHS = {
     "training.grad_reduce_in_fp32", "training.zero3_fetch",
     "training.fp8_params",          "parallel.etp",
     "training.pointwise",           "parallel.tp_comm_overlap",
+    "training.attention_kernel",    "training.fp32_shards",
 };
 
 std::size_t index(StackKey k) {
@@ -284,6 +324,10 @@ StackValue value_of(const WorkloadSpec& w, StackKey k) {
     return w.training.pointwise;
   case TP_COMM_OVERLAP:
     return w.parallel.tp_comm_overlap;
+  case ATTENTION_KERNEL:
+    return w.training.attention_kernel;
+  case FP32_SHARDS:
+    return w.training.fp32_shards;
   }
   return false;
 }
@@ -325,6 +369,12 @@ void set_value(WorkloadSpec& w, StackKey k, const StackValue& v) {
     break;
   case TP_COMM_OVERLAP:
     w.parallel.tp_comm_overlap = std::get<bool>(v);
+    break;
+  case ATTENTION_KERNEL:
+    w.training.attention_kernel = std::get<AttentionKernel>(v);
+    break;
+  case FP32_SHARDS:
+    w.training.fp32_shards = std::get<bool>(v);
     break;
   }
 }
@@ -394,6 +444,8 @@ std::string to_string(const StackValue& value) {
     return std::to_string(*i);
   if (const Pointwise* p = std::get_if<Pointwise>(&value))
     return *p == Pointwise::EAGER ? "eager" : "fused";
+  if (const AttentionKernel* a = std::get_if<AttentionKernel>(&value))
+    return std::string(detail::name_of(detail::ATTENTION_KERNEL_NAMES, *a));
   return std::get<Zero3Fetch>(value) == Zero3Fetch::BLOCKING ? "blocking" : "prefetch";
 }
 
@@ -421,6 +473,8 @@ std::string_view to_string(StackWhen when) {
     return "a mixture-of-experts model and tp > 1";
   case TP_SP:
     return "tp > 1 and sp";
+  case FUSED_ATTENTION:
+    return "flash_attention";
   }
   return "";
 }
@@ -450,6 +504,8 @@ bool stack_applies(StackWhen when, const WorkloadSpec& w, int64_t dp) {
     return w.model.moe.enabled() && p.tp > 1;
   case TP_SP:
     return p.tp > 1 && p.sp;
+  case FUSED_ATTENTION:
+    return w.training.flash_attention;
   }
   return false;
 }
@@ -458,7 +514,7 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
   const StackPreset* preset = w.stack.name.empty() ? nullptr : find_stack(w.stack.name);
   const StackVersion* version = preset != nullptr ? find_version(*preset, w.stack.version) : nullptr;
   // zero_stage first: the conditions of the others read it.
-  // tp_comm_overlap after sp: its condition reads it.
+  // tp_comm_overlap after sp, attention_kernel after flash_attention: their conditions read them.
   constexpr std::array ORDER = {ZERO_STAGE,
                                 FLASH_ATTENTION,
                                 SP,
@@ -470,7 +526,9 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
                                 FP8_PARAMS,
                                 ETP,
                                 POINTWISE,
-                                TP_COMM_OVERLAP};
+                                TP_COMM_OVERLAP,
+                                ATTENTION_KERNEL,
+                                FP32_SHARDS};
   static_assert(ORDER.size() == STACK_KEYS);
   for (const StackKey k : ORDER) {
     StackOrigin& origin = w.stack.origin[index(k)];

@@ -17,9 +17,9 @@
 
 namespace stepsim::config {
 
-/// A mechanism's value, typed as its workload key: bool, int (zero_stage, etp), Zero3Fetch or
-/// Pointwise.
-using StackValue = std::variant<bool, int, Zero3Fetch, Pointwise>;
+/// A mechanism's value, typed as its workload key: bool, int (zero_stage, etp), Zero3Fetch,
+/// Pointwise or AttentionKernel.
+using StackValue = std::variant<bool, int, Zero3Fetch, Pointwise, AttentionKernel>;
 
 /// The layout a preset's value needs; elsewhere the key keeps its built-in default.
 enum class StackWhen {
@@ -34,6 +34,7 @@ enum class StackWhen {
   ZERO3_BF16,           ///< zero_stage 3 and precision bf16 or fp8
   MOE_TP,               ///< a mixture-of-experts model with tp > 1
   TP_SP,                ///< tp > 1 and sp (TP communication overlap)
+  FUSED_ATTENTION,      ///< training.flash_attention (a fused attention kernel to choose)
 };
 
 /// One mechanism default of a preset and its citation (flag or configuration name, default, file

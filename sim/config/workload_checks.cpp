@@ -154,6 +154,10 @@ std::vector<Finding> training_problems(const WorkloadSpec& w) {
   std::vector<Finding> out;
   if (w.training.fp8_params && w.precision != Precision::FP8)
     out.push_back({"fp8_params", "fp8 primary weights need precision: fp8"});
+  if (w.training.fp32_shards && w.training.optimizer_bytes_per_param < 4)
+    out.push_back({"fp32_shards", "fp32 shards are the optimizer's fp32 master weights: they need "
+                                  "optimizer_bytes_per_param >= 4 (the master's 4 bytes), found " +
+                                      std::to_string(w.training.optimizer_bytes_per_param)});
   const RecomputeModules& m = w.training.recompute_modules;
   if (m.mlp && w.model.moe.enabled())
     out.push_back({"recompute_modules",

@@ -40,6 +40,9 @@ inline constexpr Name<CrossEntropy> CROSS_ENTROPY_NAMES[] = {{"fp32", CrossEntro
                                                              {"fused", CrossEntropy::FUSED}};
 inline constexpr Name<Pointwise> POINTWISE_NAMES[] = {{"fused", Pointwise::FUSED},
                                                       {"eager", Pointwise::EAGER}};
+inline constexpr Name<AttentionKernel> ATTENTION_KERNEL_NAMES[] = {{"cudnn", AttentionKernel::CUDNN},
+                                                                   {"flash2", AttentionKernel::FLASH2},
+                                                                   {"flash3", AttentionKernel::FLASH3}};
 inline constexpr Name<CollectiveAlgorithm> ALGORITHM_NAMES[] = {
     {"auto", CollectiveAlgorithm::AUTO}, {"ring", CollectiveAlgorithm::RING},
     {"tree", CollectiveAlgorithm::TREE}, {"hierarchical", CollectiveAlgorithm::HIERARCHICAL},

@@ -307,6 +307,11 @@ void read_training(const MapReader& m, TrainingSpec& t) {
       t.recompute_modules = read_recompute_modules(f);
     });
   optional_key(m, "flash_attention", [&](const Field& f) { t.flash_attention = read_bool(f); });
+  optional_key(m, "attention_kernel", [&](const Field& f) {
+    t.attention_kernel = read_choice<AttentionKernel>(f, {{"cudnn", AttentionKernel::CUDNN},
+                                                          {"flash2", AttentionKernel::FLASH2},
+                                                          {"flash3", AttentionKernel::FLASH3}});
+  });
   optional_key(m, "zero3_prefetch", [&](const Field& f) { t.zero3_prefetch = read_int(f); });
   optional_key(m, "zero3_fetch", [&](const Field& f) {
     t.zero3_fetch =
@@ -326,6 +331,7 @@ void read_training(const MapReader& m, TrainingSpec& t) {
     t.pointwise = read_choice<Pointwise>(f, {{"fused", Pointwise::FUSED}, {"eager", Pointwise::EAGER}});
   });
   optional_key(m, "fp8_params", [&](const Field& f) { t.fp8_params = read_bool(f); });
+  optional_key(m, "fp32_shards", [&](const Field& f) { t.fp32_shards = read_bool(f); });
   // Bounded by the layout, and with recompute: full (check_layout).
   optional_key(m, "offload_layers", [&](const Field& f) { t.offload_layers = read_integer(f); });
   optional_key(m, "recompute_layers", [&](const Field& f) { t.recompute_layers = read_integer(f); });

@@ -203,6 +203,8 @@ void training_values(const TrainingSpec& t, Values& v) {
   }
   if (t.flash_attention != def.flash_attention)
     v["training.flash_attention"] = boolean(t.flash_attention);
+  if (t.attention_kernel != def.attention_kernel)
+    v["training.attention_kernel"] = name_of(detail::ATTENTION_KERNEL_NAMES, t.attention_kernel);
   if (t.zero3_prefetch != def.zero3_prefetch)
     v["training.zero3_prefetch"] = std::to_string(t.zero3_prefetch);
   if (t.zero3_fetch != def.zero3_fetch)
@@ -217,6 +219,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.pointwise"] = name_of(detail::POINTWISE_NAMES, t.pointwise);
   if (t.fp8_params != def.fp8_params)
     v["training.fp8_params"] = boolean(t.fp8_params);
+  if (t.fp32_shards != def.fp32_shards)
+    v["training.fp32_shards"] = boolean(t.fp32_shards);
   if (t.offload_layers != def.offload_layers)
     v["training.offload_layers"] = std::to_string(t.offload_layers);
   if (t.recompute_layers != def.recompute_layers)
@@ -278,6 +282,12 @@ void stack_values(const WorkloadSpec& w, Values& v) {
       break;
     case StackKey::TP_COMM_OVERLAP:
       v[path] = boolean(p.tp_comm_overlap);
+      break;
+    case StackKey::ATTENTION_KERNEL:
+      v[path] = name_of(detail::ATTENTION_KERNEL_NAMES, t.attention_kernel);
+      break;
+    case StackKey::FP32_SHARDS:
+      v[path] = boolean(t.fp32_shards);
       break;
     }
   }

@@ -1,6 +1,7 @@
 #include "kernels/kernel_table.hpp"
 
 #include "core/error.hpp"
+#include "kernels/attention_kernel.hpp"
 #include "kernels/roofline.hpp"
 #include "kernels/variant.hpp"
 
@@ -86,14 +87,6 @@ std::size_t axis_count(KernelFamily f) {
     return 1;
   }
   return 0;
-}
-
-int compute_capability_tenths(const std::string& cc) {
-  // "9.0" -> 90, "8.9" -> 89; "" -> 0.
-  const auto dot = cc.find('.');
-  if (dot == std::string::npos)
-    return 0;
-  return std::atoi(cc.substr(0, dot).c_str()) * 10 + std::atoi(cc.substr(dot + 1).c_str());
 }
 
 } // namespace

@@ -217,16 +217,21 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
   };
   MemoryLedger l;
   l.weights = Bytes(weight_bytes(w) * sharded(3));
+  // FSDP's fp32 shards (training.fp32_shards): the shard is the fp32 parameter the optimizer
+  // updates (its master weight, 4 of its K bytes) and holds an fp32 gradient.
+  const bool fp32_shards = zero >= 3 && w.training.fp32_shards;
+  if (fp32_shards)
+    l.weights = Bytes(4.0 * sharded(3));
   // fp8 training: each layer's fp8 weight and its fp8 transpose, cast once per step (ZeRO-3
   // casts the gathered layers instead: zero3_gathered).
   if (zero < 3)
     l.weights += Bytes(fp8_weight_bytes(w) * stage_params(w, stage).total());
-  l.gradients = Bytes(e * sharded(2));
+  l.gradients = Bytes((fp32_shards ? 4.0 : e) * sharded(2));
   // grad_accumulation: fp32_pass keeps an fp32 accumulator beside the 16-bit gradients (the
   // reduced ones, when grad_reduce_in_fp32 reduces the accumulator itself).
   if (w.training.grad_accumulation == GradAccumulation::FP32_PASS)
     l.gradients += Bytes((w.training.grad_reduce_in_fp32 ? element_bytes(w.precision) : 4.0) * sharded(2));
-  l.optimizer = Bytes(w.training.optimizer_bytes_per_param * sharded(1));
+  l.optimizer = Bytes((w.training.optimizer_bytes_per_param - (fp32_shards ? 4.0 : 0.0)) * sharded(1));
   Bytes buffers(0.0);
   if (w.parallel.dp > 1)
     buffers += w.training.dp_bucket;

@@ -1,6 +1,7 @@
 #include "runner/simulate.hpp"
 
 #include "core/error.hpp"
+#include "kernels/attention_kernel.hpp"
 #include "kernels/step_kernels.hpp"
 #include "model/moe.hpp"
 #include "model/transformer.hpp"
@@ -35,6 +36,17 @@ public:
         gemm_efficiency_(gpu.gemm_efficiency > 0 ? gpu.gemm_efficiency : 1.0),
         memory_bound_efficiency_(gpu.memory_bound_efficiency > 0 ? gpu.memory_bound_efficiency : 1.0),
         launch_overhead_(gpu.launch_overhead.value() >= 0 ? gpu.launch_overhead : table_->launch_overhead()) {
+    // The fused attention kernel the workload names, against the profile's attention rows.
+    const int cc = kernels::compute_capability_tenths(table_->profile().header.compute_capability);
+    try {
+      attention_rate_fwd_ =
+          kernels::attention_kernel_rate(w.training.attention_kernel, kernels::KernelKind::ATTENTION_FWD, cc);
+      attention_rate_bwd_ =
+          kernels::attention_kernel_rate(w.training.attention_kernel, kernels::KernelKind::ATTENTION_BWD, cc);
+    } catch (const ConfigError& e) {
+      if (w.training.flash_attention)
+        throw ConfigError(w.source + ": " + e.what());
+    }
   }
 
   graph::ComputeCost operator()(const graph::ComputeQuery& q) {
@@ -66,9 +78,12 @@ private:
       const bool tensor_core = c.shape.kind == kernels::KernelKind::GEMM ||
                                c.shape.kind == kernels::KernelKind::ATTENTION_FWD ||
                                c.shape.kind == kernels::KernelKind::ATTENTION_BWD;
-      const double t =
-          k.time.value() * c.time_factor / (tensor_core ? gemm_efficiency_ : memory_bound_efficiency_) +
-          launch_overhead_.value();
+      const double attention_rate = c.shape.kind == kernels::KernelKind::ATTENTION_FWD   ? attention_rate_fwd_
+                                    : c.shape.kind == kernels::KernelKind::ATTENTION_BWD ? attention_rate_bwd_
+                                                                                         : 1.0;
+      const double t = k.time.value() * c.time_factor /
+                           (attention_rate * (tensor_core ? gemm_efficiency_ : memory_bound_efficiency_)) +
+                       launch_overhead_.value();
       total += t;
       dgrad += c.part == kernels::CallPart::INPUT_DGRAD ? t : 0.0;
       wgrad += c.part == kernels::CallPart::INPUT_WGRAD ? t : 0.0;
@@ -101,6 +116,8 @@ private:
   WorkloadSpec w_;
   double gemm_efficiency_ = 1.0;
   double memory_bound_efficiency_ = 1.0;
+  double attention_rate_fwd_ = 1.0; ///< training.attention_kernel's rate (kernels/attention_kernel.hpp)
+  double attention_rate_bwd_ = 1.0;
   Seconds launch_overhead_;
   std::map<std::tuple<int, int, int, bool>, graph::ComputeCost> cache_;
 };

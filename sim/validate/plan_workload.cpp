@@ -434,6 +434,21 @@ void map_stated_options(Draft& d, const config::StackVersion* version) {
     w.training.pointwise = std::get<Pointwise>(preset->value);
     d.plan.defaults.push_back("pointwise=" + config::to_string(preset->value) + " (the stack's preset)");
   }
+  // The fused attention kernel: the stack's (the records do not name one).
+  const config::StackDefault* kernel =
+      version != nullptr ? config::stack_default(*version, StackKey::ATTENTION_KERNEL) : nullptr;
+  if (kernel != nullptr && w.training.flash_attention) {
+    w.training.attention_kernel = std::get<AttentionKernel>(kernel->value);
+    d.plan.defaults.push_back("attention_kernel=" + config::to_string(kernel->value) +
+                              " (the stack's preset)");
+  }
+  // PyTorch FSDP's fp32 shards: the stack's, under ZeRO-3.
+  const config::StackDefault* shards =
+      version != nullptr ? config::stack_default(*version, StackKey::FP32_SHARDS) : nullptr;
+  if (shards != nullptr && w.parallel.zero_stage == 3) {
+    w.training.fp32_shards = std::get<bool>(shards->value);
+    d.plan.defaults.push_back("fp32_shards=" + config::to_string(shards->value) + " (the stack's preset)");
+  }
   // Pipelined TP communication needs sequence parallelism (Megatron asserts it with
   // --tp-comm-overlap; PyTorch's async TP runs on the SP-sharded activations): stated, it implies sp.
   // The record's parallelism.tp_comm_overlap (the recipe's setting) wins over the framework text.

@@ -408,6 +408,7 @@ bool applies_to_record(config::StackWhen when, const RecordFacts& f) {
   case W::TP_PP_NO_SP:
   case W::MOE_TP:
   case W::TP_SP:
+  case W::FUSED_ATTENTION:
     return true;
   case W::TP_SPLITS_SEQUENCE:
     return f.sequence_splits_over_tp;

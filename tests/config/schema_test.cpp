@@ -152,6 +152,7 @@ const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>
            return num(m.core_attn) + num(m.layernorm) + num(m.mlp) + num(m.moe_act) + num(m.mla_up_proj);
          }},
         {"training.flash_attention", [](const WorkloadSpec& w) { return num(w.training.flash_attention); }},
+        {"training.attention_kernel", [](const WorkloadSpec& w) { return num(w.training.attention_kernel); }},
         {"training.zero3_prefetch", [](const WorkloadSpec& w) { return num(w.training.zero3_prefetch); }},
         {"training.zero3_fetch", [](const WorkloadSpec& w) { return num(w.training.zero3_fetch); }},
         {"training.overlap_param_gather",
@@ -163,6 +164,7 @@ const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>
         {"training.cross_entropy", [](const WorkloadSpec& w) { return num(w.training.cross_entropy); }},
         {"training.pointwise", [](const WorkloadSpec& w) { return num(w.training.pointwise); }},
         {"training.fp8_params", [](const WorkloadSpec& w) { return num(w.training.fp8_params); }},
+        {"training.fp32_shards", [](const WorkloadSpec& w) { return num(w.training.fp32_shards); }},
         {"training.offload_layers", [](const WorkloadSpec& w) { return num(w.training.offload_layers); }},
         {"training.recompute_layers", [](const WorkloadSpec& w) { return num(w.training.recompute_layers); }},
         {"training.variability.seed", [](const WorkloadSpec& w) { return num(w.training.variability.seed); }},

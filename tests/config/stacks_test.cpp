@@ -206,6 +206,54 @@ TEST_F(StackTest, MegatronCoreExpands) {
   EXPECT_TRUE(w.training.grad_reduce_in_fp32);
 }
 
+// The fused attention kernel: PyTorch SDPA's flash backend (FlashAttention-2) for the PyTorch
+// trainers, Transformer Engine's cuDNN attention for the Megatron-Core stacks; only with fused
+// attention, and a written key wins.
+TEST_F(StackTest, AttentionKernelByStack) {
+  for (const char* stack : {"torchtitan", "fsdp", "composer"}) {
+    const WorkloadSpec w =
+        expanded(workload_text("  tp: 1\n  pp: 1\n", std::string("  stack: {name: ") + stack + "}\n"));
+    EXPECT_TRUE(w.training.flash_attention) << stack;
+    EXPECT_EQ(w.training.attention_kernel, AttentionKernel::FLASH2) << stack;
+    EXPECT_EQ(origin(w, StackKey::ATTENTION_KERNEL), StackOrigin::STACK) << stack;
+  }
+  for (const char* stack : {"megatron-core", "nemo", "megatron-bridge"}) {
+    const WorkloadSpec w =
+        expanded(workload_text("  tp: 1\n  pp: 1\n", std::string("  stack: {name: ") + stack + "}\n"));
+    EXPECT_EQ(w.training.attention_kernel, AttentionKernel::CUDNN) << stack;
+    EXPECT_EQ(origin(w, StackKey::ATTENTION_KERNEL), StackOrigin::STACK) << stack;
+  }
+  // PyTorch FSDP keeps fp32 shards; the Megatron stacks' ZeRO is not FSDP.
+  for (const char* stack : {"torchtitan", "fsdp", "composer"})
+    EXPECT_TRUE(expanded(workload_text("  tp: 1\n  pp: 1\n", std::string("  stack: {name: ") + stack + "}\n"))
+                    .training.fp32_shards)
+        << stack;
+  EXPECT_FALSE(expanded(workload_text("  tp: 1\n  pp: 1\n  zero_stage: 3\n", "  stack: {name: nemo}\n"))
+                   .training.fp32_shards);
+  // Unfused attention (written): no fused kernel to choose, the built-in default.
+  const WorkloadSpec unfused = expanded(
+      workload_text("  tp: 1\n  pp: 1\n", "  stack: {name: torchtitan}\n  flash_attention: false\n"));
+  EXPECT_EQ(unfused.training.attention_kernel, AttentionKernel::CUDNN);
+  EXPECT_EQ(origin(unfused, StackKey::ATTENTION_KERNEL), StackOrigin::BUILT_IN);
+  // Megatron-LM of 2021 has no fused attention and no kernel value.
+  const WorkloadSpec old =
+      expanded(workload_text("  tp: 1\n  pp: 1\n", "  stack: {name: megatron-lm, version: \"2021\"}\n"));
+  EXPECT_EQ(origin(old, StackKey::ATTENTION_KERNEL), StackOrigin::BUILT_IN);
+  const WorkloadSpec written = expanded(
+      workload_text("  tp: 1\n  pp: 1\n", "  stack: {name: torchtitan}\n  attention_kernel: flash3\n"));
+  EXPECT_EQ(written.training.attention_kernel, AttentionKernel::FLASH3);
+  EXPECT_EQ(origin(written, StackKey::ATTENTION_KERNEL), StackOrigin::WORKLOAD_FILE);
+  const WorkloadSpec set = expanded(workload_text("  tp: 1\n  pp: 1\n", "  stack: {name: torchtitan}\n"),
+                                    {{"training.attention_kernel", "cudnn"}});
+  EXPECT_EQ(set.training.attention_kernel, AttentionKernel::CUDNN);
+  EXPECT_EQ(origin(set, StackKey::ATTENTION_KERNEL), StackOrigin::WORKLOAD_FILE);
+  // A value the key does not know: the file, the key and the choices.
+  const std::string bad = error(workload_text("  tp: 1\n  pp: 1\n", "  attention_kernel: flash4\n"));
+  EXPECT_NE(bad.find(path().string() + ":"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("attention_kernel"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("flash2"), std::string::npos) << bad;
+}
+
 // A key the file writes, or --set gives, wins over the preset.
 TEST_F(StackTest, ExplicitKeysWin) {
   const WorkloadSpec w = expanded(workload_text("  tp: 2\n  pp: 2\n  sp: false\n  zero_stage: 0\n",

@@ -1,4 +1,5 @@
 #include "core/error.hpp"
+#include "kernels/attention_kernel.hpp"
 #include "kernels/kernel_shape.hpp"
 #include "kernels/kernel_table.hpp"
 #include "kernels/profile.hpp"
@@ -595,6 +596,36 @@ TEST(Formats, ShapeListErrorsNameFileAndLine) {
           false)
           .rfind("s.csv:2: kv_heads must divide heads", 0),
       0u);
+}
+
+// training.attention_kernel against the profiles' (cuDNN) attention rows: the FlashAttention-3
+// paper's H100 figures at 8K tokens, head dim 128 (TFLOP/s: forward causal FA2 333, cuDNN 529,
+// FA3 602; backward 318, 518, 559). Ampere profiles carry FlashAttention-2's level already.
+TEST(AttentionKernel, RatesAreThePublishedRatios) {
+  using enum AttentionKernel;
+  for (int hopper : {90, 100}) {
+    EXPECT_DOUBLE_EQ(attention_kernel_rate(CUDNN, KernelKind::ATTENTION_FWD, hopper), 1.0);
+    EXPECT_DOUBLE_EQ(attention_kernel_rate(CUDNN, KernelKind::ATTENTION_BWD, hopper), 1.0);
+    EXPECT_DOUBLE_EQ(attention_kernel_rate(FLASH2, KernelKind::ATTENTION_FWD, hopper), 333.0 / 529.0);
+    EXPECT_DOUBLE_EQ(attention_kernel_rate(FLASH2, KernelKind::ATTENTION_BWD, hopper), 318.0 / 518.0);
+    EXPECT_DOUBLE_EQ(attention_kernel_rate(FLASH2, KernelKind::GEMM, hopper), 1.0); // attention only
+  }
+  EXPECT_DOUBLE_EQ(attention_kernel_rate(FLASH3, KernelKind::ATTENTION_FWD, 90), 602.0 / 529.0);
+  EXPECT_DOUBLE_EQ(attention_kernel_rate(FLASH3, KernelKind::ATTENTION_BWD, 90), 559.0 / 518.0);
+  EXPECT_DOUBLE_EQ(attention_kernel_rate(FLASH2, KernelKind::ATTENTION_FWD, 80), 1.0);
+  EXPECT_DOUBLE_EQ(attention_kernel_rate(FLASH2, KernelKind::ATTENTION_BWD, 80), 1.0);
+  // FlashAttention-3 is a Hopper kernel: refused elsewhere, naming the key and the capability.
+  for (int other : {0, 80, 100}) {
+    try {
+      (void)attention_kernel_rate(FLASH3, KernelKind::ATTENTION_FWD, other);
+      ADD_FAILURE() << "no ConfigError for " << other;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("training.attention_kernel"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(compute_capability_tenths("9.0"), 90);
+  EXPECT_EQ(compute_capability_tenths("8.9"), 89);
+  EXPECT_EQ(compute_capability_tenths(""), 0);
 }
 
 } // namespace

@@ -107,6 +107,41 @@ TEST(MemoryLedger, ZeroStagesMatchPaperFormulas) {
   }
 }
 
+// FSDP's fp32 shards (training.fp32_shards, zero_stage 3): per sharded parameter 4 bytes of fp32
+// weight (the optimizer's master), 4 of fp32 gradient and K - 4 of optimizer state: (4 + K)/dp
+// in all, whatever the reductions' dtype; the 16-bit layout holds 2 + e + K (e = 2, or 4 with
+// fp32 reductions). Without ZeRO-3 the key changes nothing.
+TEST(MemoryLedger, FsdpFp32ShardsHoldTheMasterWeights) {
+  const GpuSpec gpu = test::a100();
+  for (const bool fp32_reduce : {false, true}) {
+    WorkloadSpec w = test::workload(seven_b(), 1, 1, 8, 8);
+    w.parallel.zero_stage = 3;
+    w.training.grad_reduce_in_fp32 = fp32_reduce;
+    const double psi = model::params_on_rank(w, 0);
+    const double k = w.training.optimizer_bytes_per_param;
+    const model::MemoryLedger bf16 = model::persistent_memory(w, gpu, 0);
+    EXPECT_DOUBLE_EQ((bf16.weights + bf16.gradients + bf16.optimizer).value(),
+                     (2.0 + (fp32_reduce ? 4.0 : 2.0) + k) * psi / 8.0);
+    w.training.fp32_shards = true;
+    const model::MemoryLedger fsdp = model::persistent_memory(w, gpu, 0);
+    EXPECT_DOUBLE_EQ(fsdp.weights.value(), 4.0 * psi / 8.0);
+    EXPECT_DOUBLE_EQ(fsdp.gradients.value(), 4.0 * psi / 8.0);
+    EXPECT_DOUBLE_EQ(fsdp.optimizer.value(), (k - 4.0) * psi / 8.0);
+    EXPECT_DOUBLE_EQ((fsdp.weights + fsdp.gradients + fsdp.optimizer).value(), (4.0 + k) * psi / 8.0);
+    // The gathered layers stay 16-bit.
+    EXPECT_DOUBLE_EQ(model::static_memory(w, gpu, 0).zero3_gathered.value(), [&] {
+      WorkloadSpec plain = w;
+      plain.training.fp32_shards = false;
+      return model::static_memory(plain, gpu, 0).zero3_gathered.value();
+    }());
+  }
+  WorkloadSpec z1 = test::workload(seven_b(), 1, 1, 8, 8);
+  z1.parallel.zero_stage = 1;
+  const double before = model::persistent_memory(z1, gpu, 0).peak().value();
+  z1.training.fp32_shards = true;
+  EXPECT_DOUBLE_EQ(model::persistent_memory(z1, gpu, 0).peak().value(), before);
+}
+
 // Without dropout (model.dropout: false) a layer keeps no masks: Korthikanti's 34 becomes 32
 // (the two hidden-dropout masks, replicated across TP ranks without SP) and the 5 bytes per
 // attention score become 2 (the softmax output, without the dropout mask and output).

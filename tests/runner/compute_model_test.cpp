@@ -8,6 +8,7 @@
 #include "common/subprocess.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
+#include "kernels/attention_kernel.hpp"
 #include "kernels/profile.hpp"
 #include "kernels/step_kernels.hpp"
 #include "kernels/workload_kernels.hpp"
@@ -20,6 +21,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <unistd.h>
 
 namespace stepsim {
@@ -182,6 +184,53 @@ TEST(ComputeModel, DoublingGemmRowsDoublesGemmTime) {
       gemm += t1->lookup(k.shape).time.value();
   EXPECT_NEAR(b.time.value() - a.time.value(), gemm, 1e-9 * gemm);
   fs::remove(doubled);
+}
+
+// training.attention_kernel: only the fused attention kernels' times change, by the published
+// rate ratio on the H100 profile (flash2: x 529/333 forward, x 518/318 backward); on the A100
+// profile flash2 is the profile's own rate, and flash3 is refused.
+TEST(ComputeModel, AttentionKernelScalesTheFusedCoreOnly) {
+  const ClusterSpec h100 = [] {
+    ClusterSpec c = test::dgx_cluster(1, 1, 1);
+    c.gpu.kind = "H100-SXM5-80GB";
+    c.gpu.profile = (kSourceDir / "kernels_profiles/data/H100-SXM5-80GB.csv").string();
+    return c;
+  }();
+  const WorkloadSpec cudnn = compute_bound_workload();
+  WorkloadSpec flash2 = cudnn;
+  flash2.training.attention_kernel = AttentionKernel::FLASH2;
+  WorkloadSpec flash3 = cudnn;
+  flash3.training.attention_kernel = AttentionKernel::FLASH3;
+  const auto table = runner::load_kernel_table(h100);
+  ASSERT_TRUE(table);
+  for (const auto& [phase, pass, flash2_slower, flash3_slower] :
+       {std::tuple{graph::Phase::FORWARD, Phase::FORWARD, 529.0 / 333.0, 529.0 / 602.0},
+        std::tuple{graph::Phase::BACKWARD, Phase::BACKWARD, 518.0 / 318.0, 518.0 / 559.0}}) {
+    double attention = 0;
+    for (const kernels::KernelCall& k : kernels::block_kernels(cudnn, Block::ATTENTION, pass))
+      if (k.shape.kind == kernels::KernelKind::ATTENTION_FWD ||
+          k.shape.kind == kernels::KernelKind::ATTENTION_BWD)
+        attention += table->lookup(k.shape).time.value() * k.time_factor;
+    ASSERT_GT(attention, 0.0);
+    const auto at = [&](const WorkloadSpec& w) {
+      return runner::compute_time_model(h100, w, table)(query(graph::Block::ATTENTION, phase)).time.value();
+    };
+    EXPECT_NEAR(at(flash2) - at(cudnn), attention * (flash2_slower - 1), 1e-9 * attention);
+    EXPECT_NEAR(at(flash3) - at(cudnn), attention * (flash3_slower - 1), 1e-9 * attention);
+    // The MLP has no attention kernel.
+    EXPECT_DOUBLE_EQ(
+        runner::compute_time_model(h100, flash2, table)(query(graph::Block::MLP, phase)).time.value(),
+        runner::compute_time_model(h100, cudnn, table)(query(graph::Block::MLP, phase)).time.value());
+  }
+  const ClusterSpec a100 = a100_cluster(1, 1, kA100Profile.string());
+  const auto a100_table = runner::load_kernel_table(a100);
+  EXPECT_DOUBLE_EQ(runner::compute_time_model(a100, flash2, a100_table)(
+                       query(graph::Block::ATTENTION, graph::Phase::BACKWARD))
+                       .time.value(),
+                   runner::compute_time_model(a100, cudnn, a100_table)(
+                       query(graph::Block::ATTENTION, graph::Phase::BACKWARD))
+                       .time.value());
+  EXPECT_THROW((void)runner::compute_time_model(a100, flash3, a100_table), ConfigError);
 }
 
 // --- whole steps ---------------------------------------------------------------------------
