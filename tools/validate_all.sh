@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/validation.md: `stepsim validate` over the measured runs bundled in
 # tests/validate/data/measured_runs.yaml (published measured runs, each with its citation), then over
-# the further H100 fit runs of tests/validate/data/fit_runs.yaml, then over the held-out runs of
+# the further H100 and GB200 fit runs of tests/validate/data/fit_runs.yaml, then over the held-out runs of
 # tests/validate/data/heldout_runs.yaml, with the
 # calibration files of topologies/calibration/ applied. Usage:
 #   tools/validate_all.sh [BUILD_DIR]        (default build; needs BUILD_DIR/stepsim)
@@ -56,8 +56,10 @@ HEADER
 \`tests/validate/data/fit_runs.yaml\`: the fp8 columns of the two H100 recipes above at their
 smallest scale, and the Llama 3.1 8B recipe on 8 GPUs in bf16 and fp8. With the two bf16 H100 runs
 above they are the H100 fit set (bf16 and fp8 of one recipe separate the GEMM rate from the
-memory-bound kernels' rate: docs/calibration.md). Last, the GB200 fit run (Llama 3.1 405B on 128
-GB200s), on which the GB200's GEMM efficiency is fitted.
+memory-bound kernels' rate: docs/calibration.md), with three fp8 rows of NeMo's 24.07 performance
+summary as its second source (Llama 2 7B and 13B, GPT-3 20B). Last, the GB200 fit runs (Llama 3.1
+405B on 128 GB200s, and the Megatron Bridge summary's Llama 3 8B and 70B on 8 and 64), on which
+the GB200's GEMM efficiency is fitted.
 Command: \`stepsim validate tests/validate/data/fit_runs.yaml --out fit -j $jobs --timeout $timeout\`.
 
 **Result: \`$fit_last\`**
@@ -73,9 +75,10 @@ FIT
 \`tests/validate/data/heldout_runs.yaml\`: more columns of NVIDIA's DGX Cloud recipe tables (cited
 per run): the larger-scale bf16 and fp8 columns of the two H100 recipes above (the fp8 training
 model, docs/model.md), the Llama 3.1 8B at 128 GPUs, 405B, Nemotron-4 15B/340B and Grok-1 314B
-(MoE) recipes, the fp8 table of NeMo's 24.07 performance summary, more rows of the MosaicML A100
+(MoE) recipes, the rest of the fp8 table of NeMo's 24.07 performance summary, more rows of the MosaicML A100
 table whose MPT-13B/70B rows are above, MT-NLG 530B's three system-performance rows, and the dense
-fp8 rows on H100, GB200 and B200 of the Megatron Bridge performance summary (NeMo 26.02 and 25.11)
+fp8 rows on H100, GB200 and B200 of the Megatron Bridge performance summary (NeMo 26.02 and 25.11; its
+two fit runs above excepted)
 with its Qwen3-30B-A3B and Qwen3-235B-A22B MoE rows on H100 (the 235B's expert groups folded
 over the TP ranks) and its gpt-oss-120b rows (MoE with sliding-window attention) on GB200, B200 and
 H100, its DeepSeek-V3 rows in bf16 and fp8 (GB200, B200, H100), and the token-drop Qwen3 rows of
@@ -83,8 +86,8 @@ its 25.09 table on H100, B200 and GB200 (small models,
 especially in fp8, fine-grained dropless MoE, the 405B on Blackwell and the DeepSpeed stack of 2021
 are the weak spots: docs/calibration.md).
 No calibration used them:
-the H100 knobs are fitted on the six H100 runs above, the GB200's GEMM efficiency on the GB200 run
-above, the A100 knob on four Megatron-LM runs of the reference table, and the fp8 GEMM ceiling is
+the H100 knobs are fitted on the nine H100 runs above, the GB200's GEMM efficiency on the three GB200
+runs above, the A100 knob on four Megatron-LM runs of the reference table, and the fp8 GEMM ceiling is
 the training mix measured on an H200 (docs/kernels.md).
 Command: \`stepsim validate tests/validate/data/heldout_runs.yaml --out heldout -j $jobs --timeout $timeout\`.
 

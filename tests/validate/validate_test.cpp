@@ -1264,8 +1264,8 @@ TEST(Validate, UnknownFeatureKeyIsSkippedWithTheLoadersReason) {
 // cluster the typed settings give is the one command.txt's --set options give the loader.
 TEST(Validate, EveryBundledRunMaps) {
   for (const auto& [file, at_least] : {std::pair{"tests/validate/data/measured_runs.yaml", 23u},
-                                       std::pair{"tests/validate/data/fit_runs.yaml", 5u},
-                                       std::pair{"tests/validate/data/heldout_runs.yaml", 71u}}) {
+                                       std::pair{"tests/validate/data/fit_runs.yaml", 10u},
+                                       std::pair{"tests/validate/data/heldout_runs.yaml", 66u}}) {
     const config::RunsFile f = config::load_runs(src(file));
     EXPECT_GE(f.runs.size(), at_least) << file;
     const fs::path d = temp_dir("maps");
@@ -1578,12 +1578,13 @@ TEST(Calibration, LaterFitsNameStoredKnobs) {
   fs::remove_all(d);
 }
 
-// The stored GB200 GEMM efficiency, fitted on the one GB200 run of fit_runs.yaml with the two
-// other knobs at the H100's values (the bundled rack carries them), re-derives from the data.
+// The stored GB200 GEMM efficiency, fitted on the three GB200 runs of fit_runs.yaml (two sources:
+// the DGX Cloud recipe and the Megatron Bridge summary) with the two other knobs at the H100's
+// values (the bundled rack carries them), re-derives from the data.
 TEST(Calibration, ReDerivesTheStoredGb200Knob) {
   const config::CalibrationFile stored =
       config::load_calibration(src("topologies/calibration/GB200-186GB.yaml"));
-  ASSERT_EQ(stored.fit_runs.size(), 1u);
+  ASSERT_EQ(stored.fit_runs.size(), 3u);
   ASSERT_EQ(stored.knobs.at(0).path, "cluster.gpu.gemm_efficiency");
   const config::RunsFile runs = config::load_runs(std::vector<fs::path>{
       src("tests/validate/data/measured_runs.yaml"), src("tests/validate/data/fit_runs.yaml")});
@@ -1599,15 +1600,16 @@ TEST(Calibration, ReDerivesTheStoredGb200Knob) {
   fs::remove_all(options.validate.work_dir);
 }
 
-// The stored H100 knobs (three, fitted together on six runs of measured_runs.yaml and
-// fit_runs.yaml) re-derive one at a time: with the others at their stored values (the bundled
+// The stored H100 knobs (three, fitted together on nine runs of measured_runs.yaml and
+// fit_runs.yaml from two sources: six DGX Cloud recipes, three NeMo 24.07 rows) re-derive one at
+// a time: with the others at their stored values (the bundled
 // topologies carry them), each one's search over its range lands on its stored value. That is
 // the condition the joint optimum of the coordinate descent satisfies.
 TEST(Calibration, ReDerivesTheStoredH100Knobs) {
   const config::CalibrationFile stored =
       config::load_calibration(src("topologies/calibration/H100-SXM5-80GB.yaml"));
   ASSERT_EQ(stored.knobs.size(), 3u);
-  ASSERT_EQ(stored.fit_runs.size(), 6u);
+  ASSERT_EQ(stored.fit_runs.size(), 9u);
   const config::RunsFile runs = config::load_runs(std::vector<fs::path>{
       src("tests/validate/data/measured_runs.yaml"), src("tests/validate/data/fit_runs.yaml")});
   for (const auto& knob : stored.knobs) {
