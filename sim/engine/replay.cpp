@@ -63,7 +63,10 @@ public:
     engine.set_config("network/TCP-gamma:0");
     ClusterSpec platform_spec = cluster_;
     platform_spec.gpu.overlap_slowdown = options_.overlap_slowdown; // GPU pstate 1 (setup_overlap)
-    platform_ = topology::build_platform(engine, platform_spec);
+    // Counting link loads (`stepsim jobs`) needs every link a flow crosses in its route.
+    platform_ = topology::build_platform(
+        engine, platform_spec,
+        {.omit_unbinding_links = options_.omit_unbinding_links && options_.task_job.empty()});
     view_.gpus_per_node = cluster_.gpus_per_node;
     view_.nics_per_node = cluster_.nics_per_node;
     view_.nvls = cluster_.nvls.enabled && cluster_.intra == IntraNodeKind::NVSWITCH;

@@ -44,6 +44,9 @@ struct ReplayOptions {
   /// (`stepsim jobs`). Non-empty: the replay counts the bytes each job's flows carry over every
   /// link (ReplayResult::link_loads). Empty: no counting.
   std::vector<uint32_t> task_job{};
+  /// Leave the fat-tree links that can never limit a flow out of the flow solver
+  /// (topology::PlatformOptions); ignored, every link kept, when link loads are counted.
+  bool omit_unbinding_links = true;
 };
 
 /// The bytes the flows of each job carried over one link (ReplayOptions::task_job).

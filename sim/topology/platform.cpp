@@ -132,7 +132,10 @@ public:
     int pod = 0;
   };
 
-  explicit FatTreeZone(const std::string& name) : SelfRoutedZone(name) {}
+  /// `omit_node_hops`: routes leave out the latency-only node-to-leaf hops' links, their
+  /// latencies stay in the route's.
+  FatTreeZone(const std::string& name, bool omit_node_hops)
+      : SelfRoutedZone(name), omit_node_hops_(omit_node_hops) {}
 
   void add_node(Node n) { nodes_.push_back(std::move(n)); }
   void add_leaf(Uplink l) { leaves_.push_back(l); }
@@ -194,7 +197,10 @@ public:
         lat(nic_up);
         lat(nic_down);
       }
-      hops = {&nic_up, &na.network_up, &na.to_leaf};
+      // The latency-only node hops stay out of the solver (PlatformOptions).
+      hops = {&nic_up, &na.network_up};
+      if (!omit_node_hops_)
+        hops.push_back(&na.to_leaf);
       if (other_leaf)
         hops.push_back(&leaf_a->up);
       if (other_pod) {
@@ -203,7 +209,8 @@ public:
       }
       if (other_leaf)
         hops.push_back(&leaf_b->down);
-      hops.push_back(&nb.from_leaf);
+      if (!omit_node_hops_)
+        hops.push_back(&nb.from_leaf);
       hops.push_back(&nb.network_down);
       hops.push_back(&nic_down);
     }
@@ -215,6 +222,7 @@ public:
   }
 
 private:
+  bool omit_node_hops_ = false;
   std::vector<Node> nodes_;
   std::vector<Uplink> leaves_; ///< empty on a one-leaf fabric
   std::vector<Uplink> pods_;   ///< empty unless pods exist (three tiers, more than one pod)
@@ -224,7 +232,8 @@ private:
 /// (FatTreeZone). Inside a node: per-GPU NVLink ports (and a PCIe node's shared bridge), NIC
 /// links; a latency-only hop to the leaf switch (half a switch latency each way); each level's up
 /// and down link per child carries the child's bandwidth / oversubscription and a switch latency.
-Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<double>& gpu_pstates) {
+Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<double>& gpu_pstates,
+                        const PlatformOptions& options) {
   const int per_leaf = std::max(1, std::min(c.fabric.nodes_per_leaf, c.nodes));
   const int leaves = (c.nodes + per_leaf - 1) / per_leaf;
   const bool two_tier = leaves > 1;
@@ -235,7 +244,7 @@ Platform build_fat_tree(const ClusterSpec& c, Platform out, const std::vector<do
   const double nic_lat = c.nic.latency.value() / 2.0;
   const double sw = c.fabric.switch_latency.value();
 
-  auto* impl = new FatTreeZone("cluster");
+  auto* impl = new FatTreeZone("cluster", options.omit_unbinding_links);
   sg4::NetZone* zone = impl->get_iface();
   out.timer = zone->create_host("timer", GPU_SPEED);
   out.timer->set_core_count(1 << 24);
@@ -532,7 +541,7 @@ Platform build_routed(const ClusterSpec& c, Platform out, const std::vector<doub
 
 } // namespace
 
-Platform build_platform(sg4::Engine& engine, const ClusterSpec& c) {
+Platform build_platform(sg4::Engine& engine, const ClusterSpec& c, PlatformOptions options) {
   if (c.nodes < 1 || c.gpus_per_node < 1 || c.nics_per_node < 1)
     throw SimulationError("platform: cluster needs nodes, gpus_per_node and nics >= 1");
   Platform out;
@@ -540,7 +549,7 @@ Platform build_platform(sg4::Engine& engine, const ClusterSpec& c) {
   // GPU pstate 1: compute slowed by communication on the same GPU (engine: overlap_slowdown).
   const std::vector<double> gpu_pstates{GPU_SPEED, GPU_SPEED / std::max(1.0, c.gpu.overlap_slowdown)};
   (void)engine;
-  out = c.fabric.kind == FabricKind::FAT_TREE ? build_fat_tree(c, std::move(out), gpu_pstates)
+  out = c.fabric.kind == FabricKind::FAT_TREE ? build_fat_tree(c, std::move(out), gpu_pstates, options)
                                               : build_routed(c, std::move(out), gpu_pstates);
   if (!c.degraded.nodes.empty()) {
     // Ranks fill the nodes that are up (degraded.nodes): index = rank, as everywhere.

@@ -26,10 +26,20 @@ struct Platform {
   double gpu_speed = 0;                      ///< host speed: SimGrid flops per simulated second
 };
 
+struct PlatformOptions {
+  /// Leave the latency-only hops between a fat tree's nodes and their leaf (unlimited bandwidth:
+  /// they never limit a flow) out of the routes' links, keeping their latencies in the routes'.
+  /// Every flow of a node crossed its hop, which joined all of them into one set the flow solver
+  /// re-solved on each completion (docs/engine.md, "Platform"). Off when link loads are counted
+  /// (`stepsim jobs`).
+  bool omit_unbinding_links = true;
+};
+
 /// Builds the platform inside `engine` (which must not have one yet). Link bandwidths are
 /// spec bandwidth x efficiency; latencies are split evenly over a route's links so that a
 /// route's latency is the spec's one-way latency.
-Platform build_platform(simgrid::s4u::Engine& engine, const ClusterSpec& cluster);
+Platform build_platform(simgrid::s4u::Engine& engine, const ClusterSpec& cluster,
+                        PlatformOptions options = {});
 
 /// One-way latency of the route between GPUs a and b (sum of its links' latencies).
 Seconds route_latency(const Platform& platform, int a, int b);

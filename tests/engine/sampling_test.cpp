@@ -108,3 +108,74 @@ TEST(SymmetrySampling, LargeTreeNearlySameTimeFewerFlows) {
       EXPECT_LT(sampled.values[1], full.values[1] / 2.0) << "flows";
     }
 }
+
+namespace {
+
+/// Two concurrent gradient all-reduces of `mib` MiB over GPU 0 and GPU 1 of each of `nodes`
+/// nodes (two rails, as two pipeline stages' DP groups share nodes), each between compute on
+/// its simulated GPU, run with `algorithm` on `c`: {step time, end of each all-reduce}.
+std::vector<double> run_two_rails(const ClusterSpec& c, int nodes, double mib, CollectiveAlgorithm algorithm,
+                                  bool omit_unbinding_links) {
+  graph::StepProgram prog;
+  std::vector<graph::TaskId> colls;
+  for (int rail = 0; rail < 2; ++rail) {
+    graph::Task comp;
+    comp.kind = graph::TaskKind::COMPUTE;
+    comp.rank = rail;
+    comp.duration = Seconds(1e-3 * (rail + 1));
+    const graph::TaskId before = prog.graph.add_task(comp);
+    std::vector<graph::Rank> ranks;
+    for (int n = 0; n < nodes; ++n)
+      ranks.push_back(n * c.gpus_per_node + rail);
+    graph::Task ar;
+    ar.group = graph::CommGroup::DP;
+    ar.op = graph::CollectiveOp::ALL_REDUCE;
+    ar.stream = graph::Stream::DP_COMM;
+    ar.rank = rail;
+    ar.bytes = Bytes(mib * 1024 * 1024);
+    const graph::TaskId coll = prog.graph.add_collective(ar, ranks);
+    const graph::TaskId after = prog.graph.add_task(comp);
+    prog.graph.add_edge(before, coll);
+    prog.graph.add_edge(coll, after);
+    colls.push_back(coll);
+  }
+  prog.graph.finalize();
+  prog.simulated_ranks = {0, 1};
+  prog.grid = graph::RankGrid{1, 2, nodes};
+  prog.micro_batches = 1;
+  engine::ReplayOptions o;
+  o.collective_form = CollectiveForm::COARSE;
+  o.algorithms = {algorithm, algorithm, algorithm};
+  o.sample_above_ranks = 64;
+  o.omit_unbinding_links = omit_unbinding_links;
+  engine::Replay replay(prog, c, o);
+  const engine::ReplayResult r = replay.run();
+  return {r.step_time.value(), r.end[colls[0]].value(), r.end[colls[1]].value()};
+}
+
+} // namespace
+
+// A fat tree's latency-only node-to-leaf hops never limit a flow (unlimited bandwidth), so
+// leaving their links out of the flow solver, their latencies kept in the routes', gives the
+// same times but for the solver's rounding (it solves smaller sets of flows; measured: a 256 MiB
+// tree ends 15 ns later in 29.5 ms, the other figures agree to 1e-9), bounded at 1e-6. Against
+// every link kept: rings and sampled trees over 200 nodes under 13 leaves, latency- and
+// bandwidth-bound, two rails at once, non-blocking and oversubscribed.
+TEST(UnbindingLinks, LeftOutSameTimes) {
+  const int nodes = 200;
+  for (const double over : {1.0, 2.0}) {
+    ClusterSpec c = test::dgx_cluster(nodes, 8, 8);
+    c.fabric.oversubscription = over;
+    for (const CollectiveAlgorithm algorithm : {CollectiveAlgorithm::RING, CollectiveAlgorithm::TREE})
+      for (const double mib : {1.0, 256.0}) {
+        const auto kept = test::run_in_child([&] { return run_two_rails(c, nodes, mib, algorithm, false); });
+        const auto left = test::run_in_child([&] { return run_two_rails(c, nodes, mib, algorithm, true); });
+        ASSERT_TRUE(kept.ok) << kept.error;
+        ASSERT_TRUE(left.ok) << left.error;
+        for (size_t i = 0; i < kept.values.size(); ++i)
+          EXPECT_NEAR(left.values[i], kept.values[i], 1e-6 * kept.values[i])
+              << "oversubscription " << over << ", algorithm " << static_cast<int>(algorithm) << ", " << mib
+              << " MiB, value " << i;
+      }
+  }
+}
