@@ -148,8 +148,8 @@ std::vector<SweepAxis> read_axes(const Document& doc, const Field& f, Axes kind)
 
 SweepFile load_sweep(const std::filesystem::path& file) {
   const Document doc(file);
-  const auto top =
-      MapReader::root(doc, {"name", "description", "cluster", "workload", "set", "grid", "zip", "points"});
+  const auto top = MapReader::root(
+      doc, {"name", "description", "cluster", "workload", "set", "grid", "zip", "cases", "points"});
   SweepFile s;
   s.source = doc.file();
   s.name = file.stem().string();
@@ -188,16 +188,24 @@ SweepFile load_sweep(const std::filesystem::path& file) {
     }
   }
 
-  if (auto f = top.find("points")) {
+  // `cases:` is the list's name; `points:`, its older name, still reads the same.
+  auto cases = top.find("cases");
+  if (auto points = top.find("points")) {
+    if (cases)
+      points->fail("`points` is the older name of `cases`: give one list, under `cases`");
+    cases = points;
+  }
+  if (auto f = cases) {
+    const std::string key = f->path();
     const YAML::Node& points = f->value();
-    s.where_points = mark_of(doc, "points", f->value());
+    s.where_points = mark_of(doc, key, f->value());
     if (!points.IsSequence() || points.size() == 0) {
       f->fail("expected a non-empty list of mappings, e.g. [{parallel.tp: 8, parallel.pp: 4}], found " +
               (points.IsSequence() ? std::string("an empty list") : describe(points)));
     }
     std::size_t i = 0;
     for (const auto& p : points) {
-      const std::string path = "points[" + std::to_string(i++) + "]";
+      const std::string path = key + "[" + std::to_string(i++) + "]";
       s.points.push_back(SweepPointSpec{read_overrides(doc, path, p, p), mark_of(doc, path, p)});
     }
   }

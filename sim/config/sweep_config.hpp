@@ -18,7 +18,7 @@ struct SweepAxis {
   std::vector<std::string> where;  ///< "FILE:LINE:COL" of each value (for messages)
 };
 
-/// One explicit point of a `points:` list.
+/// One explicit configuration of a `cases:` list (`points:`, its older name).
 struct SweepPointSpec {
   std::vector<Override> overrides; ///< in file order
   std::string where;               ///< "FILE:LINE:COL" of the point
@@ -37,8 +37,8 @@ struct SweepFile {
   /// `zip:` lists of one length, paired by position: one axis of tuples, crossed with the grid
   /// (varying slower than every grid axis) and the points.
   std::vector<SweepAxis> zip;
-  std::vector<SweepPointSpec> points; ///< `points:`, in file order
-  std::string where_points;           ///< "FILE:LINE:COL" of the `points` key, or ""
+  std::vector<SweepPointSpec> points; ///< `cases:` (or `points:`), in file order
+  std::string where_points;           ///< "FILE:LINE:COL" of the `cases` (`points`) list, or ""
 };
 
 /// Reads and checks a sweep file: known top-level keys (name, description, cluster, workload,

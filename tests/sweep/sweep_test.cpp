@@ -144,6 +144,37 @@ TEST_F(SweepTest, PointsAreAListAndCombineWithAGrid) {
   EXPECT_EQ(both.configs[1].swept.back().second, "2");
 }
 
+// `cases:` is the list's name, `points:` its older one: the same list gives the same
+// configurations (ids included) under either name; giving both is an error at the second.
+TEST_F(SweepTest, CasesIsTheNameOfPoints) {
+  const std::string list = "  - {parallel.tp: 2, parallel.pp: 2}\n  - {parallel.tp: 8, parallel.sp: true}\n"
+                           "grid:\n  batch.micro_batch: [1, 2]\n";
+  const auto cases =
+      stepsim::sweep::expand(stepsim::config::load_sweep(write_sweep("cases", "cases:\n" + list)));
+  const auto points =
+      stepsim::sweep::expand(stepsim::config::load_sweep(write_sweep("points", "points:\n" + list)));
+  ASSERT_EQ(cases.configs.size(), 4u); // two cases x two micro-batch sizes
+  ASSERT_EQ(points.configs.size(), cases.configs.size());
+  EXPECT_EQ(cases.columns, points.columns);
+  for (size_t i = 0; i < cases.configs.size(); ++i) {
+    EXPECT_EQ(cases.configs[i].id, points.configs[i].id);
+    EXPECT_EQ(cases.configs[i].swept, points.configs[i].swept);
+  }
+  EXPECT_EQ(cases.configs[3].swept,
+            (std::vector<stepsim::sweep::KeyValue>{
+                {"parallel.tp", "8"}, {"parallel.sp", "true"}, {"batch.micro_batch", "2"}}));
+  const fs::path both = write_sweep("both", "cases:\n  - {parallel.tp: 2}\npoints:\n  - {parallel.tp: 4}\n");
+  const Result r = run_stepsim("sweep " + both.string() + " --out " + (dir_ / "out").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(both.string() + ":9:3:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("`points` is the older name of `cases`"), std::string::npos) << r.out;
+  // A malformed case names the list as written.
+  const fs::path bad = write_sweep("bad", "cases: {parallel.tp: 2}\n");
+  const Result b = run_stepsim("sweep " + bad.string() + " --out " + (dir_ / "out").string());
+  EXPECT_EQ(b.code, 2) << b.out;
+  EXPECT_NE(b.out.find("key 'cases': expected a non-empty list of mappings"), std::string::npos) << b.out;
+}
+
 // The id depends on what the configuration is, not on the order the keys are written in.
 TEST(SweepIds, StableAndOrderIndependent) {
   using stepsim::config::Override;
