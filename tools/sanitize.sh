@@ -2,7 +2,7 @@
 # Builds with AddressSanitizer and UndefinedBehaviorSanitizer (GCC) and runs tests under them.
 #
 #   tools/sanitize.sh          the CI subset: the core, parser/config, model, graph and engine
-#                              unit tests, each binary as JOBS GoogleTest shards side by side
+#                              unit tests, each test in a process of its own, JOBS at a time
 #   tools/sanitize.sh full     the whole suite (ctest; a long run, not in CI)
 #
 # The build goes to build-asan (SANITIZE_BUILD overrides). Undefined behaviour aborts the test.
@@ -33,23 +33,20 @@ fi
 
 tests=(core_test config_test model_test graph_test engine_test)
 cmake --build "$build" -j"$jobs" --target "${tests[@]}"
-# Each binary runs as $jobs GoogleTest shards side by side, so both cores stay busy through the
-# long engine tests; a shard's output is printed whole when it ends.
+# SimGrid runs one simulation per process (docs/engine.md), as ctest runs these tests: each test
+# runs in a process of its own, $jobs at a time; a failing test's output is printed whole.
 logs="$build/sanitize-logs"
 rm -rf "$logs" && mkdir -p "$logs"
 status=0
 for t in "${tests[@]}"; do
   bin="$(find "$build/tests" -name "$t" -type f -perm -u+x | head -n 1)"
-  pids=()
-  for ((i = 0; i < jobs; i++)); do
-    GTEST_TOTAL_SHARDS="$jobs" GTEST_SHARD_INDEX="$i" "$bin" --gtest_brief=1 >"$logs/$t.$i.log" 2>&1 &
-    pids+=("$!")
-  done
-  for ((i = 0; i < jobs; i++)); do
-    rc=0
-    wait "${pids[$i]}" || rc=$?
-    echo "sanitize.sh: $t shard $((i + 1))/$jobs: exit $rc"
-    [ "$rc" -eq 0 ] || { cat "$logs/$t.$i.log"; status=1; }
-  done
+  # --gtest_list_tests: "Suite." lines, then "  Test" lines (a "  # ..." comment after either).
+  "$bin" --gtest_list_tests | awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' >"$logs/$t.list"
+  rc=0
+  xargs -P "$jobs" -I{} sh -c 'log="$2/$(echo "$1" | tr / _).log"
+    "$0" --gtest_filter="$1" --gtest_brief=1 >"$log" 2>&1 || { echo "sanitize.sh: $1 failed"; cat "$log"; exit 255; }' \
+    "$bin" {} "$logs" <"$logs/$t.list" || rc=$?
+  echo "sanitize.sh: $t: $(wc -l <"$logs/$t.list") tests, exit $rc"
+  [ "$rc" -eq 0 ] || status=1
 done
 exit "$status"
