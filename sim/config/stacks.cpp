@@ -49,6 +49,12 @@ constexpr StackDefault MEGATRON_LM_2022[] = {
      "megatron/arguments.py: --bf16 forces accumulate_allreduce_grads_in_fp32"},
 };
 
+// The stacks on Transformer Engine (Megatron-Core, NeMo, Megatron Bridge) run its fused attention.
+constexpr StackDefault TE_FUSED_ATTENTION = {
+    ATTENTION_KERNEL, AttentionKernel::CUDNN, FUSED_ATTENTION,
+    "Transformer Engine's get_attention_backend prefers FusedAttention (cuDNN) over FlashAttention on "
+    "compute capability 9.0 and later"};
+
 // Megatron-Core and the Megatron-LM built on it (core_v0.15, 2025; Megatron-LM from 2023 on).
 constexpr StackDefault MEGATRON_CORE_0_15[] = {
     {FLASH_ATTENTION, true, ALWAYS,
@@ -71,9 +77,7 @@ constexpr StackDefault MEGATRON_CORE_0_15[] = {
      "Transformer Engine's LayerNormLinear / LayerNormMLP and Megatron's fused kernels (bias-GeLU, "
      "bias-dropout-add, fused RoPE)"},
     {TP_COMM_OVERLAP, false, TP_SP, "megatron/training/arguments.py --tp-comm-overlap (store_true: off)"},
-    {ATTENTION_KERNEL, AttentionKernel::CUDNN, FUSED_ATTENTION,
-     "Transformer Engine's get_attention_backend prefers FusedAttention (cuDNN) over FlashAttention on "
-     "compute capability 9.0 and later"},
+    TE_FUSED_ATTENTION,
 };
 
 // NeMo 1.x (the 23.x framework containers, the NeMo-Framework-Launcher's YAML recipes).
@@ -87,9 +91,7 @@ constexpr StackDefault NEMO_23[] = {
     {PP_SCATTER_GATHER, false, TP_PP_NO_SP, "Megatron-Core pipeline sends (whole tensors)"},
     {ZERO_STAGE, 1, ALWAYS, "model.optim.name: distributed_fused_adam (the distributed optimizer over DP)"},
     {OVERLAP_PARAM_GATHER, true, SHARDED_OPTIMIZER_DP, "model.optim.overlap_param_sync: True"},
-    {ATTENTION_KERNEL, AttentionKernel::CUDNN, FUSED_ATTENTION,
-     "Transformer Engine's get_attention_backend prefers FusedAttention (cuDNN) over FlashAttention on "
-     "compute capability 9.0 and later"},
+    TE_FUSED_ATTENTION,
 };
 
 // NeMo 2.0 (24.07 container on): nemo/collections/llm/recipes/*.py.
@@ -106,9 +108,7 @@ constexpr StackDefault NEMO_24[] = {
      "use_distributed_optimizer=True)"},
     {OVERLAP_PARAM_GATHER, true, SHARDED_OPTIMIZER_DP,
      "recipes' DistributedDataParallelConfig(overlap_param_gather=True)"},
-    {ATTENTION_KERNEL, AttentionKernel::CUDNN, FUSED_ATTENTION,
-     "Transformer Engine's get_attention_backend prefers FusedAttention (cuDNN) over FlashAttention on "
-     "compute capability 9.0 and later"},
+    TE_FUSED_ATTENTION,
 };
 
 // Megatron-Bridge (the NeMo 25.09 container on): NeMo 2.0's recipe values plus its MoE and fp8.
@@ -123,9 +123,7 @@ constexpr StackDefault MEGATRON_BRIDGE_25[] = {
      "fp8 mixed-precision recipes (training/mixed_precision.py, e.g. bf16_with_fp8_current_scaling_mixed): "
      "fp8_param_gather=True"},
     {ETP, 1, MOE_TP, "MoE recipes: expert_tensor_parallel_size=1 (Megatron-Core MoE parallel folding)"},
-    {ATTENTION_KERNEL, AttentionKernel::CUDNN, FUSED_ATTENTION,
-     "Transformer Engine's get_attention_backend prefers FusedAttention (cuDNN) over FlashAttention on "
-     "compute capability 9.0 and later"},
+    TE_FUSED_ATTENTION,
 };
 
 // Megatron-DeepSpeed (bigscience-workshop/Megatron-DeepSpeed, BLOOM, 2022): Megatron-LM's layers
