@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 
 namespace stepsim::collectives {
@@ -16,6 +17,46 @@ namespace {
 /// The tree all-reduce's bus bandwidth as a share of the ring's in the algorithm choice (NCCL's
 /// tuner, docs/collectives.md "Automatic choice"); the simulated tree's flows are not scaled.
 constexpr double TREE_BANDWIDTH_SHARE = 0.92;
+
+/// The size route_cost() expands an algorithm at (its flows' bytes scale with the size).
+constexpr double ROUTE_COST_BYTES = 64.0 * 1024 * 1024;
+
+/// The all-reduce estimate on the routes of the algorithm's own flows (route_cost): the closed
+/// form's latency terms with the longest route latency of each class, and the busiest link's
+/// drain time. Rings and trees run their flows at once: the slower class bounds them; the
+/// hierarchical algorithm's intra-node and rail phases follow each other.
+Seconds routed_all_reduce(Algorithm a, std::span<const int32_t> gpus, Bytes size, const TopologyView& v,
+                          int nodes, int per_node) {
+  const RouteCost c = route_cost(CollectiveOp::ALL_REDUCE, a, gpus, v);
+  const double S = size.value();
+  const double ai = c.intra_alpha.value();
+  const double ax = c.inter_alpha.value();
+  const int n = static_cast<int>(gpus.size());
+  switch (a) {
+  case Algorithm::RING:
+    return Seconds(ring_steps(CollectiveOp::ALL_REDUCE, n) * ax +
+                   S * std::max(c.intra_s_per_byte, c.inter_s_per_byte));
+  case Algorithm::TREE: {
+    // Pipelined in chunks: the first chunk crosses every hop up and down (each hop its latency
+    // and the chunk at the route's rate), the rest drain behind it at the busiest link's rate.
+    int depth_nodes = 0;
+    for (int k = nodes; k > 1; k /= 2)
+      ++depth_nodes;
+    const double per_tree = S / (2.0 * channels(gpus, v));
+    const double chunk = per_tree / detail::chunks_for(per_tree);
+    const double hop_x = ax + chunk / c.inter_beta.value();
+    const double hop_i = per_node > 1 ? ai + chunk / c.intra_beta.value() : 0.0;
+    return Seconds(2.0 * (depth_nodes * hop_x + (per_node - 1) * hop_i) +
+                   S * std::max(c.intra_s_per_byte, c.inter_s_per_byte) / TREE_BANDWIDTH_SHARE);
+  }
+  case Algorithm::HIERARCHICAL:
+    return Seconds(2.0 * (per_node - 1) * ai + 2.0 * (nodes - 1) * ax +
+                   S * (c.intra_s_per_byte + c.inter_s_per_byte));
+  default:
+    break;
+  }
+  return Seconds(std::numeric_limits<double>::infinity());
+}
 
 } // namespace
 
@@ -160,6 +201,9 @@ Seconds estimate(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, By
   // NVLink carries (m-1)/m of the traffic on each GPU.
   const double ring_alpha = s.nodes > 1 ? ax : ai;
   const double ring_beta = s.nodes > 1 ? std::min(bx * nch, m > 1 ? bi * m / (m - 1.0) : inf) : bi;
+  if (v.route_links && op == CollectiveOp::ALL_REDUCE && s.nodes > 1 &&
+      (a == Algorithm::RING || a == Algorithm::TREE || a == Algorithm::HIERARCHICAL))
+    return routed_all_reduce(a, gpus, size, v, s.nodes, m);
   switch (a) {
   case Algorithm::AUTO:
     return estimate(op, choose(op, gpus, size, v), gpus, size, v);
@@ -203,6 +247,47 @@ Seconds estimate(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, By
   }
   }
   return Seconds(inf);
+}
+
+RouteCost route_cost(CollectiveOp op, Algorithm a, std::span<const int32_t> gpus, const TopologyView& v) {
+  RouteCostCache::Key key{op, a, std::vector<int32_t>(gpus.begin(), gpus.end())};
+  if (v.route_costs != nullptr)
+    if (const RouteCost* known = v.route_costs->find_or_null(key))
+      return *known;
+  TopologyView whole = v; // every flow, whatever is sampled in the simulation
+  whole.observed_nodes = nullptr;
+  const FlowProgram p = expand(op, gpus, Bytes(ROUTE_COST_BYTES), a, CollectiveForm::COARSE, whole);
+  struct Load {
+    double bytes = 0, bandwidth = 0;
+    bool intra = false, inter = false;
+  };
+  std::map<uint32_t, Load> loads;
+  RouteCost c;
+  for (const Flow& f : p.flows) {
+    if (f.src < 0 || f.dst < 0)
+      continue; // NVSwitch endpoints: not among these algorithms
+    const bool intra = v.node_of(f.src) == v.node_of(f.dst);
+    Seconds& alpha = intra ? c.intra_alpha : c.inter_alpha;
+    alpha = std::max(alpha, v.latency(f.src, f.dst));
+    BytesPerSec& beta = intra ? c.intra_beta : c.inter_beta;
+    beta = std::min(beta, v.bandwidth(f.src, f.dst));
+    for (const RouteLink& l : v.route_links(f.src, f.dst)) {
+      Load& load = loads[l.id];
+      load.bytes += f.bytes;
+      load.bandwidth = l.bandwidth.value();
+      (intra ? load.intra : load.inter) = true;
+    }
+  }
+  for (const auto& [id, load] : loads) {
+    const double s_per_byte = load.bytes / ROUTE_COST_BYTES / load.bandwidth;
+    if (load.intra)
+      c.intra_s_per_byte = std::max(c.intra_s_per_byte, s_per_byte);
+    if (load.inter)
+      c.inter_s_per_byte = std::max(c.inter_s_per_byte, s_per_byte);
+  }
+  if (v.route_costs != nullptr)
+    v.route_costs->put(std::move(key), c);
+  return c;
 }
 
 Algorithm choose(CollectiveOp op, std::span<const int32_t> gpus, Bytes size, const TopologyView& v) {

@@ -13,8 +13,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <map>
 #include <span>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace stepsim::collectives {
@@ -23,6 +26,42 @@ using Algorithm = CollectiveAlgorithm;
 
 /// Bottleneck bandwidth of the route between two GPUs (from the platform).
 using BandwidthFn = std::function<BytesPerSec(int32_t, int32_t)>;
+
+/// One directional link of a route: an id unique on the platform and its bandwidth.
+struct RouteLink {
+  uint32_t id = 0;
+  BytesPerSec bandwidth;
+};
+/// The links of the route between two GPUs, in order (from the platform).
+using RouteLinksFn = std::function<std::span<const RouteLink>(int32_t, int32_t)>;
+
+/// What an all-reduce algorithm's flows cost on the actual routes of one group, per byte of the
+/// collective's size (docs/collectives.md, "Automatic choice"): the longest route latency of its
+/// flows inside a node and between nodes, their lowest route bandwidth, and the busiest link's
+/// drain time per byte among the
+/// links its intra-node flows use and among those its inter-node flows use.
+struct RouteCost {
+  Seconds intra_alpha, inter_alpha;
+  /// The lowest route bandwidth among the intra-node and among the inter-node flows.
+  BytesPerSec intra_beta = BytesPerSec(std::numeric_limits<double>::infinity());
+  BytesPerSec inter_beta = BytesPerSec(std::numeric_limits<double>::infinity());
+  double intra_s_per_byte = 0, inter_s_per_byte = 0;
+};
+
+/// Route costs already worked out, per (op, algorithm, group): a group's routes do not change
+/// during a simulation, and a cost scales with the size.
+class RouteCostCache {
+public:
+  using Key = std::tuple<CollectiveOp, CollectiveAlgorithm, std::vector<int32_t>>;
+  [[nodiscard]] const RouteCost* find_or_null(const Key& key) const {
+    const auto it = costs_.find(key);
+    return it == costs_.end() ? nullptr : &it->second;
+  }
+  void put(Key key, const RouteCost& cost) { costs_.emplace(std::move(key), cost); }
+
+private:
+  std::map<Key, RouteCost> costs_;
+};
 
 /// What the collectives need to know of the platform. GPUs are numbered node by node:
 /// node = gpu / gpus_per_node, local index = gpu % gpus_per_node.
@@ -35,6 +74,11 @@ struct TopologyView {
   bool rail_optimized = false;   ///< GPU k of every node sits on rail k: all-to-all uses PXN
   LatencyFn latency;             ///< one-way route latency between two GPUs
   BandwidthFn bandwidth;         ///< bottleneck bandwidth of the route between two GPUs
+  /// The links of a route. When set, the choice of an all-reduce over several nodes costs each
+  /// algorithm on its own flows' routes (hops, link rates, links shared between its flows);
+  /// null: on a representative pair of GPUs.
+  RouteLinksFn route_links;
+  RouteCostCache* route_costs = nullptr; ///< where route_cost() keeps its answers; null: none kept
   /// Symmetry sampling (docs/engine.md): per node, whether it hosts a simulated rank. When set,
   /// a coarse tree keeps only the flows of the nodes that set the observed nodes' times (their
   /// ancestors, the deepest branches below them, and every flow touching those nodes); null:
@@ -58,6 +102,11 @@ bool applicable(CollectiveOp op, Algorithm algorithm, std::span<const int32_t> g
 /// Analytic alpha-beta estimate of `op` with `algorithm` (no contention). Used to choose.
 Seconds estimate(CollectiveOp op, Algorithm algorithm, std::span<const int32_t> gpus, Bytes size,
                  const TopologyView& view);
+
+/// The cost of `algorithm`'s coarse flows for `op` over `gpus` on view.route_links (never
+/// sampled), cached in view.route_costs when set. Precondition: view.route_links is set.
+RouteCost route_cost(CollectiveOp op, Algorithm algorithm, std::span<const int32_t> gpus,
+                     const TopologyView& view);
 
 /// The algorithm AUTO resolves to: the applicable one with the lowest estimate (ties: ring,
 /// tree, hierarchical, nvls, pairwise order). A send is always direct (returns RING).

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 
@@ -77,6 +78,8 @@ public:
     // Route figures are asked for on every collective: look each GPU pair up once.
     view_.latency = [this](int32_t a, int32_t b) { return route(a, b).first; };
     view_.bandwidth = [this](int32_t a, int32_t b) { return route(a, b).second; };
+    view_.route_links = [this](int32_t a, int32_t b) { return route_links(a, b); };
+    view_.route_costs = &route_costs_;
     setup_overlap();
 
     const size_t n = g_.size();
@@ -511,6 +514,25 @@ private:
                .first;
     return it->second;
   }
+  /// The links of the route between two GPUs with their bandwidths (the algorithm choice), cached.
+  std::span<const collectives::RouteLink> route_links(int32_t a, int32_t b) {
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+    auto it = route_link_figures_.find(key);
+    if (it == route_link_figures_.end()) {
+      std::vector<sg4::Link*> links;
+      topology::endpoint_host(platform_, a)->route_to(topology::endpoint_host(platform_, b), links, nullptr);
+      std::vector<collectives::RouteLink> figures;
+      for (const sg4::Link* l : links) {
+        const auto [at, added] = link_ids_.emplace(l, static_cast<uint32_t>(link_ids_.size()));
+        figures.push_back({at->second, BytesPerSec(l->get_bandwidth())});
+      }
+      it = route_link_figures_.emplace(key, std::move(figures)).first;
+    }
+    return it->second;
+  }
+  std::unordered_map<uint64_t, std::vector<collectives::RouteLink>> route_link_figures_;
+  std::unordered_map<const sg4::Link*, uint32_t> link_ids_;
+  collectives::RouteCostCache route_costs_;
   // Overlap slowdown (ReplayOptions::overlap_slowdown): flows in flight per GPU; a GPU's host
   // runs at pstate 1 (speed / factor) while its count is non-zero. Only GPUs that compute.
   std::vector<uint32_t> flows_in_flight_;
