@@ -48,7 +48,8 @@ void usage(std::ostream& out) {
       << "Every command takes --log-level trace|debug|info|warn|error|off: diagnostics on stderr\n"
       << "            (engine progress, planner stages; default off).\n"
       << "Exit codes: 0 ok, 1 simulation error, 2 usage or configuration error,\n"
-      << "            3 a GPU runs out of memory and --fail-on-oom was given.\n";
+      << "            3 a GPU runs out of memory and --fail-on-oom was given, or `run` refused\n"
+      << "            a layout whose model states alone exceed the GPU's memory.\n";
 }
 
 const CommandEntry* find_command(const std::string& name) {

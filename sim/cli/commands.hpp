@@ -12,7 +12,8 @@
 namespace stepsim::cli {
 
 /// Exit codes besides 0 (ok), 1 (simulation error) and 2 (usage or configuration error).
-inline constexpr int EXIT_OUT_OF_MEMORY = 3; ///< a GPU runs out of memory and --fail-on-oom was given
+/// A GPU runs out of memory: --fail-on-oom was given, or the model states alone do not fit.
+inline constexpr int EXIT_OUT_OF_MEMORY = 3;
 
 /// One subcommand, its options declared and bound by its constructor.
 class Command {

@@ -24,6 +24,13 @@ Job load_job(const std::string& cluster_file, const std::string& workload_file,
   return job;
 }
 
+namespace {
+/// The part a memory message names: the variant when the cluster states one (docs/kernels.md).
+const std::string& part_name(const GpuSpec& gpu) {
+  return gpu.variant.active() ? gpu.variant.name : gpu.kind;
+}
+} // namespace
+
 std::string memory_ledger_problem(const ClusterSpec& cluster, const WorkloadSpec& workload) {
   Bytes host(0.0);
   for (int p = 0; p < workload.parallel.pp; ++p) {
@@ -31,11 +38,25 @@ std::string memory_ledger_problem(const ClusterSpec& cluster, const WorkloadSpec
     host = std::max(host, l.host);
     if (l.peak() > cluster.gpu.hbm_capacity)
       return "pipeline stage " + std::to_string(p) + " needs " + report::gib(l.peak()) +
-             " per GPU, more than the " + report::gib(cluster.gpu.hbm_capacity) + " of " + cluster.gpu.kind;
+             " per GPU, more than the " + report::gib(cluster.gpu.hbm_capacity) + " of " +
+             part_name(cluster.gpu);
   }
   if (cluster.gpu.host_memory.value() > 0 && host > cluster.gpu.host_memory)
     return "offloaded activations need " + report::gib(host) + " of host memory per GPU, more than its " +
            report::gib(cluster.gpu.host_memory);
+  return "";
+}
+
+std::string model_states_problem(const ClusterSpec& cluster, const WorkloadSpec& workload) {
+  for (int p = 0; p < workload.parallel.pp; ++p) {
+    const Bytes states = model::persistent_memory(workload, cluster.gpu, p).peak();
+    if (states > cluster.gpu.hbm_capacity)
+      return "pipeline stage " + std::to_string(p) + " holds " + report::gib(states) +
+             " per GPU in weights, gradients, optimizer states, buffers and runtime before any "
+             "activation, more than the " +
+             report::gib(cluster.gpu.hbm_capacity) + " of " + part_name(cluster.gpu) +
+             ": no schedule, micro-batch or recomputation makes it fit";
+  }
   return "";
 }
 

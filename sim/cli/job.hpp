@@ -42,6 +42,12 @@ inline constexpr const char* DEGRADE_HELP =
 /// memory; "" when the layout fits.
 std::string memory_ledger_problem(const ClusterSpec& cluster, const WorkloadSpec& workload);
 
+/// Why the layout can never fit, whatever its schedule, micro-batch or recomputation: a pipeline
+/// stage's persistent memory alone (weights, gradients, optimizer states, buffers, runtime;
+/// model/memory.hpp's persistent_memory) exceeds the GPU's memory; "" otherwise. `run` refuses
+/// such a layout before simulating unless --simulate-oom (docs/usage.md, "Memory").
+std::string model_states_problem(const ClusterSpec& cluster, const WorkloadSpec& workload);
+
 /// "auto" | "fine" | "coarse" for --collectives. Throws ConfigError naming the option.
 CollectiveForm parse_collective_form(const std::string& text);
 

@@ -71,6 +71,9 @@ Simulates one training step and prints a summary table.)");
     o.flag("--fail-on-oom", fail_on_oom_,
            "exit with code 3 when a GPU's peak memory exceeds its capacity (by default that is "
            "reported, fits_in_memory: false, and exit 0)");
+    o.flag("--simulate-oom", simulate_oom_,
+           "simulate a layout even when its model states alone (weights, gradients, optimizer) exceed the "
+           "GPU's memory (by default refused with exit 3 before simulating)");
   }
   int run(std::ostream& out, std::ostream& err) override;
 
@@ -79,7 +82,7 @@ private:
       collectives_ = "auto", trace_format_ = "json", trace_ranks_, trace_window_, degrade_file_, steps_ = "1";
   std::vector<std::string> sets_;
   bool no_trace_ = false, csv_ = false, html_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
-       explain_ = false, fail_on_oom_ = false, progress_ = false, json_ = false;
+       explain_ = false, fail_on_oom_ = false, simulate_oom_ = false, progress_ = false, json_ = false;
 };
 
 // The page of `run --html`: what `stepsim report` shows of a run folder, with the memory ledger
@@ -147,15 +150,18 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
       out << line << '\n';
     return 0;
   }
-  if (fail_on_oom_) {
-    // The answer is already known: a layout the memory ledger says cannot fit exits 3 at once,
-    // without simulating a step that could not run (without --fail-on-oom it is simulated, and
-    // its step time reported beside fits_in_memory=false).
-    if (const std::string problem = memory_ledger_problem(job.cluster, job.workload); !problem.empty()) {
-      err << "stepsim: does not fit in memory: " << problem
-          << " (the memory ledger's verdict; not simulated, no output written)\n";
-      return EXIT_OUT_OF_MEMORY;
-    }
+  // The answer is already known: with --fail-on-oom, a layout the memory ledger says cannot fit
+  // exits 3 at once; without it, one whose model states alone exceed the GPU's memory (no
+  // schedule, micro-batch or recomputation rescues it, and its step would take as long to
+  // simulate as any other) unless --simulate-oom. A near miss is simulated, and its step time
+  // reported beside fits_in_memory=false.
+  const std::string problem = fail_on_oom_    ? memory_ledger_problem(job.cluster, job.workload)
+                              : simulate_oom_ ? std::string()
+                                              : model_states_problem(job.cluster, job.workload);
+  if (!problem.empty()) {
+    err << "stepsim: does not fit in memory: " << problem << " (the memory ledger's verdict; not simulated, "
+        << "no output written" << (fail_on_oom_ ? "" : "; --simulate-oom simulates it anyway") << ")\n";
+    return EXIT_OUT_OF_MEMORY;
   }
   if (!out_dir_.empty()) {
     // Every output or none: refuse before simulating what could not be written.

@@ -21,7 +21,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> COMMANDS = {
     {"run",
      {"--cluster FILE", "--workload FILE", "--out DIR", "--set PATH=VALUE", "--no-trace", "--csv",
       "--collectives", "--no-fold", "--no-sampling", "--quiet", "--progress", "--explain", "--fail-on-oom",
-      "--html"}},
+      "--simulate-oom", "--html"}},
     {"memory", {"--cluster FILE", "--workload FILE", "--set PATH=VALUE", "--fail-on-oom"}},
     {"kernels", {"--workload FILE", "--cluster FILE", "--set PATH=VALUE", "--out FILE"}},
     {"collective",

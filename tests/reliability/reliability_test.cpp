@@ -240,6 +240,28 @@ TEST(OutOfMemory, FailOnOomAnswersFromTheLedgerWithoutSimulating) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+TEST(OutOfMemory, ModelStatesThatCannotFitAreRefusedBeforeSimulating) {
+  // The same 100 000 layers without any flag: the weights, gradients and optimizer states alone
+  // exceed the H100's 80 GiB, which no schedule, micro-batch or recomputation changes, so `run`
+  // answers at once (it simulated for 35 s before) and writes nothing.
+  const fs::path out = stepsim::test::fresh_temp_dir("states") / "out";
+  const auto r = stepsim_limited("run " + kH100 + " " + kTiny + kOneNode +
+                                 " --set model.layers=100000 --out " + out.string());
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("does not fit in memory: pipeline stage 0 holds"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("before any activation, more than the 80.00 GiB of H100"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--simulate-oom simulates it anyway"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  // tiny-gpt's states on a GPU of 64 MiB: refused; with --simulate-oom simulated and reported as
+  // not fitting (exit 0, fits_in_memory false).
+  const std::string small = "run " + kH100 + " " + kTiny + kOneNode + " --set cluster.gpu.hbm_capacity=64MiB";
+  EXPECT_EQ(stepsim_limited(small + " --quiet --no-trace").code, 3);
+  const auto forced = stepsim_limited(small + " --simulate-oom --no-trace --out " + out.string());
+  EXPECT_EQ(forced.code, 0) << forced.out;
+  EXPECT_NE(forced.out.find("warning: does not fit in memory"), std::string::npos) << forced.out;
+  EXPECT_NE(stepsim::test::slurp(out / "summary.json").find("\"fits_in_memory\": false"), std::string::npos);
+}
+
 TEST(Progress, ShownWithTheFlagSilentWhenPiped) {
   const std::string run = "run " + kH100 + " " + kTiny + kOneNode + " --quiet";
   const auto shown = stepsim_limited(run + " --progress");
