@@ -566,8 +566,8 @@ constexpr Key WORKLOAD_KEYS[] = {
      "`training.flash_attention`, `parallel.sp`, `parallel.tp_grad_overlap`, `parallel.pp_scatter_gather`, "
      "`parallel.zero_stage`, `training.overlap_param_gather`, `training.grad_reduce_in_fp32`, "
      "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`, `training.pointwise`, "
-     "`parallel.tp_comm_overlap`, `training.attention_kernel`, `training.fp32_shards`; a key the file writes "
-     "wins, and a "
+     "`parallel.tp_comm_overlap`, `training.attention_kernel`, `training.fp32_shards`, "
+     "`training.grad_accumulation`; a key the file writes wins, and a "
      "value whose mechanism needs a layout (sp: tp > 1) applies only where the layout has it "
      "([stacks.md](stacks.md); `stepsim run --explain` lists each value and its origin)"},
     {"training.stack.name", string(), REQUIRED, "", "in `stack`",

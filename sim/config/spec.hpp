@@ -533,8 +533,9 @@ enum class StackKey {
   TP_COMM_OVERLAP,      ///< parallel.tp_comm_overlap
   ATTENTION_KERNEL,     ///< training.attention_kernel
   FP32_SHARDS,          ///< training.fp32_shards
+  GRAD_ACCUMULATION,    ///< training.grad_accumulation
 };
-inline constexpr std::size_t STACK_KEYS = 14;
+inline constexpr std::size_t STACK_KEYS = 15;
 
 /// Where a stack mechanism's value came from.
 enum class StackOrigin {

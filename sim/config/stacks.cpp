@@ -137,6 +137,14 @@ constexpr StackDefault MEGATRON_DEEPSPEED_2022[] = {
     {PP_SCATTER_GATHER, false, TP_PP_NO_SP,
      "DeepSpeed's PipelineEngine (deepspeed/runtime/pipe/engine.py) sends whole activations"},
     {ZERO_STAGE, 0, ALWAYS, "DeepSpeed config zero_optimization.stage (default 0)"},
+    {GRAD_REDUCE_IN_FP32, true, SIXTEEN_BIT_BF16,
+     "deepspeed/runtime/pipe/engine.py _exec_reduce_grads: under bf16, _bf16_reduce_grads all-reduces the "
+     "BF16_Optimizer's fp32 gradients "
+     "(buffered_allreduce_fallback(grads=optimizer.get_grads_for_reduction()))"},
+    {GRAD_ACCUMULATION, GradAccumulation::FP32_PASS, SIXTEEN_BIT_BF16,
+     "deepspeed/runtime/pipe/engine.py _exec_backward_pass: under bf16, optimizer.update_hp_grads() adds the "
+     "bf16 gradients into the BF16_Optimizer's fp32 ones after every backward pass "
+     "(deepspeed/runtime/bf16_optimizer.py)"},
 };
 
 // DeepSpeed ZeRO 0.3 (2021: ZeRO-3 as released with ZeRO-Infinity).
@@ -290,6 +298,7 @@ constexpr std::array<std::string_view, STACK_KEYS> KEY_PATHS = {
     "training.fp8_params",          "parallel.etp",
     "training.pointwise",           "parallel.tp_comm_overlap",
     "training.attention_kernel",    "training.fp32_shards",
+    "training.grad_accumulation",
 };
 
 std::size_t index(StackKey k) {
@@ -326,6 +335,8 @@ StackValue value_of(const WorkloadSpec& w, StackKey k) {
     return w.training.attention_kernel;
   case FP32_SHARDS:
     return w.training.fp32_shards;
+  case GRAD_ACCUMULATION:
+    return w.training.grad_accumulation;
   }
   return false;
 }
@@ -373,6 +384,9 @@ void set_value(WorkloadSpec& w, StackKey k, const StackValue& v) {
     break;
   case FP32_SHARDS:
     w.training.fp32_shards = std::get<bool>(v);
+    break;
+  case GRAD_ACCUMULATION:
+    w.training.grad_accumulation = std::get<GradAccumulation>(v);
     break;
   }
 }
@@ -444,6 +458,8 @@ std::string to_string(const StackValue& value) {
     return *p == Pointwise::EAGER ? "eager" : "fused";
   if (const AttentionKernel* a = std::get_if<AttentionKernel>(&value))
     return std::string(detail::name_of(detail::ATTENTION_KERNEL_NAMES, *a));
+  if (const GradAccumulation* g = std::get_if<GradAccumulation>(&value))
+    return std::string(detail::name_of(detail::GRAD_ACCUMULATION_NAMES, *g));
   return std::get<Zero3Fetch>(value) == Zero3Fetch::BLOCKING ? "blocking" : "prefetch";
 }
 
@@ -526,7 +542,8 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
                                 POINTWISE,
                                 TP_COMM_OVERLAP,
                                 ATTENTION_KERNEL,
-                                FP32_SHARDS};
+                                FP32_SHARDS,
+                                GRAD_ACCUMULATION};
   static_assert(ORDER.size() == STACK_KEYS);
   for (const StackKey k : ORDER) {
     StackOrigin& origin = w.stack.origin[index(k)];

@@ -18,8 +18,8 @@
 namespace stepsim::config {
 
 /// A mechanism's value, typed as its workload key: bool, int (zero_stage, etp), Zero3Fetch,
-/// Pointwise or AttentionKernel.
-using StackValue = std::variant<bool, int, Zero3Fetch, Pointwise, AttentionKernel>;
+/// Pointwise, AttentionKernel or GradAccumulation.
+using StackValue = std::variant<bool, int, Zero3Fetch, Pointwise, AttentionKernel, GradAccumulation>;
 
 /// The layout a preset's value needs; elsewhere the key keeps its built-in default.
 enum class StackWhen {

@@ -213,6 +213,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.overlap_param_gather"] = boolean(t.overlap_param_gather);
   if (t.grad_reduce_in_fp32 != def.grad_reduce_in_fp32)
     v["training.grad_reduce_in_fp32"] = boolean(t.grad_reduce_in_fp32);
+  if (t.grad_accumulation != def.grad_accumulation)
+    v["training.grad_accumulation"] = name_of(detail::GRAD_ACCUMULATION_NAMES, t.grad_accumulation);
   if (t.cross_entropy != def.cross_entropy)
     v["training.cross_entropy"] = name_of(detail::CROSS_ENTROPY_NAMES, t.cross_entropy);
   if (t.pointwise != def.pointwise)
@@ -288,6 +290,9 @@ void stack_values(const WorkloadSpec& w, Values& v) {
       break;
     case StackKey::FP32_SHARDS:
       v[path] = boolean(t.fp32_shards);
+      break;
+    case StackKey::GRAD_ACCUMULATION:
+      v[path] = name_of(detail::GRAD_ACCUMULATION_NAMES, t.grad_accumulation);
       break;
     }
   }

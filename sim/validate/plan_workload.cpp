@@ -449,6 +449,15 @@ void map_stated_options(Draft& d, const config::StackVersion* version) {
     w.training.fp32_shards = std::get<bool>(shards->value);
     d.plan.defaults.push_back("fp32_shards=" + config::to_string(shards->value) + " (the stack's preset)");
   }
+  // Where each micro-batch's gradients are accumulated: the stack's, where its layout condition
+  // holds (DeepSpeed's bf16 optimizer: an fp32 pass after every backward pass).
+  const config::StackDefault* accumulation =
+      version != nullptr ? config::stack_default(*version, StackKey::GRAD_ACCUMULATION) : nullptr;
+  if (accumulation != nullptr && config::stack_applies(accumulation->when, w, d.dp)) {
+    w.training.grad_accumulation = std::get<GradAccumulation>(accumulation->value);
+    d.plan.defaults.push_back("grad_accumulation=" + config::to_string(accumulation->value) +
+                              " (the stack's preset)");
+  }
   // Pipelined TP communication needs sequence parallelism (Megatron asserts it with
   // --tp-comm-overlap; PyTorch's async TP runs on the SP-sharded activations): stated, it implies sp.
   // The record's parallelism.tp_comm_overlap (the recipe's setting) wins over the framework text.
