@@ -126,6 +126,13 @@ constexpr StackDefault MEGATRON_BRIDGE_25[] = {
     TE_FUSED_ATTENTION,
 };
 
+// DeepSpeed's PipelineEngine, in every DeepSpeed stack: its p2p in the instruction order.
+constexpr StackDefault DEEPSPEED_BLOCKING_P2P = {
+    PP_P2P_BLOCKING, true, PP_1F1B,
+    "deepspeed/runtime/pipe/engine.py runs TrainSchedule's instructions in order (schedule.py: SendGrad "
+    "then RecvActivation before a forward, RecvGrad then SendActivation before a backward); p2p.send / "
+    "p2p.recv are dist.send / dist.recv, synchronous"};
+
 // Megatron-DeepSpeed (bigscience-workshop/Megatron-DeepSpeed, BLOOM, 2022): Megatron-LM's layers
 // of 2021 under DeepSpeed's engine.
 constexpr StackDefault MEGATRON_DEEPSPEED_2022[] = {
@@ -145,6 +152,7 @@ constexpr StackDefault MEGATRON_DEEPSPEED_2022[] = {
      "deepspeed/runtime/pipe/engine.py _exec_backward_pass: under bf16, optimizer.update_hp_grads() adds the "
      "bf16 gradients into the BF16_Optimizer's fp32 ones after every backward pass "
      "(deepspeed/runtime/bf16_optimizer.py)"},
+    DEEPSPEED_BLOCKING_P2P,
 };
 
 // DeepSpeed ZeRO 0.3 (2021: ZeRO-3 as released with ZeRO-Infinity).
@@ -153,6 +161,7 @@ constexpr StackDefault DEEPSPEED_0_3[] = {
     {TP_GRAD_OVERLAP, false, TP, "Megatron-style TP layers of the time: the all-reduce after the backward"},
     {PP_SCATTER_GATHER, false, TP_PP_NO_SP, "deepspeed/runtime/pipe/engine.py sends whole activations"},
     {ZERO_STAGE, 0, ALWAYS, "zero_optimization.stage (default 0)"},
+    DEEPSPEED_BLOCKING_P2P,
     {ZERO3_FETCH, Zero3Fetch::BLOCKING, ZERO3,
      "deepspeed/runtime/zero/stage3.py of 0.3: a synchronize and a tensor-list all_gather per parameter "
      "tensor"},
@@ -165,6 +174,7 @@ constexpr StackDefault DEEPSPEED_0_6[] = {
      "Megatron-style TP layers under DeepSpeed: the all-reduce after the backward"},
     {PP_SCATTER_GATHER, false, TP_PP_NO_SP, "deepspeed/runtime/pipe/engine.py sends whole activations"},
     {ZERO_STAGE, 0, ALWAYS, "zero_optimization.stage (default 0)"},
+    DEEPSPEED_BLOCKING_P2P,
     {ZERO3_FETCH, Zero3Fetch::PREFETCH, ZERO3,
      "zero_optimization.stage3_prefetch_bucket_size (default 5e7): parameters fetched ahead in flat buckets"},
 };
@@ -298,7 +308,7 @@ constexpr std::array<std::string_view, STACK_KEYS> KEY_PATHS = {
     "training.fp8_params",          "parallel.etp",
     "training.pointwise",           "parallel.tp_comm_overlap",
     "training.attention_kernel",    "training.fp32_shards",
-    "training.grad_accumulation",
+    "training.grad_accumulation",   "parallel.pp_p2p_blocking",
 };
 
 std::size_t index(StackKey k) {
@@ -337,6 +347,8 @@ StackValue value_of(const WorkloadSpec& w, StackKey k) {
     return w.training.fp32_shards;
   case GRAD_ACCUMULATION:
     return w.training.grad_accumulation;
+  case PP_P2P_BLOCKING:
+    return w.parallel.pp_p2p_blocking;
   }
   return false;
 }
@@ -387,6 +399,9 @@ void set_value(WorkloadSpec& w, StackKey k, const StackValue& v) {
     break;
   case GRAD_ACCUMULATION:
     w.training.grad_accumulation = std::get<GradAccumulation>(v);
+    break;
+  case PP_P2P_BLOCKING:
+    w.parallel.pp_p2p_blocking = std::get<bool>(v);
     break;
   }
 }
@@ -489,6 +504,8 @@ std::string_view to_string(StackWhen when) {
     return "tp > 1 and sp";
   case FUSED_ATTENTION:
     return "flash_attention";
+  case PP_1F1B:
+    return "pp > 1 and schedule 1f1b";
   }
   return "";
 }
@@ -520,6 +537,8 @@ bool stack_applies(StackWhen when, const WorkloadSpec& w, int64_t dp) {
     return p.tp > 1 && p.sp;
   case FUSED_ATTENTION:
     return w.training.flash_attention;
+  case PP_1F1B:
+    return p.pp > 1 && p.schedule == Schedule::ONE_F_ONE_B;
   }
   return false;
 }
@@ -543,7 +562,8 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
                                 TP_COMM_OVERLAP,
                                 ATTENTION_KERNEL,
                                 FP32_SHARDS,
-                                GRAD_ACCUMULATION};
+                                GRAD_ACCUMULATION,
+                                PP_P2P_BLOCKING};
   static_assert(ORDER.size() == STACK_KEYS);
   for (const StackKey k : ORDER) {
     StackOrigin& origin = w.stack.origin[index(k)];

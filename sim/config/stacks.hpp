@@ -35,6 +35,7 @@ enum class StackWhen {
   MOE_TP,               ///< a mixture-of-experts model with tp > 1
   TP_SP,                ///< tp > 1 and sp (TP communication overlap)
   FUSED_ATTENTION,      ///< training.flash_attention (a fused attention kernel to choose)
+  PP_1F1B,              ///< pp > 1 and schedule 1f1b (DeepSpeed's pipeline schedule)
 };
 
 /// One mechanism default of a preset and its citation (flag or configuration name, default, file

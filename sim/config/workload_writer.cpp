@@ -162,6 +162,8 @@ void parallel_values(const ParallelSpec& p, Values& v) {
     v["parallel.sp"] = boolean(p.sp);
   if (p.pp_scatter_gather != def.pp_scatter_gather)
     v["parallel.pp_scatter_gather"] = boolean(p.pp_scatter_gather);
+  if (p.pp_p2p_blocking != def.pp_p2p_blocking)
+    v["parallel.pp_p2p_blocking"] = boolean(p.pp_p2p_blocking);
   if (p.tp_grad_overlap != def.tp_grad_overlap)
     v["parallel.tp_grad_overlap"] = boolean(p.tp_grad_overlap);
   if (p.tp_comm_overlap != def.tp_comm_overlap)
@@ -293,6 +295,9 @@ void stack_values(const WorkloadSpec& w, Values& v) {
       break;
     case StackKey::GRAD_ACCUMULATION:
       v[path] = name_of(detail::GRAD_ACCUMULATION_NAMES, t.grad_accumulation);
+      break;
+    case StackKey::PP_P2P_BLOCKING:
+      v[path] = boolean(p.pp_p2p_blocking);
       break;
     }
   }

@@ -281,6 +281,36 @@ TEST_F(StackTest, MegatronDeepSpeedBf16Optimizer) {
         << stack;
 }
 
+// DeepSpeed's pipeline engine: sends and receives in its 1F1B instruction order, with pp > 1;
+// another schedule keeps the built-in default, and written with one it is refused.
+TEST_F(StackTest, DeepSpeedPipelineP2pBlocks) {
+  for (const char* stack : {"megatron-deepspeed", "deepspeed"}) {
+    const WorkloadSpec w =
+        expanded(workload_text("  tp: 2\n  pp: 2\n", std::string("  stack: {name: ") + stack + "}\n"));
+    EXPECT_TRUE(w.parallel.pp_p2p_blocking) << stack;
+    EXPECT_EQ(origin(w, StackKey::PP_P2P_BLOCKING), StackOrigin::STACK) << stack;
+  }
+  const WorkloadSpec flat =
+      expanded(workload_text("  tp: 2\n  pp: 1\n", "  stack: {name: megatron-deepspeed}\n"));
+  EXPECT_FALSE(flat.parallel.pp_p2p_blocking);
+  EXPECT_EQ(origin(flat, StackKey::PP_P2P_BLOCKING), StackOrigin::BUILT_IN);
+  for (const char* stack : {"megatron-lm", "megatron-core", "nemo"})
+    EXPECT_FALSE(
+        expanded(workload_text("  tp: 2\n  pp: 2\n", std::string("  stack: {name: ") + stack + "}\n"))
+            .parallel.pp_p2p_blocking)
+        << stack;
+  std::ofstream(path()) << workload_text("  tp: 2\n  pp: 2\n  pp_p2p_blocking: true\n",
+                                         "  recompute: full\n");
+  const ClusterSpec cluster =
+      config::load_cluster(SOURCE_DIR / "topologies/dgx-h100.yaml", {{"cluster.nodes", "1"}});
+  try {
+    (void)config::check_layout(cluster, config::load_workload(path(), {{"parallel.schedule", "gpipe"}}));
+    ADD_FAILURE() << "gpipe with blocking pipeline sends accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("pp_p2p_blocking"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(StackTest, ExplicitKeysWin) {
   const WorkloadSpec w = expanded(workload_text("  tp: 2\n  pp: 2\n  sp: false\n  zero_stage: 0\n",
                                                 "  stack: {name: nemo}\n  flash_attention: false\n"),
