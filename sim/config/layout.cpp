@@ -133,6 +133,10 @@ void check_schedule(const WorkloadSpec& w, std::optional<int64_t> dp, Problems& 
   }
   if (p.bidirectional())
     check_dualpipe(w, dp, fail);
+  if (p.pp_p2p_blocking && p.schedule != Schedule::ONE_F_ONE_B)
+    fail(std::string("parallel.pp_p2p_blocking = true needs parallel.schedule = 1f1b (DeepSpeed's "
+                     "TrainSchedule, whose instruction order it follows), found ") +
+         schedule_label(p.schedule));
   if ((p.schedule == Schedule::ZB_H1 || p.schedule == Schedule::ZB_H2 || p.bidirectional()) &&
       w.training.recompute == Recompute::FULL)
     fail(std::string("parallel.schedule = ") + schedule_label(p.schedule) +

@@ -434,6 +434,12 @@ constexpr Key WORKLOAD_KEYS[] = {
      "b·s·h activation (or gradient) to the next stage, and the receiving TP group all-gathers it (a "
      "TP all-gather before the next compute). No effect with sp = true (already split) or tp = 1. "
      "Megatron-LM 2021–22 does this by default; DeepSpeed's pipeline engine and Megatron-Core do not"},
+    {"parallel.pp_p2p_blocking", boolean(), OPTIONAL, "false", "", "needs schedule `1f1b` (layout check)",
+     "pipeline sends and receives in the stage's instruction order (DeepSpeed's PipelineEngine and "
+     "its TrainSchedule): each waits for both ranks' earlier work, and both ranks' next work waits "
+     "for it; between two passes the gradient is received before the activation is sent after a "
+     "forward followed by a backward, else the send comes first. false: a send runs beside the "
+     "sender's next compute ([model.md](model.md#blocking-pipeline-sends))"},
     {"parallel.tp_grad_overlap", boolean(), OPTIONAL, "true", "", "",
      "In the backward, the TP collective summing each column-parallel linear's input gradient (QKV, "
      "fc1, the output layer: the all-reduce, or with sp the reduce-scatter) runs beside that linear's "
@@ -566,8 +572,8 @@ constexpr Key WORKLOAD_KEYS[] = {
      "`training.flash_attention`, `parallel.sp`, `parallel.tp_grad_overlap`, `parallel.pp_scatter_gather`, "
      "`parallel.zero_stage`, `training.overlap_param_gather`, `training.grad_reduce_in_fp32`, "
      "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`, `training.pointwise`, "
-     "`parallel.tp_comm_overlap`, `training.attention_kernel`, `training.fp32_shards`; a key the file writes "
-     "wins, and a "
+     "`parallel.tp_comm_overlap`, `training.attention_kernel`, `training.fp32_shards`, "
+     "`training.grad_accumulation`, `parallel.pp_p2p_blocking`; a key the file writes wins, and a "
      "value whose mechanism needs a layout (sp: tp > 1) applies only where the layout has it "
      "([stacks.md](stacks.md); `stepsim run --explain` lists each value and its origin)"},
     {"training.stack.name", string(), REQUIRED, "", "in `stack`",

@@ -348,6 +348,10 @@ struct ParallelSpec {
   /// the boundary activation and the receiving TP group all-gathers it. No effect with sp (the
   /// message is already split) or tp = 1.
   bool pp_scatter_gather = false;
+  /// Pipeline sends and receives in the stage's instruction order, each a rendezvous that blocks
+  /// both ranks (DeepSpeed's PipelineEngine: dist.send / dist.recv between its compute
+  /// instructions). false: a send runs on its own stream beside the next compute. docs/model.md.
+  bool pp_p2p_blocking = false;
   /// In the backward, the TP collective that sums a column-parallel linear's input gradient (the
   /// all-reduce, or with sp the reduce-scatter) runs beside that linear's weight-gradient GEMM,
   /// and with sp the re-gather of its input beside the data-gradient GEMM (Megatron-LM's
@@ -533,8 +537,10 @@ enum class StackKey {
   TP_COMM_OVERLAP,      ///< parallel.tp_comm_overlap
   ATTENTION_KERNEL,     ///< training.attention_kernel
   FP32_SHARDS,          ///< training.fp32_shards
+  GRAD_ACCUMULATION,    ///< training.grad_accumulation
+  PP_P2P_BLOCKING,      ///< parallel.pp_p2p_blocking
 };
-inline constexpr std::size_t STACK_KEYS = 14;
+inline constexpr std::size_t STACK_KEYS = 16;
 
 /// Where a stack mechanism's value came from.
 enum class StackOrigin {

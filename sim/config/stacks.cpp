@@ -126,6 +126,13 @@ constexpr StackDefault MEGATRON_BRIDGE_25[] = {
     TE_FUSED_ATTENTION,
 };
 
+// DeepSpeed's PipelineEngine, in every DeepSpeed stack: its p2p in the instruction order.
+constexpr StackDefault DEEPSPEED_BLOCKING_P2P = {
+    PP_P2P_BLOCKING, true, PP_1F1B,
+    "deepspeed/runtime/pipe/engine.py runs TrainSchedule's instructions in order (schedule.py: SendGrad "
+    "then RecvActivation before a forward, RecvGrad then SendActivation before a backward); p2p.send / "
+    "p2p.recv are dist.send / dist.recv, synchronous"};
+
 // Megatron-DeepSpeed (bigscience-workshop/Megatron-DeepSpeed, BLOOM, 2022): Megatron-LM's layers
 // of 2021 under DeepSpeed's engine.
 constexpr StackDefault MEGATRON_DEEPSPEED_2022[] = {
@@ -137,6 +144,15 @@ constexpr StackDefault MEGATRON_DEEPSPEED_2022[] = {
     {PP_SCATTER_GATHER, false, TP_PP_NO_SP,
      "DeepSpeed's PipelineEngine (deepspeed/runtime/pipe/engine.py) sends whole activations"},
     {ZERO_STAGE, 0, ALWAYS, "DeepSpeed config zero_optimization.stage (default 0)"},
+    {GRAD_REDUCE_IN_FP32, true, SIXTEEN_BIT_BF16,
+     "deepspeed/runtime/pipe/engine.py _exec_reduce_grads: under bf16, _bf16_reduce_grads all-reduces the "
+     "BF16_Optimizer's fp32 gradients "
+     "(buffered_allreduce_fallback(grads=optimizer.get_grads_for_reduction()))"},
+    {GRAD_ACCUMULATION, GradAccumulation::FP32_PASS, SIXTEEN_BIT_BF16,
+     "deepspeed/runtime/pipe/engine.py _exec_backward_pass: under bf16, optimizer.update_hp_grads() adds the "
+     "bf16 gradients into the BF16_Optimizer's fp32 ones after every backward pass "
+     "(deepspeed/runtime/bf16_optimizer.py)"},
+    DEEPSPEED_BLOCKING_P2P,
 };
 
 // DeepSpeed ZeRO 0.3 (2021: ZeRO-3 as released with ZeRO-Infinity).
@@ -145,6 +161,7 @@ constexpr StackDefault DEEPSPEED_0_3[] = {
     {TP_GRAD_OVERLAP, false, TP, "Megatron-style TP layers of the time: the all-reduce after the backward"},
     {PP_SCATTER_GATHER, false, TP_PP_NO_SP, "deepspeed/runtime/pipe/engine.py sends whole activations"},
     {ZERO_STAGE, 0, ALWAYS, "zero_optimization.stage (default 0)"},
+    DEEPSPEED_BLOCKING_P2P,
     {ZERO3_FETCH, Zero3Fetch::BLOCKING, ZERO3,
      "deepspeed/runtime/zero/stage3.py of 0.3: a synchronize and a tensor-list all_gather per parameter "
      "tensor"},
@@ -157,6 +174,7 @@ constexpr StackDefault DEEPSPEED_0_6[] = {
      "Megatron-style TP layers under DeepSpeed: the all-reduce after the backward"},
     {PP_SCATTER_GATHER, false, TP_PP_NO_SP, "deepspeed/runtime/pipe/engine.py sends whole activations"},
     {ZERO_STAGE, 0, ALWAYS, "zero_optimization.stage (default 0)"},
+    DEEPSPEED_BLOCKING_P2P,
     {ZERO3_FETCH, Zero3Fetch::PREFETCH, ZERO3,
      "zero_optimization.stage3_prefetch_bucket_size (default 5e7): parameters fetched ahead in flat buckets"},
 };
@@ -290,6 +308,7 @@ constexpr std::array<std::string_view, STACK_KEYS> KEY_PATHS = {
     "training.fp8_params",          "parallel.etp",
     "training.pointwise",           "parallel.tp_comm_overlap",
     "training.attention_kernel",    "training.fp32_shards",
+    "training.grad_accumulation",   "parallel.pp_p2p_blocking",
 };
 
 std::size_t index(StackKey k) {
@@ -326,6 +345,10 @@ StackValue value_of(const WorkloadSpec& w, StackKey k) {
     return w.training.attention_kernel;
   case FP32_SHARDS:
     return w.training.fp32_shards;
+  case GRAD_ACCUMULATION:
+    return w.training.grad_accumulation;
+  case PP_P2P_BLOCKING:
+    return w.parallel.pp_p2p_blocking;
   }
   return false;
 }
@@ -373,6 +396,12 @@ void set_value(WorkloadSpec& w, StackKey k, const StackValue& v) {
     break;
   case FP32_SHARDS:
     w.training.fp32_shards = std::get<bool>(v);
+    break;
+  case GRAD_ACCUMULATION:
+    w.training.grad_accumulation = std::get<GradAccumulation>(v);
+    break;
+  case PP_P2P_BLOCKING:
+    w.parallel.pp_p2p_blocking = std::get<bool>(v);
     break;
   }
 }
@@ -444,6 +473,8 @@ std::string to_string(const StackValue& value) {
     return *p == Pointwise::EAGER ? "eager" : "fused";
   if (const AttentionKernel* a = std::get_if<AttentionKernel>(&value))
     return std::string(detail::name_of(detail::ATTENTION_KERNEL_NAMES, *a));
+  if (const GradAccumulation* g = std::get_if<GradAccumulation>(&value))
+    return std::string(detail::name_of(detail::GRAD_ACCUMULATION_NAMES, *g));
   return std::get<Zero3Fetch>(value) == Zero3Fetch::BLOCKING ? "blocking" : "prefetch";
 }
 
@@ -473,6 +504,8 @@ std::string_view to_string(StackWhen when) {
     return "tp > 1 and sp";
   case FUSED_ATTENTION:
     return "flash_attention";
+  case PP_1F1B:
+    return "pp > 1 and schedule 1f1b";
   }
   return "";
 }
@@ -504,6 +537,8 @@ bool stack_applies(StackWhen when, const WorkloadSpec& w, int64_t dp) {
     return p.tp > 1 && p.sp;
   case FUSED_ATTENTION:
     return w.training.flash_attention;
+  case PP_1F1B:
+    return p.pp > 1 && p.schedule == Schedule::ONE_F_ONE_B;
   }
   return false;
 }
@@ -526,7 +561,9 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
                                 POINTWISE,
                                 TP_COMM_OVERLAP,
                                 ATTENTION_KERNEL,
-                                FP32_SHARDS};
+                                FP32_SHARDS,
+                                GRAD_ACCUMULATION,
+                                PP_P2P_BLOCKING};
   static_assert(ORDER.size() == STACK_KEYS);
   for (const StackKey k : ORDER) {
     StackOrigin& origin = w.stack.origin[index(k)];

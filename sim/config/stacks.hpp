@@ -18,8 +18,8 @@
 namespace stepsim::config {
 
 /// A mechanism's value, typed as its workload key: bool, int (zero_stage, etp), Zero3Fetch,
-/// Pointwise or AttentionKernel.
-using StackValue = std::variant<bool, int, Zero3Fetch, Pointwise, AttentionKernel>;
+/// Pointwise, AttentionKernel or GradAccumulation.
+using StackValue = std::variant<bool, int, Zero3Fetch, Pointwise, AttentionKernel, GradAccumulation>;
 
 /// The layout a preset's value needs; elsewhere the key keeps its built-in default.
 enum class StackWhen {
@@ -35,6 +35,7 @@ enum class StackWhen {
   MOE_TP,               ///< a mixture-of-experts model with tp > 1
   TP_SP,                ///< tp > 1 and sp (TP communication overlap)
   FUSED_ATTENTION,      ///< training.flash_attention (a fused attention kernel to choose)
+  PP_1F1B,              ///< pp > 1 and schedule 1f1b (DeepSpeed's pipeline schedule)
 };
 
 /// One mechanism default of a preset and its citation (flag or configuration name, default, file

@@ -36,6 +36,8 @@ inline constexpr Name<Recompute> RECOMPUTE_NAMES[] = {
     {"none", Recompute::NONE}, {"selective", Recompute::SELECTIVE}, {"full", Recompute::FULL}};
 inline constexpr Name<Zero3Fetch> ZERO3_FETCH_NAMES[] = {{"prefetch", Zero3Fetch::PREFETCH},
                                                          {"blocking", Zero3Fetch::BLOCKING}};
+inline constexpr Name<GradAccumulation> GRAD_ACCUMULATION_NAMES[] = {
+    {"fused", GradAccumulation::FUSED}, {"fp32_pass", GradAccumulation::FP32_PASS}};
 inline constexpr Name<CrossEntropy> CROSS_ENTROPY_NAMES[] = {{"fp32", CrossEntropy::FP32},
                                                              {"fused", CrossEntropy::FUSED}};
 inline constexpr Name<Pointwise> POINTWISE_NAMES[] = {{"fused", Pointwise::FUSED},

@@ -245,6 +245,7 @@ ParallelSpec read_parallel(const MapReader& m) {
   optional_key(m, "vp", [&](const Field& f) { p.vp = read_int(f); });
   optional_key(m, "sp", [&](const Field& f) { p.sp = read_bool(f); });
   optional_key(m, "pp_scatter_gather", [&](const Field& f) { p.pp_scatter_gather = read_bool(f); });
+  optional_key(m, "pp_p2p_blocking", [&](const Field& f) { p.pp_p2p_blocking = read_bool(f); });
   optional_key(m, "tp_grad_overlap", [&](const Field& f) { p.tp_grad_overlap = read_bool(f); });
   optional_key(m, "tp_comm_overlap", [&](const Field& f) { p.tp_comm_overlap = read_bool(f); });
   optional_key(m, "zero_stage", [&](const Field& f) { p.zero_stage = read_int(f); });

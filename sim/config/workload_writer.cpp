@@ -162,6 +162,8 @@ void parallel_values(const ParallelSpec& p, Values& v) {
     v["parallel.sp"] = boolean(p.sp);
   if (p.pp_scatter_gather != def.pp_scatter_gather)
     v["parallel.pp_scatter_gather"] = boolean(p.pp_scatter_gather);
+  if (p.pp_p2p_blocking != def.pp_p2p_blocking)
+    v["parallel.pp_p2p_blocking"] = boolean(p.pp_p2p_blocking);
   if (p.tp_grad_overlap != def.tp_grad_overlap)
     v["parallel.tp_grad_overlap"] = boolean(p.tp_grad_overlap);
   if (p.tp_comm_overlap != def.tp_comm_overlap)
@@ -213,6 +215,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.overlap_param_gather"] = boolean(t.overlap_param_gather);
   if (t.grad_reduce_in_fp32 != def.grad_reduce_in_fp32)
     v["training.grad_reduce_in_fp32"] = boolean(t.grad_reduce_in_fp32);
+  if (t.grad_accumulation != def.grad_accumulation)
+    v["training.grad_accumulation"] = name_of(detail::GRAD_ACCUMULATION_NAMES, t.grad_accumulation);
   if (t.cross_entropy != def.cross_entropy)
     v["training.cross_entropy"] = name_of(detail::CROSS_ENTROPY_NAMES, t.cross_entropy);
   if (t.pointwise != def.pointwise)
@@ -288,6 +292,12 @@ void stack_values(const WorkloadSpec& w, Values& v) {
       break;
     case StackKey::FP32_SHARDS:
       v[path] = boolean(t.fp32_shards);
+      break;
+    case StackKey::GRAD_ACCUMULATION:
+      v[path] = name_of(detail::GRAD_ACCUMULATION_NAMES, t.grad_accumulation);
+      break;
+    case StackKey::PP_P2P_BLOCKING:
+      v[path] = boolean(p.pp_p2p_blocking);
       break;
     }
   }

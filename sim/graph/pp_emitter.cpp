@@ -23,7 +23,8 @@ public:
         chain_(static_cast<size_t>(grid_.tp), NO_TASK),
         copy_chain_(static_cast<size_t>(copies_ * grid_.tp), NO_TASK) {}
 
-  void send(const Hop& hop, Bytes msg, bool gather) {
+  /// Returns the send of each TP rank.
+  std::vector<TaskId> send(const Hop& hop, Bytes msg, bool gather) {
     const bool fwd = hop.pass.phase == Phase::FORWARD;
     std::vector<TaskId> sends;
     std::vector<Rank> dsts;
@@ -52,6 +53,8 @@ public:
       dsts.push_back(dst);
       copy_sends(task, t, hop.dst_stage, from, wait);
     }
+    // What the receiving pass waits for: the sends, or with scatter/gather the all-gather after them.
+    std::vector<TaskId> arrivals = sends;
     if (gather) {
       const TaskId all_gather = o_.graph.add_collective(
           o_.tp.task(
@@ -61,13 +64,14 @@ public:
           dsts);
       for (TaskId send : sends)
         o_.graph.add_edge(send, all_gather);
-      sends.assign(sends.size(), all_gather);
+      arrivals.assign(sends.size(), all_gather);
     }
     for (size_t i = 0; i < dsts.size(); ++i) {
       const RankState& r = o_.streams[dsts[i]];
       for (TaskId entry : o_.moe_cp.entry_of(fwd ? r.fwd_first[hop.dst_slot] : r.bwd_first[hop.dst_slot]))
-        o_.graph.add_edge(sends[i], entry);
+        o_.graph.add_edge(arrivals[i], entry);
     }
+    return sends;
   }
 
   /// The next chunk on the same stage: its first tasks wait for this pass's output.
@@ -111,6 +115,101 @@ private:
   std::vector<TaskId> copy_chain_; ///< per (CP copy, TP rank)
 };
 
+/// parallel.pp_p2p_blocking (DeepSpeed's PipelineEngine): the sends and receives of one pipeline
+/// (replica d) in each stage's instruction order. Between two passes of a stage, TrainSchedule
+/// issues its transfers one after the other: the gradient received before the activation is sent
+/// when a backward is the very next step after a forward (RecvGrad, SendActivation), otherwise the
+/// previous pass's output sent first (SendGrad, RecvActivation); each is a rendezvous of both ranks (it
+/// starts once both have finished their earlier work) and both ranks' next work waits for it.
+class BlockingOrder {
+public:
+  BlockingOrder(const PpOptions& o, int d, const std::vector<std::vector<PassRef>>& orders)
+      : o_(o), d_(d), orders_(orders), m_(static_cast<size_t>(o.shape.micro_batches)) {
+    for (const std::vector<PassRef>& order : orders) {
+      outgoing_.emplace_back(order.size());
+      incoming_.emplace_back(order.size());
+      std::vector<size_t> at(2 * static_cast<size_t>(o.shape.vp) * m_, 0);
+      for (size_t k = 0; k < order.size(); ++k)
+        if (order[k].phase != Phase::WEIGHT_GRAD)
+          at[index(order[k])] = k;
+      position_.push_back(std::move(at));
+    }
+  }
+
+  /// The transfer from pass k of `stage` to pass `to` of `dst_stage`: one send per TP rank.
+  void add(int stage, size_t k, int dst_stage, const PassRef& to, std::vector<TaskId> sends) {
+    const auto src = static_cast<size_t>(stage), dst = static_cast<size_t>(dst_stage);
+    transfers_.push_back(std::move(sends));
+    const size_t id = transfers_.size() - 1;
+    outgoing_[src][k].push_back(id);
+    incoming_[dst][position_[dst][index(to)]].push_back(id);
+  }
+
+  /// Adds the instruction-order edges of every stage.
+  void order() {
+    for (size_t q = 0; q < orders_.size(); ++q) {
+      const std::vector<PassRef>& order = orders_[q];
+      for (size_t k = 0; k + 1 < order.size(); ++k)
+        order_gap(static_cast<int>(q), order[k], order[k + 1], outgoing_[q][k], incoming_[q][k + 1]);
+    }
+  }
+
+private:
+  [[nodiscard]] size_t index(const PassRef& pass) const {
+    const size_t phase = pass.phase == Phase::FORWARD ? 0 : 1;
+    return (phase * static_cast<size_t>(o_.shape.vp) + static_cast<size_t>(pass.chunk)) * m_ +
+           static_cast<size_t>(pass.micro_batch);
+  }
+
+  [[nodiscard]] size_t slot(const PassRef& pass) const {
+    return static_cast<size_t>(pass.chunk) * m_ + static_cast<size_t>(pass.micro_batch);
+  }
+
+  /// The transfers between pass a and the next pass b of stage q, in TrainSchedule's order.
+  void order_gap(int q, const PassRef& a, const PassRef& b, const std::vector<size_t>& out,
+                 const std::vector<size_t>& in) {
+    if (out.empty() && in.empty())
+      return;
+    // TrainSchedule's steps: stage q runs forward i at step 2i + q and backward j at step
+    // 2j + 2pp - 1 - q. A backward step opens with RecvGrad, then SendActivation of the forward of
+    // the step before; every other step sends the previous output first. So the gradient comes
+    // first only where backward b is the very next step after forward a.
+    const int pp = o_.shape.grid.pp;
+    const bool receive_first = a.phase == Phase::FORWARD && b.phase == Phase::BACKWARD &&
+                               2 * b.micro_batch + 2 * pp - 1 - q == 2 * a.micro_batch + q + 1;
+    std::vector<size_t> seq(receive_first ? in : out);
+    for (size_t id : receive_first ? out : in)
+      seq.push_back(id);
+    const int tp = o_.shape.grid.tp;
+    for (int t = 0; t < tp; ++t) {
+      const RankState& s = o_.streams[o_.shape.grid.rank(d_, q, t)];
+      const bool a_fwd = a.phase == Phase::FORWARD, b_fwd = b.phase == Phase::FORWARD;
+      // Edges the sends already have come again here (StepGraph::finalize drops repeats).
+      TaskId prev = a_fwd ? s.fwd_last[slot(a)] : s.bwd_last[slot(a)];
+      const TaskId wait = a_fwd ? s.fwd_out_wait[slot(a)] : s.bwd_out_wait[slot(a)];
+      const TaskId first = transfers_[seq.front()][static_cast<size_t>(t)];
+      if (wait != NO_TASK)
+        o_.graph.add_edge(wait, first);
+      for (size_t id : seq) {
+        const TaskId x = transfers_[id][static_cast<size_t>(t)];
+        o_.graph.add_edge(prev, x);
+        prev = x;
+      }
+      for (TaskId entry : o_.moe_cp.entry_of(b_fwd ? s.fwd_first[slot(b)] : s.bwd_first[slot(b)]))
+        o_.graph.add_edge(prev, entry);
+    }
+  }
+
+  const PpOptions& o_;
+  int d_;
+  const std::vector<std::vector<PassRef>>& orders_;
+  size_t m_;
+  std::vector<std::vector<TaskId>> transfers_;             ///< per transfer: the send of each TP rank
+  std::vector<std::vector<std::vector<size_t>>> outgoing_; ///< per stage, per pass: transfers it sends
+  std::vector<std::vector<std::vector<size_t>>> incoming_; ///< per stage, per pass: transfers it receives
+  std::vector<std::vector<size_t>> position_;              ///< per stage: each pass's place in its order
+};
+
 } // namespace
 
 void emit_pp_sends(const PpOptions& o) {
@@ -123,10 +222,20 @@ void emit_pp_sends(const PpOptions& o) {
   // Megatron's scatter/gather (without SP): each TP rank sent 1/tp; the receiving TP group
   // all-gathers the whole activation before the next compute uses it.
   const bool gather = w.parallel.pp_scatter_gather && !o.shape.sp && grid.tp > 1;
+  std::vector<std::vector<PassRef>> orders;
+  for (int p = 0; p < grid.pp; ++p)
+    orders.push_back(stage_order(w.parallel.schedule, p, grid.pp, m, vp));
+  const bool blocking = w.parallel.pp_p2p_blocking;
+  std::vector<BlockingOrder> blocked;
+  if (blocking)
+    for (int d : o.shape.replicas)
+      blocked.emplace_back(o, d, orders);
   for (int p = 0; p < grid.pp; ++p) {
-    for (int d : o.shape.replicas) {
-      StagePipe pipe(o, d, p);
-      for (const PassRef& pass : stage_order(w.parallel.schedule, p, grid.pp, m, vp)) {
+    for (size_t r = 0; r < o.shape.replicas.size(); ++r) {
+      StagePipe pipe(o, o.shape.replicas[r], p);
+      const std::vector<PassRef>& order = orders[static_cast<size_t>(p)];
+      for (size_t k = 0; k < order.size(); ++k) {
+        const PassRef& pass = order[k];
         if (pass.phase == Phase::WEIGHT_GRAD)
           continue; // W passes send nothing
         // Chunk to chunk (ParallelSpec::global_chunk): interleaving wraps from the last stage to
@@ -140,13 +249,20 @@ void emit_pp_sends(const PpOptions& o) {
                       .dst_stage = dst->stage,
                       .slot = static_cast<size_t>(pass.chunk) * static_cast<size_t>(m) + mb,
                       .dst_slot = static_cast<size_t>(dst->chunk) * static_cast<size_t>(m) + mb};
-        if (dst->stage == p)
+        if (dst->stage == p) {
           pipe.turn(hop);
-        else
-          pipe.send(hop, msg, gather);
+          continue;
+        }
+        std::vector<TaskId> sends = pipe.send(hop, msg, gather);
+        if (blocking)
+          blocked[r].add(p, k, dst->stage,
+                         PassRef{.phase = pass.phase, .micro_batch = pass.micro_batch, .chunk = dst->chunk},
+                         std::move(sends));
       }
     }
   }
+  for (BlockingOrder& b : blocked)
+    b.order();
 }
 
 } // namespace stepsim::graph::detail

@@ -420,6 +420,18 @@ std::string map_precision_recompute(Draft& d) {
 /// the built-in default. The pipelined TP communication needs sp with tp > 1.
 namespace {
 
+/// The stack's value of `key` where the workload's layout has what it needs, else null.
+const config::StackDefault* applicable(const config::StackVersion* version, StackKey key, Draft& d) {
+  const config::StackDefault* value = version != nullptr ? config::stack_default(*version, key) : nullptr;
+  return value != nullptr && config::stack_applies(value->when, d.workload(), d.dp) ? value : nullptr;
+}
+
+/// Lists a preset value the mapping took: "grad_accumulation=fp32_pass (the stack's preset)".
+void list_preset(Draft& d, const char* key, const config::StackDefault& value) {
+  d.plan.defaults.push_back(std::string(key) + "=" + config::to_string(value.value) +
+                            " (the stack's preset)");
+}
+
 void map_stated_options(Draft& d, const config::StackVersion* version) {
   const StatedOptions stated = parse_stated_options(d.run.framework);
   WorkloadSpec& w = d.workload();
@@ -448,6 +460,17 @@ void map_stated_options(Draft& d, const config::StackVersion* version) {
   if (shards != nullptr && w.parallel.zero_stage == 3) {
     w.training.fp32_shards = std::get<bool>(shards->value);
     d.plan.defaults.push_back("fp32_shards=" + config::to_string(shards->value) + " (the stack's preset)");
+  }
+  // Where each micro-batch's gradients are accumulated (DeepSpeed's bf16 optimizer: an fp32 pass
+  // after every backward pass) and whether pipeline sends block in the instruction order: the
+  // stack's, where its layout condition holds.
+  if (const config::StackDefault* accumulation = applicable(version, StackKey::GRAD_ACCUMULATION, d)) {
+    w.training.grad_accumulation = std::get<GradAccumulation>(accumulation->value);
+    list_preset(d, "grad_accumulation", *accumulation);
+  }
+  if (const config::StackDefault* blocking = applicable(version, StackKey::PP_P2P_BLOCKING, d)) {
+    w.parallel.pp_p2p_blocking = std::get<bool>(blocking->value);
+    list_preset(d, "pp_p2p_blocking", *blocking);
   }
   // Pipelined TP communication needs sequence parallelism (Megatron asserts it with
   // --tp-comm-overlap; PyTorch's async TP runs on the SP-sharded activations): stated, it implies sp.

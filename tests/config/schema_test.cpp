@@ -135,6 +135,7 @@ const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>
         {"parallel.sp", [](const WorkloadSpec& w) { return num(w.parallel.sp); }},
         {"parallel.pp_scatter_gather",
          [](const WorkloadSpec& w) { return num(w.parallel.pp_scatter_gather); }},
+        {"parallel.pp_p2p_blocking", [](const WorkloadSpec& w) { return num(w.parallel.pp_p2p_blocking); }},
         {"parallel.tp_grad_overlap", [](const WorkloadSpec& w) { return num(w.parallel.tp_grad_overlap); }},
         {"parallel.tp_comm_overlap", [](const WorkloadSpec& w) { return num(w.parallel.tp_comm_overlap); }},
         {"parallel.zero_stage", [](const WorkloadSpec& w) { return num(w.parallel.zero_stage); }},

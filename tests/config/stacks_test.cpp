@@ -255,6 +255,62 @@ TEST_F(StackTest, AttentionKernelByStack) {
 }
 
 // A key the file writes, or --set gives, wins over the preset.
+TEST_F(StackTest, MegatronDeepSpeedBf16Optimizer) {
+  // DeepSpeed's pipeline engine under bf16 (BF16_Optimizer): an fp32 accumulation pass after
+  // every backward pass and the fp32 gradients all-reduced.
+  const std::string layout = "  tp: 2\n  pp: 2\n";
+  const WorkloadSpec bf16 = expanded(workload_text(layout, "  stack: {name: megatron-deepspeed}\n"));
+  EXPECT_EQ(bf16.training.grad_accumulation, GradAccumulation::FP32_PASS);
+  EXPECT_EQ(origin(bf16, StackKey::GRAD_ACCUMULATION), StackOrigin::STACK);
+  EXPECT_TRUE(bf16.training.grad_reduce_in_fp32);
+  EXPECT_EQ(origin(bf16, StackKey::GRAD_REDUCE_IN_FP32), StackOrigin::STACK);
+  // fp16 runs DeepSpeed's fp16 optimizer: gradients accumulate and reduce in fp16.
+  const WorkloadSpec fp16 = expanded(workload_text(layout, "  stack: {name: megatron-deepspeed}\n", "fp16"));
+  EXPECT_EQ(fp16.training.grad_accumulation, GradAccumulation::FUSED);
+  EXPECT_EQ(origin(fp16, StackKey::GRAD_ACCUMULATION), StackOrigin::BUILT_IN);
+  EXPECT_FALSE(fp16.training.grad_reduce_in_fp32);
+  // The file wins; the Megatron stacks accumulate inside the weight-gradient GEMMs.
+  const WorkloadSpec written =
+      expanded(workload_text(layout, "  stack: {name: megatron-deepspeed}\n  grad_accumulation: fused\n"));
+  EXPECT_EQ(written.training.grad_accumulation, GradAccumulation::FUSED);
+  EXPECT_EQ(origin(written, StackKey::GRAD_ACCUMULATION), StackOrigin::WORKLOAD_FILE);
+  for (const char* stack : {"megatron-lm", "megatron-core", "nemo", "torchtitan"})
+    EXPECT_EQ(expanded(workload_text(layout, std::string("  stack: {name: ") + stack + "}\n"))
+                  .training.grad_accumulation,
+              GradAccumulation::FUSED)
+        << stack;
+}
+
+// DeepSpeed's pipeline engine: sends and receives in its 1F1B instruction order, with pp > 1;
+// another schedule keeps the built-in default, and written with one it is refused.
+TEST_F(StackTest, DeepSpeedPipelineP2pBlocks) {
+  for (const char* stack : {"megatron-deepspeed", "deepspeed"}) {
+    const WorkloadSpec w =
+        expanded(workload_text("  tp: 2\n  pp: 2\n", std::string("  stack: {name: ") + stack + "}\n"));
+    EXPECT_TRUE(w.parallel.pp_p2p_blocking) << stack;
+    EXPECT_EQ(origin(w, StackKey::PP_P2P_BLOCKING), StackOrigin::STACK) << stack;
+  }
+  const WorkloadSpec flat =
+      expanded(workload_text("  tp: 2\n  pp: 1\n", "  stack: {name: megatron-deepspeed}\n"));
+  EXPECT_FALSE(flat.parallel.pp_p2p_blocking);
+  EXPECT_EQ(origin(flat, StackKey::PP_P2P_BLOCKING), StackOrigin::BUILT_IN);
+  for (const char* stack : {"megatron-lm", "megatron-core", "nemo"})
+    EXPECT_FALSE(
+        expanded(workload_text("  tp: 2\n  pp: 2\n", std::string("  stack: {name: ") + stack + "}\n"))
+            .parallel.pp_p2p_blocking)
+        << stack;
+  std::ofstream(path()) << workload_text("  tp: 2\n  pp: 2\n  pp_p2p_blocking: true\n",
+                                         "  recompute: full\n");
+  const ClusterSpec cluster =
+      config::load_cluster(SOURCE_DIR / "topologies/dgx-h100.yaml", {{"cluster.nodes", "1"}});
+  try {
+    (void)config::check_layout(cluster, config::load_workload(path(), {{"parallel.schedule", "gpipe"}}));
+    ADD_FAILURE() << "gpipe with blocking pipeline sends accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("pp_p2p_blocking"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(StackTest, ExplicitKeysWin) {
   const WorkloadSpec w = expanded(workload_text("  tp: 2\n  pp: 2\n  sp: false\n  zero_stage: 0\n",
                                                 "  stack: {name: nemo}\n  flash_attention: false\n"),

@@ -128,7 +128,9 @@ TEST(WorkloadWriter, WritesRequiredKeysAndWhatDiffersFromTheDefaults) {
   w.parallel.chunk_layers = {1, 3};
   w.parallel.pp = 2;
   w.training.variability = {.kernel_cv = 0.05, .seed = 3};
+  w.training.grad_accumulation = GradAccumulation::FP32_PASS;
   const std::string text = config::workload_yaml(w);
+  EXPECT_NE(text.find("  grad_accumulation: fp32_pass\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  mlp: swiglu\n  bias: true\n  moe:\n    experts: 8\n    top_k: 2\n    routing:\n"
                       "      groups: 4\n      group_top_k: 2\n"),
             std::string::npos)

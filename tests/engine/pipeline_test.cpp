@@ -43,6 +43,13 @@ constexpr double T_BLOCK_F = 1e-3; // attention or MLP forward
 constexpr double T_BLOCK_B = 2e-3; // attention or MLP backward
 constexpr int LAYERS_PER_STAGE = 2;
 
+/// Every attention or MLP block T_BLOCK_F forward and T_BLOCK_B backward; logits and optimizer free.
+Seconds block_time(const ComputeQuery& q) {
+  if (q.block == Block::LOGITS || q.block == Block::OPTIMIZER)
+    return Seconds(0.0);
+  return Seconds(q.phase == Phase::BACKWARD ? T_BLOCK_B : T_BLOCK_F);
+}
+
 } // namespace
 
 // MODEL.md §5: uniform stages, free communication (enormous bandwidths, zero latencies, tp = dp =
@@ -54,11 +61,7 @@ TEST_P(Bubble, StepTimeAndIdleFraction) {
   const WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(LAYERS_PER_STAGE * c.p, 256, 128),
                                                  1, c.p, 1, c.m, 1, c.schedule);
   BuildOptions o;
-  o.compute_time = [](const ComputeQuery& q) {
-    if (q.block == Block::LOGITS || q.block == Block::OPTIMIZER)
-      return Seconds(0.0);
-    return Seconds(q.phase == Phase::BACKWARD ? T_BLOCK_B : T_BLOCK_F);
-  };
+  o.compute_time = block_time;
   const StepProgram prog = build_step(w, o);
   const ClusterSpec cluster = stepsim::test::free_comm_cluster(1, 8);
   engine::Replay replay(prog, cluster);
@@ -225,6 +228,53 @@ TEST(PipelineScatterGather, SavesTheSplitOfBothMessages) {
   const double expected = 2.0 * s * (1.0 - 1.0 / 2.0) / 25e9;
   ASSERT_GT(expected, 1e-5);
   EXPECT_NEAR(plain - sg, expected, 0.01 * expected);
+}
+
+namespace {
+
+/// pp = 2 (one GPU per node, each GPU's own NIC at 25 GB/s, no latency), m micro-batches of 1F1B,
+/// every attention or MLP block T_BLOCK_F forward and T_BLOCK_B backward (logits, optimizer 0),
+/// untied embeddings.
+double two_stage_step(int m, bool blocking) {
+  const auto r = run_in_child([m, blocking] {
+    WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(2 * LAYERS_PER_STAGE, 256, 128), 1, 2,
+                                             1, m, 1, Schedule::ONE_F_ONE_B);
+    w.parallel.pp_p2p_blocking = blocking;
+    w.model.tied_embeddings = false; // no embedding all-reduce between the two stages
+    ClusterSpec cluster = stepsim::test::free_comm_cluster(2, 1);
+    cluster.nic = LinkSpec{BytesPerSec(25e9), Seconds(0.0), 1.0};
+    BuildOptions o;
+    o.compute_time = block_time;
+    const StepProgram prog = build_step(w, o);
+    return std::vector<double>{stepsim::test::step_time(prog, cluster, CollectiveForm::AUTO)};
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  return r.ok ? r.values[0] : NAN;
+}
+
+} // namespace
+
+// docs/model.md, "Blocking pipeline sends": with pp = 2 under DeepSpeed's instruction order every
+// message is on both stages' critical path. Stage 1 sends each gradient, then receives the next
+// activation; stage 0 receives the gradient, then sends its next activation; so each of the m
+// activations and m gradients (c = S / beta each) adds to the (m + 1)(t_f + t_b) of free
+// communication: step = (m + 1)(t_f + t_b) + 2 m c. Sends beside the compute hide some of them.
+TEST(PipelineBlockingP2p, EveryMessageOnTheCriticalPath) {
+  const WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(2 * LAYERS_PER_STAGE, 256, 128), 1,
+                                                 2, 1, 1, 1, Schedule::ONE_F_ONE_B);
+  const double c = model::pp_message_bytes(w).value() / 25e9;
+  ASSERT_GT(c, 1e-6);
+  const double t_f = LAYERS_PER_STAGE * 2 * T_BLOCK_F, t_b = LAYERS_PER_STAGE * 2 * T_BLOCK_B;
+  for (const int m : {1, 2, 5}) {
+    const double blocking = two_stage_step(m, true);
+    const double expected = (m + 1) * (t_f + t_b) + 2.0 * m * c;
+    EXPECT_NEAR(blocking, expected, 1e-6 * expected) << "m " << m;
+    // One micro-batch has both messages on the critical path either way; more hide some.
+    if (m == 1)
+      EXPECT_NEAR(two_stage_step(m, false), blocking, 1e-6 * blocking);
+    else
+      EXPECT_LT(two_stage_step(m, false), blocking - 0.5 * c) << "m " << m;
+  }
 }
 
 // Replay invariants on a full step (tp=2, pp=2, dp=2 unfolded, both schedules' worth of
