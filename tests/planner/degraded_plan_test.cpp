@@ -9,6 +9,7 @@
 #include "runner/simulate.hpp"
 
 #include "common/specs.hpp"
+#include "common/subprocess.hpp"
 
 #include <gtest/gtest.h>
 
@@ -31,7 +32,9 @@ planner::Estimate estimate(const ClusterSpec& c, const WorkloadSpec& w) {
 
 /// Compute is free: the estimate is its communication alone.
 planner::Estimate comm_only(const ClusterSpec& c, const WorkloadSpec& w) {
-  const graph::ComputeTimeFn free = [](const graph::ComputeQuery&) { return graph::ComputeCost(Seconds(0.0)); };
+  const graph::ComputeTimeFn free = [](const graph::ComputeQuery&) {
+    return graph::ComputeCost(Seconds(0.0));
+  };
   return planner::estimate_step(c, w, free);
 }
 
@@ -217,4 +220,27 @@ TEST(PlannerDegraded, DownNodesLeaveFewerGpus) {
   ASSERT_FALSE(all.empty());
   for (const WorkloadSpec& w : all)
     EXPECT_EQ(w.num_gpus(), 16) << planner::describe(w);
+}
+
+// `plan --steps N`: each candidate is simulated for N consecutive steps and its simulated step is
+// their mean, the same as `run --steps N` gives for that layout (to 1e-12); without noise the N
+// steps equal the single one (to 1e-9 of it: a step's time is a difference of two absolute times).
+TEST(PlannerSteps, SimulatedStepIsTheMeanOfTheSteps) {
+  const ClusterSpec c = test::dgx_cluster(1, 8, 8);
+  WorkloadSpec w = small(c, 2, 2, 2);
+  const double one = planner::simulate_all(c, {w}, 1).at(0).step_s;
+  const double quiet = planner::simulate_all(c, {w}, {.jobs = 1, .steps = 3}).at(0).step_s;
+  EXPECT_LT(rel(quiet, one), 1e-9);
+
+  w.training.variability.kernel_cv = 0.05;
+  const double noisy = planner::simulate_all(c, {w}, {.jobs = 1, .steps = 4}).at(0).step_s;
+  const test::ChildResult run = test::run_in_child([&] {
+    const runner::Simulation sim = runner::simulate(c, w, {.steps = 4});
+    return std::vector<double>{sim.summary.variability.value().mean.value(),
+                               sim.summary.variability.value().max.value()};
+  });
+  ASSERT_TRUE(run.ok) << run.error;
+  EXPECT_LT(rel(noisy, run.values[0]), 1e-12);
+  EXPECT_LT(noisy, run.values[1]); // a mean, not the slowest step
+  EXPECT_GT(noisy, one);           // each step waits for its slowest GPU
 }
