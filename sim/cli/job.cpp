@@ -66,4 +66,18 @@ CollectiveForm parse_collective_form(const std::string& text) {
   throw ConfigError("--collectives: expected auto, fine or coarse, got '" + text + "'");
 }
 
+/// --steps: an integer in [1, MAX_STEPS]. Throws ConfigError naming the option.
+int parse_steps(const std::string& text) {
+  constexpr int MAX_STEPS = 100'000;
+  try {
+    size_t used = 0;
+    const int v = std::stoi(text, &used);
+    if (used == text.size() && v >= 1 && v <= MAX_STEPS)
+      return v;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError("--steps: expected an integer in [1, " + std::to_string(MAX_STEPS) + "], got '" + text +
+                    "'");
+}
+
 } // namespace stepsim::cli

@@ -48,6 +48,10 @@ std::string memory_ledger_problem(const ClusterSpec& cluster, const WorkloadSpec
 /// such a layout before simulating unless --simulate-oom (docs/usage.md, "Memory").
 std::string model_states_problem(const ClusterSpec& cluster, const WorkloadSpec& workload);
 
+/// --steps (`run`, `plan`, `sweep`): an integer in [1, 100000], the consecutive steps simulated
+/// (docs/variability.md). Throws ConfigError naming the option.
+int parse_steps(const std::string& text);
+
 /// "auto" | "fine" | "coarse" for --collectives. Throws ConfigError naming the option.
 CollectiveForm parse_collective_form(const std::string& text);
 

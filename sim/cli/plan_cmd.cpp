@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "planner/planner.hpp"
+#include "runner/simulate.hpp"
 
 #include <cstdio>
 #include <string>
@@ -70,6 +71,7 @@ struct PlanArgs {
   std::string micro_batches;
   std::string headroom;
   std::string out_dir;
+  std::string steps = "1";
   bool json = false;
   bool progress = false;
   planner::PlanOptions options;
@@ -91,6 +93,9 @@ process) and prints them ranked by simulated step time, with why the best wins (
               "plan for N GPUs (a multiple of the cluster's gpus_per_node; default: all)");
     o.integer("--top", options.top, 0, MANY, "K", "simulate the K best estimates (0: estimates only)");
     o.integer("--jobs", options.jobs, 1, 4096, "N", "simulations at once");
+    o.value("--steps", steps, "N",
+            "simulate N consecutive steps of each layout and rank by their mean step time (with "
+            "training.variability's kernel noise; docs/variability.md)");
     o.value("--micro-batches", micro_batches, "LIST",
             "comma-separated micro-batch sizes to try (default 1,2,4,8)");
     // Enumeration grows with the interleaving degree: 128 chunks per stage is beyond any recipe.
@@ -110,8 +115,9 @@ process) and prints them ranked by simulated step time, with why the best wins (
            "the simulations take more than 2 s)");
   }
 
-  /// The micro-batch sizes of --micro-batches, into options (after parsing).
+  /// The micro-batch sizes of --micro-batches, --headroom and --steps, into options (after parsing).
   void read_micro_batches() {
+    options.steps = parse_steps(steps);
     if (!headroom.empty())
       options.space.headroom = parse_headroom(headroom);
     if (micro_batches.empty())
@@ -161,7 +167,9 @@ bool check_given_layout(const ClusterSpec& cluster, WorkloadSpec& given, std::os
 struct PlanView {
   const planner::PlanResult& r;
   size_t name_width = 42;
-  double cap = 0; ///< GPU memory capacity, bytes
+  double cap = 0;       ///< GPU memory capacity, bytes
+  int steps = 1;        ///< consecutive steps simulated (--steps)
+  double kernel_cv = 0; ///< the kernel noise's CV in effect
 };
 
 /// Layout names grow with cp and ep: the name column is as wide as the widest shown.
@@ -228,6 +236,10 @@ void print_simulated(std::ostream& out, const PlanView& v, const std::vector<siz
         << '\n';
   }
   out << "  (* = the workload file's own layout)\n";
+  if (v.steps > 1 || v.kernel_cv > 0)
+    out << "  (step s: " << (v.steps > 1 ? "the mean of " + std::to_string(v.steps) + " steps" : "one step")
+        << (v.kernel_cv > 0 ? " with kernel noise, CV " + fmt("%g", v.kernel_cv) : std::string())
+        << "; the estimate has no noise)\n";
 }
 
 /// Why the best simulated layout wins against `other` (nothing when other failed or is the best).
@@ -283,6 +295,8 @@ nlohmann::ordered_json plan_json(const ClusterSpec& cluster, const WorkloadSpec&
   j["capacity_bytes"] = cluster.gpu.hbm_capacity.value();
   j["headroom"] = p.options.space.headroom;
   j["budget_bytes"] = planner::memory_budget(cluster, p.options.space).value();
+  if (p.options.steps > 1)
+    j["steps"] = p.options.steps; // each simulated step_time_s is the mean of that many
   j["enumerated"] = r.enumerated;
   j["fit"] = r.fit;
   ordered_json estimates = ordered_json::array();
@@ -379,8 +393,11 @@ int PlanCommand::run(std::ostream& out, std::ostream& err) {
     return 0;
   }
   const size_t n_show = std::min(r.ranked.size(), static_cast<size_t>(p.show));
-  const PlanView view{
-      .r = r, .name_width = name_column_width(r, n_show), .cap = cluster.gpu.hbm_capacity.value()};
+  const PlanView view{.r = r,
+                      .name_width = name_column_width(r, n_show),
+                      .cap = cluster.gpu.hbm_capacity.value(),
+                      .steps = p.options.steps,
+                      .kernel_cv = runner::kernel_cv(cluster, given)};
   if (n_show > 0)
     print_estimates(out, view, n_show, given.model.moe.enabled());
   if (r.outcomes.empty())

@@ -105,20 +105,6 @@ html::PageInput run_page(const Job& job, const report::Summary& summary, const t
 
 } // namespace
 
-/// --steps: an integer in [1, MAX_STEPS]. Throws ConfigError naming the option.
-int parse_steps(const std::string& text) {
-  constexpr int MAX_STEPS = 100'000;
-  try {
-    size_t used = 0;
-    const int v = std::stoi(text, &used);
-    if (used == text.size() && v >= 1 && v <= MAX_STEPS)
-      return v;
-  } catch (const std::exception&) {
-  }
-  throw ConfigError("--steps: expected an integer in [1, " + std::to_string(MAX_STEPS) + "], got '" + text +
-                    "'");
-}
-
 std::unique_ptr<Command> run_command(Options& options) {
   return std::make_unique<RunCommand>(options);
 }

@@ -95,6 +95,9 @@ Exit codes: 0 every configuration ok or skipped, 1 some failed, 2 usage or sweep
     o.flag("--dry-run", dry_run_, "list the configurations (index, id, swept values) and stop");
     o.choice("--collectives", collectives_, COLLECTIVE_FORMS, "as for `stepsim run`");
     o.flag("--no-fold", no_fold_, "simulate every DP replica and CP rank (as for `stepsim run`)");
+    o.value("--steps", steps_, "N",
+            "simulate N consecutive steps per configuration (as for `stepsim run`): each row's summary "
+            "gains `variability`, the step-time distribution (docs/variability.md)");
     o.flag("--progress", progress_,
            "show configurations done / total, an ETA and the counts by status on stderr (the default when "
            "stderr is a terminal and the sweep takes more than 2 s)");
@@ -106,7 +109,7 @@ Exit codes: 0 every configuration ok or skipped, 1 some failed, 2 usage or sweep
 
 private:
   std::vector<std::string> files_;
-  std::string out_dir_, shard_, merge_dir_, collectives_ = "auto";
+  std::string out_dir_, shard_, merge_dir_, collectives_ = "auto", steps_ = "1";
   int jobs_ = 0;
   double timeout_s_ = 0;
   bool retry_failed_ = false, dry_run_ = false, no_fold_ = false, plot_ = false, progress_ = false;
@@ -124,7 +127,8 @@ int SweepCommand::run(std::ostream& out, std::ostream& err) {
   const std::string& shard_text = shard_;
   const std::vector<std::string>& files = files_;
   const runner::SimulateOptions simulate{.collective_form = parse_collective_form(collectives_),
-                                         .fold_dp = !no_fold_};
+                                         .fold_dp = !no_fold_,
+                                         .steps = parse_steps(steps_)};
 
   if (!merge_dir.empty()) {
     if (!files.empty() || !out_dir.empty() || !shard_text.empty())

@@ -226,6 +226,20 @@ struct ClusterSpec {
         out.push_back(n);
     return out;
   }
+  /// Whether node `node` reaches the fabric below its spec (docs/degraded.md): a NIC of it
+  /// slower or down, its fat-tree leaf with uplinks down or another capacity, or (graph fabrics)
+  /// any link degraded.
+  [[nodiscard]] bool network_degraded_at(int node) const {
+    for (const DegradedSpec::Nic& n : degraded.nics)
+      if (n.node == node && (n.down || (n.bandwidth.value() > 0 && n.bandwidth < nic.bandwidth)))
+        return true;
+    if (fabric.kind == FabricKind::GRAPH)
+      return !degraded.links.empty();
+    const int per_leaf = std::max(1, std::min(fabric.nodes_per_leaf, nodes));
+    return std::any_of(degraded.leaves.begin(), degraded.leaves.end(), [&](const DegradedSpec::Leaf& l) {
+      return l.leaf == node / per_leaf && (l.uplinks_down > 0 || l.bandwidth.value() > 0);
+    });
+  }
 };
 
 /// How tokens are spread over the routed experts (docs/moe.md): UNIFORM gives every expert the

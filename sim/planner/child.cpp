@@ -12,10 +12,11 @@ namespace stepsim::planner {
 
 namespace {
 
-process::Message simulate_one(const ClusterSpec& cluster, const WorkloadSpec& w) {
-  const runner::Simulation sim = runner::simulate(cluster, w);
+process::Message simulate_one(const ClusterSpec& cluster, const WorkloadSpec& w, int steps) {
+  const runner::Simulation sim = runner::simulate(cluster, w, {.steps = steps});
   const report::Summary& s = sim.summary;
-  return process::Message{{"step_s", process::number(s.step_time.value())},
+  const Seconds step = s.variability ? s.variability->mean : s.step_time;
+  return process::Message{{"step_s", process::number(step.value())},
                           {"bubble_fraction", process::number(s.bubble_fraction)},
                           {"exposed_tp_s", process::number(s.exposed.tp.value())},
                           {"exposed_pp_s", process::number(s.exposed.pp.value())},
@@ -57,15 +58,23 @@ Simulated collect(const process::Outcome& child) {
 
 std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs,
                                     int jobs, const std::function<void(std::size_t, std::size_t)>& progress) {
+  return simulate_all(cluster, specs, SimulateAllOptions{.jobs = jobs, .steps = 1, .progress = progress});
+}
+
+std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs,
+                                    const SimulateAllOptions& options) {
+  const int steps = options.steps;
+  const auto& progress = options.progress;
   std::vector<Simulated> out(specs.size());
   std::size_t ended = 0;
   process::run_each(
       specs.size(),
       [&](std::size_t i) {
-        return process::Job{.body = [&cluster, &w = specs[i]] { return simulate_one(cluster, w); },
-                            .argv = {}};
+        return process::Job{
+            .body = [&cluster, &w = specs[i], steps] { return simulate_one(cluster, w, steps); }, .argv = {}};
       },
-      process::PoolOptions{.jobs = jobs, .spawn = {.output = process::Output::DISCARD}, .name = "plan"},
+      process::PoolOptions{
+          .jobs = options.jobs, .spawn = {.output = process::Output::DISCARD}, .name = "plan"},
       [&](std::size_t i, process::Outcome&& child) {
         out[i] = collect(child);
         if (progress)

@@ -6,6 +6,7 @@
 #include "model/memory.hpp"
 #include "model/moe.hpp"
 #include "model/transformer.hpp"
+#include "topology/degrade.hpp"
 
 #include <algorithm>
 
@@ -23,11 +24,73 @@ struct Link {
   double beta = 1;  ///< B/s per GPU
 };
 
-Link link_for(const ClusterSpec& c, int64_t span) {
+/// What the cluster's `degraded` section changes for a layout (docs/planner.md, "Under a
+/// degradation"): on the nodes its ranks fill (ClusterSpec::up_nodes, down nodes skipped), the
+/// slowest GPU of each pipeline stage, the per-GPU NIC share of the worst node and the worst
+/// fat-tree leaf above them. A synchronous step waits for the slowest of each.
+struct Degradation {
+  std::vector<double> stage_speed; ///< per pipeline stage, its slowest GPU's speed, (0, 1]
+  double nic_share = 0;            ///< B/s per GPU on the worst used node; 0 = as the spec
+  double leaf = 1;                 ///< the worst used leaf's capacity over its nominal (cross-leaf groups)
+};
+
+Degradation degradation(const ClusterSpec& c, const WorkloadSpec& w) {
+  const int64_t ranks = w.num_gpus();
+  const int64_t stages = std::max(1, w.parallel.pp);
+  Degradation out{.stage_speed = std::vector<double>(static_cast<size_t>(stages), 1.0)};
+  const DegradedSpec& deg = c.degraded;
+  if (deg.gpus.empty() && deg.nics.empty() && deg.leaves.empty())
+    return out;
+  // Rank r runs on GPU r % gpn of the (r / gpn)-th node up; a stage is ranks / pp consecutive ranks.
+  const int gpn = std::max(1, c.gpus_per_node);
+  const std::vector<int> up = c.up_nodes();
+  std::vector<int64_t> first_rank(static_cast<size_t>(std::max(0, c.nodes)), -1);
+  for (size_t i = 0; i < up.size() && static_cast<int64_t>(i) * gpn < ranks; ++i)
+    first_rank[static_cast<size_t>(up[i])] = static_cast<int64_t>(i) * gpn;
+  const auto in_use = [&](int node) {
+    return node >= 0 && node < c.nodes && first_rank[static_cast<size_t>(node)] >= 0;
+  };
+  for (const DegradedSpec::Gpu& g : deg.gpus) {
+    const int64_t rank = in_use(g.node) ? first_rank[static_cast<size_t>(g.node)] + g.gpu : ranks;
+    if (rank < ranks) {
+      double& speed = out.stage_speed[static_cast<size_t>(rank / (ranks / stages))];
+      speed = std::min(speed, g.speed);
+    }
+  }
+  // A node's GPUs reach the fabric through its NICs, nics/gpn of a NIC each, in lock step: each at
+  // most its NIC's rate, and with a NIC down all of them share the working NICs' summed rate.
+  const double nominal = c.nic.bandwidth.value() * c.nic.efficiency * std::max(1, c.nics_per_node) / gpn;
+  for (const DegradedSpec::Nic& n : deg.nics) {
+    if (!in_use(n.node))
+      continue;
+    double share = nominal;
+    for (int k = 0; k < c.nics_per_node; ++k)
+      if (!topology::nic_down(c, n.node, k))
+        share = std::min(share, topology::nic_rate(c, n.node, k) * c.nics_per_node / gpn);
+    if (const double summed = topology::node_network_rate(c, n.node); summed > 0)
+      share = std::min(share, summed / gpn);
+    out.nic_share = std::min(out.nic_share > 0 ? out.nic_share : nominal, share);
+  }
+  if (c.fabric.kind == FabricKind::FAT_TREE) {
+    const int per_leaf = std::max(1, std::min(c.fabric.nodes_per_leaf, c.nodes));
+    for (const DegradedSpec::Leaf& l : deg.leaves)
+      for (int node = l.leaf * per_leaf; node < std::min(c.nodes, (l.leaf + 1) * per_leaf); ++node)
+        if (in_use(node))
+          out.leaf = std::min(out.leaf, topology::leaf_capacity(c, l.leaf, 1.0));
+  }
+  return out;
+}
+
+Link link_for(const ClusterSpec& c, int64_t span, const Degradation& deg = {}) {
   if (span <= c.gpus_per_node)
     return {c.nvswitch.latency.value(), c.nvswitch.bandwidth.value() * c.nvswitch.efficiency};
-  const double nic_share = c.nic.bandwidth.value() * c.nic.efficiency * std::max(1, c.nics_per_node) /
-                           std::max(1, c.gpus_per_node);
+  double nic_share = deg.nic_share > 0 ? deg.nic_share
+                                       : c.nic.bandwidth.value() * c.nic.efficiency *
+                                             std::max(1, c.nics_per_node) / std::max(1, c.gpus_per_node);
+  // A group wider than a leaf crosses the spine: a degraded leaf carries its share of that.
+  if (c.fabric.kind == FabricKind::FAT_TREE &&
+      span > static_cast<int64_t>(std::max(1, c.fabric.nodes_per_leaf)) * c.gpus_per_node)
+    nic_share *= deg.leaf;
   return {c.nic.latency.value() + 2.0 * c.fabric.switch_latency.value(), nic_share};
 }
 
@@ -56,7 +119,8 @@ public:
         split_(par_.schedule == Schedule::ZB_H1 || par_.schedule == Schedule::ZB_H2 || par_.bidirectional()),
         last_(model::stage_layout(w, static_cast<int>(p_ - 1))),
         // DualPipe: a micro-batch crosses one of the stage's two chunks.
-        layers_(d(last_.num_layers) / (par_.schedule == Schedule::DUALPIPE ? 2.0 : 1.0)) {}
+        layers_(d(last_.num_layers) / (par_.schedule == Schedule::DUALPIPE ? 2.0 : 1.0)),
+        deg_(degradation(cluster, w)) {}
 
   Estimate run() {
     block_times();
@@ -125,7 +189,7 @@ private:
 
   /// TP: blocking collectives after every block (2 per layer per pass, recompute included).
   void tp_collectives() {
-    tp_link_ = link_for(cluster_, t_);
+    tp_link_ = link_for(cluster_, t_, deg_);
     tp_one_ = all_reduce(model::tp_collective_bytes(w_).value(), t_, tp_link_);
     // Folded expert groups (etp 1 < tp): an MoE layer keeps half of them (no all-gather into its
     // experts, no reduce-scatter out of them; docs/moe.md), counted once the MoE layers are known.
@@ -167,7 +231,7 @@ private:
   /// or etp when the expert groups fold over the TP ranks.
   [[nodiscard]] double all_to_all() const {
     const int64_t stride = par_.folds_experts() ? par_.expert_tp() : t_;
-    const Link ep_link = link_for(cluster_, stride * par_.ep);
+    const Link ep_link = link_for(cluster_, stride * par_.ep, deg_);
     const Link nvlink = link_for(cluster_, 1);
     const int64_t in_node = std::clamp<int64_t>(cluster_.gpus_per_node / stride, 1, par_.ep);
     const double bytes = model::ep_all_to_all_bytes(w_).value() / d(par_.ep);
@@ -235,10 +299,36 @@ private:
     // the shorter pass's compute is hidden (the simulation decides; docs/planner.md).
     if (par_.ep_overlap || par_.bidirectional()) // DualPipe pairs its passes likewise
       ep_per_mb_ = std::max(0.0, ep_per_mb_ - std::min(t_f_, t_b_));
+    // A slow GPU (degraded.gpus): its stage's passes run at its speed and every collective of the
+    // synchronous step waits for it, so the steady state runs at the pace of the slowest stage;
+    // the fill and drain (the bubble) cross the other stages at theirs, and the DP terms keep
+    // the overlap they have at full speed (the reduction's tail after the slow GPU's last
+    // backward is the same, as the simulation shows: tests/degraded).
+    t_f_healthy_ = t_f_, t_b_healthy_ = t_b_, t_w_healthy_ = t_w_;
+    const double pace = slowest_stage();
+    t_f_ *= pace, t_b_ *= pace, t_w_ *= pace;
+  }
+
+  /// The slowest stage's pass times over the last stage's at full speed: 1 on a healthy
+  /// cluster. Another stage's passes are the last stage's without the output layer, scaled by
+  /// its layers (as many, unless the split is uneven).
+  [[nodiscard]] double slowest_stage() const {
+    const size_t last = deg_.stage_speed.size() - 1;
+    double pace = 1.0 / deg_.stage_speed[last];
+    const double whole = t_f_ + t_b_;
+    const double body = whole - lg_f_ - lg_b_;
+    for (size_t s = 0; s < last && whole > 0; ++s)
+      if (deg_.stage_speed[s] < 1.0) {
+        const double layers = d(model::stage_layout(w_, static_cast<int>(s)).num_layers);
+        pace =
+            std::max(pace, body * layers / std::max(1.0, d(last_.num_layers)) / whole / deg_.stage_speed[s]);
+      }
+    return pace;
   }
 
   [[nodiscard]] double bubble() const {
-    const double per_mb = t_f_ + t_b_ + tp_per_mb_ + ep_per_mb_;
+    const double t_f = t_f_healthy_, t_b = t_b_healthy_, t_w = t_w_healthy_;
+    const double per_mb = t_f + t_b + tp_per_mb_ + ep_per_mb_;
     switch (par_.schedule) {
     case Schedule::GPIPE:
     case Schedule::ONE_F_ONE_B:
@@ -246,13 +336,13 @@ private:
     case Schedule::INTERLEAVED:
       return d(p_ - 1) * per_mb / d(v_);
     case Schedule::ZB_H1:
-      return d(p_ - 1) * std::max(per_mb - 2.0 * t_w_, t_f_);
+      return d(p_ - 1) * std::max(per_mb - 2.0 * t_w, t_f);
     case Schedule::ZB_H2:
-      return d(p_ - 1) * (t_f_ + layers_ * 2.0 * tp_one_);
+      return d(p_ - 1) * (t_f + layers_ * 2.0 * tp_one_);
     case Schedule::DUALPIPE: // DeepSeek-V3's Table 2: (p/2 - 1)(F&B + B - 3W), F&B one overlapped pair
-      return d(p_ / 2 - 1) * std::max(per_mb + t_b_ - 3.0 * t_w_, t_f_);
+      return d(p_ / 2 - 1) * std::max(per_mb + t_b - 3.0 * t_w, t_f);
     case Schedule::DUALPIPE_V: // the same over 2p chunks of half a stage
-      return d(p_ - 1) * std::max(per_mb + t_b_ - 3.0 * t_w_, t_f_) / 2.0;
+      return d(p_ - 1) * std::max(per_mb + t_b - 3.0 * t_w, t_f) / 2.0;
     }
     return 0;
   }
@@ -262,7 +352,7 @@ private:
   [[nodiscard]] double pp_comm() const {
     if (p_ <= 1)
       return 0;
-    const Link pp_link = link_for(cluster_, 2 * t_ * dp_);
+    const Link pp_link = link_for(cluster_, 2 * t_ * dp_, deg_);
     double msg = pp_link.alpha + model::pp_message_bytes(w_).value() / pp_link.beta;
     if (par_.pp_scatter_gather && !par_.sp && t_ > 1) // the receiving TP group all-gathers the slices
       msg += tp_link_.alpha + d(t_ - 1) / d(t_) * model::tp_collective_bytes(w_).value() / tp_link_.beta;
@@ -276,7 +366,7 @@ private:
   [[nodiscard]] double dp_exposed() const {
     if (dp_ <= 1)
       return 0;
-    const Link dp_link = link_for(cluster_, t_ * dp_);
+    const Link dp_link = link_for(cluster_, t_ * dp_, deg_);
     double grads = 0, expert_grads = 0;
     for (int s = 0; s < p_; ++s) {
       const double experts = model::expert_params_on_rank(w_, s);
@@ -284,21 +374,23 @@ private:
       expert_grads = std::max(expert_grads, experts * e_);
     }
     const double bucket = std::min(grads, w_.training.dp_bucket.value());
-    const double last_pass = t_b_ / d(v_); // backward of the last chunk pass overlaps the reduction
+    const double last_pass = t_b_healthy_ / d(v_); // backward of the last chunk pass overlaps the reduction
     const int64_t edp = model::expert_data_parallel(par_);
     // The experts' parameters, gathered back after the optimizer (ZeRO-2) or under the forward
     // (overlap_param_gather), as the dense ones below.
     const bool overlap = w_.training.overlap_param_gather;
     const auto gathered_back = [&](double bytes, double piece, int64_t n) {
       const double all = gather(bytes * wb_ / e_, n, dp_link);
-      return overlap ? std::max(gather(piece * wb_ / e_, n, dp_link), all / d(v_) - t_f_ / d(v_)) : all;
+      return overlap ? std::max(gather(piece * wb_ / e_, n, dp_link), all / d(v_) - t_f_healthy_ / d(v_))
+                     : all;
     };
     double exposed = 0;
     if (expert_grads > 0 && edp > 1 && par_.zero_stage < 3) {
       const double expert_layer = moe_layers_ > 0 ? expert_grads / moe_layers_ : expert_grads;
       if (par_.zero_stage == 2)
-        exposed += d(m_ * v_) * std::max(0.0, gather(expert_grads, edp, dp_link) / d(v_) - t_b_ / d(v_)) +
-                   gather(expert_layer, edp, dp_link) + gathered_back(expert_grads, expert_layer, edp);
+        exposed +=
+            d(m_ * v_) * std::max(0.0, gather(expert_grads, edp, dp_link) / d(v_) - t_b_healthy_ / d(v_)) +
+            gather(expert_layer, edp, dp_link) + gathered_back(expert_grads, expert_layer, edp);
       else if (overlap) // ZeRO-1 with the gather under the forward: the reduce-scatter stays
         exposed +=
             std::max(gather(expert_grads, edp, dp_link) - last_pass, gather(expert_layer, edp, dp_link)) +
@@ -321,8 +413,8 @@ private:
                         param_exposed);
     case 2: {
       const double rs = gather(grads, dp_, dp_link) / d(v_);
-      return exposed +
-             (d(m_ * v_) * std::max(0.0, rs - t_b_ / d(v_)) + gather(bucket, dp_, dp_link) + param_exposed);
+      return exposed + (d(m_ * v_) * std::max(0.0, rs - t_b_healthy_ / d(v_)) + gather(bucket, dp_, dp_link) +
+                        param_exposed);
     }
     default:
       return zero3_exposed(dp_link);
@@ -359,8 +451,8 @@ private:
                                          gather(params * e_ / k, dp_, dp_link) + host);
       return passes * chunk_layers * per_layer_pass;
     }
-    const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f_ / d(v_));
-    const double bwd_gap = std::max(0.0, 2.0 * chunk_layers * per_layer - t_b_ / d(v_));
+    const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f_healthy_ / d(v_));
+    const double bwd_gap = std::max(0.0, 2.0 * chunk_layers * per_layer - t_b_healthy_ / d(v_));
     return passes * (fwd_gap + bwd_gap + 2.0 * per_layer);
   }
 
@@ -368,7 +460,8 @@ private:
   [[nodiscard]] double optimizer() const {
     double opt = 0;
     for (int s = 0; s < p_; ++s)
-      opt = std::max(opt, compute_time_(graph::optimizer_query(w_, s)).time.value());
+      opt = std::max(opt, compute_time_(graph::optimizer_query(w_, s)).time.value() /
+                              deg_.stage_speed[static_cast<size_t>(s)]);
     return opt;
   }
 
@@ -382,7 +475,9 @@ private:
   const bool split_;              ///< zero-bubble B and W passes
   const model::StageLayout last_; ///< the last (slowest) stage's layers, with the MTP ones
   const double layers_;
-  double win_share_ = 0; ///< the last stage's windowed layers' share
+  const Degradation deg_;
+  double t_f_healthy_ = 0, t_b_healthy_ = 0, t_w_healthy_ = 0; ///< pass times at full speed (the bubble's)
+  double win_share_ = 0;                                       ///< the last stage's windowed layers' share
   double att_f_ = 0, mlp_f_ = 0, att_b_ = 0, mlp_b_ = 0, att_r_ = 0, mlp_r_ = 0, lg_f_ = 0, lg_b_ = 0;
   double rf_ = 0; ///< full recomputation's share of the layers
   Link tp_link_;

@@ -351,7 +351,9 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
   for (const Candidate& c : r.simulated)
     specs.push_back(c.workload);
   log().info("plan: simulating {} candidates, {} at once", specs.size(), std::max(1, options.jobs));
-  r.outcomes = simulate_all(cluster, specs, options.jobs, options.progress);
+  r.outcomes = simulate_all(
+      cluster, specs,
+      SimulateAllOptions{.jobs = options.jobs, .steps = options.steps, .progress = options.progress});
   r.simulate_s = seconds_since(t0);
   for (size_t i = 0; i < r.outcomes.size() && debug_log(); ++i)
     log().debug("plan: simulated {}: {}", describe(specs[i]),

@@ -108,7 +108,7 @@ struct Candidate {
 struct Simulated {
   bool ok = false;
   std::string error;
-  double step_s = 0;
+  double step_s = 0; ///< with several steps (SimulateAllOptions::steps), their mean
   double bubble_fraction = 0;
   double exposed_tp_s = 0, exposed_pp_s = 0, exposed_dp_s = 0;
   double mfu = 0;
@@ -121,6 +121,9 @@ struct PlanOptions {
   bool simulate = true;
   bool include_given = true; ///< also simulate the workload file's own layout when it fits (reference row)
   int jobs = 1;              ///< simulations at once (child processes)
+  /// Consecutive steps each candidate is simulated for (`plan --steps`, docs/variability.md): with
+  /// kernel noise its simulated step is the mean of that many.
+  int steps = 1;
   SearchSpace space;
   /// Called with (simulated, to simulate) as each simulation ends and while they run.
   std::function<void(std::size_t, std::size_t)> progress = {};
@@ -141,10 +144,20 @@ struct PlanResult {
 /// of enumeration. Simulations fork: call from a process that has not started SimGrid.
 PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const PlanOptions& options);
 
-/// Simulates each of `specs` in its own child process (runner::simulate), at most `jobs` at once,
+struct SimulateAllOptions {
+  int jobs = 1;  ///< simulations at once
+  int steps = 1; ///< consecutive steps per simulation (runner::SimulateOptions::steps)
+  /// Called with (ended, specs.size()) as each child ends and while they run; may be empty.
+  std::function<void(std::size_t, std::size_t)> progress = {};
+};
+
+/// Simulates each of `specs` in its own child process (runner::simulate), `options.jobs` at once,
 /// and returns their summary figures in order. A failed child is reported, not thrown; Error is
-/// thrown only when a process cannot be started. `progress` (may be empty) is called with (ended,
-/// specs.size()) as each child ends and while they run.
+/// thrown only when a process cannot be started.
+std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs,
+                                    const SimulateAllOptions& options);
+
+/// As above, one step each.
 std::vector<Simulated> simulate_all(const ClusterSpec& cluster, const std::vector<WorkloadSpec>& specs,
                                     int jobs,
                                     const std::function<void(std::size_t, std::size_t)>& progress = {});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 #include <utility>
 
 namespace stepsim::report {
@@ -24,6 +25,91 @@ int group_index(graph::CommGroup g) {
   default:
     return -1;
   }
+}
+
+using Spans = std::vector<std::pair<double, double>>; ///< (start, end), by start
+
+/// The union of a stream's busy spans as disjoint intervals, with the busy time before each.
+class BusyUnion {
+public:
+  explicit BusyUnion(const Spans& sorted) {
+    for (const auto& [a, b] : sorted) {
+      if (!to_.empty() && a <= to_.back()) {
+        to_.back() = std::max(to_.back(), b);
+        continue;
+      }
+      before_.push_back(before_.empty() ? 0.0 : before_.back() + (to_.back() - from_.back()));
+      from_.push_back(a);
+      to_.push_back(b);
+    }
+  }
+  /// The idle time within [a, b).
+  [[nodiscard]] double idle(double a, double b) const { return (b - a) - (busy_until(b) - busy_until(a)); }
+
+private:
+  /// The busy time before x.
+  [[nodiscard]] double busy_until(double x) const {
+    const auto it = std::upper_bound(from_.begin(), from_.end(), x);
+    if (it == from_.begin())
+      return 0;
+    const size_t i = static_cast<size_t>(it - from_.begin()) - 1;
+    return before_[i] + std::min(x, to_[i]) - from_[i];
+  }
+  std::vector<double> from_, to_, before_;
+};
+
+struct LinkInputs {
+  int per_node = 1;
+  const std::vector<bool>& slow_network; ///< by a rank's node index among the up nodes
+  const std::map<graph::Rank, Spans>& busy;
+};
+
+/// StragglerReport::link_exposed_s: per simulated rank and group, the union of the spans of the
+/// collectives and sends crossing a degraded node's network, less its compute; the longest.
+std::vector<double> link_exposed(const graph::StepProgram& program, const std::vector<Seconds>& start,
+                                 const std::vector<Seconds>& end, const LinkInputs& in) {
+  const graph::StepGraph& g = program.graph;
+  const auto node_of = [&](graph::Rank r) { return static_cast<size_t>(r / in.per_node); };
+  std::map<graph::Rank, std::vector<Spans>> spans; // per rank, per group
+  for (graph::TaskId id = 0; id < g.size(); ++id) {
+    const graph::Task& t = g.task(id);
+    const int k = t.kind == graph::TaskKind::COMPUTE ? -1 : group_index(t.group);
+    if (k < 0 || end[id].value() <= start[id].value())
+      continue;
+    const std::span<const graph::Rank> ranks = g.participants(t);
+    bool across = false, degraded = false;
+    for (const graph::Rank r : ranks) {
+      across = across || node_of(r) != node_of(ranks.front());
+      degraded = degraded || (node_of(r) < in.slow_network.size() && in.slow_network[node_of(r)]);
+    }
+    if (!across || !degraded)
+      continue;
+    for (const graph::Rank r : ranks)
+      if (std::binary_search(program.simulated_ranks.begin(), program.simulated_ranks.end(), r)) {
+        auto& by_group = spans[r];
+        by_group.resize(5);
+        by_group[static_cast<size_t>(k)].emplace_back(start[id].value(), end[id].value());
+      }
+  }
+  std::vector<double> out(5, 0.0);
+  for (auto& [rank, by_group] : spans) {
+    const auto it = in.busy.find(rank);
+    const BusyUnion busy(it == in.busy.end() ? Spans{} : it->second);
+    for (size_t k = 0; k < by_group.size(); ++k) {
+      Spans& s = by_group[k];
+      std::sort(s.begin(), s.end());
+      double total = 0, reach = -1;
+      for (const auto& [a, b] : s) { // the union of the group's spans, each part once
+        const double from = std::max(a, reach);
+        if (b > from) {
+          total += busy.idle(from, b);
+          reach = b;
+        }
+      }
+      out[k] = std::max(out[k], total);
+    }
+  }
+  return out;
 }
 
 } // namespace
@@ -53,7 +139,11 @@ std::optional<StragglerReport> straggler_report(const graph::StepProgram& progra
     if (it != up.begin() + used_nodes && (nic.down || nic.bandwidth.value() < cluster.nic.bandwidth.value()))
       ++out.degraded_nics;
   }
-  if (out.slow_gpus.empty() && out.degraded_nics == 0)
+  std::vector<bool> slow_network(up.size(), false); // by the rank's node's place among the up nodes
+  for (int n = 0; n < used_nodes; ++n)
+    slow_network[static_cast<size_t>(n)] = cluster.network_degraded_at(up[static_cast<size_t>(n)]);
+  if (out.slow_gpus.empty() &&
+      std::none_of(slow_network.begin(), slow_network.end(), [](bool b) { return b; }))
     return std::nullopt;
   // Per healthy rank and group: at each collective whose last-ready participant is slow, the
   // time this rank's compute stream stood idle before the collective started (since the end of
@@ -111,6 +201,8 @@ std::optional<StragglerReport> straggler_report(const graph::StepProgram& progra
   for (const auto& [rank, w] : waits)
     for (size_t k = 0; k < w.size(); ++k)
       out.wait_s[k] = std::max(out.wait_s[k], w[k]);
+  out.link_exposed_s =
+      link_exposed(program, start, end, {.per_node = per_node, .slow_network = slow_network, .busy = busy});
   return out;
 }
 

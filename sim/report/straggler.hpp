@@ -1,6 +1,7 @@
 #pragma once
 // Why a degraded cluster is slower (docs/degraded.md, "Reports"): the slow GPUs among the
-// simulated ranks and the time the healthy ranks waited on them at each group's collectives.
+// simulated ranks, the time the healthy ranks waited on them at each group's collectives, and
+// the communication over degraded NICs and links that compute did not hide.
 
 #include "config/spec.hpp"
 #include "graph/step_builder.hpp"
@@ -23,10 +24,14 @@ struct StragglerReport {
   /// ready, after this rank was), over the step.
   std::vector<double> wait_s; ///< tp, pp, dp, ep, cp
   int degraded_nics = 0;      ///< NICs slower or down among the nodes the job uses
+  /// Per group (tp, pp, dp, ep, cp): the longest total time one simulated rank's compute stream
+  /// stood idle while a collective or send of that group it takes part in ran across nodes with
+  /// a participant on a node whose network is degraded (ClusterSpec::network_degraded_at).
+  std::vector<double> link_exposed_s;
 };
 
-/// The report, or nullopt when the cluster has no GPU slower than its spec and no degraded NIC
-/// on a node the job uses (outputs then stay those of a perfect cluster).
+/// The report, or nullopt when the cluster has no GPU slower than its spec and no node the job
+/// uses has a degraded network (outputs then stay those of a perfect cluster).
 std::optional<StragglerReport> straggler_report(const graph::StepProgram& program,
                                                 const std::vector<Seconds>& start,
                                                 const std::vector<Seconds>& end, const ClusterSpec& cluster);

@@ -474,12 +474,13 @@ void write_summary_json(std::ostream& out, const Summary& s) {
     ordered_json slow = ordered_json::array();
     for (const SlowGpu& g : s.degraded->slow_gpus)
       slow.push_back(ordered_json{{"rank", g.rank}, {"node", g.node}, {"gpu", g.gpu}, {"speed", g.speed}});
-    const std::vector<double>& w = s.degraded->wait_s;
-    j["degraded"] =
-        ordered_json{{"slow_gpus", slow},
-                     {"degraded_nics", s.degraded->degraded_nics},
-                     {"straggler_wait_s",
-                      ordered_json{{"tp", w[0]}, {"pp", w[1]}, {"dp", w[2]}, {"ep", w[3]}, {"cp", w[4]}}}};
+    const auto groups = [](const std::vector<double>& w) {
+      return ordered_json{{"tp", w[0]}, {"pp", w[1]}, {"dp", w[2]}, {"ep", w[3]}, {"cp", w[4]}};
+    };
+    j["degraded"] = ordered_json{{"slow_gpus", slow},
+                                 {"degraded_nics", s.degraded->degraded_nics},
+                                 {"straggler_wait_s", groups(s.degraded->wait_s)},
+                                 {"degraded_link_exposed_s", groups(s.degraded->link_exposed_s)}};
   }
   if (s.variability) {
     const Variability& v = *s.variability;
@@ -542,17 +543,20 @@ void print_summary_table(std::ostream& out, const Summary& s) {
   if (s.other_idle.value() > 0)
     row("other idle", secs(s.other_idle));
   if (s.degraded) {
-    const std::vector<double>& w = s.degraded->wait_s;
-    std::string waits;
-    const char* names[] = {"TP", "PP", "DP", "EP", "CP"};
-    for (size_t k = 0; k < w.size(); ++k)
-      if (w[k] > 0)
-        waits += (waits.empty() ? "" : ", ") + std::string(names[k]) + " " + secs(Seconds(w[k]));
+    const auto per_group = [&](const std::vector<double>& w) {
+      std::string text;
+      const char* names[] = {"TP", "PP", "DP", "EP", "CP"};
+      for (size_t k = 0; k < w.size(); ++k)
+        if (w[k] > 0)
+          text += (text.empty() ? "" : ", ") + std::string(names[k]) + " " + secs(Seconds(w[k]));
+      return text.empty() ? std::string("-") : text;
+    };
     row("degraded parts", "slow GPUs simulated " + std::to_string(s.degraded->slow_gpus.size()) +
                               ", degraded NICs " + std::to_string(s.degraded->degraded_nics) + "; " +
                               std::to_string(s.simulated_gpus) + " of " + std::to_string(s.num_gpus) +
                               " GPUs simulated");
-    row("waited on slow GPUs", waits.empty() ? "-" : waits);
+    row("waited on slow GPUs", per_group(s.degraded->wait_s));
+    row("exposed, degraded links", per_group(s.degraded->link_exposed_s));
   }
   row("peak memory (worst GPU)", gib(s.memory.worst.peak()) + " of " + gib(s.memory.capacity) + " (GPU " +
                                      std::to_string(s.memory.worst_rank) + ", stage " +

@@ -379,6 +379,38 @@ int64_t inside(int64_t start_ns, int64_t dur_ns) {
   return dur_ns >= 2 ? start_ns + 1 : start_ns;
 }
 
+/// The degraded network a GPU reaches the fabric through, after its process name
+/// (docs/degraded.md): its own NIC slower (" [NIC 2 at 100 Gbps]") or down (" [NIC 2 down]"),
+/// its fat-tree leaf with uplinks down (" [leaf 1: 4 uplinks down]") or slower (" [leaf 1 at
+/// 800 Gbps]"), any graph-fabric link degraded (" [degraded links]").
+void put_degraded_network(Sink& out, const ClusterSpec& c, int node, int gpu) {
+  if (!c.network_degraded_at(node))
+    return;
+  char text[64];
+  const int nic = gpu * c.nics_per_node / std::max(1, c.gpus_per_node);
+  for (const auto& n : c.degraded.nics)
+    if (n.node == node && n.nic == nic && n.down) {
+      std::snprintf(text, sizeof text, " [NIC %d down]", nic);
+      out.put(text);
+    } else if (n.node == node && n.nic == nic && n.bandwidth.value() > 0 && n.bandwidth < c.nic.bandwidth) {
+      std::snprintf(text, sizeof text, " [NIC %d at %g Gbps]", nic, n.bandwidth.value() * 8 / 1e9);
+      out.put(text);
+    }
+  if (c.fabric.kind == FabricKind::GRAPH) {
+    out.put(c.degraded.links.empty() ? "" : " [degraded links]");
+    return;
+  }
+  const int per_leaf = std::max(1, std::min(c.fabric.nodes_per_leaf, c.nodes));
+  for (const auto& l : c.degraded.leaves)
+    if (l.leaf == node / per_leaf && l.bandwidth.value() > 0) {
+      std::snprintf(text, sizeof text, " [leaf %d at %g Gbps]", l.leaf, l.bandwidth.value() * 8 / 1e9);
+      out.put(text);
+    } else if (l.leaf == node / per_leaf && l.uplinks_down > 0) {
+      std::snprintf(text, sizeof text, " [leaf %d: %d uplinks down]", l.leaf, l.uplinks_down);
+      out.put(text);
+    }
+}
+
 void put_metadata_event(Sink& out, std::string_view kind, Rank pid, int tid, bool thread) {
   out.put("{\"ph\":\"M\",\"name\":\"");
   out.put(kind);
@@ -495,6 +527,7 @@ void write_names(Events& events, const TraceInput& in, const RankTable& ranks) {
         std::snprintf(text, sizeof text, " [slow: speed %g]", slow.speed);
         out.put(text);
       }
+    put_degraded_network(out, in.cluster, node, r % per_node);
     out.put("\"}}");
     events.next();
     put_metadata_event(out, "process_sort_index", r, 0, false);

@@ -269,6 +269,70 @@ TEST(DegradedNodes, JobNeedingADownNodeIsRefusedElseRuns) {
   EXPECT_NE(ran.out.find("(16 GPUs"), std::string::npos) << ran.out;
 }
 
+/// In a child: a small GPT whose compute is almost free (a GPU of 10^21 FLOP/s and 10^18 B/s) in
+/// tp x dp on `nodes` DGX-like nodes with `nics` degraded: {step time, the summary's exposed time
+/// on degraded links for TP and DP (or -1 each without a degraded report), its exposed DP}.
+std::vector<double> link_case(int nodes, int tp, int dp, const std::vector<DegradedSpec::Nic>& nics) {
+  const auto r = run_in_child([&] {
+    ClusterSpec c = test::dgx_cluster(nodes, 8, 8);
+    c.gpu.peak_bf16 = c.gpu.peak_fp16 = FlopsPerSec(1e21);
+    c.gpu.hbm_bandwidth = BytesPerSec(1e18);
+    c.degraded.nics = nics;
+    const WorkloadSpec w = test::workload(test::small_gpt(4, 1024, 1024), tp, 1, dp, 1, 1);
+    const runner::Simulation sim = runner::simulate(c, w);
+    const auto& d = sim.summary.degraded;
+    return std::vector<double>{sim.result.step_time.value(), d ? d->link_exposed_s[0] : -1.0,
+                               d ? d->link_exposed_s[2] : -1.0, sim.summary.exposed.dp.value()};
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  return r.ok ? r.values : std::vector<double>{NAN, NAN, NAN, NAN};
+}
+
+// The exposed time on degraded links. With compute almost free, the step is the gradient
+// all-reduce across the two nodes: with a NIC of node 1 down, every DP collective crosses it
+// and none is hidden, so the DP figure is the whole step (within 1 %). With TP 8 inside each
+// node, TP crosses no NIC (0) and, every DP all-reduce crossing the NIC, the DP figure is the
+// summary's exposed DP time within 5 % (two accountings: the summary gives each idle stretch to
+// the task that ended it, this figure counts the DP spans wherever TP runs beside them). The
+// same NIC down on a third node the job does not use: no report at all.
+TEST(DegradedReport, ExposedTimeOnDegradedLinks) {
+  const std::vector<DegradedSpec::Nic> down = {{.node = 1, .nic = 3, .down = true}};
+  const std::vector<double> dp = link_case(2, 1, 16, down);
+  EXPECT_GT(dp[2], 0.0);
+  EXPECT_NEAR(dp[2], dp[0], 0.01 * dp[0]);
+  const std::vector<double> tp = link_case(2, 8, 2, down);
+  EXPECT_EQ(tp[1], 0.0);
+  EXPECT_GT(tp[2], 0.0);
+  EXPECT_NEAR(tp[2], tp[3], 0.05 * tp[3]);
+  const std::vector<double> elsewhere = link_case(3, 1, 16, {{.node = 2, .nic = 3, .down = true}});
+  EXPECT_EQ(elsewhere[1], -1.0);
+  EXPECT_EQ(elsewhere[2], -1.0);
+}
+
+// The trace names the degraded parts: a slow GPU's process ends with "[slow: speed S]", a GPU
+// whose NIC is down with "[NIC k down]", one behind a slower NIC with its rate; the others
+// with neither.
+TEST(DegradedReport, TraceMarksDegradedGpusAndNics) {
+  const std::filesystem::path dir = test::fresh_temp_dir("degraded-trace");
+  const test::CommandResult r = test::run_stepsim("run --cluster " + test::src("topologies/dgx-h100.yaml") +
+                                                  " --workload " + test::src("workloads/tiny-gpt.yaml") +
+                                                  " --set cluster.nodes=2 --quiet --out " + dir.string() +
+                                                  " --set 'cluster.degraded={gpus: [{node: 1, gpu: 3, speed: "
+                                                  "0.8}], nics: [{node: 0, nic: 2, down: true}, "
+                                                  "{node: 1, nic: 5, bandwidth: 100Gbps}]}'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string trace = test::slurp(dir / "trace.json");
+  const auto named = [&](const std::string& process) {
+    const auto at = trace.find(process + " (");
+    return at == std::string::npos ? std::string() : trace.substr(at, trace.find('"', at) - at);
+  };
+  EXPECT_NE(named("node 1 / GPU 3").find("[slow: speed 0.8]"), std::string::npos) << named("node 1 / GPU 3");
+  EXPECT_NE(named("node 0 / GPU 2").find("[NIC 2 down]"), std::string::npos) << named("node 0 / GPU 2");
+  EXPECT_NE(named("node 1 / GPU 5").find("[NIC 5 at 100 Gbps]"), std::string::npos)
+      << named("node 1 / GPU 5");
+  EXPECT_EQ(named("node 0 / GPU 1").find('['), std::string::npos) << named("node 0 / GPU 1");
+}
+
 // A degraded section that changes nothing (speed 1, a NIC at its own rate, empty lists) writes
 // the same bytes as none.
 TEST(DegradedOutputs, NoChangeGivesByteIdenticalOutputs) {

@@ -523,3 +523,36 @@ TEST_F(SweepTest, TimeoutGivesAFailedRow) {
   EXPECT_EQ(rows[0]["status"], "failed");
   EXPECT_NE(rows[0]["reason"].get<std::string>().find("timed out"), std::string::npos) << rows[0];
 }
+
+// A sweep takes a degraded cluster through its keys (`cluster.degraded...` as YAML flow values)
+// and `--steps N` as `stepsim run` does: each row's summary is the summary.json of `run` with the
+// same keys and steps (the degraded row's `degraded` report and every row's `variability` of N
+// steps included), and a job that needs a down node is a skipped row naming the entry.
+TEST_F(SweepTest, DegradedKeysAndStepsAsRunTakesThem) {
+  const fs::path f = write_sweep("degraded", "cases:\n"
+                                             "  - {parallel.tp: 2}\n"
+                                             "  - {cluster.degraded.gpus: [{node: 0, gpu: 3, speed: 0.5}]}\n"
+                                             "  - {cluster.degraded.nodes: [{node: 0, down: true}]}\n");
+  const fs::path out = dir_ / "out";
+  const Result r = run_stepsim("sweep " + f.string() + " --out " + out.string() + " -j 2 --steps 3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = jsonl_rows(out / "results.jsonl");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["status"], "ok");
+  EXPECT_EQ(rows[1]["status"], "ok");
+  EXPECT_EQ(rows[2]["status"], "skipped");
+  EXPECT_NE(rows[2]["reason"].get<std::string>().find("degraded.nodes"), std::string::npos) << rows[2];
+  EXPECT_EQ(rows[0]["summary"]["variability"]["steps"], 3) << rows[0]["summary"];
+  EXPECT_FALSE(rows[0]["summary"].contains("degraded"));
+  EXPECT_GT(rows[1]["summary"]["step_time_s"].get<double>(), rows[0]["summary"]["step_time_s"].get<double>());
+  const Result run = run_stepsim(
+      "run --cluster " + src("topologies/dgx-h100.yaml") + " --workload " + src("workloads/tiny-gpt.yaml") +
+      " --set cluster.nodes=1 --set 'cluster.degraded.gpus=[{node: 0, gpu: 3, speed: "
+      "0.5}]' --steps 3 --json --no-trace --quiet");
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_EQ(nlohmann::json::parse(run.out), rows[1]["summary"]);
+  const Result bad = run_stepsim("sweep " + f.string() + " --out " + out.string() + " --steps 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("--steps: expected an integer in [1, 100000], got '0'"), std::string::npos)
+      << bad.out;
+}
