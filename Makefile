@@ -38,16 +38,21 @@ fuzz: setup
 	./tools/fuzz.sh $(FUZZ_SECONDS)
 
 # `bench`: the everyday benchmarks; `bench-scale`: the 1 k to 100 k GPU series and the issue's
-# large cases (minutes). Each prints the JSON table of docs/performance.md (tools/bench_table.py).
+# large cases (minutes). Each prints the JSON table and rewrites docs/performance.md's table
+# between its markers (tools/bench_table.py), with the other set's last results beside its own;
+# BENCH_NOTE is a sentence added above the table (e.g. what machine it ran on).
+BENCH_NOTE ?=
 bench: build
 	./$(BUILD)/bench/step_bench --benchmark_filter='-scale/' --benchmark_out=$(BUILD)/bench.json \
 	  --benchmark_out_format=json
-	./tools/bench_table.py $(BUILD)/bench.json
+	./tools/bench_table.py $(wildcard $(BUILD)/bench-scale.json) $(BUILD)/bench.json \
+	  --doc docs/performance.md --note "$(BENCH_NOTE)"
 
 bench-scale: build
 	./$(BUILD)/bench/step_bench --benchmark_filter='scale/' --benchmark_out=$(BUILD)/bench-scale.json \
 	  --benchmark_out_format=json
-	./tools/bench_table.py $(BUILD)/bench-scale.json
+	./tools/bench_table.py $(wildcard $(BUILD)/bench.json) $(BUILD)/bench-scale.json \
+	  --doc docs/performance.md --note "$(BENCH_NOTE)"
 
 clean:
 	rm -rf $(BUILD) $(OUT)

@@ -29,26 +29,32 @@ int positive(const std::string& option, const std::string& text, int min, int ma
                     "], got '" + text + "'");
 }
 
-/// --headroom: "5%" or "5", a percentage of GPU memory in [0, 100), as a share.
-double parse_headroom(const std::string& text) {
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+/// "5%" or "5": a percentage in [0, max) as a share, or ConfigError naming `option` and `what`.
+double parse_percentage(const std::string& option, const std::string& text, double max,
+                        const std::string& what = "a percentage") {
   std::string number = text;
   if (!number.empty() && number.back() == '%')
     number.pop_back();
   try {
     size_t used = 0;
     const double v = std::stod(number, &used);
-    if (used == number.size() && v >= 0 && v < 100)
+    if (used == number.size() && v >= 0 && v < max)
       return v / 100.0;
   } catch (const std::exception&) {
   }
-  throw ConfigError("--headroom: expected a percentage of GPU memory in [0, 100), e.g. 5%, got '" + text +
+  throw ConfigError(option + ": expected " + what + " in [0, " + fmt("%g", max) + "), e.g. 5%, got '" + text +
                     "'");
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
+/// --headroom: "5%" or "5", a percentage of GPU memory in [0, 100), as a share.
+double parse_headroom(const std::string& text) {
+  return parse_percentage("--headroom", text, 100, "a percentage of GPU memory");
 }
 
 std::string gib(double bytes) {
@@ -70,6 +76,8 @@ struct PlanArgs {
   int gpus = 0;
   std::string micro_batches;
   std::string headroom;
+  std::string margin;
+  std::string which;
   std::string out_dir;
   std::string steps = "1";
   bool json = false;
@@ -92,6 +100,12 @@ process) and prints them ranked by simulated step time, with why the best wins (
     o.integer("--gpus", gpus, 1, MANY, "N",
               "plan for N GPUs (a multiple of the cluster's gpus_per_node; default: all)");
     o.integer("--top", options.top, 0, MANY, "K", "simulate the K best estimates (0: estimates only)");
+    o.value("--margin", margin, "PCT",
+            "also simulate every layout whose estimate is within PCT of the best estimate, e.g. 2% "
+            "(default 0)");
+    o.value("--simulate", which, "WHAT",
+            "leaders (default: the --top best estimates and those within --margin) or all (every "
+            "layout that fits; slow, to check what the leaders leave out)");
     o.integer("--jobs", options.jobs, 1, 4096, "N", "simulations at once");
     o.value("--steps", steps, "N",
             "simulate N consecutive steps of each layout and rank by their mean step time (with "
@@ -115,11 +129,18 @@ process) and prints them ranked by simulated step time, with why the best wins (
            "the simulations take more than 2 s)");
   }
 
-  /// The micro-batch sizes of --micro-batches, --headroom and --steps, into options (after parsing).
+  /// The micro-batch sizes of --micro-batches, --headroom, --steps, --margin and --simulate, into
+  /// options (after parsing).
   void read_micro_batches() {
     options.steps = parse_steps(steps);
     if (!headroom.empty())
       options.space.headroom = parse_headroom(headroom);
+    if (!margin.empty())
+      options.margin = parse_percentage("--margin", margin, 1000);
+    if (which == "all")
+      options.which = planner::Simulate::ALL;
+    else if (!which.empty() && which != "leaders")
+      throw ConfigError("--simulate: expected leaders or all, got '" + which + "'");
     if (micro_batches.empty())
       return;
     options.space.micro_batches.clear();
@@ -180,6 +201,28 @@ size_t name_column_width(const planner::PlanResult& r, size_t n_show) {
   for (const planner::Candidate& c : r.simulated)
     name_width = std::max(name_width, planner::describe(c.workload).size() + (c.given ? 2 : 0));
   return name_width;
+}
+
+/// How many layouts were simulated and why those: "simulated 4 of 5178 layouts: the 3 best
+/// estimates, the workload's own".
+std::string simulated_line(const planner::PlanOptions& o, const planner::PlanResult& r) {
+  const bool given_extra = r.simulated.size() > r.leaders;
+  std::string why;
+  if (o.which == planner::Simulate::ALL) {
+    why = "every layout that fits (--simulate all)";
+  } else {
+    const size_t top = r.leaders - r.within_margin;
+    why = top == 0   ? std::string()
+          : top == 1 ? "the best estimate"
+                     : "the " + std::to_string(top) + " best estimates";
+    if (o.margin > 0)
+      why += ", " + std::to_string(r.within_margin) + " more within " + fmt("%g", 100 * o.margin) +
+             "% of the best estimate";
+  }
+  if (given_extra)
+    why += std::string(why.empty() ? "" : ", ") + "the workload's own";
+  return "simulated " + std::to_string(r.simulated.size()) + " of " + std::to_string(r.ranked.size()) +
+         " layouts: " + why;
 }
 
 /// The n_show best estimates with their terms.
@@ -299,6 +342,10 @@ nlohmann::ordered_json plan_json(const ClusterSpec& cluster, const WorkloadSpec&
     j["steps"] = p.options.steps; // each simulated step_time_s is the mean of that many
   j["enumerated"] = r.enumerated;
   j["fit"] = r.fit;
+  j["simulate"] = p.options.which == planner::Simulate::ALL ? "all" : "leaders";
+  j["top"] = p.options.top;
+  j["margin"] = p.options.margin;
+  j["leaders"] = r.leaders;
   ordered_json estimates = ordered_json::array();
   const size_t n_show = std::min(r.ranked.size(), static_cast<size_t>(p.show));
   for (size_t i = 0; i < n_show; ++i) {
@@ -392,6 +439,8 @@ int PlanCommand::run(std::ostream& out, std::ostream& err) {
     out << "  no layout fits in memory\n";
     return 0;
   }
+  if (!r.simulated.empty())
+    out << "  " << simulated_line(p.options, r) << '\n';
   const size_t n_show = std::min(r.ranked.size(), static_cast<size_t>(p.show));
   const PlanView view{.r = r,
                       .name_width = name_column_width(r, n_show),

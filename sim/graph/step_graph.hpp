@@ -3,6 +3,7 @@
 // Stream order (CUDA-stream semantics: a stream runs its tasks one at a time, in issue order) is
 // expressed as ordinary edges, so the engine only has to honour edges.
 
+#include "core/huge_page_allocator.hpp"
 #include "core/units.hpp"
 #include "core/vocabulary.hpp"
 
@@ -105,7 +106,7 @@ public:
   [[nodiscard]] const Task& task(TaskId id) const { return tasks_[id]; }
   /// A task to amend while building (not after finalize()).
   [[nodiscard]] Task& mutable_task(TaskId id);
-  [[nodiscard]] const std::vector<Task>& tasks() const { return tasks_; }
+  [[nodiscard]] std::span<const Task> tasks() const { return tasks_; }
   [[nodiscard]] std::span<const Rank> participants(const Task& t) const {
     return {rank_pool_.data() + t.ranks_begin, t.ranks_count};
   }
@@ -118,11 +119,13 @@ public:
   [[nodiscard]] bool finalized() const { return finalized_; }
 
 private:
-  std::vector<Task> tasks_;
-  std::vector<Rank> rank_pool_;
-  std::vector<std::pair<TaskId, TaskId>> edges_;
-  std::vector<uint32_t> succ_begin_, pred_begin_;
-  std::vector<TaskId> succ_, pred_;
+  // A step's arrays reach hundreds of MB: huge pages spare most of the page faults of filling them.
+  template <class T> using Array = std::vector<T, HugePageAllocator<T>>;
+  Array<Task> tasks_;
+  Array<Rank> rank_pool_;
+  Array<std::pair<TaskId, TaskId>> edges_;
+  Array<uint32_t> succ_begin_, pred_begin_;
+  Array<TaskId> succ_, pred_;
   bool finalized_ = false;
 };
 

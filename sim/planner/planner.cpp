@@ -286,6 +286,18 @@ void recompute_fewest(const ClusterSpec& cluster, WorkloadSpec& w, const SearchS
   }
 }
 
+size_t leader_count(const std::vector<Candidate>& ranked, const PlanOptions& options) {
+  if (options.which == Simulate::ALL)
+    return ranked.size();
+  size_t n = std::min(ranked.size(), static_cast<size_t>(std::max(0, options.top)));
+  if (n == 0)
+    return 0;
+  const double bound = ranked.front().estimate.step.value() * (1.0 + std::max(0.0, options.margin));
+  while (n < ranked.size() && ranked[n].estimate.step.value() <= bound)
+    ++n;
+  return n;
+}
+
 PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const PlanOptions& options) {
   PlanResult r;
   auto t0 = std::chrono::steady_clock::now();
@@ -334,8 +346,10 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
   log().info("plan: {} of {} layouts fit in memory, {} estimated in {:.3f} s", r.fit, r.enumerated,
              r.ranked.size(), r.estimate_s);
 
-  const size_t k = std::min(r.ranked.size(), static_cast<size_t>(std::max(0, options.top)));
-  r.simulated.assign(r.ranked.begin(), r.ranked.begin() + static_cast<std::ptrdiff_t>(k));
+  const size_t top = std::min(r.ranked.size(), static_cast<size_t>(std::max(0, options.top)));
+  r.leaders = leader_count(r.ranked, options);
+  r.within_margin = options.which == Simulate::ALL ? 0 : r.leaders - top;
+  r.simulated.assign(r.ranked.begin(), r.ranked.begin() + static_cast<std::ptrdiff_t>(r.leaders));
   if (options.include_given) {
     const bool listed =
         std::any_of(r.simulated.begin(), r.simulated.end(), [](const Candidate& c) { return c.given; });
@@ -350,7 +364,8 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
   std::vector<WorkloadSpec> specs;
   for (const Candidate& c : r.simulated)
     specs.push_back(c.workload);
-  log().info("plan: simulating {} candidates, {} at once", specs.size(), std::max(1, options.jobs));
+  log().info("plan: simulating {} candidates, {} at once ({} leaders of {} estimated layouts)", specs.size(),
+             std::max(1, options.jobs), r.leaders, r.ranked.size());
   r.outcomes = simulate_all(
       cluster, specs,
       SimulateAllOptions{.jobs = options.jobs, .steps = options.steps, .progress = options.progress});

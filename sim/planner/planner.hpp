@@ -116,8 +116,17 @@ struct Simulated {
   bool fits = true;
 };
 
+/// Which estimated layouts are simulated (docs/planner.md, "Simulate the leaders").
+enum class Simulate {
+  LEADERS, ///< the `top` best estimates and any within `margin` of the best estimate
+  ALL,     ///< every fitting layout (to check what the leaders leave out; slow)
+};
+
 struct PlanOptions {
-  int top = 3; ///< candidates to simulate (best estimates)
+  int top = 3; ///< leaders: the K best estimates are simulated
+  /// Leaders: also every layout whose estimate is at most (1 + margin) x the best estimate, >= 0.
+  double margin = 0;
+  Simulate which = Simulate::LEADERS;
   bool simulate = true;
   bool include_given = true; ///< also simulate the workload file's own layout when it fits (reference row)
   int jobs = 1;              ///< simulations at once (child processes)
@@ -135,10 +144,16 @@ struct PlanResult {
   /// Fitting layouts by estimate, best first (all of them; the workload's own layout, when it
   /// recomputes every layer, also beside its variant recomputing fewer).
   std::vector<Candidate> ranked;
-  std::vector<Candidate> simulated; ///< the ones simulated: top K (+ the given layout)
+  std::vector<Candidate> simulated; ///< the ones simulated: the leaders (+ the given layout)
+  size_t leaders = 0;               ///< the best estimates simulated: a prefix of `ranked`
+  size_t within_margin = 0;         ///< of them, beyond the top K, those within the margin
   std::vector<Simulated> outcomes;  ///< parallel to `simulated`
   double enumerate_s = 0, estimate_s = 0, simulate_s = 0;
 };
+
+/// How many of `ranked` (best estimate first) `options` simulates: all of them, or the `top` best
+/// and then every one whose estimate is within `margin` of the best.
+size_t leader_count(const std::vector<Candidate>& ranked, const PlanOptions& options);
 
 /// Runs the planner. `given` is the workload file's layout (check_layout passed) and the base
 /// of enumeration. Simulations fork: call from a process that has not started SimGrid.

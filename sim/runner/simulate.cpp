@@ -1,6 +1,7 @@
 #include "runner/simulate.hpp"
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "kernels/attention_kernel.hpp"
 #include "kernels/step_kernels.hpp"
 #include "model/moe.hpp"
@@ -263,6 +264,7 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
   Simulation sim;
   StepSetup setup = prepare_step(cluster, workload, options);
   sim.program = std::move(setup.program);
+  const auto t_built = std::chrono::steady_clock::now();
   const graph::StepsOptions steps{.steps = options.steps,
                                   .kernel_cv = kernel_cv(cluster, workload),
                                   .seed = static_cast<uint64_t>(workload.training.variability.seed)};
@@ -279,6 +281,7 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
     });
   }
   sim.result = run_replay(replay);
+  const auto t_replayed = std::chrono::steady_clock::now();
   std::optional<report::Variability> variability;
   if (series) {
     // The outputs describe the first step: its tasks, its draws, its times.
@@ -294,7 +297,12 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
   }
   sim.summary = report::summarize(sim.program, sim.result.start, sim.result.end, cluster, workload);
   sim.summary.variability = std::move(variability);
-  sim.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t_end = std::chrono::steady_clock::now();
+  sim.wall_s = std::chrono::duration<double>(t_end - t0).count();
+  const auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  log().debug("runner: build {:.3f} s ({} tasks), replay {:.3f} s, summary {:.3f} s (wall)",
+              seconds(t0, t_built), sim.program.graph.size(), seconds(t_built, t_replayed),
+              seconds(t_replayed, t_end));
   return sim;
 }
 

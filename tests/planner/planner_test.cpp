@@ -582,3 +582,69 @@ TEST(Planner, ProposesDualPipeForMoe) {
   EXPECT_EQ(schedules.count(Schedule::DUALPIPE), 1u);
   EXPECT_EQ(schedules.count(Schedule::DUALPIPE_V), 1u);
 }
+
+// Simulating only the leaders (the best estimates) keeps the layout that simulating every
+// fitting layout ranks best: on tiny-gpt over one 8-GPU node, both find the same fastest
+// simulated step, and the leaders are a few of the layouts.
+TEST(Planner, LeadersKeepTheBestOfSimulatingAll) {
+  const ClusterSpec c = config::load_cluster(SRC + "/topologies/dgx-h100.yaml", {{"cluster.nodes", "1"}});
+  WorkloadSpec w = config::load_workload(SRC + "/workloads/tiny-gpt.yaml");
+  w = config::check_layout(c, w).workload;
+  planner::PlanOptions o;
+  o.jobs = 2;
+  o.include_given = false;
+  o.space.micro_batches = {2, 4};
+  o.space.max_vp = 2;
+  o.space.vary_sp = false;
+  o.space.vary_zero = false;
+  planner::PlanOptions all = o;
+  all.which = planner::Simulate::ALL;
+  const planner::PlanResult pruned = planner::plan(c, w, o);
+  const planner::PlanResult every = planner::plan(c, w, all);
+  ASSERT_EQ(every.simulated.size(), every.ranked.size());
+  ASSERT_EQ(pruned.simulated.size(), 3u);
+  ASSERT_GT(every.simulated.size(), 5 * pruned.simulated.size());
+  const auto best = [](const planner::PlanResult& r) {
+    size_t b = 0;
+    for (size_t i = 0; i < r.outcomes.size(); ++i) {
+      EXPECT_TRUE(r.outcomes[i].ok) << planner::describe(r.simulated[i].workload) << ": "
+                                    << r.outcomes[i].error;
+      if (r.outcomes[i].step_s < r.outcomes[b].step_s)
+        b = i;
+    }
+    return b;
+  };
+  const size_t bp = best(pruned), be = best(every);
+  EXPECT_EQ(pruned.outcomes[bp].step_s, every.outcomes[be].step_s)
+      << "leaders' best " << planner::describe(pruned.simulated[bp].workload) << ", all's best "
+      << planner::describe(every.simulated[be].workload);
+  std::printf("planner: %zu layouts simulated in all, best %s %.6f s; leaders' best %s\n",
+              every.simulated.size(), planner::describe(every.simulated[be].workload).c_str(),
+              every.outcomes[be].step_s, planner::describe(pruned.simulated[bp].workload).c_str());
+}
+
+// A margin adds every layout whose estimate is within it of the best estimate, after the top K.
+TEST(Planner, MarginAddsTheLayoutsCloseToTheBestEstimate) {
+  const ClusterSpec c = superpod();
+  const WorkloadSpec w = gpt3(c);
+  planner::PlanOptions o;
+  o.simulate = false;
+  const planner::PlanResult r = planner::plan(c, w, o);
+  ASSERT_GT(r.ranked.size(), 10u);
+  const double best = r.ranked.front().estimate.step.value();
+  o.top = 1;
+  o.margin = 0.06;
+  const size_t n = planner::leader_count(r.ranked, o);
+  size_t expected = 0;
+  for (const planner::Candidate& k : r.ranked)
+    expected += k.estimate.step.value() <= 1.06 * best ? 1 : 0;
+  EXPECT_EQ(n, expected);
+  EXPECT_GT(n, 1u);
+  o.margin = 0;
+  EXPECT_EQ(planner::leader_count(r.ranked, o), 1u);
+  o.top = 0;
+  o.margin = 0.5;
+  EXPECT_EQ(planner::leader_count(r.ranked, o), 0u); // --top 0: estimates only
+  o.which = planner::Simulate::ALL;
+  EXPECT_EQ(planner::leader_count(r.ranked, o), r.ranked.size());
+}
