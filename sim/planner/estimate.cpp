@@ -2,6 +2,7 @@
 
 #include "planner/planner.hpp"
 
+#include "graph/step_builder.hpp"
 #include "model/block_cost.hpp"
 #include "model/memory.hpp"
 #include "model/moe.hpp"
@@ -41,7 +42,10 @@ Degradation degradation(const ClusterSpec& c, const WorkloadSpec& w) {
   const DegradedSpec& deg = c.degraded;
   if (deg.gpus.empty() && deg.nics.empty() && deg.leaves.empty())
     return out;
-  // Rank r runs on GPU r % gpn of the (r / gpn)-th node up; a stage is ranks / pp consecutive ranks.
+  // Rank r runs on GPU r % gpn of the (r / gpn)-th node up; its stage is the rank order's
+  // (graph::RankGrid, pp slowest-varying).
+  const graph::RankGrid grid{
+      .tp = w.parallel.tp, .pp = w.parallel.pp, .dp = w.parallel.dp * w.parallel.cp, .cp = w.parallel.cp};
   const int gpn = std::max(1, c.gpus_per_node);
   const std::vector<int> up = c.up_nodes();
   std::vector<int64_t> first_rank(static_cast<size_t>(std::max(0, c.nodes)), -1);
@@ -53,7 +57,7 @@ Degradation degradation(const ClusterSpec& c, const WorkloadSpec& w) {
   for (const DegradedSpec::Gpu& g : deg.gpus) {
     const int64_t rank = in_use(g.node) ? first_rank[static_cast<size_t>(g.node)] + g.gpu : ranks;
     if (rank < ranks) {
-      double& speed = out.stage_speed[static_cast<size_t>(rank / (ranks / stages))];
+      double& speed = out.stage_speed[static_cast<size_t>(grid.pp_of(static_cast<graph::Rank>(rank)))];
       speed = std::min(speed, g.speed);
     }
   }
