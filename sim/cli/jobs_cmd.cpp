@@ -40,6 +40,9 @@ and shared with the others, the slowdown, and the links their traffic contends o
     o.values(
         "--set", sets_, "cluster.KEY=VALUE",
         "override a key of the shared cluster, e.g. --set cluster.nodes=64 (a job's keys go in its `set`)");
+    o.flag("--no-fold", no_fold_,
+           "simulate every DP replica of each job (slower; by default one replica per class of "
+           "placement, the others' pipeline sends copied; docs/jobs.md)");
     o.flag("--no-trace", no_trace_, "do not write trace.json");
     o.flag("--quiet", quiet_, "no table on stdout");
     o.flag("--json", json_,
@@ -51,24 +54,25 @@ private:
   std::vector<std::string> files_, sets_;
   std::string out_dir_;
   int top_ = 5, parallel_ = 1;
-  bool no_trace_ = false, quiet_ = false, json_ = false;
+  bool no_trace_ = false, quiet_ = false, json_ = false, no_fold_ = false;
 };
 
 /// Each job's step time alone on its nodes (with the background share): one child process each,
 /// SimGrid running once per process.
-std::vector<double> alone_step_times(const JobsSpec& spec, int parallel) {
+std::vector<double> alone_step_times(const JobsSpec& spec, const runner::JobsOptions& options, int parallel) {
   std::vector<process::Job> children;
   for (const JobPlacement& job : spec.jobs) {
     JobsSpec one{.source = spec.source,
                  .cluster = spec.cluster,
                  .background_share = spec.background_share,
                  .jobs = {job}};
-    children.push_back(process::Job{
-        .body =
-            [one] {
-              return process::number(runner::simulate_jobs(one).jobs.front().summary.step_time.value());
-            },
-        .argv = {}});
+    children.push_back(
+        process::Job{.body =
+                         [one, options] {
+                           return process::number(
+                               runner::simulate_jobs(one, options).jobs.front().summary.step_time.value());
+                         },
+                     .argv = {}});
   }
   const std::vector<process::Outcome> outcomes =
       process::run_all(children, process::PoolOptions{.jobs = parallel, .spawn = {}, .name = "jobs"});
@@ -211,8 +215,9 @@ int JobsCommand::run(std::ostream& out, std::ostream& err) {
     check_output_targets(targets);
   }
   // The alone runs first: their children fork before this process starts SimGrid.
-  const std::vector<double> alone = alone_step_times(spec, parallel_);
-  const runner::JobsSimulation sim = runner::simulate_jobs(spec);
+  const runner::JobsOptions options{.fold = !no_fold_};
+  const std::vector<double> alone = alone_step_times(spec, options, parallel_);
+  const runner::JobsSimulation sim = runner::simulate_jobs(spec, options);
   const std::vector<Contended> links = contended_links(sim.result);
   const nlohmann::ordered_json doc = jobs_json(spec, sim, alone, links, top_);
   if (json_)
@@ -220,7 +225,8 @@ int JobsCommand::run(std::ostream& out, std::ostream& err) {
   else if (!quiet_)
     print_table(out, spec, sim, alone, links, top_);
   if (!quiet_)
-    err << "simulated " << sim.program.graph.size() << " tasks, " << sim.result.flows << " flows in "
+    err << "simulated " << sim.program.simulated_ranks.size() << " of " << sim.job_of_gpu.size()
+        << " GPUs' streams, " << sim.program.graph.size() << " tasks, " << sim.result.flows << " flows in "
         << sim.wall_s << " s wall (shared run)\n";
   if (out_dir_.empty())
     return 0;

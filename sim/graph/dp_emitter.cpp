@@ -145,19 +145,38 @@ ParamGathers DpEmitter::overlapped_param_gathers(const std::vector<Rank>& ranks,
   return out;
 }
 
-void DpEmitter::sync(const Sync& s, const std::vector<Rank>& ranks) {
+void DpEmitter::sync(const Sync& s, const std::vector<Rank>& ranks,
+                     const std::vector<std::vector<Rank>>& copies) {
   Task t = collective_task(s.group, CollectiveOp::ALL_REDUCE, s.stream,
                            {.phase = Phase::OPTIMIZER, .stage = s.stage}, s.bytes);
   t.rank = ranks.front();
   t.role = s.role;
-  const TaskId id = g_.add_collective(t, ranks);
+  std::vector<TaskId> ids = {g_.add_collective(t, ranks)};
+  for (const std::vector<Rank>& copy : copies) {
+    t.rank = copy.front();
+    ids.push_back(g_.add_collective(t, copy));
+  }
   for (Rank r : ranks) {
     RankState& st = o_.streams[r];
     for (TaskId dep : {st.last_compute, st.dp_chain, st.pending_wait})
       if (dep != NO_TASK)
-        g_.add_edge(dep, id);
-    st.pending_wait = id;
+        for (const TaskId id : ids)
+          g_.add_edge(dep, id);
+    st.pending_wait = ids.front();
   }
+}
+
+std::vector<std::vector<Rank>> DpEmitter::copies_of(int d, const std::vector<Rank>& ranks) const {
+  std::vector<std::vector<Rank>> out;
+  if (static_cast<size_t>(d) >= o_.shape.copied.size())
+    return out;
+  for (const int c : o_.shape.copied[static_cast<size_t>(d)]) {
+    std::vector<Rank> moved;
+    for (const Rank r : ranks)
+      moved.push_back(grid_.rank(c, grid_.pp_of(r), grid_.tp_of(r)));
+    out.push_back(std::move(moved));
+  }
+  return out;
 }
 
 void DpEmitter::grad_sync() {
@@ -180,19 +199,21 @@ void DpEmitter::grad_sync() {
     if (grid_.pp > 1 && (w_.model.tied_embeddings || w_.model.mtp_layers > 0)) {
       const Bytes bytes(static_cast<double>(w_.model.vocab) * static_cast<double>(w_.model.hidden) /
                         grid_.tp * e);
-      for (int t = 0; t < grid_.tp; ++t)
+      for (int t = 0; t < grid_.tp; ++t) {
+        const std::vector<Rank> ends = {grid_.rank(d, 0, t), grid_.rank(d, grid_.pp - 1, t)};
         sync({.group = CommGroup::PP,
               .stream = Stream::PP_COMM,
               .stage = 0,
               .bytes = bytes,
               .role = CommRole::TIED_EMBEDDING},
-             {grid_.rank(d, 0, t), grid_.rank(d, grid_.pp - 1, t)});
+             ends, copies_of(d, ends));
+      }
     }
     if (all.size() < 2)
       continue;
     std::sort(all.begin(), all.end());
     for (int i = 0; i < (w_.precision == Precision::FP16 ? 2 : 1); ++i)
-      sync({.bytes = Bytes(4.0), .role = CommRole::GRAD_NORM}, all);
+      sync({.bytes = Bytes(4.0), .role = CommRole::GRAD_NORM}, all, copies_of(d, all));
   }
 }
 

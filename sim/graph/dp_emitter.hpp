@@ -114,7 +114,12 @@ private:
     Bytes bytes{0.0};
     CommRole role = CommRole::NONE;
   };
-  void sync(const Sync& s, const std::vector<Rank>& ranks);
+  /// An all-reduce on `ranks` after their work; with `copies`, the same all-reduce on each of those
+  /// rank lists (the replicas d stands for, StepShape::copied) after the same tasks: they load
+  /// their links, nothing waits for them.
+  void sync(const Sync& s, const std::vector<Rank>& ranks, const std::vector<std::vector<Rank>>& copies = {});
+  /// `ranks` of replica d moved to each replica that d stands for (StepShape::copied).
+  [[nodiscard]] std::vector<std::vector<Rank>> copies_of(int d, const std::vector<Rank>& ranks) const;
 
   DpOptions o_;
   const WorkloadSpec& w_;

@@ -19,9 +19,11 @@ struct Hop {
 class StagePipe {
 public:
   StagePipe(const PpOptions& o, int d, int p)
-      : o_(o), grid_(o.shape.grid), d_(d), p_(p), copies_(o.shape.fold_cp ? grid_.cp : 1),
+      : o_(o), grid_(o.shape.grid), d_(d), p_(p),
+        copies_(static_cast<size_t>(d) < o.shape.copied.size() ? &o.shape.copied[static_cast<size_t>(d)]
+                                                               : nullptr),
         chain_(static_cast<size_t>(grid_.tp), NO_TASK),
-        copy_chain_(static_cast<size_t>(copies_ * grid_.tp), NO_TASK) {}
+        copy_chain_((copies_ ? copies_->size() : 0) * static_cast<size_t>(grid_.tp), NO_TASK) {}
 
   /// Returns the send of each TP rank.
   std::vector<TaskId> send(const Hop& hop, Bytes msg, bool gather) {
@@ -86,19 +88,23 @@ public:
   }
 
 private:
-  /// Folded CP: the other CP ranks' copies of send `task` of TP rank t (their order per (c, t)).
-  /// They share their GPUs' links with the copied ring sends (which the simulated ranks' own ring
-  /// sends cross), so they run too; nothing waits for them.
+  /// The copies of send `task` of TP rank t by the replicas this one stands for (StepShape::
+  /// copied; their order per (copy, t)): folded CP ranks, whose sends share their GPUs' links with
+  /// the copied ring sends (which the simulated ranks' own ring sends cross), or the other
+  /// replicas of a class. They run so that the links carry them; nothing waits for them.
   void copy_sends(const Task& task, int t, int dst_stage, TaskId from, TaskId wait) {
-    for (int c = 1; c < copies_; ++c) {
+    if (!copies_)
+      return;
+    for (size_t c = 0; c < copies_->size(); ++c) {
+      const int replica = (*copies_)[c];
       Task copy = task;
-      copy.rank = grid_.rank(c, p_, t);
-      const Rank copy_pair[2] = {copy.rank, grid_.rank(c, dst_stage, t)};
+      copy.rank = grid_.rank(replica, p_, t);
+      const Rank copy_pair[2] = {copy.rank, grid_.rank(replica, dst_stage, t)};
       const TaskId id = o_.graph.add_collective(copy, copy_pair);
       o_.graph.add_edge(from, id);
       if (wait != NO_TASK)
         o_.graph.add_edge(wait, id);
-      follow(copy_chain_[static_cast<size_t>(c * grid_.tp + t)], id);
+      follow(copy_chain_[c * static_cast<size_t>(grid_.tp) + static_cast<size_t>(t)], id);
     }
   }
 
@@ -110,7 +116,8 @@ private:
 
   const PpOptions& o_;
   const RankGrid& grid_;
-  int d_, p_, copies_;
+  int d_, p_;
+  const std::vector<int>* copies_; ///< the replicas copying this one's sends, or none
   std::vector<TaskId> chain_;      ///< per TP rank: the PP stream's tail
   std::vector<TaskId> copy_chain_; ///< per (CP copy, TP rank)
 };

@@ -20,6 +20,49 @@ namespace {
 
 using detail::StepShape;
 
+/// The units (blocks of `unit` consecutive replicas) simulated: the first, and with distinct
+/// ranks each unit holding one, plus the first unit without one standing for the rest.
+void fold_distinct(StepShape& s, const std::vector<Rank>& distinct_ranks, int unit) {
+  const RankGrid& grid = s.grid;
+  std::vector<bool> distinct(static_cast<size_t>((grid.dp + unit - 1) / unit), false);
+  for (Rank r : distinct_ranks)
+    if (r >= 0 && r < grid.size())
+      distinct[static_cast<size_t>((r / grid.tp) % grid.dp / unit)] = true;
+  const auto first_alike = std::find(distinct.begin(), distinct.end(), false);
+  for (size_t u = 0; u < distinct.size(); ++u)
+    if (distinct[u] || first_alike == distinct.begin() + static_cast<std::ptrdiff_t>(u))
+      for (int d = static_cast<int>(u) * unit; d < std::min(grid.dp, static_cast<int>(u + 1) * unit); ++d)
+        s.replicas.push_back(d);
+}
+
+/// BuildOptions::replica_class: the first unit of each class simulated, the other units'
+/// replicas copying the sends of the replica at the same place in it.
+void fold_by_class(StepShape& s, const std::vector<int>& replica_class, int unit) {
+  const int dp = s.grid.dp;
+  if (replica_class.size() != static_cast<size_t>(dp))
+    throw ModelError("graph: replica_class holds " + std::to_string(replica_class.size()) +
+                     " classes for the step's " + std::to_string(dp) + " DP replicas");
+  std::vector<std::pair<int, int>> first_unit; // (class, its first unit), in the order met
+  s.copied.assign(static_cast<size_t>(dp), {});
+  for (int u = 0; u * unit < dp; ++u) {
+    const int cls = replica_class[static_cast<size_t>(u * unit)];
+    for (int d = u * unit; d < std::min(dp, (u + 1) * unit); ++d)
+      if (replica_class[static_cast<size_t>(d)] != cls)
+        throw ModelError("graph: replicas " + std::to_string(u * unit) + " and " + std::to_string(d) +
+                         " are folded together but given different classes");
+    const auto met = std::find_if(first_unit.begin(), first_unit.end(),
+                                  [cls](const std::pair<int, int>& f) { return f.first == cls; });
+    if (met == first_unit.end()) {
+      first_unit.emplace_back(cls, u);
+      for (int d = u * unit; d < std::min(dp, (u + 1) * unit); ++d)
+        s.replicas.push_back(d);
+      continue;
+    }
+    for (int d = u * unit; d < std::min(dp, (u + 1) * unit); ++d)
+      s.copied[static_cast<size_t>(met->second * unit + d - u * unit)].push_back(d);
+  }
+}
+
 /// The simulated replicas and what is folded. Folded: all CP ranks of one EP group, or of one
 /// EP rank with fold_ep (docs/moe.md); without experts, CP index 0 alone, the other CP ranks'
 /// ring and pipeline sends copying its own, where every ring hop is alike: between nodes (one TP
@@ -31,7 +74,8 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
               .micro_batches = static_cast<int>(w.micro_batches())};
   const RankGrid& grid = s.grid;
   const int node = o.gpus_per_node;
-  const bool alike = o.distinct_ranks.empty();
+  const bool classes = o.fold_dp && !o.replica_class.empty();
+  const bool alike = o.distinct_ranks.empty() && !classes;
   const bool fold_ep = o.fold_ep && alike;
   const bool alike_hops = node > 0 && (grid.tp == node || node % (grid.tp * grid.cp) == 0);
   s.fold_cp = o.fold_dp && alike && grid.cp > 1 && grid.ep == 1 && !grid.folded() && alike_hops;
@@ -43,17 +87,16 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
     while ((grid.tp * unit) % (grid.etp * grid.ep) != 0 && unit < grid.dp)
       unit += grid.cp;
   }
-  // The units (blocks of `unit` consecutive replicas) simulated: the first, and with distinct
-  // ranks each unit holding one, plus the first unit without one standing for the rest.
-  std::vector<bool> distinct(static_cast<size_t>((grid.dp + unit - 1) / unit), false);
-  for (Rank r : o.distinct_ranks)
-    if (r >= 0 && r < grid.size())
-      distinct[static_cast<size_t>((r / grid.tp) % grid.dp / unit)] = true;
-  const auto first_alike = std::find(distinct.begin(), distinct.end(), false);
-  for (size_t u = 0; u < distinct.size(); ++u)
-    if (distinct[u] || first_alike == distinct.begin() + static_cast<std::ptrdiff_t>(u))
-      for (int d = static_cast<int>(u) * unit; d < std::min(grid.dp, static_cast<int>(u + 1) * unit); ++d)
-        s.replicas.push_back(d);
+  if (classes) {
+    fold_by_class(s, o.replica_class, unit);
+  } else {
+    fold_distinct(s, o.distinct_ranks, unit);
+    if (s.fold_cp) {
+      s.copied.assign(static_cast<size_t>(grid.dp), {});
+      for (int c = 1; c < grid.cp; ++c)
+        s.copied.front().push_back(c);
+    }
+  }
   s.zero = par.zero_stage;
   s.sp = par.sp && grid.tp > 1;
   s.vp = par.chunks_per_stage();

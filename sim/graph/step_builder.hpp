@@ -102,6 +102,13 @@ struct BuildOptions {
   /// simulated besides one representative of the rest; CP and EP are then not folded. Empty: all
   /// ranks alike.
   std::vector<Rank> distinct_ranks = {};
+  /// With fold_dp: the class of each DP replica (grid().dp entries, by d), replicas of one class
+  /// seeing the same links (`stepsim jobs`, docs/jobs.md). The first unit (replicas folded
+  /// together, as above) of each class is simulated and stands for the others of its class, whose
+  /// pipeline sends copy its own: they load the fabric, nothing waits for them. A unit's replicas
+  /// share one class; CP and EP are then not folded, and `distinct_ranks` is not read (give a
+  /// degraded rank's unit a class of its own). Empty: the folding above.
+  std::vector<int> replica_class = {};
 };
 
 /// The DAG plus what downstream needs to interpret it.

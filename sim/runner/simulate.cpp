@@ -229,7 +229,8 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                             .pass_overhead = cluster.gpu.pass_overhead,
                             .list_collective_per_rank = cluster.gpu.list_collective_per_rank,
                             .host_bandwidth = cluster.gpu.host_bandwidth,
-                            .distinct_ranks = std::move(distinct)};
+                            .distinct_ranks = std::move(distinct),
+                            .replica_class = options.replica_class};
   setup.program = graph::build_step(workload, build);
   setup.replay = engine::ReplayOptions{.collective_form = options.collective_form,
                                        .algorithms = workload.collectives,

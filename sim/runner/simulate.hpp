@@ -23,6 +23,9 @@ struct SimulateOptions {
   /// With fold_dp on a non-blocking fabric, run only the flows of large collectives that touch
   /// nodes hosting simulated ranks (docs/engine.md, "Symmetry sampling").
   bool sample_collectives = true;
+  /// With fold_dp: the class of each DP replica (graph::BuildOptions::replica_class); empty: the
+  /// default folding.
+  std::vector<int> replica_class = {};
   /// Consecutive steps simulated (docs/variability.md): with more than one, or with kernel noise
   /// (training.variability, gpu.kernel_cv), the summary gains the step-time distribution and its
   /// other figures are the first step's.

@@ -174,5 +174,74 @@ TEST(Jobs, ADownNodeMovesNoRankOfTheJobsBesideIt) {
       << r.error;
 }
 
+/// Sixteen 8-GPU nodes, four under each leaf, uplinks 2:1 oversubscribed.
+ClusterSpec four_leaves() {
+  ClusterSpec c = test::dgx_cluster(16, 8, 8);
+  c.fabric.nodes_per_leaf = 4;
+  c.fabric.oversubscription = 2.0;
+  return c;
+}
+
+/// tp 8, pp 2, dp 4 on 8 nodes: each replica's stage is one node, and its pipeline sends and the
+/// DP all-reduces cross the leaves.
+JobPlacement pipeline_job(const std::string& name, std::vector<int> nodes) {
+  JobPlacement p;
+  p.name = name;
+  p.cluster = job_view(four_leaves(), nodes);
+  p.workload = test::workload(test::small_gpt(8, 4096, 2048), 8, 2, 4, 4);
+  p.nodes = std::move(nodes);
+  return p;
+}
+
+/// Per job: step time, exposed DP time, simulated GPUs; folded or every replica simulated.
+std::vector<double> pipeline_jobs(const std::vector<JobPlacement>& jobs, bool fold) {
+  const test::ChildResult r = test::run_in_child([&] {
+    JobsSpec spec{.source = "test", .cluster = four_leaves(), .background_share = 0.0, .jobs = jobs};
+    const runner::JobsSimulation sim = runner::simulate_jobs(spec, {.fold = fold});
+    std::vector<double> out;
+    for (const runner::JobRun& run : sim.jobs)
+      out.insert(out.end(), {run.summary.step_time.value(), run.summary.exposed.dp.value(),
+                             static_cast<double>(run.summary.simulated_gpus)});
+    return out;
+  });
+  EXPECT_TRUE(r.ok) << r.error;
+  return r.values;
+}
+
+// Folding replicas by their placement (one simulated per class of leaf pattern and leaf load, the
+// others' pipeline sends copied) gives the step of simulating every replica: within 0.5 %, and
+// the exposed DP time within 2 % (the accuracy bound of every folding, docs/engine.md). Spread
+// and packed jobs fold to one replica each; in the mixed placement each job's replicas sit under
+// leaves of two loads (3 + 1 and 1 + 3 nodes of the two jobs), which makes two classes.
+TEST(Jobs, FoldedJobsGiveTheStepOfEveryReplicaSimulated) {
+  const std::vector<std::pair<std::vector<int>, std::vector<int>>> placements = {
+      {{0, 1, 4, 5, 8, 9, 12, 13}, {2, 3, 6, 7, 10, 11, 14, 15}}, // spread
+      {{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}}, // packed
+      {{0, 1, 2, 4, 8, 9, 10, 12}, {3, 5, 6, 7, 11, 13, 14, 15}}, // mixed
+  };
+  const std::vector<double> simulated_gpus = {16, 16, 32}; // of a job's 64
+  for (size_t k = 0; k < placements.size(); ++k) {
+    const std::vector<JobPlacement> both = {pipeline_job("a", placements[k].first),
+                                            pipeline_job("b", placements[k].second)};
+    for (const std::vector<JobPlacement>& jobs : {both, std::vector<JobPlacement>{both.front()}}) {
+      const std::vector<double> folded = pipeline_jobs(jobs, true);
+      const std::vector<double> every = pipeline_jobs(jobs, false);
+      ASSERT_EQ(folded.size(), 3 * jobs.size());
+      ASSERT_EQ(every.size(), folded.size());
+      for (size_t j = 0; j < jobs.size(); ++j) {
+        SCOPED_TRACE("placement " + std::to_string(k) + ", job " + std::to_string(j) + " of " +
+                     std::to_string(jobs.size()));
+        EXPECT_NEAR(folded[3 * j], every[3 * j], 0.005 * every[3 * j]);
+        EXPECT_NEAR(folded[3 * j + 1], every[3 * j + 1], 0.02 * every[3 * j + 1]);
+        EXPECT_GT(every[3 * j + 1], 0.01 * every[3 * j]); // the DP all-reduce shows
+        EXPECT_EQ(every[3 * j + 2], 64);
+        if (jobs.size() == 2) {
+          EXPECT_EQ(folded[3 * j + 2], simulated_gpus[k]);
+        }
+      }
+    }
+  }
+}
+
 } // namespace
 } // namespace stepsim
