@@ -2,11 +2,9 @@
 
 #include "core/error.hpp"
 #include "runner/simulate.hpp"
-#include "topology/degrade.hpp"
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <string>
 #include <utility>
 
@@ -59,78 +57,6 @@ void check_one_choice(const JobsSpec& spec, const std::vector<StepSetup>& setups
   }
 }
 
-/// The class of each DP replica of job `j` (graph::BuildOptions::replica_class), replicas of one
-/// class seeing the same links: at each pipeline stage, their node sits under a leaf (a fat
-/// tree's leaf, a rail fabric's scalable unit) and pod in the same pattern (which stages share a
-/// leaf or pod) and of the same load (how many nodes of each job it holds). A replica block (the
-/// replicas sharing a node at each stage) holding a slow GPU or a degraded NIC or leaf is a
-/// class of its own. Empty, and the job unfolded, where its TP, CP or EP groups leave a node
-/// (their traffic would then load the fabric for every replica), on a graph fabric, or with
-/// expert groups folded over the TP ranks.
-std::vector<int> replica_classes(const JobsSpec& spec, size_t j) {
-  const ClusterSpec& c = spec.cluster;
-  const ParallelSpec& par = spec.jobs[j].workload.parallel;
-  const int gpn = c.gpus_per_node;
-  const int tp = par.tp;
-  const int dp = par.dp * par.cp;
-  if (c.fabric.kind == FabricKind::GRAPH || par.expert_tp() != tp || gpn % tp != 0 || (tp * dp) % gpn != 0)
-    return {};
-  const int block = gpn / tp; // replicas sharing a node at each stage
-  if (block % (par.cp * par.ep) != 0)
-    return {};
-  const int per_leaf = std::max(1, std::min(c.fabric.nodes_per_leaf, c.nodes));
-  const int per_pod = c.fabric.tiers >= 3 ? std::max(1, c.fabric.leaves_per_pod) : c.nodes;
-  std::vector<std::vector<int>> leaf_load(static_cast<size_t>((c.nodes + per_leaf - 1) / per_leaf),
-                                          std::vector<int>(spec.jobs.size(), 0));
-  std::vector<std::vector<int>> pod_load(leaf_load.size() / static_cast<size_t>(per_pod) + 1,
-                                         std::vector<int>(spec.jobs.size(), 0));
-  for (size_t k = 0; k < spec.jobs.size(); ++k)
-    for (const int node : spec.jobs[k].nodes) {
-      ++leaf_load[static_cast<size_t>(node / per_leaf)][k];
-      ++pod_load[static_cast<size_t>(node / per_leaf / per_pod)][k];
-    }
-  const auto alike = [&](int node) {
-    for (int g = 0; g < gpn; ++g)
-      if (topology::gpu_speed(c, node, g) != 1.0)
-        return false;
-    return !c.network_degraded_at(node);
-  };
-  // The order in which a replica meets a leaf or pod: which of its stages share one.
-  const auto index = [](std::vector<int>& seen, int x) {
-    const auto at = std::find(seen.begin(), seen.end(), x);
-    if (at != seen.end())
-      return static_cast<int>(at - seen.begin());
-    seen.push_back(x);
-    return static_cast<int>(seen.size()) - 1;
-  };
-  const std::vector<int>& nodes = spec.jobs[j].nodes;
-  std::map<std::vector<int>, int> class_of_key;
-  std::vector<int> out(static_cast<size_t>(dp));
-  for (int b = 0; b * block < dp; ++b) {
-    std::vector<int> key;
-    std::vector<int> leaves, pods;
-    for (int p = 0; p < par.pp; ++p) {
-      const int node = nodes.at(static_cast<size_t>(tp * (b * block + dp * p) / gpn));
-      if (!alike(node)) {
-        key = {-1, b};
-        break;
-      }
-      const int leaf = node / per_leaf;
-      const int pod = leaf / per_pod;
-      key.push_back(index(leaves, leaf));
-      key.push_back(index(pods, pod));
-      const std::vector<int>& ll = leaf_load[static_cast<size_t>(leaf)];
-      const std::vector<int>& pl = pod_load[static_cast<size_t>(pod)];
-      key.insert(key.end(), ll.begin(), ll.end());
-      key.insert(key.end(), pl.begin(), pl.end());
-    }
-    const int cls = class_of_key.emplace(key, static_cast<int>(class_of_key.size())).first->second;
-    for (int d = b * block; d < std::min(dp, (b + 1) * block); ++d)
-      out[static_cast<size_t>(d)] = cls;
-  }
-  return out;
-}
-
 } // namespace
 
 ClusterSpec with_background(const ClusterSpec& cluster, double share) {
@@ -155,8 +81,12 @@ JobsSimulation simulate_jobs(const JobsSpec& spec, const JobsOptions& jobs_optio
   std::vector<StepSetup> setups;
   for (size_t j = 0; j < spec.jobs.size(); ++j) {
     SimulateOptions build{.fold_dp = jobs_options.fold, .sample_collectives = false};
-    if (jobs_options.fold)
-      build.replica_class = replica_classes(spec, j);
+    if (jobs_options.fold) {
+      std::vector<std::vector<int>> nodes;
+      for (const JobPlacement& job : spec.jobs)
+        nodes.push_back(job.nodes);
+      build.replica_class = placement_classes(spec.cluster, spec.jobs[j].workload.parallel, nodes, j);
+    }
     build.fold_dp = jobs_options.fold && !build.replica_class.empty();
     setups.push_back(prepare_step(spec.jobs[j].cluster, spec.jobs[j].workload, build));
   }

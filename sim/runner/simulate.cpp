@@ -206,6 +206,69 @@ double kernel_cv(const ClusterSpec& cluster, const WorkloadSpec& workload) {
   return workload.training.variability.cv_or(cluster.gpu.kernel_cv);
 }
 
+std::vector<int> placement_classes(const ClusterSpec& c, const ParallelSpec& par,
+                                   const std::vector<std::vector<int>>& jobs_nodes, size_t j) {
+  const int gpn = c.gpus_per_node;
+  const int tp = par.tp;
+  const int dp = par.dp * par.cp;
+  if (c.fabric.kind == FabricKind::GRAPH || par.expert_tp() != tp || gpn % tp != 0 || (tp * dp) % gpn != 0)
+    return {};
+  const int block = gpn / tp; // replicas sharing a node at each stage
+  if (block % (par.cp * par.ep) != 0)
+    return {};
+  const int per_leaf = std::max(1, std::min(c.fabric.nodes_per_leaf, c.nodes));
+  const int per_pod = c.fabric.tiers >= 3 ? std::max(1, c.fabric.leaves_per_pod) : c.nodes;
+  std::vector<std::vector<int>> leaf_load(static_cast<size_t>((c.nodes + per_leaf - 1) / per_leaf),
+                                          std::vector<int>(jobs_nodes.size(), 0));
+  std::vector<std::vector<int>> pod_load(leaf_load.size() / static_cast<size_t>(per_pod) + 1,
+                                         std::vector<int>(jobs_nodes.size(), 0));
+  for (size_t k = 0; k < jobs_nodes.size(); ++k)
+    for (const int node : jobs_nodes[k]) {
+      ++leaf_load[static_cast<size_t>(node / per_leaf)][k];
+      ++pod_load[static_cast<size_t>(node / per_leaf / per_pod)][k];
+    }
+  const auto alike = [&](int node) {
+    for (int g = 0; g < gpn; ++g)
+      if (topology::gpu_speed(c, node, g) != 1.0)
+        return false;
+    return !c.network_degraded_at(node);
+  };
+  // The order in which a replica meets a leaf or pod: which of its stages share one.
+  const auto index = [](std::vector<int>& seen, int x) {
+    const auto at = std::find(seen.begin(), seen.end(), x);
+    if (at != seen.end())
+      return static_cast<int>(at - seen.begin());
+    seen.push_back(x);
+    return static_cast<int>(seen.size()) - 1;
+  };
+  const std::vector<int>& nodes = jobs_nodes.at(j);
+  std::map<std::vector<int>, int> class_of_key;
+  std::vector<int> out(static_cast<size_t>(dp));
+  for (int b = 0; b * block < dp; ++b) {
+    std::vector<int> key;
+    std::vector<int> leaves, pods;
+    for (int p = 0; p < par.pp; ++p) {
+      const int node = nodes.at(static_cast<size_t>(tp * (b * block + dp * p) / gpn));
+      if (!alike(node)) {
+        key = {-1, b};
+        break;
+      }
+      const int leaf = node / per_leaf;
+      const int pod = leaf / per_pod;
+      key.push_back(index(leaves, leaf));
+      key.push_back(index(pods, pod));
+      const std::vector<int>& ll = leaf_load[static_cast<size_t>(leaf)];
+      const std::vector<int>& pl = pod_load[static_cast<size_t>(pod)];
+      key.insert(key.end(), ll.begin(), ll.end());
+      key.insert(key.end(), pl.begin(), pl.end());
+    }
+    const int cls = class_of_key.emplace(key, static_cast<int>(class_of_key.size())).first->second;
+    for (int d = b * block; d < std::min(dp, (b + 1) * block); ++d)
+      out[static_cast<size_t>(d)] = cls;
+  }
+  return out;
+}
+
 StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                        const SimulateOptions& options) {
   StepSetup setup;
@@ -222,6 +285,17 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
   const bool symmetric =
       fold_dp && options.sample_collectives && non_blocking(cluster) && !topology::network_degraded(cluster);
   const bool fold_ep = symmetric && workload.parallel.ep > 1 && distinct.empty();
+  // On an oversubscribed fabric the replicas' pipeline sends share the uplinks: one replica per
+  // class of placement, the others' sends copied (as `stepsim jobs` folds, docs/engine.md).
+  std::vector<int> classes = options.replica_class;
+  if (fold_dp && classes.empty() && !non_blocking(cluster)) {
+    std::vector<int> nodes;
+    const std::vector<int> gpus = topology::rank_gpus(cluster);
+    for (size_t r = 0; r < gpus.size() && r < static_cast<size_t>(workload.num_gpus());
+         r += static_cast<size_t>(cluster.gpus_per_node))
+      nodes.push_back(gpus[r] / cluster.gpus_per_node);
+    classes = placement_classes(cluster, workload.parallel, {nodes}, 0);
+  }
   graph::BuildOptions build{.fold_dp = fold_dp,
                             .fold_ep = fold_ep,
                             .gpus_per_node = cluster.gpus_per_node,
@@ -230,7 +304,7 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                             .list_collective_per_rank = cluster.gpu.list_collective_per_rank,
                             .host_bandwidth = cluster.gpu.host_bandwidth,
                             .distinct_ranks = std::move(distinct),
-                            .replica_class = options.replica_class};
+                            .replica_class = std::move(classes)};
   setup.program = graph::build_step(workload, build);
   setup.replay = engine::ReplayOptions{.collective_form = options.collective_form,
                                        .algorithms = workload.collectives,

@@ -75,6 +75,18 @@ inline constexpr int SAMPLE_ABOVE_RANKS = 64;
 /// NICs (its spine is a single crossbar). Symmetry sampling is exact only there.
 bool non_blocking(const ClusterSpec& cluster);
 
+/// The class of each DP replica of a job (graph::BuildOptions::replica_class) placed on the nodes
+/// `jobs_nodes[job]` (its k-th node holding its ranks k x gpus_per_node and up) beside the other
+/// jobs' nodes: replicas of one class see the same links. At each pipeline stage their node sits
+/// under a leaf (a fat tree's leaf, a rail fabric's scalable unit) and pod in the same pattern
+/// (which stages share a leaf or pod) and of the same load (how many nodes of each job it holds).
+/// A replica block (the replicas sharing a node at each stage) holding a slow GPU or a degraded
+/// NIC or leaf is a class of its own. Empty where the job's TP, CP or EP groups leave a node
+/// (their traffic would load the fabric for every replica), on a graph fabric, or with expert
+/// groups folded over the TP ranks.
+std::vector<int> placement_classes(const ClusterSpec& cluster, const ParallelSpec& parallel,
+                                   const std::vector<std::vector<int>>& jobs_nodes, size_t job);
+
 /// What `simulate` replays: the step graph and the replay options (sampling, folding, the
 /// workload's forced algorithms, the overlap slowdown). Precondition: config::check_layout() passed.
 struct StepSetup {

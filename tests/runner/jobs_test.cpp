@@ -3,6 +3,7 @@
 #include "common/specs.hpp"
 #include "common/subprocess.hpp"
 #include "runner/jobs.hpp"
+#include "runner/simulate.hpp"
 
 #include <gtest/gtest.h>
 
@@ -241,6 +242,31 @@ TEST(Jobs, FoldedJobsGiveTheStepOfEveryReplicaSimulated) {
       }
     }
   }
+}
+
+// `run` on an oversubscribed tree folds by placement too: tp 8, pp 2, dp 4 on two leaves of four
+// nodes, each pipeline send crossing the 2:1 uplinks beside the other replicas' sends. One
+// replica's sends alone would find the uplinks idle (the step 2 % short, its exposed pipeline
+// time halved); with the other replicas' sends copied the folded step is the unfolded one.
+TEST(Jobs, RunOnAnOversubscribedTreeFoldsByPlacement) {
+  ClusterSpec c = four_leaves();
+  c.nodes = 8;
+  const WorkloadSpec w = pipeline_job("a", {0}).workload;
+  std::vector<double> v; // per run, folded first: step, exposed PP time, simulated GPUs
+  for (const bool fold : {true, false}) {
+    const test::ChildResult r = test::run_in_child([&] {
+      const runner::Simulation sim = runner::simulate(c, w, {.fold_dp = fold});
+      return std::vector<double>{sim.summary.step_time.value(), sim.summary.exposed.pp.value(),
+                                 static_cast<double>(sim.summary.simulated_gpus)};
+    });
+    ASSERT_TRUE(r.ok) << r.error;
+    v.insert(v.end(), r.values.begin(), r.values.end());
+  }
+  ASSERT_EQ(v.size(), 6u);
+  EXPECT_NEAR(v[0], v[3], 0.005 * v[3]);
+  EXPECT_NEAR(v[1], v[4], 0.02 * v[4]);
+  EXPECT_EQ(v[2], 16);
+  EXPECT_EQ(v[5], 64);
 }
 
 } // namespace
