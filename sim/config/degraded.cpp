@@ -3,8 +3,11 @@
 #include "config/fields.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stepsim::config::detail {
@@ -193,11 +196,52 @@ void read_graph_link(const MapReader& e, const std::string& where, ClusterSpec& 
 
 } // namespace
 
+/// degraded.random_gpus: `share` of the GPUs of the nodes that are up and not listed under
+/// degraded.gpus, drawn without replacement (a partial Fisher-Yates shuffle driven by
+/// std::mt19937_64, whose sequence the C++ standard fixes: the same seed draws the same GPUs on
+/// every machine), each at `speed`.
+void read_random_gpus(const MapReader& d, ClusterSpec& c) {
+  const auto f = d.find("random_gpus");
+  if (!f)
+    return;
+  const MapReader r = f->map(keys_of(File::CLUSTER, d.path() + ".random_gpus"));
+  const Field share_field = r.require("share");
+  const double share = read_number(share_field);
+  const double speed = read_number(r.require("speed"));
+  uint64_t seed = DegradedSpec::RandomGpus{}.seed;
+  optional_key(r, "seed", [&](const Field& k) { seed = static_cast<uint64_t>(read_integer(k)); });
+  std::vector<std::pair<int, int>> pool; // (node, GPU)
+  for (int node = 0; node < c.nodes; ++node) {
+    if (std::any_of(c.degraded.nodes.begin(), c.degraded.nodes.end(),
+                    [node](const DegradedSpec::Node& x) { return x.node == node; }))
+      continue;
+    for (int gpu = 0; gpu < c.gpus_per_node; ++gpu)
+      if (std::none_of(c.degraded.gpus.begin(), c.degraded.gpus.end(),
+                       [&](const DegradedSpec::Gpu& x) { return x.node == node && x.gpu == gpu; }))
+        pool.emplace_back(node, gpu);
+  }
+  const auto n = static_cast<size_t>(std::llround(share * static_cast<double>(pool.size())));
+  if (n == 0)
+    share_field.fail("expected a share that draws at least one of the " + std::to_string(pool.size()) +
+                     " GPUs it draws from (share x GPUs rounds to 0)");
+  c.degraded.random_gpus = DegradedSpec::RandomGpus{.share = share, .speed = speed, .seed = seed};
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; ++i)
+    std::swap(pool[i], pool[i + static_cast<size_t>(rng() % (pool.size() - i))]);
+  pool.resize(n);
+  std::sort(pool.begin(), pool.end());
+  const std::string where =
+      d.document().location(f->path(), f->value()) + " (drawn with seed " + std::to_string(seed) + ")";
+  for (const auto& [node, gpu] : pool)
+    c.degraded.gpus.push_back(DegradedSpec::Gpu{.node = node, .gpu = gpu, .speed = speed, .where = where});
+}
+
 void read_degraded(const MapReader& d, ClusterSpec& c) {
   const Document& doc = d.document();
   doc.attempt([&] { read_gpus(d, c); });
   doc.attempt([&] { read_nics(d, c); });
   doc.attempt([&] { read_nodes(d, c); });
+  doc.attempt([&] { read_random_gpus(d, c); });
   doc.attempt([&] {
     each_entry(d, "links", [&](const MapReader& e, const std::string& where) {
       if (c.fabric.kind == FabricKind::FAT_TREE)

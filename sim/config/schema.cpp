@@ -83,6 +83,10 @@ constexpr Value fraction() {
   return number_in(0.001, 1, "the sanity limit");
 }
 /// A rate over a spec's, in (0, 1]; at least 0.001 (the sanity limit, as fraction()).
+/// A share of a whole, in (0, 1].
+constexpr Value share() {
+  return {.kind = NUMBER, .range = {.min = above(0), .max = at(1)}};
+}
 constexpr Value speed() {
   return {.kind = NUMBER, .range = {.min = above(0), .max = at(1), .limit_min = at(0.001, "0.001")}};
 }
@@ -282,6 +286,15 @@ constexpr Key CLUSTER_KEYS[] = {
      "the GPU within its node"},
     {"degraded.gpus[].speed", speed(), REQUIRED, "", "", "",
      "the GPU's compute rate over its spec: its compute tasks take duration / speed"},
+    {"degraded.random_gpus", mapping(), OPTIONAL, "", "", "",
+     "slow GPUs drawn at random: `share` of the GPUs of the nodes that are up, not listed under "
+     "`degraded.gpus`, each at `speed` (the same seed draws the same GPUs)"},
+    {"degraded.random_gpus.share", share(), REQUIRED, "", "", "share x GPUs rounds to at least 1",
+     "the share of the GPUs drawn"},
+    {"degraded.random_gpus.speed", speed(), REQUIRED, "", "", "",
+     "each drawn GPU's compute rate over its spec"},
+    {"degraded.random_gpus.seed", integer(0, INT_LIMIT), OPTIONAL, "0", "", "",
+     "the draw's seed (a Mersenne Twister, std::mt19937_64)"},
     {"degraded.nics", list("list"), OPTIONAL, "", "", "each NIC at most once; not every NIC of a node down",
      "slow or failed NICs"},
     {"degraded.nics[].node", integer(0, NODE_LIMIT), REQUIRED, "", "", "< `nodes`", "the NIC's node"},

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -186,7 +187,14 @@ struct DegradedSpec {
     BytesPerSec bandwidth{0.0}; ///< 0 = down
     std::string where{};
   };
+  /// `random_gpus`: what drew some of `gpus` (they are listed there); absent = none drawn.
+  struct RandomGpus {
+    double share = 0.0;
+    double speed = 1.0;
+    uint64_t seed = 0;
+  };
   std::vector<Gpu> gpus;
+  std::optional<RandomGpus> random_gpus;
   std::vector<Nic> nics;
   std::vector<Node> nodes;
   std::vector<Leaf> leaves;

@@ -75,6 +75,10 @@ std::vector<Override> context(File file, std::string_view path) {
     add("fabric.tiers", "3");
     add("fabric.leaves_per_pod", "1");
   }
+  if (path.starts_with("degraded.random_gpus.")) {
+    add("degraded.random_gpus.share", "0.5");
+    add("degraded.random_gpus.speed", "0.5");
+  }
   if (path == "training.recompute_modules")
     add("training.recompute", "selective");
   return out;
@@ -94,6 +98,11 @@ const std::map<std::string_view, std::function<std::string(const ClusterSpec&)>,
         {"gpu.kernel_cv", [](const ClusterSpec& c) { return num(c.gpu.kernel_cv); }},
         {"gpu.list_collective_per_rank",
          [](const ClusterSpec& c) { return num(c.gpu.list_collective_per_rank.value()); }},
+        {"degraded.random_gpus.seed",
+         [](const ClusterSpec& c) {
+           return num(static_cast<double>(
+               c.degraded.random_gpus.value_or(stepsim::DegradedSpec::RandomGpus{}).seed));
+         }},
         {"fabric.nodes_per_leaf", [](const ClusterSpec& c) { return num(c.fabric.nodes_per_leaf); }},
         {"fabric.oversubscription", [](const ClusterSpec& c) { return num(c.fabric.oversubscription); }},
         {"fabric.switch_latency", [](const ClusterSpec& c) { return num(c.fabric.switch_latency.value()); }},

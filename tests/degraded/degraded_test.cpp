@@ -13,7 +13,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stepsim {
@@ -225,6 +228,54 @@ TEST(DegradedConfig, RefusesBadEntriesWithFileLineAndReason) {
     const std::string error = load_error(k.yaml);
     EXPECT_NE(error.find(k.expected), std::string::npos) << k.yaml << " gave: " << error;
   }
+}
+
+// degraded.random_gpus: round(share x eligible GPUs) drawn without replacement from the GPUs of
+// the nodes that are up and not listed under degraded.gpus; the same seed draws the same GPUs,
+// and over many seeds every GPU is drawn about equally often.
+TEST(DegradedConfig, RandomGpusDrawTheShareBySeed) {
+  const std::filesystem::path dir = test::fresh_temp_dir("degraded-random");
+  const auto draw = [&](const std::string& random) {
+    const ClusterSpec c = config::load_cluster(cluster_file(
+        dir, "degraded:\n  gpus: [{node: 0, gpu: 0, speed: 0.9}]\n  nodes: [{node: 1, down: true}]\n"
+             "  random_gpus: " +
+                 random + "\n"));
+    std::vector<std::pair<int, int>> drawn;
+    for (size_t i = 1; i < c.degraded.gpus.size(); ++i) {
+      const DegradedSpec::Gpu& g = c.degraded.gpus[i];
+      EXPECT_EQ(g.speed, 0.5);
+      EXPECT_NE(g.node, 1);                    // down
+      EXPECT_FALSE(g.node == 0 && g.gpu == 0); // listed
+      EXPECT_NE(g.where.find("drawn with seed"), std::string::npos) << g.where;
+      drawn.emplace_back(g.node, g.gpu);
+    }
+    return drawn;
+  };
+  // 15 eligible GPUs (nodes 0 and 2, less GPU 0 of node 0): 0.25 x 15 = 3.75 draws 4.
+  const auto a = draw("{share: 0.25, speed: 0.5, seed: 7}");
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+  const std::set<std::pair<int, int>> distinct(a.begin(), a.end());
+  EXPECT_EQ(distinct.size(), 4u); // without replacement
+  EXPECT_EQ(draw("{share: 0.25, speed: 0.5, seed: 7}"), a);
+  EXPECT_NE(draw("{share: 0.25, speed: 0.5, seed: 8}"), a);
+  EXPECT_EQ(draw("{share: 1, speed: 0.5}").size(), 15u);
+  // One GPU of 15 over 300 seeds: each about 20 times (binomial, sd 4.3).
+  std::map<std::pair<int, int>, int> times;
+  for (int seed = 0; seed < 300; ++seed)
+    for (const auto& g : draw("{share: 0.0667, speed: 0.5, seed: " + std::to_string(seed) + "}"))
+      ++times[g];
+  EXPECT_EQ(times.size(), 15u);
+  for (const auto& [gpu, n] : times) {
+    EXPECT_GE(n, 5) << gpu.first << "/" << gpu.second;
+    EXPECT_LE(n, 40) << gpu.first << "/" << gpu.second;
+  }
+  EXPECT_NE(
+      load_error("degraded:\n  random_gpus: {share: 0.01, speed: 0.5}\n")
+          .find("key 'degraded.random_gpus.share': expected a share that draws at least one of the 24 GPUs"),
+      std::string::npos);
+  EXPECT_NE(load_error("degraded:\n  random_gpus: {share: 0.5}\n").find("degraded.random_gpus"),
+            std::string::npos);
 }
 
 // --degrade FILE: the second file's entries join the cluster's; its errors name that file.
