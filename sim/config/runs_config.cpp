@@ -117,6 +117,8 @@ void read_memory_settings(const MapReader& m, MeasuredRun& r) {
   if (auto f = m.find("optimizer_bytes_per_param"); f && !is_null(*f))
     r.optimizer_bytes_per_param =
         f->number("a number in [0, 1024]", [](double v) { return v >= 0.0 && v <= 1024.0; });
+  if (auto f = m.find("expandable_segments"); f && !is_null(*f))
+    r.expandable_segments = f->boolean();
 }
 
 /// source.year when the source is a mapping with an integer year; the rest of it is not read.
@@ -333,11 +335,27 @@ void read_figures(const MapReader& m, std::vector<std::string>& ignored, Measure
 MeasuredRun read_run(const Document& doc, const std::string& path, const YAML::Node& node,
                      std::vector<std::string>& ignored) {
   const Field entry(doc, path, node, node);
-  const MapReader m =
-      entry.map({"id", "group", "confidence", "source", "model", "hardware", "parallelism", "batch",
-                 "recompute", "recompute_modules", "fp8_params", "offload_layers", "recompute_layers",
-                 "optimizer_bytes_per_param", "precision", "framework", "measured", "derived", "notes"},
-                &ignored);
+  const MapReader m = entry.map({"id",
+                                 "group",
+                                 "confidence",
+                                 "source",
+                                 "model",
+                                 "hardware",
+                                 "parallelism",
+                                 "batch",
+                                 "recompute",
+                                 "recompute_modules",
+                                 "fp8_params",
+                                 "offload_layers",
+                                 "recompute_layers",
+                                 "optimizer_bytes_per_param",
+                                 "expandable_segments",
+                                 "precision",
+                                 "framework",
+                                 "measured",
+                                 "derived",
+                                 "notes"},
+                                &ignored);
   MeasuredRun r;
   r.where = doc.location(path, node);
   r.id = read_run_id(m);

@@ -91,6 +91,9 @@ struct MeasuredRun {
   std::optional<int64_t> offload_layers;
   std::optional<int64_t> recompute_layers; ///< with full recomputation, the first N layers of each chunk
   std::optional<double> optimizer_bytes_per_param;
+  /// The launch environment's PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (as
+  /// training.expandable_segments); absent = the stack's preset.
+  std::optional<bool> expandable_segments;
   std::string precision; ///< free text, "" = null
   std::string framework;
   /// source.year when the source is a mapping with an integer year (the rest of `source` is

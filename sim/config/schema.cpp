@@ -141,8 +141,9 @@ constexpr Key CLUSTER_KEYS[] = {
      "device memory the job cannot use: CUDA context, cuBLAS and NCCL workspaces "
      "(`gpu.runtime_overhead`; the memory ledger's `runtime`)"},
     {"gpu.allocator_fragmentation", number_from(1), OPTIONAL, "1.1", "", "",
-     "caching-allocator overhead on dynamic memory: the ledger adds (this - 1) x the dynamic peak "
-     "(`gpu.allocator_fragmentation`)"},
+     "caching-allocator overhead on dynamic memory with PyTorch's default segments: the ledger adds "
+     "(this - 1) x the dynamic peak (`gpu.allocator_fragmentation`); not used with "
+     "`training.expandable_segments`"},
     {"gpu.profile", path("path or `none`"), OPTIONAL, "none", "", "an existing file",
      "kernel profile compute times come from (docs/kernels.md); relative to the cluster file's "
      "directory (to the working directory when given with `--set`). `none`/absent: the roofline from "
@@ -573,6 +574,12 @@ constexpr Key WORKLOAD_KEYS[] = {
      "counted there instead: `optimizer_bytes_per_param` - 4) and 4 per sharded gradient, whatever "
      "`grad_reduce_in_fp32` says of the reductions; 16-bit weights exist only gathered "
      "([model.md](model.md#fsdps-fp32-shards))"},
+    {"training.expandable_segments", boolean(), OPTIONAL, "false", "", "",
+     "PyTorch's caching allocator with expandable segments "
+     "(`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`):"
+     " the memory ledger's allocator reserve is the partly used pages of each stream's segment, "
+     "(2 MiB + 20 MiB) per stream, instead of `gpu.allocator_fragmentation`'s share of the dynamic memory "
+     "([model.md](model.md#the-caching-allocator))"},
     {"training.offload_layers", integer(0, DEGREE_LIMIT), OPTIONAL, "0",
      "; needs `recompute: none` and `gpu.host_bandwidth`", "fewer than a model chunk's layers (layout check)",
      "activation offloading (Megatron's `cpu_offloading_num_layers`): the first N layers of each model"
@@ -586,7 +593,8 @@ constexpr Key WORKLOAD_KEYS[] = {
      "`parallel.zero_stage`, `training.overlap_param_gather`, `training.grad_reduce_in_fp32`, "
      "`training.zero3_fetch`, `training.fp8_params`, `parallel.etp`, `training.pointwise`, "
      "`parallel.tp_comm_overlap`, `training.attention_kernel`, `training.fp32_shards`, "
-     "`training.grad_accumulation`, `parallel.pp_p2p_blocking`; a key the file writes wins, and a "
+     "`training.grad_accumulation`, `parallel.pp_p2p_blocking`, `training.expandable_segments`; a key the "
+     "file writes wins, and a "
      "value whose mechanism needs a layout (sp: tp > 1) applies only where the layout has it "
      "([stacks.md](stacks.md); `stepsim run --explain` lists each value and its origin)"},
     {"training.stack.name", string(), REQUIRED, "", "in `stack`",

@@ -499,6 +499,11 @@ struct TrainingSpec {
   /// optimizer's fp32 master weight is the shard, the shard's gradient is fp32, and 16-bit
   /// weights exist only gathered (docs/model.md, "FSDP's fp32 shards").
   bool fp32_shards = false;
+  /// PyTorch's caching allocator with expandable segments (PYTORCH_CUDA_ALLOC_CONF=
+  /// expandable_segments:True): one segment per stream that maps pages as it grows, so the memory
+  /// it holds above the live bytes is the partly used pages, not a share of the dynamic memory
+  /// (model::allocator_reserve; docs/model.md, "The caching allocator").
+  bool expandable_segments = false;
   int zero3_prefetch = 1; ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
   /// ZeRO-3: how parameters are fetched (docs/model.md, "ZeRO-3 fetch"). PREFETCH: one all-gather
   /// per layer, issued zero3_prefetch layers ahead, beside the compute. BLOCKING: one all-gather
@@ -561,8 +566,9 @@ enum class StackKey {
   FP32_SHARDS,          ///< training.fp32_shards
   GRAD_ACCUMULATION,    ///< training.grad_accumulation
   PP_P2P_BLOCKING,      ///< parallel.pp_p2p_blocking
+  EXPANDABLE_SEGMENTS,  ///< training.expandable_segments
 };
-inline constexpr std::size_t STACK_KEYS = 16;
+inline constexpr std::size_t STACK_KEYS = 17;
 
 /// Where a stack mechanism's value came from.
 enum class StackOrigin {

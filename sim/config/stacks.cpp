@@ -239,6 +239,9 @@ constexpr StackDefault TORCHTITAN_0_1[] = {
     {FP32_SHARDS, true, ZERO3,
      "fully_shard with MixedPrecisionPolicy(param_dtype=bfloat16) on an fp32 model: fp32 shards and "
      "gradients, bf16 only gathered"},
+    {EXPANDABLE_SEGMENTS, true, ALWAYS,
+     "run_train.sh (v0.1.0) launches torchrun with PYTORCH_CUDA_ALLOC_CONF=\"expandable_segments:True\" "
+     "(PYTORCH_ALLOC_CONF in later releases)"},
 };
 
 // MosaicML Composer with llm-foundry (v0.3, 2023).
@@ -309,6 +312,7 @@ constexpr std::array<std::string_view, STACK_KEYS> KEY_PATHS = {
     "training.pointwise",           "parallel.tp_comm_overlap",
     "training.attention_kernel",    "training.fp32_shards",
     "training.grad_accumulation",   "parallel.pp_p2p_blocking",
+    "training.expandable_segments",
 };
 
 std::size_t index(StackKey k) {
@@ -349,6 +353,8 @@ StackValue value_of(const WorkloadSpec& w, StackKey k) {
     return w.training.grad_accumulation;
   case PP_P2P_BLOCKING:
     return w.parallel.pp_p2p_blocking;
+  case EXPANDABLE_SEGMENTS:
+    return w.training.expandable_segments;
   }
   return false;
 }
@@ -402,6 +408,9 @@ void set_value(WorkloadSpec& w, StackKey k, const StackValue& v) {
     break;
   case PP_P2P_BLOCKING:
     w.parallel.pp_p2p_blocking = std::get<bool>(v);
+    break;
+  case EXPANDABLE_SEGMENTS:
+    w.training.expandable_segments = std::get<bool>(v);
     break;
   }
 }
@@ -563,7 +572,8 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
                                 ATTENTION_KERNEL,
                                 FP32_SHARDS,
                                 GRAD_ACCUMULATION,
-                                PP_P2P_BLOCKING};
+                                PP_P2P_BLOCKING,
+                                EXPANDABLE_SEGMENTS};
   static_assert(ORDER.size() == STACK_KEYS);
   for (const StackKey k : ORDER) {
     StackOrigin& origin = w.stack.origin[index(k)];

@@ -225,6 +225,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.fp8_params"] = boolean(t.fp8_params);
   if (t.fp32_shards != def.fp32_shards)
     v["training.fp32_shards"] = boolean(t.fp32_shards);
+  if (t.expandable_segments != def.expandable_segments)
+    v["training.expandable_segments"] = boolean(t.expandable_segments);
   if (t.offload_layers != def.offload_layers)
     v["training.offload_layers"] = std::to_string(t.offload_layers);
   if (t.recompute_layers != def.recompute_layers)
@@ -298,6 +300,9 @@ void stack_values(const WorkloadSpec& w, Values& v) {
       break;
     case StackKey::PP_P2P_BLOCKING:
       v[path] = boolean(p.pp_p2p_blocking);
+      break;
+    case StackKey::EXPANDABLE_SEGMENTS:
+      v[path] = boolean(t.expandable_segments);
       break;
     }
   }

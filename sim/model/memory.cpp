@@ -198,7 +198,16 @@ Bytes offloaded_activations(const WorkloadSpec& w, int stage) {
          d(in_flight_passes(w, stage).passes);
 }
 
-Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic) {
+int64_t allocating_streams(const WorkloadSpec& w) {
+  const ParallelSpec& p = w.parallel;
+  const int64_t cp = std::max(1, p.cp);
+  return 1 + (p.tp > 1 ? 1 : 0) + (p.pp > 1 ? 1 : 0) + (static_cast<int64_t>(p.dp) * cp > 1 ? 1 : 0) +
+         (w.model.moe.enabled() && p.ep > 1 ? 1 : 0) + (cp > 1 ? 1 : 0);
+}
+
+Bytes fragmentation_of(const WorkloadSpec& w, const GpuSpec& gpu, Bytes dynamic) {
+  if (w.training.expandable_segments)
+    return Bytes(d(allocating_streams(w)) * (SMALL_POOL_PAGE + LARGE_POOL_PAGE));
   return dynamic * std::max(0.0, gpu.allocator_fragmentation - 1.0);
 }
 
@@ -291,7 +300,7 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
     const double ends = chunk_layers > window ? std::max(emb, out) : emb + out;
     l.zero3_gathered = gathered_layer_bytes(w) * static_cast<double>(window) + Bytes(ends);
   }
-  l.fragmentation = fragmentation_of(gpu, l.activations + l.zero3_gathered + l.comm_buffers);
+  l.fragmentation = fragmentation_of(w, gpu, l.activations + l.zero3_gathered + l.comm_buffers);
   l.host = offloaded_activations(w, stage);
   return l;
 }

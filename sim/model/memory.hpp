@@ -72,7 +72,7 @@ struct MemoryLedger {
   Bytes zero3_gathered; ///< ZeRO-3 gathered parameters: (prefetch + 1) layers
   Bytes comm_buffers;   ///< DP bucket, PP send/receive and TP buffers
   Bytes runtime;        ///< CUDA context and library workspaces
-  Bytes fragmentation;  ///< (allocator_fragmentation - 1) x dynamic memory
+  Bytes fragmentation;  ///< the caching allocator's reserve above the live bytes (fragmentation_of)
   Bytes host;           ///< offloaded activations held in host memory (not part of the GPU's peak)
   [[nodiscard]] Bytes other() const { return zero3_gathered + comm_buffers + runtime + fragmentation; }
   [[nodiscard]] Bytes peak() const { return weights + gradients + optimizer + activations + other(); }
@@ -91,7 +91,23 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
 /// offloaded layers of every pass in flight.
 Bytes offloaded_activations(const WorkloadSpec& w, int stage);
 
-/// Fragmentation added to a dynamic peak: (allocator_fragmentation - 1) x dynamic.
-Bytes fragmentation_of(const GpuSpec& gpu, Bytes dynamic);
+/// Page sizes of PyTorch's expandable segments (c10/cuda/CUDACachingAllocator.cpp, Note
+/// [Expandable Segments]): the small pool (allocations up to 1 MiB) maps 2 MiB pages, the large
+/// pool 20 MiB pages.
+inline constexpr double SMALL_POOL_PAGE = 2.0 * 1024 * 1024;
+inline constexpr double LARGE_POOL_PAGE = 20.0 * 1024 * 1024;
+
+/// Streams that allocate device memory on one GPU: the compute stream and one per communication
+/// group the GPU runs (TP with tp > 1, PP with pp > 1, DP with dp*cp > 1, EP with MoE and ep > 1,
+/// CP with cp > 1), as the step builder issues them (docs/architecture.md).
+int64_t allocating_streams(const WorkloadSpec& w);
+
+/// The caching allocator's reserve above the live bytes at a peak of `dynamic` bytes (docs/model.md,
+/// "The caching allocator"): with PyTorch's default segments (allocations cut from segments that
+/// are never remapped), (gpu.allocator_fragmentation - 1) x dynamic; with expandable segments
+/// (training.expandable_segments: one segment per stream and pool, grown a page at a time), at
+/// most the partly used last page of each pool of each allocating stream,
+/// allocating_streams x (SMALL_POOL_PAGE + LARGE_POOL_PAGE), whatever `dynamic` is.
+Bytes fragmentation_of(const WorkloadSpec& w, const GpuSpec& gpu, Bytes dynamic);
 
 } // namespace stepsim::model

@@ -78,12 +78,16 @@ MemoryReport memory_timeline(const graph::StepProgram& program, const std::vecto
     const model::MemoryLedger base = model::persistent_memory(workload, cluster.gpu, stage);
     const double persistent =
         (base.weights + base.gradients + base.optimizer + base.comm_buffers + base.runtime).value();
-    const double frag = std::max(0.0, cluster.gpu.allocator_fragmentation - 1.0);
+    // The allocator's reserve at `dynamic` bytes of activations and gathered parameters.
+    const auto held = [&](double dynamic) {
+      return persistent + dynamic +
+             model::fragmentation_of(workload, cluster.gpu, Bytes(dynamic) + base.comm_buffers).value();
+    };
     double dynamic = 0, gathered = 0, peak_dynamic = 0, peak_gathered = 0;
     CounterSeries track;
     track.gpu = ranks[i];
     if (keep_tracks)
-      track.samples.emplace_back(0.0, persistent + frag * base.comm_buffers.value());
+      track.samples.emplace_back(0.0, held(0.0));
     for (size_t k = 0; k < ev.size(); ++k) {
       dynamic += ev[k].activations + ev[k].gathered;
       gathered += ev[k].gathered;
@@ -95,12 +99,10 @@ MemoryReport memory_timeline(const graph::StepProgram& program, const std::vecto
         peak_gathered = gathered;
       }
       if (keep_tracks && (k + 1 == ev.size() || ev[k + 1].time != ev[k].time))
-        track.samples.emplace_back(ev[k].time,
-                                   persistent + dynamic + frag * (dynamic + base.comm_buffers.value()));
+        track.samples.emplace_back(ev[k].time, held(dynamic));
     }
     if (keep_tracks) {
-      track.samples.emplace_back(step_end,
-                                 persistent + dynamic + frag * (dynamic + base.comm_buffers.value()));
+      track.samples.emplace_back(step_end, held(dynamic));
       rep.tracks.push_back(std::move(track));
     }
     model::MemoryLedger l = base;
@@ -108,7 +110,7 @@ MemoryReport memory_timeline(const graph::StepProgram& program, const std::vecto
     rep.host_peak = std::max(rep.host_peak, l.host);
     l.zero3_gathered = Bytes(std::max(0.0, peak_gathered));
     l.activations = Bytes(peak_dynamic) - l.zero3_gathered;
-    l.fragmentation = model::fragmentation_of(cluster.gpu, Bytes(peak_dynamic) + base.comm_buffers);
+    l.fragmentation = model::fragmentation_of(workload, cluster.gpu, Bytes(peak_dynamic) + base.comm_buffers);
     const double peak = l.peak().value();
     Bytes& sp = rep.stage_peaks[static_cast<size_t>(stage)];
     sp = std::max(sp, l.peak());

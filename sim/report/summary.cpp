@@ -444,6 +444,8 @@ void write_summary_json(std::ostream& out, const Summary& s) {
                             {"fragmentation_bytes", mem.worst.fragmentation.value()}};
   m["peak_bytes"] = mem.worst.peak().value();
   m["capacity_bytes"] = mem.capacity.value();
+  // By how much the verdict holds: the worst GPU's memory left at its peak, negative when over.
+  m["headroom_bytes"] = (mem.capacity - mem.worst.peak()).value();
   m["host_offload_bytes"] = mem.host_peak.value();
   ordered_json peaks = ordered_json::array();
   for (const Bytes& b : mem.stage_peaks)

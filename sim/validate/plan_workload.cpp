@@ -534,6 +534,15 @@ void map_training(Draft& d) {
   t.recompute_layers = std::max<int64_t>(0, run.recompute_layers.value_or(0));
   if (run.optimizer_bytes_per_param)
     t.optimizer_bytes_per_param = *run.optimizer_bytes_per_param;
+  // The caching allocator: the record's launch environment, else the stack's preset.
+  const config::StackDefault* segments = stack && !run.expandable_segments
+                                             ? applicable(stack->version, StackKey::EXPANDABLE_SEGMENTS, d)
+                                             : nullptr;
+  t.expandable_segments = run.expandable_segments.value_or(false);
+  if (segments != nullptr) {
+    t.expandable_segments = std::get<bool>(segments->value);
+    list_preset(d, "expandable_segments", *segments);
+  }
 }
 
 } // namespace stepsim::validate::detail

@@ -175,6 +175,8 @@ const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>
         {"training.pointwise", [](const WorkloadSpec& w) { return num(w.training.pointwise); }},
         {"training.fp8_params", [](const WorkloadSpec& w) { return num(w.training.fp8_params); }},
         {"training.fp32_shards", [](const WorkloadSpec& w) { return num(w.training.fp32_shards); }},
+        {"training.expandable_segments",
+         [](const WorkloadSpec& w) { return num(w.training.expandable_segments); }},
         {"training.offload_layers", [](const WorkloadSpec& w) { return num(w.training.offload_layers); }},
         {"training.recompute_layers", [](const WorkloadSpec& w) { return num(w.training.recompute_layers); }},
         {"training.variability.seed", [](const WorkloadSpec& w) { return num(w.training.variability.seed); }},

@@ -311,6 +311,28 @@ TEST_F(StackTest, DeepSpeedPipelineP2pBlocks) {
   }
 }
 
+// PyTorch's expandable segments: torchtitan's launch script sets them for every run; no other
+// preset's release sets them as a default, and a file's own value wins.
+TEST_F(StackTest, ExpandableSegmentsWhereTheLaunchScriptSetsThem) {
+  const WorkloadSpec titan = expanded(workload_text("  tp: 2\n  pp: 1\n", "  stack: {name: torchtitan}\n"));
+  EXPECT_TRUE(titan.training.expandable_segments);
+  EXPECT_EQ(origin(titan, StackKey::EXPANDABLE_SEGMENTS), StackOrigin::STACK);
+  for (const char* stack : {"megatron-lm", "megatron-core", "nemo", "megatron-bridge", "megatron-deepspeed",
+                            "deepspeed", "fsdp", "composer"}) {
+    const WorkloadSpec w =
+        expanded(workload_text("  tp: 2\n  pp: 1\n", std::string("  stack: {name: ") + stack + "}\n"));
+    EXPECT_FALSE(w.training.expandable_segments) << stack;
+    EXPECT_EQ(origin(w, StackKey::EXPANDABLE_SEGMENTS), StackOrigin::BUILT_IN) << stack;
+  }
+  const WorkloadSpec off = expanded(
+      workload_text("  tp: 2\n  pp: 1\n", "  stack: {name: torchtitan}\n  expandable_segments: false\n"));
+  EXPECT_FALSE(off.training.expandable_segments);
+  EXPECT_EQ(origin(off, StackKey::EXPANDABLE_SEGMENTS), StackOrigin::WORKLOAD_FILE);
+  const WorkloadSpec on =
+      expanded(workload_text("  tp: 2\n  pp: 1\n", "  stack: {name: nemo}\n  expandable_segments: true\n"));
+  EXPECT_TRUE(on.training.expandable_segments);
+}
+
 TEST_F(StackTest, ExplicitKeysWin) {
   const WorkloadSpec w = expanded(workload_text("  tp: 2\n  pp: 2\n  sp: false\n  zero_stage: 0\n",
                                                 "  stack: {name: nemo}\n  flash_attention: false\n"),

@@ -151,6 +151,11 @@ TEST(EndToEnd, SummaryKeysAndAccounting) {
   EXPECT_NEAR(sum, T, 1e-9 * T + 1e-12);
   // tokens/s = global batch * seq_len / step time (tiny-gpt: 16 x 256).
   EXPECT_NEAR(j["tokens_per_s"].get<double>(), 16.0 * 256.0 / T, 1e-6 * 16.0 * 256.0 / T);
+  // It fits: the headroom is the capacity left at the worst GPU's peak, positive.
+  EXPECT_TRUE(j["fits_in_memory"].get<bool>());
+  EXPECT_EQ(j["memory"]["headroom_bytes"].get<double>(),
+            j["memory"]["capacity_bytes"].get<double>() - j["memory"]["peak_bytes"].get<double>());
+  EXPECT_GT(j["memory"]["headroom_bytes"].get<double>(), 0.0);
   fs::remove_all(out);
 }
 
@@ -348,6 +353,11 @@ TEST(EndToEnd, OutOfMemoryIsReportedAndFailOnOomExitsThree) {
   EXPECT_GT(j["memory"]["peak_bytes"].get<double>(), j["memory"]["capacity_bytes"].get<double>());
   EXPECT_TRUE(j["memory"].contains("oom"));
   EXPECT_GT(j["memory"]["oom"]["over_by_bytes"].get<double>(), 0.0);
+  // The headroom is the GPU's excess with its sign: minus what the OOM reason says it is over by.
+  EXPECT_EQ(j["memory"]["headroom_bytes"].get<double>(),
+            j["memory"]["capacity_bytes"].get<double>() - j["memory"]["peak_bytes"].get<double>());
+  EXPECT_DOUBLE_EQ(j["memory"]["headroom_bytes"].get<double>(),
+                   -j["memory"]["oom"]["over_by_bytes"].get<double>());
   for (const char* k : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
                         "other_bytes", "peak_bytes", "capacity_bytes", "stage_peak_bytes"})
     EXPECT_TRUE(j["memory"].contains(k)) << k;

@@ -494,3 +494,51 @@ TEST(MemoryLedger, AlternateLinearsKeepEveryOtherMatmul) {
   EXPECT_DOUBLE_EQ(eight.attention.value(), sb * 2 * (h / 8 + (2 * q + kv) / 8 + h / 8));
   EXPECT_DOUBLE_EQ(eight.mlp.value(), sb * 2 * (f / 8 + h + h / 8));
 }
+
+// The caching allocator's reserve (docs/model.md, "The caching allocator"). Default segments: the
+// flat allowance, (gpu.allocator_fragmentation - 1) x (activations + gathered layers + buffers).
+// Expandable segments: one segment per pool and allocating stream, each holding at most its last
+// partly used page: streams x (2 MiB + 20 MiB), here 4 streams (compute, TP, PP, DP) = 88 MiB,
+// whatever the activations.
+TEST(MemoryLedger, AllocatorReserveOfDefaultAndExpandableSegments) {
+  constexpr double MIB = 1024.0 * 1024.0;
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 2, 16);
+  GpuSpec gpu = test::a100();
+  gpu.allocator_fragmentation = 1.25;
+  const model::MemoryLedger flat = model::static_memory(w, gpu, 0);
+  const double dynamic = (flat.activations + flat.zero3_gathered + flat.comm_buffers).value();
+  EXPECT_GT(dynamic, 10.0 * 1024 * MIB);
+  EXPECT_DOUBLE_EQ(flat.fragmentation.value(), 0.25 * dynamic);
+
+  w.training.expandable_segments = true;
+  EXPECT_EQ(model::allocating_streams(w), 4);
+  const model::MemoryLedger expandable = model::static_memory(w, gpu, 0);
+  EXPECT_DOUBLE_EQ(expandable.fragmentation.value(), 4.0 * 22.0 * MIB);
+  // Only the reserve changes: the live bytes are the same.
+  EXPECT_DOUBLE_EQ(expandable.activations.value(), flat.activations.value());
+  EXPECT_DOUBLE_EQ(expandable.comm_buffers.value(), flat.comm_buffers.value());
+  EXPECT_DOUBLE_EQ(flat.peak().value() - expandable.peak().value(), 0.25 * dynamic - 88.0 * MIB);
+  // Twice the micro-batch doubles the flat allowance's activation part but not the page bound;
+  // the allowance factor does not enter it either.
+  w.batch.micro_batch = 2;
+  w.batch.global_batch *= 2;
+  gpu.allocator_fragmentation = 1.0;
+  EXPECT_DOUBLE_EQ(model::static_memory(w, gpu, 0).fragmentation.value(), 88.0 * MIB);
+
+  // Streams: compute alone on one GPU; each communication group adds its own.
+  WorkloadSpec one = test::workload(test::gpt3_175b(), 1, 1, 1, 1);
+  EXPECT_EQ(model::allocating_streams(one), 1);
+  one.parallel.cp = 2; // the CP ring and the gradients' reduction over the CP ranks
+  EXPECT_EQ(model::allocating_streams(one), 3);
+  ModelSpec experts = test::small_gpt(4);
+  experts.moe.experts = 8;
+  experts.moe.top_k = 2;
+  experts.moe.expert_ffn_hidden = 4096;
+  WorkloadSpec moe = test::workload(experts, 2, 2, 4, 8);
+  moe.parallel.ep = 4; // compute, TP, PP, DP and EP
+  EXPECT_EQ(model::allocating_streams(moe), 5);
+  moe.model.moe.experts = 0; // a dense model runs no expert all-to-alls
+  EXPECT_EQ(model::allocating_streams(moe), 4);
+  moe.model.moe.experts = 8;
+  EXPECT_EQ(model::allocating_streams(moe), 5);
+}

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -1292,22 +1293,27 @@ TEST(Validate, EveryBundledRunMaps) {
 // Every bundled measured run ran, so the memory ledger (the static one `stepsim memory` prints)
 // should fit it. The runs listed here it does not fit, each within the stated margin and for the
 // stated reason (docs/calibration.md, "Memory"); a listed run that comes to fit fails the test, so
-// the list stays the ledger's true misses.
+// the list stays the ledger's true misses. The runs whose launch scripts set PyTorch's
+// expandable segments (Llama 3.1 405B on 256 GB200s, both releases) hold the allocator's page
+// bound, 4 streams x (2 + 20) MiB, instead of 10 % of their dynamic memory, and fit.
 TEST(Validate, TheLedgerFitsTheBundledRunsButTheListedOnes) {
+  // Each launched with PyTorch's default segments (no PYTORCH_CUDA_ALLOC_CONF in its scripts):
+  // the ledger keeps the flat allocator allowance, 10 % of the dynamic memory.
   const std::map<std::string, double> misses = {
       // fp8 weight copies beside the 16-bit ones, the distributed optimizer over dp = 2 and 9
       // micro-batches in flight: over by less than the ledger's 10 % allocator allowance.
       {"dgxc_nemotron4_340b_128h100_fp8", 1.03},
       // Sequences of 8192 at micro-batch 3: over by less than the allocator allowance.
       {"mosaic_mpt_3b_s8192_8a100_80gb", 1.03},
-      // Over by less than the allocator allowance (10 % of the activations).
-      {"mbridge2511_llama31_405b_256gb200_fp8", 1.04},
-      {"mbridge2602_llama31_405b_256gb200_fp8", 1.04},
+      // Over by less than the allocator allowance (10 % of the activations); the performance
+      // scripts set expandable segments for the 405B on GB200, not for this recipe.
       {"mbridge2511_llama3_70b_64gb200_fp8", 1.07},
       {"mbridge2602_llama3_70b_64gb200_fp8", 1.07},
       // The performance summary's micro-batch 4, where the recipes run 1 on H100.
       {"mbridge2511_gpt_oss_120b_64h100_bf16", 1.25},
   };
+  const std::set<std::string> expandable = {"mbridge2511_llama31_405b_256gb200_fp8",
+                                            "mbridge2602_llama31_405b_256gb200_fp8"};
   int checked = 0;
   for (const char* file : {"tests/validate/data/measured_runs.yaml", "tests/validate/data/fit_runs.yaml",
                            "tests/validate/data/heldout_runs.yaml"}) {
@@ -1323,6 +1329,12 @@ TEST(Validate, TheLedgerFitsTheBundledRunsButTheListedOnes) {
       for (int stage = 0; stage < w.parallel.pp; ++stage)
         peak = std::max(peak, model::static_memory(w, cluster.gpu, stage).peak().value());
       const double over = peak / cluster.gpu.hbm_capacity.value();
+      EXPECT_EQ(w.training.expandable_segments, expandable.count(run.id) > 0) << run.id;
+      if (w.training.expandable_segments) {
+        EXPECT_DOUBLE_EQ(model::static_memory(w, cluster.gpu, 0).fragmentation.value(),
+                         4.0 * 22.0 * 1024 * 1024)
+            << run.id;
+      }
       if (const auto it = misses.find(run.id); it != misses.end()) {
         EXPECT_GT(over, 1.0) << run.id << " now fits: take it off the list";
         EXPECT_LE(over, it->second) << run.id;
