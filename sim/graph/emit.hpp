@@ -19,8 +19,9 @@ struct StepShape {
   int vp = 1;                  ///< model chunks per stage (ParallelSpec::chunks_per_stage)
   std::vector<int> replicas{}; ///< simulated DP replicas' d indices, ascending
   bool fold_cp = false;        ///< only CP index 0 simulated (dense models, fold_dp)
-  /// Per simulated replica d (empty, or grid.dp entries): the replicas whose pipeline sends copy
-  /// its own (folded CP ranks, or the other replicas of its class, BuildOptions::replica_class).
+  /// Per simulated replica d (empty, or grid.dp entries): the replicas whose pipeline sends and
+  /// tied-embedding and gradient-norm all-reduces copy its own (folded CP ranks, or the other
+  /// replicas of its class, BuildOptions::replica_class).
   std::vector<std::vector<int>> copied{};
   bool split = false; ///< backward split into B and W passes (zero-bubble schedules)
   bool sp = false;    ///< sequence parallelism over a TP group of more than one GPU

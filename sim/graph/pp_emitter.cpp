@@ -119,7 +119,7 @@ private:
   int d_, p_;
   const std::vector<int>* copies_; ///< the replicas copying this one's sends, or none
   std::vector<TaskId> chain_;      ///< per TP rank: the PP stream's tail
-  std::vector<TaskId> copy_chain_; ///< per (CP copy, TP rank)
+  std::vector<TaskId> copy_chain_; ///< per (copy, TP rank)
 };
 
 /// parallel.pp_p2p_blocking (DeepSpeed's PipelineEngine): the sends and receives of one pipeline
