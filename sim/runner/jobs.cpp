@@ -76,18 +76,31 @@ JobsSimulation simulate_jobs(const JobsSpec& spec, const JobsOptions& jobs_optio
   JobsSimulation sim;
   sim.job_of_gpu.assign(static_cast<size_t>(cluster.num_gpus()), -1);
   sim.rank_in_job.assign(static_cast<size_t>(cluster.num_gpus()), -1);
+  // The jobs' nodes: each up, on the cluster and given to one job (checked before anything reads
+  // the placement).
+  std::vector<std::vector<int>> nodes;
+  for (size_t j = 0; j < spec.jobs.size(); ++j) {
+    const JobPlacement& job = spec.jobs[j];
+    for (const int node : job.nodes) {
+      if (node < 0 || node >= cluster.nodes || sim.job_of_gpu[static_cast<size_t>(node * per_node)] >= 0 ||
+          std::any_of(cluster.degraded.nodes.begin(), cluster.degraded.nodes.end(),
+                      [node](const DegradedSpec::Node& down) { return down.node == node; }))
+        throw ConfigError(spec.source + ": job '" + job.name + "': node " + std::to_string(node) +
+                          " is not a free node (up, not given to another job) of the cluster's " +
+                          std::to_string(cluster.nodes));
+      for (int g = 0; g < per_node; ++g)
+        sim.job_of_gpu[static_cast<size_t>(node * per_node + g)] = static_cast<int32_t>(j);
+    }
+    nodes.push_back(job.nodes);
+  }
   // Every DP replica's traffic on the fabric: one replica simulated per class of placement, the
   // others' pipeline sends copied (or, unfolded, every replica simulated); no symmetry sampling.
   std::vector<StepSetup> setups;
   for (size_t j = 0; j < spec.jobs.size(); ++j) {
-    SimulateOptions build{.fold_dp = jobs_options.fold, .sample_collectives = false};
-    if (jobs_options.fold) {
-      std::vector<std::vector<int>> nodes;
-      for (const JobPlacement& job : spec.jobs)
-        nodes.push_back(job.nodes);
-      build.replica_class = placement_classes(spec.cluster, spec.jobs[j].workload.parallel, nodes, j);
-    }
-    build.fold_dp = jobs_options.fold && !build.replica_class.empty();
+    SimulateOptions build{.fold_dp = false, .sample_collectives = false};
+    if (jobs_options.fold)
+      build.replica_class = placement_classes(cluster, spec.jobs[j].workload.parallel, nodes, j);
+    build.fold_dp = !build.replica_class.empty();
     setups.push_back(prepare_step(spec.jobs[j].cluster, spec.jobs[j].workload, build));
   }
   check_one_choice(spec, setups);
@@ -95,13 +108,6 @@ JobsSimulation simulate_jobs(const JobsSpec& spec, const JobsOptions& jobs_optio
   std::vector<graph::TaskId> first;
   for (size_t j = 0; j < spec.jobs.size(); ++j) {
     const JobPlacement& job = spec.jobs[j];
-    for (const int node : job.nodes)
-      if (node < 0 || node >= cluster.nodes || sim.job_of_gpu[static_cast<size_t>(node * per_node)] >= 0 ||
-          std::any_of(cluster.degraded.nodes.begin(), cluster.degraded.nodes.end(),
-                      [node](const DegradedSpec::Node& down) { return down.node == node; }))
-        throw ConfigError(spec.source + ": job '" + job.name + "': node " + std::to_string(node) +
-                          " is not a free node (up, not given to another job) of the cluster's " +
-                          std::to_string(cluster.nodes));
     const graph::StepProgram& program = setups[j].program;
     first.push_back(append(sim.program.graph, program.graph, job.nodes, per_node));
     for (const graph::Rank r : program.simulated_ranks) {
@@ -109,9 +115,6 @@ JobsSimulation simulate_jobs(const JobsSpec& spec, const JobsOptions& jobs_optio
       sim.program.simulated_ranks.push_back(gpu);
       sim.rank_in_job[static_cast<size_t>(gpu)] = r;
     }
-    for (const int node : job.nodes)
-      for (int g = 0; g < per_node; ++g)
-        sim.job_of_gpu[static_cast<size_t>(node * per_node + g)] = static_cast<int32_t>(j);
     sim.program.micro_batches = std::max(sim.program.micro_batches, program.micro_batches);
   }
   sim.program.graph.finalize();

@@ -289,11 +289,9 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
   // class of placement, the others' sends copied (as `stepsim jobs` folds, docs/engine.md).
   std::vector<int> classes = options.replica_class;
   if (fold_dp && classes.empty() && !non_blocking(cluster)) {
-    std::vector<int> nodes;
-    const std::vector<int> gpus = topology::rank_gpus(cluster);
-    for (size_t r = 0; r < gpus.size() && r < static_cast<size_t>(workload.num_gpus());
-         r += static_cast<size_t>(cluster.gpus_per_node))
-      nodes.push_back(gpus[r] / cluster.gpus_per_node);
+    // The job's k-th node: the k-th that is up (ClusterSpec::up_nodes).
+    std::vector<int> nodes = cluster.up_nodes();
+    nodes.resize(std::min(nodes.size(), static_cast<size_t>(workload.num_gpus() / cluster.gpus_per_node)));
     classes = placement_classes(cluster, workload.parallel, {nodes}, 0);
   }
   graph::BuildOptions build{.fold_dp = fold_dp,
