@@ -68,7 +68,7 @@ std::vector<kernels::KernelShape> compute_kernel_shapes(const WorkloadSpec& work
 
 /// Collectives of more ranks than this are symmetry-sampled on non-blocking fabrics
 /// (docs/engine.md); below it every flow runs.
-inline constexpr int SAMPLE_ABOVE_RANKS = 64;
+inline constexpr int SAMPLE_ABOVE_RANKS = 8;
 
 /// A fabric on which flows of different nodes meet only at the nodes' own links: a fat tree with
 /// no oversubscription at any tier, or a rail-optimised fabric whose leaf uplinks carry all their
