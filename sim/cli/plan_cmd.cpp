@@ -81,6 +81,7 @@ struct PlanArgs {
   std::string out_dir;
   std::string steps = "1";
   bool json = false;
+  bool exact = false; ///< --exact: no extrapolation in the micro-batches
   bool progress = false;
   planner::PlanOptions options;
   int show = 10;
@@ -110,6 +111,10 @@ process) and prints them ranked by simulated step time, with why the best wins (
     o.value("--steps", steps, "N",
             "simulate N consecutive steps of each layout and rank by their mean step time (with "
             "training.variability's kernel noise; docs/variability.md)");
+    o.flag("--exact", exact,
+           "simulate every step whole; by default a layout of at least 8 pp micro-batches per pipeline "
+           "(1F1B, interleaved, ZB-H1) is simulated at 2 pp and 3 pp and extrapolated "
+           "(docs/planner.md)");
     o.value("--micro-batches", micro_batches, "LIST",
             "comma-separated micro-batch sizes to try (default 1,2,4,8)");
     // Enumeration grows with the interleaving degree: 128 chunks per stage is beyond any recipe.
@@ -133,6 +138,7 @@ process) and prints them ranked by simulated step time, with why the best wins (
   /// options (after parsing).
   void read_micro_batches() {
     options.steps = parse_steps(steps);
+    options.extrapolate = !exact;
     if (!headroom.empty())
       options.space.headroom = parse_headroom(headroom);
     if (!margin.empty())
@@ -279,6 +285,18 @@ void print_simulated(std::ostream& out, const PlanView& v, const std::vector<siz
         << '\n';
   }
   out << "  (* = the workload file's own layout)\n";
+  std::string extrapolated;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const planner::Simulated& s = v.r.outcomes[order[k]];
+    if (s.ok && s.from_micro_batches[0] > 0)
+      extrapolated += (extrapolated.empty() ? "" : ", ") + std::to_string(k + 1) + " (" +
+                      std::to_string(s.from_micro_batches[0]) + " and " +
+                      std::to_string(s.from_micro_batches[1]) + " -> " +
+                      std::to_string(v.r.simulated[order[k]].workload.micro_batches()) + ")";
+  }
+  if (!extrapolated.empty())
+    out << "  (extrapolated from two shorter steps, micro-batches per pipeline: " << extrapolated
+        << "; --exact simulates them whole)\n";
   if (v.steps > 1 || v.kernel_cv > 0)
     out << "  (step s: " << (v.steps > 1 ? "the mean of " + std::to_string(v.steps) + " steps" : "one step")
         << (v.kernel_cv > 0 ? " with kernel noise, CV " + fmt("%g", v.kernel_cv) : std::string())
@@ -378,6 +396,8 @@ nlohmann::ordered_json plan_json(const ClusterSpec& cluster, const WorkloadSpec&
       row["peak_bytes"] = s.peak_bytes;
       row["headroom_bytes"] = cluster.gpu.hbm_capacity.value() - s.peak_bytes;
       row["fits_in_memory"] = s.fits;
+      if (s.from_micro_batches[0] > 0)
+        row["extrapolated_from_micro_batches"] = {s.from_micro_batches[0], s.from_micro_batches[1]};
     } else {
       row["error"] = s.error;
     }

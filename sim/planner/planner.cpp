@@ -366,9 +366,11 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
     specs.push_back(c.workload);
   log().info("plan: simulating {} candidates, {} at once ({} leaders of {} estimated layouts)", specs.size(),
              std::max(1, options.jobs), r.leaders, r.ranked.size());
-  r.outcomes = simulate_all(
-      cluster, specs,
-      SimulateAllOptions{.jobs = options.jobs, .steps = options.steps, .progress = options.progress});
+  r.outcomes = simulate_all(cluster, specs,
+                            SimulateAllOptions{.jobs = options.jobs,
+                                               .steps = options.steps,
+                                               .extrapolate = options.extrapolate,
+                                               .progress = options.progress});
   r.simulate_s = seconds_since(t0);
   for (size_t i = 0; i < r.outcomes.size() && debug_log(); ++i)
     log().debug("plan: simulated {}: {}", describe(specs[i]),

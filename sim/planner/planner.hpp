@@ -7,9 +7,11 @@
 #include "core/units.hpp"
 #include "graph/step_builder.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,7 +116,28 @@ struct Simulated {
   double mfu = 0;
   double peak_bytes = 0; ///< memory timeline peak, worst GPU
   bool fits = true;
+  /// Non-zero when the figures are extrapolated (extrapolation_points): the micro-batches per
+  /// pipeline of the two steps simulated.
+  int64_t from_micro_batches[2] = {0, 0};
 };
+
+/// The two micro-batch counts per pipeline, m1 = 2 pp and m2 = 3 pp, whose simulated steps give
+/// `w`'s by extrapolation (docs/planner.md, "Extrapolated in the micro-batches"): after the
+/// pipeline fills, the 1F1B, interleaved and ZB-H1 schedules repeat one period per micro-batch,
+/// so the step and its exposed parts are affine in the micro-batch count. Empty when `w` is
+/// simulated whole: fewer than 8 pp micro-batches (too few to save), GPipe (its memory grows with
+/// them), ZB-H2 (not yet periodic at 2 pp) or DualPipe schedules, several steps or kernel noise
+/// (`steps`, the noise's CV).
+std::optional<std::array<int64_t, 2>> extrapolation_points(const WorkloadSpec& w, int steps,
+                                                           double kernel_cv);
+
+/// `w` with `micro_batches` per pipeline (its global batch scaled; the rest as given).
+WorkloadSpec with_micro_batches(WorkloadSpec w, int64_t micro_batches);
+
+/// The figures of `m` micro-batches from the steps of `at[0]` and `at[1]` (a and b): each time
+/// (step, exposed parts, bubble time) on the line through the two; MFU scaled by the work per time;
+/// memory as b's (the schedules extrapolated hold at most pp micro-batches in flight).
+Simulated extrapolate(const Simulated& a, const Simulated& b, const std::array<int64_t, 2>& at, int64_t m);
 
 /// Which estimated layouts are simulated (docs/planner.md, "Simulate the leaders").
 enum class Simulate {
@@ -133,6 +156,9 @@ struct PlanOptions {
   /// Consecutive steps each candidate is simulated for (`plan --steps`, docs/variability.md): with
   /// kernel noise its simulated step is the mean of that many.
   int steps = 1;
+  /// Simulate long steps at two shorter micro-batch counts and extrapolate (`plan --exact` turns
+  /// it off; docs/planner.md).
+  bool extrapolate = true;
   SearchSpace space;
   /// Called with (simulated, to simulate) as each simulation ends and while they run.
   std::function<void(std::size_t, std::size_t)> progress = {};
@@ -162,6 +188,8 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
 struct SimulateAllOptions {
   int jobs = 1;  ///< simulations at once
   int steps = 1; ///< consecutive steps per simulation (runner::SimulateOptions::steps)
+  /// Layouts extrapolation_points accepts are simulated at two shorter steps and extrapolated.
+  bool extrapolate = false;
   /// Called with (ended, specs.size()) as each child ends and while they run; may be empty.
   std::function<void(std::size_t, std::size_t)> progress = {};
 };
