@@ -56,6 +56,9 @@ Simulates one training step and prints a summary table.)");
     o.flag("--no-sampling", no_sampling_,
            "run every flow of large collectives (slower; by default only the flows touching simulated "
            "nodes run on non-blocking fabrics)");
+    o.flag("--no-fold-tp", no_fold_tp_,
+           "simulate every rank of each TP group instead of one (slower, same answer for ring and NVLS "
+           "TP collectives; docs/engine.md, \"Folding TP\")");
     o.flag("--html", html_,
            "also write DIR/report.html: the summary, per-stage bars, memory per stage and over time and a "
            "timeline of one pipeline in one self-contained page (docs/report.md)");
@@ -81,8 +84,9 @@ private:
   std::string cluster_file_, workload_file_, out_dir_,
       collectives_ = "auto", trace_format_ = "json", trace_ranks_, trace_window_, degrade_file_, steps_ = "1";
   std::vector<std::string> sets_;
-  bool no_trace_ = false, csv_ = false, html_ = false, no_fold_ = false, no_sampling_ = false, quiet_ = false,
-       explain_ = false, fail_on_oom_ = false, simulate_oom_ = false, progress_ = false, json_ = false;
+  bool no_trace_ = false, csv_ = false, html_ = false, no_fold_ = false, no_sampling_ = false,
+       no_fold_tp_ = false, quiet_ = false, explain_ = false, fail_on_oom_ = false, simulate_oom_ = false,
+       progress_ = false, json_ = false;
 };
 
 // The page of `run --html`: what `stepsim report` shows of a run folder, with the memory ledger
@@ -116,6 +120,7 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
   const runner::SimulateOptions options{.collective_form = parse_collective_form(collectives_),
                                         .fold_dp = !no_fold_,
                                         .sample_collectives = !no_sampling_,
+                                        .fold_tp = !no_fold_tp_,
                                         .steps = parse_steps(steps_),
                                         .progress = progress.enabled() ? progress.callback() : nullptr};
   if (csv_ && out_dir_.empty())

@@ -297,9 +297,11 @@ private:
     result_.algorithm[id] = algorithm;
     log().trace("engine: #{} {} {} over {} GPUs, {} bytes: {}", id, graph::to_string(t.group), to_string(op),
                 ranks.size(), t.bytes.value(), collectives::to_string(algorithm));
+    const bool gpu_sampled = (options_.sample_ep && t.group == graph::CommGroup::EP) ||
+                             (options_.sample_tp && t.group == graph::CommGroup::TP);
     const bool sample = (options_.sample_above_ranks > 0 &&
                          ranks.size() > static_cast<size_t>(options_.sample_above_ranks)) ||
-                        (options_.sample_ep && t.group == graph::CommGroup::EP);
+                        gpu_sampled;
     // Trees sample themselves while they are built (collectives::TopologyView::observed_nodes).
     view_.observed_nodes = sample ? &observed_nodes_ : nullptr;
     rc.program = collectives::expand(op, ranks, t.bytes, algorithm, form, view_,
@@ -308,7 +310,7 @@ private:
                                          : collectives::NodeDeduplication{});
     view_.observed_nodes = nullptr;
     if (sample)
-      sample_flows(rc.program, options_.sample_ep && t.group == graph::CommGroup::EP);
+      sample_flows(rc.program, gpu_sampled);
     const size_t nf = rc.program.flows.size();
     rc.unfinished = static_cast<uint32_t>(nf);
     rc.waiting.assign(nf, 0);
@@ -330,17 +332,18 @@ private:
 
   /// Keeps only the flows touching an observed node (one hosting a simulated rank), when the
   /// program's flows are independent of each other; a program with intra-program dependencies is
-  /// left whole (its critical path may run through unobserved nodes). An expert all-to-all
-  /// (`ep_group`) inside one node keeps only the flows of the observed GPUs: GPUs meet at the
-  /// node's switch through their own ports, so under the all-to-all's symmetric load each of an
-  /// observed GPU's flows is held to the same share of its own ports either way (docs/engine.md).
-  void sample_flows(collectives::FlowProgram& program, bool ep_group) const {
+  /// left whole (its critical path may run through unobserved nodes). An expert all-to-all or a
+  /// TP collective of a folded TP group (`by_gpu`) inside one node keeps only the flows of the
+  /// observed GPUs: GPUs meet at the node's switch through their own ports, so under the
+  /// collective's symmetric load each of an observed GPU's flows is held to the same share of its
+  /// own ports either way (docs/engine.md).
+  void sample_flows(collectives::FlowProgram& program, bool by_gpu) const {
     if (!program.deps.empty() || program.flows.empty())
       return;
     const auto same_node = [&](const collectives::Flow& f) {
       return f.src >= 0 && f.dst >= 0 && f.src / cluster_.gpus_per_node == f.dst / cluster_.gpus_per_node;
     };
-    const bool in_node = ep_group && std::all_of(program.flows.begin(), program.flows.end(), same_node);
+    const bool in_node = by_gpu && std::all_of(program.flows.begin(), program.flows.end(), same_node);
     const auto gpu_observed = [&](int32_t gpu) {
       return static_cast<size_t>(gpu) < observed_gpus_.size() && observed_gpus_[static_cast<size_t>(gpu)];
     };

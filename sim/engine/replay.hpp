@@ -37,6 +37,11 @@ struct ReplayOptions {
   /// per EP group (graph::BuildOptions::fold_ep), whose all-to-alls are then observed from that
   /// rank's node only.
   bool sample_ep = false;
+  /// Sample every TP-group collective: set when the step simulates one rank per TP group
+  /// (graph::BuildOptions::fold_tp), each group inside one node, whose collectives are then
+  /// observed from that rank's GPU: a program of independent flows inside one node keeps the
+  /// simulated GPUs' flows only, as an expert all-to-all does (docs/engine.md, "Folding TP").
+  bool sample_tp = false;
   /// Expert all-to-alls (EP group) with a deduplicating dispatcher: cross-node pieces carry
   /// collectives::remote_copy_share of their routed copies (parallel.ep_dispatch). experts 0: off.
   collectives::NodeDeduplication ep_dedup{};

@@ -199,7 +199,7 @@ void DpEmitter::grad_sync() {
     if (grid_.pp > 1 && (w_.model.tied_embeddings || w_.model.mtp_layers > 0)) {
       const Bytes bytes(static_cast<double>(w_.model.vocab) * static_cast<double>(w_.model.hidden) /
                         grid_.tp * e);
-      for (int t = 0; t < grid_.tp; ++t) {
+      for (int t = 0; t < o_.shape.tp_simulated; ++t) {
         const std::vector<Rank> ends = {grid_.rank(d, 0, t), grid_.rank(d, grid_.pp - 1, t)};
         sync({.group = CommGroup::PP,
               .stream = Stream::PP_COMM,

@@ -19,6 +19,7 @@ struct StepShape {
   int vp = 1;                  ///< model chunks per stage (ParallelSpec::chunks_per_stage)
   std::vector<int> replicas{}; ///< simulated DP replicas' d indices, ascending
   bool fold_cp = false;        ///< only CP index 0 simulated (dense models, fold_dp)
+  int tp_simulated = 1; ///< TP ranks simulated per TP group: 1 when folded (BuildOptions::fold_tp), else tp
   /// Per simulated replica d (empty, or grid.dp entries): the replicas whose pipeline sends and
   /// tied-embedding and gradient-norm all-reduces copy its own (folded CP ranks, or the other
   /// replicas of its class, BuildOptions::replica_class).

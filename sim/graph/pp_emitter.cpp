@@ -30,7 +30,7 @@ public:
     const bool fwd = hop.pass.phase == Phase::FORWARD;
     std::vector<TaskId> sends;
     std::vector<Rank> dsts;
-    for (int t = 0; t < grid_.tp; ++t) {
+    for (int t = 0; t < o_.shape.tp_simulated; ++t) {
       const Rank src = grid_.rank(d_, p_, t);
       const Rank dst = grid_.rank(d_, hop.dst_stage, t);
       Task task;
@@ -58,12 +58,15 @@ public:
     // What the receiving pass waits for: the sends, or with scatter/gather the all-gather after them.
     std::vector<TaskId> arrivals = sends;
     if (gather) {
+      std::vector<Rank> members; // the receiving TP group, all of it (dsts: its simulated ranks)
+      for (int t = 0; t < grid_.tp; ++t)
+        members.push_back(grid_.rank(d_, hop.dst_stage, t));
       const TaskId all_gather = o_.graph.add_collective(
           o_.tp.task(
               CollectiveOp::ALL_GATHER,
               {.phase = hop.pass.phase, .stage = hop.dst_stage, .layer = -1, .mb = hop.pass.micro_batch},
               dsts.front()),
-          dsts);
+          members);
       for (TaskId send : sends)
         o_.graph.add_edge(send, all_gather);
       arrivals.assign(sends.size(), all_gather);
@@ -79,7 +82,7 @@ public:
   /// The next chunk on the same stage: its first tasks wait for this pass's output.
   void turn(const Hop& hop) {
     const bool fwd = hop.pass.phase == Phase::FORWARD;
-    for (int t = 0; t < grid_.tp; ++t) {
+    for (int t = 0; t < o_.shape.tp_simulated; ++t) {
       const RankState& s = o_.streams[grid_.rank(d_, p_, t)];
       const TaskId from = fwd ? s.fwd_last[hop.slot] : s.bwd_last[hop.slot];
       for (TaskId entry : o_.moe_cp.entry_of(fwd ? s.fwd_first[hop.dst_slot] : s.bwd_first[hop.dst_slot]))

@@ -532,8 +532,11 @@ StagePasses::StagePasses(const StagePassesOptions& o, int d, int p)
       stored_(model::stored_layer_activations(w_)), working_(model::recompute_working_set(w_)),
       grad_passes_(static_cast<size_t>(o.shape.vp), 0), chunk_passes_(static_cast<size_t>(o.shape.vp), 0),
       chunk_forwarded_(static_cast<size_t>(o.shape.vp), 0) {
-  for (int t = 0; t < grid_.tp; ++t)
-    group_.ranks.push_back(grid_.rank(d, p, t));
+  for (int t = 0; t < grid_.tp; ++t) {
+    group_.members.push_back(grid_.rank(d, p, t));
+    if (t < o.shape.tp_simulated)
+      group_.ranks.push_back(group_.members.back());
+  }
   const size_t slots = static_cast<size_t>(o.shape.micro_batches) * static_cast<size_t>(o.shape.vp);
   for (Rank r : group_.ranks) {
     RankState& st = streams_[r];

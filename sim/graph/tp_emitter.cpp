@@ -15,7 +15,7 @@ Task TpEmitter::task(CollectiveOp op, const TaskSite& site, Rank rank) const {
 }
 
 TaskId TpEmitter::chain(const Task& t, TpGroup& group, const std::vector<TaskId>& deps) {
-  const TaskId id = g_.add_collective(t, group.ranks);
+  const TaskId id = g_.add_collective(t, group.members);
   for (TaskId p : deps)
     g_.add_edge(p, id);
   if (group.chain != NO_TASK)

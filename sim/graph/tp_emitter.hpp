@@ -15,8 +15,9 @@ namespace stepsim::graph::detail {
 
 /// The ranks of a TP group and its TP stream's tail.
 struct TpGroup {
-  std::vector<Rank> ranks;
-  TaskId chain = NO_TASK; ///< the group's last TP collective
+  std::vector<Rank> ranks;   ///< the simulated ranks (the first, when TP is folded)
+  std::vector<Rank> members; ///< every rank of the group: the TP collectives' participants
+  TaskId chain = NO_TASK;    ///< the group's last TP collective
 };
 
 /// The TP collective(s) after one block: at `site`, their payload scaled by `rs_scale` (the

@@ -294,8 +294,17 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
     nodes.resize(std::min(nodes.size(), static_cast<size_t>(workload.num_gpus() / cluster.gpus_per_node)));
     classes = placement_classes(cluster, workload.parallel, {nodes}, 0);
   }
+  // One rank per TP group where its TP ranks' other traffic cannot meet the simulated rank's:
+  // the group inside one NVSwitch node, a NIC per GPU, every rank alike (docs/engine.md,
+  // "Folding TP").
+  const ParallelSpec& par = workload.parallel;
+  const bool fold_tp = options.fold_tp && symmetric && distinct.empty() && classes.empty() && par.tp > 1 &&
+                       par.ep == 1 && par.cp == 1 && cluster.gpus_per_node % par.tp == 0 &&
+                       cluster.intra == IntraNodeKind::NVSWITCH &&
+                       cluster.nics_per_node >= cluster.gpus_per_node;
   graph::BuildOptions build{.fold_dp = fold_dp,
                             .fold_ep = fold_ep,
+                            .fold_tp = fold_tp,
                             .gpus_per_node = cluster.gpus_per_node,
                             .compute_time = compute_time_model(cluster, workload, table),
                             .pass_overhead = cluster.gpu.pass_overhead,
@@ -310,6 +319,7 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
   if (symmetric)
     setup.replay.sample_above_ranks = SAMPLE_ABOVE_RANKS;
   setup.replay.sample_ep = fold_ep;
+  setup.replay.sample_tp = fold_tp;
   if (workload.parallel.ep_dispatch == EpDispatch::DEDUPLICATED)
     setup.replay.ep_dedup = {.experts = workload.model.moe.experts,
                              .top_k = workload.model.moe.top_k,

@@ -23,6 +23,9 @@ struct SimulateOptions {
   /// With fold_dp on a non-blocking fabric, run only the flows of large collectives that touch
   /// nodes hosting simulated ranks (docs/engine.md, "Symmetry sampling").
   bool sample_collectives = true;
+  /// With fold_dp and sample_collectives: one rank per TP group where that is exact
+  /// (graph::BuildOptions::fold_tp, docs/engine.md "Folding TP").
+  bool fold_tp = true;
   /// With fold_dp: the class of each DP replica (graph::BuildOptions::replica_class); empty: the
   /// default folding.
   std::vector<int> replica_class = {};

@@ -164,8 +164,10 @@ TEST(Output, TraceFormatRanksAndWindow) {
   EXPECT_EQ(unzipped.out, plain);
   EXPECT_LT(fs::file_size(dir / "gz" / "trace.json.gz") * 5, plain.size());
 
-  // tiny-gpt: tp 2, pp 2, dp 2 with one DP replica simulated: ranks 0, 1 (stage 0) and 4, 5.
-  const Result picked = run_stepsim(tiny + (dir / "ranks").string() + " --trace-ranks pp=*,tp=0,dp=0");
+  // tiny-gpt: tp 2, pp 2, dp 2 with one DP replica simulated and, without sampling, every rank of
+  // its TP groups (docs/engine.md, "Folding TP"): ranks 0, 1 (stage 0) and 4, 5.
+  const Result picked =
+      run_stepsim(tiny + (dir / "ranks").string() + " --no-sampling --trace-ranks pp=*,tp=0,dp=0");
   ASSERT_EQ(picked.code, 0) << picked.out;
   EXPECT_NE(picked.out.find("trace: trace.json holds 2 of the 4 simulated GPUs (ranks 0, 4)"),
             std::string::npos)

@@ -182,8 +182,9 @@ TEST(Outputs, OneRunsSetPerFolder) {
 
 TEST(Outputs, WriteFailureNamesFileAndReasonAndLeavesNothing) {
   const fs::path out = stepsim::test::fresh_temp_dir("full") / "out";
-  // A file size limit of 50 kB: the trace (about 110 kB) cannot be written, as on a full disk.
-  const auto r = run_shell("bash -c 'trap \"\" XFSZ; ulimit -f 100; exec " + kLimit + STEPSIM_BINARY +
+  // A file size limit of 20 KiB: the trace (about 55 kB: two simulated GPUs, TP folded) cannot be
+  // written, as on a full disk; the summary (about 3 kB) could.
+  const auto r = run_shell("bash -c 'trap \"\" XFSZ; ulimit -f 20; exec " + kLimit + STEPSIM_BINARY +
                            " run " + kH100 + " " + kTiny + kOneNode + " --quiet --out " + out.string() + "'");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("cannot write " + (out / "trace.json").string() + ": File too large"),
@@ -194,10 +195,12 @@ TEST(Outputs, WriteFailureNamesFileAndReasonAndLeavesNothing) {
 
 TEST(Interrupt, SigintSaysSoAndLeavesNoTemporaryFile) {
   const fs::path out = stepsim::test::fresh_temp_dir("sigint") / "out";
-  // GPT-3 on 1024 GPUs takes seconds: the signal comes while it simulates.
+  // GPT-3 on the 256 GPUs of the 2:1 tree takes seconds (384 micro-batches per pipeline, one
+  // replica per placement class and every TP rank on an oversubscribed fabric, docs/engine.md):
+  // the signal comes while it simulates.
   const auto r =
       run_shell("timeout -s INT 1 " + std::string(STEPSIM_BINARY) + " run --cluster " +
-                src("topologies/dgx-a100-superpod.yaml") + " --workload " + src("workloads/gpt3-175b.yaml") +
+                src("topologies/fat-tree-2to1.yaml") + " --workload " + src("workloads/gpt3-175b.yaml") +
                 " --out " + out.string() + " 2>&1; echo status=$?");
   EXPECT_NE(r.out.find("stepsim: interrupted (SIGINT)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("status=124"), std::string::npos) << r.out; // timeout's: the signal ended it
@@ -266,7 +269,8 @@ TEST(Progress, ShownWithTheFlagSilentWhenPiped) {
   const std::string run = "run " + kH100 + " " + kTiny + kOneNode + " --quiet";
   const auto shown = stepsim_limited(run + " --progress");
   EXPECT_EQ(shown.code, 0) << shown.out;
-  EXPECT_NE(shown.out.find("stepsim: simulated 327 / 327 tasks (100 %), ETA 0 s\n"), std::string::npos)
+  // tiny-gpt on one node: tp 2, pp 2, one DP replica and one rank per TP group simulated.
+  EXPECT_NE(shown.out.find("stepsim: simulated 206 / 206 tasks (100 %), ETA 0 s\n"), std::string::npos)
       << shown.out;
   const auto piped = stepsim_limited(run); // stderr is a pipe here, not a terminal
   EXPECT_EQ(piped.code, 0);
