@@ -689,9 +689,17 @@ std::vector<Rank> select_ranks(const graph::StepProgram& program, const std::str
     if (match)
       out.push_back(r);
   }
-  if (out.empty())
-    bad_rank_spec(spec, "selects none of the " + std::to_string(program.simulated_ranks.size()) +
-                            " simulated GPUs (" + rank_ranges(program.simulated_ranks) + ")");
+  if (out.empty()) {
+    // One rank per TP group simulated (docs/engine.md, "Folding TP"): say how to draw the others.
+    const bool tp_folded =
+        program.grid.tp > 1 && std::none_of(program.simulated_ranks.begin(), program.simulated_ranks.end(),
+                                            [&](Rank r) { return program.grid.tp_of(r) > 0; });
+    bad_rank_spec(
+        spec,
+        "selects none of the " + std::to_string(program.simulated_ranks.size()) + " simulated GPUs (" +
+            rank_ranges(program.simulated_ranks) + ")" +
+            (tp_folded ? "; one rank of each TP group is simulated, --no-fold-tp simulates them all" : ""));
+  }
   return out;
 }
 

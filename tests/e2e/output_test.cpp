@@ -208,6 +208,13 @@ TEST(Output, TraceFormatRanksAndWindow) {
     EXPECT_EQ(r.code, 2) << bad << r.out;
     EXPECT_NE(r.out.find("--trace-ranks '" + bad + "'"), std::string::npos) << r.out;
   }
+  // With one rank per TP group simulated, a spec of another TP rank says how to draw it.
+  const Result folded = run_stepsim(tiny + (dir / "bad").string() + " --trace-ranks tp=1");
+  EXPECT_EQ(folded.code, 2) << folded.out;
+  EXPECT_NE(folded.out.find("selects none of the 2 simulated GPUs (0, 4); one rank of each TP group is "
+                            "simulated, --no-fold-tp simulates them all"),
+            std::string::npos)
+      << folded.out;
   EXPECT_EQ(run_stepsim(tiny + (dir / "bad").string() + " --trace-window 2:1").code, 2);
   EXPECT_EQ(
       run_stepsim("run" + pair("dgx-h100", "tiny-gpt") + " --set cluster.nodes=1 --trace-format json.gz")

@@ -42,7 +42,8 @@ std::pair<ClusterSpec, WorkloadSpec> tiny(const std::string& topology, int nodes
                                           const std::vector<config::Override>& sets) {
   const ClusterSpec c =
       config::load_cluster(SRC + "/topologies/" + topology, {{"cluster.nodes", std::to_string(nodes)}});
-  std::vector<config::Override> all = {{"parallel.tp", "4"}, {"parallel.pp", "2"}, {"batch.global_batch", "64"}};
+  std::vector<config::Override> all = {
+      {"parallel.tp", "4"}, {"parallel.pp", "2"}, {"batch.global_batch", "64"}};
   all.insert(all.end(), sets.begin(), sets.end());
   WorkloadSpec w = config::load_workload(SRC + "/workloads/tiny-gpt.yaml", all);
   w = config::check_layout(c, w).workload;
@@ -55,7 +56,8 @@ std::pair<ClusterSpec, WorkloadSpec> tiny(const std::string& topology, int nodes
 /// apart by a little (as a DP tree's replicas do, docs/engine.md): a bounded deviation, 1e-3 of
 /// the step and 2 % of each group's exposed time (measured: the step 5e-5 to 7e-5 short, exposed
 /// TP 0.3 to 0.9 % over).
-void expect_tree_bound(const std::vector<double>& folded, const std::vector<double>& all, const std::string& name) {
+void expect_tree_bound(const std::vector<double>& folded, const std::vector<double>& all,
+                       const std::string& name) {
   EXPECT_NEAR(folded[0], all[0], 1e-3 * all[0]) << name;
   for (size_t i = 1; i < 4; ++i)
     EXPECT_NEAR(folded[i], all[i], 0.02 * all[i] + 1e-9 * all[0]) << name << ", figure " << i;
@@ -69,7 +71,8 @@ TEST(FoldTp, SameStepAsEveryGpuSimulated) {
       {"sp", {{"parallel.sp", "true"}}},
       {"sp, pipelined TP overlap", {{"parallel.sp", "true"}, {"parallel.tp_comm_overlap", "true"}}},
       {"scatter/gather sends", {{"parallel.pp_scatter_gather", "true"}}},
-      {"zero1, param gather overlap", {{"parallel.zero_stage", "1"}, {"training.overlap_param_gather", "true"}}},
+      {"zero1, param gather overlap",
+       {{"parallel.zero_stage", "1"}, {"training.overlap_param_gather", "true"}}},
       {"zero3", {{"parallel.zero_stage", "3"}}},
       {"interleaved, full recompute",
        {{"parallel.vp", "2"}, {"parallel.schedule", "interleaved"}, {"training.recompute", "full"}}},
