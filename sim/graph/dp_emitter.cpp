@@ -199,7 +199,7 @@ void DpEmitter::grad_sync() {
     if (grid_.pp > 1 && (w_.model.tied_embeddings || w_.model.mtp_layers > 0)) {
       const Bytes bytes(static_cast<double>(w_.model.vocab) * static_cast<double>(w_.model.hidden) /
                         grid_.tp * e);
-      for (int t = 0; t < o_.shape.tp_simulated; ++t) {
+      for (int t = 0; t < o_.shape.tp_simulated(d); ++t) {
         const std::vector<Rank> ends = {grid_.rank(d, 0, t), grid_.rank(d, grid_.pp - 1, t)};
         sync({.group = CommGroup::PP,
               .stream = Stream::PP_COMM,
@@ -222,6 +222,8 @@ void DpEmitter::optimizer(int p, int t, const ComputeTimeFn& time) {
   const double e = model::weight_bytes(w_); // the updated weights, gathered as stored
   const int zero = o_.shape.zero;
   for (int d : o_.shape.replicas) {
+    if (t >= o_.shape.tp_simulated(d))
+      continue;
     const Rank r = grid_.rank(d, p, t);
     RankState& st = o_.streams[r];
     const ComputeQuery q = optimizer_query(w_, p); // ZeRO: dense / (dp*cp), experts / expert_data_parallel

@@ -19,7 +19,15 @@ struct StepShape {
   int vp = 1;                  ///< model chunks per stage (ParallelSpec::chunks_per_stage)
   std::vector<int> replicas{}; ///< simulated DP replicas' d indices, ascending
   bool fold_cp = false;        ///< only CP index 0 simulated (dense models, fold_dp)
-  int tp_simulated = 1; ///< TP ranks simulated per TP group: 1 when folded (BuildOptions::fold_tp), else tp
+  bool fold_tp = false; ///< one rank per TP group simulated (BuildOptions::fold_tp), except `whole_tp`'s
+  /// Per replica d, with fold_tp: the replicas holding a distinct rank (a slow GPU), every rank of
+  /// which is simulated (a replica's TP ranks share its pipeline sends' and DP traffic's NICs with
+  /// the other stages' same TP rank, so a replica is folded whole or not at all).
+  std::vector<bool> whole_tp{};
+  /// TP ranks simulated of each TP group of replica d: 1 where folded, else every one.
+  [[nodiscard]] int tp_simulated(int d) const {
+    return fold_tp && !whole_tp[static_cast<size_t>(d)] ? 1 : grid.tp;
+  }
   /// Per simulated replica d (empty, or grid.dp entries): the replicas whose pipeline sends and
   /// tied-embedding and gradient-norm all-reduces copy its own (folded CP ranks, or the other
   /// replicas of its class, BuildOptions::replica_class).

@@ -30,7 +30,7 @@ public:
     const bool fwd = hop.pass.phase == Phase::FORWARD;
     std::vector<TaskId> sends;
     std::vector<Rank> dsts;
-    for (int t = 0; t < o_.shape.tp_simulated; ++t) {
+    for (int t = 0; t < o_.shape.tp_simulated(d_); ++t) {
       const Rank src = grid_.rank(d_, p_, t);
       const Rank dst = grid_.rank(d_, hop.dst_stage, t);
       Task task;
@@ -82,7 +82,7 @@ public:
   /// The next chunk on the same stage: its first tasks wait for this pass's output.
   void turn(const Hop& hop) {
     const bool fwd = hop.pass.phase == Phase::FORWARD;
-    for (int t = 0; t < o_.shape.tp_simulated; ++t) {
+    for (int t = 0; t < o_.shape.tp_simulated(d_); ++t) {
       const RankState& s = o_.streams[grid_.rank(d_, p_, t)];
       const TaskId from = fwd ? s.fwd_last[hop.slot] : s.bwd_last[hop.slot];
       for (TaskId entry : o_.moe_cp.entry_of(fwd ? s.fwd_first[hop.dst_slot] : s.bwd_first[hop.dst_slot]))

@@ -534,7 +534,7 @@ StagePasses::StagePasses(const StagePassesOptions& o, int d, int p)
       chunk_forwarded_(static_cast<size_t>(o.shape.vp), 0) {
   for (int t = 0; t < grid_.tp; ++t) {
     group_.members.push_back(grid_.rank(d, p, t));
-    if (t < o.shape.tp_simulated)
+    if (t < o.shape.tp_simulated(d))
       group_.ranks.push_back(group_.members.back());
   }
   const size_t slots = static_cast<size_t>(o.shape.micro_batches) * static_cast<size_t>(o.shape.vp);

@@ -100,7 +100,12 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
   s.zero = par.zero_stage;
   s.sp = par.sp && grid.tp > 1;
   // One rank per TP group (BuildOptions::fold_tp): a dense model whose replicas fold alike.
-  s.tp_simulated = o.fold_tp && o.fold_dp && alike && grid.ep == 1 && grid.cp == 1 ? 1 : grid.tp;
+  // With distinct ranks, the replicas holding one keep every rank.
+  s.fold_tp = o.fold_tp && o.fold_dp && !classes && grid.ep == 1 && grid.cp == 1 && grid.tp > 1;
+  s.whole_tp.assign(static_cast<size_t>(grid.dp), false);
+  for (Rank r : o.distinct_ranks)
+    if (r >= 0 && r < grid.size())
+      s.whole_tp[static_cast<size_t>(grid.dp_of(r))] = true;
   s.vp = par.chunks_per_stage();
   s.split = splits_backward(par.schedule);
   return s;
@@ -117,7 +122,9 @@ void refuse_oversized(const StepShape& s) {
   const ParallelSpec& par = s.workload.parallel;
   const double per_gpu = static_cast<double>(s.workload.model.layers) * s.vp / par.model_chunks();
   const double passes = static_cast<double>(s.micro_batches) * (s.split ? 3.0 : 2.0);
-  const double gpus = static_cast<double>(s.replicas.size()) * grid.pp * s.tp_simulated;
+  double gpus = 0;
+  for (int d : s.replicas)
+    gpus += static_cast<double>(grid.pp) * s.tp_simulated(d);
   const double layer_passes = per_gpu * passes * gpus;
   // Tasks per layer pass, an upper bound: with folded CP and no sampling, the other CP ranks'
   // ring sends are copied too (cp - 1 steps of cp sends).
@@ -168,7 +175,7 @@ public:
     moe_cp_.finish();
     dp_.grad_sync();
     for (int p = 0; p < grid.pp; ++p)
-      for (int t = 0; t < shape_.tp_simulated; ++t)
+      for (int t = 0; t < grid.tp; ++t)
         dp_.optimizer(p, t, o_.compute_time);
     g_.finalize();
 
@@ -177,7 +184,7 @@ public:
     out.micro_batches = shape_.micro_batches;
     for (int p = 0; p < grid.pp; ++p)
       for (int d : shape_.replicas)
-        for (int t = 0; t < shape_.tp_simulated; ++t)
+        for (int t = 0; t < shape_.tp_simulated(d); ++t)
           out.simulated_ranks.push_back(grid.rank(d, p, t));
     std::sort(out.simulated_ranks.begin(), out.simulated_ranks.end());
     out.graph = std::move(g_);

@@ -28,6 +28,7 @@ using test::run_in_child;
 struct Case {
   int nodes = 2;
   int tp = 1;
+  int pp = 1;
   std::vector<DegradedSpec::Gpu> slow{};
   bool fold = true;
   bool free_comm = false; ///< communication (almost) free: the step is the compute chain
@@ -40,7 +41,8 @@ std::vector<double> simulate_case(const Case& k) {
     ClusterSpec c = k.free_comm ? test::free_comm_cluster(k.nodes, 8) : test::dgx_cluster(k.nodes, 8, 8);
     c.degraded.gpus = k.slow;
     const int gpus = k.nodes * 8;
-    const WorkloadSpec w = test::workload(test::small_gpt(4, 1024, 1024), k.tp, 1, gpus / k.tp, 4, 2);
+    const WorkloadSpec w =
+        test::workload(test::small_gpt(4, 1024, 1024), k.tp, k.pp, gpus / (k.tp * k.pp), 4, 2);
     const runner::Simulation sim = runner::simulate(c, w, {.fold_dp = k.fold});
     double compute = 0;
     for (graph::TaskId id = 0; id < sim.program.graph.size(); ++id) {
@@ -105,9 +107,17 @@ TEST(DegradedFolding, SlowReplicaFoldedEqualsUnfolded) {
   expect_folding_exact({.slow = {{.node = 1, .gpu = 5, .speed = 0.7}}}, 2.0);
 }
 
-// The same with TP: the folded unit is a TP group (a node); the slow one and replica 0's.
+// The same with TP: the folded unit is a TP group (a node); the slow one with every rank (its
+// ranks no longer alike) and replica 0's folded to one rank (docs/engine.md, "Folding TP").
 TEST(DegradedFolding, SlowTpGroupFoldedEqualsUnfolded) {
-  expect_folding_exact({.nodes = 3, .tp = 8, .slow = {{.node = 2, .gpu = 1, .speed = 0.6}}}, 16.0);
+  expect_folding_exact({.nodes = 3, .tp = 8, .slow = {{.node = 2, .gpu = 1, .speed = 0.6}}}, 9.0);
+}
+
+// With a pipeline (tp 4, pp 2, dp 4 on 4 nodes): the slow GPU's replica keeps every rank of every
+// stage (its TP ranks' pipeline sends share NICs with the other stages' DP traffic of the same TP
+// rank), the representative one rank per TP group: 4 x 2 + 2 GPUs.
+TEST(DegradedFolding, SlowReplicaInAPipelineFoldedEqualsUnfolded) {
+  expect_folding_exact({.nodes = 4, .tp = 4, .pp = 2, .slow = {{.node = 3, .gpu = 5, .speed = 0.7}}}, 10.0);
 }
 
 /// `stepsim collective` all-reduce bus bandwidth (GB/s) of 1 GiB over 2 DGX H100 nodes, ring.
