@@ -83,11 +83,11 @@ struct BuildOptions {
   /// carry the most loaded EP rank's assignments, so every MoE layer keeps its pace. Exact for
   /// balanced routing on a fabric where every node sees the same traffic (docs/moe.md).
   bool fold_ep = false;
-  /// With fold_dp, a dense model (no EP, no CP) and all ranks alike: simulate one rank of each TP
-  /// group. TP ranks run in lockstep (their collectives are barriers) and do the same work, and
-  /// inside one node each GPU meets the others at the switch through its own ports and leaves
-  /// the node through its own NIC, so their other traffic never meets the simulated rank's: the
-  /// TP collectives keep all members, their flows sampled to the simulated GPU's (the replay's
+  /// With fold_dp and a dense model (no EP, no CP): simulate one rank of each TP group (every
+  /// rank of a replica holding one of `distinct_ranks`). TP ranks run in lockstep (their collectives are
+  /// barriers) and do the same work, and inside one node each GPU meets the others at the switch through its
+  /// own ports and leaves the node through its own NIC, so their other traffic never meets the simulated
+  /// rank's: the TP collectives keep all members, their flows sampled to the simulated GPU's (the replay's
   /// ReplayOptions::sample_tp); the DP and pipeline traffic of the other TP ranks is left out.
   /// Set only where that holds (runner::prepare_step, docs/engine.md "Folding TP").
   bool fold_tp = false;
