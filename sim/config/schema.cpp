@@ -82,11 +82,11 @@ constexpr Value number_in(double lo, double hi, std::string_view note) {
 constexpr Value fraction() {
   return number_in(0.001, 1, "the sanity limit");
 }
-/// A rate over a spec's, in (0, 1]; at least 0.001 (the sanity limit, as fraction()).
 /// A share of a whole, in (0, 1].
 constexpr Value share() {
   return {.kind = NUMBER, .range = {.min = above(0), .max = at(1)}};
 }
+/// A rate over a spec's, in (0, 1]; at least 0.001 (the sanity limit, as fraction()).
 constexpr Value speed() {
   return {.kind = NUMBER, .range = {.min = above(0), .max = at(1), .limit_min = at(0.001, "0.001")}};
 }
