@@ -116,12 +116,15 @@ void tiny_dp4096(benchmark::State& state) {
 /// Llama 3.1 405B at 8 k tokens with Llama 3's layout (tp 8, pp 16 with 7 layers on the first and
 /// last stage, dp 128) on 16 384 H100s of the DGX H100 SuperPOD, its rail-optimised fabric or a
 /// fat tree: a fat tree costs at most 3x.
-void llama_16k(benchmark::State& state, const char* fabric, Target target) {
-  measure(state,
-          stepsim_run("topologies/dgx-h100-superpod.yaml", "workloads/llama3-405b-128k.yaml",
-                      {"cluster.nodes=2048", "cluster.fabric.kind=" + std::string(fabric),
-                       "model.seq_len=8192", "parallel.cp=1", "parallel.pp=16",
-                       "parallel.chunk_layers=[7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7]", "batch.global_batch=2048"}),
+void llama_16k(benchmark::State& state, const char* fabric, Target target, const char* degraded = nullptr) {
+  std::vector<std::string> sets = {
+      "cluster.nodes=2048",     "cluster.fabric.kind=" + std::string(fabric),
+      "model.seq_len=8192",     "parallel.cp=1",
+      "parallel.pp=16",         "parallel.chunk_layers=[7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7]",
+      "batch.global_batch=2048"};
+  if (degraded != nullptr)
+    sets.emplace_back(degraded);
+  measure(state, stepsim_run("topologies/dgx-h100-superpod.yaml", "workloads/llama3-405b-128k.yaml", sets),
           16384, target);
 }
 
@@ -384,6 +387,12 @@ BENCHMARK_CAPTURE(llama_16k, rail, "rail_optimized", Target{})
     ->Apply(once);
 BENCHMARK_CAPTURE(llama_16k, fat_tree, "fat_tree", Target{})
     ->Name("scale/llama31_405b_16384h100_fat_tree")
+    ->Apply(once);
+// 1 % of the GPUs at speed 0.8, drawn with seed 1: 164 GPUs in 92 of the 128 replicas, each
+// slow TP group at its slowest GPU's pace (docs/degraded.md, "Folding"); at most 120 s and 8 GB.
+BENCHMARK_CAPTURE(llama_16k, slow_1pct, "rail_optimized", Target{.cpu_s = 120.0, .rss_mb = 8192.0},
+                  "cluster.degraded.random_gpus={share: 0.01, speed: 0.8, seed: 1}")
+    ->Name("scale/llama31_405b_16384h100_slow_gpus_1pct")
     ->Apply(once);
 BENCHMARK_CAPTURE(llama_noisy, dp2, 2, Target{.cpu_s = 60.0, .rss_mb = 1024.0})
     ->Name("variability/llama31_405b_256h100_cv005_5steps")

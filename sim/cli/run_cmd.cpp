@@ -57,8 +57,8 @@ Simulates one training step and prints a summary table.)");
            "run every flow of large collectives (slower; by default only the flows touching simulated "
            "nodes run on non-blocking fabrics)");
     o.flag("--no-fold-tp", no_fold_tp_,
-           "simulate every rank of each TP group instead of one (slower, same answer for ring and NVLS "
-           "TP collectives; docs/engine.md, \"Folding TP\")");
+           "simulate every rank of each TP group instead of one, a slow GPU's TP members each at its own "
+           "speed (slower, same answer for ring and NVLS TP collectives; docs/engine.md, \"Folding TP\")");
     o.flag("--html", html_,
            "also write DIR/report.html: the summary, per-stage bars, memory per stage and over time and a "
            "timeline of one pipeline in one self-contained page (docs/report.md)");

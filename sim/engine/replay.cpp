@@ -310,7 +310,7 @@ private:
                                          : collectives::NodeDeduplication{});
     view_.observed_nodes = nullptr;
     if (sample)
-      sample_flows(rc.program, gpu_sampled);
+      sample_flows(rc.program, gpu_sampled, options_.sample_tp_sends && t.group == graph::CommGroup::TP);
     const size_t nf = rc.program.flows.size();
     rc.unfinished = static_cast<uint32_t>(nf);
     rc.waiting.assign(nf, 0);
@@ -337,7 +337,9 @@ private:
   /// observed GPUs: GPUs meet at the node's switch through their own ports, so under the
   /// collective's symmetric load each of an observed GPU's flows is held to the same share of its
   /// own ports either way (docs/engine.md).
-  void sample_flows(collectives::FlowProgram& program, bool by_gpu) const {
+  /// `sends_only` (ReplayOptions::sample_tp_sends): of an in-node program, only the flows an
+  /// observed GPU sends.
+  void sample_flows(collectives::FlowProgram& program, bool by_gpu, bool sends_only) const {
     if (!program.deps.empty() || program.flows.empty())
       return;
     const auto same_node = [&](const collectives::Flow& f) {
@@ -349,7 +351,8 @@ private:
     };
     std::vector<collectives::Flow> kept;
     for (const collectives::Flow& f : program.flows)
-      if (in_node ? gpu_observed(f.src) || gpu_observed(f.dst) : observed(f.src) || observed(f.dst))
+      if (in_node ? gpu_observed(f.src) || (!sends_only && gpu_observed(f.dst))
+                  : observed(f.src) || observed(f.dst))
         kept.push_back(f);
     if (kept.empty() || kept.size() == program.flows.size())
       return;

@@ -42,6 +42,10 @@ struct ReplayOptions {
   /// observed from that rank's GPU: a program of independent flows inside one node keeps the
   /// simulated GPUs' flows only, as an expert all-to-all does (docs/engine.md, "Folding TP").
   bool sample_tp = false;
+  /// With sample_tp: keep only the flows the simulated GPU sends. Set where nothing but the TP
+  /// group's own collectives crosses a GPU's NVLink ports (the group fills the node): each member
+  /// sends what it receives, at the same rate, so the received copies end when the sent ones do.
+  bool sample_tp_sends = false;
   /// Expert all-to-alls (EP group) with a deduplicating dispatcher: cross-node pieces carry
   /// collectives::remote_copy_share of their routed copies (parallel.ep_dispatch). experts 0: off.
   collectives::NodeDeduplication ep_dedup{};

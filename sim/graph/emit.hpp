@@ -20,9 +20,10 @@ struct StepShape {
   std::vector<int> replicas{}; ///< simulated DP replicas' d indices, ascending
   bool fold_cp = false;        ///< only CP index 0 simulated (dense models, fold_dp)
   bool fold_tp = false; ///< one rank per TP group simulated (BuildOptions::fold_tp), except `whole_tp`'s
-  /// Per replica d, with fold_tp: the replicas holding a distinct rank (a slow GPU), every rank of
-  /// which is simulated (a replica's TP ranks share its pipeline sends' and DP traffic's NICs with
-  /// the other stages' same TP rank, so a replica is folded whole or not at all).
+  /// Per replica d, with fold_tp: the replicas with a TP group only partly distinct (some of its
+  /// ranks on a slow GPU, the others not), every rank of which is simulated (a replica's TP ranks
+  /// share its pipeline sends' and DP traffic's NICs with the other stages' same TP rank, so a
+  /// replica is folded whole or not at all). A group whose ranks are all distinct alike folds.
   std::vector<bool> whole_tp{};
   /// TP ranks simulated of each TP group of replica d: 1 where folded, else every one.
   [[nodiscard]] int tp_simulated(int d) const {

@@ -21,18 +21,37 @@ namespace {
 using detail::StepShape;
 
 /// The units (blocks of `unit` consecutive replicas) simulated: the first, and with distinct
-/// ranks each unit holding one, plus the first unit without one standing for the rest.
-void fold_distinct(StepShape& s, const std::vector<Rank>& distinct_ranks, int unit) {
+/// ranks each unit holding one, plus the first unit without one standing for the rest. With
+/// kinds, a unit whose distinct ranks sit at the same places with the same kinds as an earlier
+/// unit's is alike to it and not simulated.
+void fold_distinct(StepShape& s, const std::vector<Rank>& distinct_ranks, const std::vector<int>& kinds,
+                   int unit) {
   const RankGrid& grid = s.grid;
-  std::vector<bool> distinct(static_cast<size_t>((grid.dp + unit - 1) / unit), false);
-  for (Rank r : distinct_ranks)
-    if (r >= 0 && r < grid.size())
-      distinct[static_cast<size_t>((r / grid.tp) % grid.dp / unit)] = true;
-  const auto first_alike = std::find(distinct.begin(), distinct.end(), false);
-  for (size_t u = 0; u < distinct.size(); ++u)
-    if (distinct[u] || first_alike == distinct.begin() + static_cast<std::ptrdiff_t>(u))
-      for (int d = static_cast<int>(u) * unit; d < std::min(grid.dp, static_cast<int>(u + 1) * unit); ++d)
-        s.replicas.push_back(d);
+  if (!kinds.empty() && kinds.size() != distinct_ranks.size())
+    throw ModelError("graph: distinct_kind holds " + std::to_string(kinds.size()) + " kinds for " +
+                     std::to_string(distinct_ranks.size()) + " distinct ranks");
+  const size_t units = static_cast<size_t>((grid.dp + unit - 1) / unit);
+  // Per unit: (place in the unit, kind) of its distinct ranks; the place is the rank less the
+  // unit's first rank at that stage (ranks run t + tp * (d + dp * p)).
+  std::vector<std::vector<std::pair<Rank, int>>> marks(units);
+  for (size_t i = 0; i < distinct_ranks.size(); ++i) {
+    const Rank r = distinct_ranks[i];
+    if (r < 0 || r >= grid.size())
+      continue;
+    const size_t u = static_cast<size_t>((r / grid.tp) % grid.dp / unit);
+    const Rank place = r - grid.rank(static_cast<int>(u) * unit, grid.pp_of(r), 0);
+    marks[u].emplace_back(grid.pp_of(r) * grid.tp * grid.dp + place,
+                          kinds.empty() ? static_cast<int>(u) : kinds[i]);
+  }
+  std::vector<std::vector<std::pair<Rank, int>>> met; // the simulated units' marks
+  for (size_t u = 0; u < units; ++u) {
+    std::sort(marks[u].begin(), marks[u].end());
+    if (std::find(met.begin(), met.end(), marks[u]) != met.end())
+      continue;
+    met.push_back(marks[u]);
+    for (int d = static_cast<int>(u) * unit; d < std::min(grid.dp, static_cast<int>(u + 1) * unit); ++d)
+      s.replicas.push_back(d);
+  }
 }
 
 /// BuildOptions::replica_class: the first unit of each class simulated, the other units'
@@ -90,7 +109,7 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
   if (classes) {
     fold_by_class(s, o.replica_class, unit);
   } else {
-    fold_distinct(s, o.distinct_ranks, unit);
+    fold_distinct(s, o.distinct_ranks, o.distinct_kind, unit);
     if (s.fold_cp) {
       s.copied.assign(static_cast<size_t>(grid.dp), {});
       for (int c = 1; c < grid.cp; ++c)
@@ -100,12 +119,16 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
   s.zero = par.zero_stage;
   s.sp = par.sp && grid.tp > 1;
   // One rank per TP group (BuildOptions::fold_tp): a dense model whose replicas fold alike.
-  // With distinct ranks, the replicas holding one keep every rank.
+  // A replica with a TP group only partly distinct keeps every rank.
   s.fold_tp = o.fold_tp && o.fold_dp && !classes && grid.ep == 1 && grid.cp == 1 && grid.tp > 1;
   s.whole_tp.assign(static_cast<size_t>(grid.dp), false);
+  std::vector<int> distinct_in_group(static_cast<size_t>(grid.size() / grid.tp), 0);
   for (Rank r : o.distinct_ranks)
     if (r >= 0 && r < grid.size())
-      s.whole_tp[static_cast<size_t>(grid.dp_of(r))] = true;
+      ++distinct_in_group[static_cast<size_t>(r / grid.tp)];
+  for (size_t group = 0; group < distinct_in_group.size(); ++group)
+    if (distinct_in_group[group] != 0 && distinct_in_group[group] != grid.tp)
+      s.whole_tp[static_cast<size_t>(grid.dp_of(static_cast<Rank>(group) * grid.tp))] = true;
   s.vp = par.chunks_per_stage();
   s.split = splits_backward(par.schedule);
   return s;

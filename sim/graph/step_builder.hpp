@@ -84,11 +84,11 @@ struct BuildOptions {
   /// balanced routing on a fabric where every node sees the same traffic (docs/moe.md).
   bool fold_ep = false;
   /// With fold_dp and a dense model (no EP, no CP): simulate one rank of each TP group (every
-  /// rank of a replica holding one of `distinct_ranks`). TP ranks run in lockstep (their collectives are
-  /// barriers) and do the same work, and inside one node each GPU meets the others at the switch through its
-  /// own ports and leaves the node through its own NIC, so their other traffic never meets the simulated
-  /// rank's: the TP collectives keep all members, their flows sampled to the simulated GPU's (the replay's
-  /// ReplayOptions::sample_tp); the DP and pipeline traffic of the other TP ranks is left out.
+  /// rank of a replica with a TP group only partly among `distinct_ranks`). TP ranks run in lockstep (their
+  /// collectives are barriers) and do the same work, and inside one node each GPU meets the others at the
+  /// switch through its own ports and leaves the node through its own NIC, so their other traffic never meets
+  /// the simulated rank's: the TP collectives keep all members, their flows sampled to the simulated GPU's
+  /// (the replay's ReplayOptions::sample_tp); the DP and pipeline traffic of the other TP ranks is left out.
   /// Set only where that holds (runner::prepare_step, docs/engine.md "Folding TP").
   bool fold_tp = false;
   /// The cluster's GPUs per node (0: unknown). With fold_dp and a dense model, context
@@ -110,6 +110,12 @@ struct BuildOptions {
   /// simulated besides one representative of the rest; CP and EP are then not folded. Empty: all
   /// ranks alike.
   std::vector<Rank> distinct_ranks = {};
+  /// Per distinct rank (empty, or distinct_ranks.size() entries): what sets it apart, as an index
+  /// (a slow GPU's speed). Units whose distinct ranks sit at the same places with the same kinds
+  /// are alike: the first of them is simulated and stands for the others. Given only where nothing
+  /// else tells the units apart (runner::prepare_step: slower GPUs on a symmetric network).
+  /// Empty: every unit holding a distinct rank is simulated.
+  std::vector<int> distinct_kind = {};
   /// With fold_dp: the class of each DP replica (grid().dp entries, by d), replicas of one class
   /// seeing the same links (`stepsim jobs`, docs/jobs.md). The first unit (replicas folded
   /// together, as above) of each class is simulated and stands for the others of its class, whose

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <span>
+#include <unordered_map>
 #include <utility>
 
 namespace stepsim::report {
@@ -112,6 +114,88 @@ std::vector<double> link_exposed(const graph::StepProgram& program, const std::v
   return out;
 }
 
+/// Whether simulated rank r stands for its whole TP group (graph::BuildOptions::fold_tp): the
+/// first of its group, the next rank not simulated.
+bool stands_for_tp_group(const graph::StepProgram& program, graph::Rank r) {
+  const int tp = program.grid.tp;
+  return tp > 1 && program.grid.tp_of(r) == 0 &&
+         !std::binary_search(program.simulated_ranks.begin(), program.simulated_ranks.end(), r + 1);
+}
+
+/// A healthy member of a TP group folded at a slow member's pace (docs/degraded.md, "Folding"):
+/// the simulated rank `r` ran every compute task at `pace`; the healthy member runs each in
+/// `pace` of that time, from when its inputs are done (its own earlier tasks as replayed here,
+/// the collectives and sends as simulated). Its compute spans, and the starts of the TP
+/// collectives it reached before the slow member (where it waited), by start.
+struct HealthyMember {
+  Spans busy;
+  std::vector<double> held;
+};
+
+/// The compute tasks of each given rank (by start) and the TP collectives each of them feeds.
+struct RankTasks {
+  std::vector<graph::TaskId> compute, tp_collectives;
+};
+
+std::map<graph::Rank, RankTasks> tasks_of(const graph::StepProgram& program,
+                                          const std::vector<Seconds>& start,
+                                          const std::set<graph::Rank>& ranks) {
+  const graph::StepGraph& g = program.graph;
+  std::map<graph::Rank, RankTasks> out;
+  for (graph::TaskId id = 0; id < g.size(); ++id) {
+    const graph::Task& t = g.task(id);
+    if (t.kind == graph::TaskKind::COMPUTE) {
+      if (ranks.contains(t.rank))
+        out[t.rank].compute.push_back(id);
+      continue;
+    }
+    if (t.group != graph::CommGroup::TP)
+      continue;
+    for (graph::TaskId p : g.predecessors(id))
+      if (g.task(p).kind == graph::TaskKind::COMPUTE && ranks.contains(g.task(p).rank)) {
+        out[g.task(p).rank].tp_collectives.push_back(id);
+        break;
+      }
+  }
+  for (auto& [rank, tasks] : out)
+    std::sort(tasks.compute.begin(), tasks.compute.end(), [&](graph::TaskId a, graph::TaskId b) {
+      return std::make_pair(start[a].value(), a) < std::make_pair(start[b].value(), b);
+    });
+  return out;
+}
+
+HealthyMember healthy_member(const graph::StepProgram& program, const std::vector<Seconds>& start,
+                             const std::vector<Seconds>& end, const RankTasks& tasks, double pace) {
+  const graph::StepGraph& g = program.graph;
+  std::unordered_map<graph::TaskId, double> own_end; // as replayed for the healthy member
+  const auto input_end = [&](graph::TaskId p) {
+    const auto it = own_end.find(p);
+    return it != own_end.end() ? it->second : end[p].value();
+  };
+  HealthyMember out;
+  double free_at = 0;
+  for (graph::TaskId id : tasks.compute) {
+    double at = free_at;
+    for (graph::TaskId p : g.predecessors(id))
+      at = std::max(at, input_end(p));
+    free_at = at + (end[id].value() - start[id].value()) * pace;
+    own_end[id] = free_at;
+    out.busy.emplace_back(at, free_at);
+  }
+  for (graph::TaskId id : tasks.tp_collectives) {
+    double slow_ready = -1, healthy_ready = -1;
+    for (graph::TaskId p : g.predecessors(id))
+      if (const auto it = own_end.find(p); it != own_end.end()) {
+        slow_ready = std::max(slow_ready, end[p].value());
+        healthy_ready = std::max(healthy_ready, it->second);
+      }
+    if (slow_ready > healthy_ready)
+      out.held.push_back(start[id].value());
+  }
+  std::sort(out.held.begin(), out.held.end());
+  return out;
+}
+
 } // namespace
 
 std::optional<StragglerReport> straggler_report(const graph::StepProgram& program,
@@ -121,17 +205,31 @@ std::optional<StragglerReport> straggler_report(const graph::StepProgram& progra
   const int per_node = std::max(1, cluster.gpus_per_node);
   StragglerReport out;
   out.wait_s.assign(5, 0.0);
+  // A simulated rank's speed: its GPU's, or standing for a folded TP group, the group's pace (its
+  // slowest member's), the slow members listed as simulated.
   std::map<graph::Rank, double> speed;
+  std::map<graph::Rank, bool> has_healthy; // folded slow TP groups: whether a member is healthy
   for (graph::Rank r : program.simulated_ranks) {
-    const size_t n = static_cast<size_t>(r / per_node);
-    if (n >= up.size())
-      continue;
-    for (const auto& g : cluster.degraded.gpus)
-      if (g.node == up[n] && g.gpu == r % per_node && g.speed < 1.0) {
-        out.slow_gpus.push_back({.rank = r, .node = g.node, .gpu = g.gpu, .speed = g.speed});
-        speed[r] = g.speed;
-      }
+    const int members = stands_for_tp_group(program, r) ? program.grid.tp : 1;
+    int slow = 0;
+    for (graph::Rank m = r; m < r + members; ++m) {
+      const size_t n = static_cast<size_t>(m / per_node);
+      if (n >= up.size())
+        continue;
+      for (const auto& g : cluster.degraded.gpus)
+        if (g.node == up[n] && g.gpu == m % per_node && g.speed < 1.0) {
+          out.slow_gpus.push_back({.rank = m, .node = g.node, .gpu = g.gpu, .speed = g.speed});
+          speed[r] = std::min(speed.contains(r) ? speed[r] : 1.0, g.speed);
+          ++slow;
+        }
+    }
+    if (members > 1 && slow > 0) {
+      has_healthy[r] = slow < members;
+      ++out.paced_tp_groups;
+    }
   }
+  std::sort(out.slow_gpus.begin(), out.slow_gpus.end(),
+            [](const SlowGpu& a, const SlowGpu& b) { return a.rank < b.rank; });
   const int used_nodes = static_cast<int>(
       std::min<size_t>(up.size(), static_cast<size_t>((program.grid.size() + per_node - 1) / per_node)));
   for (const auto& nic : cluster.degraded.nics) {
@@ -197,6 +295,22 @@ std::optional<StragglerReport> straggler_report(const graph::StepProgram& progra
       w[static_cast<size_t>(k)] += std::max(0.0, std::min(idle_before(rank, at), at - counted));
       counted = at;
     }
+  }
+  // The healthy members of folded slow TP groups, replayed from their simulated rank.
+  std::set<graph::Rank> paced;
+  for (const auto& [rank, healthy] : has_healthy)
+    if (healthy)
+      paced.insert(rank);
+  for (const auto& [rank, tasks] : tasks_of(program, start, paced)) {
+    const HealthyMember m = healthy_member(program, start, end, tasks, speed[rank]);
+    double wait = 0, counted = 0;
+    for (const double at : m.held) {
+      const auto it = std::lower_bound(m.busy.begin(), m.busy.end(), std::make_pair(at, -1.0));
+      const double idle = it == m.busy.begin() ? at : std::max(0.0, at - std::prev(it)->second);
+      wait += std::max(0.0, std::min(idle, at - counted));
+      counted = at;
+    }
+    out.wait_s[0] = std::max(out.wait_s[0], wait);
   }
   for (const auto& [rank, w] : waits)
     for (size_t k = 0; k < w.size(); ++k)

@@ -24,6 +24,10 @@ struct StragglerReport {
   /// ready, after this rank was), over the step.
   std::vector<double> wait_s; ///< tp, pp, dp, ep, cp
   int degraded_nics = 0;      ///< NICs slower or down among the nodes the job uses
+  /// Simulated ranks standing for a whole TP group that holds a slow GPU: the group replayed at
+  /// its slowest member's pace (docs/degraded.md, "Folding"), its healthy members' waits
+  /// replayed from that rank's compute (wait_s's TP figure counts them).
+  int paced_tp_groups = 0;
   /// Per group (tp, pp, dp, ep, cp): the longest total time one simulated rank's compute stream
   /// stood idle while a collective or send of that group it takes part in ran across nodes with
   /// a participant on a node whose network is degraded (ClusterSpec::network_degraded_at).

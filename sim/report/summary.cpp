@@ -481,6 +481,7 @@ void write_summary_json(std::ostream& out, const Summary& s) {
     };
     j["degraded"] = ordered_json{{"slow_gpus", slow},
                                  {"degraded_nics", s.degraded->degraded_nics},
+                                 {"paced_tp_groups", s.degraded->paced_tp_groups},
                                  {"straggler_wait_s", groups(s.degraded->wait_s)},
                                  {"degraded_link_exposed_s", groups(s.degraded->link_exposed_s)}};
   }
@@ -553,7 +554,9 @@ void print_summary_table(std::ostream& out, const Summary& s) {
           text += (text.empty() ? "" : ", ") + std::string(names[k]) + " " + secs(Seconds(w[k]));
       return text.empty() ? std::string("-") : text;
     };
+    const int paced = s.degraded->paced_tp_groups;
     row("degraded parts", "slow GPUs simulated " + std::to_string(s.degraded->slow_gpus.size()) +
+                              (paced > 0 ? " (" + std::to_string(paced) + " TP groups at their pace)" : "") +
                               ", degraded NICs " + std::to_string(s.degraded->degraded_nics) + "; " +
                               std::to_string(s.simulated_gpus) + " of " + std::to_string(s.num_gpus) +
                               " GPUs simulated");

@@ -269,6 +269,39 @@ std::vector<int> placement_classes(const ClusterSpec& c, const ParallelSpec& par
   return out;
 }
 
+std::optional<ClusterSpec> paced_tp_groups(const ClusterSpec& cluster, int tp, int ranks) {
+  const std::vector<int> gpus = topology::rank_gpus(cluster);
+  const int per_node = std::max(1, cluster.gpus_per_node);
+  std::map<int, double> speed; // GPU -> speed, the slow ones
+  for (const auto& g : cluster.degraded.gpus)
+    if (g.speed < 1.0)
+      speed[g.node * per_node + g.gpu] = g.speed;
+  if (speed.empty() || tp < 1)
+    return std::nullopt;
+  std::map<int, double> paced; // GPU -> its group's pace, for every member of a slow group
+  const int n = std::min(ranks, static_cast<int>(gpus.size()));
+  for (int first = 0; first + tp <= n; first += tp) {
+    double pace = 1.0;
+    for (int r = first; r < first + tp; ++r) {
+      const auto it = speed.find(gpus[static_cast<size_t>(r)]);
+      if (it != speed.end())
+        pace = std::min(pace, it->second);
+    }
+    if (pace < 1.0)
+      for (int r = first; r < first + tp; ++r)
+        paced[gpus[static_cast<size_t>(r)]] = pace;
+  }
+  if (paced.empty())
+    return std::nullopt;
+  ClusterSpec out = cluster;
+  std::erase_if(out.degraded.gpus,
+                [&](const DegradedSpec::Gpu& g) { return paced.contains(g.node * per_node + g.gpu); });
+  for (const auto& [gpu, pace] : paced)
+    out.degraded.gpus.push_back(DegradedSpec::Gpu{
+        .node = gpu / per_node, .gpu = gpu % per_node, .speed = pace, .where = "the pace of its TP group"});
+  return out;
+}
+
 StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                        const SimulateOptions& options) {
   StepSetup setup;
@@ -302,6 +335,29 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                        par.cp == 1 && cluster.gpus_per_node % par.tp == 0 &&
                        cluster.intra == IntraNodeKind::NVSWITCH &&
                        cluster.nics_per_node >= cluster.gpus_per_node;
+  // A TP group holding a slow GPU runs at that GPU's pace: each TP collective waits for it. With
+  // one rank per TP group filling its node (no other group's traffic crosses its NVLink ports
+  // while its healthy members are ahead), the group is replayed at its slowest member's speed on
+  // every member, so it folds like the others (docs/degraded.md, "Folding").
+  if (fold_tp && !distinct.empty() && par.tp == cluster.gpus_per_node) {
+    setup.replayed_cluster = paced_tp_groups(cluster, par.tp, workload.num_gpus());
+    if (setup.replayed_cluster)
+      distinct = topology::degraded_ranks(*setup.replayed_cluster, workload.num_gpus());
+  }
+  // On a symmetric network the units holding slow GPUs at the same places and speeds are alike:
+  // one of them is simulated (graph::BuildOptions::distinct_kind).
+  std::vector<int> kinds;
+  if (symmetric && !distinct.empty()) {
+    const ClusterSpec& replayed = setup.replayed_cluster ? *setup.replayed_cluster : cluster;
+    const std::vector<int> gpus = topology::rank_gpus(replayed);
+    const int per_node = std::max(1, replayed.gpus_per_node);
+    std::map<double, int> kind_of;
+    for (graph::Rank r : distinct) {
+      const int gpu = gpus.at(static_cast<size_t>(r));
+      const double speed = topology::gpu_speed(replayed, gpu / per_node, gpu % per_node);
+      kinds.push_back(kind_of.emplace(speed, static_cast<int>(kind_of.size())).first->second);
+    }
+  }
   graph::BuildOptions build{.fold_dp = fold_dp,
                             .fold_ep = fold_ep,
                             .fold_tp = fold_tp,
@@ -311,6 +367,7 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                             .list_collective_per_rank = cluster.gpu.list_collective_per_rank,
                             .host_bandwidth = cluster.gpu.host_bandwidth,
                             .distinct_ranks = std::move(distinct),
+                            .distinct_kind = std::move(kinds),
                             .replica_class = std::move(classes)};
   setup.program = graph::build_step(workload, build);
   setup.replay = engine::ReplayOptions{.collective_form = options.collective_form,
@@ -320,6 +377,8 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
     setup.replay.sample_above_ranks = SAMPLE_ABOVE_RANKS;
   setup.replay.sample_ep = fold_ep;
   setup.replay.sample_tp = fold_tp;
+  // A TP group filling its node: nothing else crosses its GPUs' NVLink ports.
+  setup.replay.sample_tp_sends = fold_tp && par.tp == cluster.gpus_per_node;
   if (workload.parallel.ep_dispatch == EpDispatch::DEDUPLICATED)
     setup.replay.ep_dedup = {.experts = workload.model.moe.experts,
                              .top_k = workload.model.moe.top_k,
@@ -356,7 +415,7 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
   // Several steps, or noisy ones: one DAG of the steps in a row (graph::repeat_steps).
   const graph::StepProgram chained = series ? graph::repeat_steps(sim.program, steps) : graph::StepProgram{};
   const graph::StepProgram& replayed = series ? chained : sim.program;
-  engine::Replay replay(replayed, cluster, setup.replay);
+  engine::Replay replay(replayed, setup.replayed_cluster ? *setup.replayed_cluster : cluster, setup.replay);
   if (options.progress) {
     const std::size_t total = replayed.graph.size();
     replay.subscribe([&options, total, done = std::size_t{0}](const engine::TaskEvent&) mutable {

@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace stepsim::runner {
@@ -95,9 +96,19 @@ std::vector<int> placement_classes(const ClusterSpec& cluster, const ParallelSpe
 struct StepSetup {
   graph::StepProgram program;
   engine::ReplayOptions replay;
+  /// The cluster the replay runs on where it differs from the given one: with one rank per TP
+  /// group, a TP group holding a slow GPU at its slowest member's speed on every member
+  /// (paced_tp_groups, docs/degraded.md "Folding"). Empty: the given cluster.
+  std::optional<ClusterSpec> replayed_cluster;
 };
 StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                        const SimulateOptions& options = {});
+
+/// The cluster with every TP group that holds a slow GPU (degraded.gpus) slowed on all its
+/// members to its slowest member's speed: every TP collective waits for that member, so the
+/// group keeps its pace. Ranks fill the nodes that are up in order (topology::rank_gpus), TP
+/// groups are `tp` consecutive ranks. Returns nullopt when no group holds a slow GPU.
+std::optional<ClusterSpec> paced_tp_groups(const ClusterSpec& cluster, int tp, int ranks);
 
 /// replay.run(), with a forced algorithm that cannot run its group's operation reported as a
 /// ConfigError naming the workload key `collectives.<group>`.

@@ -527,6 +527,20 @@ void write_names(Events& events, const TraceInput& in, const RankTable& ranks) {
         std::snprintf(text, sizeof text, " [slow: speed %g]", slow.speed);
         out.put(text);
       }
+    // A rank standing for its TP group (the next rank not simulated) runs at the pace of the
+    // group's slow GPUs, named here (docs/degraded.md, "Folding").
+    if (!label && g.tp > 1 && g.tp_of(c) == 0 &&
+        !std::binary_search(program.simulated_ranks.begin(), program.simulated_ranks.end(), r + 1))
+      for (Rank m = r + 1; m < r + g.tp; ++m) {
+        const size_t n = static_cast<size_t>(m / per_node);
+        const int member_node = n < up.size() ? up[n] : m / per_node;
+        for (const auto& slow : in.cluster.degraded.gpus)
+          if (slow.node == member_node && slow.gpu == m % per_node && slow.speed < 1.0) {
+            char text[80];
+            std::snprintf(text, sizeof text, " [TP group paced by GPU %d at speed %g]", slow.gpu, slow.speed);
+            out.put(text);
+          }
+      }
     put_degraded_network(out, in.cluster, node, r % per_node);
     out.put("\"}}");
     events.next();

@@ -89,16 +89,37 @@ TEST(DegradedGpu, TpGroupWaitsForTheSlowGpu) {
   EXPECT_GE(slow[3], 0.5 * expected);
 }
 
-/// Folded and unfolded runs of `slow` agree on the step time (1e-9) and simulate `folded_gpus`
-/// and every GPU.
+/// `slow` with each slow GPU's TP group (tp consecutive GPUs) at its slowest member's speed.
+std::vector<DegradedSpec::Gpu> paced(const std::vector<DegradedSpec::Gpu>& slow, int tp) {
+  std::map<std::pair<int, int>, double> pace; // (node, first GPU of the group) -> speed
+  for (const DegradedSpec::Gpu& g : slow) {
+    const auto key = std::make_pair(g.node, g.gpu - g.gpu % tp);
+    pace[key] = pace.contains(key) ? std::min(pace[key], g.speed) : g.speed;
+  }
+  std::vector<DegradedSpec::Gpu> out;
+  for (const auto& [group, speed] : pace)
+    for (int g = group.second; g < group.second + tp; ++g)
+      out.push_back({.node = group.first, .gpu = g, .speed = speed});
+  return out;
+}
+
+/// Folded runs of `slow` simulate `folded_gpus` and give the step time of every GPU simulated at
+/// its own speed (1e-9), and of every GPU simulated with each slow GPU's TP group at that group's
+/// pace (1e-9); the TP straggler wait agrees within 1 % (folded, the healthy members' waits are
+/// replayed from their group's simulated rank, docs/degraded.md "Folding").
 void expect_folding_exact(const Case& slow, double folded_gpus) {
   Case all = slow;
   all.fold = false;
+  Case all_paced = all;
+  all_paced.slow = paced(slow.slow, slow.tp);
   const std::vector<double> folded = simulate_case(slow);
   const std::vector<double> full = simulate_case(all);
+  const std::vector<double> full_paced = simulate_case(all_paced);
   EXPECT_EQ(folded[1], folded_gpus);
   EXPECT_EQ(full[1], 8.0 * slow.nodes);
   EXPECT_NEAR(folded[0], full[0], 1e-9 * full[0]);
+  EXPECT_NEAR(folded[0], full_paced[0], 1e-9 * full[0]);
+  EXPECT_NEAR(folded[3], full[3], 0.01 * full[3]);
 }
 
 // Folding stays exact: with one slow GPU in DP replica 13, the folded run simulates that replica
@@ -107,17 +128,50 @@ TEST(DegradedFolding, SlowReplicaFoldedEqualsUnfolded) {
   expect_folding_exact({.slow = {{.node = 1, .gpu = 5, .speed = 0.7}}}, 2.0);
 }
 
-// The same with TP: the folded unit is a TP group (a node); the slow one with every rank (its
-// ranks no longer alike) and replica 0's folded to one rank (docs/engine.md, "Folding TP").
+// The same with TP: each TP collective waits for the slow GPU, so its group (a node) runs at the
+// slow GPU's pace and folds to one rank at that speed, as replica 0's folds to one rank at full
+// speed (docs/engine.md, "Folding TP"): 2 GPUs of 24.
 TEST(DegradedFolding, SlowTpGroupFoldedEqualsUnfolded) {
-  expect_folding_exact({.nodes = 3, .tp = 8, .slow = {{.node = 2, .gpu = 1, .speed = 0.6}}}, 9.0);
+  expect_folding_exact({.nodes = 3, .tp = 8, .slow = {{.node = 2, .gpu = 1, .speed = 0.6}}}, 2.0);
 }
 
-// With a pipeline (tp 4, pp 2, dp 4 on 4 nodes): the slow GPU's replica keeps every rank of every
-// stage (its TP ranks' pipeline sends share NICs with the other stages' DP traffic of the same TP
-// rank), the representative one rank per TP group: 4 x 2 + 2 GPUs.
+// With a pipeline (tp 8, pp 2, dp 2 on 4 nodes): the slow GPU's group at its pace, each replica
+// one rank per TP group: 2 + 2 GPUs. With tp 4 (two replicas' groups per node, dp 4), a group
+// does not fill its node: the DP rings' NVLink hops cross its GPUs' ports, and its healthy
+// members' buckets reach them before the slow one's (paced, the step came out 0.5 % short), so
+// the slow GPU's replica keeps every rank of every stage: 4 x 2 + 2 GPUs.
 TEST(DegradedFolding, SlowReplicaInAPipelineFoldedEqualsUnfolded) {
-  expect_folding_exact({.nodes = 4, .tp = 4, .pp = 2, .slow = {{.node = 3, .gpu = 5, .speed = 0.7}}}, 10.0);
+  expect_folding_exact({.nodes = 4, .tp = 8, .pp = 2, .slow = {{.node = 3, .gpu = 5, .speed = 0.7}}}, 4.0);
+  Case whole = {.nodes = 4, .tp = 4, .pp = 2, .slow = {{.node = 3, .gpu = 5, .speed = 0.7}}};
+  Case all = whole;
+  all.fold = false;
+  const std::vector<double> folded = simulate_case(whole);
+  const std::vector<double> full = simulate_case(all);
+  EXPECT_EQ(folded[1], 10.0);
+  EXPECT_NEAR(folded[0], full[0], 1e-9 * full[0]);
+}
+
+// Two slow GPUs in one TP group, at different speeds: the group runs at the slower one's pace.
+TEST(DegradedFolding, TpGroupAtItsSlowestMembersPace) {
+  expect_folding_exact({.nodes = 3,
+                        .tp = 8,
+                        .slow = {{.node = 1, .gpu = 3, .speed = 0.9}, {.node = 1, .gpu = 6, .speed = 0.6}}},
+                       2.0);
+}
+
+// Replicas whose slow GPUs sit at the same places at the same speed are alike: one stands for
+// the others. Pure DP with two slow GPUs at 0.8 (replicas 9 and 19 of 32): 2 GPUs, the slow
+// replica's and the representative's; at two speeds, 3. With TP 8, slow GPUs at 0.7 at different
+// places of two nodes' groups pace both groups alike: 2 GPUs.
+TEST(DegradedFolding, AlikeSlowReplicasFoldTogether) {
+  expect_folding_exact(
+      {.nodes = 4, .slow = {{.node = 1, .gpu = 1, .speed = 0.8}, {.node = 2, .gpu = 3, .speed = 0.8}}}, 2.0);
+  expect_folding_exact(
+      {.nodes = 4, .slow = {{.node = 1, .gpu = 1, .speed = 0.8}, {.node = 2, .gpu = 3, .speed = 0.7}}}, 3.0);
+  expect_folding_exact({.nodes = 4,
+                        .tp = 8,
+                        .slow = {{.node = 1, .gpu = 1, .speed = 0.7}, {.node = 3, .gpu = 6, .speed = 0.7}}},
+                       2.0);
 }
 
 /// `stepsim collective` all-reduce bus bandwidth (GB/s) of 1 GiB over 2 DGX H100 nodes, ring.
@@ -392,6 +446,22 @@ TEST(DegradedReport, TraceMarksDegradedGpusAndNics) {
   EXPECT_NE(named("node 1 / GPU 5").find("[NIC 5 at 100 Gbps]"), std::string::npos)
       << named("node 1 / GPU 5");
   EXPECT_EQ(named("node 0 / GPU 1").find('['), std::string::npos) << named("node 0 / GPU 1");
+
+  // Only the slow GPU, tp 8: its TP group (node 1) folds to GPU 0, which runs at the group's pace
+  // and says whose.
+  const std::filesystem::path paced = dir / "paced";
+  const test::CommandResult p =
+      test::run_stepsim("run --cluster " + test::src("topologies/dgx-h100.yaml") + " --workload " +
+                        test::src("workloads/tiny-gpt.yaml") +
+                        " --set cluster.nodes=2 --set parallel.tp=8 --set parallel.pp=1 --quiet --out " +
+                        paced.string() + " --set 'cluster.degraded.gpus=[{node: 1, gpu: 3, speed: 0.8}]'");
+  ASSERT_EQ(p.code, 0) << p.out;
+  const std::string folded = test::slurp(paced / "trace.json");
+  const auto at = folded.find("node 1 / GPU 0 (");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_NE(folded.substr(at, folded.find('"', at) - at).find("[TP group paced by GPU 3 at speed 0.8]"),
+            std::string::npos);
+  EXPECT_EQ(folded.find("node 1 / GPU 3 ("), std::string::npos);
 }
 
 // A degraded section that changes nothing (speed 1, a NIC at its own rate, empty lists) writes

@@ -1,12 +1,11 @@
 // Folding TP (docs/engine.md, "Folding TP"): one rank per TP group stands for the group where the
-// group is inside one NVSwitch node, each GPU has its own NIC, the fabric is non-blocking and the
-// replica holds no slow GPU. Checked against the exact simulation of every GPU and flow (`--no-fold`):
-// the step time and each group's exposed communication the same (to 1e-9 of the step), across the
-// TP mechanisms that touch the group's collectives (sequence parallelism, pipelined TP overlap,
-// scatter/gather pipeline sends, ZeRO stages, interleaving, recomputation, tree and ring
-// algorithms), on a fat tree and on a rail-optimised fabric, except a TP tree (within 1e-3 of the
-// step, 2 % per group: its ranks sit at different places); and left unfolded where it would not
-// be exact.
+// group is inside one NVSwitch node, each GPU has its own NIC and the fabric is non-blocking (a
+// group filling its node and holding a slow GPU at that GPU's pace, tests/degraded). Checked against the
+// exact simulation of every GPU and flow (`--no-fold`): the step time and each group's exposed communication
+// the same (to 1e-9 of the step), across the TP mechanisms that touch the group's collectives (sequence
+// parallelism, pipelined TP overlap, scatter/gather pipeline sends, ZeRO stages, interleaving, recomputation,
+// tree and ring algorithms), on a fat tree and on a rail-optimised fabric, except a TP tree (within 1e-3 of
+// the step, 2 % per group: its ranks sit at different places); and left unfolded where it would not be exact.
 
 #include "common/subprocess.hpp"
 #include "config/config.hpp"
@@ -112,8 +111,10 @@ TEST(FoldTp, SameStepAsEveryGpuSimulated) {
 
 // Where one rank would not stand for its TP group, every TP rank stays simulated: an
 // oversubscribed fabric (the others' sends share the uplinks), fewer NICs than GPUs (the TP
-// ranks' DP traffic shares them), no sampling; and the replica holding a slow GPU (8 GPUs beside
-// the representative's 2).
+// ranks' DP traffic shares them), no sampling; a replica holding a slow GPU in a TP group that
+// does not fill its node (8 GPUs beside the representative's 2). A TP group filling its node
+// folds at its slow GPU's pace (docs/degraded.md, "Folding"): 2 GPUs beside the
+// representative's 2 (tp 8, pp 2, dp 2), every one of the 32 with `--no-fold-tp`.
 TEST(FoldTp, OnlyWhereExact) {
   const auto gpus = [](const ClusterSpec& c, const WorkloadSpec& w, runner::SimulateOptions o) {
     const test::ChildResult r = test::run_in_child([&] {
@@ -140,5 +141,11 @@ TEST(FoldTp, OnlyWhereExact) {
     auto [c, w] = tiny("dgx-a100-superpod.yaml", 4, {});
     c.degraded.gpus.push_back({.node = 3, .gpu = 5, .speed = 0.8});
     EXPECT_EQ(gpus(c, w, {}), 10.0);
+  }
+  {
+    auto [c, w] = tiny("dgx-a100-superpod.yaml", 4, {{"parallel.tp", "8"}});
+    c.degraded.gpus.push_back({.node = 3, .gpu = 5, .speed = 0.8});
+    EXPECT_EQ(gpus(c, w, {}), 4.0);
+    EXPECT_EQ(gpus(c, w, {.fold_tp = false}), 32.0);
   }
 }
