@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -172,6 +173,41 @@ TEST(DegradedFolding, AlikeSlowReplicasFoldTogether) {
                         .tp = 8,
                         .slow = {{.node = 1, .gpu = 1, .speed = 0.7}, {.node = 3, .gpu = 6, .speed = 0.7}}},
                        2.0);
+}
+
+// runner::paced_tp_groups: every member of a TP group holding a slow GPU at the group's slowest
+// speed, the other groups untouched; ranks fill the nodes that are up (a node down shifts them);
+// nothing to pace gives nullopt.
+TEST(DegradedFolding, PacedTpGroupsSlowEveryMemberToTheSlowest) {
+  ClusterSpec c = test::dgx_cluster(4, 8, 8);
+  c.degraded.gpus = {{.node = 1, .gpu = 2, .speed = 0.9}, {.node = 1, .gpu = 6, .speed = 0.5}};
+  const auto speeds = [](const ClusterSpec& x) {
+    std::map<std::pair<int, int>, double> out;
+    for (const DegradedSpec::Gpu& g : x.degraded.gpus)
+      out[{g.node, g.gpu}] = g.speed;
+    return out;
+  };
+  // tp 4: GPUs 0-3 of node 1 at 0.9, GPUs 4-7 at 0.5.
+  const std::optional<ClusterSpec> four = runner::paced_tp_groups(c, 4, 32);
+  ASSERT_TRUE(four.has_value());
+  std::map<std::pair<int, int>, double> expected;
+  for (int g = 0; g < 8; ++g)
+    expected[{1, g}] = g < 4 ? 0.9 : 0.5;
+  EXPECT_EQ(speeds(*four), expected);
+  // tp 8: the whole node at 0.5.
+  const std::optional<ClusterSpec> eight = runner::paced_tp_groups(c, 8, 32);
+  ASSERT_TRUE(eight.has_value());
+  for (auto& [gpu, speed] : expected)
+    speed = 0.5;
+  EXPECT_EQ(speeds(*eight), expected);
+  // Node 0 down: node 1's GPUs hold ranks 0-7, and a job of 8 GPUs still meets them.
+  c.degraded.nodes = {{.node = 0}};
+  EXPECT_TRUE(runner::paced_tp_groups(c, 8, 8).has_value());
+  // A job of 8 GPUs on nodes 0 and 1 (none down) does not reach node 1.
+  c.degraded.nodes.clear();
+  EXPECT_FALSE(runner::paced_tp_groups(c, 8, 8).has_value());
+  c.degraded.gpus.clear();
+  EXPECT_FALSE(runner::paced_tp_groups(c, 8, 32).has_value());
 }
 
 /// `stepsim collective` all-reduce bus bandwidth (GB/s) of 1 GiB over 2 DGX H100 nodes, ring.
