@@ -122,16 +122,6 @@ bool stands_for_tp_group(const graph::StepProgram& program, graph::Rank r) {
          !std::binary_search(program.simulated_ranks.begin(), program.simulated_ranks.end(), r + 1);
 }
 
-/// A healthy member of a TP group folded at a slow member's pace (docs/degraded.md, "Folding"):
-/// the simulated rank `r` ran every compute task at `pace`; the healthy member runs each in
-/// `pace` of that time, from when its inputs are done (its own earlier tasks as replayed here,
-/// the collectives and sends as simulated). Its compute spans, and the starts of the TP
-/// collectives it reached before the slow member (where it waited), by start.
-struct HealthyMember {
-  Spans busy;
-  std::vector<double> held;
-};
-
 /// The compute tasks of each given rank (by start) and the TP collectives each of them feeds.
 struct RankTasks {
   std::vector<graph::TaskId> compute, tp_collectives;
@@ -163,6 +153,16 @@ std::map<graph::Rank, RankTasks> tasks_of(const graph::StepProgram& program,
     });
   return out;
 }
+
+/// A healthy member of a TP group folded at a slow member's pace (docs/degraded.md, "Folding"):
+/// the simulated rank `r` ran every compute task at `pace`; the healthy member runs each in
+/// `pace` of that time, from when its inputs are done (its own earlier tasks as replayed here,
+/// the collectives and sends as simulated). Its compute spans, and the starts of the TP
+/// collectives it reached before the slow member (where it waited), by start.
+struct HealthyMember {
+  Spans busy;
+  std::vector<double> held;
+};
 
 HealthyMember healthy_member(const graph::StepProgram& program, const std::vector<Seconds>& start,
                              const std::vector<Seconds>& end, const RankTasks& tasks, double pace) {
