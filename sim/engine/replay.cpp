@@ -5,6 +5,7 @@
 #include "core/log.hpp"
 #include "topology/platform.hpp"
 
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u/Activity.hpp>
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Engine.hpp>
@@ -27,11 +28,15 @@ namespace stepsim::engine {
 
 namespace {
 
+/// A GPU's running compute tasks within this many seconds of their end when its timer fires end
+/// with it (far below a kernel's length; SimGrid's own work precision is finer still).
+constexpr double kComputePrecision = 1e-12;
+
 using graph::TaskId;
 
 /// What a SimGrid activity stands for, packed into its data pointer:
-/// kind in the low 2 bits, an index above.
-enum class Tag : uintptr_t { TASK_EXEC = 0, FLOW = 1, TAIL_DELAY = 2, ISSUE_DELAY = 3 };
+/// kind in the low 2 bits, an index above. (Compute tasks run without one: start_compute.)
+enum class Tag : uintptr_t { FLOW = 0, TAIL_DELAY = 1, ISSUE_DELAY = 2 };
 
 void* pack(Tag tag, uint64_t index) {
   return reinterpret_cast<void*>(static_cast<uintptr_t>((index << 2) | static_cast<uintptr_t>(tag)));
@@ -81,6 +86,7 @@ public:
     view_.route_links = [this](int32_t a, int32_t b) { return route_links(a, b); };
     view_.route_costs = &route_costs_;
     setup_overlap();
+    compute_.assign(platform_.gpus.size(), GpuCompute{});
 
     const size_t n = g_.size();
     check_ranks();
@@ -161,9 +167,9 @@ private:
   }
 
   // --- overlap slowdown ----------------------------------------------------------------------
-  /// The platform gave every GPU a pstate 1 at speed / overlap_slowdown. A running Exec keeps
-  /// its remaining work across pstate switches, so compute progresses at the reduced speed
-  /// exactly while flows of its GPU are in flight.
+  /// The platform gave every GPU a pstate 1 at speed / overlap_slowdown. Running compute keeps
+  /// its remaining work across pstate switches (set_pstate), so it progresses at the reduced
+  /// speed exactly while flows of its GPU are in flight.
   void setup_overlap() {
     const double factor = options_.overlap_slowdown;
     if (!(factor >= 1.0))
@@ -189,10 +195,91 @@ private:
         continue; // a switch endpoint, or a GPU without compute (folded replica)
       uint32_t& n = flows_in_flight_[static_cast<size_t>(end)];
       if (starts && n++ == 0)
-        platform_.gpus[static_cast<size_t>(end)]->set_pstate(1);
+        set_pstate(static_cast<size_t>(end), 1);
       else if (!starts && --n == 0)
-        platform_.gpus[static_cast<size_t>(end)]->set_pstate(0);
+        set_pstate(static_cast<size_t>(end), 0);
     }
+  }
+
+  // --- compute: each GPU's running tasks share its speed -------------------------------------
+  // A GPU's compute runs without a SimGrid activity: SimGrid 3.32 keeps every activity the
+  // engine starts on one list and walks it at each completion, so an activity per compute task
+  // cost most of a large replay (docs/performance.md). Each GPU host's current speed (its pstate:
+  // degraded.gpus, overlap slowdown) is shared equally by its running tasks, as SimGrid shares a
+  // one-core host between Execs; the earliest end is a kernel timer, rescheduled when the tasks
+  // or the speed change.
+  struct Running {
+    TaskId id;
+    double flops; ///< left
+  };
+  struct GpuCompute {
+    std::vector<Running> running;
+    double since = 0;                               ///< when `flops` were last brought up to date
+    simgrid::kernel::timer::Timer* timer = nullptr; ///< the earliest end
+  };
+
+  /// Brings the GPU's running tasks' remaining work up to now.
+  void progress(size_t gpu) {
+    GpuCompute& c = compute_[gpu];
+    const double now = sg4::Engine::get_clock();
+    if (!c.running.empty() && now > c.since) {
+      const double done =
+          (now - c.since) * platform_.gpus[gpu]->get_speed() / static_cast<double>(c.running.size());
+      for (Running& r : c.running)
+        r.flops -= done;
+    }
+    c.since = now;
+  }
+
+  /// Sets the timer at the GPU's earliest end (none when idle).
+  void reschedule(size_t gpu) {
+    GpuCompute& c = compute_[gpu];
+    if (c.timer != nullptr) {
+      c.timer->remove();
+      c.timer = nullptr;
+    }
+    if (c.running.empty())
+      return;
+    double least = c.running.front().flops;
+    for (const Running& r : c.running)
+      least = std::min(least, r.flops);
+    const double rate = platform_.gpus[gpu]->get_speed() / static_cast<double>(c.running.size());
+    c.timer = simgrid::kernel::timer::Timer::set(c.since + std::max(0.0, least) / rate,
+                                                 [this, gpu] { compute_ends(gpu); });
+  }
+
+  void start_compute(size_t gpu, TaskId id, double flops) {
+    progress(gpu);
+    compute_[gpu].running.push_back({id, flops});
+    reschedule(gpu);
+  }
+
+  void set_pstate(size_t gpu, unsigned long pstate) {
+    if (gpu < compute_.size())
+      progress(gpu);
+    platform_.gpus[gpu]->set_pstate(pstate);
+    if (gpu < compute_.size())
+      reschedule(gpu);
+  }
+
+  /// The timer: the tasks whose work is done (to SimGrid's precision on a task's flops) end, in
+  /// the order they started.
+  void compute_ends(size_t gpu) {
+    GpuCompute& c = compute_[gpu];
+    c.timer = nullptr; // the engine deletes a timer once it has run
+    progress(gpu);
+    const double rate = platform_.gpus[gpu]->get_speed() / static_cast<double>(c.running.size());
+    std::vector<TaskId> ended;
+    std::erase_if(c.running, [&](const Running& r) {
+      if (r.flops > kComputePrecision * rate)
+        return false;
+      ended.push_back(r.id);
+      return true;
+    });
+    reschedule(gpu);
+    for (TaskId id : ended)
+      finish_task(id);
+    drain_ready();
   }
 
   // --- task lifecycle ----------------------------------------------------------------------
@@ -216,13 +303,7 @@ private:
         finish_task(id);
         return;
       }
-      sg4::Host* host = platform_.gpus[static_cast<size_t>(t.rank)];
-      sg4::ExecPtr exec = sg4::Exec::init();
-      exec->set_host(host);
-      exec->set_flops_amount(t.duration.value() * platform_.gpu_speed);
-      exec->set_data(pack(Tag::TASK_EXEC, id));
-      keep(exec);
-      exec->start();
+      start_compute(static_cast<size_t>(t.rank), id, t.duration.value() * platform_.gpu_speed);
       return;
     }
     if (t.duration.value() > 0) {
@@ -464,9 +545,6 @@ private:
     const uint64_t index = packed >> 2;
     done_.push_back(&a);
     switch (tag) {
-    case Tag::TASK_EXEC:
-      finish_task(static_cast<TaskId>(index));
-      break;
     case Tag::FLOW:
       flow_done(index);
       break;
@@ -542,6 +620,7 @@ private:
   // Overlap slowdown (ReplayOptions::overlap_slowdown): flows in flight per GPU; a GPU's host
   // runs at pstate 1 (speed / factor) while its count is non-zero. Only GPUs that compute.
   std::vector<uint32_t> flows_in_flight_;
+  std::vector<GpuCompute> compute_; ///< per GPU (start_compute)
   std::vector<char> computes_;
   bool overlap_ = false;
   std::vector<uint32_t> waiting_;

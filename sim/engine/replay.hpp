@@ -1,7 +1,8 @@
 #pragma once
 // Replays a StepProgram on a SimGrid platform built from the cluster. Each SimGrid activity is
 // created just in time, when all its inputs are done (never a pre-built SimGrid DAG). Compute
-// tasks are Execs on the GPU's host; collectives expand into ordered flows between GPU hosts.
+// tasks share their GPU host's speed without a SimGrid activity (a kernel timer at the earliest
+// end); collectives expand into ordered flows between GPU hosts.
 // Listeners (subscribe) see each task as it finishes; report/ and trace/ read the per-task
 // intervals of the ReplayResult once the run is over (docs/architecture.md, "Events").
 //
