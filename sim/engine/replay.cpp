@@ -28,8 +28,8 @@ namespace stepsim::engine {
 
 namespace {
 
-/// A GPU's running compute tasks within this many seconds of their end when its timer fires end
-/// with it (far below a kernel's length; SimGrid's own work precision is finer still).
+/// A GPU's running compute tasks within this many seconds of the first one's end when its timer
+/// fires end with it (far below a kernel's length).
 constexpr double kComputePrecision = 1e-12;
 
 using graph::TaskId;
@@ -262,16 +262,19 @@ private:
       reschedule(gpu);
   }
 
-  /// The timer: the tasks whose work is done (to SimGrid's precision on a task's flops) end, in
-  /// the order they started.
+  /// The timer: the task with the least work left ends, and with it those within
+  /// kComputePrecision of it (whatever the rounding of the clock left), in the order they started.
   void compute_ends(size_t gpu) {
     GpuCompute& c = compute_[gpu];
     c.timer = nullptr; // the engine deletes a timer once it has run
     progress(gpu);
     const double rate = platform_.gpus[gpu]->get_speed() / static_cast<double>(c.running.size());
+    double least = c.running.front().flops;
+    for (const Running& r : c.running)
+      least = std::min(least, r.flops);
     std::vector<TaskId> ended;
     std::erase_if(c.running, [&](const Running& r) {
-      if (r.flops > kComputePrecision * rate)
+      if (r.flops > least + kComputePrecision * rate)
         return false;
       ended.push_back(r.id);
       return true;
