@@ -328,8 +328,8 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
     classes = placement_classes(cluster, workload.parallel, {nodes}, 0);
   }
   // One rank per TP group where its TP ranks' other traffic cannot meet the simulated rank's:
-  // the group inside one NVSwitch node, a NIC per GPU, a symmetric network (a replica holding a
-  // slow GPU keeps every rank; docs/engine.md, "Folding TP").
+  // the group inside one NVSwitch node, a NIC per GPU, a symmetric network (a replica with a slow
+  // GPU in a group smaller than its node keeps every rank; docs/engine.md, "Folding TP").
   const ParallelSpec& par = workload.parallel;
   const bool fold_tp = options.fold_tp && symmetric && classes.empty() && par.tp > 1 && par.ep == 1 &&
                        par.cp == 1 && cluster.gpus_per_node % par.tp == 0 &&
