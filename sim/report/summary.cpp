@@ -555,11 +555,13 @@ void print_summary_table(std::ostream& out, const Summary& s) {
       return text.empty() ? std::string("-") : text;
     };
     const int paced = s.degraded->paced_tp_groups;
-    row("degraded parts", "slow GPUs simulated " + std::to_string(s.degraded->slow_gpus.size()) +
-                              (paced > 0 ? " (" + std::to_string(paced) + " TP groups at their pace)" : "") +
-                              ", degraded NICs " + std::to_string(s.degraded->degraded_nics) + "; " +
-                              std::to_string(s.simulated_gpus) + " of " + std::to_string(s.num_gpus) +
-                              " GPUs simulated");
+    row("degraded parts",
+        "slow GPUs simulated " + std::to_string(s.degraded->slow_gpus.size()) +
+            (paced > 0 ? " (" + std::to_string(paced) + (paced == 1 ? " TP group" : " TP groups") +
+                             " at a slow GPU's pace)"
+                       : "") +
+            ", degraded NICs " + std::to_string(s.degraded->degraded_nics) + "; " +
+            std::to_string(s.simulated_gpus) + " of " + std::to_string(s.num_gpus) + " GPUs simulated");
     row("waited on slow GPUs", per_group(s.degraded->wait_s));
     row("exposed, degraded links", per_group(s.degraded->link_exposed_s));
   }
