@@ -218,6 +218,14 @@ private:
     simgrid::kernel::timer::Timer* timer = nullptr; ///< the earliest end
   };
 
+  /// The least work any of the GPU's running tasks has left. Precondition: one runs.
+  static double least_left(const GpuCompute& c) {
+    double least = c.running.front().flops;
+    for (const Running& r : c.running)
+      least = std::min(least, r.flops);
+    return least;
+  }
+
   /// Brings the GPU's running tasks' remaining work up to now.
   void progress(size_t gpu) {
     GpuCompute& c = compute_[gpu];
@@ -240,11 +248,8 @@ private:
     }
     if (c.running.empty())
       return;
-    double least = c.running.front().flops;
-    for (const Running& r : c.running)
-      least = std::min(least, r.flops);
     const double rate = platform_.gpus[gpu]->get_speed() / static_cast<double>(c.running.size());
-    c.timer = simgrid::kernel::timer::Timer::set(c.since + std::max(0.0, least) / rate,
+    c.timer = simgrid::kernel::timer::Timer::set(c.since + std::max(0.0, least_left(c)) / rate,
                                                  [this, gpu] { compute_ends(gpu); });
   }
 
@@ -269,9 +274,7 @@ private:
     c.timer = nullptr; // the engine deletes a timer once it has run
     progress(gpu);
     const double rate = platform_.gpus[gpu]->get_speed() / static_cast<double>(c.running.size());
-    double least = c.running.front().flops;
-    for (const Running& r : c.running)
-      least = std::min(least, r.flops);
+    const double least = least_left(c);
     std::vector<TaskId> ended;
     std::erase_if(c.running, [&](const Running& r) {
       if (r.flops > least + kComputePrecision * rate)

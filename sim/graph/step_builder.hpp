@@ -8,6 +8,7 @@
 #include "graph/compute_cost.hpp"
 #include "graph/step_graph.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace stepsim::graph {
@@ -132,6 +133,13 @@ struct StepProgram {
   std::vector<Rank> simulated_ranks; ///< ranks whose streams are simulated, ascending
   int micro_batches = 0;             ///< per pipeline per step
 };
+
+/// Whether simulated rank r stands for its whole TP group (BuildOptions::fold_tp): the first
+/// rank of its group, the next one not simulated.
+inline bool stands_for_tp_group(const StepProgram& program, Rank r) {
+  return program.grid.tp > 1 && program.grid.tp_of(r) == 0 &&
+         !std::binary_search(program.simulated_ranks.begin(), program.simulated_ranks.end(), r + 1);
+}
 
 /// Builds the finalized step DAG. Precondition: config::check_layout() passed.
 /// Throws ModelError if options are incomplete.

@@ -114,14 +114,6 @@ std::vector<double> link_exposed(const graph::StepProgram& program, const std::v
   return out;
 }
 
-/// Whether simulated rank r stands for its whole TP group (graph::BuildOptions::fold_tp): the
-/// first of its group, the next rank not simulated.
-bool stands_for_tp_group(const graph::StepProgram& program, graph::Rank r) {
-  const int tp = program.grid.tp;
-  return tp > 1 && program.grid.tp_of(r) == 0 &&
-         !std::binary_search(program.simulated_ranks.begin(), program.simulated_ranks.end(), r + 1);
-}
-
 /// The compute tasks of each given rank (by start) and the TP collectives each of them feeds.
 struct RankTasks {
   std::vector<graph::TaskId> compute, tp_collectives;
@@ -210,7 +202,7 @@ std::optional<StragglerReport> straggler_report(const graph::StepProgram& progra
   std::map<graph::Rank, double> speed;
   std::map<graph::Rank, bool> has_healthy; // folded slow TP groups: whether a member is healthy
   for (graph::Rank r : program.simulated_ranks) {
-    const int members = stands_for_tp_group(program, r) ? program.grid.tp : 1;
+    const int members = graph::stands_for_tp_group(program, r) ? program.grid.tp : 1;
     int slow = 0;
     for (graph::Rank m = r; m < r + members; ++m) {
       const size_t n = static_cast<size_t>(m / per_node);

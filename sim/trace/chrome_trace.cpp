@@ -529,8 +529,7 @@ void write_names(Events& events, const TraceInput& in, const RankTable& ranks) {
       }
     // A rank standing for its TP group (the next rank not simulated) runs at the pace of the
     // group's slow GPUs, named here (docs/degraded.md, "Folding").
-    if (!label && g.tp > 1 && g.tp_of(c) == 0 &&
-        !std::binary_search(program.simulated_ranks.begin(), program.simulated_ranks.end(), r + 1))
+    if (!label && graph::stands_for_tp_group(program, r))
       for (Rank m = r + 1; m < r + g.tp; ++m) {
         const size_t n = static_cast<size_t>(m / per_node);
         const int member_node = n < up.size() ? up[n] : m / per_node;

@@ -1,8 +1,8 @@
 // Compute on a GPU (docs/engine.md, "Replay"): the GPU host's current speed is shared equally by
-// its running compute tasks, as SimGrid's CPU model shares a one-core host between Execs, and it
-// changes while the GPU's flows run (gpu.overlap_slowdown) or when the GPU is slow
-// (degraded.gpus). Closed forms on hand-built programs; one Replay per TEST (each runs in its own
-// process).
+// its running compute tasks, as SimGrid's CPU model shares a one-core host between Execs, and is
+// lower on a slow GPU (degraded.gpus). The speed while the GPU's flows run (gpu.overlap_slowdown):
+// OverlapSlowdown.ComputeSlowsExactlyWhileItsGpuCommunicates (tests/runner). Closed forms on
+// hand-built programs; one Replay per TEST (each runs in its own process).
 
 #include "common/specs.hpp"
 #include "engine/replay.hpp"
@@ -75,25 +75,4 @@ TEST(GpuCompute, ASlowGpuTakesDurationOverSpeed) {
   const engine::ReplayResult r = replay.run();
   EXPECT_NEAR(r.end[0].value(), 1e-3, 1e-12);
   EXPECT_NEAR(r.end[1].value(), 2e-3, 1e-12);
-}
-
-// Overlap slowdown s = 1.25: while GPU 0's send to GPU 1 runs (from 0 to its end e), GPU 0's
-// 10 ms task progresses at 1/s, then at full speed: it ends at e + (10 ms - e / s).
-TEST(GpuCompute, FlowsInFlightSlowTheGpuByTheOverlapFactor) {
-  graph::Task send;
-  send.kind = graph::TaskKind::COLLECTIVE;
-  send.group = graph::CommGroup::PP;
-  send.op = graph::CollectiveOp::SEND;
-  send.stream = graph::Stream::PP_COMM;
-  send.rank = 0;
-  send.bytes = Bytes(64e6);
-  const graph::StepProgram p = program({compute(0, 10e-3), send});
-  engine::ReplayOptions o;
-  o.overlap_slowdown = 1.25;
-  engine::Replay replay(p, test::dgx_cluster(1, 2, 2), o);
-  const engine::ReplayResult r = replay.run();
-  const double e = r.end[1].value();
-  ASSERT_GT(e, 1e-4);
-  ASSERT_LT(e, 8e-3);
-  EXPECT_NEAR(r.end[0].value(), e + (10e-3 - e / 1.25), 1e-12);
 }
