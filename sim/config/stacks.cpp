@@ -200,6 +200,13 @@ constexpr StackDefault FSDP_1[] = {
 constexpr StackDefault FSDP_2[] = {
     {FLASH_ATTENTION, true, ALWAYS,
      "torch.nn.functional.scaled_dot_product_attention: FlashAttention kernel"},
+    {SP, true, TP_SPLITS_SEQUENCE,
+     "torch.distributed.tensor.parallel, the TP that composes with fully_shard: the 2-D (FSDP + TP) "
+     "plans of PyTorch's tensor-parallel tutorial and examples shard the norms with SequenceParallel()"},
+    {TP_GRAD_OVERLAP, false, TP,
+     "torch.distributed.tensor.parallel (ColwiseParallel, RowwiseParallel): the input gradient's "
+     "collective is the backward of a DTensor redistribute, which autograd runs after the linear's whole "
+     "backward node (input and weight gradient matmuls)"},
     {ZERO_STAGE, 3, ALWAYS,
      "fully_shard(reshard_after_forward=True) (default): parameters, gradients, states sharded"},
     {GRAD_REDUCE_IN_FP32, false, ALWAYS,
