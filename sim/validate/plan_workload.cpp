@@ -520,6 +520,14 @@ void map_training(Draft& d) {
     t.overlap_param_gather = std::get<bool>(gather->value());
     p.defaults.push_back(gather->listed(d.facts));
   }
+  // The framework text naming the overlap (Megatron's --overlap-param-gather) states it, over the
+  // stack's preset, where there is a distributed optimizer's gather to overlap.
+  const int zero = d.workload().parallel.zero_stage;
+  if (!t.overlap_param_gather && d.dp > 1 && (zero == 1 || zero == 2) &&
+      parse_stated_options(run.framework).overlap_param_gather) {
+    t.overlap_param_gather = true;
+    p.defaults.emplace_back("overlap_param_gather=true (the framework text names it)");
+  }
   const auto fp32_grads = first_rule(Mechanism::GRAD_REDUCE_IN_FP32, d.facts);
   if (fp32_grads) {
     t.grad_reduce_in_fp32 = std::get<bool>(fp32_grads->value());

@@ -117,6 +117,8 @@ StatedOptions parse_stated_options(const std::string& framework) {
     out.pointwise = Pointwise::FUSED;
   out.tp_comm_overlap = has(f, "tp-comm-overlap") || has(f, "tp comm overlap") || has(f, "userbuffers") ||
                         has(f, "async tp") || has(f, "async-tp") || has(f, "asynchronous tp");
+  out.overlap_param_gather =
+      has(f, "overlap-param-gather") || has(f, "overlap_param_gather") || has(f, "overlap param gather");
   return out;
 }
 

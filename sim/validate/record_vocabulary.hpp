@@ -22,10 +22,13 @@ template <class T> struct Parsed {
 
 /// What a record's framework text states about how the step runs, in words of the mechanism, not
 /// of a framework: "eager" or "torch.compile" (training.pointwise) and pipelined TP communication
-/// ("--tp-comm-overlap", "TP comm overlap", "userbuffers", "async TP": parallel.tp_comm_overlap).
+/// ("--tp-comm-overlap", "TP comm overlap", "userbuffers", "async TP": parallel.tp_comm_overlap) and
+/// the distributed optimizer's parameter all-gather under the forward ("--overlap-param-gather",
+/// "overlap_param_gather": training.overlap_param_gather).
 struct StatedOptions {
   std::optional<Pointwise> pointwise;
   bool tp_comm_overlap = false;
+  bool overlap_param_gather = false;
 };
 StatedOptions parse_stated_options(const std::string& framework);
 

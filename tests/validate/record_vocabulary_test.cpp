@@ -115,7 +115,7 @@ TEST(RecordVocabulary, PerOpCheckpointingPolicy) {
 }
 
 // What a framework text states in the mechanism's own words: eager or compiled pointwise kernels,
-// pipelined TP communication ("TP (vanilla)" is not).
+// pipelined TP communication ("TP (vanilla)" is not), the parameter all-gather under the forward.
 TEST(RecordVocabulary, StatedOptions) {
   using validate::parse_stated_options;
   EXPECT_EQ(parse_stated_options("torchtitan (commit 9dec370; FSDP2, eager)").pointwise, Pointwise::EAGER);
@@ -128,6 +128,11 @@ TEST(RecordVocabulary, StatedOptions) {
                   .tp_comm_overlap);
   EXPECT_TRUE(parse_stated_options("NeMo 23.09 (MLPerf; TP comm overlap via userbuffers)").tp_comm_overlap);
   EXPECT_FALSE(parse_stated_options("Megatron-LM").tp_comm_overlap);
+  // The distributed optimizer's parameter all-gather under the forward, as the flag names it.
+  EXPECT_TRUE(parse_stated_options("Megatron-Core (r0.8.0; --overlap-grad-reduce --overlap-param-gather)")
+                  .overlap_param_gather);
+  EXPECT_TRUE(parse_stated_options("NeMo (optim overlap_param_gather: true)").overlap_param_gather);
+  EXPECT_FALSE(parse_stated_options("Megatron-Core (r0.8.0; --overlap-grad-reduce)").overlap_param_gather);
 }
 
 TEST(RecordVocabulary, InterNode) {
