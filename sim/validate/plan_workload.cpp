@@ -170,12 +170,47 @@ std::string map_model_family(Draft& d) {
   return "";
 }
 
+namespace {
+
+/// Layers per model chunk of the interleaved layouts the bundled sources publish with their virtual
+/// stages: the median of 30 layouts, each counted once per source table (9 of one layer per chunk,
+/// 12 of about two, 3 of three, 5 of about four, one of eight; docs/validation.md, "Mapping a run").
+constexpr int64_t PUBLISHED_LAYERS_PER_CHUNK = 2;
+
+/// The model chunks per GPU (at least 2) whose chunks come closest to PUBLISHED_LAYERS_PER_CHUNK
+/// layers, among those the layers split into (evenly, or with the embedding and the loss counted as
+/// layers, map_chunks below); the fewer chunks on a tie; 0 when none does.
+int64_t interleaving_of(int64_t layers, int64_t pp) {
+  int64_t best = 0;
+  double best_gap = 0;
+  for (int64_t v = 2; pp * v <= layers + 2; ++v) {
+    const int64_t chunks = pp * v;
+    double per_chunk = 0;
+    if (layers % chunks == 0)
+      per_chunk = static_cast<double>(layers / chunks);
+    else if ((layers + 2) % chunks == 0 && (layers + 2) / chunks >= 2)
+      per_chunk = static_cast<double>(layers + 2) / static_cast<double>(chunks);
+    else
+      continue;
+    const double gap = std::abs(per_chunk - static_cast<double>(PUBLISHED_LAYERS_PER_CHUNK));
+    if (best == 0 || gap < best_gap) {
+      best = v;
+      best_gap = gap;
+    }
+  }
+  return best;
+}
+
+} // namespace
+
 void map_chunks(Draft& d) {
   const auto& m = d.run.model;
   const auto& par = d.run.parallelism;
   RunPlan& p = d.plan;
-  // A record that names the interleaved schedule without its virtual stages runs the smallest
-  // interleaving, two model chunks per GPU, where the layers and micro-batches allow it (Megatron's
+  // A record that names the interleaved schedule without its virtual stages runs model chunks of
+  // about two layers (the embedding and the loss counted as layers where that splits them), the
+  // median depth of the interleaved layouts the bundled sources publish with their virtual stages
+  // (docs/validation.md, "Mapping a run"), where the layers and micro-batches allow it (Megatron's
   // rule: micro-batches per pipeline a multiple of pp); else plain 1F1B. Either way it is listed.
   // "1F1B / interleaved not stated" names no schedule.
   d.vp = std::max<int64_t>(1, par.virtual_pp.value_or(1));
@@ -183,16 +218,19 @@ void map_chunks(Draft& d) {
     std::string ignored;
     const int64_t per_step = micro_batch_of(d.run, d.global_batch, d.dp, ignored) * d.dp;
     const int64_t m_count = per_step > 0 ? d.global_batch / per_step : 0;
-    const bool fits = m_count > 0 && m_count % d.pp == 0 && par.chunk_layers.empty() &&
-                      (*m.layers % (2 * d.pp) == 0 || (*m.layers + 2) % (2 * d.pp) == 0);
-    if (fits) {
-      d.vp = 2;
-      p.layout += " vp2";
+    const int64_t vp =
+        m_count > 0 && m_count % d.pp == 0 && par.chunk_layers.empty() ? interleaving_of(*m.layers, d.pp) : 0;
+    if (vp > 1) {
+      d.vp = vp;
+      p.layout += " vp" + std::to_string(vp);
     }
-    p.defaults.emplace_back(fits ? "vp=2 (the record's schedule '" + par.schedule + "' gives no virtual_pp)"
-                                 : "schedule=1f1b (the record's '" + par.schedule +
-                                       "' gives no virtual_pp, and two model chunks per GPU do not fit its "
-                                       "layers or micro-batches)");
+    p.defaults.emplace_back(vp > 1 ? "vp=" + std::to_string(vp) + " (chunks of about " +
+                                         std::to_string(PUBLISHED_LAYERS_PER_CHUNK) +
+                                         " layers; the record's schedule '" + par.schedule +
+                                         "' gives no virtual_pp)"
+                                   : "schedule=1f1b (the record's '" + par.schedule +
+                                         "' gives no virtual_pp, and no interleaving fits its layers or "
+                                         "micro-batches)");
   }
   // Layers per model chunk when they do not split evenly: the record's `chunk_layers` (an
   // extension of the schema, e.g. a Megatron pipeline layout); else, when layers + 2 do, the

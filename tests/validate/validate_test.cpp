@@ -834,10 +834,11 @@ TEST(Plan, UnmodelledPrecisionIsSkippedAndTheScheduleTakenIsListed) {
   fs::remove_all(d);
 }
 
-// A record naming the interleaved schedule without its virtual stages runs two model chunks per GPU
-// (the smallest interleaving), listed; when its micro-batches are not a multiple of pp (Megatron's
-// rule) it runs 1F1B and says why. Never plain 1F1B unlisted, as when "interleaved 1F1B" read as 1F1B.
-TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
+// A record naming the interleaved schedule without its virtual stages runs model chunks of about two
+// layers (the median published depth), listed; when its micro-batches are not a multiple of pp
+// (Megatron's rule) it runs 1F1B and says why. Never plain 1F1B unlisted, as when "interleaved 1F1B"
+// read as 1F1B.
+TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoLayerChunksOrSaysWhyNot) {
   const fs::path d = temp_dir("ilv");
   const auto plan_for = [&](const std::string& global_batch,
                             const std::string& schedule = "interleaved 1F1B") {
@@ -849,10 +850,13 @@ TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
   };
   validate::RunPlan p = plan_for("8"); // 4 micro-batches per pipeline of 2 stages
   ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  // 4 layers over 2 stages: two chunks of one layer each is the only interleaving.
   EXPECT_NE(text_of(p).find("schedule: interleaved\n  vp: 2"), std::string::npos) << text_of(p);
   EXPECT_NE(p.layout.find(" vp2"), std::string::npos) << p.layout;
-  EXPECT_NE(joined_defaults(p).find("vp=2 (the record's schedule 'interleaved 1F1B' gives no virtual_pp)"),
-            std::string::npos)
+  EXPECT_NE(
+      joined_defaults(p).find("vp=2 (chunks of about 2 layers; the record's schedule 'interleaved 1F1B' "
+                              "gives no virtual_pp)"),
+      std::string::npos)
       << joined_defaults(p);
   EXPECT_GT(validate::check_plan(p), 0.0) << p.skip_reason;
   p = plan_for("6"); // 3 micro-batches: not a multiple of pp
@@ -861,6 +865,23 @@ TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoChunksOrSaysWhyNot) {
   EXPECT_NE(joined_defaults(p).find("schedule=1f1b (the record's 'interleaved 1F1B' gives no virtual_pp"),
             std::string::npos)
       << joined_defaults(p);
+  // 16 layers over 2 stages: 4 chunks per GPU of 2 layers (2 of 4 and 8 of 1 also split them).
+  const auto with_layers = [&](const std::string& layers) {
+    std::string text = "runs:\n" + small_run("i", "bf16");
+    text.replace(text.find("layers: 4,"), 10, "layers: " + layers + ",");
+    text.replace(text.find("tp: 8, pp: 1, dp: 1,"), 20, "tp: 2, pp: 2, dp: 2,");
+    text.replace(text.find("schedule: 1F1B"), 14, "schedule: interleaved 1F1B");
+    text.replace(text.find("global_batch_seqs: 4,"), 21, "global_batch_seqs: 8,");
+    return plan_first(d, text, false);
+  };
+  p = with_layers("16");
+  EXPECT_NE(text_of(p).find("schedule: interleaved\n  vp: 4"), std::string::npos) << text_of(p);
+  EXPECT_EQ(text_of(p).find("chunk_layers"), std::string::npos) << text_of(p);
+  // 14 layers: with the embedding and the loss counted as layers, 16 slots in 8 chunks of 2.
+  p = with_layers("14");
+  EXPECT_NE(text_of(p).find("schedule: interleaved\n  vp: 4"), std::string::npos) << text_of(p);
+  EXPECT_NE(text_of(p).find("chunk_layers: [1, 2, 2, 2, 2, 2, 2, 1]"), std::string::npos) << text_of(p);
+  EXPECT_GT(validate::check_plan(p), 0.0) << p.skip_reason;
   // Narayanan 2021's rows say the schedule is not known: 1F1B, as before.
   p = plan_for("8", "PTD-P (1F1B / interleaved not stated per row)");
   EXPECT_NE(text_of(p).find("schedule: 1f1b"), std::string::npos) << text_of(p);
