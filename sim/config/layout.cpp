@@ -368,6 +368,20 @@ void check_training_needs(const WorkloadSpec& w, Problems& fail) {
     fail("training.zero3_fetch: blocking is how ZeRO-3 gathers parameters and needs parallel.zero_stage 3, "
          "found " +
          str(zero));
+  if (!t.reshard_after_forward) {
+    // Kept from a micro-batch's forward to its backward: with one pipeline stage the passes of a
+    // micro-batch follow each other; a pipeline would keep several micro-batches' gathers apart.
+    const std::string why = "training.reshard_after_forward: false keeps ZeRO-3's gathered parameters "
+                            "from the forward to the backward and needs ";
+    if (zero != 3)
+      fail(why + "parallel.zero_stage 3, found " + str(zero));
+    if (t.zero3_fetch != Zero3Fetch::PREFETCH)
+      fail(why + "training.zero3_fetch: prefetch");
+    if (w.parallel.pp != 1)
+      fail(why + "parallel.pp = 1, found " + str(w.parallel.pp));
+    if (w.model.moe.enabled())
+      fail(why + "a dense model (not modelled with experts)");
+  }
   if (t.recompute_layers > 0 && t.recompute != Recompute::FULL)
     fail("training.recompute_layers = " + str(t.recompute_layers) + " needs training.recompute: full");
 }

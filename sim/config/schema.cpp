@@ -536,6 +536,14 @@ constexpr Key WORKLOAD_KEYS[] = {
      " 2021), one tensor-list collective per weight tensor, each after the device drained, with "
      "`gpu.list_collective_per_rank` of host time per DP rank, a recomputed layer gathered again for "
      "its backward, one gathered layer resident"},
+    {"training.reshard_after_forward", boolean(), OPTIONAL, "true",
+     "; `false` needs `parallel.zero_stage` 3, `zero3_fetch: prefetch`, `parallel.pp` 1 and a dense model",
+     "",
+     "ZeRO-3 / FSDP2 (`fully_shard(reshard_after_forward=...)`): `true`, a layer's gathered parameters "
+     "are freed after its forward and gathered again for its backward; `false`, they stay gathered "
+     "from the forward to the layer's backward, which gathers nothing: one all-gather per layer and "
+     "micro-batch instead of two, and every layer of the model gathered at the turn from forward to "
+     "backward (the memory ledger's `zero3_gathered`; docs/model.md, \"ZeRO-3 fetch\")"},
     {"training.overlap_param_gather", boolean(), OPTIONAL, "false", "; needs `parallel.zero_stage` 1 or 2",
      "",
      "the distributed optimizer's parameter all-gather runs bucket by bucket under the next step's "

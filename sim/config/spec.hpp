@@ -510,6 +510,12 @@ struct TrainingSpec {
   /// per weight tensor, each after the device has drained (a synchronize before every gather),
   /// tensor-list collectives, and a recomputed layer gathered again for its backward.
   Zero3Fetch zero3_fetch = Zero3Fetch::PREFETCH;
+  /// ZeRO-3 / FSDP2 (`fully_shard(reshard_after_forward=...)`): true, a layer's gathered
+  /// parameters are freed after its forward and gathered again for its backward; false, they stay
+  /// gathered from the forward to the layer's backward, which gathers nothing (one all-gather per
+  /// layer and micro-batch instead of two, every layer of the stage resident at the turn; docs/model.md,
+  /// "ZeRO-3 fetch").
+  bool reshard_after_forward = true;
   /// ZeRO-1/2 (Megatron's distributed optimizer, overlap_param_gather): the updated parameters are
   /// all-gathered bucket by bucket under the next step's forward instead of after the optimizer;
   /// each layer's first forward waits for its bucket (docs/model.md).

@@ -318,6 +318,7 @@ void read_training(const MapReader& m, TrainingSpec& t) {
     t.zero3_fetch =
         read_choice<Zero3Fetch>(f, {{"prefetch", Zero3Fetch::PREFETCH}, {"blocking", Zero3Fetch::BLOCKING}});
   });
+  optional_key(m, "reshard_after_forward", [&](const Field& f) { t.reshard_after_forward = read_bool(f); });
   optional_key(m, "overlap_param_gather", [&](const Field& f) { t.overlap_param_gather = read_bool(f); });
   optional_key(m, "grad_reduce_in_fp32", [&](const Field& f) { t.grad_reduce_in_fp32 = read_bool(f); });
   optional_key(m, "grad_accumulation", [&](const Field& f) {

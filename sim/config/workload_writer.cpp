@@ -211,6 +211,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.zero3_prefetch"] = std::to_string(t.zero3_prefetch);
   if (t.zero3_fetch != def.zero3_fetch)
     v["training.zero3_fetch"] = name_of(detail::ZERO3_FETCH_NAMES, t.zero3_fetch);
+  if (t.reshard_after_forward != def.reshard_after_forward)
+    v["training.reshard_after_forward"] = boolean(t.reshard_after_forward);
   if (t.overlap_param_gather != def.overlap_param_gather)
     v["training.overlap_param_gather"] = boolean(t.overlap_param_gather);
   if (t.grad_reduce_in_fp32 != def.grad_reduce_in_fp32)

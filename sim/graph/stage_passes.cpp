@@ -91,6 +91,9 @@ private:
   const bool blocking_; ///< training.zero3_fetch: blocking
   const int prefetch_;
   const bool gathers_; ///< ZeRO-3 gathers this pass's parameters
+  /// ZeRO-3 with training.reshard_after_forward false: the forward's gathers stay until the
+  /// layer's backward, which gathers nothing and frees them.
+  const bool kept_;
   const bool reduce_now_;
   const double e_, wb_, held_; ///< a gradient's bytes, a gathered parameter's bytes, and its memory
   const Bytes logits_act_;
@@ -112,7 +115,9 @@ StagePasses::Pass::Pass(StagePasses& s, const PassRef& pass)
       fwd_(pass.phase == Phase::FORWARD), weight_(pass.phase == Phase::WEIGHT_GRAD),
       blocking_(w_.training.zero3_fetch == Zero3Fetch::BLOCKING),
       prefetch_(blocking_ ? 0 : w_.training.zero3_prefetch),
-      gathers_(s.o_.shape.zero >= 3 && s.grid_.dp > 1 && !weight_),
+      gathers_(s.o_.shape.zero >= 3 && s.grid_.dp > 1 && !weight_ &&
+               (fwd_ || w_.training.reshard_after_forward)),
+      kept_(s.o_.shape.zero >= 3 && s.grid_.dp > 1 && !w_.training.reshard_after_forward),
       // Gradients become final per item; ZeRO-0/1 reduce them once (last pass), ZeRO-2/3 every
       // pass (their gradients are sharded, so they cannot accumulate locally).
       reduce_now_(s.o_.shape.zero >= 2), e_(model::grad_bytes(w_)), wb_(model::weight_bytes(w_)),
@@ -325,7 +330,7 @@ void StagePasses::Pass::forward() {
                                     .alloc = kept.attention,
                                     .extra_dep = gathers_ ? gather_of(j) : param_gather_of(item)},
                                    {.alloc = kept.mlp,
-                                    .param_free = gathered_bytes(l),
+                                    .param_free = kept_ ? Bytes(0.0) : gathered_bytes(l),
                                     .shards = gathers_         ? expert_shards(j, l, true)
                                               : first_forward_ ? s_.param_gathers_.experts_of(pass_.chunk, l)
                                                                : ExpertShards{}},
@@ -512,7 +517,7 @@ void StagePasses::Pass::backward_layer(int j) {
                           .layer = layer,
                           .mb = mb_,
                           .free = split ? Bytes(0.0) : freed.attention,
-                          .param_free = gathered_bytes(l)});
+                          .param_free = kept_ ? Bytes(zero3_params(l) * held_) : gathered_bytes(l)});
   // The gradient all-gathered for the MLP below, unless that is a folded MoE layer.
   attn = tp.after_backward_block(group, attn, Block::ATTENTION,
                                  {.site = site, .ag_scale = folded ? tp.moe_copies(layer - 1) : 1.0});

@@ -289,8 +289,11 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   if (w.parallel.zero_stage >= 3) {
     // The window of prefetch + 1 gathered layers (one under blocking fetch); the chunk's first
     // layer brings the embedding and its last the output layer with it (both at once only when
-    // the window spans the chunk).
-    const int64_t window = w.training.zero3_fetch == Zero3Fetch::BLOCKING ? 1 : w.training.zero3_prefetch + 1;
+    // the window spans the chunk). Kept from the forward to the backward
+    // (reshard_after_forward false, one stage): every layer at the turn.
+    const int64_t window = !w.training.reshard_after_forward                ? layout.num_layers
+                           : w.training.zero3_fetch == Zero3Fetch::BLOCKING ? 1
+                                                                            : w.training.zero3_prefetch + 1;
     const double held = weight_bytes(w) + fp8_weight_bytes(w);
     const double emb = layout.has_embedding ? embedding_params(w.model, w.parallel.tp) * held : 0.0;
     const double out = layout.has_output ? output_params(w.model, w.parallel.tp, w.parallel.pp) * held : 0.0;

@@ -69,7 +69,8 @@ struct MemoryLedger {
   Bytes gradients;      ///< 2*Psi (ZeRO-2/3: /dp)
   Bytes optimizer;      ///< K*Psi (ZeRO-1/2/3: /dp)
   Bytes activations;    ///< stored activations of the in-flight micro-batches (+ recompute working set)
-  Bytes zero3_gathered; ///< ZeRO-3 gathered parameters: (prefetch + 1) layers
+  Bytes zero3_gathered; ///< ZeRO-3 gathered parameters: (prefetch + 1) layers, all kept
+                        ///< (reshard_after_forward false)
   Bytes comm_buffers;   ///< DP bucket, PP send/receive and TP buffers
   Bytes runtime;        ///< CUDA context and library workspaces
   Bytes fragmentation;  ///< the caching allocator's reserve above the live bytes (fragmentation_of)

@@ -455,8 +455,11 @@ private:
                                          gather(params * e_ / k, dp_, dp_link) + host);
       return passes * chunk_layers * per_layer_pass;
     }
+    // The backward gathers again and reduce-scatters, or only reduce-scatters when the forward's
+    // gathers are kept (reshard_after_forward false).
+    const double bwd_collectives = w_.training.reshard_after_forward ? 2.0 : 1.0;
     const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f_healthy_ / d(v_));
-    const double bwd_gap = std::max(0.0, 2.0 * chunk_layers * per_layer - t_b_healthy_ / d(v_));
+    const double bwd_gap = std::max(0.0, bwd_collectives * chunk_layers * per_layer - t_b_healthy_ / d(v_));
     return passes * (fwd_gap + bwd_gap + 2.0 * per_layer);
   }
 

@@ -165,6 +165,8 @@ const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>
         {"training.attention_kernel", [](const WorkloadSpec& w) { return num(w.training.attention_kernel); }},
         {"training.zero3_prefetch", [](const WorkloadSpec& w) { return num(w.training.zero3_prefetch); }},
         {"training.zero3_fetch", [](const WorkloadSpec& w) { return num(w.training.zero3_fetch); }},
+        {"training.reshard_after_forward",
+         [](const WorkloadSpec& w) { return num(w.training.reshard_after_forward); }},
         {"training.overlap_param_gather",
          [](const WorkloadSpec& w) { return num(w.training.overlap_param_gather); }},
         {"training.grad_reduce_in_fp32",

@@ -92,6 +92,24 @@ TEST(MemoryTimeline, Zero3GatheredLayersBounded) {
   expect_zero3_gathered_bounded(w, 0.0);
 }
 
+// ZeRO-3 with the forward's gathers kept to the backward (reshard_after_forward false): at the
+// turn from forward to backward every layer is gathered, with the embedding and the output layer
+// (one stage): the simulated peak is the static ledger's, which charges all of them.
+TEST(MemoryTimeline, Zero3KeptGathersHoldEveryLayerAtTheTurn) {
+  WorkloadSpec w = small(1, 1, 8, 2, Schedule::ONE_F_ONE_B);
+  w.parallel.zero_stage = 3;
+  w.training.reshard_after_forward = false;
+  const ClusterSpec c = test::dgx_cluster(1, 8, 8);
+  const Simulated run = simulate(w, c); // one simulation per test process (SimGrid)
+  const report::MemoryReport rep =
+      report::memory_timeline(run.program, run.result.start, run.result.end, c, w, true);
+  EXPECT_NEAR(rep.stage_peaks[0].value(), model::static_memory(w, c.gpu, 0).peak().value(), 1.0);
+  const double everything = model::gathered_layer_bytes(w).value() * static_cast<double>(w.model.layers) +
+                            (model::embedding_params(w.model, 1) + model::output_params(w.model, 1, 1)) * 2.0;
+  EXPECT_NEAR(rep.worst.zero3_gathered.value(), everything, 1.0);
+  EXPECT_NEAR(model::static_memory(w, c.gpu, 0).zero3_gathered.value(), everything, 1.0);
+}
+
 // ZeRO-3 with experts: the gathered dense part and local experts of at most prefetch + 1 layers
 // are resident, the largest of them what the static ledger charges; the ledger balances.
 TEST(MemoryTimeline, Zero3WithExpertsGathersBoundedLayers) {

@@ -89,3 +89,58 @@ TEST(Zero3Fetch, ListCollectiveHostTimeAddsPerRankPerCollective) {
   EXPECT_EQ(without.collectives, 0.0);
   EXPECT_NEAR(with.step - without.step, with.collectives * DP * 30e-6, 1e-9 * with.step);
 }
+
+// training.reshard_after_forward false (FSDP2's fully_shard(reshard_after_forward=False)): the
+// forward's gathers stay until each layer's backward, which gathers nothing. Per layer and
+// micro-batch the DP all-gathers carry P·w bytes instead of 2·P·w (P the layer's parameters, w
+// a gathered parameter's bytes), none in the backward; the reduce-scatters are unchanged.
+TEST(Zero3Reshard, KeptGathersAreTheForwardsAlone) {
+  const auto volumes = [](bool reshard) {
+    WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4, 2048, 1024), 1, 1, DP, 2);
+    w.parallel.zero_stage = 3;
+    w.training.reshard_after_forward = reshard;
+    BuildOptions o;
+    o.compute_time = [](const ComputeQuery&) { return ComputeCost(Seconds(1e-3)); };
+    const StepProgram prog = build_step(w, o);
+    std::vector<double> v(3, 0.0); // gathers in the forward, gathers in the backward, reduce-scatters
+    for (TaskId id = 0; id < prog.graph.size(); ++id) {
+      const Task& t = prog.graph.task(id);
+      if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::DP || t.rank != 0)
+        continue;
+      if (t.op == CollectiveOp::ALL_GATHER)
+        v[t.phase == Phase::FORWARD ? 0 : 1] += t.bytes.value();
+      else if (t.op == CollectiveOp::REDUCE_SCATTER)
+        v[2] += t.bytes.value();
+    }
+    return v;
+  };
+  const std::vector<double> resharded = volumes(true);
+  const std::vector<double> kept = volumes(false);
+  ASSERT_GT(resharded[0], 0.0);
+  EXPECT_DOUBLE_EQ(resharded[1], resharded[0]); // the backward gathers everything again
+  EXPECT_DOUBLE_EQ(kept[0], resharded[0]);
+  EXPECT_EQ(kept[1], 0.0);
+  EXPECT_DOUBLE_EQ(kept[2], resharded[2]);
+}
+
+// Kept gathers take the backward's gathers off a communication-bound step: it gets shorter.
+TEST(Zero3Reshard, KeptGathersShortenACommunicationBoundStep) {
+  const auto step = [](bool reshard) {
+    const auto r = run_in_child([=] {
+      WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4, 2048, 1024), 1, 1, DP, 2);
+      w.parallel.zero_stage = 3;
+      w.training.reshard_after_forward = reshard;
+      BuildOptions o;
+      o.compute_time = [](const ComputeQuery&) { return ComputeCost(Seconds(1e-5)); }; // comm-bound
+      const StepProgram prog = build_step(w, o);
+      engine::Replay replay(prog, stepsim::test::dgx_cluster(1, DP, DP));
+      return std::vector<double>{replay.run().step_time.value()};
+    });
+    EXPECT_TRUE(r.ok) << r.error;
+    return r.ok ? r.values[0] : 0.0;
+  };
+  const double resharded = step(true);
+  const double kept = step(false);
+  ASSERT_GT(kept, 0.0);
+  EXPECT_LT(kept, resharded);
+}

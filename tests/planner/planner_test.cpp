@@ -204,6 +204,10 @@ TEST(Planner, Zero3ExposureTracksSimulation) {
   blocking.training.zero3_fetch = Zero3Fetch::BLOCKING;
   blocking.training.recompute = Recompute::FULL;
   specs.push_back(blocking);
+  // The forward's gathers kept to the backward (reshard_after_forward false): no backward gathers.
+  WorkloadSpec kept = specs.front();
+  kept.training.reshard_after_forward = false;
+  specs.push_back(kept);
   const auto sims = planner::simulate_all(c, specs, 2);
   ASSERT_EQ(sims.size(), specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
