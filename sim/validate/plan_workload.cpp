@@ -411,6 +411,16 @@ std::string map_parallel(Draft& d) {
     out.zero_stage = std::get<int>(rule.value());
     p.defaults.push_back(rule.listed(d.facts));
   }
+  // FSDP's SHARD_GRAD_OP keeps the parameters gathered from the forward to the backward and
+  // reshards them after it: ZeRO-3 with reshard_after_forward false, where that is modelled (one
+  // pipeline stage, a dense model); elsewhere ZeRO-2, the stage whose step holds them whole.
+  if (out.zero_stage == 2 && has_word(lowered(par.zero_stage), "shard_grad_op") && d.pp == 1 &&
+      !d.workload().model.moe.enabled()) {
+    out.zero_stage = 3;
+    d.workload().training.reshard_after_forward = false;
+    p.defaults.emplace_back("zero_stage=3, reshard_after_forward=false (FSDP's SHARD_GRAD_OP: parameters "
+                            "sharded between steps, kept gathered from the forward to the backward)");
+  }
   d.facts.zero_stage = out.zero_stage;
   if (d.dp == 0)
     return "num_gpus " + std::to_string(d.gpus) +

@@ -654,10 +654,20 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
   const std::string no_zero = "zero_stage: 0, fsdp: null";
   EXPECT_NE(text_of(plan_with(no_zero, "zero_stage: null, fsdp: FULL_SHARD")).find("zero_stage: 3\n"),
             std::string::npos);
-  EXPECT_NE(text_of(plan_with(no_zero, "zero_stage: null, fsdp: SHARD_GRAD_OP")).find("zero_stage: 2\n"),
-            std::string::npos);
-  EXPECT_NE(text_of(plan_with(no_zero, "zero_stage: FSDP SHARD_GRAD_OP, fsdp: null")).find("zero_stage: 2\n"),
-            std::string::npos);
+  // SHARD_GRAD_OP: ZeRO-3 with the forward's gathers kept to the backward (one stage, dense);
+  // with a pipeline ZeRO-2, which holds the parameters whole.
+  for (const char* form :
+       {"zero_stage: null, fsdp: SHARD_GRAD_OP", "zero_stage: FSDP SHARD_GRAD_OP, fsdp: null"}) {
+    const validate::RunPlan kept = plan_with(no_zero, form);
+    EXPECT_EQ(kept.workload.parallel.zero_stage, 3) << form;
+    EXPECT_FALSE(kept.workload.training.reshard_after_forward) << form;
+    EXPECT_NE(text_of(kept).find("  reshard_after_forward: false\n"), std::string::npos) << text_of(kept);
+  }
+  const validate::RunPlan piped =
+      plan_with("tp: 8, pp: 1, dp: 1, cp: null, ep: null, sp: 1, zero_stage: 0, fsdp: null",
+                "tp: 4, pp: 2, dp: 1, cp: null, ep: null, sp: 1, zero_stage: null, fsdp: SHARD_GRAD_OP");
+  EXPECT_EQ(piped.workload.parallel.zero_stage, 2) << piped.skip_reason;
+  EXPECT_TRUE(piped.workload.training.reshard_after_forward);
   const validate::RunPlan no_shard = plan_with(no_zero, "zero_stage: null, fsdp: NO_SHARD");
   EXPECT_TRUE(no_shard.skip_reason.empty()) << no_shard.skip_reason;
   EXPECT_EQ(no_shard.workload.parallel.zero_stage, 0);
