@@ -414,18 +414,14 @@ TEST(Plan, FrameworkDefaultsAndMlpFamily) {
 // A framework text naming --overlap-param-gather states the overlap over the stack's preset
 // (Megatron-Core: off), where a distributed optimizer over dp > 1 has a gather to overlap.
 TEST(Plan, StatedParamGatherOverlap) {
-  auto plan_of = [](const std::string& framework, int zero_stage, int gpus) {
+  const fs::path d = temp_dir("stated_gather");
+  auto plan_of = [&](const std::string& framework, int zero_stage, int gpus) {
     std::string text = small_run("g", "bf16");
     text.replace(text.find("zero_stage: 0"), 13, "zero_stage: " + std::to_string(zero_stage));
     text.replace(text.find("num_gpus: 8"), 11, "num_gpus: " + std::to_string(gpus));
     text.replace(text.find("dp: 1"), 5, "dp: " + std::to_string(gpus / 8));
     text.replace(text.find("Megatron-LM"), 11, framework);
-    const fs::path d = temp_dir("stated_gather");
-    write(d / "runs.yaml", "runs:\n" + text);
-    const config::RunsFile f = config::load_runs(d / "runs.yaml");
-    fs::remove_all(d);
-    return validate::plan_run(f.runs.at(0),
-                              {.topologies = src("topologies"), .calibration = false, .extra = {}});
+    return plan_first(d, "runs:\n" + text, false);
   };
   const std::string stated = "Megatron-Core (r0.8.0; --overlap-grad-reduce --overlap-param-gather)";
   const validate::RunPlan overlapped = plan_of(stated, 1, 16);
@@ -438,6 +434,7 @@ TEST(Plan, StatedParamGatherOverlap) {
   EXPECT_FALSE(plan_of(stated, 1, 8).workload.training.overlap_param_gather);  // dp 1: nothing to gather
   EXPECT_FALSE(
       plan_of("Megatron-Core (r0.8.0; --overlap-grad-reduce)", 1, 16).workload.training.overlap_param_gather);
+  fs::remove_all(d);
 }
 
 // Memory settings of a recipe: Megatron Bridge's fp8 recipes keep fp8 primary weights (listed as
