@@ -386,6 +386,27 @@ void check_training_needs(const WorkloadSpec& w, Problems& fail) {
     fail("training.recompute_layers = " + str(t.recompute_layers) + " needs training.recompute: full");
 }
 
+/// ZeRO-3 hybrid sharding: shard groups of dp_shard replicas that divide dp; below dp, ZeRO-3 of a
+/// dense model (the experts' expert-data-parallel groups are not split into shard groups).
+void check_hybrid_sharding(const WorkloadSpec& w, int64_t dp, Problems& fail) {
+  const int64_t s = w.parallel.dp_shard;
+  if (s == 0 || s == dp)
+    return;
+  if (s == 1 && w.parallel.cp == 1)
+    fail("parallel.dp_shard = 1 shards nothing: every replica holds the whole model (plain data "
+         "parallelism, parallel.zero_stage 0)");
+  if (dp % s != 0)
+    fail("parallel.dp_shard = " + str(s) + " does not divide parallel.dp = " + str(dp) +
+         " (the shard groups replicate each other)");
+  if (w.parallel.zero_stage != 3)
+    fail("parallel.dp_shard = " + str(s) +
+         " shards ZeRO-3 over groups of DP replicas and needs "
+         "parallel.zero_stage 3, found " +
+         str(w.parallel.zero_stage));
+  if (w.model.moe.enabled())
+    fail("parallel.dp_shard = " + str(s) + " is not modelled with experts (a dense model's hybrid sharding)");
+}
+
 /// The global batch splits into micro-batches over the DP replicas.
 void check_batch_split(const WorkloadSpec& w, int64_t dp, Problems& fail) {
   const auto per_step = checked_mul(w.batch.micro_batch, dp);
@@ -435,6 +456,8 @@ Layout check_expanded(const ClusterSpec& cluster, const WorkloadSpec& workload) 
     check_chunks(workload, p.pp, problems);
   }
   check_training_needs(workload, problems);
+  if (dp)
+    check_hybrid_sharding(workload, *dp, problems);
   if (dp && batch)
     check_batch_split(workload, *dp, problems);
   if (tp_pp && cp_ep) {

@@ -468,6 +468,12 @@ constexpr Key WORKLOAD_KEYS[] = {
      "PyTorch's async TP). No effect without `parallel.sp` and tp > 1 "
      "([model.md](model.md#tp-communication-overlap))"},
     {"parallel.zero_stage", integer(0, 3), OPTIONAL, "0", "", "", "ZeRO stage; 3 = FSDP full shard"},
+    {"parallel.dp_shard", count(DEGREE_LIMIT), OPTIONAL, "", "**= dp**",
+     "divides dp; below dp needs `zero_stage` 3 and a dense model (layout check)",
+     "ZeRO-3 hybrid sharding (HSDP: FSDP2's replicate x shard mesh, FSDP1's HYBRID_SHARD): the DP "
+     "replicas (consecutive, with their CP ranks) that shard the parameters, gradients and optimizer "
+     "states; each layer is gathered and reduce-scattered within its shard group, and each gradient "
+     "shard then all-reduced over the dp / dp_shard replicas holding it ([model.md](model.md#zero-3-fetch))"},
     {"parallel.cp", count(DEGREE_LIMIT), OPTIONAL, "1", "", "divides seq_len (layout check)",
      "context parallelism (ring attention); GPUs = tp·cp·pp·dp "
      "([moe.md](moe.md#context-parallelism-ring-attention))"},

@@ -387,8 +387,15 @@ struct ParallelSpec {
   /// communication overlap").
   bool tp_comm_overlap = false;
   int zero_stage = 0; ///< 0, 1, 2 or 3 (3 = FSDP full shard)
-  int cp = 1;         ///< context parallelism (ring attention): the sequence split over cp GPUs
-  int ep = 1;         ///< expert parallelism: experts / ep experts per GPU
+  /// ZeRO-3 hybrid sharding (HSDP; FSDP2's 2-D mesh of replicate x shard, FSDP1's HYBRID_SHARD):
+  /// the DP replicas whose GPUs shard the parameters, gradients and optimizer states, consecutive
+  /// DP indices (with their CP ranks); the dp / dp_shard shard groups replicate each other and
+  /// all-reduce each reduce-scattered gradient shard. 0 = dp (every replica in one shard group).
+  int dp_shard = 0;
+  /// DP replicas per shard group: dp_shard, or dp when 0.
+  [[nodiscard]] int shard_group() const { return dp_shard > 0 ? dp_shard : dp; }
+  int cp = 1; ///< context parallelism (ring attention): the sequence split over cp GPUs
+  int ep = 1; ///< expert parallelism: experts / ep experts per GPU
   /// Expert tensor parallelism: the GPUs that split each expert's MLP. 0 = tp (every expert split
   /// like the dense MLP; EP subdivides DP). 1 with tp > 1 keeps every expert whole and folds the
   /// expert groups over the TP x CP x DP GPUs of a stage (Megatron-Core's MoE parallel folding with

@@ -206,7 +206,8 @@ std::vector<Finding> range_problems(const WorkloadSpec& w) {
   within("parallel.vp", p.vp, 1, limit_of("parallel.tp"));
   within("parallel.cp", p.cp, 1, limit_of("parallel.tp"));
   within("parallel.ep", p.ep, 1, limit_of("parallel.tp"));
-  within("parallel.etp", p.etp, 0, limit_of("parallel.tp")); // 0: = tp
+  within("parallel.etp", p.etp, 0, limit_of("parallel.tp"));           // 0: = tp
+  within("parallel.dp_shard", p.dp_shard, 0, limit_of("parallel.tp")); // 0: = dp
   within("parallel.zero_stage", p.zero_stage, 0, 3);
   for (const int64_t n : p.chunk_layers)
     within("parallel.chunk_layers", n, 0, limit_of("model.layers"));

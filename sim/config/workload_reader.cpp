@@ -249,6 +249,7 @@ ParallelSpec read_parallel(const MapReader& m) {
   optional_key(m, "tp_grad_overlap", [&](const Field& f) { p.tp_grad_overlap = read_bool(f); });
   optional_key(m, "tp_comm_overlap", [&](const Field& f) { p.tp_comm_overlap = read_bool(f); });
   optional_key(m, "zero_stage", [&](const Field& f) { p.zero_stage = read_int(f); });
+  optional_key(m, "dp_shard", [&](const Field& f) { p.dp_shard = read_int(f); });
   optional_key(m, "cp", [&](const Field& f) { p.cp = read_int(f); });
   optional_key(m, "ep", [&](const Field& f) { p.ep = read_int(f); });
   optional_key(m, "etp", [&](const Field& f) { p.etp = read_int(f); });

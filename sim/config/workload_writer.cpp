@@ -170,6 +170,8 @@ void parallel_values(const ParallelSpec& p, Values& v) {
     v["parallel.tp_comm_overlap"] = boolean(p.tp_comm_overlap);
   if (p.zero_stage != def.zero_stage)
     v["parallel.zero_stage"] = std::to_string(p.zero_stage);
+  if (p.dp_shard != def.dp_shard)
+    v["parallel.dp_shard"] = std::to_string(p.dp_shard);
   if (p.cp != def.cp)
     v["parallel.cp"] = std::to_string(p.cp);
   if (p.ep != def.ep)

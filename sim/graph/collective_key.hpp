@@ -14,12 +14,17 @@ enum class CollectivePurpose {
   ZERO3_REGATHER,   ///< ZeRO-3 blocking fetch: a recomputed layer gathered again for its backward
   PARAM_GATHER,     ///< ZeRO-1/2 overlap_param_gather: a bucket gathered under the forward
   OPTIMIZER_GATHER, ///< ZeRO-1/2: a bucket's updated parameters gathered after the optimizer
+  ZERO3_REPLICATE,  ///< ZeRO-3 hybrid sharding: a gradient shard all-reduced over its replicas
 };
 
-/// The DP group of the ranks of pipeline stage `stage` with TP index `tp`.
+/// The DP group of the ranks of pipeline stage `stage` with TP index `tp`; under ZeRO-3 hybrid
+/// sharding (parallel.dp_shard) part of it: shard group `shard` (its consecutive DP indices), or
+/// the replicas of shard position `position` (one per shard group). -1: not that part.
 struct DpGroup {
   int stage = 0;
   int tp = 0;
+  int shard = -1;
+  int position = -1;
   auto operator<=>(const DpGroup&) const = default;
 };
 

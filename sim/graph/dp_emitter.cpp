@@ -25,11 +25,30 @@ std::vector<TaskId> ParamGathers::of(int chunk, size_t item) const {
   return gather[c][bucket_of[c][item]];
 }
 
-std::vector<Rank> DpEmitter::group(int p, int t) const {
+std::vector<Rank> DpEmitter::group(const DpGroup& g) const {
   std::vector<Rank> out;
+  const int s = hybrid_shard();
   for (int d = 0; d < grid_.dp; ++d)
-    out.push_back(grid_.rank(d, p, t));
+    if ((g.shard < 0 || d / s == g.shard) && (g.position < 0 || d % s == g.position))
+      out.push_back(grid_.rank(d, g.stage, g.tp));
   return out;
+}
+
+int DpEmitter::hybrid_shard() const {
+  const int s = w_.parallel.shard_group() * grid_.cp;
+  return w_.parallel.zero_stage >= 3 && s < grid_.dp ? s : 0;
+}
+
+DpGroup DpEmitter::zero3_group(int p, int t, Rank r, bool replicas) const {
+  DpGroup g{.stage = p, .tp = t};
+  if (const int s = hybrid_shard(); s > 0) {
+    const int d = (r / grid_.tp) % grid_.dp; // the grid's DP index (with the CP index)
+    if (replicas)
+      g.position = d % s;
+    else
+      g.shard = d / s;
+  }
+  return g;
 }
 
 TaskId DpEmitter::collective(const DpCollective& c) {
@@ -41,10 +60,11 @@ TaskId DpEmitter::collective(const DpCollective& c) {
     Task task =
         collective_task(CommGroup::DP, c.op, Stream::DP_COMM,
                         {.phase = c.phase, .stage = dp.stage, .layer = c.key.layer, .mb = c.mb}, c.bytes);
-    task.rank = grid_.rank(0, dp.stage, dp.tp);
+    const std::vector<Rank> ranks = group(dp);
+    task.rank = ranks.front();
     task.bucket = c.key.bucket;
     task.param_alloc = c.alloc;
-    id = g_.add_collective(task, group(dp.stage, dp.tp));
+    id = g_.add_collective(task, ranks);
     tasks_.emplace(c.key, id);
   }
   if (c.producer != NO_TASK)

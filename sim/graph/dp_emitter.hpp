@@ -70,6 +70,13 @@ public:
   /// Issues `c` (creating the shared task on its first issue); returns the task.
   TaskId collective(const DpCollective& c);
 
+  /// ZeRO-3 hybrid sharding (parallel.dp_shard below dp): the GPUs of a shard group in the grid's
+  /// DP index (dp_shard * cp), else 0.
+  [[nodiscard]] int hybrid_shard() const;
+  /// Rank r's ZeRO-3 DP group at stage p with TP index t: all of DP, or under hybrid sharding its
+  /// shard group (`replicas` false) or the replicas of its shard position (true).
+  [[nodiscard]] DpGroup zero3_group(int p, int t, Rank r, bool replicas) const;
+
   /// Layers of local model chunk `chunk` of stage `p`: global chunk chunk*pp + p
   /// (model::chunk_span: even, or parallel.chunk_layers); the embedding sits in global chunk 0,
   /// the output (and the MTP layers) in the last one.
@@ -104,8 +111,9 @@ public:
   void optimizer(int p, int t, const ComputeTimeFn& time);
 
 private:
-  /// The DP group of (stage p, TP index t): its dp ranks.
-  [[nodiscard]] std::vector<Rank> group(int p, int t) const;
+  /// The ranks of DP group `g` (DpGroup): all dp of (stage, TP index), or its shard group, or the
+  /// replicas of its shard position.
+  [[nodiscard]] std::vector<Rank> group(const DpGroup& g) const;
   /// One gradient-synchronization all-reduce (grad_sync).
   struct Sync {
     CommGroup group = CommGroup::DP;

@@ -178,21 +178,24 @@ TaskId StagePasses::Pass::zero3_collective(const Zero3Call& c) {
   }
   TaskId id = NO_TASK;
   for (int k = 0; k < calls; ++k) {
-    id = s_.o_.dp.collective({.rank = s_.group_.ranks[c.i],
-                              .key = {.group = {s_.p_, static_cast<int>(c.i)},
-                                      .purpose = c.purpose,
-                                      .pass = s_.pass_index_,
-                                      .layer = layer_of(c.l),
-                                      .call = k},
-                              .op = c.op,
-                              .bytes = Bytes(c.bytes / calls),
-                              .phase = c.phase,
-                              .mb = mb_,
-                              .producer = k == 0 ? c.after : NO_TASK,
-                              .alloc = k == 0 ? c.alloc : Bytes(0.0)});
+    const Rank rank = s_.group_.ranks[c.i];
+    id = s_.o_.dp.collective(
+        {.rank = rank,
+         .key = {.group = s_.o_.dp.zero3_group(s_.p_, static_cast<int>(c.i), rank,
+                                               c.purpose == CollectivePurpose::ZERO3_REPLICATE),
+                 .purpose = c.purpose,
+                 .pass = s_.pass_index_,
+                 .layer = layer_of(c.l),
+                 .call = k},
+         .op = c.op,
+         .bytes = Bytes(c.bytes / calls),
+         .phase = c.phase,
+         .mb = mb_,
+         .producer = k == 0 ? c.after : NO_TASK,
+         .alloc = k == 0 ? c.alloc : Bytes(0.0)});
     if (blocking_)
       s_.g_.mutable_task(id).duration =
-          s_.o_.build.list_collective_per_rank * static_cast<double>(s_.grid_.dp);
+          s_.o_.build.list_collective_per_rank * static_cast<double>(s_.g_.task(id).ranks_count);
   }
   return id;
 }
@@ -277,14 +280,25 @@ void StagePasses::Pass::zero3_reduce(int l, const std::vector<TaskId>& producers
   if (s_.o_.shape.zero < 3 || s_.grid_.dp == 1)
     return;
   const double params = zero3_params(l);
-  for (size_t i = 0; i < s_.group_.ranks.size(); ++i)
-    zero3_collective({.i = i,
-                      .purpose = CollectivePurpose::ZERO3_REDUCE,
-                      .l = l,
-                      .op = CollectiveOp::REDUCE_SCATTER,
-                      .bytes = params * e_,
-                      .phase = Phase::BACKWARD,
-                      .after = producers[i]});
+  const int shard = s_.o_.dp.hybrid_shard();
+  for (size_t i = 0; i < s_.group_.ranks.size(); ++i) {
+    const TaskId reduced = zero3_collective({.i = i,
+                                             .purpose = CollectivePurpose::ZERO3_REDUCE,
+                                             .l = l,
+                                             .op = CollectiveOp::REDUCE_SCATTER,
+                                             .bytes = params * e_,
+                                             .phase = Phase::BACKWARD,
+                                             .after = producers[i]});
+    // Hybrid sharding: the GPU's gradient shard all-reduced over the shard groups' replicas.
+    if (shard > 0)
+      zero3_collective({.i = i,
+                        .purpose = CollectivePurpose::ZERO3_REPLICATE,
+                        .l = l,
+                        .op = CollectiveOp::ALL_REDUCE,
+                        .bytes = params * e_ / shard,
+                        .phase = Phase::BACKWARD,
+                        .after = reduced});
+  }
 }
 
 void StagePasses::Pass::emit() {

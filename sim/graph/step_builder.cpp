@@ -93,13 +93,16 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
               .micro_batches = static_cast<int>(w.micro_batches())};
   const RankGrid& grid = s.grid;
   const int node = o.gpus_per_node;
-  const bool classes = o.fold_dp && !o.replica_class.empty();
+  // ZeRO-3 hybrid sharding (parallel.dp_shard): each shard group gathers and reduce-scatters on its
+  // own and the replicas of a shard position all-reduce together, so every replica is simulated.
+  const bool fold_dp = o.fold_dp && !(par.zero_stage >= 3 && par.shard_group() < par.dp);
+  const bool classes = fold_dp && !o.replica_class.empty();
   const bool alike = o.distinct_ranks.empty() && !classes;
   const bool fold_ep = o.fold_ep && alike;
   const bool alike_hops = node > 0 && (grid.tp == node || node % (grid.tp * grid.cp) == 0);
-  s.fold_cp = o.fold_dp && alike && grid.cp > 1 && grid.ep == 1 && !grid.folded() && alike_hops;
-  int unit = s.fold_cp ? 1 : o.fold_dp ? grid.cp * (fold_ep ? 1 : grid.ep) : grid.dp;
-  if (o.fold_dp && !fold_ep && grid.folded()) {
+  s.fold_cp = fold_dp && alike && grid.cp > 1 && grid.ep == 1 && !grid.folded() && alike_hops;
+  int unit = s.fold_cp ? 1 : fold_dp ? grid.cp * (fold_ep ? 1 : grid.ep) : grid.dp;
+  if (fold_dp && !fold_ep && grid.folded()) {
     // Expert groups folded over the TP ranks: the first replicas (whole CP groups) whose GPUs
     // make up whole EP groups, etp*ep consecutive GPUs of a stage.
     unit = grid.cp;
@@ -120,7 +123,7 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
   s.sp = par.sp && grid.tp > 1;
   // One rank per TP group (BuildOptions::fold_tp): a dense model whose replicas fold alike.
   // A replica with a TP group only partly distinct keeps every rank.
-  s.fold_tp = o.fold_tp && o.fold_dp && !classes && grid.ep == 1 && grid.cp == 1 && grid.tp > 1;
+  s.fold_tp = o.fold_tp && fold_dp && !classes && grid.ep == 1 && grid.cp == 1 && grid.tp > 1;
   s.whole_tp.assign(static_cast<size_t>(grid.dp), false);
   std::vector<int> distinct_in_group(static_cast<size_t>(grid.size() / grid.tp), 0);
   for (Rank r : o.distinct_ranks)

@@ -212,12 +212,13 @@ Bytes fragmentation_of(const WorkloadSpec& w, const GpuSpec& gpu, Bytes dynamic)
 }
 
 MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage) {
-  // Dense parameters are sharded by ZeRO over the dp*cp GPUs holding them, expert parameters
-  // over their expert-data-parallel group (dp*cp/ep GPUs, tp*cp*dp/(etp*ep) folded; docs/moe.md).
+  // Dense parameters are sharded by ZeRO over the dp*cp GPUs holding them (the shard group under
+  // hybrid sharding, dense_shard_gpus), expert parameters over their expert-data-parallel group
+  // (dp*cp/ep GPUs, tp*cp*dp/(etp*ep) folded; docs/moe.md).
   const double psi = params_on_rank(w, stage);
   const double psi_expert = expert_params_on_rank(w, stage);
   const double psi_dense = psi - psi_expert;
-  const double dp = static_cast<double>(w.parallel.dp) * std::max(1, w.parallel.cp);
+  const double dp = static_cast<double>(dense_shard_gpus(w.parallel));
   const double edp = static_cast<double>(expert_data_parallel(w.parallel));
   const int zero = w.parallel.zero_stage;
   const double e = grad_bytes(w);

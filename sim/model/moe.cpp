@@ -204,13 +204,16 @@ int64_t expert_data_parallel(const ParallelSpec& p) {
   return std::max<int64_t>(1, gpus / (static_cast<int64_t>(p.expert_tp()) * std::max(1, p.ep)));
 }
 
+int64_t dense_shard_gpus(const ParallelSpec& p) {
+  return static_cast<int64_t>(p.zero_stage >= 3 ? p.shard_group() : p.dp) * std::max(1, p.cp);
+}
+
 double optimizer_params_on_rank(const WorkloadSpec& w, int stage) {
   const double all = params_on_rank(w, stage);
   if (w.parallel.zero_stage < 1)
     return all;
   const double expert = expert_params_on_rank(w, stage);
-  const double dp = static_cast<double>(w.parallel.dp) * std::max(1, w.parallel.cp);
-  return (all - expert) / dp + expert / d(expert_data_parallel(w.parallel));
+  return (all - expert) / d(dense_shard_gpus(w.parallel)) + expert / d(expert_data_parallel(w.parallel));
 }
 
 Bytes cp_kv_block_bytes(const WorkloadSpec& w) {

@@ -112,8 +112,12 @@ double expert_params_on_rank(const WorkloadSpec& w, int stage);
 /// dp*cp/ep when etp = tp.
 int64_t expert_data_parallel(const ParallelSpec& p);
 
+/// The GPUs over which ZeRO shards a dense parameter's states: dp*cp, or under ZeRO-3 hybrid
+/// sharding (parallel.dp_shard) the shard group's dp_shard*cp.
+int64_t dense_shard_gpus(const ParallelSpec& p);
+
 /// Parameters the optimizer of `stage` updates on one GPU: all it holds, or with ZeRO >= 1 the
-/// dense ones / (dp*cp) plus the expert ones / expert_data_parallel.
+/// dense ones / dense_shard_gpus plus the expert ones / expert_data_parallel.
 double optimizer_params_on_rank(const WorkloadSpec& w, int stage);
 
 /// SplitMix64 (Steele, Lea, Flood 2014): the next value of `state` (which it advances).

@@ -430,8 +430,15 @@ private:
   /// gather queues behind the backward's last reduce-scatter on the DP stream: both are exposed
   /// once per micro-batch and chunk. MoE: the largest layer's dense part over dp, its local
   /// experts over dp/ep (docs/moe.md).
-  [[nodiscard]] double zero3_exposed(const Link& dp_link) const {
-    double per_layer = gather(model::layer_params(w_.model, par_.tp) * wb_, dp_, dp_link);
+  /// Hybrid sharding (parallel.dp_shard): the gathers and reduce-scatters within a shard group
+  /// of dp_shard replicas, and in the backward each layer's gradient shard all-reduced over the
+  /// dp/dp_shard replicas.
+  [[nodiscard]] double zero3_exposed(const Link& all_dp) const {
+    const int64_t shard = par_.shard_group(); // dp without hybrid sharding
+    const Link dp_link = shard < dp_ ? link_for(cluster_, t_ * shard, deg_) : all_dp;
+    const double layer = model::layer_params(w_.model, par_.tp);
+    double per_layer = gather(layer * wb_, shard, dp_link);
+    const double replicate = shard < dp_ ? all_reduce(layer * e_ / d(shard), dp_ / shard, all_dp) : 0.0;
     if (w_.model.moe.enabled()) {
       per_layer = 0;
       const int64_t edp = model::expert_data_parallel(par_);
@@ -448,19 +455,20 @@ private:
       // forward, in the backward (and again after a full recomputation) and its reduce-scatter,
       // each with the tensor-list host part (docs/model.md, "ZeRO-3 fetch").
       const double k = d(model::dense_weight_tensors(w_.model, w_.model.layers - 1));
-      const double params = model::layer_params(w_.model, par_.tp);
-      const double host = d(dp_) * cluster_.gpu.list_collective_per_rank.value();
+      const double host = d(shard) * cluster_.gpu.list_collective_per_rank.value();
       const double gathers = w_.training.recompute == Recompute::FULL ? 3.0 : 2.0;
-      const double per_layer_pass = k * (gathers * (gather(params * wb_ / k, dp_, dp_link) + host) +
-                                         gather(params * e_ / k, dp_, dp_link) + host);
+      const double per_layer_pass = k * (gathers * (gather(layer * wb_ / k, shard, dp_link) + host) +
+                                         gather(layer * e_ / k, shard, dp_link) + host) +
+                                    replicate;
       return passes * chunk_layers * per_layer_pass;
     }
     // The backward gathers again and reduce-scatters, or only reduce-scatters when the forward's
     // gathers are kept (reshard_after_forward false).
     const double bwd_collectives = w_.training.reshard_after_forward ? 2.0 : 1.0;
     const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f_healthy_ / d(v_));
-    const double bwd_gap = std::max(0.0, bwd_collectives * chunk_layers * per_layer - t_b_healthy_ / d(v_));
-    return passes * (fwd_gap + bwd_gap + 2.0 * per_layer);
+    const double bwd_gap =
+        std::max(0.0, chunk_layers * (bwd_collectives * per_layer + replicate) - t_b_healthy_ / d(v_));
+    return passes * (fwd_gap + bwd_gap + 2.0 * per_layer + replicate);
   }
 
   /// The optimizer: the builder's query for the heaviest stage.

@@ -95,7 +95,10 @@ std::string describe(const WorkloadSpec& w) {
          (p.ep > 1 ? " ep" + std::to_string(p.ep) : std::string()) +
          (p.folds_experts() ? " etp" + std::to_string(p.etp) : std::string()) +
          (p.ep_overlap ? " ep_overlap" : "") + " vp" + std::to_string(p.vp) + " mb" +
-         std::to_string(w.batch.micro_batch) + " zero" + std::to_string(p.zero_stage) + " " +
+         std::to_string(w.batch.micro_batch) + " zero" + std::to_string(p.zero_stage) +
+         (p.zero_stage >= 3 && p.shard_group() < p.dp ? " shard" + std::to_string(p.dp_shard)
+                                                      : std::string()) +
+         (p.zero_stage >= 3 && !w.training.reshard_after_forward ? " kept" : "") + " " +
          recompute_name(w.training) +
          (w.training.offload_layers > 0 ? " offload" + std::to_string(w.training.offload_layers)
                                         : std::string()) +

@@ -515,6 +515,22 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
   EXPECT_NE(with(moe_ep, {"parallel.zero_stage=3", "training.reshard_after_forward=false"})
                 .find("needs a dense model (not modelled with experts)"),
             std::string::npos);
+  // Hybrid sharding: shard groups dividing dp, under ZeRO-3 of a dense model (dp 16 here).
+  EXPECT_EQ(layout_error({"parallel.zero_stage=3", "parallel.dp_shard=8"}), "");
+  EXPECT_EQ(layout_error({"parallel.zero_stage=1", "parallel.dp_shard=16"}), ""); // = dp: one group
+  EXPECT_NE(layout_error({"parallel.zero_stage=3", "parallel.dp_shard=3"})
+                .find("parallel.dp_shard = 3 does not divide parallel.dp = 16"),
+            std::string::npos);
+  EXPECT_NE(layout_error({"parallel.zero_stage=2", "parallel.dp_shard=8"})
+                .find("parallel.dp_shard = 8 shards ZeRO-3 over groups of DP replicas and needs "
+                      "parallel.zero_stage 3, found 2"),
+            std::string::npos);
+  EXPECT_NE(layout_error({"parallel.zero_stage=3", "parallel.dp_shard=1"})
+                .find("parallel.dp_shard = 1 shards nothing"),
+            std::string::npos);
+  EXPECT_NE(with(moe_ep, {"parallel.zero_stage=3", "parallel.dp_shard=8"})
+                .find("parallel.dp_shard = 8 is not modelled with experts"),
+            std::string::npos);
   EXPECT_NE(layout_error({"parallel.pp=2", "parallel.dp=8", "parallel.chunk_layers=[0, 32]"})
                 .find("only the last model chunk (it holds the output layer) may have no layers"),
             std::string::npos);

@@ -144,3 +144,54 @@ TEST(Zero3Reshard, KeptGathersShortenACommunicationBoundStep) {
   ASSERT_GT(kept, 0.0);
   EXPECT_LT(kept, resharded);
 }
+
+// ZeRO-3 hybrid sharding (parallel.dp_shard, HSDP): with dp 8 and shard groups of 4, every gather
+// and reduce-scatter runs within one group of 4 consecutive DP ranks, and each reduce-scatter is
+// followed by an all-reduce of the GPU's shard (1/4 of the layer's gradient bytes) over the 2
+// ranks holding the same shard (d and d + 4). Every replica is simulated.
+TEST(Zero3HybridShard, ShardGroupsGatherAndReplicasAllReduce) {
+  WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4, 2048, 1024), 1, 1, DP, 2);
+  w.parallel.zero_stage = 3;
+  w.parallel.dp_shard = 4;
+  BuildOptions o;
+  o.compute_time = [](const ComputeQuery&) { return ComputeCost(Seconds(1e-3)); };
+  const StepProgram prog = build_step(w, o);
+  int gathers = 0, scatters = 0, replicated = 0;
+  double scattered_bytes = 0, replicated_bytes = 0;
+  std::vector<int> ranks_seen(DP, 0);
+  for (TaskId id = 0; id < prog.graph.size(); ++id) {
+    const Task& t = prog.graph.task(id);
+    if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::DP)
+      continue;
+    const auto ranks = prog.graph.participants(t);
+    if (t.op == CollectiveOp::ALL_REDUCE) {
+      ASSERT_EQ(ranks.size(), 2u);
+      EXPECT_EQ(ranks[1], ranks[0] + 4); // the same shard position in the two groups
+      ++replicated;
+      replicated_bytes += t.bytes.value();
+      continue;
+    }
+    ASSERT_EQ(ranks.size(), 4u);
+    EXPECT_EQ(ranks[0] % 4, 0); // a whole group of consecutive ranks
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      EXPECT_EQ(ranks[k], ranks[0] + static_cast<Rank>(k));
+      ++ranks_seen[static_cast<size_t>(ranks[k])];
+    }
+    if (t.op == CollectiveOp::ALL_GATHER)
+      ++gathers;
+    else if (t.op == CollectiveOp::REDUCE_SCATTER) {
+      ++scatters;
+      scattered_bytes += t.bytes.value();
+    }
+  }
+  // 4 layers x 2 micro-batches: a gather in the forward and the backward, a reduce-scatter, per
+  // shard group (2), and an all-reduce per shard position (4).
+  EXPECT_EQ(gathers, 4 * 2 * 2 * 2);
+  EXPECT_EQ(scatters, 4 * 2 * 2);
+  EXPECT_EQ(replicated, 4 * 2 * 4);
+  // Per layer and micro-batch, 4 all-reduces of a quarter against 2 reduce-scatters of the whole.
+  EXPECT_NEAR(replicated_bytes, scattered_bytes / 2, 1e-6 * scattered_bytes);
+  for (int count : ranks_seen)
+    EXPECT_EQ(count, ranks_seen[0]); // every rank takes part alike
+  EXPECT_EQ(prog.simulated_ranks.size(), static_cast<size_t>(DP));
+}

@@ -107,6 +107,28 @@ TEST(MemoryLedger, ZeroStagesMatchPaperFormulas) {
   }
 }
 
+// ZeRO-3 hybrid sharding (parallel.dp_shard): the states are sharded over a shard group of
+// dp_shard replicas (times cp), (4 + K)·ψ/(dp_shard·cp), whatever dp; the optimizer updates that
+// shard. dp_shard = dp is plain ZeRO-3.
+TEST(MemoryLedger, HybridShardingShardsOverTheShardGroup) {
+  const GpuSpec gpu = test::a100();
+  for (const int cp : {1, 2}) {
+    for (const int shard : {2, 4, 16}) {
+      WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 16, 16);
+      w.parallel.cp = cp;
+      w.parallel.zero_stage = 3;
+      w.parallel.dp_shard = shard;
+      const double psi = model::params_on_rank(w, 3);
+      const double k = w.training.optimizer_bytes_per_param;
+      const model::MemoryLedger l = model::persistent_memory(w, gpu, 3);
+      const double expected = (4.0 + k) * psi / (shard * cp);
+      EXPECT_NEAR((l.weights + l.gradients + l.optimizer).value(), expected, 1e-9 * expected)
+          << "dp_shard " << shard << " cp " << cp;
+      EXPECT_NEAR(model::optimizer_params_on_rank(w, 3), psi / (shard * cp), 1e-9 * psi);
+    }
+  }
+}
+
 // FSDP's fp32 shards (training.fp32_shards, zero_stage 3): per sharded parameter 4 bytes of fp32
 // weight (the optimizer's master), 4 of fp32 gradient and K - 4 of optimizer state: (4 + K)/dp
 // in all, whatever the reductions' dtype; the 16-bit layout holds 2 + e + K (e = 2, or 4 with
