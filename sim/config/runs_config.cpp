@@ -246,8 +246,9 @@ void check_zero_stage(const MapReader& s, const std::string& stage) {
 }
 
 /// fsdp: a boolean, or the sharding strategy's name: FULL_SHARD / HYBRID_SHARD shard the
-/// parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2, taken as
-/// the zero_stage when that is empty); NO_SHARD is plain data parallelism.
+/// parameters (ZeRO-3); SHARD_GRAD_OP shards gradients and optimizer states (ZeRO-2); a
+/// strategy is taken as the zero_stage text when that is empty (the mapping reads the name);
+/// NO_SHARD is plain data parallelism.
 void read_fsdp(const MapReader& s, MeasuredParallelism& p) {
   if (auto f = s.find("fsdp"); f && !is_null(*f)) {
     const std::string t =
@@ -262,6 +263,8 @@ void read_fsdp(const MapReader& s, MeasuredParallelism& p) {
         p.zero_stage = "2 (" + t + ")";
     } else if (u.find("SHARD") != std::string::npos) {
       p.fsdp = u.find("NO_SHARD") == std::string::npos;
+      if (*p.fsdp && p.zero_stage.empty()) // the strategy kept for the mapping (HYBRID_SHARD's groups)
+        p.zero_stage = "3 (" + t + ")";
     } else if (u == "TRUE" || u == "FALSE") {
       p.fsdp = f->boolean();
     } else {

@@ -421,6 +421,18 @@ std::string map_parallel(Draft& d) {
     p.defaults.emplace_back("zero_stage=3, reshard_after_forward=false (FSDP's SHARD_GRAD_OP: parameters "
                             "sharded between steps, kept gathered from the forward to the backward)");
   }
+  // FSDP's HYBRID_SHARD shards within a node and replicates across nodes (PyTorch's
+  // ShardingStrategy.HYBRID_SHARD): shard groups of the DP replicas one node holds, for a dense
+  // model whose TP and CP groups fill whole parts of a node.
+  const int64_t node = p.cluster.gpus_per_node.value_or(8);
+  if (out.zero_stage == 3 && has_word(lowered(par.zero_stage), "hybrid_shard") &&
+      !d.workload().model.moe.enabled() && node % (d.tp * d.cp) == 0 && node / (d.tp * d.cp) < d.dp &&
+      d.dp % (node / (d.tp * d.cp)) == 0) {
+    out.dp_shard = static_cast<int>(node / (d.tp * d.cp));
+    p.defaults.emplace_back("dp_shard=" + std::to_string(out.dp_shard) +
+                            " (FSDP's HYBRID_SHARD: full shard within a node of " + std::to_string(node) +
+                            " GPUs, replicated across nodes)");
+  }
   d.facts.zero_stage = out.zero_stage;
   if (d.dp == 0)
     return "num_gpus " + std::to_string(d.gpus) +

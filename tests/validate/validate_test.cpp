@@ -660,6 +660,28 @@ TEST(RunsFile, SequenceParallelAndFsdpForms) {
     EXPECT_FALSE(kept.workload.training.reshard_after_forward) << form;
     EXPECT_NE(text_of(kept).find("  reshard_after_forward: false\n"), std::string::npos) << text_of(kept);
   }
+  // HYBRID_SHARD: full shard within a node, replicated across nodes. tp 2 on 16 GPUs of 2 nodes:
+  // dp 8, shard groups of the 4 replicas a node holds; on one node, one group of all.
+  const std::string one_node =
+      "num_gpus: 8, gpus_per_node: 8, peak_tflops_assumed: 312}\n  parallelism: {tp: 8, pp: 1, "
+      "dp: 1, cp: null, ep: null, sp: 1, zero_stage: 0, fsdp: null";
+  const auto hybrid = [&](int gpus) {
+    return plan_with(one_node,
+                     "num_gpus: " + std::to_string(gpus) +
+                         ", gpus_per_node: 8, peak_tflops_assumed: 312}\n  parallelism: {tp: 2, pp: 1, dp: " +
+                         std::to_string(gpus / 2) +
+                         ", cp: null, ep: null, sp: 1, zero_stage: null, fsdp: HYBRID_SHARD");
+  };
+  const validate::RunPlan two_nodes = hybrid(16);
+  ASSERT_TRUE(two_nodes.skip_reason.empty()) << two_nodes.skip_reason;
+  EXPECT_EQ(two_nodes.workload.parallel.zero_stage, 3);
+  EXPECT_EQ(two_nodes.workload.parallel.dp_shard, 4) << text_of(two_nodes);
+  EXPECT_NE(
+      joined_defaults(two_nodes).find("dp_shard=4 (FSDP's HYBRID_SHARD: full shard within a node of 8 GPUs"),
+      std::string::npos)
+      << joined_defaults(two_nodes);
+  EXPECT_EQ(hybrid(8).workload.parallel.dp_shard, 0); // one node: every replica in one shard group
+  EXPECT_EQ(plan_with(no_zero, "zero_stage: null, fsdp: FULL_SHARD").workload.parallel.dp_shard, 0);
   const validate::RunPlan piped =
       plan_with("tp: 8, pp: 1, dp: 1, cp: null, ep: null, sp: 1, zero_stage: 0, fsdp: null",
                 "tp: 4, pp: 2, dp: 1, cp: null, ep: null, sp: 1, zero_stage: null, fsdp: SHARD_GRAD_OP");
