@@ -93,15 +93,20 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
               .micro_batches = static_cast<int>(w.micro_batches())};
   const RankGrid& grid = s.grid;
   const int node = o.gpus_per_node;
-  // ZeRO-3 hybrid sharding (parallel.dp_shard): each shard group gathers and reduce-scatters on its
-  // own and the replicas of a shard position all-reduce together, so every replica is simulated.
-  const bool fold_dp = o.fold_dp && !(par.zero_stage >= 3 && par.shard_group() < par.dp);
+  // ZeRO-3 hybrid sharding (parallel.dp_shard): each shard group of `shard` DP indices gathers and
+  // reduce-scatters on its own. Inside one node its traffic loads only that node's links, so the
+  // first group is simulated for all (the all-reduces of a shard position span the others, as a
+  // folded DP collective does); a group spanning nodes shares NICs and switches with the others,
+  // and every replica is simulated.
+  const bool hybrid = par.zero_stage >= 3 && par.shard_group() < par.dp;
+  const int shard = par.shard_group() * grid.cp;
+  const bool fold_dp = o.fold_dp && (!hybrid || (node > 0 && node % (grid.tp * shard) == 0));
   const bool classes = fold_dp && !o.replica_class.empty();
   const bool alike = o.distinct_ranks.empty() && !classes;
   const bool fold_ep = o.fold_ep && alike;
   const bool alike_hops = node > 0 && (grid.tp == node || node % (grid.tp * grid.cp) == 0);
-  s.fold_cp = fold_dp && alike && grid.cp > 1 && grid.ep == 1 && !grid.folded() && alike_hops;
-  int unit = s.fold_cp ? 1 : fold_dp ? grid.cp * (fold_ep ? 1 : grid.ep) : grid.dp;
+  s.fold_cp = fold_dp && !hybrid && alike && grid.cp > 1 && grid.ep == 1 && !grid.folded() && alike_hops;
+  int unit = s.fold_cp ? 1 : !fold_dp ? grid.dp : hybrid ? shard : grid.cp * (fold_ep ? 1 : grid.ep);
   if (fold_dp && !fold_ep && grid.folded()) {
     // Expert groups folded over the TP ranks: the first replicas (whole CP groups) whose GPUs
     // make up whole EP groups, etp*ep consecutive GPUs of a stage.

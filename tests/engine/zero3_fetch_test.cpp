@@ -195,3 +195,32 @@ TEST(Zero3HybridShard, ShardGroupsGatherAndReplicasAllReduce) {
     EXPECT_EQ(count, ranks_seen[0]); // every rank takes part alike
   EXPECT_EQ(prog.simulated_ranks.size(), static_cast<size_t>(DP));
 }
+
+// Shard groups inside one node load only that node's links: one group is simulated for all
+// (its replicas' all-reduces span the others), with the step of every replica simulated. dp 16 on
+// 2 nodes of 8, groups of 4.
+TEST(Zero3HybridShard, GroupsInsideANodeFoldToOne) {
+  const auto step = [](bool fold) {
+    const auto r = run_in_child([=] {
+      WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4, 2048, 1024), 1, 1, 16, 2);
+      w.parallel.zero_stage = 3;
+      w.parallel.dp_shard = 4;
+      BuildOptions o;
+      o.compute_time = [](const ComputeQuery&) { return ComputeCost(Seconds(1e-4)); };
+      o.fold_dp = fold;
+      o.gpus_per_node = 8;
+      const StepProgram prog = build_step(w, o);
+      engine::Replay replay(prog, stepsim::test::dgx_cluster(2, 8, 8));
+      return std::vector<double>{replay.run().step_time.value(),
+                                 static_cast<double>(prog.simulated_ranks.size())};
+    });
+    EXPECT_TRUE(r.ok) << r.error;
+    return r.ok ? r.values : std::vector<double>{0.0, 0.0};
+  };
+  const std::vector<double> folded = step(true);
+  const std::vector<double> every = step(false);
+  EXPECT_EQ(folded[1], 4.0);
+  EXPECT_EQ(every[1], 16.0);
+  ASSERT_GT(every[0], 0.0);
+  EXPECT_NEAR(folded[0], every[0], 1e-9 * every[0]);
+}
