@@ -204,6 +204,12 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
                     // stages (1, 2) only: other stages have no such all-gather.
                     if (zero != 1 && zero != 2)
                       w.training.overlap_param_gather = false;
+                    // Its hybrid sharding and kept gathers apply to ZeRO-3 where they are modelled:
+                    // shard groups dividing the candidate's dp, kept gathers with one stage.
+                    if (zero != 3 || w.parallel.dp_shard <= 0 || dp % w.parallel.dp_shard != 0)
+                      w.parallel.dp_shard = 0;
+                    if (zero != 3 || pp != 1)
+                      w.training.reshard_after_forward = true;
                     w.batch.micro_batch = mb;
                     w.training.recompute = rc;
                     if (rc != Recompute::FULL) // the workload's recompute_layers belong to full recomputation

@@ -81,6 +81,41 @@ TEST(Planner, EnumeratesOnlyValidLayouts) {
   EXPECT_EQ(schedules.size(), 5u);
 }
 
+// A workload's hybrid sharding and kept gathers stay with the ZeRO-3 candidates that can hold
+// them (shard groups dividing dp; kept gathers with one stage); the other candidates shard over all
+// of DP and reshard: no ZeRO stage is lost to them.
+TEST(Planner, HybridShardingStaysWithTheCandidatesThatHoldIt) {
+  const ClusterSpec c = superpod();
+  WorkloadSpec base = gpt3(c);
+  base.parallel.tp = 8;
+  base.parallel.pp = 1;
+  base.parallel.dp = 0;
+  base.parallel.zero_stage = 3;
+  base.parallel.dp_shard = 4;
+  base.training.reshard_after_forward = false;
+  base = config::check_layout(c, base).workload;
+  const auto all = planner::enumerate_layouts(c, base);
+  std::set<int> zeros;
+  int hybrid = 0, kept = 0;
+  for (const WorkloadSpec& w : all) {
+    WorkloadSpec copy = w;
+    EXPECT_NO_THROW((void)config::check_layout(c, copy)) << planner::describe(w);
+    zeros.insert(w.parallel.zero_stage);
+    const ParallelSpec& p = w.parallel;
+    if (p.zero_stage == 3 && p.dp % 4 == 0) {
+      EXPECT_EQ(p.dp_shard, 4) << planner::describe(w);
+      ++hybrid;
+    } else {
+      EXPECT_EQ(p.dp_shard, 0) << planner::describe(w);
+    }
+    EXPECT_EQ(w.training.reshard_after_forward, !(p.zero_stage == 3 && p.pp == 1)) << planner::describe(w);
+    kept += w.training.reshard_after_forward ? 0 : 1;
+  }
+  EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_GT(hybrid, 0);
+  EXPECT_GT(kept, 0);
+}
+
 // The planner never proposes (ranks or simulates) a layout the static ledger says does not fit,
 // and it drops some here (GPipe holds every micro-batch).
 TEST(Planner, NeverProposesWhatDoesNotFit) {
