@@ -1,7 +1,8 @@
-// ZeRO-3's blocking fetch (training.zero3_fetch: blocking, docs/model.md "ZeRO-3 fetch"),
-// replayed: nothing overlaps, so the step is the sum of the rank's compute and of its DP
+// How ZeRO-3 gathers (docs/model.md, "ZeRO-3 fetch"). The blocking fetch (training.zero3_fetch:
+// blocking), replayed: nothing overlaps, so the step is the sum of the rank's compute and of its DP
 // collectives, and the tensor-list collectives' host time adds exactly (per-rank cost x DP size)
-// per collective.
+// per collective. Kept gathers (training.reshard_after_forward false) and hybrid sharding
+// (parallel.dp_shard): the collectives each emits, and what folding keeps.
 
 #include "common/specs.hpp"
 #include "common/subprocess.hpp"
