@@ -260,11 +260,9 @@ private:
   }
 
   void set_pstate(size_t gpu, unsigned long pstate) {
-    if (gpu < compute_.size())
-      progress(gpu);
+    progress(gpu);
     platform_.gpus[gpu]->set_pstate(pstate);
-    if (gpu < compute_.size())
-      reschedule(gpu);
+    reschedule(gpu);
   }
 
   /// The timer: the task with the least work left ends, and with it those within
@@ -275,15 +273,15 @@ private:
     progress(gpu);
     const double rate = platform_.gpus[gpu]->get_speed() / static_cast<double>(c.running.size());
     const double least = least_left(c);
-    std::vector<TaskId> ended;
+    ended_.clear(); // finishing a task starts others but never ends one: nothing refills it below
     std::erase_if(c.running, [&](const Running& r) {
       if (r.flops > least + kComputePrecision * rate)
         return false;
-      ended.push_back(r.id);
+      ended_.push_back(r.id);
       return true;
     });
     reschedule(gpu);
-    for (TaskId id : ended)
+    for (TaskId id : ended_)
       finish_task(id);
     drain_ready();
   }
@@ -627,6 +625,7 @@ private:
   // runs at pstate 1 (speed / factor) while its count is non-zero. Only GPUs that compute.
   std::vector<uint32_t> flows_in_flight_;
   std::vector<GpuCompute> compute_; ///< per GPU (start_compute)
+  std::vector<TaskId> ended_;       ///< compute_ends' tasks ending now (kept to spare an allocation)
   std::vector<char> computes_;
   bool overlap_ = false;
   std::vector<uint32_t> waiting_;

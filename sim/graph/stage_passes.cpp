@@ -176,23 +176,23 @@ TaskId StagePasses::Pass::zero3_collective(const Zero3Call& c) {
     if (c.l == n_layers_ - 1 && layout_.has_output)
       ++calls;
   }
+  const Rank rank = s_.group_.ranks[c.i];
+  const DpGroup group = s_.o_.dp.zero3_group(s_.p_, static_cast<int>(c.i), rank,
+                                             c.purpose == CollectivePurpose::ZERO3_REPLICATE);
   TaskId id = NO_TASK;
   for (int k = 0; k < calls; ++k) {
-    const Rank rank = s_.group_.ranks[c.i];
-    id = s_.o_.dp.collective(
-        {.rank = rank,
-         .key = {.group = s_.o_.dp.zero3_group(s_.p_, static_cast<int>(c.i), rank,
-                                               c.purpose == CollectivePurpose::ZERO3_REPLICATE),
-                 .purpose = c.purpose,
-                 .pass = s_.pass_index_,
-                 .layer = layer_of(c.l),
-                 .call = k},
-         .op = c.op,
-         .bytes = Bytes(c.bytes / calls),
-         .phase = c.phase,
-         .mb = mb_,
-         .producer = k == 0 ? c.after : NO_TASK,
-         .alloc = k == 0 ? c.alloc : Bytes(0.0)});
+    id = s_.o_.dp.collective({.rank = rank,
+                              .key = {.group = group,
+                                      .purpose = c.purpose,
+                                      .pass = s_.pass_index_,
+                                      .layer = layer_of(c.l),
+                                      .call = k},
+                              .op = c.op,
+                              .bytes = Bytes(c.bytes / calls),
+                              .phase = c.phase,
+                              .mb = mb_,
+                              .producer = k == 0 ? c.after : NO_TASK,
+                              .alloc = k == 0 ? c.alloc : Bytes(0.0)});
     if (blocking_)
       s_.g_.mutable_task(id).duration =
           s_.o_.build.list_collective_per_rank * static_cast<double>(s_.g_.task(id).ranks_count);
