@@ -626,6 +626,12 @@ constexpr Key WORKLOAD_KEYS[] = {
      "factor of mean 1 drawn for (seed, step, rank, task) (negative in the spec = unset)"},
     {"training.variability.seed", integer(0, INT_LIMIT), OPTIONAL, "0", "", "",
      "the noise's seed: the same seed gives the same draws and byte-identical outputs"},
+    {"training.variability.replicas", integer(2, INT_LIMIT), OPTIONAL, "", "absent = every replica",
+     "a non-blocking fabric, no `degraded` section",
+     "with noise, the data-parallel replicas simulated (each with its CP and EP ranks): the others' "
+     "wait is added as the expected maximum of normal replica times by order statistics "
+     "([variability.md](variability.md), \"Sampled replicas\"); an approximation that makes 10 k+ "
+     "GPUs affordable"},
     {"collectives", mapping(), OPTIONAL, "", "", "",
      "the algorithm forced per communication group (`collectives`; docs/collectives.md)"},
     {"collectives.tp", enumeration({"auto", "ring", "tree", "hierarchical", "nvls", "pairwise"}), OPTIONAL,

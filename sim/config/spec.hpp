@@ -474,6 +474,10 @@ struct VariabilitySpec {
   /// Coefficient of variation of each compute task's time; negative = the GPU's `gpu.kernel_cv`.
   double kernel_cv = -1;
   int64_t seed = 0; ///< the noise's seed: same seed, same draws
+  /// With noise: the data-parallel replicas simulated (each with its CP and EP ranks); the others'
+  /// wait is the expected maximum by order statistics (docs/variability.md, "Sampled replicas").
+  /// 0 = every replica.
+  int replicas = 0;
   /// The CV in effect: this one when set, else the GPU kind's.
   [[nodiscard]] double cv_or(double gpu_kernel_cv) const {
     return kernel_cv >= 0 ? kernel_cv : gpu_kernel_cv;

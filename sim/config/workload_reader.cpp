@@ -346,6 +346,7 @@ void read_variability(const Field& f, VariabilitySpec& v) {
   const auto m = f.map(keys_of(File::WORKLOAD, "training.variability"));
   optional_key(m, "kernel_cv", [&](const Field& k) { v.kernel_cv = read_number(k); });
   optional_key(m, "seed", [&](const Field& k) { v.seed = read_integer(k); });
+  optional_key(m, "replicas", [&](const Field& k) { v.replicas = read_int(k); });
 }
 
 /// training.stack (docs/stacks.md): a preset and one of its versions (the newest when not given).

@@ -239,6 +239,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.variability.kernel_cv"] = number(t.variability.kernel_cv);
   if (t.variability.seed != def.variability.seed)
     v["training.variability.seed"] = std::to_string(t.variability.seed);
+  if (t.variability.replicas != def.variability.replicas)
+    v["training.variability.replicas"] = std::to_string(t.variability.replicas);
 }
 
 /// The stack (training.stack) and every mechanism key the spec marks as its own (StackSpec::

@@ -18,6 +18,7 @@ struct StepShape {
   int micro_batches = 0;       ///< per pipeline per step
   int vp = 1;                  ///< model chunks per stage (ParallelSpec::chunks_per_stage)
   std::vector<int> replicas{}; ///< simulated DP replicas' d indices, ascending
+  int unit = 1;                ///< consecutive d indices folded as one unit
   bool fold_cp = false;        ///< only CP index 0 simulated (dense models, fold_dp)
   bool fold_tp = false; ///< one rank per TP group simulated (BuildOptions::fold_tp), except `whole_tp`'s
   /// Per replica d, with fold_tp: the replicas with a TP group only partly distinct (some of its

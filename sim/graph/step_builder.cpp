@@ -102,7 +102,8 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
   const int shard = par.shard_group() * grid.cp;
   const bool fold_dp = o.fold_dp && (!hybrid || (node > 0 && node % (grid.tp * shard) == 0));
   const bool classes = fold_dp && !o.replica_class.empty();
-  const bool alike = o.distinct_ranks.empty() && !classes;
+  const bool sampled = fold_dp && !classes && o.sampled_units > 0;
+  const bool alike = o.distinct_ranks.empty() && !classes && !sampled;
   const bool fold_ep = o.fold_ep && alike;
   const bool alike_hops = node > 0 && (grid.tp == node || node % (grid.tp * grid.cp) == 0);
   s.fold_cp = fold_dp && !hybrid && alike && grid.cp > 1 && grid.ep == 1 && !grid.folded() && alike_hops;
@@ -114,8 +115,12 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
     while ((grid.tp * unit) % (grid.etp * grid.ep) != 0 && unit < grid.dp)
       unit += grid.cp;
   }
+  s.unit = unit;
   if (classes) {
     fold_by_class(s, o.replica_class, unit);
+  } else if (sampled) {
+    for (int d = 0; d < std::min(grid.dp, o.sampled_units * unit); ++d)
+      s.replicas.push_back(d);
   } else {
     fold_distinct(s, o.distinct_ranks, o.distinct_kind, unit);
     if (s.fold_cp) {
@@ -128,7 +133,7 @@ StepShape shape_of(const WorkloadSpec& w, const BuildOptions& o) {
   s.sp = par.sp && grid.tp > 1;
   // One rank per TP group (BuildOptions::fold_tp): a dense model whose replicas fold alike.
   // A replica with a TP group only partly distinct keeps every rank.
-  s.fold_tp = o.fold_tp && fold_dp && !classes && grid.ep == 1 && grid.cp == 1 && grid.tp > 1;
+  s.fold_tp = o.fold_tp && fold_dp && !classes && !sampled && grid.ep == 1 && grid.cp == 1 && grid.tp > 1;
   s.whole_tp.assign(static_cast<size_t>(grid.dp), false);
   std::vector<int> distinct_in_group(static_cast<size_t>(grid.size() / grid.tp), 0);
   for (Rank r : o.distinct_ranks)
@@ -213,6 +218,7 @@ public:
     StepProgram out;
     out.grid = grid;
     out.micro_batches = shape_.micro_batches;
+    out.replica_unit = shape_.unit;
     for (int p = 0; p < grid.pp; ++p)
       for (int d : shape_.replicas)
         for (int t = 0; t < shape_.tp_simulated(d); ++t)

@@ -124,6 +124,11 @@ struct BuildOptions {
   /// share one class; CP and EP are then not folded, and `distinct_ranks` is not read (give a
   /// degraded rank's unit a class of its own). Empty: the folding above.
   std::vector<int> replica_class = {};
+  /// With fold_dp and no replica_class: simulate the first `sampled_units` units (DP replicas with
+  /// their CP and EP ranks, as `distinct_ranks` folds them) whatever their ranks, and fold the
+  /// rest; CP and EP are then not folded. Kernel noise makes every unit differ: the units
+  /// simulated are a sample of them (docs/variability.md, "Sampled replicas"). 0: not used.
+  int sampled_units = 0;
 };
 
 /// The DAG plus what downstream needs to interpret it.
@@ -132,6 +137,9 @@ struct StepProgram {
   RankGrid grid;
   std::vector<Rank> simulated_ranks; ///< ranks whose streams are simulated, ascending
   int micro_batches = 0;             ///< per pipeline per step
+  /// Consecutive DP indices of `grid` folded as one unit (a replica with its CP and EP ranks);
+  /// grid.dp when nothing is folded.
+  int replica_unit = 1;
 };
 
 /// Whether simulated rank r stands for its whole TP group (BuildOptions::fold_tp): the first

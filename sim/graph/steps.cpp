@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 
 #include <cmath>
+#include <map>
 #include <numbers>
 #include <string>
 
@@ -137,6 +138,40 @@ StepSeries step_series(const StepProgram& one, int steps, const std::vector<Seco
     s.slowest_rank.push_back(slowest);
   }
   return s;
+}
+
+ReplicaTimes replica_times(const StepProgram& one, int steps, const std::vector<Seconds>& end) {
+  const size_t n = one.graph.size();
+  if (end.size() != static_cast<size_t>(steps) * (n + 1))
+    throw SimulationError("replica_times: " + std::to_string(end.size()) + " end times for " +
+                          std::to_string(steps) + " steps of " + std::to_string(n) + " tasks");
+  const int unit = std::max(1, one.replica_unit);
+  std::map<int, size_t> index; // unit -> its column
+  for (const Rank r : one.simulated_ranks)
+    index.emplace(one.grid.dp_of(r) / unit, 0);
+  size_t column = 0;
+  for (auto& [u, i] : index)
+    i = column++;
+  ReplicaTimes out;
+  Seconds start(0.0);
+  for (int k = 0; k < steps; ++k) {
+    const size_t base = static_cast<size_t>(k) * (n + 1);
+    std::vector<double> before(index.size(), 0.0), optimizer(index.size(), 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      const Task& t = one.graph.task(static_cast<TaskId>(i));
+      if (t.kind != TaskKind::COMPUTE || t.rank < 0)
+        continue;
+      const auto it = index.find(one.grid.dp_of(t.rank) / unit);
+      if (it == index.end())
+        continue;
+      double& at = (t.phase == Phase::OPTIMIZER ? optimizer : before)[it->second];
+      at = std::max(at, (end[base + i] - start).value());
+    }
+    out.before.push_back(std::move(before));
+    out.optimizer.push_back(std::move(optimizer));
+    start = end[base + n];
+  }
+  return out;
 }
 
 } // namespace stepsim::graph

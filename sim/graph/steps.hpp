@@ -58,4 +58,14 @@ struct StepSeries {
 /// Reads the series off the end times (per task id of repeat_steps(one, {.steps = steps})).
 StepSeries step_series(const StepProgram& one, int steps, const std::vector<Seconds>& end);
 
+/// Per step and simulated unit (one.replica_unit consecutive DP indices, in ascending order of
+/// unit): when the unit's compute before the optimizer ended, and when its optimizer ended, each
+/// less the step's start (the previous step's end). Read off repeat_steps' end times as
+/// step_series; a unit without such tasks reads 0.
+struct ReplicaTimes {
+  std::vector<std::vector<double>> before;    ///< [step][unit]
+  std::vector<std::vector<double>> optimizer; ///< [step][unit]
+};
+ReplicaTimes replica_times(const StepProgram& one, int steps, const std::vector<Seconds>& end);
+
 } // namespace stepsim::graph

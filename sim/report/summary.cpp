@@ -503,6 +503,13 @@ void write_summary_json(std::ostream& out, const Summary& s) {
                                                                  {"max", v.max.value()}}},
                                     {"step_times_s", times},
                                     {"slowest_gpus", slowest}};
+    if (v.sampled)
+      j["variability"]["sampled_replicas"] =
+          ordered_json{{"replicas", v.sampled->replicas},
+                       {"simulated", v.sampled->simulated},
+                       {"sd_before_optimizer_s", v.sampled->sd_before.value()},
+                       {"sd_optimizer_s", v.sampled->sd_optimizer.value()},
+                       {"wait_s", v.sampled->wait.value()}};
   }
   out << j.dump(2) << '\n';
 }
@@ -597,6 +604,10 @@ void print_summary_table(std::ostream& out, const Summary& s) {
     if (v.slowest_ranks.size() > 5)
       slowest += ", ...";
     row("last to finish (steps)", slowest.empty() ? "-" : slowest);
+    if (v.sampled)
+      row("sampled replicas", std::to_string(v.sampled->simulated) + " of " +
+                                  std::to_string(v.sampled->replicas) + " simulated; each step above adds " +
+                                  human_time(v.sampled->wait.value()) + " for the others");
   }
   if (s.trace) {
     const TraceNote& t = *s.trace;

@@ -302,12 +302,47 @@ std::optional<ClusterSpec> paced_tp_groups(const ClusterSpec& cluster, int tp, i
   return out;
 }
 
+std::pair<int, int> sampled_units(const graph::StepProgram& program) {
+  const int unit = std::max(1, program.replica_unit);
+  std::set<int> simulated;
+  for (const graph::Rank r : program.simulated_ranks)
+    simulated.insert(program.grid.dp_of(r) / unit);
+  return {static_cast<int>(simulated.size()), (program.grid.dp + unit - 1) / unit};
+}
+
+namespace {
+
+/// Sampled replicas (training.variability.replicas) stand for alike ones: refused where the
+/// replicas differ otherwise than by their noise (docs/variability.md, "Sampled replicas").
+void refuse_sampled_replicas(const ClusterSpec& cluster, const WorkloadSpec& workload,
+                             const SimulateOptions& options) {
+  const auto refuse = [&](const std::string& why) {
+    throw ConfigError(workload.source + ": key 'training.variability.replicas': " + why +
+                      "; omit the key to simulate every replica");
+  };
+  if (!topology::degraded_ranks(cluster, workload.num_gpus()).empty() || topology::network_degraded(cluster))
+    refuse("the simulated replicas stand for alike ones, and " + cluster.source +
+           "'s degraded section makes some differ");
+  if (!non_blocking(cluster))
+    refuse("the simulated replicas stand for alike ones, and " + cluster.source +
+           "'s oversubscribed fabric places replicas unlike each other");
+  if (!options.replica_class.empty())
+    refuse("not with several jobs on one fabric (stepsim jobs), whose replicas are placed unlike each other");
+}
+
+} // namespace
+
 StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                        const SimulateOptions& options) {
   StepSetup setup;
   const std::shared_ptr<const kernels::KernelTable> table = load_kernel_table(cluster);
-  // With noise no two GPUs are alike: every rank is simulated (docs/variability.md).
-  const bool fold_dp = options.fold_dp && !(kernel_cv(cluster, workload) > 0);
+  // With noise no two GPUs are alike: every rank is simulated (docs/variability.md), unless the
+  // workload samples its replicas ("Sampled replicas").
+  const bool noisy = kernel_cv(cluster, workload) > 0;
+  const int sampled = noisy ? workload.training.variability.replicas : 0;
+  if (sampled > 0)
+    refuse_sampled_replicas(cluster, workload, options);
+  const bool fold_dp = options.fold_dp && (!noisy || sampled > 0);
   // Symmetry sampling, and one rank per EP group, where every node sees the same traffic
   // (docs/engine.md, docs/moe.md "Folding").
   // A degraded cluster (docs/degraded.md): the units holding a degraded rank are simulated too.
@@ -317,7 +352,7 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
   std::vector<graph::Rank> distinct = topology::degraded_ranks(cluster, workload.num_gpus());
   const bool symmetric =
       fold_dp && options.sample_collectives && non_blocking(cluster) && !topology::network_degraded(cluster);
-  const bool fold_ep = symmetric && workload.parallel.ep > 1 && distinct.empty();
+  const bool fold_ep = symmetric && workload.parallel.ep > 1 && distinct.empty() && sampled == 0;
   // On an oversubscribed fabric the replicas' pipeline sends share the uplinks: one replica per
   // class of placement, the others' sends copied (as `stepsim jobs` folds, docs/engine.md).
   std::vector<int> classes = options.replica_class;
@@ -331,8 +366,8 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
   // the group inside one NVSwitch node, a NIC per GPU, a symmetric network (a replica with a slow
   // GPU in a group smaller than its node keeps every rank; docs/engine.md, "Folding TP").
   const ParallelSpec& par = workload.parallel;
-  const bool fold_tp = options.fold_tp && symmetric && classes.empty() && par.tp > 1 && par.ep == 1 &&
-                       par.cp == 1 && cluster.gpus_per_node % par.tp == 0 &&
+  const bool fold_tp = options.fold_tp && symmetric && classes.empty() && sampled == 0 && par.tp > 1 &&
+                       par.ep == 1 && par.cp == 1 && cluster.gpus_per_node % par.tp == 0 &&
                        cluster.intra == IntraNodeKind::NVSWITCH &&
                        cluster.nics_per_node >= cluster.gpus_per_node;
   // A TP group holding a slow GPU runs at that GPU's pace: each TP collective waits for it. With
@@ -368,8 +403,15 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                             .host_bandwidth = cluster.gpu.host_bandwidth,
                             .distinct_ranks = std::move(distinct),
                             .distinct_kind = std::move(kinds),
-                            .replica_class = std::move(classes)};
+                            .replica_class = std::move(classes),
+                            .sampled_units = fold_dp ? sampled : 0};
   setup.program = graph::build_step(workload, build);
+  if (sampled > 0 && sampled_units(setup.program).second <= sampled) {
+    // As many units sampled as the job holds: every one is simulated, exactly as without sampling.
+    WorkloadSpec whole = workload;
+    whole.training.variability.replicas = 0;
+    return prepare_step(cluster, whole, options);
+  }
   setup.replay = engine::ReplayOptions{.collective_form = options.collective_form,
                                        .algorithms = workload.collectives,
                                        .overlap_slowdown = overlap_slowdown(cluster, table.get())};
@@ -427,15 +469,23 @@ Simulation simulate(const ClusterSpec& cluster, const WorkloadSpec& workload,
   std::optional<report::Variability> variability;
   if (series) {
     // The outputs describe the first step: its tasks, its draws, its times.
-    const graph::StepSeries s = graph::step_series(sim.program, options.steps, sim.result.end);
+    graph::StepSeries s = graph::step_series(sim.program, options.steps, sim.result.end);
+    sim.result.step_time = s.step_times.front();
+    // Sampled replicas: every step also waits for the slowest of the replicas not simulated.
+    std::optional<report::Variability::Sampled> sampled;
+    if (const auto [simulated, units] = sampled_units(sim.program); noisy && simulated < units) {
+      sampled = report::sampled_wait(graph::replica_times(sim.program, options.steps, sim.result.end), units);
+      for (Seconds& t : s.step_times)
+        t += sampled->wait;
+    }
     if (noisy)
       sim.program = graph::noisy_step(sim.program, steps, 0);
     const size_t n = sim.program.graph.size();
     sim.result.start.resize(n);
     sim.result.end.resize(n);
     sim.result.algorithm.resize(n);
-    sim.result.step_time = s.step_times.front();
     variability = report::variability_of(s, steps.kernel_cv, workload.training.variability.seed);
+    variability->sampled = sampled;
   }
   sim.summary = report::summarize(sim.program, sim.result.start, sim.result.end, cluster, workload);
   sim.summary.variability = std::move(variability);

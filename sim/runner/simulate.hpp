@@ -104,6 +104,10 @@ struct StepSetup {
 StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                        const SimulateOptions& options = {});
 
+/// The program's units (program.replica_unit consecutive DP indices: a replica with its CP and
+/// EP ranks): {how many are simulated, how many the job holds}.
+std::pair<int, int> sampled_units(const graph::StepProgram& program);
+
 /// The cluster with every TP group that holds a slow GPU (degraded.gpus) slowed on all its
 /// members to its slowest member's speed: every TP collective waits for that member, so the
 /// group keeps its pace. Ranks fill the nodes that are up in order (topology::rank_gpus), TP

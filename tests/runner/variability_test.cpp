@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 namespace stepsim {
@@ -112,6 +113,17 @@ std::vector<double> dp_baseline(const ClusterSpec& c, const WorkloadSpec& w) {
   return r.ok ? r.values : std::vector<double>(3, 0.0);
 }
 
+/// The mean of the step times of steps_in_child's result and its standard error.
+std::pair<double, double> mean_and_error(const std::vector<double>& result) {
+  const std::vector<double> times(result.begin() + 2, result.end());
+  const auto n = static_cast<double>(times.size());
+  const double mean = std::accumulate(times.begin(), times.end(), 0.0) / n;
+  double var = 0;
+  for (const double t : times)
+    var += (t - mean) * (t - mean);
+  return {mean, std::sqrt(var / (n - 1) / n)};
+}
+
 // A synchronous pure-DP step on a fabric where communication is free: each rank r computes its
 // forward and backward, S_r, then the gradients' all-reduce (which waits for the slowest rank),
 // then its optimizer O_r; the step is max_r S_r + max_r O_r. With independent factors of mean 1
@@ -132,17 +144,62 @@ TEST(Steps, NoisyDataParallelStepGrowsAsTheExpectedMaximum) {
     const auto base = dp_baseline(c, w);
     const auto noisy = steps_in_child(c, with_noise(w, cv, 11), steps);
     ASSERT_EQ(noisy.size(), 2u + steps);
-    const std::vector<double> times(noisy.begin() + 2, noisy.end());
-    const double mean = std::accumulate(times.begin(), times.end(), 0.0) / steps;
-    double var = 0;
-    for (const double t : times)
-      var += (t - mean) * (t - mean);
-    const double se = std::sqrt(var / (steps - 1) / steps);
+    const auto [mean, se] = mean_and_error(noisy);
     const double growth = cv * (base[1] + base[2]) * blom_max(n);
     EXPECT_NEAR(mean - base[0], growth, 4 * se + 0.05 * growth)
         << "n " << n << ": T0 " << base[0] << ", mean " << mean << ", se " << se;
     EXPECT_GT(mean, previous) << "n " << n;
     previous = mean;
+  }
+}
+
+// Sampled replicas (docs/variability.md, "Sampled replicas"): of the 32 ranks of the pure-DP step
+// above, 8 simulated; each sync adds its spread times the growth of the expected maximum from 8 to
+// 32 replicas. The closed form is the one above for all 32, E[step] = T0 + (sigma_S + sigma_O)
+// E[max of 32], with the same tolerance; and only 8 GPUs are simulated.
+TEST(Steps, SampledReplicasWaitForTheExpectedMaximumOfAll) {
+  constexpr double cv = 0.1;
+  constexpr int steps = 200;
+  constexpr int n = 32;
+  const ClusterSpec c = test::free_comm_cluster(n / 8, 8);
+  WorkloadSpec w = test::workload(test::small_gpt(2), 1, 1, n, 4);
+  const auto base = dp_baseline(c, w);
+  w.training.variability.replicas = 8;
+  const auto noisy = steps_in_child(c, with_noise(w, cv, 11), steps);
+  ASSERT_EQ(noisy.size(), 2u + steps);
+  EXPECT_EQ(noisy[1], 8.0);
+  const auto [mean, se] = mean_and_error(noisy);
+  const double growth = cv * (base[1] + base[2]) * blom_max(n);
+  EXPECT_NEAR(mean - base[0], growth, 4 * se + 0.05 * growth)
+      << "T0 " << base[0] << ", mean " << mean << ", se " << se;
+  // Without the others' wait the 8 simulated give the maximum of 8, a third less growth.
+  EXPECT_GT(mean - base[0], cv * (base[1] + base[2]) * blom_max(8) * 1.2);
+}
+
+// As many replicas sampled as the job holds simulates every one: the same bytes as without the key.
+TEST(Steps, SamplingEveryReplicaIsTheWholeSimulation) {
+  const WorkloadSpec noisy = with_noise(kWorkload, 0.05, 3);
+  WorkloadSpec all = noisy;
+  all.training.variability.replicas = 2; // dp 2
+  EXPECT_EQ(steps_in_child(kCluster, all, 3), steps_in_child(kCluster, noisy, 3));
+}
+
+// Sampled replicas stand for alike ones: refused on a degraded cluster and an oversubscribed fabric,
+// naming the key.
+TEST(Steps, SampledReplicasRefuseUnlikeReplicas) {
+  WorkloadSpec w = with_noise(test::workload(test::small_gpt(2), 1, 1, 16, 4), 0.05, 0);
+  w.training.variability.replicas = 4;
+  ClusterSpec degraded = test::dgx_cluster(2, 8, 8);
+  degraded.degraded.gpus.push_back({.node = 1, .gpu = 2, .speed = 0.8});
+  ClusterSpec oversubscribed = test::dgx_cluster(2, 8, 8);
+  oversubscribed.fabric.oversubscription = 2.0;
+  for (const ClusterSpec& c : {degraded, oversubscribed}) {
+    try {
+      (void)runner::prepare_step(c, w);
+      ADD_FAILURE() << "accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("training.variability.replicas"), std::string::npos) << e.what();
+    }
   }
 }
 
