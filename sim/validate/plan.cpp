@@ -1,6 +1,7 @@
 #include "validate/plan.hpp"
 
 #include "core/error.hpp"
+#include "model/memory.hpp"
 #include "validate/plan_steps.hpp"
 #include "validate/rules.hpp"
 
@@ -364,13 +365,59 @@ std::vector<config::Override> set_options(const RunPlan& plan) {
   return out;
 }
 
+namespace {
+
+/// The largest static memory ledger over the pipeline stages of `w`.
+Bytes static_peak(const WorkloadSpec& w, const GpuSpec& gpu) {
+  Bytes peak(0.0);
+  for (int stage = 0; stage < w.parallel.pp; ++stage)
+    peak = std::max(peak, model::static_memory(w, gpu, stage).peak());
+  return peak;
+}
+
+/// A record silent on the ZeRO stage whose layout cannot hold unsharded optimizer states, yet ran:
+/// the distributed optimizer (ZeRO-1, Megatron's --use-distributed-optimizer) is the least
+/// sharding under which it fits, so the plan takes it and lists why (docs/validation.md).
+void take_distributed_optimizer_to_fit(RunPlan& plan, const ClusterSpec& cluster, WorkloadSpec& workload) {
+  const ParallelSpec& par = workload.parallel;
+  const Bytes capacity = cluster.gpu.hbm_capacity;
+  if (par.zero_stage != 0 || par.dp * par.cp < 2 || capacity.value() <= 0)
+    return;
+  const Bytes unsharded = static_peak(workload, cluster.gpu);
+  if (unsharded <= capacity)
+    return;
+  WorkloadSpec sharded = plan.workload;
+  sharded.parallel.zero_stage = 1;
+  sharded = config::check_layout(cluster, sharded).workload;
+  const Bytes with_it = static_peak(sharded, cluster.gpu);
+  if (with_it > capacity)
+    return;
+  plan.workload.parallel.zero_stage = 1;
+  workload = sharded;
+  char text[240];
+  std::snprintf(text, sizeof text,
+                "zero_stage=1 (not given: without the distributed optimizer the layout needs %.1f GiB of "
+                "the GPU's %.1f, with it over dp %d %.1f, and the run ran)",
+                unsharded.value() / GIB, capacity.value() / GIB, par.dp * par.cp, with_it.value() / GIB);
+  const auto listed = std::find_if(plan.defaults.begin(), plan.defaults.end(),
+                                   [](const std::string& d) { return d.starts_with("zero_stage="); });
+  if (listed != plan.defaults.end())
+    *listed = text;
+  else
+    plan.defaults.emplace_back(text);
+}
+
+} // namespace
+
 double check_plan(RunPlan& plan) {
   if (!plan.skip_reason.empty())
     return 0;
   try {
     const ClusterSpec cluster = plan_cluster(plan);
     config::check_workload(plan.workload);
-    const WorkloadSpec workload = config::check_layout(cluster, plan.workload).workload;
+    WorkloadSpec workload = config::check_layout(cluster, plan.workload).workload;
+    if (plan.zero_stage_open)
+      take_distributed_optimizer_to_fit(plan, cluster, workload);
     const double peak = peak_flops(cluster.gpu, workload.precision).value() / 1e12;
     if (plan.peak_tflops <= 0) {
       plan.peak_tflops = peak;

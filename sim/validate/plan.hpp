@@ -63,6 +63,9 @@ struct RunPlan {
   FlopsShape shape;       ///< for the FLOP conventions
   double peak_tflops = 0; ///< for MFU: the source's assumed peak (or the GPU's)
   bool moe = false;       ///< a mixture-of-experts model
+  /// The record leaves the ZeRO stage unstated and the mapping's default is 0: check_plan may take
+  /// the distributed optimizer where the stated layout cannot hold unsharded optimizer states.
+  bool zero_stage_open = false;
 };
 
 /// The GPU family of a record's hardware ("A100-SXM4-80GB", "a100_80gb" -> "A100"), or "". An
@@ -96,8 +99,10 @@ std::vector<config::Override> set_options(const RunPlan& plan);
 
 /// Loads the plan's cluster (plan_cluster), checks the plan's workload as the loader checks a
 /// file (config::check_workload) and the layout; on a ConfigError or ModelError sets skip_reason
-/// to its message. Returns the peak FLOP/s the run's precision gets on the cluster (0 when
-/// skipped).
+/// to its message. With `zero_stage_open`, a layout whose static memory ledger does not fit the
+/// GPU without sharding but does with the distributed optimizer (ZeRO-1) over its DP replicas
+/// takes it, listed: the run ran, so its memory fit. Returns the peak FLOP/s the run's precision
+/// gets on the cluster (0 when skipped).
 double check_plan(RunPlan& plan);
 
 /// FLOPs of one simulated step, as summary.json counts them for the model's own architecture

@@ -410,6 +410,7 @@ std::string map_parallel(Draft& d) {
     const Applied rule = *first_rule(Mechanism::ZERO_STAGE, d.facts); // the table ends in a catch-all row
     out.zero_stage = std::get<int>(rule.value());
     p.defaults.push_back(rule.listed(d.facts));
+    p.zero_stage_open = out.zero_stage == 0;
   }
   // FSDP's SHARD_GRAD_OP keeps the parameters gathered from the forward to the backward and
   // reshards them after it: ZeRO-3 with reshard_after_forward false, where that is modelled (one

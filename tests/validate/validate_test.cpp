@@ -918,6 +918,45 @@ TEST(Plan, InterleavedWithoutVirtualStagesTakesTwoLayerChunksOrSaysWhyNot) {
   fs::remove_all(d);
 }
 
+// A record silent on the ZeRO stage whose layout cannot hold unsharded optimizer states ran, so
+// its memory fit: the plan takes the distributed optimizer (ZeRO-1) where that fits, and lists
+// why. 30 layers of hidden 4096 and a 51,200-token embedding, 6.25 B parameters on each of 8
+// data-parallel A100s: weights, fp32 gradients and Adam states unsharded need (2 + 4 + 12) bytes
+// each, 105 GiB of 80; with the states over dp 8, 2 + 4 + 1.5 = 7.5 bytes, 44 GiB. A record
+// that states ZeRO 0, or a model that fits without sharding, keeps stage 0.
+TEST(Plan, UnstatedZeroStageTakesTheDistributedOptimizerWhereOnlyItFits) {
+  const fs::path d = temp_dir("zero-fit");
+  const auto plan_for = [&](const std::string& layers, const std::string& zero) {
+    std::string text = "runs:\n" + small_run("z", "bf16");
+    const std::string shape = "layers: 4, hidden: 1024, ffn_hidden: 4096, attn_heads: 16, kv_heads: 16";
+    text.replace(text.find(shape), shape.size(),
+                 "layers: " + layers + ", hidden: 4096, ffn_hidden: 16384, attn_heads: 32, kv_heads: 32");
+    text.replace(text.find("tp: 8, pp: 1, dp: 1,"), 20, "tp: 1, pp: 1, dp: 8,");
+    text.replace(text.find("zero_stage: 0,"), 14, "zero_stage: " + zero + ",");
+    text.replace(text.find("global_batch_seqs: 4,"), 21, "global_batch_seqs: 8,");
+    validate::RunPlan p = plan_first(d, text, false);
+    EXPECT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+    EXPECT_GT(validate::check_plan(p), 0.0) << p.skip_reason;
+    return p;
+  };
+  const double psi = 30 * 12.0 * 4096 * 4096 + 51200.0 * 4096;
+  ASSERT_GT(18 * psi, 80.0 * (1 << 30)); // the closed forms above
+  ASSERT_LT(7.5 * psi, 60.0 * (1 << 30));
+  validate::RunPlan p = plan_for("30", "null");
+  EXPECT_EQ(p.workload.parallel.zero_stage, 1);
+  EXPECT_NE(
+      joined_defaults(p).find("zero_stage=1 (not given: without the distributed optimizer the layout needs "),
+      std::string::npos)
+      << joined_defaults(p);
+  EXPECT_EQ(joined_defaults(p).find("zero_stage=0"), std::string::npos) << joined_defaults(p);
+  p = plan_for("30", "0"); // stated: kept, whatever the ledger says
+  EXPECT_EQ(p.workload.parallel.zero_stage, 0);
+  p = plan_for("4", "null"); // 0.97 B parameters fit unsharded
+  EXPECT_EQ(p.workload.parallel.zero_stage, 0);
+  EXPECT_NE(joined_defaults(p).find("zero_stage=0"), std::string::npos) << joined_defaults(p);
+  fs::remove_all(d);
+}
+
 // A record of a source from 2023 on that runs tensor parallelism and leaves `sp` empty gets
 // sequence parallelism (listed); not one of 2021-22 (Megatron-LM then: whole activations per TP
 // rank), not one on DeepSpeed's stack, and never against the record's own `sp`.
