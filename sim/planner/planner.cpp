@@ -40,8 +40,44 @@ bool same_layout(const WorkloadSpec& a, const WorkloadSpec& b) {
   const ParallelSpec &x = a.parallel, &y = b.parallel;
   return x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep &&
          x.expert_tp() == y.expert_tp() && x.vp == y.vp && x.schedule == y.schedule && x.sp == y.sp &&
-         x.zero_stage == y.zero_stage && a.batch.micro_batch == b.batch.micro_batch &&
+         x.zero_stage == y.zero_stage && x.dp_shard == y.dp_shard &&
+         a.training.reshard_after_forward == b.training.reshard_after_forward &&
+         a.batch.micro_batch == b.batch.micro_batch &&
          a.training.recompute == b.training.recompute; // offloading is what the planner adds to make it fit
+}
+
+/// The ZeRO-3 sharding variants of a candidate, (parallel.dp_shard, training.reshard_after_forward):
+/// other stages (0, true). The workload's hybrid sharding and kept gathers apply where they are
+/// modelled (shard groups dividing the candidate's dp, kept gathers with one stage); with
+/// SearchSpace::vary_sharding also sharding over all of DP, shard groups of the replicas one node
+/// holds (HSDP as PyTorch's HYBRID_SHARD sets it up), and each with its gathers kept from the
+/// forward to the backward. check_layout drops what a layout cannot run (experts, blocking fetch).
+std::vector<std::pair<int, bool>> zero3_sharding(const ClusterSpec& cluster, const WorkloadSpec& base,
+                                                 const SearchSpace& space, int zero, int tp, int cp, int pp,
+                                                 int dp) {
+  if (zero != 3)
+    return {{0, true}};
+  const int stated =
+      base.parallel.dp_shard > 0 && dp % base.parallel.dp_shard == 0 ? base.parallel.dp_shard : 0;
+  const bool kept = !base.training.reshard_after_forward && pp == 1;
+  if (!space.vary_sharding)
+    return {{stated, !kept}};
+  std::vector<int> shards{0};
+  const int node = cluster.gpus_per_node;
+  if (node % (tp * cp) == 0) {
+    const int per_node = node / (tp * cp);
+    if (per_node > 1 && per_node < dp && dp % per_node == 0)
+      shards.push_back(per_node);
+  }
+  if (stated > 0 && std::find(shards.begin(), shards.end(), stated) == shards.end())
+    shards.push_back(stated);
+  std::vector<std::pair<int, bool>> out;
+  for (const int shard : shards) {
+    out.emplace_back(shard, true);
+    if (pp == 1)
+      out.emplace_back(shard, false);
+  }
+  return out;
 }
 
 } // namespace
@@ -204,18 +240,18 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
                     // stages (1, 2) only: other stages have no such all-gather.
                     if (zero != 1 && zero != 2)
                       w.training.overlap_param_gather = false;
-                    // Its hybrid sharding and kept gathers apply to ZeRO-3 where they are modelled:
-                    // shard groups dividing the candidate's dp, kept gathers with one stage.
-                    if (zero != 3 || w.parallel.dp_shard <= 0 || dp % w.parallel.dp_shard != 0)
-                      w.parallel.dp_shard = 0;
-                    if (zero != 3 || pp != 1)
-                      w.training.reshard_after_forward = true;
                     w.batch.micro_batch = mb;
                     w.training.recompute = rc;
                     if (rc != Recompute::FULL) // the workload's recompute_layers belong to full recomputation
                       w.training.recompute_layers = 0;
-                    if (accepted(w))
-                      out.push_back(std::move(w));
+                    for (const auto& [shard, reshard] :
+                         zero3_sharding(cluster, base, space, zero, tp, cp, pp, dp)) {
+                      WorkloadSpec v = w;
+                      v.parallel.dp_shard = shard;
+                      v.training.reshard_after_forward = reshard;
+                      if (accepted(v))
+                        out.push_back(std::move(v));
+                    }
                   }
             }
           }

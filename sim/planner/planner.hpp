@@ -34,6 +34,10 @@ struct SearchSpace {
   bool vary_sp = true;
   bool vary_schedule = true;
   bool vary_ep = true; ///< MoE: every ep dividing dp and the experts (else the workload's)
+  /// ZeRO-3: sharding over all of DP and hybrid sharding over the replicas one node holds
+  /// (parallel.dp_shard), each with its gathers released or kept from the forward to the backward
+  /// (training.reshard_after_forward) where modelled; else the workload's.
+  bool vary_sharding = true;
   /// Context parallelism: every cp up to max_cp dividing the GPUs when the workload already uses
   /// cp or its sequence has at least cp_from_seq_len tokens (else the workload's cp).
   bool vary_cp = true;
@@ -47,8 +51,8 @@ struct SearchSpace {
 /// The GPU memory a layout may use under `space.headroom`.
 Bytes memory_budget(const ClusterSpec& cluster, const SearchSpace& space);
 
-/// Every layout of `base` for `cluster` (tp, pp, dp, vp, micro-batch, ZeRO stage, recomputation,
-/// SP, schedule) that config::check_layout accepts, in a deterministic order; dp is derived
+/// Every layout of `base` for `cluster` (tp, pp, dp, vp, micro-batch, ZeRO stage and its sharding,
+/// recomputation, SP, schedule) that config::check_layout accepts, in a deterministic order; dp is derived
 /// from the cluster's GPU count; with experts, also ep (SearchSpace::vary_ep), and for long
 /// sequences cp (SearchSpace::vary_cp). Model, global batch and other training keys come from
 /// `base`.

@@ -18,8 +18,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 using namespace stepsim;
 
@@ -45,6 +47,7 @@ planner::PlanResult plan_fixed(const ClusterSpec& c, const WorkloadSpec& w, int 
   o.space.micro_batches = {w.batch.micro_batch};
   o.space.max_tp = max_tp;
   o.space.vary_zero = o.space.vary_recompute = o.space.vary_sp = o.space.vary_schedule = false;
+  o.space.vary_sharding = false;
   return planner::plan(c, w, o);
 }
 
@@ -81,9 +84,10 @@ TEST(Planner, EnumeratesOnlyValidLayouts) {
   EXPECT_EQ(schedules.size(), 5u);
 }
 
-// A workload's hybrid sharding and kept gathers stay with the ZeRO-3 candidates that can hold
-// them (shard groups dividing dp; kept gathers with one stage); the other candidates shard over all
-// of DP and reshard: no ZeRO stage is lost to them.
+// Without varying the sharding (SearchSpace::vary_sharding false), a workload's hybrid sharding and
+// kept gathers stay with the ZeRO-3 candidates that can hold them (shard groups dividing dp; kept
+// gathers with one stage); the other candidates shard over all of DP and reshard: no ZeRO stage is
+// lost to them.
 TEST(Planner, HybridShardingStaysWithTheCandidatesThatHoldIt) {
   const ClusterSpec c = superpod();
   WorkloadSpec base = gpt3(c);
@@ -94,7 +98,9 @@ TEST(Planner, HybridShardingStaysWithTheCandidatesThatHoldIt) {
   base.parallel.dp_shard = 4;
   base.training.reshard_after_forward = false;
   base = config::check_layout(c, base).workload;
-  const auto all = planner::enumerate_layouts(c, base);
+  planner::SearchSpace fixed;
+  fixed.vary_sharding = false;
+  const auto all = planner::enumerate_layouts(c, base, fixed);
   std::set<int> zeros;
   int hybrid = 0, kept = 0;
   for (const WorkloadSpec& w : all) {
@@ -114,6 +120,87 @@ TEST(Planner, HybridShardingStaysWithTheCandidatesThatHoldIt) {
   EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
   EXPECT_GT(hybrid, 0);
   EXPECT_GT(kept, 0);
+}
+
+// Varying the sharding (the default), each ZeRO-3 candidate also comes sharded over all of DP, in
+// shard groups of the replicas one 8-GPU node holds (8 / (tp cp), where that is more than one and
+// divides dp), and the workload's own groups; with one stage each also with its gathers kept.
+// Other stages come once, sharded over DP and resharding.
+TEST(Planner, ZeroThreeCandidatesVaryTheirSharding) {
+  const ClusterSpec c = superpod();
+  WorkloadSpec base = gpt3(c);
+  base.parallel.tp = 8;
+  base.parallel.pp = 1;
+  base.parallel.dp = 0;
+  base.parallel.zero_stage = 3;
+  base.parallel.dp_shard = 16;
+  base = config::check_layout(c, base).workload;
+  std::set<std::tuple<int, int, int, int>> seen; // (zero, tp, dp_shard, kept) with pp 1, cp 1
+  for (const WorkloadSpec& w : planner::enumerate_layouts(c, base)) {
+    const ParallelSpec& p = w.parallel;
+    if (p.zero_stage != 3) {
+      EXPECT_EQ(p.dp_shard, 0) << planner::describe(w);
+      EXPECT_TRUE(w.training.reshard_after_forward) << planner::describe(w);
+      continue;
+    }
+    if (p.pp > 1) {
+      EXPECT_TRUE(w.training.reshard_after_forward) << planner::describe(w);
+    }
+    if (p.dp_shard > 0) {
+      EXPECT_TRUE(p.dp_shard == 8 / (p.tp * p.cp) || p.dp_shard == 16) << planner::describe(w);
+    }
+    if (p.pp == 1 && p.cp == 1)
+      seen.emplace(p.zero_stage, p.tp, p.dp_shard, w.training.reshard_after_forward ? 0 : 1);
+  }
+  for (const int kept : {0, 1}) {
+    EXPECT_TRUE(seen.contains({3, 2, 0, kept})) << kept;  // over all 512 replicas
+    EXPECT_TRUE(seen.contains({3, 2, 4, kept})) << kept;  // a node's 4 replicas
+    EXPECT_TRUE(seen.contains({3, 2, 16, kept})) << kept; // the workload's groups
+    EXPECT_FALSE(seen.contains({3, 8, 1, kept})) << kept; // one replica per node: no group
+  }
+}
+
+// Where the NICs are slow, hybrid sharding inside a node beats sharding over every replica: a
+// full-shard layer's gathers and reduce-scatter cross the NICs (3 x the layer's bytes per GPU),
+// a node's shard group keeps them on NVLink and only all-reduces its gradient shard (2 x the
+// layer's bytes / the group, over the replicas). Llama 2 70B cut to 8 layers (7 B parameters) on
+// 4 nodes of 8 A100s with 1 Gb/s NICs, ZeRO-3 as given: every layout's hybrid variant estimates
+// faster than the same layout sharded over all replicas.
+TEST(Planner, SlowNicsFavourHybridSharding) {
+  ClusterSpec c = superpod();
+  c.nodes = 4;
+  c.nic.bandwidth = BytesPerSec(1e9 / 8);
+  WorkloadSpec w = config::load_workload(SRC + "/workloads/llama2-70b.yaml");
+  w.model.layers = 8;
+  w.parallel.tp = 1;
+  w.parallel.pp = 1;
+  w.parallel.dp = 0;
+  w.parallel.zero_stage = 3;
+  w.batch.global_batch = 64;
+  w = config::check_layout(c, w).workload;
+  planner::PlanOptions o;
+  o.simulate = false;
+  o.space.vary_zero = false;
+  const planner::PlanResult r = planner::plan(c, w, o);
+  std::map<std::string, double> full; // describe() of a full-shard candidate -> its estimate
+  for (const planner::Candidate& k : r.ranked)
+    if (k.workload.parallel.dp_shard == 0)
+      full[planner::describe(k.workload)] = k.estimate.step.value();
+  int pairs = 0;
+  for (const planner::Candidate& k : r.ranked) {
+    const ParallelSpec& p = k.workload.parallel;
+    if (p.dp_shard == 0)
+      continue;
+    EXPECT_EQ(p.dp_shard * p.tp * p.cp, 8) << planner::describe(k.workload);
+    WorkloadSpec twin = k.workload;
+    twin.parallel.dp_shard = 0;
+    const auto it = full.find(planner::describe(twin));
+    if (it == full.end())
+      continue; // the full-shard twin does not fit
+    EXPECT_GT(it->second, 1.5 * k.estimate.step.value()) << planner::describe(k.workload);
+    ++pairs;
+  }
+  EXPECT_GT(pairs, 10);
 }
 
 // The planner never proposes (ranks or simulates) a layout the static ledger says does not fit,
