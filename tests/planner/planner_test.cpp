@@ -39,6 +39,19 @@ WorkloadSpec gpt3(const ClusterSpec& c) {
   return w;
 }
 
+/// The bundled GPT-3 on tp 8, pp 1 with ZeRO-3 in shard groups of `dp_shard` replicas, its gathers
+/// resharded after the forward or kept.
+WorkloadSpec zero3_gpt3(const ClusterSpec& c, int dp_shard, bool reshard) {
+  WorkloadSpec w = gpt3(c);
+  w.parallel.tp = 8;
+  w.parallel.pp = 1;
+  w.parallel.dp = 0;
+  w.parallel.zero_stage = 3;
+  w.parallel.dp_shard = dp_shard;
+  w.training.reshard_after_forward = reshard;
+  return config::check_layout(c, w).workload;
+}
+
 /// Ranks (without simulating) the layouts of `w` that keep its micro-batch, ZeRO stage,
 /// recomputation, SP and schedule, with tp up to max_tp.
 planner::PlanResult plan_fixed(const ClusterSpec& c, const WorkloadSpec& w, int max_tp) {
@@ -90,14 +103,7 @@ TEST(Planner, EnumeratesOnlyValidLayouts) {
 // lost to them.
 TEST(Planner, HybridShardingStaysWithTheCandidatesThatHoldIt) {
   const ClusterSpec c = superpod();
-  WorkloadSpec base = gpt3(c);
-  base.parallel.tp = 8;
-  base.parallel.pp = 1;
-  base.parallel.dp = 0;
-  base.parallel.zero_stage = 3;
-  base.parallel.dp_shard = 4;
-  base.training.reshard_after_forward = false;
-  base = config::check_layout(c, base).workload;
+  const WorkloadSpec base = zero3_gpt3(c, 4, false);
   planner::SearchSpace fixed;
   fixed.vary_sharding = false;
   const auto all = planner::enumerate_layouts(c, base, fixed);
@@ -128,13 +134,7 @@ TEST(Planner, HybridShardingStaysWithTheCandidatesThatHoldIt) {
 // Other stages come once, sharded over DP and resharding.
 TEST(Planner, ZeroThreeCandidatesVaryTheirSharding) {
   const ClusterSpec c = superpod();
-  WorkloadSpec base = gpt3(c);
-  base.parallel.tp = 8;
-  base.parallel.pp = 1;
-  base.parallel.dp = 0;
-  base.parallel.zero_stage = 3;
-  base.parallel.dp_shard = 16;
-  base = config::check_layout(c, base).workload;
+  const WorkloadSpec base = zero3_gpt3(c, 16, true);
   std::set<std::tuple<int, int, int, int>> seen; // (zero, tp, dp_shard, kept) with pp 1, cp 1
   for (const WorkloadSpec& w : planner::enumerate_layouts(c, base)) {
     const ParallelSpec& p = w.parallel;
