@@ -369,16 +369,21 @@ void check_training_needs(const WorkloadSpec& w, Problems& fail) {
          "found " +
          str(zero));
   if (!t.reshard_after_forward) {
-    // Kept from a micro-batch's forward to its backward: with one pipeline stage the passes of a
-    // micro-batch follow each other; a pipeline would keep several micro-batches' gathers apart.
+    // Kept from a micro-batch's forward to its backward (one stage), or with a pipeline for the
+    // whole step, as torch.distributed.pipelining runs FSDP2 (docs/model.md, "ZeRO-3 fetch").
     const std::string why = "training.reshard_after_forward: false keeps ZeRO-3's gathered parameters "
                             "from the forward to the backward and needs ";
     if (zero != 3)
       fail(why + "parallel.zero_stage 3, found " + str(zero));
     if (t.zero3_fetch != Zero3Fetch::PREFETCH)
       fail(why + "training.zero3_fetch: prefetch");
-    if (w.parallel.pp != 1)
-      fail(why + "parallel.pp = 1, found " + str(w.parallel.pp));
+    const Schedule sched = w.parallel.schedule;
+    if (w.parallel.pp > 1 && (sched == Schedule::ZB_H1 || sched == Schedule::ZB_H2 ||
+                              sched == Schedule::DUALPIPE || sched == Schedule::DUALPIPE_V))
+      fail(why +
+           "a schedule that does not split the backward (with a pipeline the parameters stay "
+           "gathered until the stage's last backward; not modelled for " +
+           schedule_label(sched) + ")");
     if (w.model.moe.enabled())
       fail(why + "a dense model (not modelled with experts)");
   }

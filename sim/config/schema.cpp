@@ -543,13 +543,16 @@ constexpr Key WORKLOAD_KEYS[] = {
      "`gpu.list_collective_per_rank` of host time per DP rank, a recomputed layer gathered again for "
      "its backward, one gathered layer resident"},
     {"training.reshard_after_forward", boolean(), OPTIONAL, "true",
-     "; `false` needs `parallel.zero_stage` 3, `zero3_fetch: prefetch`, `parallel.pp` 1 and a dense model",
+     "; `false` needs `parallel.zero_stage` 3, `zero3_fetch: prefetch`, a dense model and, with "
+     "`parallel.pp` above 1, a schedule that does not split the backward (not zb-h1/zb-h2)",
      "",
      "ZeRO-3 / FSDP2 (`fully_shard(reshard_after_forward=...)`): `true`, a layer's gathered parameters "
      "are freed after its forward and gathered again for its backward; `false`, they stay gathered "
      "from the forward to the layer's backward, which gathers nothing: one all-gather per layer and "
      "micro-batch instead of two, and every layer of the model gathered at the turn from forward to "
-     "backward (the memory ledger's `zero3_gathered`; docs/model.md, \"ZeRO-3 fetch\")"},
+     "backward (the memory ledger's `zero3_gathered`); with a pipeline, as torch.distributed.pipelining "
+     "runs FSDP2, each stage's layers are gathered once per step and held, its gradients accumulate "
+     "unsharded and are reduce-scattered after its last backward (docs/model.md, \"ZeRO-3 fetch\")"},
     {"training.overlap_param_gather", boolean(), OPTIONAL, "false", "; needs `parallel.zero_stage` 1 or 2",
      "",
      "the distributed optimizer's parameter all-gather runs bucket by bucket under the next step's "
@@ -594,6 +597,11 @@ constexpr Key WORKLOAD_KEYS[] = {
      " the memory ledger's allocator reserve is the partly used pages of each stream's segment, "
      "(2 MiB + 20 MiB) per stream, instead of `gpu.allocator_fragmentation`'s share of the dynamic memory "
      "([model.md](model.md#the-caching-allocator))"},
+    {"training.fp8_weight_cache", boolean(), OPTIONAL, "true", "", "",
+     "fp8 training: each layer's fp8 weight cast and its transpose are kept for the step, as Transformer "
+     "Engine caches them from the first micro-batch (`is_first_microbatch`): 2 bytes per layer parameter "
+     "in the memory ledger (ZeRO-3: per gathered layer); `false`, cast in every forward and backward and "
+     "not kept, as torchao's `Float8Linear` ([model.md](model.md), \"fp8 training\")"},
     {"training.offload_layers", integer(0, DEGREE_LIMIT), OPTIONAL, "0",
      "; needs `recompute: none` and `gpu.host_bandwidth`", "fewer than a model chunk's layers (layout check)",
      "activation offloading (Megatron's `cpu_offloading_num_layers`): the first N layers of each model"

@@ -515,6 +515,11 @@ struct TrainingSpec {
   /// it holds above the live bytes is the partly used pages, not a share of the dynamic memory
   /// (model::allocator_reserve; docs/model.md, "The caching allocator").
   bool expandable_segments = false;
+  /// fp8 training: each layer's fp8 weight cast and its transpose are kept for the step (Transformer
+  /// Engine casts them in the first micro-batch, `is_first_microbatch`, and reuses them): 2 bytes per
+  /// layer parameter in the memory ledger. false: cast in every forward and backward and not kept
+  /// (torchao's Float8Linear). fp8_params holds the weights in fp8 whatever this says.
+  bool fp8_weight_cache = true;
   int zero3_prefetch = 1; ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
   /// ZeRO-3: how parameters are fetched (docs/model.md, "ZeRO-3 fetch"). PREFETCH: one all-gather
   /// per layer, issued zero3_prefetch layers ahead, beside the compute. BLOCKING: one all-gather
@@ -567,25 +572,27 @@ struct CollectivesSpec {
 /// The framework mechanisms a training stack preset gives defaults for (training.stack,
 /// docs/stacks.md), each one workload key.
 enum class StackKey {
-  FLASH_ATTENTION,      ///< training.flash_attention
-  SP,                   ///< parallel.sp
-  TP_GRAD_OVERLAP,      ///< parallel.tp_grad_overlap
-  PP_SCATTER_GATHER,    ///< parallel.pp_scatter_gather
-  ZERO_STAGE,           ///< parallel.zero_stage
-  OVERLAP_PARAM_GATHER, ///< training.overlap_param_gather
-  GRAD_REDUCE_IN_FP32,  ///< training.grad_reduce_in_fp32
-  ZERO3_FETCH,          ///< training.zero3_fetch
-  FP8_PARAMS,           ///< training.fp8_params
-  ETP,                  ///< parallel.etp
-  POINTWISE,            ///< training.pointwise
-  TP_COMM_OVERLAP,      ///< parallel.tp_comm_overlap
-  ATTENTION_KERNEL,     ///< training.attention_kernel
-  FP32_SHARDS,          ///< training.fp32_shards
-  GRAD_ACCUMULATION,    ///< training.grad_accumulation
-  PP_P2P_BLOCKING,      ///< parallel.pp_p2p_blocking
-  EXPANDABLE_SEGMENTS,  ///< training.expandable_segments
+  FLASH_ATTENTION,       ///< training.flash_attention
+  SP,                    ///< parallel.sp
+  TP_GRAD_OVERLAP,       ///< parallel.tp_grad_overlap
+  PP_SCATTER_GATHER,     ///< parallel.pp_scatter_gather
+  ZERO_STAGE,            ///< parallel.zero_stage
+  OVERLAP_PARAM_GATHER,  ///< training.overlap_param_gather
+  GRAD_REDUCE_IN_FP32,   ///< training.grad_reduce_in_fp32
+  ZERO3_FETCH,           ///< training.zero3_fetch
+  FP8_PARAMS,            ///< training.fp8_params
+  ETP,                   ///< parallel.etp
+  POINTWISE,             ///< training.pointwise
+  TP_COMM_OVERLAP,       ///< parallel.tp_comm_overlap
+  ATTENTION_KERNEL,      ///< training.attention_kernel
+  FP32_SHARDS,           ///< training.fp32_shards
+  GRAD_ACCUMULATION,     ///< training.grad_accumulation
+  PP_P2P_BLOCKING,       ///< parallel.pp_p2p_blocking
+  EXPANDABLE_SEGMENTS,   ///< training.expandable_segments
+  RESHARD_AFTER_FORWARD, ///< training.reshard_after_forward
+  FP8_WEIGHT_CACHE,      ///< training.fp8_weight_cache
 };
-inline constexpr std::size_t STACK_KEYS = 17;
+inline constexpr std::size_t STACK_KEYS = 19;
 
 /// Where a stack mechanism's value came from.
 enum class StackOrigin {

@@ -249,6 +249,13 @@ constexpr StackDefault TORCHTITAN_0_1[] = {
     {EXPANDABLE_SEGMENTS, true, ALWAYS,
      "run_train.sh (v0.1.0) launches torchrun with PYTORCH_CUDA_ALLOC_CONF=\"expandable_segments:True\" "
      "(PYTORCH_ALLOC_CONF in later releases)"},
+    {FP8_WEIGHT_CACHE, false, FP8,
+     "torchao.float8 Float8Linear (the float8 recipe of torchtitan's converters): the weight is cast to "
+     "float8 in each forward and again in the backward, no fp8 copy kept between micro-batches"},
+    {RESHARD_AFTER_FORWARD, false, ZERO3_PIPELINE,
+     "models/llama3/infra/parallelize.py apply_fsdp: reshard_after_forward_policy \"default\" gives "
+     "reshard_after_forward = not pp_enabled, to avoid per-micro-batch all-gathers; "
+     "torch.distributed.pipelining then syncs and reshards the gradients after a stage's last backward only"},
 };
 
 // MosaicML Composer with llm-foundry (v0.3, 2023).
@@ -319,7 +326,8 @@ constexpr std::array<std::string_view, STACK_KEYS> KEY_PATHS = {
     "training.pointwise",           "parallel.tp_comm_overlap",
     "training.attention_kernel",    "training.fp32_shards",
     "training.grad_accumulation",   "parallel.pp_p2p_blocking",
-    "training.expandable_segments",
+    "training.expandable_segments", "training.reshard_after_forward",
+    "training.fp8_weight_cache",
 };
 
 std::size_t index(StackKey k) {
@@ -362,6 +370,10 @@ StackValue value_of(const WorkloadSpec& w, StackKey k) {
     return w.parallel.pp_p2p_blocking;
   case EXPANDABLE_SEGMENTS:
     return w.training.expandable_segments;
+  case RESHARD_AFTER_FORWARD:
+    return w.training.reshard_after_forward;
+  case FP8_WEIGHT_CACHE:
+    return w.training.fp8_weight_cache;
   }
   return false;
 }
@@ -415,6 +427,12 @@ void set_value(WorkloadSpec& w, StackKey k, const StackValue& v) {
     break;
   case PP_P2P_BLOCKING:
     w.parallel.pp_p2p_blocking = std::get<bool>(v);
+    break;
+  case RESHARD_AFTER_FORWARD:
+    w.training.reshard_after_forward = std::get<bool>(v);
+    break;
+  case FP8_WEIGHT_CACHE:
+    w.training.fp8_weight_cache = std::get<bool>(v);
     break;
   case EXPANDABLE_SEGMENTS:
     w.training.expandable_segments = std::get<bool>(v);
@@ -522,6 +540,9 @@ std::string_view to_string(StackWhen when) {
     return "flash_attention";
   case PP_1F1B:
     return "pp > 1 and schedule 1f1b";
+  case ZERO3_PIPELINE:
+    return "zero_stage 3, pp > 1, dp > 1, a dense model, zero3_fetch prefetch and a schedule that does not "
+           "split the backward";
   }
   return "";
 }
@@ -555,6 +576,11 @@ bool stack_applies(StackWhen when, const WorkloadSpec& w, int64_t dp) {
     return w.training.flash_attention;
   case PP_1F1B:
     return p.pp > 1 && p.schedule == Schedule::ONE_F_ONE_B;
+  case ZERO3_PIPELINE:
+    return p.zero_stage == 3 && p.pp > 1 && dp * std::max(1, p.cp) > 1 && !w.model.moe.enabled() &&
+           w.training.zero3_fetch == Zero3Fetch::PREFETCH && p.schedule != Schedule::ZB_H1 &&
+           p.schedule != Schedule::ZB_H2 && p.schedule != Schedule::DUALPIPE &&
+           p.schedule != Schedule::DUALPIPE_V;
   }
   return false;
 }
@@ -580,7 +606,9 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
                                 FP32_SHARDS,
                                 GRAD_ACCUMULATION,
                                 PP_P2P_BLOCKING,
-                                EXPANDABLE_SEGMENTS};
+                                EXPANDABLE_SEGMENTS,
+                                RESHARD_AFTER_FORWARD,
+                                FP8_WEIGHT_CACHE};
   static_assert(ORDER.size() == STACK_KEYS);
   for (const StackKey k : ORDER) {
     StackOrigin& origin = w.stack.origin[index(k)];

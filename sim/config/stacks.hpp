@@ -36,6 +36,9 @@ enum class StackWhen {
   TP_SP,                ///< tp > 1 and sp (TP communication overlap)
   FUSED_ATTENTION,      ///< training.flash_attention (a fused attention kernel to choose)
   PP_1F1B,              ///< pp > 1 and schedule 1f1b (DeepSpeed's pipeline schedule)
+  /// zero_stage 3 with a pipeline, dp*cp > 1, a dense model, prefetched gathers and a schedule that
+  /// does not split the backward (FSDP2 under torch.distributed.pipelining)
+  ZERO3_PIPELINE,
 };
 
 /// One mechanism default of a preset and its citation (flag or configuration name, default, file

@@ -231,6 +231,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.fp32_shards"] = boolean(t.fp32_shards);
   if (t.expandable_segments != def.expandable_segments)
     v["training.expandable_segments"] = boolean(t.expandable_segments);
+  if (t.fp8_weight_cache != def.fp8_weight_cache)
+    v["training.fp8_weight_cache"] = boolean(t.fp8_weight_cache);
   if (t.offload_layers != def.offload_layers)
     v["training.offload_layers"] = std::to_string(t.offload_layers);
   if (t.recompute_layers != def.recompute_layers)
@@ -309,6 +311,12 @@ void stack_values(const WorkloadSpec& w, Values& v) {
       break;
     case StackKey::EXPANDABLE_SEGMENTS:
       v[path] = boolean(t.expandable_segments);
+      break;
+    case StackKey::RESHARD_AFTER_FORWARD:
+      v[path] = boolean(t.reshard_after_forward);
+      break;
+    case StackKey::FP8_WEIGHT_CACHE:
+      v[path] = boolean(t.fp8_weight_cache);
       break;
     }
   }

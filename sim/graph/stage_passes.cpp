@@ -90,10 +90,13 @@ private:
   bool last_backward_ = false;
   const bool blocking_; ///< training.zero3_fetch: blocking
   const int prefetch_;
-  const bool gathers_; ///< ZeRO-3 gathers this pass's parameters
+  bool gathers_; ///< ZeRO-3 gathers this pass's parameters
   /// ZeRO-3 with training.reshard_after_forward false: the forward's gathers stay until the
   /// layer's backward, which gathers nothing and frees them.
   const bool kept_;
+  /// ... with a pipeline (model::zero3_held_for_step): gathered in the chunk's first forward, kept
+  /// for the whole step, freed and reduce-scattered after the chunk's last backward.
+  const bool held_for_step_;
   const bool reduce_now_;
   const double e_, wb_, held_; ///< a gradient's bytes, a gathered parameter's bytes, and its memory
   const Bytes logits_act_;
@@ -118,6 +121,7 @@ StagePasses::Pass::Pass(StagePasses& s, const PassRef& pass)
       gathers_(s.o_.shape.zero >= 3 && s.grid_.dp > 1 && !weight_ &&
                (fwd_ || w_.training.reshard_after_forward)),
       kept_(s.o_.shape.zero >= 3 && s.grid_.dp > 1 && !w_.training.reshard_after_forward),
+      held_for_step_(kept_ && s.grid_.pp > 1),
       // Gradients become final per item; ZeRO-0/1 reduce them once (last pass), ZeRO-2/3 every
       // pass (their gradients are sharded, so they cannot accumulate locally).
       reduce_now_(s.o_.shape.zero >= 2), e_(model::grad_bytes(w_)), wb_(model::weight_bytes(w_)),
@@ -126,6 +130,8 @@ StagePasses::Pass::Pass(StagePasses& s, const PassRef& pass)
       freer_(static_cast<size_t>(n_layers_)), item_producer_(items_.params.size()) {
   const auto chunk = static_cast<size_t>(pass.chunk);
   first_forward_ = fwd_ && !s.chunk_forwarded_[chunk]++;
+  if (held_for_step_ && !first_forward_)
+    gathers_ = false; // gathered once, in the chunk's first forward
   // Gradients become final in this pass (BACKWARD, or W when split) ...
   const bool grads_here = s.o_.shape.split ? weight_ : pass.phase == Phase::BACKWARD;
   if (grads_here)
@@ -465,6 +471,13 @@ void StagePasses::Pass::backward() {
   }
   for (int j = 0; j < n_layers_; ++j)
     backward_layer(j);
+  // Held for the step: the accumulated gradients are reduce-scattered once the chunk's last
+  // backward is done (torch.distributed.pipelining's post-backward of every FSDP module).
+  if (held_for_step_ && last_backward_) {
+    const std::vector<TaskId> done = s_.streams_.last_computes(s_.group_.ranks);
+    for (int l = n_layers_ - 1; l >= 0; --l)
+      zero3_reduce(l, done);
+  }
   if (layout_.has_embedding && !split)
     item_done(item_producer_[item_ - 1]);
   if (!split)
@@ -525,13 +538,16 @@ void StagePasses::Pass::backward_layer(int j) {
   tp.after_backward_block(
       group, mlp, Block::MLP,
       {.site = site, .rs_scale = tp.moe_copies(layer), .ag_scale = folded ? 1.0 : tp.moe_copies(layer)});
-  auto attn = s_.compute({.block = Block::ATTENTION,
-                          .phase = Phase::BACKWARD,
-                          .stage = p,
-                          .layer = layer,
-                          .mb = mb_,
-                          .free = split ? Bytes(0.0) : freed.attention,
-                          .param_free = kept_ ? Bytes(zero3_params(l) * held_) : gathered_bytes(l)});
+  auto attn =
+      s_.compute({.block = Block::ATTENTION,
+                  .phase = Phase::BACKWARD,
+                  .stage = p,
+                  .layer = layer,
+                  .mb = mb_,
+                  .free = split ? Bytes(0.0) : freed.attention,
+                  .param_free = !kept_                              ? gathered_bytes(l)
+                                : held_for_step_ && !last_backward_ ? Bytes(0.0)
+                                                                    : Bytes(zero3_params(l) * held_)});
   // The gradient all-gathered for the MLP below, unless that is a folded MoE layer.
   attn = tp.after_backward_block(group, attn, Block::ATTENTION,
                                  {.site = site, .ag_scale = folded ? tp.moe_copies(layer - 1) : 1.0});
@@ -539,7 +555,8 @@ void StagePasses::Pass::backward_layer(int j) {
   mark_last(&RankState::bwd_last, attn);
   freer_[static_cast<size_t>(j)] = attn;
   if (!split) {
-    zero3_reduce(l, attn);
+    if (!held_for_step_)
+      zero3_reduce(l, attn);
     item_done(attn);
   }
 }

@@ -184,7 +184,9 @@ Bytes gathered_layer_bytes(const WorkloadSpec& w) {
 double fp8_weight_bytes(const WorkloadSpec& w) {
   if (w.precision != Precision::FP8)
     return 0.0;
-  return w.training.fp8_params ? 1.0 : 2.0;
+  if (w.training.fp8_params)
+    return 1.0; // the fp8 transpose of the fp8 weight
+  return w.training.fp8_weight_cache ? 2.0 : 0.0;
 }
 
 double weight_bytes(const WorkloadSpec& w) {
@@ -209,6 +211,11 @@ Bytes fragmentation_of(const WorkloadSpec& w, const GpuSpec& gpu, Bytes dynamic)
   if (w.training.expandable_segments)
     return Bytes(d(allocating_streams(w)) * (SMALL_POOL_PAGE + LARGE_POOL_PAGE));
   return dynamic * std::max(0.0, gpu.allocator_fragmentation - 1.0);
+}
+
+bool zero3_held_for_step(const WorkloadSpec& w) {
+  const ParallelSpec& p = w.parallel;
+  return p.zero_stage >= 3 && !w.training.reshard_after_forward && p.pp > 1 && p.dp * std::max(1, p.cp) > 1;
 }
 
 MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage) {
@@ -241,6 +248,11 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
   // reduced ones, when grad_reduce_in_fp32 reduces the accumulator itself).
   if (w.training.grad_accumulation == GradAccumulation::FP32_PASS)
     l.gradients += Bytes((w.training.grad_reduce_in_fp32 ? element_bytes(w.precision) : 4.0) * sharded(2));
+  // Held for the step (zero3_held_for_step): the stage's unsharded gradients, at a gradient's bytes
+  // (the reduce dtype), from its first backward to the reduce-scatter after its last; held at
+  // every steady-state peak of the schedule, so counted whole.
+  if (zero3_held_for_step(w))
+    l.gradients += Bytes(e * psi_dense);
   l.optimizer = Bytes((w.training.optimizer_bytes_per_param - (fp32_shards ? 4.0 : 0.0)) * sharded(1));
   Bytes buffers(0.0);
   if (w.parallel.dp > 1)
@@ -291,7 +303,8 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
     // The window of prefetch + 1 gathered layers (one under blocking fetch); the chunk's first
     // layer brings the embedding and its last the output layer with it (both at once only when
     // the window spans the chunk). Kept from the forward to the backward
-    // (reshard_after_forward false, one stage): every layer at the turn.
+    // (reshard_after_forward false): every layer of the stage, at the turn (one stage) or for the
+    // whole step (a pipeline, zero3_held_for_step).
     const int64_t window = !w.training.reshard_after_forward                ? layout.num_layers
                            : w.training.zero3_fetch == Zero3Fetch::BLOCKING ? 1
                                                                             : w.training.zero3_prefetch + 1;

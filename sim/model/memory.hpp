@@ -47,6 +47,13 @@ InFlight in_flight_passes(const WorkloadSpec& w, int stage);
 /// rounded up (1F1B min(pp - stage, m), GPipe m).
 int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage);
 
+/// ZeRO-3 with a pipeline and training.reshard_after_forward false (FSDP2 under
+/// torch.distributed.pipelining, docs/model.md "ZeRO-3 fetch"): each model chunk's layers are
+/// gathered in its first forward and stay gathered for the whole step; the gradients accumulate
+/// unsharded over the micro-batches and are reduce-scattered after the chunk's last backward.
+/// Needs data parallelism (dp*cp > 1) to shard over.
+bool zero3_held_for_step(const WorkloadSpec& w);
+
 /// ZeRO-3 / FSDP: bytes of one gathered layer (its full parameters on this TP rank, 16-bit, plus
 /// their fp8 copies in fp8 training). MoE: the largest layer's dense part plus its local experts
 /// when their expert-data-parallel group (dp*cp/ep GPUs) shards them.
@@ -55,8 +62,9 @@ Bytes gathered_layer_bytes(const WorkloadSpec& w);
 /// Memory of one GPU of a stage. `activations` and `zero3_gathered` are at the peak; `other`
 /// is communication buffers plus runtime overhead plus allocator fragmentation.
 /// Bytes per layer parameter of the fp8 weight copies beside the stored weights: fp8 training,
-/// the fp8 weight and its transpose (2), or with fp8 primary weights (training.fp8_params) the
-/// transpose alone (1); otherwise 0.
+/// the fp8 weight and its transpose (2) where they are kept for the step
+/// (training.fp8_weight_cache), or with fp8 primary weights (training.fp8_params) the transpose
+/// alone (1); otherwise 0.
 double fp8_weight_bytes(const WorkloadSpec& w);
 
 /// Bytes of one stored weight, as the distributed optimizer gathers it after its update and

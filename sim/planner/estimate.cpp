@@ -462,10 +462,17 @@ private:
                                     replicate;
       return passes * chunk_layers * per_layer_pass;
     }
+    const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f_healthy_ / d(v_));
+    if (model::zero3_held_for_step(w_)) {
+      // Held for the step: each chunk's layers gathered under its first forward only, and the
+      // stage's accumulated gradients reduce-scattered after its last backward, exposed on the
+      // stage that ends last.
+      const double reduce = gather(layer * e_, shard, dp_link) + replicate;
+      return d(v_) * (fwd_gap + per_layer) + layers_ * reduce;
+    }
     // The backward gathers again and reduce-scatters, or only reduce-scatters when the forward's
     // gathers are kept (reshard_after_forward false).
     const double bwd_collectives = w_.training.reshard_after_forward ? 2.0 : 1.0;
-    const double fwd_gap = std::max(0.0, chunk_layers * per_layer - t_f_healthy_ / d(v_));
     const double bwd_gap =
         std::max(0.0, chunk_layers * (bwd_collectives * per_layer + replicate) - t_b_healthy_ / d(v_));
     return passes * (fwd_gap + bwd_gap + 2.0 * per_layer + replicate);

@@ -48,18 +48,22 @@ bool same_layout(const WorkloadSpec& a, const WorkloadSpec& b) {
 
 /// The ZeRO-3 sharding variants of a candidate, (parallel.dp_shard, training.reshard_after_forward):
 /// other stages (0, true). The workload's hybrid sharding and kept gathers apply where they are
-/// modelled (shard groups dividing the candidate's dp, kept gathers with one stage); with
-/// SearchSpace::vary_sharding also sharding over all of DP, shard groups of the replicas one node
-/// holds (HSDP as PyTorch's HYBRID_SHARD sets it up), and each with its gathers kept from the
-/// forward to the backward. check_layout drops what a layout cannot run (experts, blocking fetch).
+/// modelled (shard groups dividing the candidate's dp; kept gathers with a dense model and, with a
+/// pipeline, a schedule that does not split the backward); with SearchSpace::vary_sharding also
+/// sharding over all of DP, shard groups of the replicas one node holds (HSDP as PyTorch's
+/// HYBRID_SHARD sets it up), and each with its gathers kept (check_layout drops what a layout
+/// cannot run: blocking fetch).
 std::vector<std::pair<int, bool>> zero3_sharding(const ClusterSpec& cluster, const WorkloadSpec& base,
                                                  const SearchSpace& space, int zero, int tp, int cp, int pp,
-                                                 int dp) {
+                                                 int dp, Schedule schedule) {
   if (zero != 3)
     return {{0, true}};
   const int stated =
       base.parallel.dp_shard > 0 && dp % base.parallel.dp_shard == 0 ? base.parallel.dp_shard : 0;
-  const bool kept = !base.training.reshard_after_forward && pp == 1;
+  const bool can_keep = !base.model.moe.enabled() &&
+                        (pp == 1 || (schedule != Schedule::ZB_H1 && schedule != Schedule::ZB_H2 &&
+                                     schedule != Schedule::DUALPIPE && schedule != Schedule::DUALPIPE_V));
+  const bool kept = !base.training.reshard_after_forward && can_keep;
   if (!space.vary_sharding)
     return {{stated, !kept}};
   std::vector<int> shards{0};
@@ -74,7 +78,7 @@ std::vector<std::pair<int, bool>> zero3_sharding(const ClusterSpec& cluster, con
   std::vector<std::pair<int, bool>> out;
   for (const int shard : shards) {
     out.emplace_back(shard, true);
-    if (pp == 1)
+    if (can_keep)
       out.emplace_back(shard, false);
   }
   return out;
@@ -245,7 +249,7 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
                     if (rc != Recompute::FULL) // the workload's recompute_layers belong to full recomputation
                       w.training.recompute_layers = 0;
                     for (const auto& [shard, reshard] :
-                         zero3_sharding(cluster, base, space, zero, tp, cp, pp, dp)) {
+                         zero3_sharding(cluster, base, space, zero, tp, cp, pp, dp, schedule)) {
                       WorkloadSpec v = w;
                       v.parallel.dp_shard = shard;
                       v.training.reshard_after_forward = reshard;

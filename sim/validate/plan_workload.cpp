@@ -522,6 +522,12 @@ void map_stated_options(Draft& d, const config::StackVersion* version) {
     w.training.fp32_shards = std::get<bool>(shards->value);
     d.plan.defaults.push_back("fp32_shards=" + config::to_string(shards->value) + " (the stack's preset)");
   }
+  // Whether fp8 weight casts are kept for the step (Transformer Engine) or cast per use (torchao):
+  // the stack's, in fp8 training.
+  if (const config::StackDefault* cache = applicable(version, StackKey::FP8_WEIGHT_CACHE, d)) {
+    w.training.fp8_weight_cache = std::get<bool>(cache->value);
+    list_preset(d, "fp8_weight_cache", *cache);
+  }
   // Where each micro-batch's gradients are accumulated (DeepSpeed's bf16 optimizer: an fp32 pass
   // after every backward pass) and whether pipeline sends block in the instruction order: the
   // stack's, where its layout condition holds.
@@ -598,6 +604,15 @@ void map_training(Draft& d) {
   if (fetch) {
     t.zero3_fetch = std::get<Zero3Fetch>(fetch->value());
     p.defaults.push_back(fetch->listed(d.facts));
+  }
+  // ZeRO-3 under a pipeline: the gathers held for the step where the stack says so (torchtitan)
+  // and its layout condition holds (after the fetch, which the condition reads).
+  const config::StackDefault* held = stack && t.reshard_after_forward
+                                         ? applicable(stack->version, StackKey::RESHARD_AFTER_FORWARD, d)
+                                         : nullptr;
+  if (held != nullptr) {
+    t.reshard_after_forward = std::get<bool>(held->value);
+    list_preset(d, "reshard_after_forward", *held);
   }
   t.offload_layers = std::max<int64_t>(0, run.offload_layers.value_or(0));
   t.recompute_layers = std::max<int64_t>(0, run.recompute_layers.value_or(0));

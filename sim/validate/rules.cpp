@@ -423,6 +423,8 @@ bool applies_to_record(config::StackWhen when, const RecordFacts& f) {
     return f.zero_stage == 3;
   case W::ZERO3_BF16:
     return f.zero_stage == 3 && sixteen_bit_bf16;
+  case W::ZERO3_PIPELINE: // the layout's part (pp, dp, experts, schedule) is check_layout's
+    return f.zero_stage == 3;
   }
   return false;
 }

@@ -497,16 +497,20 @@ TEST_F(HfConfig, EpAndCpLayoutChecks) {
   EXPECT_NE(layout_error({"parallel.pp=2", "parallel.dp=8", "parallel.chunk_layers=[32]"})
                 .find("parallel.chunk_layers lists 1 model chunks, expected pp*vp = 2"),
             std::string::npos);
-  // Kept ZeRO-3 gathers (reshard_after_forward false) need ZeRO-3 with prefetch, one stage, a dense model.
+  // Kept ZeRO-3 gathers (reshard_after_forward false) need ZeRO-3 with prefetch and a dense model;
+  // with a pipeline (held for the step) a schedule that does not split the backward.
   EXPECT_EQ(layout_error({"parallel.zero_stage=3", "training.reshard_after_forward=false"}), "");
   EXPECT_NE(
       layout_error({"parallel.zero_stage=1", "training.reshard_after_forward=false"})
           .find("training.reshard_after_forward: false keeps ZeRO-3's gathered parameters from the forward "
                 "to the backward and needs parallel.zero_stage 3, found 1"),
       std::string::npos);
+  EXPECT_EQ(layout_error({"parallel.zero_stage=3", "parallel.pp=2", "parallel.dp=8",
+                          "training.reshard_after_forward=false"}),
+            "");
   EXPECT_NE(layout_error({"parallel.zero_stage=3", "parallel.pp=2", "parallel.dp=8",
-                          "training.reshard_after_forward=false"})
-                .find("needs parallel.pp = 1, found 2"),
+                          "parallel.schedule=zb-h1", "training.reshard_after_forward=false"})
+                .find("needs a schedule that does not split the backward"),
             std::string::npos);
   EXPECT_NE(layout_error({"parallel.zero_stage=3", "training.zero3_fetch=blocking",
                           "training.reshard_after_forward=false"})

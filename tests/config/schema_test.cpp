@@ -179,6 +179,7 @@ const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>
         {"training.fp32_shards", [](const WorkloadSpec& w) { return num(w.training.fp32_shards); }},
         {"training.expandable_segments",
          [](const WorkloadSpec& w) { return num(w.training.expandable_segments); }},
+        {"training.fp8_weight_cache", [](const WorkloadSpec& w) { return num(w.training.fp8_weight_cache); }},
         {"training.offload_layers", [](const WorkloadSpec& w) { return num(w.training.offload_layers); }},
         {"training.recompute_layers", [](const WorkloadSpec& w) { return num(w.training.recompute_layers); }},
         {"training.variability.seed", [](const WorkloadSpec& w) { return num(w.training.variability.seed); }},

@@ -110,6 +110,29 @@ TEST(MemoryTimeline, Zero3KeptGathersHoldEveryLayerAtTheTurn) {
   EXPECT_NEAR(model::static_memory(w, c.gpu, 0).zero3_gathered.value(), everything, 1.0);
 }
 
+// ZeRO-3 with a pipeline and reshard_after_forward false (FSDP2 under torch.distributed.pipelining):
+// each stage gathers its 4 layers in their first forward and holds them, with the stage's
+// unsharded gradients, for the whole step. The simulated peak of every stage is the static
+// ledger's, whose gathered part is the stage's 4 layers (with the embedding on stage 0, the output
+// layer on stage 1) and whose gradients add the stage's parameters at a gradient's bytes; the
+// tracks end where they started (the last backward frees what the first forward gathered).
+TEST(MemoryTimeline, Zero3HeldForTheStepHoldsTheStagesLayersAndGradients) {
+  WorkloadSpec w = small(1, 2, 4, 4, Schedule::ONE_F_ONE_B);
+  w.parallel.zero_stage = 3;
+  w.training.reshard_after_forward = false;
+  ASSERT_TRUE(model::zero3_held_for_step(w));
+  expect_timeline_matches_static(w);
+  const ClusterSpec c = test::dgx_cluster(1, 8, 8);
+  const double layer = model::gathered_layer_bytes(w).value();
+  const model::MemoryLedger first = model::static_memory(w, c.gpu, 0);
+  EXPECT_NEAR(first.zero3_gathered.value(), 4 * layer + model::embedding_params(w.model, 1) * 2.0, 1.0);
+  WorkloadSpec resharded = w;
+  resharded.training.reshard_after_forward = true;
+  const double stage_params = 4 * model::layer_params(w.model, 1) + model::embedding_params(w.model, 1);
+  EXPECT_NEAR(first.gradients.value() - model::static_memory(resharded, c.gpu, 0).gradients.value(),
+              stage_params * model::grad_bytes(w), 1.0);
+}
+
 // ZeRO-3 with experts: the gathered dense part and local experts of at most prefetch + 1 layers
 // are resident, the largest of them what the static ledger charges; the ledger balances.
 TEST(MemoryTimeline, Zero3WithExpertsGathersBoundedLayers) {

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <vector>
 
 using namespace stepsim;
@@ -122,6 +123,52 @@ TEST(Zero3Reshard, KeptGathersAreTheForwardsAlone) {
   EXPECT_DOUBLE_EQ(kept[0], resharded[0]);
   EXPECT_EQ(kept[1], 0.0);
   EXPECT_DOUBLE_EQ(kept[2], resharded[2]);
+}
+
+// With a pipeline (pp 2, 4 micro-batches) kept gathers are held for the step, as FSDP2 runs under
+// torch.distributed.pipelining: each stage gathers its layers once, in the first micro-batch's
+// forward, and reduce-scatters them once, after the last micro-batch's backward. Per step a
+// stage's gathers and reduce-scatters move 1/4 of the bytes they move resharding (2 gathers and 1
+// reduce-scatter per layer and micro-batch), and the backward gathers nothing.
+TEST(Zero3Reshard, APipelineHoldsTheGathersForTheStep) {
+  constexpr int m = 4;
+  struct Seen {
+    double fwd = 0, bwd = 0, scattered = 0;
+    std::set<int> fwd_mbs, scatter_mbs;
+  };
+  const auto seen = [](bool reshard) {
+    WorkloadSpec w = stepsim::test::workload(stepsim::test::small_gpt(4, 2048, 1024), 1, 2, DP, m);
+    w.parallel.zero_stage = 3;
+    w.training.reshard_after_forward = reshard;
+    BuildOptions o;
+    o.fold_dp = false;
+    o.compute_time = [](const ComputeQuery&) { return ComputeCost(Seconds(1e-3)); };
+    const StepProgram prog = build_step(w, o);
+    Seen s;
+    for (TaskId id = 0; id < prog.graph.size(); ++id) {
+      const Task& t = prog.graph.task(id);
+      if (t.kind != TaskKind::COLLECTIVE || t.group != CommGroup::DP || t.rank != 0)
+        continue;
+      if (t.op == CollectiveOp::ALL_GATHER) {
+        (t.phase == Phase::FORWARD ? s.fwd : s.bwd) += t.bytes.value();
+        if (t.phase == Phase::FORWARD)
+          s.fwd_mbs.insert(t.micro_batch);
+      } else if (t.op == CollectiveOp::REDUCE_SCATTER) {
+        s.scattered += t.bytes.value();
+        s.scatter_mbs.insert(t.micro_batch);
+      }
+    }
+    return s;
+  };
+  const Seen resharded = seen(true);
+  const Seen held = seen(false);
+  ASSERT_GT(held.fwd, 0.0);
+  EXPECT_DOUBLE_EQ(resharded.fwd, m * held.fwd);
+  EXPECT_DOUBLE_EQ(resharded.bwd, m * held.fwd);
+  EXPECT_EQ(held.bwd, 0.0);
+  EXPECT_DOUBLE_EQ(resharded.scattered, m * held.scattered);
+  EXPECT_EQ(held.fwd_mbs, std::set<int>{0});
+  EXPECT_EQ(held.scatter_mbs, std::set<int>{m - 1});
 }
 
 // Kept gathers take the backward's gathers off a communication-bound step: it gets shorter.

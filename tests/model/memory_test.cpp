@@ -440,6 +440,34 @@ TEST(MemoryLedger, Fp8PrimaryWeightsHalveTheWeights) {
   }
 }
 
+// fp8 weight casts not kept for the step (training.fp8_weight_cache false, torchao's Float8Linear):
+// the 16-bit weights alone, 2 bytes per parameter instead of 4 with both fp8 copies; ZeRO-3's
+// gathered layer likewise halves; with fp8 primary weights the cache changes nothing.
+TEST(MemoryLedger, Fp8WeightsCastPerUseKeepNoCopies) {
+  const GpuSpec gpu = test::a100();
+  for (const int zero : {0, 3}) {
+    WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 4, 8);
+    w.precision = Precision::FP8;
+    w.parallel.zero_stage = zero;
+    WorkloadSpec c = w;
+    c.training.fp8_weight_cache = false;
+    const double psi = model::params_on_rank(w, 3);
+    if (zero < 3) {
+      EXPECT_NEAR(model::persistent_memory(w, gpu, 3).weights.value(), 4.0 * psi, 1.0);
+      EXPECT_NEAR(model::persistent_memory(c, gpu, 3).weights.value(), 2.0 * psi, 1.0);
+    } else {
+      EXPECT_NEAR(model::gathered_layer_bytes(c).value() * 2.0, model::gathered_layer_bytes(w).value(), 1.0);
+    }
+    WorkloadSpec p = w, pc = c;
+    p.training.fp8_params = pc.training.fp8_params = true;
+    EXPECT_DOUBLE_EQ(model::persistent_memory(p, gpu, 3).weights.value(),
+                     model::persistent_memory(pc, gpu, 3).weights.value());
+  }
+  WorkloadSpec bf16 = test::workload(test::gpt3_175b(), 8, 8, 4, 8);
+  bf16.training.fp8_weight_cache = false; // no fp8 training: nothing to keep either way
+  EXPECT_DOUBLE_EQ(model::fp8_weight_bytes(bf16), 0.0);
+}
+
 // Activation offloading (training.offload_layers = N): each in-flight pass keeps the stored
 // activations of its chunk's layers but the first N; one layer's activations, the copy in flight,
 // count as a buffer.
