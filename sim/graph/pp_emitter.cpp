@@ -190,7 +190,8 @@ private:
     std::vector<size_t> seq(receive_first ? in : out);
     for (size_t id : receive_first ? out : in)
       seq.push_back(id);
-    const int tp = o_.shape.grid.tp;
+    // The simulated TP ranks: one where the replica's TP groups fold (StagePipe::send's sends).
+    const int tp = o_.shape.tp_simulated(d_);
     for (int t = 0; t < tp; ++t) {
       const RankState& s = o_.streams[o_.shape.grid.rank(d_, q, t)];
       const bool a_fwd = a.phase == Phase::FORWARD, b_fwd = b.phase == Phase::FORWARD;

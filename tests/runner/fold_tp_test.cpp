@@ -3,9 +3,10 @@
 // group filling its node and holding a slow GPU at that GPU's pace, tests/degraded). Checked against the
 // exact simulation of every GPU and flow (`--no-fold`): the step time and each group's exposed communication
 // the same (to 1e-9 of the step), across the TP mechanisms that touch the group's collectives (sequence
-// parallelism, pipelined TP overlap, scatter/gather pipeline sends, ZeRO stages, interleaving, recomputation,
-// tree and ring algorithms), on a fat tree and on a rail-optimised fabric, except a TP tree (within 1e-3 of
-// the step, 2 % per group: its ranks sit at different places); and left unfolded where it would not be exact.
+// parallelism, pipelined TP overlap, scatter/gather and blocking pipeline sends, ZeRO stages, interleaving,
+// recomputation, tree and ring algorithms), on a fat tree and on a rail-optimised fabric, except a TP tree
+// (within 1e-3 of the step, 2 % per group: its ranks sit at different places); and left unfolded where it
+// would not be exact.
 
 #include "common/subprocess.hpp"
 #include "config/config.hpp"
@@ -70,6 +71,9 @@ TEST(FoldTp, SameStepAsEveryGpuSimulated) {
       {"sp", {{"parallel.sp", "true"}}},
       {"sp, pipelined TP overlap", {{"parallel.sp", "true"}, {"parallel.tp_comm_overlap", "true"}}},
       {"scatter/gather sends", {{"parallel.pp_scatter_gather", "true"}}},
+      // DeepSpeed's pipeline engine: sends in the stage's instruction order, each TP rank's own
+      // (a folded group orders its one simulated rank's; this crashed indexing every TP rank).
+      {"blocking sends", {{"parallel.pp_p2p_blocking", "true"}}},
       {"zero1, param gather overlap",
        {{"parallel.zero_stage", "1"}, {"training.overlap_param_gather", "true"}}},
       {"zero3", {{"parallel.zero_stage", "3"}}},
