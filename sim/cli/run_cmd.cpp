@@ -25,6 +25,10 @@ namespace stepsim::cli {
 
 namespace {
 
+/// GPUs from which a noisy run without sampled replicas gets a note suggesting them (4,096 H100s
+/// over 5 steps took 462 s of CPU, docs/performance.md).
+constexpr int64_t LARGE_NOISY_JOB = 4096;
+
 class RunCommand final : public Command {
 public:
   explicit RunCommand(Options& o) {
@@ -168,6 +172,14 @@ int RunCommand::run(std::ostream& out, std::ostream& err) {
   }
   const ClusterSpec& cluster = job.cluster;
   const WorkloadSpec& workload = job.workload;
+  // Kernel noise simulates every GPU: at this size a sample of the replicas is the affordable way.
+  const int64_t replicas = workload.parallel.dp * std::max(1, workload.parallel.cp);
+  if (!quiet_ && runner::kernel_cv(cluster, workload) > 0 && workload.training.variability.replicas == 0 &&
+      workload.num_gpus() >= LARGE_NOISY_JOB && replicas > 8)
+    err << "stepsim: note: kernel noise simulates all " << workload.num_gpus()
+        << " GPUs; training.variability.replicas: 8 would simulate 8 of the " << replicas
+        << " data-parallel replicas and add the others' expected wait (docs/variability.md, \"Sampled "
+           "replicas\")\n";
 
   const runner::Simulation sim = runner::simulate(cluster, workload, options);
   report::Summary summary = sim.summary;

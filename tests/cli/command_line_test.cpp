@@ -123,3 +123,22 @@ TEST(CommandLine, FlagsAndOptionsGoAnywhere) {
     EXPECT_EQ(run_stepsim(std::string("sweep ") + jobs + " --dry-run " + file).out, before.out) << jobs;
   expect_usage_error("sweep " + file + " --dry-run -j 0", "-j/--jobs: expected a positive integer, got '0'");
 }
+
+// Kernel noise on 4,096 GPUs without sampled replicas: before simulating, a note on stderr names
+// the key that samples them; with the key there is no note and the table names the sampling.
+TEST(CommandLine, LargeNoisyRunSuggestsSampledReplicas) {
+  const std::string noisy = " --cluster " + src("topologies/dgx-h100.yaml") + " --workload " +
+                            src("workloads/tiny-gpt.yaml") +
+                            " --set cluster.nodes=512 --set batch.global_batch=4096"
+                            " --set training.variability.kernel_cv=0.05";
+  const Result whole = run_stepsim("run" + noisy);
+  EXPECT_EQ(whole.code, 0) << whole.out;
+  EXPECT_NE(whole.out.find("stepsim: note: kernel noise simulates all 4096 GPUs; "
+                           "training.variability.replicas: 8 would simulate 8 of the 1024"),
+            std::string::npos)
+      << whole.out;
+  const Result sampled = run_stepsim("run" + noisy + " --set training.variability.replicas=8");
+  EXPECT_EQ(sampled.code, 0) << sampled.out;
+  EXPECT_EQ(sampled.out.find("stepsim: note:"), std::string::npos) << sampled.out;
+  EXPECT_NE(sampled.out.find("8 of 1024 simulated; each step above adds"), std::string::npos) << sampled.out;
+}
