@@ -128,8 +128,8 @@ TEST(Zero3Reshard, KeptGathersAreTheForwardsAlone) {
 // With a pipeline (pp 2, 4 micro-batches) kept gathers are held for the step, as FSDP2 runs under
 // torch.distributed.pipelining: each stage gathers its layers once, in the first micro-batch's
 // forward, and reduce-scatters them once, after the last micro-batch's backward. Per step a
-// stage's gathers and reduce-scatters move 1/4 of the bytes they move resharding (2 gathers and 1
-// reduce-scatter per layer and micro-batch), and the backward gathers nothing.
+// stage's gathers move 1/8 of the bytes they move resharding (2 per layer and micro-batch) and its
+// reduce-scatters 1/4 (1 per layer and micro-batch); the backward gathers nothing.
 TEST(Zero3Reshard, APipelineHoldsTheGathersForTheStep) {
   constexpr int m = 4;
   struct Seen {
