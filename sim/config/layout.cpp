@@ -137,8 +137,7 @@ void check_schedule(const WorkloadSpec& w, std::optional<int64_t> dp, Problems& 
     fail(std::string("parallel.pp_p2p_blocking = true needs parallel.schedule = 1f1b (DeepSpeed's "
                      "TrainSchedule, whose instruction order it follows), found ") +
          schedule_label(p.schedule));
-  if ((p.schedule == Schedule::ZB_H1 || p.schedule == Schedule::ZB_H2 || p.bidirectional()) &&
-      w.training.recompute == Recompute::FULL)
+  if (splits_backward(p.schedule) && w.training.recompute == Recompute::FULL)
     fail(std::string("parallel.schedule = ") + schedule_label(p.schedule) +
          " cannot be combined with training.recompute = full: deferred weight-gradient passes need the "
          "recomputed "
@@ -377,13 +376,11 @@ void check_training_needs(const WorkloadSpec& w, Problems& fail) {
       fail(why + "parallel.zero_stage 3, found " + str(zero));
     if (t.zero3_fetch != Zero3Fetch::PREFETCH)
       fail(why + "training.zero3_fetch: prefetch");
-    const Schedule sched = w.parallel.schedule;
-    if (w.parallel.pp > 1 && (sched == Schedule::ZB_H1 || sched == Schedule::ZB_H2 ||
-                              sched == Schedule::DUALPIPE || sched == Schedule::DUALPIPE_V))
+    if (w.parallel.pp > 1 && splits_backward(w.parallel.schedule))
       fail(why +
            "a schedule that does not split the backward (with a pipeline the parameters stay "
            "gathered until the stage's last backward; not modelled for " +
-           schedule_label(sched) + ")");
+           schedule_label(w.parallel.schedule) + ")");
     if (w.model.moe.enabled())
       fail(why + "a dense model (not modelled with experts)");
   }

@@ -25,6 +25,12 @@ enum class PositionEmbedding { LEARNED, ROTARY };
 /// Pipeline schedule (docs/schedules.md). INTERLEAVED needs parallel.vp >= 2; the zero-bubble
 /// schedules split backward into input-gradient (B) and weight-gradient (W) passes.
 enum class Schedule { GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1, ZB_H2, DUALPIPE, DUALPIPE_V };
+/// True when `schedule` splits backward into B and W passes (the zero-bubble schedules, DualPipe and
+/// DualPipeV).
+inline bool splits_backward(Schedule schedule) {
+  return schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPE ||
+         schedule == Schedule::DUALPIPE_V;
+}
 enum class Recompute { NONE, SELECTIVE, FULL };
 /// How expert all-to-alls move tokens: every routed copy (NCCL all-to-all), or each token once to
 /// every node holding one of its experts, then over NVLink (DeepEP / HybridEP dispatchers).

@@ -578,9 +578,7 @@ bool stack_applies(StackWhen when, const WorkloadSpec& w, int64_t dp) {
     return p.pp > 1 && p.schedule == Schedule::ONE_F_ONE_B;
   case ZERO3_PIPELINE:
     return p.zero_stage == 3 && p.pp > 1 && dp * std::max(1, p.cp) > 1 && !w.model.moe.enabled() &&
-           w.training.zero3_fetch == Zero3Fetch::PREFETCH && p.schedule != Schedule::ZB_H1 &&
-           p.schedule != Schedule::ZB_H2 && p.schedule != Schedule::DUALPIPE &&
-           p.schedule != Schedule::DUALPIPE_V;
+           w.training.zero3_fetch == Zero3Fetch::PREFETCH && !splits_backward(p.schedule);
   }
   return false;
 }

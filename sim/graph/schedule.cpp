@@ -230,11 +230,6 @@ std::vector<PassRef> stage_order(Schedule schedule, int stage, int pp, int m, in
   return {};
 }
 
-bool splits_backward(Schedule schedule) {
-  return schedule == Schedule::ZB_H1 || schedule == Schedule::ZB_H2 || schedule == Schedule::DUALPIPE ||
-         schedule == Schedule::DUALPIPE_V;
-}
-
 int peak_in_flight(const std::vector<PassRef>& order, bool split_backward, int output_chunk) {
   int now = 0, peak = 0;
   const Phase frees = split_backward ? Phase::WEIGHT_GRAD : Phase::BACKWARD;

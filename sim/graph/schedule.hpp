@@ -84,8 +84,8 @@ struct ChunkPlace {
 };
 std::optional<ChunkPlace> pipeline_neighbour(const ParallelSpec& par, int stage, int chunk, bool forward);
 
-/// True when `schedule` splits backward into B and W passes.
-bool splits_backward(Schedule schedule);
+/// True when `schedule` splits backward into B and W passes (config/spec.hpp).
+using stepsim::splits_backward;
 
 /// Peak number of passes of one model chunk whose activations a stage holds at once when it runs
 /// `order`: a forward adds one; a backward (or, when the backward is split, a W) removes one.

@@ -322,4 +322,11 @@ MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage)
   return l;
 }
 
+Bytes worst_static_peak(const WorkloadSpec& w, const GpuSpec& gpu) {
+  Bytes peak(0.0);
+  for (int stage = 0; stage < w.parallel.pp; ++stage)
+    peak = std::max(peak, static_memory(w, gpu, stage).peak());
+  return peak;
+}
+
 } // namespace stepsim::model

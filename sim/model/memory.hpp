@@ -96,6 +96,9 @@ MemoryLedger persistent_memory(const WorkloadSpec& w, const GpuSpec& gpu, int st
 /// micro-batches in flight (logits only on the last stage).
 MemoryLedger static_memory(const WorkloadSpec& w, const GpuSpec& gpu, int stage);
 
+/// The largest static ledger peak over the pipeline stages (the worst GPU's).
+Bytes worst_static_peak(const WorkloadSpec& w, const GpuSpec& gpu);
+
 /// Host memory one GPU of `stage` holds for offloaded activations (training.offload_layers): the
 /// offloaded layers of every pass in flight.
 Bytes offloaded_activations(const WorkloadSpec& w, int stage);

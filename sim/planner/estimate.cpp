@@ -120,8 +120,7 @@ public:
       : cluster_(cluster), w_(w), par_(w.parallel), compute_time_(compute_time), p_(par_.pp),
         v_(par_.schedule == Schedule::DUALPIPE ? 1 : par_.chunks_per_stage()), t_(par_.tp), dp_(par_.dp),
         m_(w.micro_batches()), e_(model::grad_bytes(w)), wb_(model::weight_bytes(w)),
-        split_(par_.schedule == Schedule::ZB_H1 || par_.schedule == Schedule::ZB_H2 || par_.bidirectional()),
-        last_(model::stage_layout(w, static_cast<int>(p_ - 1))),
+        split_(splits_backward(par_.schedule)), last_(model::stage_layout(w, static_cast<int>(p_ - 1))),
         // DualPipe: a micro-batch crosses one of the stage's two chunks.
         layers_(d(last_.num_layers) / (par_.schedule == Schedule::DUALPIPE ? 2.0 : 1.0)),
         deg_(degradation(cluster, w)) {}

@@ -60,9 +60,7 @@ std::vector<std::pair<int, bool>> zero3_sharding(const ClusterSpec& cluster, con
     return {{0, true}};
   const int stated =
       base.parallel.dp_shard > 0 && dp % base.parallel.dp_shard == 0 ? base.parallel.dp_shard : 0;
-  const bool can_keep = !base.model.moe.enabled() &&
-                        (pp == 1 || (schedule != Schedule::ZB_H1 && schedule != Schedule::ZB_H2 &&
-                                     schedule != Schedule::DUALPIPE && schedule != Schedule::DUALPIPE_V));
+  const bool can_keep = !base.model.moe.enabled() && (pp == 1 || !splits_backward(schedule));
   const bool kept = !base.training.reshard_after_forward && can_keep;
   if (!space.vary_sharding)
     return {{stated, !kept}};
@@ -267,10 +265,7 @@ std::vector<WorkloadSpec> enumerate_layouts(const ClusterSpec& cluster, const Wo
 }
 
 Bytes peak_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {
-  Bytes peak(0.0);
-  for (int s = 0; s < w.parallel.pp; ++s)
-    peak = std::max(peak, model::static_memory(w, cluster.gpu, s).peak());
-  return peak;
+  return model::worst_static_peak(w, cluster.gpu);
 }
 
 bool fits_in_memory(const ClusterSpec& cluster, const WorkloadSpec& w) {

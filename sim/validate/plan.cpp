@@ -367,14 +367,6 @@ std::vector<config::Override> set_options(const RunPlan& plan) {
 
 namespace {
 
-/// The largest static memory ledger over the pipeline stages of `w`.
-Bytes static_peak(const WorkloadSpec& w, const GpuSpec& gpu) {
-  Bytes peak(0.0);
-  for (int stage = 0; stage < w.parallel.pp; ++stage)
-    peak = std::max(peak, model::static_memory(w, gpu, stage).peak());
-  return peak;
-}
-
 /// A record silent on the ZeRO stage whose layout cannot hold unsharded optimizer states, yet ran:
 /// the distributed optimizer (ZeRO-1, Megatron's --use-distributed-optimizer) is the least
 /// sharding under which it fits, so the plan takes it and lists why (docs/validation.md).
@@ -383,13 +375,13 @@ void take_distributed_optimizer_to_fit(RunPlan& plan, const ClusterSpec& cluster
   const Bytes capacity = cluster.gpu.hbm_capacity;
   if (par.zero_stage != 0 || par.dp * par.cp < 2 || capacity.value() <= 0)
     return;
-  const Bytes unsharded = static_peak(workload, cluster.gpu);
+  const Bytes unsharded = model::worst_static_peak(workload, cluster.gpu);
   if (unsharded <= capacity)
     return;
   WorkloadSpec sharded = plan.workload;
   sharded.parallel.zero_stage = 1;
   sharded = config::check_layout(cluster, sharded).workload;
-  const Bytes with_it = static_peak(sharded, cluster.gpu);
+  const Bytes with_it = model::worst_static_peak(sharded, cluster.gpu);
   if (with_it > capacity)
     return;
   plan.workload.parallel.zero_stage = 1;
