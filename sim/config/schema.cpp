@@ -602,6 +602,21 @@ constexpr Key WORKLOAD_KEYS[] = {
      "Engine caches them from the first micro-batch (`is_first_microbatch`): 2 bytes per layer parameter "
      "in the memory ledger (ZeRO-3: per gathered layer); `false`, cast in every forward and backward and "
      "not kept, as torchao's `Float8Linear` ([model.md](model.md), \"fp8 training\")"},
+    {"training.fused_projections", boolean(), OPTIONAL, "true",
+     "; `false` needs a dense model with plain attention", "",
+     "the attention's Q, K and V projections as one GEMM and a gated MLP's gate and up projections as one "
+     "(Megatron-Core's `linear_qkv`, `linear_fc1`); `false`, a linear each (torchtitan's and Hugging Face's "
+     "Llama: `wq`, `wk`, `wv`; `w1`, `w3`), each reading the shared input, their input gradients summed "
+     "([kernels.md](kernels.md), \"Separate projections\")"},
+    {"training.fp8_scaling", enumeration({"tensorwise", "rowwise"}), OPTIONAL, "tensorwise",
+     "; `rowwise` needs `precision: fp8`, `fp8_weight_cache: false`, `fp8_params: false` and a dense model "
+     "with plain attention",
+     "",
+     "fp8 training: one scale per tensor (`tensorwise`: Transformer Engine, torchao's default recipe), or "
+     "torchao's axiswise recipe (`rowwise`, `recipe_name: rowwise`): each operand cast along the contraction "
+     "axis of every GEMM it feeds, the weight gradient's operands by a column pass and a cast, and the "
+     "backward GEMMs' outputs rescaled by a pass of their own; the linear inputs kept in 16 bits "
+     "([kernels.md](kernels.md), \"fp8 training\")"},
     {"training.offload_layers", integer(0, DEGREE_LIMIT), OPTIONAL, "0",
      "; needs `recompute: none` and `gpu.host_bandwidth`", "fewer than a model chunk's layers (layout check)",
      "activation offloading (Megatron's `cpu_offloading_num_layers`): the first N layers of each model"

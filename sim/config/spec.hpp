@@ -45,6 +45,11 @@ enum class CrossEntropy { FP32, FUSED };
 /// operations (a Python RMSNorm in fp32, rotary embeddings in complex fp32 arithmetic, grouped
 /// K/V repeated to every query head, SwiGLU as two kernels).
 enum class Pointwise { FUSED, EAGER };
+/// How fp8 training scales its casts (docs/kernels.md, "fp8 training"): TENSORWISE = one scale per
+/// tensor (Transformer Engine's delayed and current scaling, torchao's default recipe); ROWWISE =
+/// torchao's axiswise recipe (`recipe_name: rowwise`): one scale per row along each GEMM's
+/// contraction axis, so every operand is cast again for each GEMM it feeds.
+enum class Fp8Scaling { TENSORWISE, ROWWISE };
 /// Which fused attention kernel runs the attention core (docs/kernels.md, "Attention kernels"):
 /// CUDNN = cuDNN's fused attention (Transformer Engine's FusedAttention, PyTorch SDPA's cuDNN
 /// backend), what the kernel profiles' attention rows stand for; FLASH2 = FlashAttention-2 (the
@@ -526,6 +531,14 @@ struct TrainingSpec {
   /// layer parameter in the memory ledger. false: cast in every forward and backward and not kept
   /// (torchao's Float8Linear). fp8_params holds the weights in fp8 whatever this says.
   bool fp8_weight_cache = true;
+  /// fp8 training: the casts' scaling granularity (Fp8Scaling); ROWWISE needs fp8_weight_cache
+  /// false (the axiswise casts of a weight differ per GEMM, none is kept) and a dense model.
+  Fp8Scaling fp8_scaling = Fp8Scaling::TENSORWISE;
+  /// One GEMM for the attention's Q, K and V projections and one for a gated MLP's gate and up
+  /// projections (Megatron-Core's linear_qkv and linear_fc1); false, a linear each (torchtitan's and
+  /// Hugging Face's Llama: wq, wk, wv; w1, w3), each reading the shared input, their input
+  /// gradients summed. Dense models with plain attention only.
+  bool fused_projections = true;
   int zero3_prefetch = 1; ///< ZeRO-3/FSDP: layers whose parameters are gathered ahead
   /// ZeRO-3: how parameters are fetched (docs/model.md, "ZeRO-3 fetch"). PREFETCH: one all-gather
   /// per layer, issued zero3_prefetch layers ahead, beside the compute. BLOCKING: one all-gather
@@ -597,8 +610,9 @@ enum class StackKey {
   EXPANDABLE_SEGMENTS,   ///< training.expandable_segments
   RESHARD_AFTER_FORWARD, ///< training.reshard_after_forward
   FP8_WEIGHT_CACHE,      ///< training.fp8_weight_cache
+  FUSED_PROJECTIONS,     ///< training.fused_projections
 };
-inline constexpr std::size_t STACK_KEYS = 19;
+inline constexpr std::size_t STACK_KEYS = 20;
 
 /// Where a stack mechanism's value came from.
 enum class StackOrigin {

@@ -256,6 +256,9 @@ constexpr StackDefault TORCHTITAN_0_1[] = {
      "models/llama3/infra/parallelize.py apply_fsdp: reshard_after_forward_policy \"default\" gives "
      "reshard_after_forward = not pp_enabled, to avoid per-micro-batch all-gathers; "
      "torch.distributed.pipelining then syncs and reshards the gradients after a stage's last backward only"},
+    {FUSED_PROJECTIONS, false, DENSE_PLAIN_ATTENTION,
+     "models/llama3/model.py: Attention holds wq, wk and wv and FeedForward w1, w2 and w3, each its own "
+     "nn.Linear (the TP plan shards them one by one)"},
 };
 
 // MosaicML Composer with llm-foundry (v0.3, 2023).
@@ -327,7 +330,7 @@ constexpr std::array<std::string_view, STACK_KEYS> KEY_PATHS = {
     "training.attention_kernel",    "training.fp32_shards",
     "training.grad_accumulation",   "parallel.pp_p2p_blocking",
     "training.expandable_segments", "training.reshard_after_forward",
-    "training.fp8_weight_cache",
+    "training.fp8_weight_cache",    "training.fused_projections",
 };
 
 std::size_t index(StackKey k) {
@@ -374,6 +377,8 @@ StackValue value_of(const WorkloadSpec& w, StackKey k) {
     return w.training.reshard_after_forward;
   case FP8_WEIGHT_CACHE:
     return w.training.fp8_weight_cache;
+  case FUSED_PROJECTIONS:
+    return w.training.fused_projections;
   }
   return false;
 }
@@ -433,6 +438,9 @@ void set_value(WorkloadSpec& w, StackKey k, const StackValue& v) {
     break;
   case FP8_WEIGHT_CACHE:
     w.training.fp8_weight_cache = std::get<bool>(v);
+    break;
+  case FUSED_PROJECTIONS:
+    w.training.fused_projections = std::get<bool>(v);
     break;
   case EXPANDABLE_SEGMENTS:
     w.training.expandable_segments = std::get<bool>(v);
@@ -543,6 +551,8 @@ std::string_view to_string(StackWhen when) {
   case ZERO3_PIPELINE:
     return "zero_stage 3, pp > 1, dp > 1, a dense model, zero3_fetch prefetch and a schedule that does not "
            "split the backward";
+  case DENSE_PLAIN_ATTENTION:
+    return "a dense model with plain attention";
   }
   return "";
 }
@@ -579,6 +589,8 @@ bool stack_applies(StackWhen when, const WorkloadSpec& w, int64_t dp) {
   case ZERO3_PIPELINE:
     return p.zero_stage == 3 && p.pp > 1 && dp * std::max(1, p.cp) > 1 && !w.model.moe.enabled() &&
            w.training.zero3_fetch == Zero3Fetch::PREFETCH && !splits_backward(p.schedule);
+  case DENSE_PLAIN_ATTENTION:
+    return !w.model.moe.enabled() && !w.model.mla.enabled();
   }
   return false;
 }
@@ -606,7 +618,8 @@ void expand_stack(WorkloadSpec& w, int64_t dp) {
                                 PP_P2P_BLOCKING,
                                 EXPANDABLE_SEGMENTS,
                                 RESHARD_AFTER_FORWARD,
-                                FP8_WEIGHT_CACHE};
+                                FP8_WEIGHT_CACHE,
+                                FUSED_PROJECTIONS};
   static_assert(ORDER.size() == STACK_KEYS);
   for (const StackKey k : ORDER) {
     StackOrigin& origin = w.stack.origin[index(k)];

@@ -39,6 +39,7 @@ enum class StackWhen {
   /// zero_stage 3 with a pipeline, dp*cp > 1, a dense model, prefetched gathers and a schedule that
   /// does not split the backward (FSDP2 under torch.distributed.pipelining)
   ZERO3_PIPELINE,
+  DENSE_PLAIN_ATTENTION, ///< a dense model with plain attention (no model.moe, no model.mla)
 };
 
 /// One mechanism default of a preset and its citation (flag or configuration name, default, file

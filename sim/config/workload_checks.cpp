@@ -154,6 +154,24 @@ std::vector<Finding> training_problems(const WorkloadSpec& w) {
   std::vector<Finding> out;
   if (w.training.fp8_params && w.precision != Precision::FP8)
     out.push_back({"fp8_params", "fp8 primary weights need precision: fp8"});
+  if (!w.training.fused_projections && (w.model.moe.enabled() || w.model.mla.enabled()))
+    out.push_back({"fused_projections", "separate projections are modelled for dense models with plain "
+                                        "attention: no model.moe, no model.mla"});
+  if (w.training.fp8_scaling == Fp8Scaling::ROWWISE) {
+    if (w.precision != Precision::FP8)
+      out.push_back({"fp8_scaling", "rowwise scaling is a scaling of fp8 casts: it needs precision: fp8"});
+    if (w.training.fp8_weight_cache)
+      out.push_back({"fp8_scaling",
+                     "rowwise scaling casts each weight along the axis of every GEMM it feeds and "
+                     "keeps none: it needs training.fp8_weight_cache: false"});
+    if (w.training.fp8_params)
+      out.push_back({"fp8_scaling",
+                     "fp8 primary weights (training.fp8_params) are tensorwise-scaled: rowwise "
+                     "scaling needs training.fp8_params: false"});
+    if (w.model.moe.enabled() || w.model.mla.enabled())
+      out.push_back({"fp8_scaling", "rowwise scaling is modelled for dense layers with plain attention "
+                                    "(torchao's Float8Linear): no model.moe, no model.mla"});
+  }
   if (w.training.fp32_shards && w.training.optimizer_bytes_per_param < 4)
     out.push_back({"fp32_shards", "fp32 shards are the optimizer's fp32 master weights: they need "
                                   "optimizer_bytes_per_param >= 4 (the master's 4 bytes), found " +

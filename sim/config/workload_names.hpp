@@ -42,6 +42,8 @@ inline constexpr Name<CrossEntropy> CROSS_ENTROPY_NAMES[] = {{"fp32", CrossEntro
                                                              {"fused", CrossEntropy::FUSED}};
 inline constexpr Name<Pointwise> POINTWISE_NAMES[] = {{"fused", Pointwise::FUSED},
                                                       {"eager", Pointwise::EAGER}};
+inline constexpr Name<Fp8Scaling> FP8_SCALING_NAMES[] = {{"tensorwise", Fp8Scaling::TENSORWISE},
+                                                         {"rowwise", Fp8Scaling::ROWWISE}};
 inline constexpr Name<AttentionKernel> ATTENTION_KERNEL_NAMES[] = {{"cudnn", AttentionKernel::CUDNN},
                                                                    {"flash2", AttentionKernel::FLASH2},
                                                                    {"flash3", AttentionKernel::FLASH3}};

@@ -337,6 +337,11 @@ void read_training(const MapReader& m, TrainingSpec& t) {
   optional_key(m, "fp32_shards", [&](const Field& f) { t.fp32_shards = read_bool(f); });
   optional_key(m, "expandable_segments", [&](const Field& f) { t.expandable_segments = read_bool(f); });
   optional_key(m, "fp8_weight_cache", [&](const Field& f) { t.fp8_weight_cache = read_bool(f); });
+  optional_key(m, "fused_projections", [&](const Field& f) { t.fused_projections = read_bool(f); });
+  optional_key(m, "fp8_scaling", [&](const Field& f) {
+    t.fp8_scaling = read_choice<Fp8Scaling>(
+        f, {{"tensorwise", Fp8Scaling::TENSORWISE}, {"rowwise", Fp8Scaling::ROWWISE}});
+  });
   // Bounded by the layout, and with recompute: full (check_layout).
   optional_key(m, "offload_layers", [&](const Field& f) { t.offload_layers = read_integer(f); });
   optional_key(m, "recompute_layers", [&](const Field& f) { t.recompute_layers = read_integer(f); });

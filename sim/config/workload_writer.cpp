@@ -233,6 +233,10 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.expandable_segments"] = boolean(t.expandable_segments);
   if (t.fp8_weight_cache != def.fp8_weight_cache)
     v["training.fp8_weight_cache"] = boolean(t.fp8_weight_cache);
+  if (t.fused_projections != def.fused_projections)
+    v["training.fused_projections"] = boolean(t.fused_projections);
+  if (t.fp8_scaling != def.fp8_scaling)
+    v["training.fp8_scaling"] = name_of(detail::FP8_SCALING_NAMES, t.fp8_scaling);
   if (t.offload_layers != def.offload_layers)
     v["training.offload_layers"] = std::to_string(t.offload_layers);
   if (t.recompute_layers != def.recompute_layers)
@@ -317,6 +321,9 @@ void stack_values(const WorkloadSpec& w, Values& v) {
       break;
     case StackKey::FP8_WEIGHT_CACHE:
       v[path] = boolean(t.fp8_weight_cache);
+      break;
+    case StackKey::FUSED_PROJECTIONS:
+      v[path] = boolean(t.fused_projections);
       break;
     }
   }

@@ -24,6 +24,9 @@ int64_t per_rank(int64_t value, int64_t tp, const char* what) {
 struct RankDims {
   Dtype dtype = Dtype::BF16;  ///< 16-bit precision of activations, norms, attention, logits
   Dtype linear = Dtype::BF16; ///< the layers' linear GEMMs: fp8 in fp8 training, else `dtype`
+  bool rowwise = false;       ///< fp8 training with axiswise scales (training.fp8_scaling: rowwise)
+  bool split = false;         ///< Q, K, V (and gate, up) a linear each (training.fused_projections false)
+  bool gated = false;         ///< a gated MLP (SwiGLU): fc1 is the gate and up projections
   int64_t tokens = 0;         ///< T = micro_batch · seq_len
   int64_t row_tokens = 0;     ///< tokens a norm or residual add sees (T/tp with sequence parallelism)
   int64_t hidden = 0;
@@ -67,6 +70,7 @@ RankDims rank_dims(const WorkloadSpec& w, bool windowed = false) {
   RankDims r;
   r.dtype = w.precision == Precision::FP16 ? Dtype::FP16 : Dtype::BF16;
   r.linear = w.precision == Precision::FP8 ? Dtype::FP8_E4M3 : r.dtype;
+  r.rowwise = r.linear == Dtype::FP8_E4M3 && w.training.fp8_scaling == Fp8Scaling::ROWWISE;
   r.tokens = w.batch.micro_batch * m.seq_len;
   r.row_tokens = (w.parallel.sp && t > 1 && r.tokens % t == 0) ? r.tokens / t : r.tokens;
   r.hidden = m.hidden;
@@ -89,6 +93,8 @@ RankDims rank_dims(const WorkloadSpec& w, bool windowed = false) {
   r.ffn = per_rank(m.ffn_hidden, t, "ffn_hidden");
   const bool swiglu = m.mlp == MlpKind::SWIGLU;
   r.up_out = (swiglu ? 2 : 1) * r.ffn;
+  r.gated = swiglu;
+  r.split = !w.training.fused_projections && !m.mla.enabled() && !m.moe.enabled();
   r.vocab = per_rank(m.vocab, t, "vocab");
   r.mtp = m.mtp_layers;
   r.mtp_out = r.mtp > 0 ? per_rank(m.hidden, t, "hidden") : 0;
@@ -196,22 +202,49 @@ public:
   /// to fp8 with the transposed copy the weight gradient needs: by its own kernel when
   /// `separate_cast`, else inside the norm or activation that produced X (Transformer Engine's
   /// LayerNormLinear / LayerNormMLP write fp8 and its transpose, the same bytes as a 16-bit
-  /// output, so no extra pass).
-  void linear_fwd(int64_t n, int64_t k, const char* role, bool separate_cast) {
-    if (separate_cast || r_.eager)
+  /// output, so no extra pass). Rowwise (axiswise) scaling casts X along k only, where the
+  /// tensorwise cast would run, and W along k by a kernel of its own in every use.
+  /// `shared_input`: a separate projection reading the input of the one before it, whose cast
+  /// serves both (the same tensor, cast the same way).
+  void linear_fwd(int64_t n, int64_t k, const char* role, bool separate_cast, bool shared_input = false) {
+    const bool cast_input = (separate_cast || r_.eager) && !shared_input;
+    if (r_.rowwise) {
+      if (cast_input)
+        row_cast(r_.tokens * k, "fp8 row cast (input)");
+      row_cast(n * k, "fp8 row cast (weight)");
+    } else if (cast_input) {
       cast_transpose(r_.tokens * k, "fp8 cast-transpose (input)");
+    }
     add(gemm(r_.linear, r_.tokens, n, k), 1.0, role);
   }
   /// Its backward: data gradient dX[T,k] = dY·W, then weight gradient dW[n,k] = dYᵀ·X. In fp8
   /// training dY is cast first, by its own kernel when `separate_cast` (else fused into the
-  /// activation's backward that produced it).
-  /// `input`: the block's input linear (CallPart).
+  /// activation's backward that produced it). Rowwise scaling casts each operand along the
+  /// contraction axis of this GEMM: dY along n (where the tensorwise cast would run) and W along n
+  /// for the data gradient, dY and X along the tokens for the weight gradient (column passes), and
+  /// rescales both outputs (torchao runs these split-accumulation GEMMs as tensorwise cuBLAS
+  /// kernels at unit scales, then multiplies the output by the scales' outer product).
+  /// `input`: the block's input linear (CallPart). `shared_input`: a separate projection whose
+  /// input the one before it already cast for its weight gradient.
   void linear_bwd(int64_t n, int64_t k, const char* dgrad_role, const char* wgrad_role, bool separate_cast,
-                  bool input = false) {
-    if (separate_cast || r_.eager)
+                  bool input = false, bool shared_input = false) {
+    if (r_.rowwise) {
+      if (separate_cast || r_.eager)
+        row_cast(r_.tokens * n, "fp8 row cast (output gradient)");
+      column_cast(n * k, "fp8 column cast (weight)");
+    } else if (separate_cast || r_.eager) {
       cast_transpose(r_.tokens * n, "fp8 cast-transpose (output gradient)");
+    }
     add(gemm(r_.linear, r_.tokens, k, n), 1.0, dgrad_role, input ? CallPart::INPUT_DGRAD : CallPart::OTHER);
+    if (r_.rowwise) {
+      rescale(r_.tokens * k, "fp8 rescale (data gradient)");
+      column_cast(r_.tokens * n, "fp8 column cast (output gradient)");
+      if (!shared_input)
+        column_cast(r_.tokens * k, "fp8 column cast (input)");
+    }
     add(gemm(r_.linear, n, k, r_.tokens), 1.0, wgrad_role, input ? CallPart::INPUT_WGRAD : CallPart::OTHER);
+    if (r_.rowwise)
+      rescale(n * k, "fp8 rescale (weight gradient)");
   }
   /// The output layer stays 16-bit in fp8 training (Transformer Engine recipes keep it so).
   void logits_fwd() { add(gemm(r_.dtype, r_.tokens, r_.vocab, r_.hidden), 1.0, "logits fwd"); }
@@ -253,6 +286,38 @@ public:
       return;
     if (r_.eager)
       add(elementwise(KernelKind::MEMCPY, r_.dtype, (elements + 1) / 2), 1.0, "fp8 amax (eager)");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, elements), 1.0, role);
+  }
+  /// Rowwise fp8: a 16-bit tensor of `elements` cast along its rows, the amax of each row taken in
+  /// the same pass (2 bytes read, 1 written per value: a copy of 3/4 as many); with eager
+  /// pointwise kernels the amax is its own pass first, as the tensorwise cast's.
+  void row_cast(int64_t elements, const char* role) {
+    if (r_.eager)
+      add(elementwise(KernelKind::MEMCPY, r_.dtype, (elements + 1) / 2), 1.0, "fp8 amax (eager)");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * elements + 3) / 4), 1.0, role);
+  }
+  /// Rowwise fp8: a cast along the columns (the scale of each column spans every row): a pass
+  /// for the amaxes (2 bytes read per value), then the cast (3).
+  void column_cast(int64_t elements, const char* role) {
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, (elements + 1) / 2), 1.0, "fp8 column amax");
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * elements + 3) / 4), 1.0, role);
+  }
+  /// Separate projections: the input gradients of the `parts` linears that read one T x h input
+  /// summed. Eager, autograd adds each further part by a kernel (2 values read, 1 written, as the
+  /// residual add); fused, the consumer (the norm's backward) reads the further parts, 2 bytes per
+  /// value each.
+  void input_grad_sum(int64_t parts, const char* role) {
+    const int64_t values = r_.tokens * r_.hidden;
+    if (r_.eager) {
+      for (int64_t i = 1; i < parts; ++i)
+        add(elementwise(KernelKind::MEMCPY, r_.dtype, (3 * values + 1) / 2), 1.0, role);
+      return;
+    }
+    add(elementwise(KernelKind::MEMCPY, r_.dtype, ((parts - 1) * values + 1) / 2), 1.0, role);
+  }
+  /// Rowwise fp8: the 16-bit output of a GEMM run at unit scales multiplied in place by its
+  /// operands' scales (2 bytes read, 2 written per value).
+  void rescale(int64_t elements, const char* role) {
     add(elementwise(KernelKind::MEMCPY, r_.dtype, elements), 1.0, role);
   }
   /// The attention core: the fused kernel, or the unfused kernels (attention_core_kernels).
@@ -333,10 +398,15 @@ void forward(Calls& c, const RankDims& r, Block block) {
   switch (block) {
   case Block::ATTENTION:
     c.norm(1.0, "input norm fwd");
-    if (r.mla)
+    if (r.mla) {
       mla_projections_fwd(c, r);
-    else
+    } else if (r.split) { // the norm's output cast once, read by all three
+      c.linear_fwd(r.attn_in, r.hidden, "q proj fwd", false);
+      c.linear_fwd(r.kv_out, r.hidden, "k proj fwd", false, true);
+      c.linear_fwd(r.kv_out, r.hidden, "v proj fwd", false, true);
+    } else {
       c.linear_fwd(r.qkv_out, r.hidden, "qkv fwd", false); // cast in the norm
+    }
     c.eager_rotary_and_repeat();
     c.attention_core(Phase::FORWARD, "attention fwd");
     c.eager_output_copy();
@@ -345,7 +415,12 @@ void forward(Calls& c, const RankDims& r, Block block) {
     return;
   case Block::MLP:
     c.norm(1.0, "post-attention norm fwd");
-    c.linear_fwd(r.up_out, r.hidden, "fc1 fwd", false); // cast in the norm
+    if (r.split && r.gated) {
+      c.linear_fwd(r.ffn, r.hidden, "gate proj fwd", false);
+      c.linear_fwd(r.ffn, r.hidden, "up proj fwd", false, true);
+    } else {
+      c.linear_fwd(r.up_out, r.hidden, "fc1 fwd", false); // cast in the norm
+    }
     c.activation(1.0, "activation fwd");
     c.linear_fwd(r.hidden, r.ffn, "fc2 fwd", false); // cast in the activation
     c.residual("bias-dropout-add fwd");
@@ -428,17 +503,29 @@ void backward(Calls& c, const RankDims& r, Block block) {
     c.eager_output_copy();
     c.attention_core(Phase::BACKWARD, "attention bwd");
     c.eager_rotary_and_repeat();
-    if (r.mla)
+    if (r.mla) {
       mla_projections_bwd(c, r);
-    else
+    } else if (r.split) { // dQ, dK, dV each cast; the input cast once; three input gradients summed
+      c.linear_bwd(r.attn_in, r.hidden, "q proj dgrad", "q proj wgrad", true, true);
+      c.linear_bwd(r.kv_out, r.hidden, "k proj dgrad", "k proj wgrad", true, true, true);
+      c.linear_bwd(r.kv_out, r.hidden, "v proj dgrad", "v proj wgrad", true, true, true);
+      c.input_grad_sum(3, "q, k, v input gradients summed");
+    } else {
       c.linear_bwd(r.qkv_out, r.hidden, "qkv dgrad", "qkv wgrad", true, true); // attention bwd output
+    }
     c.norm(2.0, "input norm bwd");
     return;
   case Block::MLP:
     c.residual("bias-dropout-add bwd");
     c.linear_bwd(r.hidden, r.ffn, "fc2 dgrad", "fc2 wgrad", true);
     c.activation(2.0, "activation bwd");
-    c.linear_bwd(r.up_out, r.hidden, "fc1 dgrad", "fc1 wgrad", false, true); // in the activation bwd
+    if (r.split && r.gated) {
+      c.linear_bwd(r.ffn, r.hidden, "gate proj dgrad", "gate proj wgrad", false, true);
+      c.linear_bwd(r.ffn, r.hidden, "up proj dgrad", "up proj wgrad", false, true, true);
+      c.input_grad_sum(2, "gate, up input gradients summed");
+    } else {
+      c.linear_bwd(r.up_out, r.hidden, "fc1 dgrad", "fc1 wgrad", false, true); // in the activation bwd
+    }
     c.norm(2.0, "post-attention norm bwd");
     return;
   case Block::LOGITS:

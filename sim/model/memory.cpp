@@ -63,8 +63,10 @@ LayerActivations stored_layer_activations(const WorkloadSpec& w) {
     return alternate_linears_activations(w);
 
   // Korthikanti's terms (bytes, 16-bit values, 1-byte dropout masks). fp8 training keeps the
-  // inputs of the linear GEMMs as their fp8 casts (1 byte).
-  const double g = w.precision == Precision::FP8 ? 1.0 : 2.0;
+  // inputs of the linear GEMMs as their fp8 casts (1 byte); with rowwise scaling they are kept in
+  // 16 bits, since the weight gradient casts them along the tokens, not the rows the forward used.
+  const bool fp8_inputs = w.precision == Precision::FP8 && w.training.fp8_scaling == Fp8Scaling::TENSORWISE;
+  const double g = fp8_inputs ? 1.0 : 2.0;
   // Replicated across TP ranks without SP: norm inputs, the inputs of QKV and fc1, dropout masks.
   const double mask = m.dropout ? sb * h : 0.0; // a hidden dropout's 1-byte mask
   // Selective recomputation of the norms (recompute_modules: layernorm) re-derives their outputs,

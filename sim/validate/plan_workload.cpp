@@ -528,6 +528,11 @@ void map_stated_options(Draft& d, const config::StackVersion* version) {
     w.training.fp8_weight_cache = std::get<bool>(cache->value);
     list_preset(d, "fp8_weight_cache", *cache);
   }
+  // Q, K, V (and gate, up) as one GEMM each or a linear each: the stack's model code.
+  if (const config::StackDefault* fused = applicable(version, StackKey::FUSED_PROJECTIONS, d)) {
+    w.training.fused_projections = std::get<bool>(fused->value);
+    list_preset(d, "fused_projections", *fused);
+  }
   // Where each micro-batch's gradients are accumulated (DeepSpeed's bf16 optimizer: an fp32 pass
   // after every backward pass) and whether pipeline sends block in the instruction order: the
   // stack's, where its layout condition holds.
@@ -581,6 +586,16 @@ void map_training(Draft& d) {
   if (fp8_params) {
     t.fp8_params = std::get<bool>(fp8_params->value());
     p.defaults.push_back(fp8_params->listed(d.facts));
+  }
+  // fp8 with row-wise scales (torchao's rowwise recipe), as the precision text names it: each
+  // weight cast per use, none kept.
+  if (d.workload().precision == Precision::FP8 && names_rowwise_scaling(run.precision)) {
+    t.fp8_scaling = Fp8Scaling::ROWWISE;
+    p.defaults.emplace_back("fp8_scaling=rowwise (the precision text names it)");
+    if (t.fp8_weight_cache) {
+      t.fp8_weight_cache = false;
+      p.defaults.emplace_back("fp8_weight_cache=false (rowwise scaling keeps no fp8 weights)");
+    }
   }
   const auto gather = d.dp > 1 ? first_rule(Mechanism::OVERLAP_PARAM_GATHER, d.facts) : std::nullopt;
   if (gather) {

@@ -128,6 +128,11 @@ bool names_per_op_policy(const std::string& text) {
          has(rc, "selective_ac_option: op");
 }
 
+bool names_rowwise_scaling(const std::string& text) {
+  const std::string p = lower(text);
+  return has(p, "rowwise") || has(p, "row-wise") || has(p, "axiswise");
+}
+
 Parsed<RecomputeModules> parse_recompute_modules(const std::vector<std::string>& names) {
   Parsed<RecomputeModules> out;
   if (names.empty())

@@ -36,6 +36,9 @@ StatedOptions parse_stated_options(const std::string& framework);
 /// policy", `selective_ac_option op`): PyTorch's selective activation checkpointing that saves
 /// every other matmul (recompute_modules: alternate_linears).
 bool names_per_op_policy(const std::string& text);
+/// Whether a precision text names fp8 with row-wise (axiswise) scales: torchao's `rowwise` recipe
+/// ("float8 rowwise", "row-wise scaling", "axiswise").
+bool names_rowwise_scaling(const std::string& text);
 
 /// What a record's `parallelism.schedule` text names.
 struct ScheduleText {

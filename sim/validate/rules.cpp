@@ -410,6 +410,7 @@ bool applies_to_record(config::StackWhen when, const RecordFacts& f) {
   case W::TP_SP:
   case W::FUSED_ATTENTION:
   case W::PP_1F1B:
+  case W::DENSE_PLAIN_ATTENTION:
     return true;
   case W::TP_SPLITS_SEQUENCE:
     return f.sequence_splits_over_tp;

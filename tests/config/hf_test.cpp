@@ -728,6 +728,39 @@ TEST_F(HfConfig, RecomputeModulesKey) {
             std::string::npos);
 }
 
+// training.fp8_scaling: rowwise is a scaling of fp8 casts that keeps no fp8 weights: it needs fp8
+// training, fp8_weight_cache false, no fp8 primary weights and a dense model; each miss is an error
+// naming the key and what it needs. training.fused_projections: false needs a dense model too.
+TEST_F(HfConfig, RowwiseFp8ScalingAndSeparateProjectionKeys) {
+  write("hf.json", LLAMA_JSON);
+  const auto load = [&](const std::vector<std::string>& sets) { return load_from_hf(sets); };
+  const auto error = [&](const std::vector<std::string>& sets) { return config_error([&] { load(sets); }); };
+  EXPECT_EQ(load({"precision=fp8"}).training.fp8_scaling, Fp8Scaling::TENSORWISE);
+  EXPECT_EQ(load({"precision=fp8", "training.fp8_weight_cache=false", "training.fp8_scaling=rowwise"})
+                .training.fp8_scaling,
+            Fp8Scaling::ROWWISE);
+  const std::string bf16 = error({"training.fp8_weight_cache=false", "training.fp8_scaling=rowwise"});
+  EXPECT_NE(bf16.find("key 'training.fp8_scaling'"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("it needs precision: fp8"), std::string::npos) << bf16;
+  EXPECT_NE(error({"precision=fp8", "training.fp8_scaling=rowwise"}).find("training.fp8_weight_cache: false"),
+            std::string::npos);
+  EXPECT_NE(error({"precision=fp8", "training.fp8_weight_cache=false", "training.fp8_params=true",
+                   "training.fp8_scaling=rowwise"})
+                .find("training.fp8_params: false"),
+            std::string::npos);
+  EXPECT_NE(error({"precision=fp8", "training.fp8_weight_cache=false", "model.moe={experts: 8, top_k: 2}",
+                   "training.fp8_scaling=rowwise"})
+                .find("no model.moe, no model.mla"),
+            std::string::npos);
+  EXPECT_NE(error({"precision=fp8", "training.fp8_scaling=columnwise"}).find("key 'training.fp8_scaling'"),
+            std::string::npos);
+  // Separate Q, K, V (gate, up) projections: dense models with plain attention.
+  EXPECT_FALSE(load({"training.fused_projections=false"}).training.fused_projections);
+  EXPECT_NE(error({"training.fused_projections=false", "model.moe={experts: 8, top_k: 2}"})
+                .find("key 'training.fused_projections': separate projections are modelled for dense models"),
+            std::string::npos);
+}
+
 // training.fp8_params needs fp8 training; training.offload_layers needs a host link in the
 // cluster (gpu.host_bandwidth) and fewer layers than a model chunk holds.
 TEST_F(HfConfig, Fp8ParamsAndOffloadKeys) {

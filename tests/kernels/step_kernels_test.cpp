@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 namespace stepsim::kernels {
 namespace {
@@ -579,6 +580,90 @@ TEST(BlockKernels, EagerFp8CastsEveryOperand) {
   EXPECT_EQ(count_role(attn, "fp8 amax (eager)"), 2u);
   EXPECT_EQ(count_role(block_kernels(w, Block::MLP, Phase::BACKWARD), "fp8 cast-transpose (output gradient)"),
             2u);
+}
+
+/// Bytes of the calls whose role starts with `prefix`.
+double role_bytes(const std::vector<KernelCall>& calls, std::string_view prefix) {
+  double b = 0;
+  for (const KernelCall& c : calls)
+    if (std::string_view(c.role).substr(0, prefix.size()) == prefix)
+      b += kernel_bytes(c.shape).value() * c.time_factor;
+  return b;
+}
+
+// Rowwise fp8 (training.fp8_scaling: rowwise, torchao's axiswise recipe), Llama 2 70B on one TP
+// rank of 8 (T = 4096, h = 8192, f/t = 3584, SwiGLU: fc1 n = 2f/t; fused pointwise kernels).
+// Forward, per linear: the weight cast along k (3 bytes per weight value), the input cast along k
+// (3 bytes) only where the tensorwise cast-transpose ran (the fc2 input is cast in the
+// activation). Backward, per linear: the weight along n (amax pass 2 + cast 3), the output
+// gradient along n (3, where the tensorwise cast ran), the output gradient and the input along
+// the tokens (2 + 3 each), and both outputs rescaled (2 read + 2 written per value). The GEMMs'
+// FLOPs do not change.
+TEST(BlockKernels, RowwiseFp8CastsEachOperandAlongEachGemmsAxis) {
+  WorkloadSpec w = llama70b(8);
+  w.precision = Precision::FP8;
+  w.training.fp8_weight_cache = false;
+  const auto tw_f = block_kernels(w, Block::MLP, Phase::FORWARD);
+  const auto tw_b = block_kernels(w, Block::MLP, Phase::BACKWARD);
+  w.training.fp8_scaling = Fp8Scaling::ROWWISE;
+  const auto rw_f = block_kernels(w, Block::MLP, Phase::FORWARD);
+  const auto rw_b = block_kernels(w, Block::MLP, Phase::BACKWARD);
+  const double T = 4096, h = 8192, f = 3584, up = 2 * f;
+  // fc1 (n = up, k = h; its input cast in the norm) and fc2 (n = h, k = f; cast in the activation).
+  EXPECT_DOUBLE_EQ(role_bytes(rw_f, "fp8"), 3 * up * h + 3 * h * f);
+  const double fc2 = 3 * T * h /*dY row*/ + 5 * h * f /*W column*/ + 4 * T * f /*dX rescale*/ +
+                     5 * T * h /*dY column*/ + 5 * T * f /*X column*/ + 4 * h * f /*dW rescale*/;
+  const double fc1 =
+      5 * up * h + 4 * T * h + 5 * T * up + 5 * T * h + 4 * up * h; // dY cast in the activation
+  EXPECT_DOUBLE_EQ(role_bytes(rw_b, "fp8"), fc2 + fc1);
+  // Tensorwise: the fc2 output gradient's cast-transpose alone (4 bytes per value).
+  EXPECT_DOUBLE_EQ(role_bytes(tw_b, "fp8"), 4 * T * h);
+  EXPECT_DOUBLE_EQ(role_bytes(tw_f, "fp8"), 0.0);
+  EXPECT_DOUBLE_EQ(flops_of(rw_b, KernelKind::GEMM), flops_of(tw_b, KernelKind::GEMM));
+  EXPECT_DOUBLE_EQ(flops_of(rw_f, KernelKind::GEMM), flops_of(tw_f, KernelKind::GEMM));
+}
+
+// training.fused_projections: false (torchtitan's Llama: wq, wk, wv; w1, w3). The same FLOPs in
+// three attention GEMMs (q = 1024, k = v = 128 outputs per rank of 8) and two gate/up GEMMs (f/t
+// = 3584 each) instead of one each; the backward sums the extra input gradients: with fused
+// pointwise kernels the norm's backward reads the two (one) further T x h parts, 2 bytes per
+// value each; eager, autograd adds each by a kernel (6 bytes per value). In fp8 the casts move
+// nothing: the input is cast once for all three, and dQ, dK, dV are the fused output gradient's
+// values.
+TEST(BlockKernels, SeparateProjectionsSplitTheGemmsAndSumTheirInputGradients) {
+  WorkloadSpec w = llama70b(8);
+  const double T = 4096, h = 8192;
+  for (const Precision p : {Precision::BF16, Precision::FP8}) {
+    w.precision = p;
+    w.training.fused_projections = true;
+    w.training.pointwise = Pointwise::FUSED;
+    std::vector<std::vector<KernelCall>> fused, split;
+    for (const Block b : {Block::ATTENTION, Block::MLP})
+      for (const Phase ph : {Phase::FORWARD, Phase::BACKWARD})
+        fused.push_back(block_kernels(w, b, ph));
+    w.training.fused_projections = false;
+    for (const Block b : {Block::ATTENTION, Block::MLP})
+      for (const Phase ph : {Phase::FORWARD, Phase::BACKWARD})
+        split.push_back(block_kernels(w, b, ph));
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_DOUBLE_EQ(flops_of(split[i], KernelKind::GEMM), flops_of(fused[i], KernelKind::GEMM)) << i;
+      EXPECT_DOUBLE_EQ(role_bytes(split[i], "fp8"), role_bytes(fused[i], "fp8")) << i;
+    }
+    EXPECT_EQ(count_of(split[0], KernelKind::GEMM), count_of(fused[0], KernelKind::GEMM) + 2);
+    EXPECT_EQ(count_of(split[1], KernelKind::GEMM), count_of(fused[1], KernelKind::GEMM) + 4);
+    EXPECT_EQ(count_of(split[2], KernelKind::GEMM), count_of(fused[2], KernelKind::GEMM) + 1);
+    EXPECT_EQ(count_of(split[3], KernelKind::GEMM), count_of(fused[3], KernelKind::GEMM) + 2);
+    EXPECT_DOUBLE_EQ(pointwise_bytes(split[0]), pointwise_bytes(fused[0]));
+    EXPECT_DOUBLE_EQ(pointwise_bytes(split[1]) - pointwise_bytes(fused[1]), 2 * 2 * T * h);
+    EXPECT_DOUBLE_EQ(pointwise_bytes(split[3]) - pointwise_bytes(fused[3]), 1 * 2 * T * h);
+    EXPECT_DOUBLE_EQ(role_bytes(split[1], "q, k, v input gradients summed"), 2 * 2 * T * h);
+  }
+  w.precision = Precision::BF16;
+  w.training.pointwise = Pointwise::EAGER;
+  EXPECT_DOUBLE_EQ(
+      role_bytes(block_kernels(w, Block::ATTENTION, Phase::BACKWARD), "q, k, v input gradients summed"),
+      2 * 6 * T * h);
+  EXPECT_EQ(count_role(block_kernels(w, Block::MLP, Phase::BACKWARD), "gate, up input gradients summed"), 1u);
 }
 
 // recompute_modules: alternate_linears. The attention backward repeats the input norm, the K

@@ -253,6 +253,25 @@ TEST(MemoryLedger, Fp8TrainingStoresFp8GemmInputsAndFp8WeightCopies) {
   }
 }
 
+// Rowwise fp8 (torchao's axiswise recipe) casts the weight gradient's operands along the tokens,
+// so the linear inputs are kept in 16 bits: the activations are bf16 training's, byte for byte.
+TEST(MemoryLedger, RowwiseFp8KeepsTheLinearInputsIn16Bits) {
+  for (const int t : {1, 8}) {
+    WorkloadSpec w = test::workload(test::gpt3_175b(), t, 8, 1, 8);
+    w.training.flash_attention = true;
+    WorkloadSpec r = w;
+    r.precision = Precision::FP8;
+    r.training.fp8_weight_cache = false;
+    r.training.fp8_scaling = Fp8Scaling::ROWWISE;
+    EXPECT_DOUBLE_EQ(model::stored_layer_activations(r).total().value(),
+                     model::stored_layer_activations(w).total().value())
+        << "tp " << t;
+    r.training.fp8_scaling = Fp8Scaling::TENSORWISE;
+    EXPECT_LT(model::stored_layer_activations(r).total().value(),
+              model::stored_layer_activations(w).total().value());
+  }
+}
+
 // Flash attention never stores the s^2 scores: the 5*a*s^2*b term disappears.
 TEST(MemoryLedger, FlashAttentionDropsScores) {
   WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 1, 8);

@@ -1089,6 +1089,38 @@ TEST(Plan, TorchtitanFsdpReducesGradientsInFp32) {
   fs::remove_all(d);
 }
 
+// A precision text naming torchao's rowwise recipe maps to training.fp8_scaling: rowwise with no fp8
+// weights kept (fp8_weight_cache false, listed where the stack kept them); "float8 tensorwise"
+// stays tensorwise, and a bf16 text naming rows is no fp8 at all.
+TEST(Plan, PrecisionTextNamesRowwiseFp8Scaling) {
+  const fs::path d = temp_dir("rowwise");
+  const auto plan_for = [&](const std::string& precision, const std::string& framework) {
+    std::string text = "runs:\n" + small_run("t", precision);
+    text.replace(text.find("gpu: A100-SXM4-80GB"), 19, "gpu: H100-SXM5-80GB");
+    text.replace(text.find("framework: Megatron-LM"), 22, "framework: " + framework);
+    return plan_first(d, text, false);
+  };
+  validate::RunPlan p = plan_for("fp8 (torchao float8 rowwise scaling)", "torchtitan (FSDP2, torch.compile)");
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_EQ(p.workload.training.fp8_scaling, Fp8Scaling::ROWWISE);
+  EXPECT_FALSE(p.workload.training.fp8_weight_cache);
+  EXPECT_NE(text_of(p).find("fp8_scaling: rowwise"), std::string::npos) << text_of(p);
+  EXPECT_NE(joined_defaults(p).find("fp8_scaling=rowwise (the precision text names it)"), std::string::npos);
+  EXPECT_GT(validate::check_plan(p), 0.0) << p.skip_reason;
+  // Megatron-LM keeps its fp8 weights (Transformer Engine): the mapping lists the change.
+  p = plan_for("fp8 row-wise", "Megatron-LM");
+  EXPECT_EQ(p.workload.training.fp8_scaling, Fp8Scaling::ROWWISE);
+  EXPECT_NE(joined_defaults(p).find("fp8_weight_cache=false (rowwise scaling keeps no fp8 weights)"),
+            std::string::npos)
+      << joined_defaults(p);
+  EXPECT_EQ(plan_for("fp8 (torchao float8 tensorwise)", "torchtitan").workload.training.fp8_scaling,
+            Fp8Scaling::TENSORWISE);
+  EXPECT_EQ(plan_for("bf16 (rowwise norms)", "torchtitan").workload.precision, Precision::BF16);
+  EXPECT_EQ(plan_for("bf16 (rowwise norms)", "torchtitan").workload.training.fp8_scaling,
+            Fp8Scaling::TENSORWISE);
+  fs::remove_all(d);
+}
+
 // A record's parallelism.tp_comm_overlap (the recipe's setting) turns the pipelined TP
 // communication on, with sp, and wins over the framework text either way.
 TEST(Plan, RecordStatesTpCommOverlap) {
