@@ -534,6 +534,10 @@ struct TrainingSpec {
   /// fp8 training: the casts' scaling granularity (Fp8Scaling); ROWWISE needs fp8_weight_cache
   /// false (the axiswise casts of a weight differ per GEMM, none is kept) and a dense model.
   Fp8Scaling fp8_scaling = Fp8Scaling::TENSORWISE;
+  /// fp8 training under ZeRO-3: each layer's parameters gathered as their fp8 casts, 1 byte each
+  /// (torchao's enable_fsdp_float8_all_gather: the shard cast to fp8 before the all-gather), the
+  /// shards themselves kept as they are; fp8_params gathers in fp8 whatever this says.
+  bool fp8_all_gather = false;
   /// One GEMM for the attention's Q, K and V projections and one for a gated MLP's gate and up
   /// projections (Megatron-Core's linear_qkv and linear_fc1); false, a linear each (torchtitan's and
   /// Hugging Face's Llama: wq, wk, wv; w1, w3), each reading the shared input, their input

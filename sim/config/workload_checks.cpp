@@ -154,6 +154,9 @@ std::vector<Finding> training_problems(const WorkloadSpec& w) {
   std::vector<Finding> out;
   if (w.training.fp8_params && w.precision != Precision::FP8)
     out.push_back({"fp8_params", "fp8 primary weights need precision: fp8"});
+  if (w.training.fp8_all_gather && (w.precision != Precision::FP8 || w.parallel.zero_stage != 3))
+    out.push_back({"fp8_all_gather", "gathering the parameters as fp8 casts needs precision: fp8 and "
+                                     "parallel.zero_stage: 3 (the gathers of ZeRO-3 / FSDP)"});
   if (!w.training.fused_projections && (w.model.moe.enabled() || w.model.mla.enabled()))
     out.push_back({"fused_projections", "separate projections are modelled for dense models with plain "
                                         "attention: no model.moe, no model.mla"});

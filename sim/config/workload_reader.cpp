@@ -337,6 +337,7 @@ void read_training(const MapReader& m, TrainingSpec& t) {
   optional_key(m, "fp32_shards", [&](const Field& f) { t.fp32_shards = read_bool(f); });
   optional_key(m, "expandable_segments", [&](const Field& f) { t.expandable_segments = read_bool(f); });
   optional_key(m, "fp8_weight_cache", [&](const Field& f) { t.fp8_weight_cache = read_bool(f); });
+  optional_key(m, "fp8_all_gather", [&](const Field& f) { t.fp8_all_gather = read_bool(f); });
   optional_key(m, "fused_projections", [&](const Field& f) { t.fused_projections = read_bool(f); });
   optional_key(m, "fp8_scaling", [&](const Field& f) {
     t.fp8_scaling = read_choice<Fp8Scaling>(

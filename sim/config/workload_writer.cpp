@@ -233,6 +233,8 @@ void training_values(const TrainingSpec& t, Values& v) {
     v["training.expandable_segments"] = boolean(t.expandable_segments);
   if (t.fp8_weight_cache != def.fp8_weight_cache)
     v["training.fp8_weight_cache"] = boolean(t.fp8_weight_cache);
+  if (t.fp8_all_gather != def.fp8_all_gather)
+    v["training.fp8_all_gather"] = boolean(t.fp8_all_gather);
   if (t.fused_projections != def.fused_projections)
     v["training.fused_projections"] = boolean(t.fused_projections);
   if (t.fp8_scaling != def.fp8_scaling)

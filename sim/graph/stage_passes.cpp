@@ -124,7 +124,7 @@ StagePasses::Pass::Pass(StagePasses& s, const PassRef& pass)
       held_for_step_(kept_ && s.grid_.pp > 1),
       // Gradients become final per item; ZeRO-0/1 reduce them once (last pass), ZeRO-2/3 every
       // pass (their gradients are sharded, so they cannot accumulate locally).
-      reduce_now_(s.o_.shape.zero >= 2), e_(model::grad_bytes(w_)), wb_(model::weight_bytes(w_)),
+      reduce_now_(s.o_.shape.zero >= 2), e_(model::grad_bytes(w_)), wb_(model::zero3_gather_bytes(w_)),
       held_(wb_ + model::fp8_weight_bytes(w_)), logits_act_(model::logits_activations(w_)),
       gather_(static_cast<size_t>(n_layers_)), xgather_(static_cast<size_t>(n_layers_)),
       freer_(static_cast<size_t>(n_layers_)), item_producer_(items_.params.size()) {

@@ -169,7 +169,7 @@ int64_t in_flight_micro_batches(const WorkloadSpec& w, int stage) {
 }
 
 Bytes gathered_layer_bytes(const WorkloadSpec& w) {
-  const double held = weight_bytes(w) + fp8_weight_bytes(w);
+  const double held = zero3_gather_bytes(w) + fp8_weight_bytes(w);
   if (!w.model.moe.enabled())
     return Bytes(layer_params(w.model, w.parallel.tp) * held);
   // MoE: the largest layer's dense part, plus its local experts when their expert-data-parallel
@@ -193,6 +193,11 @@ double fp8_weight_bytes(const WorkloadSpec& w) {
 
 double weight_bytes(const WorkloadSpec& w) {
   return w.training.fp8_params ? 1.0 : element_bytes(w.precision);
+}
+
+double zero3_gather_bytes(const WorkloadSpec& w) {
+  const bool fp8 = w.precision == Precision::FP8 && w.training.fp8_all_gather;
+  return fp8 ? 1.0 : weight_bytes(w);
 }
 
 Bytes offloaded_activations(const WorkloadSpec& w, int stage) {

@@ -71,6 +71,10 @@ double fp8_weight_bytes(const WorkloadSpec& w);
 /// ZeRO-3 before use: 1 with fp8 primary weights, else the 16-bit element.
 double weight_bytes(const WorkloadSpec& w);
 
+/// Bytes of one parameter as ZeRO-3 gathers it: 1 with training.fp8_all_gather in fp8 training
+/// (the shard's fp8 cast), else weight_bytes.
+double zero3_gather_bytes(const WorkloadSpec& w);
+
 struct MemoryLedger {
   Bytes
       weights; ///< 2*Psi (ZeRO-3: /dp); fp8 training adds 2 bytes per layer parameter (fp8_params: 1*Psi + 1)

@@ -433,10 +433,11 @@ private:
   /// of dp_shard replicas, and in the backward each layer's gradient shard all-reduced over the
   /// dp/dp_shard replicas.
   [[nodiscard]] double zero3_exposed(const Link& all_dp) const {
-    const int64_t shard = par_.shard_group(); // dp without hybrid sharding
+    const double wb = model::zero3_gather_bytes(w_); // a parameter as ZeRO-3 gathers it
+    const int64_t shard = par_.shard_group();        // dp without hybrid sharding
     const Link dp_link = shard < dp_ ? link_for(cluster_, t_ * shard, deg_) : all_dp;
     const double layer = model::layer_params(w_.model, par_.tp);
-    double per_layer = gather(layer * wb_, shard, dp_link);
+    double per_layer = gather(layer * wb, shard, dp_link);
     const double replicate = shard < dp_ ? all_reduce(layer * e_ / d(shard), dp_ / shard, all_dp) : 0.0;
     if (w_.model.moe.enabled()) {
       per_layer = 0;
@@ -444,7 +445,7 @@ private:
       for (int64_t l = 0; l < w_.model.layers; ++l) {
         const model::LayerParams lp = model::layer_params_at(w_.model, l, par_.tp, par_.ep, par_.expert_tp());
         per_layer =
-            std::max(per_layer, gather(lp.dense * wb_, dp_, dp_link) + gather(lp.expert * wb_, edp, dp_link));
+            std::max(per_layer, gather(lp.dense * wb, dp_, dp_link) + gather(lp.expert * wb, edp, dp_link));
       }
     }
     const double passes = d(m_ * v_);
@@ -456,7 +457,7 @@ private:
       const double k = d(model::dense_weight_tensors(w_.model, w_.model.layers - 1));
       const double host = d(shard) * cluster_.gpu.list_collective_per_rank.value();
       const double gathers = w_.training.recompute == Recompute::FULL ? 3.0 : 2.0;
-      const double per_layer_pass = k * (gathers * (gather(layer * wb_ / k, shard, dp_link) + host) +
+      const double per_layer_pass = k * (gathers * (gather(layer * wb / k, shard, dp_link) + host) +
                                          gather(layer * e_ / k, shard, dp_link) + host) +
                                     replicate;
       return passes * chunk_layers * per_layer_pass;

@@ -587,6 +587,14 @@ void map_training(Draft& d) {
     t.fp8_params = std::get<bool>(fp8_params->value());
     p.defaults.push_back(fp8_params->listed(d.facts));
   }
+  // ZeRO-3's gathers as fp8 casts (torchao's enable_fsdp_float8_all_gather), as the framework or
+  // precision text names them.
+  if (d.workload().precision == Precision::FP8 && d.workload().parallel.zero_stage == 3 &&
+      (parse_stated_options(run.framework).fp8_all_gather ||
+       parse_stated_options(run.precision).fp8_all_gather)) {
+    t.fp8_all_gather = true;
+    p.defaults.emplace_back("fp8_all_gather=true (the record names the float8 all-gather)");
+  }
   // fp8 with row-wise scales (torchao's rowwise recipe), as the precision text names it: each
   // weight cast per use, none kept.
   if (d.workload().precision == Precision::FP8 && names_rowwise_scaling(run.precision)) {

@@ -119,6 +119,8 @@ StatedOptions parse_stated_options(const std::string& framework) {
                         has(f, "async tp") || has(f, "async-tp") || has(f, "asynchronous tp");
   out.overlap_param_gather =
       has(f, "overlap-param-gather") || has(f, "overlap_param_gather") || has(f, "overlap param gather");
+  out.fp8_all_gather = has(f, "fsdp_float8_all_gather") || has(f, "float8 fsdp all-gather") ||
+                       has(f, "float8 all-gather") || has(f, "fp8 all-gather");
   return out;
 }
 

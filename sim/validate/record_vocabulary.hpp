@@ -29,6 +29,7 @@ struct StatedOptions {
   std::optional<Pointwise> pointwise;
   bool tp_comm_overlap = false;
   bool overlap_param_gather = false;
+  bool fp8_all_gather = false; ///< torchao's enable_fsdp_float8_all_gather, or a float8 all-gather named
 };
 StatedOptions parse_stated_options(const std::string& framework);
 

@@ -754,6 +754,12 @@ TEST_F(HfConfig, RowwiseFp8ScalingAndSeparateProjectionKeys) {
             std::string::npos);
   EXPECT_NE(error({"precision=fp8", "training.fp8_scaling=columnwise"}).find("key 'training.fp8_scaling'"),
             std::string::npos);
+  // ZeRO-3's fp8 all-gather: fp8 training under ZeRO-3 only.
+  EXPECT_TRUE(load({"precision=fp8", "parallel.zero_stage=3", "training.fp8_all_gather=true"})
+                  .training.fp8_all_gather);
+  EXPECT_NE(error({"precision=fp8", "training.fp8_all_gather=true"})
+                .find("key 'training.fp8_all_gather': gathering the parameters as fp8 casts needs"),
+            std::string::npos);
   // Separate Q, K, V (gate, up) projections: dense models with plain attention.
   EXPECT_FALSE(load({"training.fused_projections=false"}).training.fused_projections);
   EXPECT_NE(error({"training.fused_projections=false", "model.moe={experts: 8, top_k: 2}"})

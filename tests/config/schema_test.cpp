@@ -183,6 +183,7 @@ const std::map<std::string_view, std::function<std::string(const WorkloadSpec&)>
         {"training.fp8_scaling", [](const WorkloadSpec& w) { return num(w.training.fp8_scaling); }},
         {"training.fused_projections",
          [](const WorkloadSpec& w) { return num(w.training.fused_projections); }},
+        {"training.fp8_all_gather", [](const WorkloadSpec& w) { return num(w.training.fp8_all_gather); }},
         {"training.offload_layers", [](const WorkloadSpec& w) { return num(w.training.offload_layers); }},
         {"training.recompute_layers", [](const WorkloadSpec& w) { return num(w.training.recompute_layers); }},
         {"training.variability.seed", [](const WorkloadSpec& w) { return num(w.training.variability.seed); }},

@@ -204,6 +204,18 @@ TEST(Zero, Fp8PrimaryWeightsGatherInFp8) {
   }
 }
 
+// ZeRO-3's gathers as fp8 casts (training.fp8_all_gather, torchao's enable_fsdp_float8_all_gather):
+// the forward's and backward's gathers halve, the reduce-scatter stays 2 bytes per parameter
+// (2 + 2 + 2 -> 1 + 1 + 2, as with fp8 primary weights).
+TEST(Zero, Fp8AllGatherHalvesTheZero3Gathers) {
+  WorkloadSpec w = small(2, 2, 4, 3);
+  w.precision = Precision::FP8;
+  w.parallel.zero_stage = 3;
+  const double plain = volume(build(w), 0, CommGroup::DP);
+  w.training.fp8_all_gather = true;
+  EXPECT_NEAR(volume(build(w), 0, CommGroup::DP) / plain, 4.0 / 6.0, 1e-9);
+}
+
 // Blocking fetch (training.zero3_fetch): one collective per weight tensor (a GPT layer's QKV,
 // projection, fc1 and fc2; the embedding and output tensors with the first and last layers), a
 // recomputed layer gathered again for its backward (three gathers of the parameters per step

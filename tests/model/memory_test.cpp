@@ -272,6 +272,22 @@ TEST(MemoryLedger, RowwiseFp8KeepsTheLinearInputsIn16Bits) {
   }
 }
 
+// ZeRO-3's fp8 all-gather (training.fp8_all_gather): a gathered layer holds 1 byte per parameter
+// (with no fp8 copies kept: fp8_weight_cache false) against 2; the shards do not change.
+TEST(MemoryLedger, Fp8AllGatherHoldsTheGatheredLayerInFp8) {
+  const GpuSpec gpu = test::a100();
+  WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 4, 8);
+  w.precision = Precision::FP8;
+  w.parallel.zero_stage = 3;
+  w.training.fp8_weight_cache = false;
+  WorkloadSpec g = w;
+  g.training.fp8_all_gather = true;
+  EXPECT_DOUBLE_EQ(model::gathered_layer_bytes(w).value(), 2.0 * model::gathered_layer_bytes(g).value());
+  EXPECT_DOUBLE_EQ(model::gathered_layer_bytes(g).value(), model::layer_params(w.model, 8));
+  EXPECT_DOUBLE_EQ(model::persistent_memory(g, gpu, 3).weights.value(),
+                   model::persistent_memory(w, gpu, 3).weights.value());
+}
+
 // Flash attention never stores the s^2 scores: the 5*a*s^2*b term disappears.
 TEST(MemoryLedger, FlashAttentionDropsScores) {
   WorkloadSpec w = test::workload(test::gpt3_175b(), 8, 8, 1, 8);

@@ -1118,6 +1118,19 @@ TEST(Plan, PrecisionTextNamesRowwiseFp8Scaling) {
   EXPECT_EQ(plan_for("bf16 (rowwise norms)", "torchtitan").workload.precision, Precision::BF16);
   EXPECT_EQ(plan_for("bf16 (rowwise norms)", "torchtitan").workload.training.fp8_scaling,
             Fp8Scaling::TENSORWISE);
+  // FSDP's float8 all-gather, named by the framework text, under ZeRO-3 only.
+  std::string text = "runs:\n" + small_run("t", "fp8");
+  text.replace(text.find("gpu: A100-SXM4-80GB"), 19, "gpu: H100-SXM5-80GB");
+  text.replace(text.find("zero_stage: 0, fsdp: null"), 25, "zero_stage: null, fsdp: FULL_SHARD");
+  text.replace(text.find("framework: Megatron-LM"), 22,
+               "framework: torchtitan (float8, enable_fsdp_float8_all_gather)");
+  p = plan_first(d, text, false);
+  ASSERT_TRUE(p.skip_reason.empty()) << p.skip_reason;
+  EXPECT_TRUE(p.workload.training.fp8_all_gather);
+  EXPECT_NE(joined_defaults(p).find("fp8_all_gather=true (the record names the float8 all-gather)"),
+            std::string::npos);
+  EXPECT_FALSE(
+      plan_for("fp8", "torchtitan (float8, enable_fsdp_float8_all_gather)").workload.training.fp8_all_gather);
   fs::remove_all(d);
 }
 
