@@ -603,11 +603,11 @@ constexpr Key WORKLOAD_KEYS[] = {
      "in the memory ledger (ZeRO-3: per gathered layer); `false`, cast in every forward and backward and "
      "not kept, as torchao's `Float8Linear` ([model.md](model.md), \"fp8 training\")"},
     {"training.fp8_all_gather", boolean(), OPTIONAL, "false",
-     "; needs `precision: fp8` and `parallel.zero_stage: 3`", "",
-     "ZeRO-3 / FSDP gathers each layer's parameters as their fp8 casts, 1 byte per parameter, the shards "
-     "kept as they are (torchao's `enable_fsdp_float8_all_gather`: the shard cast to fp8 before the "
-     "all-gather); `training.fp8_params` gathers in fp8 whatever this says ([model.md](model.md), \"fp8 "
-     "training\")"},
+     "; needs `precision: fp8`, `parallel.zero_stage: 3` and a dense model with plain attention", "",
+     "ZeRO-3 / FSDP gathers each transformer layer's parameters as their fp8 casts, 1 byte per parameter, "
+     "the embedding and output layers in 16 bits and the shards kept as they are (torchao's "
+     "`enable_fsdp_float8_all_gather`: the shard cast to fp8 before the all-gather); `training.fp8_params` "
+     "gathers in fp8 whatever this says ([model.md](model.md), \"fp8 training\")"},
     {"training.fused_projections", boolean(), OPTIONAL, "true",
      "; `false` needs a dense model with plain attention", "",
      "the attention's Q, K and V projections as one GEMM and a gated MLP's gate and up projections as one "

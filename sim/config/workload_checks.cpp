@@ -157,6 +157,10 @@ std::vector<Finding> training_problems(const WorkloadSpec& w) {
   if (w.training.fp8_all_gather && (w.precision != Precision::FP8 || w.parallel.zero_stage != 3))
     out.push_back({"fp8_all_gather", "gathering the parameters as fp8 casts needs precision: fp8 and "
                                      "parallel.zero_stage: 3 (the gathers of ZeRO-3 / FSDP)"});
+  if (w.training.fp8_all_gather && (w.model.moe.enabled() || w.model.mla.enabled()))
+    out.push_back({"fp8_all_gather",
+                   "the float8 all-gather is modelled for dense layers with plain attention "
+                   "(torchao's Float8Linear weights): no model.moe, no model.mla"});
   if (!w.training.fused_projections && (w.model.moe.enabled() || w.model.mla.enabled()))
     out.push_back({"fused_projections", "separate projections are modelled for dense models with plain "
                                         "attention: no model.moe, no model.mla"});

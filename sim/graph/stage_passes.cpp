@@ -51,6 +51,13 @@ private:
   /// router and shared experts of an MoE layer) gathered over DP as one collective; the first
   /// and last layers also carry the embedding / output parameters of their chunk.
   [[nodiscard]] double zero3_params(int l) const;
+  /// The embedding's and the output layer's parameters gathered with layer l (zero3_params' part
+  /// outside the transformer layer).
+  [[nodiscard]] double zero3_extra_params(int l) const;
+  /// Bytes of layer l's ZeRO-3 all-gather: the transformer layer's parameters as ZeRO-3 gathers
+  /// them (model::zero3_gather_bytes: fp8 casts with training.fp8_all_gather), the embedding and
+  /// output layers as stored (torchao's float8 all-gather converts the layers' linears only).
+  [[nodiscard]] double zero3_gather_bytes(int l) const;
   /// An MoE layer's routed experts, gathered over their expert-data-parallel group.
   [[nodiscard]] double expert_params(int l) const;
   /// The chunk's first forward waits, layer by layer, for the parameter all-gathers issued at
@@ -140,14 +147,24 @@ StagePasses::Pass::Pass(StagePasses& s, const PassRef& pass)
   last_backward_ = grads_here && s.grad_passes_[chunk] == s.chunk_passes_[chunk];
 }
 
-double StagePasses::Pass::zero3_params(int l) const {
+double StagePasses::Pass::zero3_extra_params(int l) const {
   const int tp = s_.grid_.tp;
   double extra = 0;
   if (l == 0 && layout_.has_embedding)
     extra += model::embedding_params(w_.model, tp);
   if (l == n_layers_ - 1 && layout_.has_output)
     extra += model::output_params(w_.model, tp, s_.grid_.pp);
-  return model::layer_params_at(w_.model, layer_of(l), tp, s_.grid_.ep, s_.grid_.etp).dense + extra;
+  return extra;
+}
+
+double StagePasses::Pass::zero3_params(int l) const {
+  return model::layer_params_at(w_.model, layer_of(l), s_.grid_.tp, s_.grid_.ep, s_.grid_.etp).dense +
+         zero3_extra_params(l);
+}
+
+double StagePasses::Pass::zero3_gather_bytes(int l) const {
+  const double extra = zero3_extra_params(l);
+  return (zero3_params(l) - extra) * wb_ + extra * model::weight_bytes(w_);
 }
 
 double StagePasses::Pass::expert_params(int l) const {
@@ -225,7 +242,7 @@ void StagePasses::Pass::issue_gathers_up_to(int upto) {
                                                              .purpose = CollectivePurpose::ZERO3_GATHER,
                                                              .l = l,
                                                              .op = CollectiveOp::ALL_GATHER,
-                                                             .bytes = params * wb_,
+                                                             .bytes = zero3_gather_bytes(l),
                                                              .phase = pass_.phase,
                                                              .after = after,
                                                              .alloc = Bytes(params * held_)});
@@ -519,7 +536,7 @@ void StagePasses::Pass::backward_layer(int j) {
                                               .purpose = CollectivePurpose::ZERO3_REGATHER,
                                               .l = l,
                                               .op = CollectiveOp::ALL_GATHER,
-                                              .bytes = zero3_params(l) * wb_,
+                                              .bytes = zero3_gather_bytes(l),
                                               .phase = Phase::BACKWARD,
                                               .after = s_.streams_[group.ranks[i]].last_compute}));
   }

@@ -760,6 +760,10 @@ TEST_F(HfConfig, RowwiseFp8ScalingAndSeparateProjectionKeys) {
   EXPECT_NE(error({"precision=fp8", "training.fp8_all_gather=true"})
                 .find("key 'training.fp8_all_gather': gathering the parameters as fp8 casts needs"),
             std::string::npos);
+  EXPECT_NE(error({"precision=fp8", "parallel.zero_stage=3", "training.fp8_all_gather=true",
+                   "model.moe={experts: 8, top_k: 2}"})
+                .find("the float8 all-gather is modelled for dense layers"),
+            std::string::npos);
   // Separate Q, K, V (gate, up) projections: dense models with plain attention.
   EXPECT_FALSE(load({"training.fused_projections=false"}).training.fused_projections);
   EXPECT_NE(error({"training.fused_projections=false", "model.moe={experts: 8, top_k: 2}"})

@@ -205,15 +205,18 @@ TEST(Zero, Fp8PrimaryWeightsGatherInFp8) {
 }
 
 // ZeRO-3's gathers as fp8 casts (training.fp8_all_gather, torchao's enable_fsdp_float8_all_gather):
-// the forward's and backward's gathers halve, the reduce-scatter stays 2 bytes per parameter
-// (2 + 2 + 2 -> 1 + 1 + 2, as with fp8 primary weights).
-TEST(Zero, Fp8AllGatherHalvesTheZero3Gathers) {
+// the transformer layers' forward and backward gathers halve, the embedding's stay 16-bit (torchao
+// converts the layers' linears only) and the reduce-scatter stays 2 bytes per parameter. Rank 0
+// holds stage 0: two layers (D parameters on its TP rank) and the embedding (X): per micro-batch
+// 2 + 2 + 2 bytes per parameter become (1 + 1 + 2)·D + (2 + 2 + 2)·X.
+TEST(Zero, Fp8AllGatherHalvesTheLayersZero3Gathers) {
   WorkloadSpec w = small(2, 2, 4, 3);
   w.precision = Precision::FP8;
   w.parallel.zero_stage = 3;
   const double plain = volume(build(w), 0, CommGroup::DP);
   w.training.fp8_all_gather = true;
-  EXPECT_NEAR(volume(build(w), 0, CommGroup::DP) / plain, 4.0 / 6.0, 1e-9);
+  const double D = 2 * model::layer_params(w.model, 2), X = model::embedding_params(w.model, 2);
+  EXPECT_NEAR(volume(build(w), 0, CommGroup::DP) / plain, (4 * D + 6 * X) / (6 * D + 6 * X), 1e-9);
 }
 
 // Blocking fetch (training.zero3_fetch): one collective per weight tensor (a GPT layer's QKV,
