@@ -231,6 +231,7 @@ void StagePasses::Pass::issue_gathers_up_to(int upto) {
     const int j = issued_;
     const int l = fwd_ ? j : n_layers_ - 1 - j;
     const double params = zero3_params(l);
+    const double bytes = zero3_gather_bytes(l);
     const double experts = expert_params(l);
     gather_[static_cast<size_t>(j)].resize(group.size());
     xgather_[static_cast<size_t>(j)].assign(group.size(), NO_TASK);
@@ -242,7 +243,7 @@ void StagePasses::Pass::issue_gathers_up_to(int upto) {
                                                              .purpose = CollectivePurpose::ZERO3_GATHER,
                                                              .l = l,
                                                              .op = CollectiveOp::ALL_GATHER,
-                                                             .bytes = zero3_gather_bytes(l),
+                                                             .bytes = bytes,
                                                              .phase = pass_.phase,
                                                              .after = after,
                                                              .alloc = Bytes(params * held_)});
@@ -530,15 +531,17 @@ void StagePasses::Pass::backward_layer(int j) {
     first_dep.clear();
     // Blocking fetch released the layer after its recomputation and gathers it again for
     // the backward (the ledger keeps it counted from the first gather).
-    if (blocking_ && gathers_)
+    if (blocking_ && gathers_) {
+      const double bytes = zero3_gather_bytes(l);
       for (size_t i = 0; i < group.ranks.size(); ++i)
         first_dep.push_back(zero3_collective({.i = i,
                                               .purpose = CollectivePurpose::ZERO3_REGATHER,
                                               .l = l,
                                               .op = CollectiveOp::ALL_GATHER,
-                                              .bytes = zero3_gather_bytes(l),
+                                              .bytes = bytes,
                                               .phase = Phase::BACKWARD,
                                               .after = s_.streams_[group.ranks[i]].last_compute}));
+    }
   }
   const TaskSite site{.phase = Phase::BACKWARD, .stage = p, .layer = layer, .mb = mb_};
   auto mlp = s_.compute({.block = Block::MLP,
