@@ -167,8 +167,9 @@ constexpr Key CLUSTER_KEYS[] = {
      "pass's first compute task and counted as compute (`gpu.pass_overhead`)"},
     {"gpu.list_collective_per_rank", duration(), OPTIONAL, "0s", "", "",
      "calibration: host time a tensor-list collective spends per participant before its transfer (a "
-     "view and a copy launch per rank); charged, times the DP group's size, to each ZeRO-3 collective "
-     "under `training.zero3_fetch: blocking` and shown as that collective's (exposed DP) time "
+     "view and a copy launch per rank), at least one kernel launch (`gpu.launch_overhead`, else the "
+     "profile's); charged, times the DP group's size, to each ZeRO-3 collective under "
+     "`training.zero3_fetch: blocking` and shown as that collective's (exposed DP) time "
      "(docs/calibration.md)"},
     {"gpu.host_bandwidth", bandwidth(), OPTIONAL, "",
      "absent = not given; required by `training.offload_layers`", "",

@@ -113,7 +113,8 @@ struct GpuSpec {
   /// Calibration: host time a tensor-list collective spends per participant before its transfer
   /// starts (PyTorch's list all_gather / reduce_scatter: a view of each rank's slice and a copy
   /// launched per rank). Charged to ZeRO-3's collectives under training.zero3_fetch: blocking,
-  /// the implementations that gather that way (docs/model.md). >= 0, default 0.
+  /// the implementations that gather that way (docs/model.md), at least one kernel launch per
+  /// rank (runner::list_collective_per_rank). >= 0, default 0 (the launch floor alone).
   Seconds list_collective_per_rank = Seconds(0.0);
   /// Coefficient of variation of each compute task's time on this GPU kind (docs/variability.md):
   /// every task's duration is multiplied by a lognormal factor of mean 1 and this CV. >= 0,

@@ -455,6 +455,7 @@ private:
       // forward, in the backward (and again after a full recomputation) and its reduce-scatter,
       // each with the tensor-list host part (docs/model.md, "ZeRO-3 fetch").
       const double k = d(model::dense_weight_tensors(w_.model, w_.model.layers - 1));
+      // plan() prices the knob with its launch floor (runner::list_collective_per_rank).
       const double host = d(shard) * cluster_.gpu.list_collective_per_rank.value();
       const double gathers = w_.training.recompute == Recompute::FULL ? 3.0 : 2.0;
       const double per_layer_pass = k * (gathers * (gather(layer * wb / k, shard, dp_link) + host) +

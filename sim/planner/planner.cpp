@@ -352,8 +352,11 @@ PlanResult plan(const ClusterSpec& cluster, const WorkloadSpec& given, const Pla
 
   t0 = std::chrono::steady_clock::now();
   const auto table = runner::load_kernel_table(cluster);
+  // The estimate prices the host parts as the simulation does (the tensor-list floor).
+  ClusterSpec priced = cluster;
+  priced.gpu.list_collective_per_rank = runner::list_collective_per_rank(cluster, table.get());
   const auto rank = [&](const WorkloadSpec& w, Bytes peak, bool is_given) {
-    const Estimate est = estimate_step(cluster, w, runner::compute_time_model(cluster, w, table));
+    const Estimate est = estimate_step(priced, w, runner::compute_time_model(cluster, w, table));
     r.ranked.push_back({w, est, peak, is_given});
     if (debug_log())
       log().debug("plan: estimated {}: step {:.6f} s, peak {:.2f} GiB", describe(w), est.step.value(),

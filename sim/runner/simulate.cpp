@@ -22,6 +22,13 @@ namespace stepsim::runner {
 
 namespace {
 
+/// `gpu.launch_overhead` when set (>= 0), else the profile's, else 0 (runner::launch_overhead).
+Seconds gpu_launch_overhead(const GpuSpec& gpu, const kernels::KernelTable* table) {
+  if (gpu.launch_overhead.value() >= 0)
+    return gpu.launch_overhead;
+  return table != nullptr ? table->launch_overhead() : Seconds(0.0);
+}
+
 /// The optimizer step's kernels on one rank of `stage` (model::optimizer_step_bytes).
 std::vector<kernels::KernelCall> optimizer_calls(const WorkloadSpec& w, int stage) {
   return kernels::optimizer_kernels(
@@ -36,7 +43,7 @@ public:
       : table_(std::move(table)), w_(w),
         gemm_efficiency_(gpu.gemm_efficiency > 0 ? gpu.gemm_efficiency : 1.0),
         memory_bound_efficiency_(gpu.memory_bound_efficiency > 0 ? gpu.memory_bound_efficiency : 1.0),
-        launch_overhead_(gpu.launch_overhead.value() >= 0 ? gpu.launch_overhead : table_->launch_overhead()) {
+        launch_overhead_(gpu_launch_overhead(gpu, table_.get())) {
     // The fused attention kernel the workload names, against the profile's attention rows.
     const int cc = kernels::compute_capability_tenths(table_->profile().header.compute_capability);
     try {
@@ -176,6 +183,14 @@ graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const Worklo
 
 graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const WorkloadSpec& workload) {
   return compute_time_model(cluster, workload, load_kernel_table(cluster));
+}
+
+Seconds launch_overhead(const ClusterSpec& cluster, const kernels::KernelTable* table) {
+  return gpu_launch_overhead(cluster.gpu, table);
+}
+
+Seconds list_collective_per_rank(const ClusterSpec& cluster, const kernels::KernelTable* table) {
+  return std::max(cluster.gpu.list_collective_per_rank, launch_overhead(cluster, table));
 }
 
 double overlap_slowdown(const ClusterSpec& cluster, const kernels::KernelTable* table) {
@@ -399,7 +414,7 @@ StepSetup prepare_step(const ClusterSpec& cluster, const WorkloadSpec& workload,
                             .gpus_per_node = cluster.gpus_per_node,
                             .compute_time = compute_time_model(cluster, workload, table),
                             .pass_overhead = cluster.gpu.pass_overhead,
-                            .list_collective_per_rank = cluster.gpu.list_collective_per_rank,
+                            .list_collective_per_rank = list_collective_per_rank(cluster, table.get()),
                             .host_bandwidth = cluster.gpu.host_bandwidth,
                             .distinct_ranks = std::move(distinct),
                             .distinct_kind = std::move(kinds),

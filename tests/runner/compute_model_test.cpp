@@ -342,6 +342,43 @@ TEST(OverlapSlowdown, FactorFromClusterThenProfile) {
   EXPECT_DOUBLE_EQ(runner::overlap_slowdown(c, table.get()), 1.3);
 }
 
+// A tensor-list collective copies each rank's slice with a kernel of its own: its host time per
+// rank is gpu.list_collective_per_rank, never less than one launch (gpu.launch_overhead when set,
+// else the profile's; none without a profile).
+TEST(ListCollectiveHost, AtLeastOneLaunchPerRank) {
+  ClusterSpec c = a100_cluster(1, 8, kA100Profile.string());
+  const auto table = runner::load_kernel_table(c);
+  const Seconds launch = table->launch_overhead();
+  ASSERT_GT(launch.value(), 0.0);
+  EXPECT_EQ(c.gpu.list_collective_per_rank.value(), 0.0); // unset: the floor alone
+  EXPECT_EQ(runner::list_collective_per_rank(c, table.get()), launch);
+  EXPECT_EQ(runner::list_collective_per_rank(c, nullptr), Seconds(0.0));
+  c.gpu.list_collective_per_rank = Seconds(16.57e-6);
+  EXPECT_EQ(runner::list_collective_per_rank(c, table.get()), Seconds(16.57e-6));
+  c.gpu.list_collective_per_rank = launch * 0.5;
+  EXPECT_EQ(runner::list_collective_per_rank(c, table.get()), launch);
+  c.gpu.launch_overhead = Seconds(6e-6);
+  EXPECT_EQ(runner::list_collective_per_rank(c, table.get()), Seconds(6e-6));
+  EXPECT_EQ(runner::list_collective_per_rank(c, nullptr), Seconds(6e-6));
+}
+
+// The simulation charges that floor: a blocking ZeRO-3 with the knob unset runs as with the knob
+// at one launch, and faster than at two.
+TEST(ListCollectiveHost, BlockingZero3PaysTheFloorWithTheKnobUnset) {
+  WorkloadSpec w = test::workload(test::small_gpt(4, 2048, 1024), 1, 1, 8, 2);
+  w.parallel.zero_stage = 3;
+  w.training.zero3_fetch = Zero3Fetch::BLOCKING;
+  ClusterSpec c = a100_cluster(1, 8, kA100Profile.string());
+  const Seconds launch = runner::load_kernel_table(c)->launch_overhead();
+  const double unset = simulate_in_child(c, w).at(0);
+  c.gpu.list_collective_per_rank = launch;
+  const double one = simulate_in_child(c, w).at(0);
+  c.gpu.list_collective_per_rank = launch * 2.0;
+  const double two = simulate_in_child(c, w).at(0);
+  EXPECT_DOUBLE_EQ(unset, one);
+  EXPECT_GT(two, one);
+}
+
 // --- stepsim kernels -------------------------------------------------------------------------
 
 // The output parses back as a shape list and holds the suite's shapes plus every shape the
