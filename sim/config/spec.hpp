@@ -657,6 +657,22 @@ struct WorkloadSpec {
     return batch.global_batch / (batch.micro_batch * parallel.dp);
   }
   [[nodiscard]] int num_gpus() const { return parallel.tp * parallel.cp * parallel.pp * parallel.dp; }
+  /// Tokens one EP rank routes per micro-batch: those of its etp GPUs, each holding 1/tp of the
+  /// TP group's b*s/cp (b*s/cp itself when etp = tp; docs/moe.md).
+  [[nodiscard]] double ep_rank_tokens() const {
+    const double local = static_cast<double>(batch.micro_batch) * static_cast<double>(model.seq_len) /
+                         std::max(1, parallel.cp);
+    return local * parallel.expert_tp() / std::max(1, parallel.tp);
+  }
+  /// Under balanced routing (uniform, no capacity limit) each of an EP rank's E/ep experts
+  /// receives ep_rank_tokens*top_k*ep/E tokens per micro-batch: the M of its GEMMs (0 without
+  /// experts).
+  [[nodiscard]] double tokens_per_local_expert() const {
+    if (model.moe.experts <= 0)
+      return 0.0;
+    return ep_rank_tokens() * static_cast<double>(model.moe.top_k) * std::max(1, parallel.ep) /
+           static_cast<double>(model.moe.experts);
+  }
   bool operator==(const WorkloadSpec&) const = default;
 };
 

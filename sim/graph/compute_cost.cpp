@@ -16,6 +16,8 @@ model::BlockWork block_work(const WorkloadSpec& w, Block block, bool windowed) {
     return model::output_work(w);
   case Block::ROUTER:
     return model::router_work(w);
+  case Block::EXPERTS:
+    return model::experts_work(w);
   default:
     throw ModelError("internal: no cost for block " + std::string(to_string(block)));
   }
@@ -53,7 +55,7 @@ ComputeQuery grad_accumulation_query(const WorkloadSpec& w, int stage) {
 ComputeCost gpu_compute_cost(const WorkloadSpec& w, const ComputeTimeFn& time, const ComputeQuery& query) {
   ComputeCost c = time(query);
   const int cp = w.parallel.cp;
-  if (cp > 1 && c.sources.roofline < 1.0) {
+  if (cp > 1 && c.sources.roofline < 1.0 && query.block != Block::EXPERTS) {
     c.time = c.time / cp;
     c.input_dgrad = c.input_dgrad / cp;
     c.input_wgrad = c.input_wgrad / cp;

@@ -61,7 +61,8 @@ ComputeQuery optimizer_query(const WorkloadSpec& w, int stage);
 ComputeQuery grad_accumulation_query(const WorkloadSpec& w, int stage);
 
 /// `time`'s cost of `query` for one GPU of `w`: kernel profiles see the whole sequence, so with
-/// context parallelism a profiled time (and its input-linear parts) is divided by cp.
+/// context parallelism a profiled time (and its input-linear parts) is divided by cp; the routed
+/// experts' kernels are already those of the GPU's own tokens (kernels::block_kernels, EXPERTS).
 ComputeCost gpu_compute_cost(const WorkloadSpec& w, const ComputeTimeFn& time, const ComputeQuery& query);
 
 /// The data- and weight-gradient times of the input linear (QKV, fc1, the logits) within a

@@ -183,17 +183,20 @@ std::vector<TaskId> MoeCpEmitter::emit_moe(const std::vector<Rank>& group, const
 
 std::vector<TaskId> MoeCpEmitter::moe_weight_grad(const std::vector<Rank>& group, const BlockCall& call,
                                                   const MoePass& pass) {
-  // Zero-bubble W pass: the weight gradients of router, shared and routed experts; no all-to-all.
+  // Zero-bubble W pass: the weight gradients of router and shared experts (priced as the dense
+  // MLP), then the routed experts' (as their own GEMMs); no all-to-all.
   std::vector<TaskId> out(group.size(), NO_TASK);
   for (size_t i = 0; i < group.size(); ++i) {
     const Rank r = group[i];
-    out[i] = add_compute(r, pass.site,
-                         {.block = Block::EXPERTS,
-                          .flops = pass.router + pass.shared + routed_flops(pass, r),
-                          .base = Block::MLP,
-                          .alloc = call.alloc,
-                          .free = call.free});
-    after_extra(call, i, out[i]);
+    const TaskId dense = add_compute(r, pass.site,
+                                     {.block = Block::EXPERTS,
+                                      .flops = pass.router + pass.shared,
+                                      .base = Block::MLP,
+                                      .alloc = call.alloc});
+    after_extra(call, i, dense);
+    out[i] = add_compute(
+        r, pass.site,
+        {.block = Block::EXPERTS, .flops = routed_flops(pass, r), .base = Block::EXPERTS, .free = call.free});
     expert_gradients(r, pass.site, out[i]);
   }
   return out;
@@ -221,7 +224,7 @@ std::vector<TaskId> MoeCpEmitter::moe_forward(const std::vector<Rank>& group, co
     const TaskId x = add_compute(r, site,
                                  {.block = Block::EXPERTS,
                                   .flops = routed_flops(pass, r),
-                                  .base = Block::MLP,
+                                  .base = Block::EXPERTS,
                                   .free = call.free,
                                   .param_free = param_free_ + call.shards.free});
     after_gather(call, i, x);
@@ -263,7 +266,7 @@ std::vector<TaskId> MoeCpEmitter::moe_backward(const std::vector<Rank>& group, c
     const TaskId x = add_compute(r, site,
                                  {.block = Block::EXPERTS,
                                   .flops = routed_flops(pass, r),
-                                  .base = Block::MLP,
+                                  .base = Block::EXPERTS,
                                   .alloc = call.alloc,
                                   .param_free = call.shards.free});
     after_gather(call, i, x);

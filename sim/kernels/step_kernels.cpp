@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -449,12 +450,12 @@ void forward(Calls& c, const RankDims& r, Block block) {
   case Block::NONE:
   case Block::OPTIMIZER:
   case Block::EXPERTS:
-    return; // rejected by block_kernels
+    return; // rejected by block_kernels; the experts' own: expert_kernels
   }
 }
 
 /// What selective recomputation repeats before `block`'s backward (recompute_modules): the
-/// attention core, the block's norm, the dense MLP's forward, the experts' activation.
+/// attention core, the block's norm, the dense MLP's forward, the routed experts' activation.
 void selective_recompute(Calls& c, const RankDims& r, const TrainingSpec& t, Block block) {
   if (t.recompute != Recompute::SELECTIVE)
     return;
@@ -490,8 +491,6 @@ void selective_recompute(Calls& c, const RankDims& r, const TrainingSpec& t, Blo
     }
     if (m.layernorm)
       c.norm(1.0, "post-attention norm (recompute)");
-    if (m.moe_act && r.experts > 0)
-      c.activation(1.0, "activation (recompute)");
   }
 }
 
@@ -553,20 +552,94 @@ void backward(Calls& c, const RankDims& r, Block block) {
   case Block::NONE:
   case Block::OPTIMIZER:
   case Block::EXPERTS:
-    return; // rejected by block_kernels
+    return; // rejected by block_kernels; the experts' own: expert_kernels
   }
 }
 
 } // namespace
 
+namespace {
+
+/// The routed experts of one EP rank under balanced routing (docs/moe.md, "Routed experts"): E/ep
+/// local experts, each on M = WorkloadSpec::tokens_per_local_expert tokens (at least 1) with its
+/// width per expert-TP rank. Per expert (one call with time factor E/ep, E/ep launches): the fc1
+/// and fc2 GEMMs, with fp8 their inputs' (and in the backward their output gradients') casts, which
+/// no norm or activation kernel fuses here (a grouped linear quantizes its own inputs). Over all
+/// E/ep·M tokens at once: the activation, and with ep > 1 and more than one local expert the
+/// received tokens sorted by local expert after the dispatch and back before the combine (a
+/// permutation of the routed copies each way, Megatron-Core's sort_chunks_by_idxs), their
+/// gradients likewise in the backward.
+std::vector<KernelCall> expert_kernels(const WorkloadSpec& w, RankDims r, Phase pass) {
+  const ModelSpec& m = w.model;
+  const int64_t ep = std::max(1, w.parallel.ep);
+  if (m.moe.experts % ep != 0)
+    throw ModelError("block kernels: moe.experts (" + std::to_string(m.moe.experts) +
+                     ") is not divisible by ep (" + std::to_string(ep) + ")");
+  const int64_t local = m.moe.experts / ep;
+  const int64_t tokens = std::max<int64_t>(1, std::llround(w.tokens_per_local_expert()));
+  r.ffn = per_rank(m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : m.ffn_hidden,
+                   w.parallel.expert_tp(), "moe.expert_ffn_hidden");
+  r.up_out = (r.gated ? 2 : 1) * r.ffn;
+  r.split = false;
+  RankDims all = r; // every local expert's tokens together
+  all.tokens = all.row_tokens = tokens * local;
+  r.tokens = r.row_tokens = tokens;
+  Calls each(r), whole(all);
+  const bool sort = ep > 1 && local > 1;
+  const auto sort_tokens = [&](const char* role) {
+    if (sort)
+      whole.add(elementwise(KernelKind::MEMCPY, all.dtype, all.tokens * all.hidden), 1.0, role);
+  };
+  std::vector<KernelCall> out;
+  const auto take = [&](Calls& c, double factor) {
+    for (KernelCall& k : c.take()) {
+      k.time_factor *= factor;
+      if (k.shape.kind == KernelKind::GEMM)
+        k.launches = factor;
+      out.push_back(k);
+    }
+  };
+  if (pass == Phase::BACKWARD) {
+    sort_tokens("experts gradients sorted by expert");
+    take(whole, 1.0);
+    each.linear_bwd(r.hidden, r.ffn, "experts fc2 dgrad", "experts fc2 wgrad", true);
+    take(each, static_cast<double>(local));
+    if (w.training.recompute == Recompute::SELECTIVE && w.training.recompute_modules.moe_act)
+      whole.activation(1.0, "experts activation (recompute)");
+    whole.activation(2.0, "experts activation bwd");
+    take(whole, 1.0);
+    each.linear_bwd(r.up_out, r.hidden, "experts fc1 dgrad", "experts fc1 wgrad", true);
+    take(each, static_cast<double>(local));
+    sort_tokens("experts gradients sorted back");
+    take(whole, 1.0);
+    return out;
+  }
+  sort_tokens("dispatched tokens sorted by expert");
+  take(whole, 1.0);
+  each.linear_fwd(r.up_out, r.hidden, "experts fc1 fwd", true);
+  take(each, static_cast<double>(local));
+  whole.activation(1.0, "experts activation fwd");
+  take(whole, 1.0);
+  each.linear_fwd(r.hidden, r.ffn, "experts fc2 fwd", true);
+  take(each, static_cast<double>(local));
+  sort_tokens("experts outputs sorted back");
+  take(whole, 1.0);
+  return out;
+}
+
+} // namespace
+
 std::vector<KernelCall> block_kernels(const WorkloadSpec& w, Block block, Phase pass, bool windowed) {
-  if (block != Block::ATTENTION && block != Block::MLP && block != Block::LOGITS && block != Block::ROUTER)
+  if (block != Block::ATTENTION && block != Block::MLP && block != Block::LOGITS && block != Block::ROUTER &&
+      block != Block::EXPERTS)
     throw ModelError("compute model: no kernels for block " + std::string(to_string(block)));
   if (pass != Phase::FORWARD && pass != Phase::BACKWARD && pass != Phase::RECOMPUTE)
     throw ModelError("compute model: the " + std::string(to_string(pass)) + " phase has no block kernels");
   const RankDims r = rank_dims(w, windowed && block == Block::ATTENTION);
-  if (block == Block::ROUTER && (r.experts <= 0 || r.top_k <= 0))
-    throw ModelError("block kernels: the router needs model.moe.experts and top_k > 0");
+  if ((block == Block::ROUTER || block == Block::EXPERTS) && (r.experts <= 0 || r.top_k <= 0))
+    throw ModelError("block kernels: the router and the experts need model.moe.experts and top_k > 0");
+  if (block == Block::EXPERTS)
+    return expert_kernels(w, r, pass == Phase::RECOMPUTE ? Phase::FORWARD : pass);
   Calls c(r);
   switch (pass) {
   case Phase::FORWARD:
@@ -637,8 +710,10 @@ std::vector<KernelShape> block_kernel_shapes(const WorkloadSpec& w) {
   std::set<KernelShape> seen;
   std::vector<KernelShape> out;
   std::vector<Block> blocks{Block::ATTENTION, Block::MLP, Block::LOGITS};
-  if (w.model.moe.enabled())
+  if (w.model.moe.enabled()) {
     blocks.push_back(Block::ROUTER);
+    blocks.push_back(Block::EXPERTS);
+  }
   const bool windows = w.model.window_below_sequence();
   for (Block b : blocks)
     for (Phase p : {Phase::FORWARD, Phase::BACKWARD, Phase::RECOMPUTE})

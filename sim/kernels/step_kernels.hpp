@@ -24,6 +24,7 @@ enum class CallPart { OTHER, INPUT_DGRAD, INPUT_WGRAD };
 struct KernelCall {
   KernelShape shape;
   double time_factor = 1.0;
+  double launches = 1.0; ///< kernel launches the call stands for (the routed experts' GEMMs: E/ep)
   const char* role = "";
   CallPart part = CallPart::OTHER;
 };
@@ -50,12 +51,18 @@ struct KernelCall {
 ///    unpermutation around the experts, each reading and writing the k·T_r routed copies (a
 ///    MEMCPY of k·T_r·h elements each); backward the router's dgrad and wgrad GEMMs, the
 ///    row-wise kernel at 2× and the two permutations of the gradients. Needs experts.
+///  - EXPERTS (an MoE layer's routed experts on one EP rank under balanced routing): each of
+///    its E/ep local experts runs an MLP on M = WorkloadSpec::tokens_per_local_expert tokens (the
+///    GPU's own, after context parallelism's split) of width f_e/etp: fc1 GEMM (M, n_up·f_e/etp,
+///    h), the activation, fc2 GEMM (M, h, f_e/etp), and in the backward their dgrad and wgrad
+///    GEMMs and the activation at 2×; one call per kernel with time factor E/ep (the grouped GEMM's
+///    experts alike). No norm or residual add (the layer's, in MLP). Needs experts.
 ///  - RECOMPUTE (full recomputation): the forward's kernels.
 /// The attention core is the fused (FlashAttention-style) kernel when training.flash_attention
 /// is true, else the unfused kernels of attention_core_kernels.
 /// Throws ModelError when a dimension is not positive or does not divide by tp (as
-/// workload_kernels), for a block without kernels of its own (NONE, OPTIMIZER: optimizer_kernels;
-/// EXPERTS) and for a phase other than FORWARD, BACKWARD and RECOMPUTE.
+/// workload_kernels), for a block without kernels of its own (NONE, OPTIMIZER: optimizer_kernels)
+/// and for a phase other than FORWARD, BACKWARD and RECOMPUTE.
 /// `windowed`: an ATTENTION block of a layer with a sliding window w shorter than half the
 /// sequence (ModelSpec::windowed_layer): the fused core runs as the causal kernel over 2w
 /// positions on b·s/(2w) sequences (the same b·s·w score products, all query tiles in one launch;

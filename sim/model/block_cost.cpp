@@ -100,6 +100,18 @@ BlockWork router_work(const WorkloadSpec& w) {
   return out;
 }
 
+BlockWork experts_work(const WorkloadSpec& w) {
+  const BlockWork mlp = mlp_work(w);
+  BlockWork out;
+  out.forward.flops = moe_forward_work(w, ep_rank_balanced_assignments(w)).routed;
+  out.forward.bytes = mlp.forward.flops.value() > 0
+                          ? mlp.forward.bytes * (out.forward.flops / mlp.forward.flops)
+                          : Bytes(0.0);
+  out.backward = backward_of(out.forward, Flops(0.0));
+  out.weight_gemms = out.forward.flops;
+  return out;
+}
+
 RingAttentionWork ring_attention_work(const WorkloadSpec& w) {
   const ModelSpec m = gpu_model(w);
   const int64_t b = w.batch.micro_batch;

@@ -63,6 +63,11 @@ BlockWork output_work(const WorkloadSpec& w);
 /// copies around the experts, each read and written (docs/moe.md).
 BlockWork router_work(const WorkloadSpec& w);
 
+/// An MoE layer's routed experts on one EP rank under balanced routing (the pairs of
+/// ep_rank_balanced_assignments), the base the builder scales each rank's routed experts from by
+/// FLOPs; bytes: the dense MLP block's per FLOP (the roofline prices both alike).
+BlockWork experts_work(const WorkloadSpec& w);
+
 /// Context parallelism's ring attention on one GPU: the attention block of attention_work split
 /// into its projections and cp chunks of the core (the local queries against one K,V block).
 struct RingAttentionWork {

@@ -158,10 +158,9 @@ double local_tokens(const WorkloadSpec& w) {
 
 namespace {
 
-/// Tokens one EP rank contributes per micro-batch: those of its etp GPUs, each holding 1/tp of
-/// the TP group's b*s/cp (b*s/cp itself in the unfolded layout, etp = tp).
+/// Tokens one EP rank contributes per micro-batch (WorkloadSpec::ep_rank_tokens).
 double ep_rank_tokens(const WorkloadSpec& w) {
-  return local_tokens(w) * d(w.parallel.expert_tp()) / d(std::max(1, w.parallel.tp));
+  return w.ep_rank_tokens();
 }
 
 /// Every EP rank's assignments in `layer`: the EP group routes the tokens of its ep ranks together.
@@ -176,6 +175,14 @@ std::vector<double> ep_group_loads(const WorkloadSpec& w, int64_t layer) {
 double ep_rank_assignments(const WorkloadSpec& w, int64_t layer, int ep_rank) {
   const std::vector<double> ranks = ep_group_loads(w, layer);
   return ranks[static_cast<size_t>(ep_rank) % ranks.size()];
+}
+
+double ep_rank_balanced_assignments(const WorkloadSpec& w) {
+  return ep_rank_tokens(w) * d(w.model.moe.top_k);
+}
+
+double tokens_per_local_expert(const WorkloadSpec& w) {
+  return w.tokens_per_local_expert();
 }
 
 double ep_max_rank_assignments(const WorkloadSpec& w, int64_t layer) {

@@ -203,10 +203,11 @@ private:
     tp_per_mb_ += tp_one_ * (p_ == 1 ? 2.0 : 1.0) + 3.0 * d(1 + w_.model.mtp_layers) * loss_one;
   }
 
-  /// MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, and
-  /// the shared and the most loaded EP rank's routed experts as the dense MLP block scaled by
-  /// FLOPs; per layer and micro-batch a dispatch and a combine all-to-all each way (and again in a
-  /// full recomputation) over the ep GPUs t (folded: etp) apart, blocking.
+  /// MoE layers of the last stage (docs/moe.md, as the builder costs them): the router block, the
+  /// shared experts as the dense MLP block and the most loaded EP rank's routed experts as the
+  /// balanced experts block (their own GEMMs), each scaled by FLOPs; per layer and micro-batch a dispatch and
+  /// a combine all-to-all each way (and again in a full recomputation) over the ep GPUs t (folded: etp)
+  /// apart, blocking.
   void moe() {
     if (w_.model.moe.enabled()) {
       moe_layers_ = d(model::moe_layers_in(w_.model, last_.first_layer, last_.num_layers));
@@ -215,11 +216,16 @@ private:
         ++layer;
       if (moe_layers_ > 0) {
         const model::MoeWork moe = model::moe_forward_work(w_, model::ep_max_rank_assignments(w_, layer));
-        const Flops experts = moe.routed + moe.shared;
-        const double scale = experts / graph::block_query(w_, Block::MLP, Phase::FORWARD, 0).flops;
-        mlp_f_moe_ = time(Block::ROUTER, Phase::FORWARD, 0) + mlp_f_ * scale;
-        mlp_b_moe_ = time(Block::ROUTER, Phase::BACKWARD, 0) + mlp_b_ * scale +
-                     (rf_ > 0 ? rf_ * time(Block::ROUTER, Phase::FORWARD, 0) + mlp_r_ * scale : 0.0);
+        const double shared = moe.shared / graph::block_query(w_, Block::MLP, Phase::FORWARD, 0).flops;
+        const double routed = moe.routed / graph::block_query(w_, Block::EXPERTS, Phase::FORWARD, 0).flops;
+        mlp_f_moe_ = time(Block::ROUTER, Phase::FORWARD, 0) + mlp_f_ * shared +
+                     time(Block::EXPERTS, Phase::FORWARD, 0) * routed;
+        mlp_b_moe_ = time(Block::ROUTER, Phase::BACKWARD, 0) + mlp_b_ * shared +
+                     time(Block::EXPERTS, Phase::BACKWARD, 0) * routed +
+                     (rf_ > 0 ? rf_ * (time(Block::ROUTER, Phase::FORWARD, 0) +
+                                       time(Block::EXPERTS, Phase::RECOMPUTE, 0) * routed) +
+                                    mlp_r_ * shared
+                              : 0.0);
         if (par_.ep > 1)
           ep_per_mb_ = moe_layers_ * all_to_all() * (4.0 + 2.0 * rf_);
       }

@@ -75,7 +75,7 @@ public:
   }
 
 private:
-  /// Sum of table time × factor plus one launch overhead per kernel; shares by source.
+  /// Sum of table time × factor plus one launch overhead per kernel launch; shares by source.
   graph::ComputeCost sum(const std::vector<kernels::KernelCall>& calls) const {
     double total = 0, dgrad = 0, wgrad = 0, gemm = 0;
     graph::TimeSources s;
@@ -91,7 +91,7 @@ private:
                                                                                          : 1.0;
       const double t = k.time.value() * c.time_factor /
                            (attention_rate * (tensor_core ? gemm_efficiency_ : memory_bound_efficiency_)) +
-                       launch_overhead_.value();
+                       launch_overhead_.value() * c.launches;
       total += t;
       dgrad += c.part == kernels::CallPart::INPUT_DGRAD ? t : 0.0;
       wgrad += c.part == kernels::CallPart::INPUT_WGRAD ? t : 0.0;

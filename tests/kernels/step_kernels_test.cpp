@@ -190,6 +190,80 @@ TEST(BlockKernels, RouterPermutesTheRoutedCopies) {
   EXPECT_THROW(block_kernels(gpt3(4, 1), Block::ROUTER, Phase::FORWARD), ModelError);
 }
 
+// The routed experts run each local expert's own GEMMs: M = the tokens one expert receives under
+// balanced routing (an EP rank's b*s/cp*etp/tp tokens x top_k, over its E/ep experts), N and K the
+// expert's width per expert-TP rank and h, E/ep of each (time factor and launches); the
+// activation once over all the rank's routed tokens; with ep > 1 and several local experts the
+// received tokens sorted by expert and back (a copy of the routed tokens each way); no norm and no
+// residual add. GPT-3's h = 12288 with 64 experts of 2048 (GELU), top-8, tp 4.
+TEST(BlockKernels, RoutedExpertsRunEachLocalExpertsOwnGemms) {
+  WorkloadSpec w = gpt3(4, 1);
+  w.model.moe.experts = 64;
+  w.model.moe.top_k = 8;
+  w.model.moe.expert_ffn_hidden = 2048;
+  const int64_t h = 12288, f = 2048;
+  struct Case {
+    int ep, etp, cp;
+    int64_t tokens, width;
+  };
+  // Folded (etp 1): 2048/4 tokens per EP rank, 512·8 pairs over 8 local experts. Unfolded
+  // (etp = tp): the TP group's 2048 tokens, 2048·8 pairs over 8 experts, each a quarter wide.
+  // cp 2 halves the tokens; ep 1 holds all 64 experts and sorts nothing.
+  for (const Case& k : {Case{8, 1, 1, 512, 2048}, Case{8, 4, 1, 2048, 512}, Case{8, 1, 2, 256, 2048},
+                        Case{1, 4, 1, 256, 512}}) {
+    w.parallel.ep = k.ep;
+    w.parallel.etp = k.etp;
+    w.parallel.cp = k.cp;
+    const double local = 64.0 / k.ep;
+    const int64_t routed = k.tokens * static_cast<int64_t>(local); // the rank's token-expert pairs
+    const bool sort = k.ep > 1;
+    const auto fwd = block_kernels(w, Block::EXPERTS, Phase::FORWARD);
+    ASSERT_EQ(fwd.size(), sort ? 5u : 3u);
+    const size_t g = sort ? 1 : 0;
+    if (sort) {
+      EXPECT_EQ(fwd[0].shape, elementwise(KernelKind::MEMCPY, Dtype::BF16, routed * h));
+      EXPECT_EQ(fwd[4].shape, fwd[0].shape);
+    }
+    EXPECT_EQ(fwd[g].shape, gemm(Dtype::BF16, k.tokens, k.width, h));
+    EXPECT_EQ(fwd[g + 1].shape, elementwise(KernelKind::GELU, Dtype::BF16, routed * k.width));
+    EXPECT_EQ(fwd[g + 2].shape, gemm(Dtype::BF16, k.tokens, h, k.width));
+    for (const KernelCall& c : fwd) {
+      const bool gemm_call = c.shape.kind == KernelKind::GEMM;
+      EXPECT_DOUBLE_EQ(c.time_factor, gemm_call ? local : 1.0);
+      EXPECT_DOUBLE_EQ(c.launches, gemm_call ? local : 1.0);
+    }
+    // All local experts' forward GEMMs: 2 · pairs · h · 2f/etp, the pairs those the EP rank routes.
+    const double pairs = 2048.0 / k.cp * k.etp / 4 * 8;
+    EXPECT_DOUBLE_EQ(routed, pairs);
+    EXPECT_DOUBLE_EQ(flops_of(fwd, KernelKind::GEMM) * local, 2 * pairs * h * 2 * f / k.etp);
+    const auto bwd = block_kernels(w, Block::EXPERTS, Phase::BACKWARD);
+    EXPECT_EQ(count_of(bwd, KernelKind::GEMM), 4u);
+    EXPECT_DOUBLE_EQ(flops_of(bwd, KernelKind::GEMM), 2 * flops_of(fwd, KernelKind::GEMM));
+    EXPECT_EQ(count_of(bwd, KernelKind::MEMCPY), sort ? 2u : 0u);
+    EXPECT_EQ(count_of(bwd, KernelKind::RMSNORM) + count_of(bwd, KernelKind::LAYERNORM), 0u);
+  }
+  // SwiGLU experts: gate and up in one GEMM of 2f.
+  w.model.mlp = MlpKind::SWIGLU;
+  w.parallel.ep = 8;
+  w.parallel.etp = 1;
+  w.parallel.cp = 1;
+  EXPECT_EQ(block_kernels(w, Block::EXPERTS, Phase::FORWARD)[1].shape, gemm(Dtype::BF16, 512, 2 * f, h));
+  // fp8: each expert casts its GEMMs' inputs and, backward, their output gradients (a grouped
+  // linear quantizes its own operands): two cast-transposes forward, two backward.
+  WorkloadSpec fp8 = w;
+  fp8.precision = Precision::FP8;
+  EXPECT_EQ(count_of(block_kernels(fp8, Block::EXPERTS, Phase::FORWARD), KernelKind::MEMCPY), 2u + 2u);
+  EXPECT_EQ(count_of(block_kernels(fp8, Block::EXPERTS, Phase::BACKWARD), KernelKind::MEMCPY), 2u + 2u);
+  // The experts' activation is what selective recomputation's moe_act repeats.
+  w.training.recompute = Recompute::SELECTIVE;
+  w.training.recompute_modules.moe_act = true;
+  const auto recomputed = block_kernels(w, Block::EXPERTS, Phase::BACKWARD);
+  EXPECT_EQ(count_of(recomputed, KernelKind::SWIGLU), 2u);
+  EXPECT_THROW(block_kernels(gpt3(4, 1), Block::EXPERTS, Phase::FORWARD), ModelError);
+  w.parallel.ep = 3; // 64 experts do not divide over 3 EP ranks
+  EXPECT_THROW(block_kernels(w, Block::EXPERTS, Phase::FORWARD), ModelError);
+}
+
 // Every GEMM, attention, norm, activation and loss shape a task runs is one the suite measures
 // (workload_kernels); only the residual adds (memcpy) are extra. Llama: GQA and fused SwiGLU.
 TEST(BlockKernels, ShapesAreTheSuitesShapes) {
@@ -463,9 +537,13 @@ TEST(BlockKernels, SelectiveRecomputeModules) {
   moe.model.moe.top_k = 2;
   moe.model.moe.expert_ffn_hidden = moe.model.ffn_hidden;
   moe.training.recompute = Recompute::SELECTIVE;
-  EXPECT_EQ(count_role(block_kernels(moe, Block::MLP, Phase::BACKWARD), "activation (recompute)"), 0u);
+  EXPECT_EQ(count_role(block_kernels(moe, Block::EXPERTS, Phase::BACKWARD), "experts activation (recompute)"),
+            0u);
   moe.training.recompute_modules.moe_act = true;
-  EXPECT_EQ(count_role(block_kernels(moe, Block::MLP, Phase::BACKWARD), "activation (recompute)"), 1u);
+  // moe_act repeats the routed experts' activation (their own block), not the dense MLP's.
+  EXPECT_EQ(count_role(block_kernels(moe, Block::EXPERTS, Phase::BACKWARD), "experts activation (recompute)"),
+            1u);
+  EXPECT_EQ(count_role(block_kernels(moe, Block::MLP, Phase::BACKWARD), "activation (recompute)"), 0u);
 
   // mla_up_proj: the attention backward repeats the two up-projection GEMMs, whose FLOPs are
   // model::mla_up_projection_flops.
@@ -491,14 +569,22 @@ TEST(BlockKernels, SelectiveRecomputeModules) {
 // modelled elsewhere): anything else is a ModelError naming it.
 TEST(BlockKernels, RejectsBlocksAndPhasesWithoutKernels) {
   const WorkloadSpec w = gpt3(8, 1);
-  for (Block b : {Block::NONE, Block::OPTIMIZER, Block::EXPERTS})
+  for (Block b : {Block::NONE, Block::OPTIMIZER})
     EXPECT_THROW(block_kernels(w, b, Phase::FORWARD), ModelError) << to_string(b);
   for (Phase p : {Phase::OPTIMIZER, Phase::WEIGHT_GRAD})
     EXPECT_THROW(block_kernels(w, Block::MLP, p), ModelError) << to_string(p);
   try {
-    (void)block_kernels(w, Block::EXPERTS, Phase::FORWARD);
+    (void)block_kernels(w, Block::OPTIMIZER, Phase::FORWARD);
   } catch (const ModelError& e) {
-    EXPECT_EQ(std::string(e.what()), "compute model: no kernels for block experts");
+    EXPECT_EQ(std::string(e.what()), "compute model: no kernels for block optimizer");
+  }
+  // The routed experts have kernels of their own, and need experts.
+  try {
+    (void)block_kernels(w, Block::EXPERTS, Phase::FORWARD);
+    ADD_FAILURE() << "a dense model's experts block was accepted";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "block kernels: the router and the experts need model.moe.experts and top_k > 0");
   }
 }
 

@@ -8,6 +8,7 @@
 #include "common/subprocess.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
+#include "graph/compute_cost.hpp"
 #include "kernels/attention_kernel.hpp"
 #include "kernels/profile.hpp"
 #include "kernels/step_kernels.hpp"
@@ -184,6 +185,59 @@ TEST(ComputeModel, DoublingGemmRowsDoublesGemmTime) {
       gemm += t1->lookup(k.shape).time.value();
   EXPECT_NEAR(b.time.value() - a.time.value(), gemm, 1e-9 * gemm);
   fs::remove(doubled);
+}
+
+// Routed experts are priced as their own GEMMs (kernels::block_kernels, EXPERTS), not as the dense
+// MLP per FLOP. One expert per EP rank (E = ep) at top-1 holds the dense MLP's very GEMMs and
+// activation: it costs the MLP block less its norm and residual add. Finer experts at the same
+// routed FLOPs (512 experts of 2048 instead of 64, top-8, ep 8, h 7168, one 4096-token sequence:
+// 512 tokens per expert instead of 4096) run at their smaller GEMMs' lower rate on the H100
+// profile: more time per FLOP.
+TEST(ComputeModel, RoutedExpertsRunAtTheirOwnGemmsRate) {
+  ClusterSpec c = test::dgx_cluster(1, 1, 1);
+  c.gpu.kind = "H100-SXM5-80GB";
+  c.gpu.profile = (kSourceDir / "kernels_profiles/data/H100-SXM5-80GB.csv").string();
+  const auto table = runner::load_kernel_table(c);
+  ASSERT_TRUE(table);
+  const auto per_flop = [&](const WorkloadSpec& w, Block b, graph::Phase p) {
+    const graph::ComputeQuery q = graph::block_query(w, b, p, 0);
+    return graph::gpu_compute_cost(w, runner::compute_time_model(c, w, table), q).time.value() /
+           q.flops.value();
+  };
+  WorkloadSpec one = test::workload(test::small_gpt(2, 4096, 2048), 1, 1, 8, 1);
+  one.model.mlp = MlpKind::SWIGLU;
+  one.model.ffn_hidden = 11008;
+  one.model.moe.experts = 8;
+  one.model.moe.top_k = 1;
+  one.model.moe.expert_ffn_hidden = 11008;
+  one.parallel.ep = 8;
+  for (const graph::Phase p : {graph::Phase::FORWARD, graph::Phase::BACKWARD}) {
+    const graph::ComputeQuery mq = graph::block_query(one, Block::MLP, p, 0);
+    const graph::ComputeQuery xq = graph::block_query(one, Block::EXPERTS, p, 0);
+    EXPECT_DOUBLE_EQ(xq.flops.value(), mq.flops.value()); // the same GEMMs
+    const double mlp =
+        graph::gpu_compute_cost(one, runner::compute_time_model(c, one, table), mq).time.value();
+    const double experts =
+        graph::gpu_compute_cost(one, runner::compute_time_model(c, one, table), xq).time.value();
+    EXPECT_LT(experts, mlp);
+    EXPECT_GT(experts, 0.8 * mlp); // the norm and the residual add are a small part
+  }
+  WorkloadSpec coarse = test::workload(test::small_gpt(4, 7168, 4096), 1, 1, 8, 1);
+  coarse.model.mlp = MlpKind::SWIGLU;
+  coarse.model.ffn_hidden = 18432;
+  coarse.model.moe.experts = 64;
+  coarse.model.moe.top_k = 8;
+  coarse.model.moe.expert_ffn_hidden = 2048;
+  coarse.parallel.ep = 8;
+  WorkloadSpec fine = coarse;
+  fine.model.moe.experts = 512;
+  EXPECT_DOUBLE_EQ(coarse.tokens_per_local_expert(), 4096.0 * 8 * 8 / 64);
+  EXPECT_DOUBLE_EQ(fine.tokens_per_local_expert(), 4096.0 * 8 * 8 / 512);
+  for (const graph::Phase p : {graph::Phase::FORWARD, graph::Phase::BACKWARD}) {
+    EXPECT_DOUBLE_EQ(graph::block_query(fine, Block::EXPERTS, p, 0).flops.value(),
+                     graph::block_query(coarse, Block::EXPERTS, p, 0).flops.value());
+    EXPECT_GT(per_flop(fine, Block::EXPERTS, p), per_flop(coarse, Block::EXPERTS, p));
+  }
 }
 
 // training.attention_kernel: only the fused attention kernels' times change, by the published
