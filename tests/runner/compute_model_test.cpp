@@ -199,44 +199,39 @@ TEST(ComputeModel, RoutedExpertsRunAtTheirOwnGemmsRate) {
   c.gpu.profile = (kSourceDir / "kernels_profiles/data/H100-SXM5-80GB.csv").string();
   const auto table = runner::load_kernel_table(c);
   ASSERT_TRUE(table);
-  const auto per_flop = [&](const WorkloadSpec& w, Block b, graph::Phase p) {
+  const auto time_of = [&](const WorkloadSpec& w, Block b, graph::Phase p) {
     const graph::ComputeQuery q = graph::block_query(w, b, p, 0);
-    return graph::gpu_compute_cost(w, runner::compute_time_model(c, w, table), q).time.value() /
-           q.flops.value();
+    return std::pair{graph::gpu_compute_cost(w, runner::compute_time_model(c, w, table), q).time.value(),
+                     q.flops.value()};
   };
-  WorkloadSpec one = test::workload(test::small_gpt(2, 4096, 2048), 1, 1, 8, 1);
-  one.model.mlp = MlpKind::SWIGLU;
-  one.model.ffn_hidden = 11008;
-  one.model.moe.experts = 8;
-  one.model.moe.top_k = 1;
-  one.model.moe.expert_ffn_hidden = 11008;
-  one.parallel.ep = 8;
-  for (const graph::Phase p : {graph::Phase::FORWARD, graph::Phase::BACKWARD}) {
-    const graph::ComputeQuery mq = graph::block_query(one, Block::MLP, p, 0);
-    const graph::ComputeQuery xq = graph::block_query(one, Block::EXPERTS, p, 0);
-    EXPECT_DOUBLE_EQ(xq.flops.value(), mq.flops.value()); // the same GEMMs
-    const double mlp =
-        graph::gpu_compute_cost(one, runner::compute_time_model(c, one, table), mq).time.value();
-    const double experts =
-        graph::gpu_compute_cost(one, runner::compute_time_model(c, one, table), xq).time.value();
-    EXPECT_LT(experts, mlp);
-    EXPECT_GT(experts, 0.8 * mlp); // the norm and the residual add are a small part
-  }
-  WorkloadSpec coarse = test::workload(test::small_gpt(4, 7168, 4096), 1, 1, 8, 1);
-  coarse.model.mlp = MlpKind::SWIGLU;
-  coarse.model.ffn_hidden = 18432;
-  coarse.model.moe.experts = 64;
-  coarse.model.moe.top_k = 8;
-  coarse.model.moe.expert_ffn_hidden = 2048;
-  coarse.parallel.ep = 8;
-  WorkloadSpec fine = coarse;
-  fine.model.moe.experts = 512;
+  // SwiGLU, one micro-batch of `seq` tokens, ep 8 over dp 8.
+  const auto moe = [](int64_t hidden, int64_t seq, int64_t ffn, int64_t experts, int64_t top_k,
+                      int64_t width) {
+    WorkloadSpec w = test::workload(test::small_gpt(2, hidden, seq), 1, 1, 8, 1);
+    w.model.mlp = MlpKind::SWIGLU;
+    w.model.ffn_hidden = ffn;
+    w.model.moe.experts = experts;
+    w.model.moe.top_k = top_k;
+    w.model.moe.expert_ffn_hidden = width;
+    w.parallel.ep = 8;
+    return w;
+  };
+  const WorkloadSpec one = moe(4096, 2048, 11008, 8, 1, 11008);
+  const WorkloadSpec coarse = moe(7168, 4096, 18432, 64, 8, 2048);
+  const WorkloadSpec fine = moe(7168, 4096, 18432, 512, 8, 2048);
+  EXPECT_DOUBLE_EQ(one.tokens_per_local_expert(), 2048.0);
   EXPECT_DOUBLE_EQ(coarse.tokens_per_local_expert(), 4096.0 * 8 * 8 / 64);
   EXPECT_DOUBLE_EQ(fine.tokens_per_local_expert(), 4096.0 * 8 * 8 / 512);
   for (const graph::Phase p : {graph::Phase::FORWARD, graph::Phase::BACKWARD}) {
-    EXPECT_DOUBLE_EQ(graph::block_query(fine, Block::EXPERTS, p, 0).flops.value(),
-                     graph::block_query(coarse, Block::EXPERTS, p, 0).flops.value());
-    EXPECT_GT(per_flop(fine, Block::EXPERTS, p), per_flop(coarse, Block::EXPERTS, p));
+    const auto [mlp, mlp_flops] = time_of(one, Block::MLP, p);
+    const auto [experts, experts_flops] = time_of(one, Block::EXPERTS, p);
+    EXPECT_DOUBLE_EQ(experts_flops, mlp_flops); // the same GEMMs
+    EXPECT_LT(experts, mlp);
+    EXPECT_GT(experts, 0.8 * mlp); // the norm and the residual add are a small part
+    const auto [f, f_flops] = time_of(fine, Block::EXPERTS, p);
+    const auto [k, k_flops] = time_of(coarse, Block::EXPERTS, p);
+    EXPECT_DOUBLE_EQ(f_flops, k_flops);
+    EXPECT_GT(f, k);
   }
 }
 
