@@ -51,12 +51,15 @@ struct KernelCall {
 ///    unpermutation around the experts, each reading and writing the k·T_r routed copies (a
 ///    MEMCPY of k·T_r·h elements each); backward the router's dgrad and wgrad GEMMs, the
 ///    row-wise kernel at 2× and the two permutations of the gradients. Needs experts.
-///  - EXPERTS (an MoE layer's routed experts on one EP rank under balanced routing): each of
-///    its E/ep local experts runs an MLP on M = WorkloadSpec::tokens_per_local_expert tokens (the
-///    GPU's own, after context parallelism's split) of width f_e/etp: fc1 GEMM (M, n_up·f_e/etp,
-///    h), the activation, fc2 GEMM (M, h, f_e/etp), and in the backward their dgrad and wgrad
-///    GEMMs and the activation at 2×; one call per kernel with time factor E/ep (the grouped GEMM's
-///    experts alike). No norm or residual add (the layer's, in MLP). Needs experts.
+///  - EXPERTS (an MoE layer's routed experts on one EP rank under balanced routing, docs/moe.md):
+///    each of its E/ep local experts runs fc1 GEMM (M, n_up·f_e/etp, h) and fc2 GEMM
+///    (M, h, f_e/etp), M = WorkloadSpec::tokens_per_local_expert (the GPU's own tokens, after
+///    context parallelism's split), in fp8 each with its input's cast-transpose; one call per
+///    kernel with time factor E/ep and, for the GEMMs, E/ep launches. Over all E/ep·M routed tokens:
+///    the activation, and with ep > 1 and several local experts a copy sorting them by expert
+///    before fc1 and one back after fc2. Backward: the sorts of the gradients, fc2 and fc1 dgrad
+///    and wgrad (fp8: each output gradient's cast-transpose), the activation at 2× (and again
+///    first under recompute_modules moe_act). No norm or residual add. Needs experts.
 ///  - RECOMPUTE (full recomputation): the forward's kernels.
 /// The attention core is the fused (FlashAttention-style) kernel when training.flash_attention
 /// is true, else the unfused kernels of attention_core_kernels.

@@ -181,10 +181,6 @@ double ep_rank_balanced_assignments(const WorkloadSpec& w) {
   return ep_rank_tokens(w) * d(w.model.moe.top_k);
 }
 
-double tokens_per_local_expert(const WorkloadSpec& w) {
-  return w.tokens_per_local_expert();
-}
-
 double ep_max_rank_assignments(const WorkloadSpec& w, int64_t layer) {
   const std::vector<double> ranks = ep_group_loads(w, layer);
   return *std::max_element(ranks.begin(), ranks.end());

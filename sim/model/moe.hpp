@@ -89,11 +89,10 @@ std::vector<double> ep_rank_loads(const std::vector<double>& loads, int ep);
 /// b*s/cp*etp/tp*top_k.
 double ep_rank_assignments(const WorkloadSpec& w, int64_t layer, int ep_rank);
 
-/// Balanced routing: the token-expert pairs of an EP rank, b*s/cp*etp/tp*top_k (uniform routing,
-/// no capacity limit), and the tokens each of its E/ep local experts receives, that over E/ep:
-/// the M of each expert's GEMMs (docs/kernels.md, "Routed experts").
+/// Balanced routing (uniform, no capacity limit): the token-expert pairs of an EP rank,
+/// b*s/cp*etp/tp*top_k; over its E/ep local experts, WorkloadSpec::tokens_per_local_expert, the M
+/// of each expert's GEMMs (docs/moe.md, "Routed experts").
 double ep_rank_balanced_assignments(const WorkloadSpec& w);
-double tokens_per_local_expert(const WorkloadSpec& w);
 
 /// The most loaded EP rank's assignments in `layer` (the pace of the layer's combine).
 double ep_max_rank_assignments(const WorkloadSpec& w, int64_t layer);
