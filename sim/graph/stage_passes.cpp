@@ -163,8 +163,9 @@ double StagePasses::Pass::zero3_params(int l) const {
 }
 
 double StagePasses::Pass::zero3_gather_bytes(int l) const {
-  const double extra = zero3_extra_params(l);
-  return (zero3_params(l) - extra) * wb_ + extra * model::weight_bytes(w_);
+  const double dense =
+      model::layer_params_at(w_.model, layer_of(l), s_.grid_.tp, s_.grid_.ep, s_.grid_.etp).dense;
+  return dense * wb_ + zero3_extra_params(l) * model::weight_bytes(w_);
 }
 
 double StagePasses::Pass::expert_params(int l) const {

@@ -22,7 +22,8 @@ namespace stepsim::runner {
 
 namespace {
 
-/// `gpu.launch_overhead` when set (>= 0), else the profile's, else 0 (runner::launch_overhead).
+/// The fixed cost of one kernel launch: `gpu.launch_overhead` when set (>= 0), else the profile's,
+/// else 0 (no profile: the roofline charges no launches).
 Seconds gpu_launch_overhead(const GpuSpec& gpu, const kernels::KernelTable* table) {
   if (gpu.launch_overhead.value() >= 0)
     return gpu.launch_overhead;
@@ -185,12 +186,8 @@ graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const Worklo
   return compute_time_model(cluster, workload, load_kernel_table(cluster));
 }
 
-Seconds launch_overhead(const ClusterSpec& cluster, const kernels::KernelTable* table) {
-  return gpu_launch_overhead(cluster.gpu, table);
-}
-
 Seconds list_collective_per_rank(const ClusterSpec& cluster, const kernels::KernelTable* table) {
-  return std::max(cluster.gpu.list_collective_per_rank, launch_overhead(cluster, table));
+  return std::max(cluster.gpu.list_collective_per_rank, gpu_launch_overhead(cluster.gpu, table));
 }
 
 double overlap_slowdown(const ClusterSpec& cluster, const kernels::KernelTable* table) {

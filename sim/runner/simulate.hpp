@@ -65,13 +65,10 @@ graph::ComputeTimeFn compute_time_model(const ClusterSpec& cluster, const Worklo
 /// else the table's profile's, else 1.
 double overlap_slowdown(const ClusterSpec& cluster, const kernels::KernelTable* table);
 
-/// The fixed cost of one kernel launch: `gpu.launch_overhead` when set, else the table's
-/// profile's `launch_overhead_s`, else 0 (no profile: the roofline charges no launches).
-Seconds launch_overhead(const ClusterSpec& cluster, const kernels::KernelTable* table);
-
 /// Host time per participant of a tensor-list collective (docs/model.md, "ZeRO-3 fetch"):
-/// `gpu.list_collective_per_rank`, at least one launch_overhead, since each rank's slice is copied
-/// by a kernel of its own. With the knob unset (0) a blocking ZeRO-3 still pays that floor.
+/// `gpu.list_collective_per_rank`, at least one kernel launch (`gpu.launch_overhead` when set,
+/// else the table's profile's `launch_overhead_s`, else 0), since each rank's slice is copied by a
+/// kernel of its own. With the knob unset (0) a blocking ZeRO-3 still pays that floor.
 Seconds list_collective_per_rank(const ClusterSpec& cluster, const kernels::KernelTable* table);
 
 /// Every distinct kernel shape compute_time_model looks up for `workload` (all blocks and
